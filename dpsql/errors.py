@@ -1,0 +1,200 @@
+"""The exception hierarchy of dpsql.
+
+It is the PEP 249 (DB-API 2.0) hierarchy, so that every front door raises the same classes:
+the command line prints them, the DB-API raises them, and the wire-protocol server sends their
+``sqlstate`` in an ErrorResponse. Every refusal of a query is a :class:`QueryRefused`; a refusal
+is raised before anything runs on the data and before anything is charged.
+
+Stable SQLSTATE codes (documented in the README):
+
+* ``42501`` -- a query refused for privacy reasons (generic :class:`QueryRefused`)
+* ``42601`` -- SQL that cannot be parsed
+* ``42P01`` / ``42703`` -- undeclared table / column
+* ``42803`` -- aggregation errors: private column outside an aggregate, nested aggregates
+* ``0A000`` -- SQL that dpsql does not support (joins, set operations, ...)
+* ``22023`` -- an invalid privacy parameter (epsilon, delta, mechanism)
+* ``53400`` -- the analyst's privacy budget is exhausted
+"""
+
+from __future__ import annotations
+
+
+class Warning(Exception):  # noqa: A001 - the name is fixed by PEP 249
+    """Important warnings (PEP 249)."""
+
+
+class Error(Exception):
+    """Base class of every dpsql error (PEP 249)."""
+
+    sqlstate: str = "XX000"
+
+
+class InterfaceError(Error):
+    """Misuse of the programming interface itself, e.g. a closed cursor (PEP 249)."""
+
+    sqlstate = "08000"
+
+
+class DatabaseError(Error):
+    """Errors related to the database (PEP 249)."""
+
+
+class DataError(DatabaseError):
+    """Problems with the processed data (PEP 249)."""
+
+    sqlstate = "22000"
+
+
+class OperationalError(DatabaseError):
+    """Errors in the operation of the database, not under the analyst's control (PEP 249)."""
+
+    sqlstate = "58000"
+
+
+class IntegrityError(DatabaseError):
+    """Relational integrity errors (PEP 249); dpsql is read-only and never raises it."""
+
+    sqlstate = "23000"
+
+
+class InternalError(DatabaseError):
+    """An internal error of dpsql: a bug, never the analyst's fault (PEP 249)."""
+
+    sqlstate = "XX000"
+
+
+class ProgrammingError(DatabaseError):
+    """Errors in the SQL or its parameters (PEP 249)."""
+
+    sqlstate = "42000"
+
+
+class NotSupportedError(DatabaseError):
+    """A feature that dpsql does not offer (PEP 249)."""
+
+    sqlstate = "0A000"
+
+
+class MetadataError(OperationalError):
+    """The data owner's metadata file is missing or invalid. The message names the file, the
+    table, the column and what is wrong."""
+
+    sqlstate = "F0000"
+
+
+class EngineError(OperationalError):
+    """The database engine could not be opened or failed while running a checked query."""
+
+    sqlstate = "58000"
+
+
+class BudgetExhausted(OperationalError):
+    """The query costs more privacy budget than the analyst has left. Nothing was charged."""
+
+    sqlstate = "53400"
+
+
+class QueryRefused(ProgrammingError):
+    """A query that dpsql will not answer. Nothing ran on the data and nothing was charged."""
+
+    sqlstate = "42501"
+
+
+class SQLSyntaxError(QueryRefused):
+    """The SQL text could not be parsed."""
+
+    sqlstate = "42601"
+
+
+class NotASingleSelect(QueryRefused):
+    """The text is not exactly one SELECT statement (DDL, DML, PRAGMA, SET, several statements)."""
+
+
+class UnknownTable(QueryRefused):
+    """A table that the metadata does not declare."""
+
+    sqlstate = "42P01"
+
+
+class UnknownColumn(QueryRefused):
+    """A column that the metadata does not declare for its table."""
+
+    sqlstate = "42703"
+
+
+class ForbiddenFunction(QueryRefused):
+    """A table function, file access, engine catalog or a function that is not on the allow list."""
+
+
+class UnsupportedQuery(QueryRefused, NotSupportedError):
+    """SQL that dpsql does not answer yet (joins, set operations, ...)."""
+
+    sqlstate = "0A000"
+
+
+class UnsupportedAggregate(UnsupportedQuery):
+    """An aggregate function that has no differentially private implementation here."""
+
+
+class NonAggregatedColumn(QueryRefused):
+    """A private column reaches the output without an aggregate (and is not a group key)."""
+
+    sqlstate = "42803"
+
+
+class NestedAggregate(QueryRefused):
+    """An aggregate inside another aggregate."""
+
+    sqlstate = "42803"
+
+
+class WindowOverPrivateRows(QueryRefused):
+    """A window function over the private rows (a window over aggregated cells is fine)."""
+
+    sqlstate = "42P20"
+
+
+class UnboundedExpression(QueryRefused):
+    """An aggregated expression whose range cannot be derived from the declared bounds."""
+
+
+class KeyReleaseRefused(QueryRefused):
+    """GROUP BY keys that have no public domain while delta is zero, or grouping by the
+    privacy unit itself."""
+
+
+class InvalidPrivacyParameter(QueryRefused):
+    """An invalid epsilon, delta or mechanism (negative, zero, NaN, infinite, absurd)."""
+
+    sqlstate = "22023"
+
+
+__all__ = [
+    "BudgetExhausted",
+    "DataError",
+    "DatabaseError",
+    "EngineError",
+    "Error",
+    "ForbiddenFunction",
+    "IntegrityError",
+    "InterfaceError",
+    "InternalError",
+    "InvalidPrivacyParameter",
+    "KeyReleaseRefused",
+    "MetadataError",
+    "NestedAggregate",
+    "NonAggregatedColumn",
+    "NotASingleSelect",
+    "NotSupportedError",
+    "OperationalError",
+    "ProgrammingError",
+    "QueryRefused",
+    "SQLSyntaxError",
+    "UnboundedExpression",
+    "UnknownColumn",
+    "UnknownTable",
+    "UnsupportedAggregate",
+    "UnsupportedQuery",
+    "Warning",
+    "WindowOverPrivateRows",
+]
