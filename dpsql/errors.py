@@ -19,7 +19,7 @@ Stable SQLSTATE codes (documented in the README):
 from __future__ import annotations
 
 
-class Warning(Exception):  # noqa: A001 - the name is fixed by PEP 249
+class Warning(Exception):
     """Important warnings (PEP 249)."""
 
 

@@ -1,0 +1,191 @@
+"""The privacy argument of every aggregate, in one place.
+
+Notation. After contribution bounding, one privacy unit contributes at most ``k`` rows to a query
+(``Table.rows_per_unit``), and with GROUP BY those rows fall into at most ``g' = min(g, k)``
+groups (``Table.groups_per_unit``). Neighbouring databases differ by all rows of one unit. Every
+value entering an aggregate is clamped in SQL to an interval ``[L, U]`` derived by interval
+arithmetic from the declared bounds (:mod:`dpsql.bounds`); ``M = max(|L|, |U|)``, the midpoint
+``c = (L + U) / 2`` and the half-width ``h = (U - L) / 2``.
+
+Each aggregate is answered from one or more *measurements*: exact aggregates that the engine
+computes per group and that are perturbed exactly once (:mod:`dpsql.mechanisms`). The sensitivity
+below is over the whole vector of groups (parallel composition: a unit's k rows can change the
+groups' values by at most this much in total), so the noise for each group is calibrated to it
+and the query is charged once, not once per group.
+
+==========================  =======================================  ================  ===========
+aggregate                   measurements                             L1 sensitivity    L2
+==========================  =======================================  ================  ===========
+COUNT(*), COUNT(x)          number of (non-NULL) rows                k                 k
+COUNT(DISTINCT unit)        number of distinct units                 g'                sqrt(g')
+COUNT(DISTINCT x)           number of distinct values                k                 k
+SUM(x)                      sum of clamp(x)                          k * M             k * M
+AVG(x)                      n = COUNT(x); S = sum of (clamp(x) - c)  k; k * h          same
+VAR/STDDEV(x)               n; S1 = sum(y); S2 = sum(y^2), y=x-c     k; k*h; k*h^2     same
+MEDIAN/QUANTILE/MIN/MAX     histogram of clamp(x) over B buckets,    utility: k        -
+                            exponential mechanism (one per group)
+==========================  =======================================  ================  ===========
+
+The L2 column is the worst case of k rows all in one group (then L2 = L1); for distinct units a
+unit adds 1 to each of at most g' groups. Everything computed from the noisy measurements is
+post-processing: AVG = c + S~/max(n~, 1), clamped to [L, U]; VAR_POP = S2~/n - (S1~/n)^2, clamped
+to [0, h^2]; VAR_SAMP = VAR_POP * n/(n-1); STDDEV = sqrt(VAR). For quantiles, bucket j covers the
+ranks [r_j, r_{j+1}] and has utility -dist(q*n, [r_j, r_{j+1}]); adding or removing a unit moves
+every r_j and q*n by at most k, so the utility's sensitivity is k, and in each group the bucket is
+drawn with probability proportional to exp(eps * u / (2k)). Across groups the unit's k rows change
+the utilities by at most k in total, which bounds the privacy loss of all groups together by eps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from sqlglot import exp
+
+from dpsql.bounds import Bound, numeric_bound
+from dpsql.check import AggregateCall
+from dpsql.metadata import Table
+
+HISTOGRAM_BUCKETS = 1000
+
+
+@dataclass
+class Measurement:
+    """One exact per-group aggregate that the engine computes and the perturb pass noises."""
+
+    kind: str  # "count", "units", "distinct", "sum", "histogram"
+    arg: exp.Expression | None  # row-level input over base columns (None: every row)
+    lo: float = 0.0  # clamp interval of the input (sum, histogram)
+    hi: float = 0.0
+    center: float = 0.0  # sum of (x - center)
+    power: int = 1  # sum of (x - center) ** power
+    integer: bool = True
+    l1: float = 1.0
+    l2: float = 1.0
+    buckets: int = 0  # histogram only
+    name: str = ""  # the column alias in the rewritten SQL, set by the plan
+    epsilon: float = 0.0  # set by the plan's budget split
+    mechanism: str = "laplace"
+    noise: object = None  # a mechanisms.NoiseSpec, set by the plan
+
+    @property
+    def histogram_range(self) -> tuple[float, float]:
+        """[lo, hi) split into ``buckets`` equal buckets; integer inputs get one per value."""
+        return (self.lo, self.hi + 1) if self.integer else (self.lo, self.hi)
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
+        return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
+                self.mechanism)
+
+
+@dataclass
+class Cell:
+    """One output aggregate: its measurements and how they combine (post-processing)."""
+
+    call: AggregateCall
+    measurements: list[Measurement]
+    combine: Callable[[Sequence[np.ndarray]], np.ndarray]
+    type: str  # "BIGINT" or "DOUBLE"
+    bound: Bound | None = None
+    quantile: float | None = None
+    accuracy_unit: str = "value"  # or "rank" for the exponential mechanism
+    notes: list[str] = field(default_factory=list)
+
+
+def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+    """The measurements and the combination rule of one aggregate call."""
+    k = table.rows_per_unit
+    if call.kind == "count":
+        return _count(call, table, grouped, k, mechanism)
+    b = numeric_bound(call.arg, table, call.text)
+    if call.kind == "sum":
+        return _sum(call, b, k, mechanism)
+    if call.kind == "avg":
+        return _avg(call, b, k, mechanism)
+    if call.kind == "quantile":
+        return _quantile(call, b, k)
+    return _variance(call, b, k, mechanism)
+
+
+def _count(call: AggregateCall, table: Table, grouped: bool, k: int, mechanism: str) -> Cell:
+    arg = call.arg
+    if call.distinct and _is_unit(arg, table):
+        g = table.groups_per_unit if grouped else 1
+        m = units_measurement(table, g, mechanism)
+    elif call.distinct:
+        m = Measurement("distinct", arg, l1=k, l2=k, mechanism=mechanism)
+    else:
+        m = Measurement("count", arg, l1=k, l2=k, mechanism=mechanism)
+    return Cell(call, [m], lambda v: v[0], "BIGINT")
+
+
+def units_measurement(table: Table, groups: int, mechanism: str) -> Measurement:
+    """The number of distinct units per group: sensitivity g' in L1, sqrt(g') in L2.
+
+    Without contribution bounding each row is a unit, so this is COUNT(*) with sensitivity 1.
+    """
+    if not table.needs_bounding:
+        return Measurement("count", None, l1=1, l2=1, mechanism=mechanism)
+    return Measurement("units", None, l1=groups, l2=math.sqrt(groups), mechanism=mechanism)
+
+
+def _is_unit(arg: exp.Expression | None, table: Table) -> bool:
+    return (isinstance(arg, exp.Column) and table.privacy_unit is not None
+            and arg.name.lower() == table.privacy_unit)
+
+
+def _sum(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
+    integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
+    sens = k * b.magnitude
+    m = Measurement("sum", call.arg, b.lo, b.hi, integer=integer, l1=sens, l2=sens,
+                    mechanism=mechanism)
+    return Cell(call, [m], lambda v: v[0], "BIGINT" if integer else "DOUBLE", bound=b)
+
+
+def _avg(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
+    c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
+    n = Measurement("count", call.arg, l1=k, l2=k, mechanism=mechanism)
+    s = Measurement("sum", call.arg, b.lo, b.hi, center=c, integer=False, l1=k * h, l2=k * h,
+                    mechanism=mechanism)
+
+    def combine(v: Sequence[np.ndarray]) -> np.ndarray:
+        count = np.maximum(v[0].astype(float), 1.0)
+        return np.clip(c + v[1] / count, b.lo, b.hi)
+
+    return Cell(call, [n, s], combine, "DOUBLE", bound=b)
+
+
+def _variance(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
+    c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
+    n = Measurement("count", call.arg, l1=k, l2=k, mechanism=mechanism)
+    s1 = Measurement("sum", call.arg, b.lo, b.hi, center=c, integer=False, l1=k * h, l2=k * h,
+                     mechanism=mechanism)
+    s2 = Measurement("sum", call.arg, b.lo, b.hi, center=c, power=2, integer=False,
+                     l1=k * h * h, l2=k * h * h, mechanism=mechanism)
+    sample = call.kind.endswith("samp")
+    root = call.kind.startswith("stddev")
+
+    def combine(v: Sequence[np.ndarray]) -> np.ndarray:
+        count = np.maximum(v[0].astype(float), 1.0)
+        mean = v[1] / count
+        var = np.clip(v[2] / count - mean * mean, 0.0, h * h)
+        if sample:
+            var = np.clip(var * count / np.maximum(count - 1.0, 1.0), 0.0, 2 * h * h)
+        return np.sqrt(var) if root else var
+
+    return Cell(call, [n, s1, s2], combine, "DOUBLE", bound=b)
+
+
+def _quantile(call: AggregateCall, b: Bound, k: int) -> Cell:
+    per_value = b.kind == "int" and b.hi - b.lo + 1 <= HISTOGRAM_BUCKETS
+    buckets = int(b.hi - b.lo + 1) if per_value else HISTOGRAM_BUCKETS
+    m = Measurement("histogram", call.arg, b.lo, b.hi, integer=per_value, l1=k, l2=k,
+                    buckets=buckets, mechanism="exponential")
+    # The exponential mechanism draws the value itself; `combine` receives it.
+    return Cell(call, [m], lambda v: v[0], "DOUBLE", bound=b, quantile=call.quantile,
+                accuracy_unit="rank")

@@ -1,0 +1,204 @@
+"""Pass 2, bind: resolve the FROM clause to one declared table and every column reference to
+an expression over that table's declared columns.
+
+CTEs and subqueries in FROM are allowed when they are row-level transformations of the one
+private table (projections and WHERE filters). They are inlined: their projections are
+substituted into the outer query and their filters are AND-ed together, so that every later pass
+sees a single SELECT over the base table. A base column appears as an unqualified ``exp.Column``
+whose name is the declared column name in lower case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, UnsupportedQuery
+from dpsql.metadata import Metadata, Table
+
+# Clauses that make a SELECT more than a row-level transformation of its input.
+_NOT_ROW_LEVEL = ("group", "having", "limit", "offset", "qualify", "distinct", "windows")
+_DEFAULT_SCHEMAS = {"", "main"}
+
+
+@dataclass
+class BoundQuery:
+    """The query's final SELECT over one base table, with CTEs and subqueries inlined."""
+
+    table: Table
+    select: exp.Select  # FROM/WITH removed; columns are base columns or output aliases
+    where: exp.Expression | None
+    output_names: list[str]  # the result's column names, as the analyst wrote them
+
+
+@dataclass
+class _Source:
+    table: Table
+    alias: str
+    columns: dict[str, exp.Expression]  # visible name -> expression over base columns
+    where: exp.Expression | None
+
+
+def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
+    """Resolve ``select`` against ``metadata``."""
+    select = select.copy()
+    names = [output_name(e) for e in select.expressions]
+    ctes = _collect_ctes(select, {})
+    source = _resolve_from(select, ctes, metadata, "the query")
+    aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+    where = _combine(source.where, _where(select, source, aliases=set()))
+    for key in ("where", "from_", "with_"):
+        select.set(key, None)
+    for key in ("expressions", "group", "having", "order", "qualify"):
+        node = select.args.get(key)
+        if node is None:
+            continue
+        # Output aliases may be named in GROUP BY, HAVING and ORDER BY, not in the select list;
+        # in GROUP BY a declared column of the same name wins, as in standard SQL.
+        visible = {"expressions": set(), "group": aliases - set(source.columns)}.get(key, aliases)
+        if isinstance(node, list):
+            select.set(key, [_substitute(n, source, visible) for n in node])
+        else:
+            select.set(key, _substitute(node, source, visible))
+    return BoundQuery(table=source.table, select=select, where=where, output_names=names)
+
+
+def output_name(projection: exp.Expression) -> str:
+    """A select item's column name: its alias, its column name, or its SQL text."""
+    if isinstance(projection, exp.Alias | exp.Column) and not isinstance(projection.this,
+                                                                          exp.Star):
+        return projection.alias_or_name
+    return projection.sql(dialect="duckdb")
+
+
+def _collect_ctes(select: exp.Select, outer: dict[str, exp.Select]) -> dict[str, exp.Select]:
+    ctes = dict(outer)
+    with_ = select.args.get("with_")
+    if with_ is None:
+        return ctes
+    if with_.args.get("recursive"):
+        raise UnsupportedQuery("recursive CTEs are not supported; use a plain WITH")
+    for cte in with_.expressions:
+        body = cte.this
+        if not isinstance(body, exp.Select):
+            raise UnsupportedQuery(f"the CTE {cte.alias!r} must be a plain SELECT")
+        ctes[cte.alias.lower()] = body
+    return ctes
+
+
+def _resolve_from(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata,
+                  what: str) -> _Source:
+    if select.args.get("joins") or select.args.get("laterals"):
+        raise UnsupportedQuery(
+            f"joins are not supported yet ({what} joins tables); query one table at a time")
+    from_ = select.args.get("from_")
+    if from_ is None:
+        raise UnsupportedQuery(f"{what} reads no table; every query must aggregate one "
+                               "declared table (FROM table_name)")
+    item = from_.this
+    alias = item.alias_or_name.lower() if item.alias_or_name else ""
+    if isinstance(item, exp.Subquery):
+        inner = item.this
+        if not isinstance(inner, exp.Select):
+            raise UnsupportedQuery("a subquery in FROM must be a plain SELECT")
+        return _row_level(inner, _collect_ctes(inner, ctes), metadata, alias or "subquery")
+    if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
+        raise ForbiddenFunction(
+            f"{item.sql(dialect='duckdb')} is not a table: table functions, file reads and "
+            "engine catalogs are not allowed; read a declared table by name")
+    return _table_source(item, alias, ctes, metadata)
+
+
+def _table_source(item: exp.Table, alias: str, ctes: dict[str, exp.Select],
+                  metadata: Metadata) -> _Source:
+    name = item.name.lower()
+    schema = (item.db or "").lower()
+    if item.catalog or schema not in _DEFAULT_SCHEMAS:
+        raise UnknownTable(f"{item.sql(dialect='duckdb')} is not a declared table; "
+                           f"declared tables: {', '.join(sorted(metadata.tables))}")
+    if not schema and name in ctes:
+        body = ctes.pop(name)  # a CTE cannot refer to itself
+        return _row_level(body, _collect_ctes(body, ctes), metadata, alias)
+    table = metadata.table(name)
+    if table is None:
+        raise UnknownTable(f"table {item.name!r} is not declared in the metadata; "
+                           f"declared tables: {', '.join(sorted(metadata.tables))}")
+    columns: dict[str, exp.Expression] = {c: exp.column(c) for c in table.columns}
+    return _Source(table=table, alias=alias, columns=columns, where=None)
+
+
+def _row_level(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata,
+               alias: str) -> _Source:
+    what = f"the subquery or CTE {alias!r}"
+    for key in _NOT_ROW_LEVEL:
+        if select.args.get(key):
+            raise UnsupportedQuery(
+                f"{what} uses {key.upper()}; a CTE or subquery must be a row-level "
+                "transformation of one table (SELECT expressions FROM table WHERE ...)")
+    for node in select.find_all(exp.AggFunc, exp.Window):
+        raise UnsupportedQuery(
+            f"{what} computes {node.sql(dialect='duckdb')}; aggregate only in the final SELECT, "
+            "CTEs and subqueries must be row-level transformations")
+    inner = _resolve_from(select, ctes, metadata, what)
+    columns: dict[str, exp.Expression] = {}
+    for projection in select.expressions:
+        columns.update(_project(projection, inner, what))
+    where = _combine(inner.where, _where(select, inner, aliases=set()))
+    return _Source(table=inner.table, alias=alias, columns=columns, where=where)
+
+
+def _project(projection: exp.Expression, source: _Source,
+             what: str) -> dict[str, exp.Expression]:
+    if isinstance(projection, exp.Star) or (
+            isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)):
+        return {name: e.copy() for name, e in source.columns.items()}
+    name = projection.alias_or_name.lower()
+    if not name:
+        raise UnsupportedQuery(f"{what}: give {projection.sql(dialect='duckdb')} a name with AS")
+    body = projection.this if isinstance(projection, exp.Alias) else projection
+    return {name: _substitute(body, source, set())}
+
+
+def _where(select: exp.Select, source: _Source, aliases: set[str]) -> exp.Expression | None:
+    where = select.args.get("where")
+    return None if where is None else _substitute(where.this, source, aliases)
+
+
+def _substitute(node: exp.Expression, source: _Source, aliases: set[str]) -> exp.Expression:
+    """Replace every column reference in ``node`` with its expression over base columns."""
+
+    def replace(n: exp.Expression) -> exp.Expression:
+        if not isinstance(n, exp.Column) or isinstance(n.this, exp.Star):
+            if isinstance(n, exp.Subquery | exp.Exists) or (
+                    isinstance(n, exp.In) and n.args.get("query")):
+                raise UnsupportedQuery(
+                    f"subqueries inside expressions ({n.sql(dialect='duckdb')[:60]}) are not "
+                    "supported; filter with plain predicates on the table's columns")
+            return n
+        return _resolve_column(n, source, aliases)
+
+    return node.copy().transform(replace, copy=False)
+
+
+def _resolve_column(column: exp.Column, source: _Source, aliases: set[str]) -> exp.Expression:
+    qualifier = column.table.lower()
+    name = column.name.lower()
+    if qualifier and qualifier not in (source.alias, source.table.name.lower()):
+        raise UnknownColumn(f"{column.sql(dialect='duckdb')}: {column.table!r} is not the table "
+                            f"in FROM ({source.alias or source.table.name})")
+    if not qualifier and name in aliases:
+        return column  # an output alias, resolved by the outer query on the noisy cells
+    expression = source.columns.get(name)
+    if expression is None:
+        raise UnknownColumn(f"column {column.name!r} is not declared for table "
+                            f"{source.table.name!r}; its columns: "
+                            f"{', '.join(sorted(source.columns))}")
+    copy = expression.copy()
+    return copy if isinstance(copy, exp.Column | exp.Literal) else exp.Paren(this=copy)
+
+
+def _combine(a: exp.Expression | None, b: exp.Expression | None) -> exp.Expression | None:
+    if a is None or b is None:
+        return a or b
+    return exp.and_(a, b, copy=True)

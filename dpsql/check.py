@@ -1,0 +1,292 @@
+"""Pass 3, check: split the bound query into its private part and its post-processing part.
+
+The private part is what touches rows: the WHERE filter, the GROUP BY keys and the argument of
+each aggregate, all row-level expressions on the allow list of :mod:`dpsql.bounds`. The
+post-processing part is the rest of the SELECT (outer expressions, HAVING, ORDER BY, LIMIT,
+windows over aggregates) rewritten to read only placeholder columns: ``__k{i}`` for the i-th
+group key and ``__a{j}`` for the j-th noisy aggregate. A private column that is left over in the
+post-processing part is refused: it would reach the output without noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dpsql.bind import BoundQuery
+from dpsql.bounds import bound
+from dpsql.errors import (
+    ForbiddenFunction,
+    KeyReleaseRefused,
+    NestedAggregate,
+    NonAggregatedColumn,
+    UnsupportedAggregate,
+    UnsupportedQuery,
+    WindowOverPrivateRows,
+)
+from dpsql.metadata import Table
+
+SUPPORTED = ("COUNT(*), COUNT(x), COUNT(DISTINCT x), COUNT_IF, SUM, AVG, VAR/VARIANCE/VAR_SAMP/"
+             "VAR_POP, STDDEV/STDDEV_SAMP/STDDEV_POP, MEDIAN, QUANTILE_CONT/PERCENTILE_CONT, "
+             "MIN, MAX")
+_KINDS: dict[type, str] = {
+    exp.Count: "count", exp.CountIf: "count", exp.Sum: "sum", exp.Avg: "avg",
+    exp.Variance: "var_samp", exp.VariancePop: "var_pop", exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Median: "quantile",
+    exp.PercentileCont: "quantile", exp.Quantile: "quantile", exp.ApproxQuantile: "quantile",
+    exp.Min: "quantile", exp.Max: "quantile",
+}
+_ANONYMOUS_KINDS = {"VAR": "var_samp", "VARIANCE_SAMP": "var_samp", "STDEV": "stddev_samp",
+                    "QUANTILE": "quantile", "PERCENTILE": "quantile"}
+# Functions that must never run, not even in the post-processing query over noisy cells.
+_FORBIDDEN_OUTER = {"GETENV", "CURRENT_SETTING", "READ_CSV", "READ_PARQUET", "READ_JSON",
+                    "READ_TEXT", "READ_BLOB", "GLOB", "QUERY", "QUERY_TABLE", "SETSEED", "RANDOM",
+                    "DUCKDB_TABLES", "DUCKDB_SETTINGS", "PRAGMA_VERSION"}
+
+
+@dataclass
+class AggregateCall:
+    """One aggregate as the analyst wrote it, its argument over base columns."""
+
+    kind: str  # count, sum, avg, var_samp, var_pop, stddev_samp, stddev_pop, quantile
+    arg: exp.Expression | None  # None for COUNT(*)
+    distinct: bool
+    quantile: float | None
+    text: str  # the original SQL, for column names and explain
+    placeholder: str
+
+
+@dataclass
+class CheckedQuery:
+    table: Table
+    where: exp.Expression | None
+    keys: list[exp.Expression]
+    aggregates: list[AggregateCall]
+    outer: exp.Select  # reads __k{i} and __a{j} from the table of noisy cells
+    output_names: list[str]
+
+
+def check(query: BoundQuery) -> CheckedQuery:
+    """Check the bound query and separate the private part from post-processing."""
+    select, table = query.select.copy(), query.table
+    if select.args.get("windows"):
+        raise UnsupportedQuery("named WINDOW clauses are not supported; write OVER (...) inline")
+    if query.where is not None:
+        _row_level(query.where, table, "WHERE")
+    keys = _group_keys(select, table)
+    aggregates: list[AggregateCall] = []
+    for key in ("expressions", "having", "order", "qualify"):
+        _replace_in(select, key, lambda n: _extract_aggregate(n, table, aggregates))
+    placeholders = {k.sql(dialect="duckdb"): f"__k{i}" for i, k in enumerate(keys)}
+    for key in ("expressions", "having", "order", "qualify"):
+        _replace_in(select, key, lambda n: _key_placeholder(n, placeholders))
+    if not aggregates and not keys:
+        raise NonAggregatedColumn(_no_aggregate_message(select))
+    _check_outer(select)
+    select.set("group", None)
+    return CheckedQuery(table=table, where=query.where, keys=keys, aggregates=aggregates,
+                        outer=select, output_names=query.output_names)
+
+
+def _row_level(node: exp.Expression, table: Table, where: str) -> None:
+    for sub in node.find_all(exp.AggFunc, exp.Window):
+        kind = WindowOverPrivateRows if isinstance(sub, exp.Window) else UnsupportedQuery
+        raise kind(f"{where} cannot contain {sub.sql(dialect='duckdb')}; filter rows with "
+                   "row-level predicates and put conditions on aggregates in HAVING")
+    bound(node, table)
+
+
+def _group_keys(select: exp.Select, table: Table) -> list[exp.Expression]:
+    group = select.args.get("group")
+    items = list(group.expressions) if group is not None else []
+    if group is not None and group.args.get("all"):
+        items = [e for e in select.expressions if not e.find(exp.AggFunc)]
+    if not items and select.args.get("distinct") and not any(
+            e.find(exp.AggFunc) for e in select.expressions):
+        items = list(select.expressions)  # SELECT DISTINCT a, b is GROUP BY a, b
+        select.set("distinct", None)
+    keys = []
+    for item in items:
+        key = _resolve_key(item, select)
+        _row_level(key, table, "GROUP BY")
+        if table.privacy_unit and any(c.name.lower() == table.privacy_unit
+                                      for c in key.find_all(exp.Column)):
+            raise KeyReleaseRefused(
+                f"GROUP BY {key.sql(dialect='duckdb')} groups by the privacy unit "
+                f"{table.privacy_unit!r}: every group would be one person. Group by a "
+                "coarser column instead")
+        if key.sql(dialect="duckdb") not in {k.sql(dialect="duckdb") for k in keys}:
+            keys.append(key)
+    return keys
+
+
+def _resolve_key(item: exp.Expression, select: exp.Select) -> exp.Expression:
+    """GROUP BY 2 and GROUP BY alias name a select item; return its expression."""
+    if isinstance(item, exp.Literal) and item.is_int:
+        position = int(item.this)
+        if not 1 <= position <= len(select.expressions):
+            raise UnsupportedQuery(f"GROUP BY {position} is out of range: the SELECT list has "
+                                   f"{len(select.expressions)} items")
+        item = select.expressions[position - 1]
+    elif isinstance(item, exp.Column) and not item.table:
+        for projection in select.expressions:
+            if isinstance(projection, exp.Alias) and projection.alias.lower() == item.name:
+                item = projection
+                break
+    item = item.this if isinstance(item, exp.Alias) else item
+    if item.find(exp.AggFunc):
+        raise NestedAggregate(f"GROUP BY {item.sql(dialect='duckdb')} contains an aggregate; "
+                              "group by row-level expressions only")
+    return item.copy()
+
+
+def _replace_in(select: exp.Select, key: str, fn: object) -> None:
+    node = select.args.get(key)
+    if node is None:
+        return
+    if isinstance(node, list):
+        select.set(key, [n.transform(fn, copy=False) for n in node])
+    else:
+        select.set(key, node.transform(fn, copy=False))
+
+
+def _extract_aggregate(node: exp.Expression, table: Table,
+                       found: list[AggregateCall]) -> exp.Expression:
+    condition = None
+    call = node
+    if isinstance(node, exp.Filter):
+        call, condition = node.this, node.expression.this
+    if not _is_aggregate(call) or isinstance(node.parent, exp.Window | exp.Filter):
+        return node
+    if isinstance(node.parent, exp.WithinGroup):
+        return node  # handled with the WITHIN GROUP node itself
+    aggregate = _aggregate_call(node, call, condition, table, len(found))
+    for existing in found:
+        if (existing.kind, existing.arg, existing.distinct, existing.quantile) == (
+                aggregate.kind, aggregate.arg, aggregate.distinct, aggregate.quantile):
+            return exp.column(existing.placeholder)
+    found.append(aggregate)
+    return exp.column(aggregate.placeholder)
+
+
+def _is_aggregate(node: exp.Expression) -> bool:
+    if isinstance(node, exp.WithinGroup):
+        return True
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).upper() in _ANONYMOUS_KINDS
+    return isinstance(node, exp.AggFunc)
+
+
+def _aggregate_call(node: exp.Expression, call: exp.Expression,
+                    condition: exp.Expression | None, table: Table, index: int) -> AggregateCall:
+    text = node.sql(dialect="duckdb")
+    kind, arg, quantile = _kind_and_arg(call, text)
+    distinct = isinstance(arg, exp.Distinct)
+    if distinct:
+        if len(arg.expressions) != 1 or kind != "count":
+            raise UnsupportedAggregate(f"{text}: DISTINCT is supported in COUNT(DISTINCT x) "
+                                       "only, with one expression")
+        arg = arg.expressions[0]
+    if arg is not None:
+        for sub in arg.find_all(exp.AggFunc, exp.Window):
+            error = NestedAggregate if isinstance(sub, exp.AggFunc) else WindowOverPrivateRows
+            raise error(f"{text} contains {sub.sql(dialect='duckdb')}; aggregates cannot be "
+                        "nested and windows cannot run over private rows")
+        if isinstance(arg, exp.Star):
+            arg = None
+    if condition is not None:
+        _row_level(condition, table, "FILTER (WHERE ...)")
+        value = arg if arg is not None else exp.Literal.number(1)
+        arg = exp.Case(ifs=[exp.If(this=condition.copy(), true=value.copy())])
+    if arg is not None:
+        bound(arg, table)  # the allow list for row-level expressions
+    return AggregateCall(kind=kind, arg=arg, distinct=distinct, quantile=quantile, text=text,
+                         placeholder=f"__a{index}")
+
+
+def _kind_and_arg(call: exp.Expression, text: str
+                  ) -> tuple[str, exp.Expression | None, float | None]:
+    if isinstance(call, exp.WithinGroup):
+        inner, order = call.this, call.expression
+        if not isinstance(inner, exp.PercentileCont) or not order.expressions:
+            raise UnsupportedAggregate(f"{text} is not supported; use PERCENTILE_CONT(q) "
+                                       "WITHIN GROUP (ORDER BY x)")
+        return "quantile", order.expressions[0].this, _fraction(inner.this, text)
+    if isinstance(call, exp.Anonymous):
+        kind = _ANONYMOUS_KINDS[str(call.this).upper()]
+        args = call.expressions
+        q = _fraction(args[1], text) if kind == "quantile" and len(args) > 1 else None
+        return kind, args[0] if args else None, q
+    kind = _KINDS.get(type(call))
+    if kind is None:
+        raise UnsupportedAggregate(
+            f"{text}: {call.sql_name()} has no differentially private implementation here; "
+            f"supported aggregates: {SUPPORTED}")
+    if isinstance(call, exp.CountIf):
+        return "count", exp.Case(ifs=[exp.If(this=call.this.copy(),
+                                             true=exp.Literal.number(1))]), None
+    quantile = None
+    if kind == "quantile":
+        quantile = {exp.Median: 0.5, exp.Min: 0.0, exp.Max: 1.0}.get(type(call))
+        if quantile is None:
+            fraction = call.args.get("quantile") or call.args.get("expression")
+            if fraction is None:
+                raise UnsupportedAggregate(f"{text}: give the quantile, e.g. "
+                                           "QUANTILE_CONT(x, 0.9)")
+            quantile = _fraction(fraction, text)
+    if isinstance(call, exp.Min | exp.Max) and call.expressions:
+        raise UnsupportedAggregate(f"{text}: MIN/MAX take one argument")
+    return kind, call.this, quantile
+
+
+def _fraction(node: exp.Expression, text: str) -> float:
+    if isinstance(node, exp.Literal) and not node.is_string and 0 <= float(node.this) <= 1:
+        return float(node.this)
+    raise UnsupportedAggregate(f"{text}: the quantile must be a number literal from 0 to 1")
+
+
+def _key_placeholder(node: exp.Expression, placeholders: dict[str, str]) -> exp.Expression:
+    if isinstance(node, exp.Column) and node.name.startswith("__"):
+        return node
+    name = placeholders.get(node.sql(dialect="duckdb")) if isinstance(node, exp.Expression) \
+        else None
+    return exp.column(name) if name else node
+
+
+def _check_outer(select: exp.Select) -> None:
+    aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+    for key in ("expressions", "having", "order", "qualify"):
+        node = select.args.get(key)
+        for part in node if isinstance(node, list) else [node] if node is not None else []:
+            _check_outer_part(part, key, aliases)
+
+
+def _check_outer_part(node: exp.Expression, clause: str, aliases: set[str]) -> None:
+    for sub in node.walk():
+        if isinstance(sub, exp.Star):
+            raise NonAggregatedColumn("SELECT * would release private rows; select aggregates "
+                                      "such as COUNT(*) and GROUP BY keys")
+        if isinstance(sub, exp.Column) and not sub.name.startswith("__"):
+            if clause != "expressions" and sub.name.lower() in aliases:
+                continue
+            raise NonAggregatedColumn(
+                f"column {sub.sql(dialect='duckdb')} appears outside an aggregate; aggregate it "
+                f"(for example AVG({sub.sql(dialect='duckdb')})) or add it to GROUP BY")
+        name = _function_name(sub)
+        if name in _FORBIDDEN_OUTER:
+            raise ForbiddenFunction(f"function {name}() is not allowed in dpsql queries")
+
+
+def _function_name(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).upper()
+    if isinstance(node, exp.Func):
+        return node.sql_name().upper()
+    return None
+
+
+def _no_aggregate_message(select: exp.Select) -> str:
+    first = select.expressions[0].sql(dialect="duckdb") if select.expressions else "?"
+    return (f"the query releases {first} without aggregating it; dpsql answers aggregate "
+            "queries: use COUNT, SUM, AVG, ... and GROUP BY")

@@ -1,0 +1,155 @@
+"""The engine: DuckDB, opened read-only with external access disabled, as a second wall behind
+the checker.
+
+A database is a DuckDB file, or a folder of CSV/Parquet files (one table per file, named after
+the file). For a folder, dpsql writes a small private catalog file of views over those files,
+then opens it read-only with ``enable_external_access = false``; only the folder itself stays
+readable (``allowed_directories``) and the configuration is locked, so no query can reach any
+other file, install or load an extension, attach a database or change a setting.
+
+Post-processing runs on a separate *scratch* connection: in-memory, holding no private data,
+with external access disabled as well.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+
+from dpsql.errors import EngineError
+
+_READERS = {".parquet": "read_parquet", ".csv": "read_csv_auto", ".tsv": "read_csv_auto",
+            ".csv.gz": "read_csv_auto"}
+_LOCKED = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
+class DuckDBEngine:
+    """A read-only DuckDB database shared by threads; each call uses its own cursor."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise EngineError(f"database {self.path} does not exist; pass a DuckDB file or a "
+                              "folder of CSV/Parquet files")
+        self._tmp: str | None = None
+        try:
+            if self.path.is_dir():
+                self._connection = self._open_folder(self.path)
+            else:
+                self._connection = self._open_file(self.path, allowed=None)
+        except duckdb.Error as e:
+            raise EngineError(f"cannot open database {self.path}: {e}") from None
+        self._local = threading.local()
+
+    @staticmethod
+    def _open_file(path: Path, allowed: Path | None) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(str(path), read_only=True, config=dict(_LOCKED))
+        if allowed is not None:
+            con.execute(f"SET allowed_directories = ['{_quote(str(allowed))}/']")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+        return con
+
+    def _open_folder(self, folder: Path) -> duckdb.DuckDBPyConnection:
+        files = table_files(folder)
+        if not files:
+            raise EngineError(f"folder {folder} holds no .csv or .parquet files")
+        self._tmp = tempfile.mkdtemp(prefix="dpsql-")
+        atexit.register(shutil.rmtree, self._tmp, True)
+        catalog = Path(self._tmp) / "catalog.duckdb"
+        with duckdb.connect(str(catalog)) as writer:
+            for name, file in files.items():
+                reader = _READERS[_suffix(file)]
+                writer.execute(f'CREATE VIEW "{name}" AS SELECT * FROM '
+                               f"{reader}('{_quote(str(file.resolve()))}')")
+        return self._open_file(catalog, allowed=folder.resolve())
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for the calling thread (DuckDB connections are not shared across threads)."""
+        cur = getattr(self._local, "cursor", None)
+        if cur is None:
+            cur = self._connection.cursor()
+            self._local.cursor = cur
+        return cur
+
+    def execute(self, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
+        """Run one checked, rewritten query and return its column names and rows."""
+        try:
+            result = self.cursor().execute(sql)
+            names = [d[0] for d in result.description or []]
+            return names, result.fetchall()
+        except duckdb.Error as e:
+            raise EngineError(f"the engine failed on the rewritten query: {e}") from None
+
+    def tables(self) -> dict[str, list[tuple[str, str]]]:
+        """Table name -> [(column, DuckDB type)], from the engine's schema (no data read)."""
+        rows = self.cursor().execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "ORDER BY table_name, ordinal_position").fetchall()
+        out: dict[str, list[tuple[str, str]]] = {}
+        for table, column, dtype in rows:
+            out.setdefault(table, []).append((column, dtype))
+        return out
+
+    def close(self) -> None:
+        self._connection.close()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def table_files(folder: Path) -> dict[str, Path]:
+    files = {}
+    for file in sorted(folder.iterdir()):
+        if file.is_file() and _suffix(file) in _READERS:
+            files[file.name[: -len(_suffix(file))]] = file
+    return files
+
+
+def _suffix(file: Path) -> str:
+    return "".join(file.suffixes[-2:]) if file.name.endswith(".csv.gz") else file.suffix.lower()
+
+
+def _quote(text: str) -> str:
+    return text.replace("'", "''")
+
+
+_scratch_lock = threading.Lock()
+_scratch: duckdb.DuckDBPyConnection | None = None
+_scratch_local = threading.local()
+
+
+def scratch() -> duckdb.DuckDBPyConnection:
+    """A per-thread cursor on an in-memory DuckDB that holds no private data."""
+    global _scratch
+    cur = getattr(_scratch_local, "cursor", None)
+    if cur is not None:
+        return cur
+    with _scratch_lock:
+        if _scratch is None:
+            con = duckdb.connect(":memory:", config=dict(_LOCKED))
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+            _scratch = con
+        cur = _scratch.cursor()
+    _scratch_local.cursor = cur
+    return cur
+
+
+def run_on_cells(sql: str, name: str, columns: dict[str, Sequence[object]]
+                 ) -> tuple[list[str], list[str], list[tuple[object, ...]]]:
+    """Run post-processing ``sql`` over a table ``name`` of noisy cells (numpy arrays)."""
+    cur = scratch()
+    cur.register(name, columns)
+    try:
+        result = cur.execute(sql)
+        description = result.description or []
+        return ([d[0] for d in description], [str(d[1]) for d in description],
+                result.fetchall())
+    finally:
+        cur.unregister(name)

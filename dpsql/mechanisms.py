@@ -1,0 +1,633 @@
+"""Noise primitives: the only place where dpsql draws random numbers.
+
+Every other module decides *how much* noise a cell needs; this one draws it. All functions are
+vectorised over cells with numpy, and every random bit comes from the operating system's CSPRNG.
+
+Randomness
+    :func:`uniform` turns ``os.urandom`` bytes into float64 values ``k / 2**53`` with ``k``
+    uniform on ``1 .. 2**53 - 1`` (zero is redrawn), so ``0 < U < 1``. numpy's default generator
+    and the ``random`` module are seeded, predictable PRNGs: an analyst who could learn their
+    state would subtract the noise exactly. The OS CSPRNG is unpredictable by design.
+
+Why discrete noise (Mironov 2012)
+    Textbook Laplace noise computed in floating point is not differentially private: the set of
+    doubles that ``x + b * log(U)`` can produce has holes that depend on ``x``, so an attacker who
+    sees one output can often tell which of two neighbouring databases produced it. dpsql never
+    adds continuous noise. It adds *integer* noise, and an integer added to an integer is exact.
+
+Discrete Laplace (two-sided geometric), :func:`discrete_laplace`
+    ``P(Z = z) = (1 - a) / (1 + a) * a**|z|`` with ``a = exp(-1/s)``, i.e. proportional to
+    ``exp(-|z| / s)``. Adding it to an integer query of L1 sensitivity ``D`` is ``(D/s)``-DP, so
+    ``s = D / epsilon``. Sampled as ``G1 - G2`` of two iid geometric variables with success
+    probability ``p = 1 - a``, each by inverse transform ``G = floor(log(U) / log(1 - p))``.
+    Because ``log(1 - p) = -1/s`` exactly, ``G = floor(-log(U) * s)``: no ``log1p(-p)`` round
+    trip, so huge scales (up to ``2**47``) stay exact. Variance ``2a / (1 - a)**2``.
+
+Discrete Gaussian, :func:`discrete_gaussian`
+    ``P(Z = z)`` proportional to ``exp(-z**2 / (2 sigma**2))``. Canonne, Kamath and Steinke
+    (2020) prove that adding it to an integer vector of L2 sensitivity ``D`` is
+    ``rho``-zCDP with ``rho = D**2 / (2 sigma**2)``. Their rejection sampler: ``t = floor(sigma)
+    + 1``, ``Y ~ discrete Laplace(t)``, accept with probability
+    ``exp(-(|Y| - sigma**2 / t)**2 / (2 sigma**2))``.
+
+The power-of-two grid (real-valued cells), :func:`calibrate_laplace`, :func:`perturb`
+    A real cell ``x`` is rounded to the nearest multiple of a granularity ``g = 2**k``; the
+    integer ``round(x / g)`` gets integer noise of scale ``grid_sensitivity / epsilon`` and the
+    answer is ``(round(x / g) + Z) * g``. Division and multiplication by a power of two are exact
+    in binary floating point, so every output is an exact multiple of ``g`` whatever ``x`` was:
+    the output set has no data-dependent holes. ``g`` is the smallest power of two
+    ``>= (sensitivity / epsilon) / 2**40``, so the grid is ~2**40 times finer than the noise and
+    costs no accuracy, and ``grid_sensitivity = ceil(sensitivity / g) + 1`` because rounding
+    two neighbouring values can move them one grid step further apart (one step *per cell*
+    that a unit can change; see ``cells_per_unit``). This is the approach of Google's
+    differential-privacy library.
+
+Exponential mechanism, :func:`quantile_from_histogram`
+    Choose output ``r`` with probability proportional to ``exp(epsilon * u(r) / (2 D))`` where
+    ``u`` has sensitivity ``D``; that is ``epsilon``-DP (McSherry and Talwar 2007).
+
+Known, deliberate approximations
+    ``U`` has 53 bits, so a geometric variable never exceeds ``36.7 * s``: noise beyond that
+    tail (probability below ``2**-52`` per cell) is never drawn. The Bernoulli acceptance of
+    the discrete Gaussian and the exponential-mechanism weights use float64 ``exp`` (relative
+    error ~1e-16). Both are orders of magnitude below any delta dpsql accepts.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from dpsql.errors import InvalidPrivacyParameter
+
+#: The grid is this many binary orders of magnitude finer than the noise scale.
+GRID_BITS = 40
+#: Largest noise scale (grid units) that the samplers draw exactly: ``36.7 * 2**47 < 2**53``,
+#: so every geometric variable is an exactly representable integer, below int64 overflow.
+MAX_GRID_SCALE = 2.0**47
+#: Largest epsilon accepted from an analyst: beyond this there is no privacy left to speak of.
+MAX_EPSILON = 100.0
+#: Largest delta accepted: delta is the probability of a total privacy failure.
+MAX_DELTA = 0.1
+#: Smallest granularity for real cells (only reached when the sensitivity is zero).
+_MIN_GRANULARITY = 2.0**-1000
+#: Exact values are saturated to this many grid units: far beyond any plausible aggregate,
+#: small enough that ``units + noise`` cannot overflow int64.
+_INT_SATURATION = 2**62
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+Mechanism = Literal["laplace", "gaussian"]
+MECHANISMS: frozenset[str] = frozenset({"laplace", "gaussian"})
+
+
+# --------------------------------------------------------------------------- randomness
+
+
+def uniform(size: int) -> npt.NDArray[np.float64]:
+    """``size`` iid float64 uniforms in the open interval (0, 1) from ``os.urandom``.
+
+    ``U = k / 2**53`` with ``k`` the top 53 bits of a CSPRNG 64-bit word; ``k = 0`` is redrawn
+    (probability ``2**-53``), so ``2**-53 <= U <= 1 - 2**-53``: ``log(U)`` is always finite.
+    """
+    _check_size(size)
+    out = _bits53(size)
+    zero = np.flatnonzero(out == 0)
+    while zero.size:
+        out[zero] = _bits53(zero.size)
+        zero = zero[out[zero] == 0]
+    return out.astype(np.float64) * 2.0**-53
+
+
+def _bits53(size: int) -> npt.NDArray[np.uint64]:
+    """``size`` integers uniform on ``0 .. 2**53 - 1`` (the high bits of CSPRNG words)."""
+    # os.urandom is looked up on every call (not imported by name) so that tests can prove
+    # that the randomness really flows from it.
+    words = np.frombuffer(os.urandom(8 * size), dtype="<u8")
+    return words >> np.uint64(11)
+
+
+# --------------------------------------------------------------------------- samplers
+
+
+def discrete_laplace(scale: float, size: int) -> npt.NDArray[np.int64]:
+    """``size`` iid draws of the discrete Laplace: ``P(Z = z)`` proportional to ``exp(-|z|/s)``.
+
+    ``Z = G1 - G2``, ``G = floor(-log(U) * s)`` is geometric with
+    ``P(G >= k) = P(U <= exp(-k/s)) = exp(-k/s)``. ``Var(Z) = 2a / (1 - a)**2``, ``a = exp(-1/s)``.
+    ``0 < scale < MAX_GRID_SCALE``; then ``|Z| < 2**53`` always, so no overflow is possible.
+    """
+    _check_size(size)
+    _check_scale(scale, "scale")
+    return _geometric(scale, size) - _geometric(scale, size)
+
+
+def _geometric(scale: float, size: int) -> npt.NDArray[np.int64]:
+    """Geometric variables on {0, 1, ...} with ``P(G >= k) = exp(-k / scale)``."""
+    # -log(U) is an Exp(1) variable; log(U) is exact to <1 ulp and U's smallest value is
+    # 2**-53, so the product stays below 36.8 * MAX_GRID_SCALE < 2**53 (exact integers).
+    return np.floor(-np.log(uniform(size)) * scale).astype(np.int64)
+
+
+def discrete_gaussian(sigma: float, size: int) -> npt.NDArray[np.int64]:
+    """``size`` iid draws with ``P(Z = z)`` proportional to ``exp(-z**2 / (2 sigma**2))``.
+
+    Canonne-Kamath-Steinke (2020), Algorithm 3: ``t = floor(sigma) + 1``,
+    ``Y ~ discrete_laplace(t)``, accept ``Y`` with probability
+    ``exp(-(|Y| - sigma**2/t)**2 / (2 sigma**2))``; rejected draws are retried in batches.
+    """
+    _check_size(size)
+    _check_scale(sigma, "sigma")
+    out = np.empty(size, dtype=np.int64)
+    filled = 0
+    while filled < size:
+        batch = _gaussian_batch(sigma, size - filled)
+        out[filled : filled + batch.size] = batch
+        filled += batch.size
+    return out
+
+
+def _gaussian_batch(sigma: float, need: int) -> npt.NDArray[np.int64]:
+    """At most ``need`` accepted draws of one vectorised round of the CKS rejection sampler."""
+    t = math.floor(sigma) + 1
+    # The acceptance rate is between ~0.44 (tiny sigma) and ~0.76 (large sigma), so 2.5x
+    # oversampling usually finishes in one round; the caller loops for the rare shortfall.
+    draws = (5 * need) // 2 + 16
+    y = discrete_laplace(t, draws)
+    gap = np.abs(y) - sigma * sigma / t
+    accept = uniform(draws) < np.exp(-(gap * gap) / (2.0 * sigma * sigma))
+    return y[accept][:need]
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """How one cell is perturbed.
+
+    ``integer``: the cell is integer-valued (COUNT, SUM of integers) and stays an int64.
+    ``granularity``: ``2**k``; noisy outputs are exact multiples of it (1.0 for integer cells).
+    ``grid_scale``: the scale of the integer noise in grid units (discrete Laplace ``s`` or
+    discrete Gaussian ``sigma``). ``scale``: the same in value units, ``grid_scale * granularity``.
+    """
+
+    mechanism: Mechanism
+    integer: bool
+    granularity: float
+    grid_scale: float
+    scale: float
+
+
+def calibrate_laplace(
+    sensitivity: float, epsilon: float, integer: bool, *, cells_per_unit: int = 1
+) -> NoiseSpec:
+    """Discrete-Laplace noise for an ``epsilon``-DP cell of L1 sensitivity ``sensitivity``.
+
+    Integer cells: ``g = 1``, ``grid_scale = ceil(sensitivity) / epsilon``.
+    Real cells: ``g`` = smallest power of two ``>= (sensitivity / epsilon) / 2**40``,
+    ``grid_scale = (ceil(sensitivity / g) + cells_per_unit) / epsilon``. ``cells_per_unit``
+    (the number of cells one unit can change, e.g. ``max_groups_per_unit`` when
+    ``sensitivity`` is the L1 bound over all groups) pays one grid step of rounding per cell.
+    Integer cells whose noise would exceed ``2**40`` also get a power-of-two ``g > 1``
+    (keeping the sampler exact); their outputs are still integers.
+    """
+    _check_sensitivity(sensitivity)
+    _check_positive_finite(epsilon, "epsilon")
+    _check_cells(cells_per_unit)
+    granularity = _granularity(sensitivity / epsilon, integer)
+    grid_sens = _grid_sensitivity(sensitivity, granularity, integer, float(cells_per_unit))
+    return _spec("laplace", integer, granularity, grid_sens / epsilon)
+
+
+def calibrate_gaussian(
+    sensitivity_l2: float, rho: float, integer: bool, *, cells_per_unit: int = 1
+) -> NoiseSpec:
+    """Discrete-Gaussian noise for a ``rho``-zCDP cell of L2 sensitivity ``sensitivity_l2``.
+
+    ``sigma = sensitivity / sqrt(2 rho)`` (CKS 2020: the discrete Gaussian is
+    ``D**2 / (2 sigma**2)``-zCDP). Integer cells: ``g = 1``, grid sensitivity
+    ``ceil(sensitivity)``. Real cells: ``g`` = smallest power of two ``>= sigma / 2**40``, grid
+    sensitivity ``ceil(sensitivity / g) + sqrt(cells_per_unit)`` (rounding moves each changed
+    cell by at most one grid step, so the L2 norm grows by at most ``sqrt(cells)``);
+    ``grid_scale = grid_sensitivity / sqrt(2 rho)``.
+    """
+    _check_sensitivity(sensitivity_l2)
+    _check_positive_finite(rho, "rho")
+    _check_cells(cells_per_unit)
+    root = math.sqrt(2.0 * rho)
+    granularity = _granularity(sensitivity_l2 / root, integer)
+    slack = math.sqrt(cells_per_unit)
+    grid_sens = _grid_sensitivity(sensitivity_l2, granularity, integer, slack)
+    return _spec("gaussian", integer, granularity, grid_sens / root)
+
+
+def rho_for(epsilon: float, delta: float) -> float:
+    """The largest ``rho`` whose ``rho``-zCDP implies ``(epsilon, delta)``-DP.
+
+    Bun-Steinke (2016): ``rho``-zCDP implies ``(rho + 2 sqrt(rho ln(1/delta)), delta)``-DP.
+    Solving for ``rho`` with ``L = ln(1/delta)``:
+    ``sqrt(rho) = sqrt(L + epsilon) - sqrt(L) = epsilon / (sqrt(L + epsilon) + sqrt(L))``
+    (the second form avoids cancellation when ``epsilon << L``).
+    """
+    _check_positive_finite(epsilon, "epsilon")
+    _check_open_delta(delta)
+    log_inv = -math.log(delta)
+    root = epsilon / (math.sqrt(log_inv + epsilon) + math.sqrt(log_inv))
+    return root * root
+
+
+def _granularity(noise_scale: float, integer: bool) -> float:
+    """The power-of-two grid: ``2**40`` times finer than ``noise_scale`` (value units)."""
+    target = noise_scale / 2.0**GRID_BITS
+    if not math.isfinite(target):
+        raise InvalidPrivacyParameter(
+            "The noise for this cell would be infinite: raise epsilon (or rho) or declare "
+            "tighter column bounds."
+        )
+    if integer:
+        # Integer cells keep unit granularity unless the noise is astronomically large.
+        return max(1.0, _pow2_at_least(target))
+    return _pow2_at_least(max(target, _MIN_GRANULARITY))
+
+
+def _grid_sensitivity(sensitivity: float, granularity: float, integer: bool, slack: float) -> float:
+    """Sensitivity in grid units, including the rounding slack when values are rounded."""
+    if integer and granularity == 1.0:
+        # Integer cells are not rounded; a zero sensitivity still gets unit noise so that the
+        # sampler never sees a zero scale.
+        return float(max(math.ceil(sensitivity), 1))
+    return math.ceil(sensitivity / granularity) + slack
+
+
+def _spec(mechanism: Mechanism, integer: bool, granularity: float, grid_scale: float) -> NoiseSpec:
+    """Build a :class:`NoiseSpec`, refusing scales the samplers cannot draw exactly."""
+    if not grid_scale < MAX_GRID_SCALE:
+        raise InvalidPrivacyParameter(
+            f"The privacy budget of this cell is too small: its noise would be {grid_scale:.3g} "
+            f"grid steps (limit {MAX_GRID_SCALE:.3g}). Raise epsilon (or delta for the "
+            "Gaussian) or declare tighter column bounds."
+        )
+    return NoiseSpec(mechanism, integer, granularity, grid_scale, grid_scale * granularity)
+
+
+def _pow2_at_least(x: float) -> float:
+    """The smallest power of two ``>= x`` for a positive finite ``x``, exactly."""
+    mantissa, exponent = math.frexp(x)  # x = mantissa * 2**exponent, 0.5 <= mantissa < 1
+    return math.ldexp(1.0, exponent - 1 if mantissa == 0.5 else exponent)
+
+
+# --------------------------------------------------------------------------- perturbation
+
+
+def perturb(
+    values: npt.ArrayLike, spec: NoiseSpec
+) -> npt.NDArray[np.int64] | npt.NDArray[np.float64]:
+    """``values`` plus independent noise per cell, as described by ``spec``.
+
+    Integer spec (g = 1): ``x + Z`` as int64. Real spec: ``(round(x / g) + Z) * g`` as float64,
+    an exact multiple of ``g``. ``Z`` is ``discrete_laplace(grid_scale)`` or
+    ``discrete_gaussian(grid_scale)``. Exact values beyond ``2**62`` grid steps are saturated
+    before the noise (a 1-Lipschitz clamp, so privacy is unchanged), never an error, because
+    an error must not depend on private values. Non-finite inputs raise ``ValueError``: they
+    are a bug of the caller (empty sums must be coalesced to zero before this point).
+    """
+    array = np.asarray(values)
+    noise = _noise(spec, array.size).reshape(array.shape)
+    if spec.integer:
+        return _perturb_integer(array, spec.granularity, noise)
+    return _perturb_real(array, spec.granularity, noise)
+
+
+def _noise(spec: NoiseSpec, size: int) -> npt.NDArray[np.int64]:
+    """Integer noise in grid units for ``size`` cells."""
+    if spec.mechanism == "laplace":
+        return discrete_laplace(spec.grid_scale, size)
+    if spec.mechanism == "gaussian":
+        return discrete_gaussian(spec.grid_scale, size)
+    raise ValueError(f"unknown mechanism {spec.mechanism!r}")
+
+
+def _perturb_integer(
+    array: npt.NDArray[np.generic], granularity: float, noise: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Integer cells: exact int64 arithmetic, rounding half up when ``g = 2**k > 1``."""
+    exact = _to_int64_saturated(array)
+    shift = math.frexp(granularity)[1] - 1
+    if shift == 0:
+        return exact + noise  # |exact| <= 2**62 and |noise| < 2**53: no overflow
+    units = (exact + (1 << (shift - 1))) >> shift
+    # The noisy total is already private; clipping it is post-processing.
+    limit = _INT64_MAX >> shift
+    return np.clip(units + noise, -limit, limit) << shift
+
+
+def _perturb_real(
+    array: npt.NDArray[np.generic], granularity: float, noise: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """Real cells on the power-of-two grid, in float64.
+
+    ``rint(x / g)`` is exact (``g`` is a power of two). ``units + noise`` adds two exactly
+    representable integers and IEEE addition is correctly rounded, so the float result is a
+    function of the exact noisy integer only: post-processing, no Mironov holes.
+    """
+    exact = np.asarray(array, dtype=np.float64)
+    if not np.all(np.isfinite(exact)):
+        raise ValueError("perturb() got a non-finite value; coalesce NULL/NaN before noising")
+    shift = math.frexp(granularity)[1] - 1
+    # Saturation bound in grid units that keeps (units + noise) * g finite.
+    limit = 2.0 ** min(1000, 1020 - shift)
+    with np.errstate(over="ignore"):
+        units = np.clip(np.rint(exact / granularity), -limit, limit)
+    return (units + noise.astype(np.float64)) * granularity
+
+
+def _to_int64_saturated(array: npt.NDArray[np.generic]) -> npt.NDArray[np.int64]:
+    """Integer-valued input as int64, clamped to ``+-2**62``; ``ValueError`` if not integral."""
+    kind = array.dtype.kind
+    if kind in "biu":
+        if kind == "u":
+            return np.minimum(array, np.uint64(_INT_SATURATION)).astype(np.int64)
+        return np.clip(array.astype(np.int64), -_INT_SATURATION, _INT_SATURATION)
+    if kind == "f":
+        return _float_to_int64(array.astype(np.float64))
+    # Object arrays (Python ints beyond int64, Decimal from HUGEINT/DECIMAL sums).
+    flat = [_object_to_int(item) for item in array.ravel()]
+    return np.asarray(flat, dtype=np.int64).reshape(array.shape)
+
+
+def _float_to_int64(array: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Integral floats to int64, saturated."""
+    if not np.all(np.isfinite(array)):
+        raise ValueError("perturb() got a non-finite value; coalesce NULL/NaN before noising")
+    if not np.all(array == np.rint(array)):
+        raise ValueError("perturb() with an integer spec got a non-integral value")
+    bound = float(_INT_SATURATION)
+    return np.clip(array, -bound, bound).astype(np.int64)
+
+
+def _object_to_int(item: object) -> int:
+    """One Python number to a saturated int, refusing non-finite and non-integral values."""
+    if isinstance(item, bool) or not isinstance(item, numbers.Number):
+        raise ValueError(f"perturb() got a non-numeric value {item!r}")
+    try:
+        whole = int(item)  # type: ignore[call-overload]
+    except (OverflowError, ValueError, TypeError) as exc:  # inf, nan, complex
+        raise ValueError(f"perturb() got a non-finite value {item!r}") from exc
+    if whole != item:
+        raise ValueError(f"perturb() with an integer spec got a non-integral value {item!r}")
+    return max(-_INT_SATURATION, min(_INT_SATURATION, whole))
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def accuracy(spec: NoiseSpec, confidence: float = 0.95) -> float:
+    """Half-width ``a`` (value units) with ``P(|noisy - exact| <= a) >= confidence``.
+
+    Discrete Laplace, ``s = grid_scale``: ``P(|Z| > m) = 2 exp(-(m+1)/s) / (1 + exp(-1/s))``;
+    ``m`` is the smallest integer with ``P(|Z| > m) <= 1 - confidence``. Discrete Gaussian:
+    ``m = ceil(z * sigma)`` with ``z`` the ``(1 + confidence)/2`` normal quantile (the discrete
+    tail beyond ``m`` is at most the continuous tail beyond ``m``, see CKS 2020).
+    ``a = m * g``, plus ``g / 2`` when the exact value was rounded to the grid.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if spec.mechanism == "laplace":
+        steps = _laplace_steps(spec.grid_scale, 1.0 - confidence)
+    else:
+        z = NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+        steps = math.ceil(z * spec.grid_scale)
+    rounding = 0.0 if spec.integer and spec.granularity == 1.0 else spec.granularity / 2.0
+    return steps * spec.granularity + rounding
+
+
+def _laplace_steps(scale: float, alpha: float) -> int:
+    """The smallest integer ``m >= 0`` with ``P(|Z| > m) <= alpha`` for discrete Laplace(scale)."""
+    log_alpha = math.log(alpha)
+    log_norm = math.log1p(math.exp(-1.0 / scale))
+
+    def log_tail(m: int) -> float:
+        return math.log(2.0) - (m + 1) / scale - log_norm
+
+    steps = max(0, math.ceil(scale * (math.log(2.0 / alpha) - log_norm)) - 1)
+    # The closed form can be one off after floating-point rounding; settle it exactly.
+    while steps > 0 and log_tail(steps - 1) <= log_alpha:
+        steps -= 1
+    while log_tail(steps) > log_alpha:
+        steps += 1
+    return steps
+
+
+# --------------------------------------------------------------------------- group keys
+
+
+def threshold(epsilon: float, delta: float, max_groups: int) -> tuple[float, int]:
+    """Scale and threshold for releasing group keys by a noisy count of distinct units.
+
+    The noisy count is ``count + Z``, ``Z ~ discrete_laplace(s)``, ``s = max_groups / epsilon``
+    (one unit changes at most ``max_groups`` counts by one). A group is released when the noisy
+    count is ``>= tau``. ``tau >= 2`` is the smallest integer with
+    ``P(1 + Z >= tau) = exp(-(tau-1)/s) / (1 + exp(-1/s)) <= delta / max_groups``: a group that
+    exists only because of one unit escapes with probability at most ``delta / max_groups``,
+    and by the union bound over its at most ``max_groups`` groups, at most ``delta``.
+    """
+    _check_positive_finite(epsilon, "epsilon")
+    _check_open_delta(delta)
+    if isinstance(max_groups, bool) or not isinstance(max_groups, numbers.Integral):
+        raise ValueError(f"max_groups must be an integer, got {max_groups!r}")
+    if max_groups < 1:
+        raise ValueError(f"max_groups must be >= 1, got {max_groups}")
+    scale = max_groups / epsilon
+    _check_scale(scale, "scale")
+    return scale, _tau(scale, math.log(delta / max_groups))
+
+
+def _tau(scale: float, log_target: float) -> int:
+    """The smallest ``tau >= 2`` with ``log P(Z >= tau - 1) <= log_target``."""
+    log_norm = math.log1p(math.exp(-1.0 / scale))
+
+    def log_escape(tau: int) -> float:
+        return -(tau - 1) / scale - log_norm
+
+    tau = max(2, 1 + math.ceil(scale * (-log_target - log_norm)))
+    # The closed form can be one off after floating-point rounding; settle it exactly.
+    while tau > 2 and log_escape(tau - 1) <= log_target:
+        tau -= 1
+    while log_escape(tau) > log_target:
+        tau += 1
+    return tau
+
+
+# --------------------------------------------------------------------------- quantiles
+
+
+def quantile_from_histogram(
+    counts: npt.ArrayLike,
+    lower: float,
+    upper: float,
+    q: float,
+    epsilon: float,
+    sensitivity: float,
+) -> float:
+    """A private ``q``-quantile of clamped values by the exponential mechanism.
+
+    ``counts[j]`` counts the values in bucket ``j`` of ``B`` equal-width buckets of
+    ``[lower, upper]``. With ``r_j = counts[:j].sum()`` bucket ``j`` covers ranks
+    ``[r_j, r_{j+1}]``; its utility is ``u_j = -dist(q * n, [r_j, r_{j+1}])`` (sensitivity
+    ``sensitivity``, the rows one unit can contribute). Bucket ``j`` is chosen with probability
+    proportional to ``exp(epsilon * u_j / (2 * sensitivity))`` and the answer is a uniform
+    point inside it. ``q = 0`` is MIN, ``q = 1`` is MAX. With no values all buckets tie.
+    """
+    hist = _check_histogram(counts)
+    _check_bounds(lower, upper)
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q!r}")
+    _check_positive_finite(epsilon, "epsilon")
+    _check_positive_finite(sensitivity, "sensitivity")
+    scores = epsilon * _rank_utility(hist, q) / (2.0 * sensitivity)
+    bucket = _sample_softmax(scores)
+    width = (upper - lower) / hist.size
+    point = lower + (bucket + float(uniform(1)[0])) * width
+    return float(min(max(point, lower), upper))
+
+
+def _rank_utility(hist: npt.NDArray[np.float64], q: float) -> npt.NDArray[np.float64]:
+    """``u_j = -dist(q * n, [r_j, r_{j+1}])`` for each bucket."""
+    right = np.cumsum(hist)
+    left = right - hist
+    target = q * float(right[-1])
+    return -np.maximum(0.0, np.maximum(left - target, target - right))
+
+
+def _sample_softmax(scores: npt.NDArray[np.float64]) -> int:
+    """Index ``j`` with probability ``exp(scores[j]) / sum(exp(scores))`` (inverse CDF)."""
+    # Subtracting the maximum (log-sum-exp normalisation) keeps exp() from overflowing.
+    weights = np.exp(scores - scores.max())
+    cdf = np.cumsum(weights)
+    point = float(uniform(1)[0]) * float(cdf[-1])
+    return int(min(np.searchsorted(cdf, point, side="right"), scores.size - 1))
+
+
+def quantile_rank_accuracy(
+    n_buckets: int, epsilon: float, sensitivity: float, confidence: float = 0.95
+) -> float:
+    """Rank error of :func:`quantile_from_histogram` at the given confidence.
+
+    The exponential mechanism's utility theorem: with probability ``>= confidence`` the chosen
+    bucket has ``u >= -(2 D / epsilon) * (ln(B) + ln(1 / (1 - confidence)))`` (the best
+    utility is 0). Returns that rank distance.
+    """
+    if isinstance(n_buckets, bool) or not isinstance(n_buckets, numbers.Integral) or n_buckets < 1:
+        raise ValueError(f"n_buckets must be a positive integer, got {n_buckets!r}")
+    _check_positive_finite(epsilon, "epsilon")
+    _check_positive_finite(sensitivity, "sensitivity")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return (2.0 * sensitivity / epsilon) * (math.log(n_buckets) - math.log1p(-confidence))
+
+
+def _check_histogram(counts: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """A non-empty 1-D array of finite non-negative counts."""
+    hist = np.asarray(counts, dtype=np.float64)
+    if hist.ndim != 1 or hist.size == 0:
+        raise ValueError("counts must be a non-empty 1-D array")
+    if not np.all(np.isfinite(hist)) or np.any(hist < 0):
+        raise ValueError("counts must be finite and non-negative")
+    return hist
+
+
+def _check_bounds(lower: float, upper: float) -> None:
+    """Finite bounds with ``lower <= upper``."""
+    if not (math.isfinite(lower) and math.isfinite(upper) and lower <= upper):
+        raise ValueError(f"bounds must be finite with lower <= upper, got [{lower}, {upper}]")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_privacy_parameters(epsilon: float, delta: float, mechanism: str) -> None:
+    """Refuse privacy parameters an analyst must not use, saying what to change.
+
+    ``0 < epsilon <= 100``; ``0 <= delta <= 0.1`` (1e-3 or less is recommended; delta is the
+    probability of a total failure); ``mechanism`` is ``"laplace"`` or ``"gaussian"``, and the
+    Gaussian needs ``delta > 0``. Booleans and non-numbers are refused.
+    """
+    eps = _real_parameter(epsilon, "epsilon")
+    if not 0.0 < eps <= MAX_EPSILON:
+        raise InvalidPrivacyParameter(
+            f"epsilon must be greater than 0 and at most {MAX_EPSILON:g}, got {epsilon!r}. "
+            "Use a value such as 0.1 to 1."
+        )
+    dlt = _real_parameter(delta, "delta")
+    if not 0.0 <= dlt <= MAX_DELTA:
+        raise InvalidPrivacyParameter(
+            f"delta must be between 0 and {MAX_DELTA:g}, got {delta!r}. "
+            "Use 0 for pure epsilon-DP or a small value such as 1e-6 (1e-3 at most is advised)."
+        )
+    if not isinstance(mechanism, str) or mechanism not in MECHANISMS:
+        raise InvalidPrivacyParameter(
+            f"Unknown noise mechanism {mechanism!r}: use 'laplace' (the default) or 'gaussian'."
+        )
+    if mechanism == "gaussian" and dlt == 0.0:
+        raise InvalidPrivacyParameter(
+            "The Gaussian mechanism needs delta > 0: set a small delta such as 1e-6, "
+            "or use the 'laplace' mechanism for pure epsilon-DP."
+        )
+
+
+def _real_parameter(value: object, name: str) -> float:
+    """A finite real number as float, else :class:`InvalidPrivacyParameter`."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InvalidPrivacyParameter(f"{name} must be a number, got {value!r}.")
+    number = float(value)
+    if not math.isfinite(number):
+        raise InvalidPrivacyParameter(f"{name} must be a finite number, got {value!r}.")
+    return number
+
+
+# --------------------------------------------------------------------------- internal checks
+
+
+def _check_size(size: int) -> None:
+    """A non-negative integer sample size."""
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0:
+        raise ValueError(f"size must be a non-negative integer, got {size!r}")
+
+
+def _check_scale(scale: float, name: str) -> None:
+    """A noise scale the samplers draw exactly: ``0 < scale < MAX_GRID_SCALE``."""
+    if not 0.0 < scale < MAX_GRID_SCALE:  # also false for NaN
+        raise ValueError(f"{name} must be in (0, {MAX_GRID_SCALE:g}), got {scale!r}")
+
+
+def _check_positive_finite(value: float, name: str) -> None:
+    """``0 < value < inf``; ``ValueError`` for internal callers (analysts are validated above)."""
+    if isinstance(value, bool) or not (0.0 < value < math.inf):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _check_open_delta(delta: float) -> None:
+    """``0 < delta < 1``."""
+    if isinstance(delta, bool) or not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+
+
+def _check_sensitivity(sensitivity: float) -> None:
+    """A finite sensitivity ``>= 0``."""
+    if isinstance(sensitivity, bool) or not 0.0 <= sensitivity < math.inf:
+        raise ValueError(f"sensitivity must be finite and >= 0, got {sensitivity!r}")
+
+
+def _check_cells(cells_per_unit: int) -> None:
+    """A positive integer number of cells."""
+    if isinstance(cells_per_unit, bool) or not isinstance(cells_per_unit, numbers.Integral):
+        raise ValueError(f"cells_per_unit must be an integer, got {cells_per_unit!r}")
+    if cells_per_unit < 1:
+        raise ValueError(f"cells_per_unit must be >= 1, got {cells_per_unit}")

@@ -1,0 +1,249 @@
+"""What the data owner declares: tables, privacy units, contribution bounds, column bounds and
+public key domains, read from a TOML file with the standard library's ``tomllib``.
+
+The layout is dpsql's public interface::
+
+    [tables.people]
+    privacy_unit = "person_id"      # optional; without it each row is its own unit
+    max_rows_per_unit = 1           # contribution bound k, enforced on every query
+    max_groups_per_unit = 1         # g, for GROUP BY
+    one_row_per_unit = true         # optional owner's promise; skips contribution bounding
+
+    [tables.people.columns]
+    age    = { type = "int",   lower = 0, upper = 100, public_range = true }
+    income = { type = "float", lower = 0, upper = 200000, nullable = true }
+    sex    = { type = "text",  values = ["F", "M"] }
+    state  = { type = "text" }
+
+Column keys: ``type`` (int, float, text, bool, date), ``lower``/``upper`` (bounds; every value
+that enters a query is clamped to them), ``nullable``, ``values`` (a public domain of GROUP BY
+keys) and ``public_range`` (for int columns: the range lower..upper is a public key domain).
+Validation errors name the file, the table, the column and what is wrong.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpsql.errors import MetadataError
+
+COLUMN_TYPES = ("int", "float", "text", "bool", "date")
+MAX_DOMAIN_SIZE = 10_000
+_TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
+               "columns", "description"}
+_COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description"}
+
+Scalar = int | float | str | bool | dt.date
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    lower: Scalar | None = None
+    upper: Scalar | None = None
+    nullable: bool = False
+    values: tuple[Scalar, ...] | None = None
+    public_range: bool = False
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in ("int", "float")
+
+    @property
+    def bounded(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+    @property
+    def domain(self) -> tuple[Scalar | None, ...] | None:
+        """The public domain of this column as a GROUP BY key, NULL included when nullable."""
+        values: tuple[Scalar | None, ...] | None = None
+        if self.values is not None:
+            values = self.values
+        elif self.type == "bool":
+            values = (False, True)
+        elif self.public_range:
+            assert isinstance(self.lower, int) and isinstance(self.upper, int)
+            values = tuple(range(self.lower, self.upper + 1))
+        if values is not None and self.nullable:
+            values = (*values, None)
+        return values
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: Mapping[str, Column]
+    privacy_unit: str | None = None
+    max_rows_per_unit: int = 1
+    max_groups_per_unit: int = 1
+    one_row_per_unit: bool = False
+
+    @property
+    def needs_bounding(self) -> bool:
+        """Contribution bounding runs in SQL unless each row is already its own unit."""
+        return self.privacy_unit is not None and not self.one_row_per_unit
+
+    @property
+    def rows_per_unit(self) -> int:
+        """k: the rows one unit can contribute to a query after bounding."""
+        return 1 if not self.needs_bounding else self.max_rows_per_unit
+
+    @property
+    def groups_per_unit(self) -> int:
+        """The number of GROUP BY groups one unit can reach after bounding: min(g, k)."""
+        return 1 if not self.needs_bounding else min(self.max_groups_per_unit,
+                                                     self.max_rows_per_unit)
+
+    def column(self, name: str) -> Column | None:
+        return self.columns.get(name.lower())
+
+
+@dataclass(frozen=True)
+class Metadata:
+    tables: Mapping[str, Table]
+    source: str = "<metadata>"
+    path: Path | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    def table(self, name: str) -> Table | None:
+        return self.tables.get(name.lower())
+
+
+def load_metadata(path: str | Path) -> Metadata:
+    """Read and validate a metadata TOML file."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise MetadataError(f"{path}: metadata file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise MetadataError(f"{path}: not valid TOML: {e}") from None
+    return parse_metadata(data, source=str(path), path=path.resolve())
+
+
+def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
+                   path: Path | None = None) -> Metadata:
+    """Validate already-parsed TOML data."""
+    tables_raw = data.get("tables")
+    if not isinstance(tables_raw, dict) or not tables_raw:
+        raise MetadataError(f"{source}: no [tables.NAME] section; declare at least one table")
+    tables = {}
+    for name, spec in tables_raw.items():
+        table = _parse_table(name, spec, f"{source}: table {name!r}")
+        if name.lower() in tables:
+            raise MetadataError(f"{source}: table {name!r} is declared twice (names ignore case)")
+        tables[name.lower()] = table
+    return Metadata(tables=tables, source=source, path=path, raw=dict(data))
+
+
+def _parse_table(name: str, spec: Any, where: str) -> Table:
+    if not isinstance(spec, dict):
+        raise MetadataError(f"{where}: must be a table of settings")
+    _no_unknown_keys(spec, _TABLE_KEYS, where)
+    columns_raw = spec.get("columns")
+    if not isinstance(columns_raw, dict) or not columns_raw:
+        raise MetadataError(f"{where}: no [tables.{name}.columns] section; declare its columns")
+    columns = {}
+    for cname, cspec in columns_raw.items():
+        columns[cname.lower()] = _parse_column(cname, cspec, f"{where}, column {cname!r}")
+    unit = spec.get("privacy_unit")
+    if unit is not None and (not isinstance(unit, str) or unit.lower() not in columns):
+        raise MetadataError(f"{where}: privacy_unit {unit!r} is not one of its declared columns")
+    one_row = _bool(spec, "one_row_per_unit", where)
+    k = _positive_int(spec, "max_rows_per_unit", where)
+    g = _positive_int(spec, "max_groups_per_unit", where)
+    if one_row and k != 1:
+        raise MetadataError(f"{where}: one_row_per_unit = true needs max_rows_per_unit = 1")
+    return Table(name=name, columns=columns, privacy_unit=unit.lower() if unit else None,
+                 max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row)
+
+
+def _parse_column(name: str, spec: Any, where: str) -> Column:
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    if not isinstance(spec, dict):
+        raise MetadataError(f"{where}: must be a table such as {{ type = \"int\" }}")
+    _no_unknown_keys(spec, _COLUMN_KEYS, where)
+    ctype = spec.get("type")
+    if ctype not in COLUMN_TYPES:
+        raise MetadataError(f"{where}: type {ctype!r} is not one of {', '.join(COLUMN_TYPES)}")
+    lower, upper = (_bound(spec, key, ctype, where) for key in ("lower", "upper"))
+    if (lower is None) != (upper is None):
+        raise MetadataError(f"{where}: declare both lower and upper, or neither")
+    if lower is not None and upper is not None and lower > upper:  # type: ignore[operator]
+        raise MetadataError(f"{where}: lower {lower!r} is greater than upper {upper!r}")
+    values = _values(spec, ctype, where)
+    public_range = _bool(spec, "public_range", where)
+    if public_range:
+        if ctype != "int" or lower is None or upper is None:
+            raise MetadataError(f"{where}: public_range needs type int with lower and upper")
+        if upper - lower + 1 > MAX_DOMAIN_SIZE:  # type: ignore[operator]
+            raise MetadataError(f"{where}: public_range {lower}..{upper} has more than "
+                                f"{MAX_DOMAIN_SIZE} keys; use thresholding (no domain) instead")
+    return Column(name=name.lower(), type=ctype, lower=lower, upper=upper,
+                  nullable=_bool(spec, "nullable", where), values=values,
+                  public_range=public_range)
+
+
+def _bound(spec: Mapping[str, Any], key: str, ctype: str, where: str) -> Scalar | None:
+    value = spec.get(key)
+    if value is None:
+        return None
+    if ctype == "date":
+        if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
+            raise MetadataError(f"{where}: {key} must be a TOML date such as 2025-01-01")
+        return value
+    if ctype not in ("int", "float"):
+        raise MetadataError(f"{where}: {key} is only for int, float and date columns")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MetadataError(f"{where}: {key} must be a finite number, not {value!r}")
+    if ctype == "int" and not float(value).is_integer():
+        raise MetadataError(f"{where}: {key} of an int column must be a whole number")
+    return int(value) if ctype == "int" else float(value)
+
+
+def _values(spec: Mapping[str, Any], ctype: str, where: str) -> tuple[Scalar, ...] | None:
+    values = spec.get("values")
+    if values is None:
+        return None
+    if not isinstance(values, list) or not values:
+        raise MetadataError(f"{where}: values must be a non-empty list of the column's keys")
+    if len(values) > MAX_DOMAIN_SIZE:
+        raise MetadataError(f"{where}: values has more than {MAX_DOMAIN_SIZE} keys")
+    expected: tuple[type, ...] = {"int": (int,), "float": (int, float), "text": (str,),
+                                  "bool": (bool,), "date": (dt.date,)}[ctype]
+    for v in values:
+        if not isinstance(v, expected) or (ctype != "bool" and isinstance(v, bool)):
+            raise MetadataError(f"{where}: value {v!r} in values is not of type {ctype}")
+    if len(set(values)) != len(values):
+        raise MetadataError(f"{where}: values lists a key twice")
+    return tuple(values)
+
+
+def _bool(spec: Mapping[str, Any], key: str, where: str) -> bool:
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        raise MetadataError(f"{where}: {key} must be true or false, not {value!r}")
+    return value
+
+
+def _positive_int(spec: Mapping[str, Any], key: str, where: str) -> int:
+    value = spec.get(key, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MetadataError(f"{where}: {key} must be a whole number >= 1, not {value!r}")
+    return value
+
+
+def _no_unknown_keys(spec: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise MetadataError(f"{where}: unknown setting {unknown[0]!r}; "
+                            f"expected one of {', '.join(sorted(allowed))}")

@@ -1,0 +1,60 @@
+"""Pass 1, parse: SQL text -> one sqlglot SELECT tree, or a refusal.
+
+Only a single SELECT statement is ever answered. Everything else (DDL, DML, PRAGMA, SET, COPY,
+ATTACH, INSTALL, LOAD, CALL, EXPORT, several statements in one string, set operations) is refused
+here, before any name is resolved.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from dpsql.errors import NotASingleSelect, SQLSyntaxError, UnsupportedQuery
+
+# sqlglot logs a warning when it falls back to a generic Command; the refusal says enough.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+MAX_SQL_LENGTH = 100_000
+
+
+def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
+    """Parse ``sql`` and return its only statement, which must be a SELECT."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise SQLSyntaxError("the query is empty; send one SELECT statement")
+    if len(sql) > MAX_SQL_LENGTH:
+        raise SQLSyntaxError(f"the query is longer than {MAX_SQL_LENGTH} characters")
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except (ParseError, TokenError) as e:
+        raise SQLSyntaxError(f"cannot parse the query: {_first_line(e)}") from None
+    if len(statements) != 1:
+        raise NotASingleSelect(
+            f"the text holds {len(statements)} statements; send exactly one SELECT statement")
+    return _only_select(statements[0])
+
+
+def _only_select(statement: exp.Expression) -> exp.Select:
+    if isinstance(statement, exp.Select):
+        return statement
+    if isinstance(statement, exp.SetOperation):
+        kind = type(statement).__name__.upper()
+        raise UnsupportedQuery(
+            f"set operations ({kind}) are not supported; ask each SELECT separately")
+    raise NotASingleSelect(
+        f"only SELECT queries are answered, and this reads as {_statement_kind(statement)}; "
+        "dpsql never changes data, settings or files")
+
+
+def _statement_kind(statement: exp.Expression) -> str:
+    if isinstance(statement, exp.Command):
+        return str(statement.this).upper()
+    return type(statement).__name__.upper()
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return text.replace("\x1b[4m", "").replace("\x1b[0m", "")

@@ -1,0 +1,104 @@
+"""The query pipeline, in order, in one place.
+
+    SQL text -> parse -> bind -> check -> plan -> rewrite -> execute -> perturb -> post-process
+
+Each pass is a module with one main function from the previous pass's output to its own. The
+first four never read data, so a query's cost is known, and every refusal happens, before
+anything runs; :func:`prepare` is those four. :func:`answer` runs the rest for a prepared plan.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from dpsql.bind import bind
+from dpsql.check import check
+from dpsql.engines import DuckDBEngine
+from dpsql.mechanisms import accuracy, quantile_rank_accuracy
+from dpsql.metadata import Metadata
+from dpsql.parse import parse
+from dpsql.perturb import perturb_cells
+from dpsql.plan import Plan, plan
+from dpsql.postprocess import Result, postprocess
+from dpsql.rewrite import rewrite
+
+PASSES = ("parse", "bind", "check", "plan", "rewrite", "execute", "perturb", "postprocess")
+
+
+def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0.0,
+            mechanism: str = "laplace", dialect: str = "duckdb") -> Plan:
+    """parse -> bind -> check -> plan: every refusal, no data read."""
+    return plan(check(bind(parse(sql, dialect), metadata)), epsilon, delta, mechanism)
+
+
+def answer(p: Plan, engine: DuckDBEngine) -> Result:
+    """rewrite -> execute -> perturb -> post-process for a prepared plan."""
+    salt = secrets.randbits(63)  # keys the contribution-bounding sample; never shown
+    _, rows = engine.execute(rewrite(p, salt).sql(dialect="duckdb"))
+    result = postprocess(p, perturb_cells(p, rows))
+    result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
+    return result
+
+
+@dataclass
+class CellExplanation:
+    output: str  # the aggregate as written
+    measurement: str  # what the engine computes
+    sensitivity: float
+    epsilon: float
+    mechanism: str
+    noise_scale: float | None  # Laplace b or Gaussian sigma; None for the exponential mechanism
+    accuracy: float  # 95% half-width (ranks for the exponential mechanism)
+    accuracy_unit: str
+
+
+@dataclass
+class Explanation:
+    sql: str  # the rewritten SQL, with the secret salt masked
+    cells: list[CellExplanation]
+    key_release: str
+    epsilon: float
+    delta: float
+    rows_per_unit: int
+    groups_per_unit: int
+
+
+def explain(p: Plan) -> Explanation:
+    """What a plan will do, without reading data."""
+    sql = rewrite(p, 0).sql(dialect="duckdb", pretty=True).replace("hash(0,", "hash(<salt>,")
+    cells = []
+    for cell in p.cells:
+        for m in cell.measurements:
+            cells.append(_explain_measurement(cell.call.text, m))
+    if p.threshold is not None:
+        t = p.threshold
+        cells.append(_explain_measurement("(key release)", t.measurement))
+        key_release = (f"thresholding: a group is released when its noisy number of units is "
+                       f">= {t.tau} (delta {t.delta:g}, using {t.measurement.name})")
+    elif p.domain is not None:
+        key_release = f"public domain: all {len(p.domain)} key(s) are released, empty included"
+    else:
+        key_release = "no GROUP BY: one row"
+    return Explanation(sql=sql, cells=cells, key_release=key_release, epsilon=p.cost_epsilon,
+                       delta=p.cost_delta, rows_per_unit=p.table.rows_per_unit,
+                       groups_per_unit=p.table.groups_per_unit if p.keys else 1)
+
+
+def _explain_measurement(output: str, m: object) -> CellExplanation:
+    from dpsql.aggregates import Measurement
+
+    assert isinstance(m, Measurement)
+    arg = m.arg.sql(dialect="duckdb") if m.arg is not None else "*"
+    what = {"count": f"COUNT({arg})", "units": "COUNT(DISTINCT unit)",
+            "distinct": f"COUNT(DISTINCT {arg})", "histogram": f"histogram({arg}, "
+            f"{m.buckets} buckets)"}.get(m.kind)
+    if what is None:
+        term = f"{arg} - {m.center:g}" if m.center else arg
+        what = f"SUM(({term})^2)" if m.power == 2 else f"SUM({term})"
+    if m.kind == "histogram":
+        return CellExplanation(f"{output} [{m.name}]", what, m.l1, m.epsilon, "exponential",
+                               None, quantile_rank_accuracy(m.buckets, m.epsilon, m.l1), "rank")
+    sensitivity = m.l2 if m.mechanism == "gaussian" else m.l1
+    return CellExplanation(f"{output} [{m.name}]", what, sensitivity, m.epsilon, m.mechanism,
+                           m.noise.scale, accuracy(m.noise), "value")  # type: ignore[attr-defined]

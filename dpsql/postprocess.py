@@ -1,0 +1,139 @@
+"""Pass 8, post-process: the rest of the analyst's SELECT over the noisy cells only.
+
+Outer expressions, HAVING, ORDER BY, LIMIT/OFFSET, DISTINCT and windows over aggregates run in
+DuckDB on a scratch in-memory connection whose only table is the released groups with their
+noisy cells (``__cells``). The private data is not reachable from there, so nothing computed
+from exact aggregates can reach the answer: this is post-processing, which costs no privacy.
+A plain projection of keys and cells skips the scratch query.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from sqlglot import exp
+
+from dpsql.engines import run_on_cells
+from dpsql.perturb import NoisyCells
+from dpsql.plan import Plan
+
+_CELLS = "__cells"
+_ACC = "__acc_"
+
+
+@dataclass(frozen=True)
+class ResultColumn:
+    name: str
+    type: str  # the DuckDB type name: BIGINT, DOUBLE, VARCHAR, ...
+    accuracy_unit: str | None = None  # "value", "rank", or None (not a direct noisy cell)
+
+
+@dataclass
+class Result:
+    """A noisy answer: typed columns, rows, and each cell's 95% accuracy half-width (None for
+    keys and for values computed from several cells)."""
+
+    columns: list[ResultColumn]
+    rows: list[tuple[object, ...]]
+    accuracy: list[tuple[float | None, ...]]
+    epsilon: float = 0.0
+    delta: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def postprocess(plan: Plan, cells: NoisyCells) -> Result:
+    """Evaluate the outer query over the noisy cells."""
+    outer = plan.query.outer
+    names = plan.query.output_names
+    direct = [_direct_cell(e) for e in outer.expressions]
+    if _is_projection(outer):
+        return _project(plan, cells, names, direct)
+    return _run_outer(plan, cells, names, direct)
+
+
+def _direct_cell(projection: exp.Expression) -> str | None:
+    """The placeholder that a select item merely renames, if any."""
+    node = projection.this if isinstance(projection, exp.Alias) else projection
+    if isinstance(node, exp.Column) and node.name.startswith("__"):
+        return node.name
+    return None
+
+
+def _is_projection(outer: exp.Select) -> bool:
+    clauses = ("where", "having", "order", "limit", "offset", "distinct", "qualify")
+    return all(_direct_cell(e) for e in outer.expressions) and not any(
+        outer.args.get(c) for c in clauses)
+
+
+def _cell_columns(plan: Plan, cells: NoisyCells) -> dict[str, np.ndarray]:
+    columns: dict[str, np.ndarray] = {}
+    for i, key in enumerate(plan.keys):
+        columns[key.name] = np.array([k[i] for k in cells.keys], dtype=object)
+    columns.update(cells.values)
+    return columns
+
+
+def _project(plan: Plan, cells: NoisyCells, names: list[str],
+             direct: list[str | None]) -> Result:
+    columns = _cell_columns(plan, cells)
+    placeholders = [d for d in direct if d is not None]
+    data = [columns[p].tolist() for p in placeholders]
+    rows = list(zip(*data, strict=True)) if data else []
+    acc_columns = [cells.accuracy.get(p) for p in placeholders]
+    accuracy = [tuple(None if a is None else float(a[i]) for a in acc_columns)
+                for i in range(len(rows))]
+    result_columns = [ResultColumn(n, _type_of(plan, p), _unit(plan, p))
+                      for n, p in zip(names, placeholders, strict=True)]
+    return Result(result_columns, rows, accuracy)
+
+
+def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
+               direct: list[str | None]) -> Result:
+    outer = plan.query.outer.copy()
+    projections = [exp.alias_(e.this if isinstance(e, exp.Alias) else e, name, quoted=True)
+                   for e, name in zip(outer.expressions, names, strict=True)]
+    carry = [] if outer.args.get("distinct") else [d for d in dict.fromkeys(direct) if d and
+                                                   d in cells.accuracy]
+    extra = [exp.alias_(exp.column(f"{_ACC}{d}"), f"{_ACC}{d}") for d in carry]
+    outer.set("expressions", projections + extra)
+    outer = outer.from_(_CELLS)
+    columns = _cell_columns(plan, cells)
+    for d in carry:
+        columns[f"{_ACC}{d}"] = cells.accuracy[d]
+    sql = outer.sql(dialect="duckdb")
+    out_names, types, rows = run_on_cells(sql, _CELLS, columns)
+    width = len(projections)
+    accuracy = []
+    for row in rows:
+        by_cell = dict(zip(carry, row[width:], strict=True))
+        accuracy.append(tuple(_float(by_cell.get(d)) if d else None for d in direct))
+    result_columns = [ResultColumn(n, t, _unit(plan, d) if d else None)
+                      for n, t, d in zip(out_names[:width], types[:width], direct, strict=True)]
+    return Result(result_columns, [tuple(r[:width]) for r in rows], accuracy)
+
+
+def _float(value: object) -> float | None:
+    if value is None:
+        return None
+    f = float(value)  # type: ignore[arg-type]
+    return f if math.isfinite(f) else None
+
+
+def _type_of(plan: Plan, placeholder: str) -> str:
+    for cell in plan.cells:
+        if cell.call.placeholder == placeholder:
+            return cell.type
+    for key in plan.keys:
+        if key.name == placeholder:
+            return {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE"}.get(
+                key.bound.kind, "VARCHAR")
+    return "VARCHAR"
+
+
+def _unit(plan: Plan, placeholder: str | None) -> str | None:
+    for cell in plan.cells:
+        if cell.call.placeholder == placeholder:
+            return cell.accuracy_unit
+    return None

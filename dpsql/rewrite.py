@@ -1,0 +1,198 @@
+"""Pass 5, rewrite: the plan -> one SQL query (a sqlglot tree) that computes every measurement
+per group inside the engine, so that only aggregated cells ever reach Python.
+
+The query has three steps, each a CTE:
+
+1. ``__rows``: the declared table, filtered by WHERE, projected to the privacy unit, the group
+   keys and one input column per aggregated expression. Every column is read clamped to its
+   declared bounds (NaN read as NULL), every aggregated expression is clamped again to its
+   derived interval, and every operation is made total (TRY_CAST, NULL for a division by zero),
+   so no row can make the query fail.
+2. ``__bounded``: contribution bounding, unless each row is already its own unit: each unit
+   keeps at most g groups, then at most k rows, chosen by a hash salted with 64 secret random
+   bits drawn per query (so the analyst cannot predict or steer the sample).
+3. the final aggregate per group: one column per measurement.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dpsql.aggregates import Measurement
+from dpsql.bounds import bound
+from dpsql.metadata import Table
+from dpsql.plan import Plan
+
+SALT_MARK = "__salt__"
+
+
+def rewrite(plan: Plan, salt: int) -> exp.Select:
+    """The engine query for ``plan``; ``salt`` keys the contribution-bounding sample."""
+    table = plan.table
+    inputs = _inputs(plan)
+    rows = exp.select(*_row_projections(plan, inputs)).from_(_table_ref(table))
+    if plan.query.where is not None:
+        rows = rows.where(total(plan.query.where, table))
+    source = "__rows"
+    query = exp.select(*[exp.column(k.name) for k in plan.keys],
+                       *[_measure(m, inputs) for m in plan.measurements])
+    if table.needs_bounding:
+        query = query.with_("__rows", as_=rows).with_(
+            "__bounded", as_=_bounded(plan, inputs, salt))
+        source = "__bounded"
+    else:
+        query = query.with_("__rows", as_=rows)
+    query = query.from_(source)
+    if plan.keys:
+        query = query.group_by(*[exp.column(k.name) for k in plan.keys])
+    return query
+
+
+def _table_ref(table: Table) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(table.name, quoted=True))
+
+
+def _inputs(plan: Plan) -> dict[str, str]:
+    """One input column per distinct aggregated expression: its SQL -> __x{i}."""
+    names: dict[str, str] = {}
+    for m in plan.measurements:
+        if m.arg is not None:
+            names.setdefault(m.arg.sql(dialect="duckdb"), f"__x{len(names)}")
+    return names
+
+
+def _row_projections(plan: Plan, inputs: dict[str, str]) -> list[exp.Expression]:
+    table = plan.table
+    projections: list[exp.Expression] = []
+    if table.needs_bounding:
+        projections.append(exp.alias_(exp.column(table.privacy_unit, quoted=True), "__unit"))
+    for k in plan.keys:
+        projections.append(exp.alias_(total(k.expression, table), k.name))
+    done: set[str] = set()
+    for m in plan.measurements:
+        if m.arg is None or inputs[m.arg.sql(dialect="duckdb")] in done:
+            continue
+        name = inputs[m.arg.sql(dialect="duckdb")]
+        done.add(name)
+        projections.append(exp.alias_(_input(m.arg, table), name))
+    if len(projections) == 0:
+        projections.append(exp.alias_(exp.Literal.number(1), "__one"))
+    return projections
+
+
+def _input(arg: exp.Expression, table: Table) -> exp.Expression:
+    """An aggregated expression, made total and clamped to its derived interval."""
+    value = total(arg, table)
+    b = bound(arg, table)
+    if not (b.numeric and b.finite):
+        return value  # only counted (COUNT, COUNT DISTINCT): its value never enters a sum
+    if b.kind == "bool":
+        value = exp.cast(value, "INTEGER")
+    return clamp(value, b.lo, b.hi)
+
+
+def _bounded(plan: Plan, inputs: dict[str, str], salt: int) -> exp.Select:
+    table = plan.table
+    keys = [exp.column(k.name) for k in plan.keys]
+    salt_literal = exp.Literal.number(salt)
+    source: exp.Expression = exp.to_identifier("__rows")
+    if keys and table.max_groups_per_unit < table.max_rows_per_unit:
+        group_rank = exp.Window(
+            this=exp.Anonymous(this="dense_rank"),
+            partition_by=[exp.column("__unit")],
+            order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal, *keys])),
+                                         *[exp.Ordered(this=k.copy()) for k in keys]]))
+        ranked = exp.select("*").from_("__rows").qualify(
+            exp.LTE(this=group_rank, expression=exp.Literal.number(table.max_groups_per_unit)))
+        source = exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier("__g")))
+    row_columns = [exp.column("__unit"), *keys, *[exp.column(n) for n in sorted(set(
+        inputs.values()))]]
+    row_rank = exp.Window(
+        this=exp.Anonymous(this="row_number"),
+        partition_by=[exp.column("__unit")],
+        order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal, *row_columns]))]))
+    return exp.select("*").from_(source).qualify(
+        exp.LTE(this=row_rank, expression=exp.Literal.number(table.max_rows_per_unit)))
+
+
+def _hash(parts: list[exp.Expression]) -> exp.Expression:
+    return exp.Anonymous(this="hash", expressions=[p.copy() for p in parts])
+
+
+def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
+    x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+    if m.kind == "count":
+        value: exp.Expression = exp.Count(this=x if x is not None else exp.Star())
+    elif m.kind == "units":
+        value = exp.Count(this=exp.Distinct(expressions=[exp.column("__unit")]))
+    elif m.kind == "distinct":
+        value = exp.Count(this=exp.Distinct(expressions=[x]))
+    elif m.kind == "sum":
+        term: exp.Expression = x
+        if m.center:
+            term = exp.Sub(this=x, expression=_number(m.center))
+        if m.power == 2:
+            term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
+        value = exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
+    else:
+        value = exp.Anonymous(this="histogram", expressions=[_bucket(m, x)])
+    return exp.alias_(value, m.name)
+
+
+def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
+    lo, hi = m.histogram_range
+    if hi <= lo:
+        return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
+                                    true=exp.Literal.number(0))])
+    scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=x, expression=_number(lo))),
+                     expression=_number(m.buckets / (hi - lo)))
+    index = exp.cast(exp.Floor(this=scaled), "BIGINT")
+    return exp.Least(this=index, expressions=[exp.Literal.number(m.buckets - 1)])
+
+
+def _number(value: float) -> exp.Expression:
+    if float(value).is_integer() and abs(value) < 2**53:
+        literal: exp.Expression = exp.Literal.number(int(value))
+    else:
+        literal = exp.cast(exp.Literal.number(repr(float(value))), "DOUBLE")
+    return exp.Paren(this=literal) if value < 0 else literal
+
+
+def clamp(value: exp.Expression, lo: float, hi: float) -> exp.Expression:
+    """CASE WHEN v IS NULL THEN NULL ELSE LEAST(GREATEST(v, lo), hi) END (GREATEST and LEAST
+    skip NULLs in DuckDB, so a NULL would otherwise become a bound)."""
+    clamped = exp.Least(this=exp.Greatest(this=value.copy(), expressions=[_number(lo)]),
+                        expressions=[_number(hi)])
+    return exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()),
+                                true=exp.Null())], default=clamped)
+
+
+def total(node: exp.Expression, table: Table) -> exp.Expression:
+    """A row-level expression made total: columns read clamped, casts that cannot fail,
+    divisions by zero that give NULL."""
+
+    def fix(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column):
+            return _read_column(n, table)
+        if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast):
+            return exp.TryCast(this=n.this, to=n.to)
+        if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
+            return n.__class__(this=n.this, expression=exp.Nullif(
+                this=exp.Paren(this=n.expression), expression=exp.Literal.number(0)))
+        return n
+
+    return node.copy().transform(fix, copy=False)
+
+
+def _read_column(column: exp.Column, table: Table) -> exp.Expression:
+    meta = table.column(column.name)
+    ref = exp.column(column.name, quoted=True)
+    if meta is None or meta.type not in ("int", "float"):
+        return ref
+    target = "BIGINT" if meta.type == "int" else "DOUBLE"
+    value: exp.Expression = exp.TryCast(this=ref, to=exp.DataType.build(target))
+    if meta.type == "float":
+        value = exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"), "DOUBLE"))
+    if not meta.bounded:
+        return exp.Paren(this=value)
+    return exp.Paren(this=clamp(value, float(meta.lower), float(meta.upper)))  # type: ignore[arg-type]

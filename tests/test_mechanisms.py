@@ -1,0 +1,585 @@
+"""Statistical and unit tests of dpsql.mechanisms.
+
+Every statistical assertion uses a band whose false-alarm probability is about 1e-7 (normal
+bands of Z_BAND standard errors, or goodness-of-fit p-values above P_MIN), so the file does not
+flake while still catching a wrong distribution.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from decimal import Decimal
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from scipy import stats
+
+from dpsql import mechanisms as m
+from dpsql.errors import InvalidPrivacyParameter
+
+Z_BAND = 5.3  # two-sided normal tail ~1.2e-7
+P_MIN = 1e-6  # goodness-of-fit tests fail only below this p-value
+
+
+def laplace_pmf(z: npt.NDArray[np.int64], scale: float) -> npt.NDArray[np.float64]:
+    """Exact discrete Laplace pmf ``(1 - a)/(1 + a) a^|z|``."""
+    a = math.exp(-1.0 / scale)
+    return (1 - a) / (1 + a) * np.power(a, np.abs(z).astype(np.float64))
+
+
+def laplace_variance(scale: float) -> float:
+    """Exact variance ``2a / (1 - a)^2``, with ``1 - a`` from expm1 for large scales."""
+    a = math.exp(-1.0 / scale)
+    return 2 * a / math.expm1(-1.0 / scale) ** 2
+
+
+def gaussian_pmf(z: npt.NDArray[np.int64], sigma: float) -> npt.NDArray[np.float64]:
+    """Exact discrete Gaussian pmf, normalised over a support wide enough for float64."""
+    span = int(40 * sigma) + 40
+    support = np.arange(-span, span + 1, dtype=np.float64)
+    norm = np.exp(-(support**2) / (2 * sigma**2)).sum()
+    return np.exp(-(z.astype(np.float64) ** 2) / (2 * sigma**2)) / norm
+
+
+def gaussian_variance(sigma: float) -> float:
+    """Exact variance by summation (sigma**2 up to e^{-2 pi^2 sigma^2} for large sigma)."""
+    if sigma > 100:
+        return sigma**2
+    span = int(40 * sigma) + 40
+    support = np.arange(-span, span + 1)
+    return float((support.astype(np.float64) ** 2 * gaussian_pmf(support, sigma)).sum())
+
+
+def assert_second_moment(z: npt.NDArray[np.int64], variance: float) -> None:
+    """mean(z^2) (the variance, the mean being 0) within Z_BAND standard errors."""
+    squares = z.astype(np.float64) ** 2
+    se = squares.std() / math.sqrt(z.size)
+    assert abs(squares.mean() - variance) <= Z_BAND * se, (squares.mean(), variance, se)
+
+
+def assert_centred(z: npt.NDArray[np.int64], variance: float) -> None:
+    """Mean ~0 and as many positive as negative draws."""
+    assert abs(z.astype(np.float64).mean()) <= Z_BAND * math.sqrt(variance / z.size)
+    positive, negative = int((z > 0).sum()), int((z < 0).sum())
+    if positive + negative:
+        assert stats.binomtest(positive, positive + negative).pvalue > P_MIN
+
+
+def chi_square_fit(z: npt.NDArray[np.int64], pmf: npt.NDArray[np.float64], span: int) -> float:
+    """p-value of a chi-square test of draws against ``pmf`` on -span..span, tails merged."""
+    clipped = np.clip(z, -span - 1, span + 1) + span + 1
+    observed = np.bincount(clipped, minlength=2 * span + 3)
+    inner = pmf[1:-1]
+    tail = (1 - inner.sum()) / 2
+    expected = np.concatenate([[tail], inner, [tail]]) * z.size
+    keep = expected > 5  # the chi-square approximation needs populated cells
+    observed_kept = np.append(observed[keep], observed[~keep].sum())
+    expected_kept = np.append(expected[keep], expected[~keep].sum())
+    if expected_kept[-1] == 0:
+        observed_kept, expected_kept = observed_kept[:-1], expected_kept[:-1]
+    expected_kept *= observed_kept.sum() / expected_kept.sum()
+    return float(stats.chisquare(observed_kept, expected_kept).pvalue)
+
+
+# --------------------------------------------------------------------------- uniform
+
+
+def test_uniform_in_open_unit_interval_with_53_bits() -> None:
+    u = m.uniform(200_000)
+    assert u.dtype == np.float64 and u.shape == (200_000,)
+    assert np.all(u > 0) and np.all(u < 1)
+    assert np.all(u * 2.0**53 == np.rint(u * 2.0**53))
+    assert abs(u.mean() - 0.5) <= Z_BAND * math.sqrt(1 / 12 / u.size)
+    assert stats.kstest(u, "uniform").pvalue > P_MIN
+    assert m.uniform(0).shape == (0,)
+
+
+def test_uniform_reads_os_urandom(monkeypatch: pytest.MonkeyPatch) -> None:
+    def counting_bytes(n: int) -> bytes:
+        # word i carries k = i + 1 in its top 53 bits
+        return (np.arange(1, n // 8 + 1, dtype="<u8") << np.uint64(11)).tobytes()
+
+    monkeypatch.setattr(os, "urandom", counting_bytes)
+    assert np.array_equal(m.uniform(5), np.arange(1, 6) * 2.0**-53)
+    monkeypatch.setattr(os, "urandom", lambda n: b"\xff" * n)
+    assert np.all(m.uniform(3) == 1 - 2.0**-53)
+
+
+def test_uniform_redraws_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def zeros_then_ones(n: int) -> bytes:
+        calls.append(n)
+        return (b"\x00" if len(calls) == 1 else b"\xff") * n
+
+    monkeypatch.setattr(os, "urandom", zeros_then_ones)
+    assert np.all(m.uniform(4) == 1 - 2.0**-53)
+    assert calls == [32, 32]
+
+
+def test_all_randomness_flows_from_os_urandom(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With os.urandom replaced by a fixed stream, every sampler becomes deterministic:
+    no other source of randomness (numpy's generator, random) is involved."""
+
+    def fixed_stream(seed: int) -> object:
+        state = np.random.default_rng(seed)  # only to fake the OS: the code never sees it
+        return lambda n: state.bytes(n)
+
+    def run(seed: int) -> list[object]:
+        monkeypatch.setattr(os, "urandom", fixed_stream(seed))
+        np.random.seed(seed + 12345)  # changing numpy's global state must not matter
+        spec = m.calibrate_laplace(1.0, 1.0, False)
+        return [
+            m.discrete_laplace(3.0, 50).tolist(),
+            m.discrete_gaussian(2.5, 50).tolist(),
+            m.perturb(np.linspace(0, 10, 7), spec).tolist(),
+            m.quantile_from_histogram([1, 2, 3], 0.0, 1.0, 0.5, 1.0, 1.0),
+        ]
+
+    assert run(1) == run(1)
+    assert run(1) != run(2)
+
+
+# --------------------------------------------------------------------------- discrete Laplace
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 1e3, 1e12])
+def test_discrete_laplace_variance_mean_symmetry(scale: float) -> None:
+    z = m.discrete_laplace(scale, 400_000)
+    assert z.dtype == np.int64
+    assert_second_moment(z, laplace_variance(scale))
+    assert_centred(z, laplace_variance(scale))
+
+
+def test_discrete_laplace_goodness_of_fit() -> None:
+    scale, span = 1.5, 12
+    z = m.discrete_laplace(scale, 200_000)
+    pmf = laplace_pmf(np.arange(-span - 1, span + 2), scale)
+    assert chi_square_fit(z, pmf, span) > P_MIN
+
+
+def test_discrete_laplace_largest_scale_does_not_overflow() -> None:
+    z = m.discrete_laplace(m.MAX_GRID_SCALE * (1 - 1e-9), 100_000)
+    assert z.dtype == np.int64
+    assert np.all(np.abs(z) < 2**53)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, math.nan, math.inf, m.MAX_GRID_SCALE])
+def test_discrete_laplace_refuses_bad_scale(scale: float) -> None:
+    with pytest.raises(ValueError, match="scale"):
+        m.discrete_laplace(scale, 3)
+
+
+# --------------------------------------------------------------------------- discrete Gaussian
+
+
+@pytest.mark.parametrize("sigma", [0.5, 2.0, 50.0, 1e6])
+def test_discrete_gaussian_variance_mean_symmetry(sigma: float) -> None:
+    z = m.discrete_gaussian(sigma, 300_000)
+    assert z.dtype == np.int64 and z.size == 300_000
+    assert_second_moment(z, gaussian_variance(sigma))
+    assert_centred(z, gaussian_variance(sigma))
+
+
+def test_discrete_gaussian_variance_close_to_sigma_squared() -> None:
+    for sigma in (1.0, 2.0, 10.0):
+        assert gaussian_variance(sigma) == pytest.approx(sigma**2, rel=1e-6)
+
+
+def test_discrete_gaussian_goodness_of_fit() -> None:
+    sigma, span = 1.5, 8
+    z = m.discrete_gaussian(sigma, 200_000)
+    pmf = gaussian_pmf(np.arange(-span - 1, span + 2), sigma)
+    assert chi_square_fit(z, pmf, span) > P_MIN
+
+
+def test_discrete_gaussian_sizes() -> None:
+    assert m.discrete_gaussian(3.0, 0).shape == (0,)
+    assert m.discrete_gaussian(0.01, 1000).size == 1000
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def is_power_of_two(x: float) -> bool:
+    return x > 0 and math.frexp(x)[0] == 0.5
+
+
+def test_calibrate_laplace_integer() -> None:
+    spec = m.calibrate_laplace(3.0, 0.5, True)
+    assert spec == m.NoiseSpec("laplace", True, 1.0, 6.0, 6.0)
+    assert m.calibrate_laplace(2.5, 1.0, True).grid_scale == 3.0  # ceil(2.5)
+
+
+def test_calibrate_laplace_real() -> None:
+    spec = m.calibrate_laplace(1.0, 1.0, False)
+    assert spec.granularity == 2.0**-40
+    assert spec.grid_scale == 2.0**40 + 1
+    assert spec.scale == pytest.approx(1.0, rel=1e-9)
+    grouped = m.calibrate_laplace(1.0, 1.0, False, cells_per_unit=5)
+    assert grouped.grid_scale == 2.0**40 + 5
+
+
+@pytest.mark.parametrize("sensitivity", [1e-9, 0.3, 1.0, 7.0, 1e6, 1e15])
+@pytest.mark.parametrize("epsilon", [0.01, 0.7, 3.0])
+def test_calibrated_granularity_is_power_of_two(sensitivity: float, epsilon: float) -> None:
+    for spec in (
+        m.calibrate_laplace(sensitivity, epsilon, False),
+        m.calibrate_gaussian(sensitivity, epsilon, False),
+        m.calibrate_laplace(sensitivity, epsilon, True),
+    ):
+        assert is_power_of_two(spec.granularity)
+        assert spec.grid_scale < m.MAX_GRID_SCALE
+        assert spec.scale == spec.grid_scale * spec.granularity
+    real = m.calibrate_laplace(sensitivity, epsilon, False)
+    assert real.granularity >= sensitivity / epsilon / 2.0**40
+    assert real.granularity / 2 < sensitivity / epsilon / 2.0**40
+    # the grid costs (almost) nothing: the noise in value units stays sensitivity / epsilon
+    assert real.scale == pytest.approx(sensitivity / epsilon, rel=1e-9)
+
+
+def test_calibrate_huge_integer_sensitivity_uses_coarser_grid() -> None:
+    spec = m.calibrate_laplace(1e15, 1.0, True)
+    assert spec.granularity > 1 and is_power_of_two(spec.granularity)
+    assert spec.scale == pytest.approx(1e15, rel=1e-9)
+
+
+def test_calibrate_refuses_unsampleable_noise() -> None:
+    with pytest.raises(InvalidPrivacyParameter, match="epsilon"):
+        m.calibrate_laplace(1.0, 1e-20, False)
+    with pytest.raises(ValueError, match="sensitivity"):
+        m.calibrate_laplace(math.inf, 1.0, False)
+    with pytest.raises(ValueError, match="epsilon"):
+        m.calibrate_laplace(1.0, 0.0, True)
+
+
+def test_calibrate_gaussian() -> None:
+    spec = m.calibrate_gaussian(2.0, 0.5, True)
+    assert spec == m.NoiseSpec("gaussian", True, 1.0, 2.0, 2.0)
+    real = m.calibrate_gaussian(3.0, 2.0, False)
+    sigma = 3.0 / math.sqrt(4.0)
+    assert is_power_of_two(real.granularity) and real.granularity >= sigma / 2.0**40
+    assert real.grid_scale == (math.ceil(3.0 / real.granularity) + 1) / 2.0
+    assert real.scale == pytest.approx(sigma, rel=1e-9)
+
+
+def test_rho_for_inverts_bun_steinke() -> None:
+    for epsilon in (0.01, 0.5, 1.0, 10.0):
+        for delta in (1e-12, 1e-6, 1e-3, 0.1):
+            rho = m.rho_for(epsilon, delta)
+            assert rho > 0
+            implied = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+            assert implied == pytest.approx(epsilon, rel=1e-12)
+    assert m.rho_for(1.0, 1e-3) > m.rho_for(1.0, 1e-6)
+    for delta in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="delta"):
+            m.rho_for(1.0, delta)
+
+
+# --------------------------------------------------------------------------- perturb
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_perturb_real_is_exact_multiple_of_granularity(mechanism: str) -> None:
+    values = np.random.default_rng(7).normal(1000.0, 300.0, size=5000)
+    values[:3] = [0.0, -0.0, 1e-300]
+    spec = (
+        m.calibrate_laplace(2.5, 0.3, False)
+        if mechanism == "laplace"
+        else m.calibrate_gaussian(2.5, 0.3, False)
+    )
+    noisy = m.perturb(values, spec)
+    assert noisy.dtype == np.float64 and noisy.shape == values.shape
+    units = noisy / spec.granularity
+    assert np.all(units == np.rint(units))
+    error = noisy - values
+    assert abs(error.mean()) <= Z_BAND * spec.scale * math.sqrt(2 / values.size)
+
+
+def test_perturb_real_noise_has_the_calibrated_variance() -> None:
+    spec = m.calibrate_laplace(1.0, 0.5, False)
+    noisy = m.perturb(np.zeros(200_000), spec)
+    assert_second_moment(noisy / spec.granularity, laplace_variance(spec.grid_scale))
+
+
+def test_perturb_integer_keeps_int64() -> None:
+    spec = m.calibrate_laplace(1.0, 1.0, True)
+    values = np.arange(12, dtype=np.int64).reshape(3, 4)
+    noisy = m.perturb(values, spec)
+    assert noisy.dtype == np.int64 and noisy.shape == (3, 4)
+    from_floats = m.perturb(np.array([3.0, 1e6]), spec)
+    assert from_floats.dtype == np.int64
+    from_objects = m.perturb(np.array([Decimal(5), 10**30], dtype=object), spec)
+    assert from_objects.dtype == np.int64
+    assert from_objects[1] > 2**61  # saturated, not wrapped around
+
+
+def test_perturb_integer_saturates_instead_of_overflowing() -> None:
+    spec = m.calibrate_laplace(1.0, 1.0, True)
+    extreme = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
+    noisy = m.perturb(extreme, spec)
+    assert noisy[0] > 2**61 and noisy[1] < -(2**61)
+    coarse = m.calibrate_laplace(1e15, 1.0, True)
+    noisy = m.perturb(extreme, coarse)
+    assert noisy[0] > 0 and noisy[1] < 0
+    assert np.all(noisy % int(coarse.granularity) == 0)
+
+
+def test_perturb_real_saturates_huge_values() -> None:
+    spec = m.calibrate_laplace(1e-6, 1.0, False)
+    noisy = m.perturb(np.array([1e308, -1e308]), spec)
+    assert np.all(np.isfinite(noisy)) and noisy[0] > 0 > noisy[1]
+
+
+@pytest.mark.parametrize("integer", [True, False])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_perturb_refuses_non_finite(integer: bool, bad: float) -> None:
+    spec = m.calibrate_laplace(1.0, 1.0, integer)
+    with pytest.raises(ValueError, match="non-finite"):
+        m.perturb(np.array([1.0, bad]), spec)
+
+
+def test_perturb_integer_refuses_fractions() -> None:
+    spec = m.calibrate_laplace(1.0, 1.0, True)
+    with pytest.raises(ValueError, match="non-integral"):
+        m.perturb(np.array([1.5]), spec)
+    with pytest.raises(ValueError, match="non-integral"):
+        m.perturb(np.array([Decimal("2.5")], dtype=object), spec)
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def laplace_tail(steps: int, scale: float) -> float:
+    """P(|Z| > steps) for the discrete Laplace."""
+    a = math.exp(-1 / scale)
+    return 2 * math.exp(-(steps + 1) / scale) / (1 + a)
+
+
+@pytest.mark.parametrize("scale", [0.3, 1.0, 7.0, 1e3, 1e9])
+@pytest.mark.parametrize("confidence", [0.5, 0.95, 0.999])
+def test_laplace_accuracy_is_the_smallest_valid_half_width(scale: float, confidence: float) -> None:
+    spec = m.NoiseSpec("laplace", True, 1.0, scale, scale)
+    steps = int(m.accuracy(spec, confidence))
+    alpha = 1 - confidence
+    assert laplace_tail(steps, scale) <= alpha * (1 + 1e-12)
+    if steps > 0:
+        assert laplace_tail(steps - 1, scale) > alpha * (1 - 1e-12)
+
+
+def test_laplace_accuracy_coverage() -> None:
+    spec = m.calibrate_laplace(1.0, 0.001, True)  # scale 1000
+    half_width = m.accuracy(spec)
+    noise = m.perturb(np.zeros(200_000, dtype=np.int64), spec)
+    covered = float(np.mean(np.abs(noise) <= half_width))
+    band = Z_BAND * math.sqrt(0.95 * 0.05 / noise.size)
+    assert 0.95 - band <= covered < 0.97
+
+
+def test_gaussian_accuracy_coverage() -> None:
+    spec = m.calibrate_gaussian(1.0, 0.005, True)  # sigma 10
+    half_width = m.accuracy(spec)
+    noise = m.perturb(np.zeros(200_000, dtype=np.int64), spec)
+    covered = float(np.mean(np.abs(noise) <= half_width))
+    band = Z_BAND * math.sqrt(0.95 * 0.05 / noise.size)
+    assert 0.95 - band <= covered < 0.97
+    support = np.arange(-200, 201)
+    exact = gaussian_pmf(support, 10.0)[np.abs(support) <= half_width].sum()
+    assert exact >= 0.95
+
+
+def test_real_accuracy_includes_grid_rounding() -> None:
+    spec = m.calibrate_laplace(1.0, 1.0, False)
+    noiseless = m.NoiseSpec("laplace", True, 1.0, spec.grid_scale, spec.grid_scale)
+    expected = m.accuracy(noiseless) * spec.granularity + spec.granularity / 2
+    assert m.accuracy(spec) == expected
+    # a fine grid behaves like the continuous Laplace: P(|X| > a) = exp(-a / b) = 0.05
+    assert m.accuracy(spec) == pytest.approx(spec.scale * math.log(20), rel=1e-6)
+
+
+def test_accuracy_refuses_bad_confidence() -> None:
+    spec = m.calibrate_laplace(1.0, 1.0, True)
+    for confidence in (0.0, 1.0, 1.5, math.nan):
+        with pytest.raises(ValueError, match="confidence"):
+            m.accuracy(spec, confidence)
+
+
+# --------------------------------------------------------------------------- threshold
+
+
+def test_threshold_is_minimal_and_respects_delta() -> None:
+    for epsilon in (0.1, 1.0, 5.0):
+        for delta in (1e-9, 1e-5, 0.01):
+            for groups in (1, 3, 50):
+                scale, tau = m.threshold(epsilon, delta, groups)
+                assert scale == groups / epsilon and tau >= 2
+                a = math.exp(-1 / scale)
+                escape = math.exp(-(tau - 1) / scale) / (1 + a)
+                assert escape <= delta / groups * (1 + 1e-12)
+                if tau > 2:
+                    assert math.exp(-(tau - 2) / scale) / (1 + a) > delta / groups * (1 - 1e-12)
+
+
+def test_threshold_is_monotone() -> None:
+    deltas = [1e-12, 1e-9, 1e-6, 1e-3, 0.05]
+    taus = [m.threshold(1.0, delta, 4)[1] for delta in deltas]
+    assert taus == sorted(taus, reverse=True)
+    epsilons = [0.01, 0.1, 0.5, 1.0, 2.0, 10.0]
+    taus = [m.threshold(epsilon, 1e-6, 4)[1] for epsilon in epsilons]
+    assert taus == sorted(taus, reverse=True)
+    assert m.threshold(1.0, 1e-6, 1)[1] <= m.threshold(1.0, 1e-6, 10)[1]
+
+
+@pytest.mark.parametrize(("epsilon", "groups"), [(1.0, 1), (2.0, 4)])
+def test_threshold_release_probability_of_a_single_unit_group(epsilon: float, groups: int) -> None:
+    delta = 0.1
+    scale, tau = m.threshold(epsilon, delta, groups)
+    released = float(np.mean(1 + m.discrete_laplace(scale, 400_000) >= tau))
+    target = delta / groups
+    band = Z_BAND * math.sqrt(target * (1 - target) / 400_000)
+    assert released <= target + band
+    a = math.exp(-1 / scale)
+    assert released == pytest.approx(a ** (tau - 1) / (1 + a), abs=band)
+
+
+def test_threshold_refuses_bad_arguments() -> None:
+    for args in [(0.0, 1e-6, 1), (1.0, 0.0, 1), (1.0, 1.0, 1), (1.0, 1e-6, 0), (1.0, 1e-6, 1.5)]:
+        with pytest.raises(ValueError):
+            m.threshold(*args)
+
+
+# --------------------------------------------------------------------------- quantiles
+
+
+def bucket_of(value: float, lower: float, upper: float, n_buckets: int) -> int:
+    width = (upper - lower) / n_buckets
+    return min(int((value - lower) // width), n_buckets - 1)
+
+
+def test_quantile_large_epsilon_is_near_true_median() -> None:
+    data = np.random.default_rng(3).normal(40.0, 10.0, size=2001).clip(0, 100)
+    counts, _ = np.histogram(data, bins=100, range=(0.0, 100.0))
+    median = float(np.median(data))
+    for _ in range(30):
+        result = m.quantile_from_histogram(counts, 0.0, 100.0, 0.5, 10.0, 1.0)
+        assert abs(result - median) <= 3.0
+
+
+def test_quantile_tiny_epsilon_is_roughly_uniform() -> None:
+    counts = np.zeros(10)
+    counts[2] = 1000
+    results = [m.quantile_from_histogram(counts, -5.0, 5.0, 0.5, 1e-9, 1.0) for _ in range(3000)]
+    assert stats.kstest(results, stats.uniform(loc=-5.0, scale=10.0).cdf).pvalue > P_MIN
+
+
+def test_quantile_with_no_values_is_uniform() -> None:
+    results = [m.quantile_from_histogram(np.zeros(8), 1.0, 2.0, 0.3, 5.0, 1.0) for _ in range(3000)]
+    assert stats.kstest(results, stats.uniform(loc=1.0, scale=1.0).cdf).pvalue > P_MIN
+
+
+def test_quantile_stays_within_bounds() -> None:
+    counts = np.array([0, 50, 0, 0, 70])
+    for q in (0.0, 0.25, 0.5, 1.0):
+        for _ in range(200):
+            result = m.quantile_from_histogram(counts, -3.5, 7.25, q, 0.1, 2.0)
+            assert -3.5 <= result <= 7.25
+    assert m.quantile_from_histogram([4], 2.0, 2.0, 0.5, 1.0, 1.0) == 2.0
+
+
+def test_quantile_min_and_max() -> None:
+    counts = np.zeros(20)
+    counts[[5, 6, 14]] = [30, 40, 30]
+    lows = [m.quantile_from_histogram(counts, 0.0, 20.0, 0.0, 50.0, 1.0) for _ in range(50)]
+    highs = [m.quantile_from_histogram(counts, 0.0, 20.0, 1.0, 50.0, 1.0) for _ in range(50)]
+    # With no rows below the minimum every bucket up to it ties; none above it can win.
+    assert max(lows) < 6.0 and min(highs) >= 14.0
+
+
+def test_exponential_mechanism_matches_softmax() -> None:
+    counts, q, epsilon, sensitivity = np.array([2, 5, 3]), 0.5, 1.0, 1.0
+    # n = 10, target rank 5; buckets cover ranks [0,2], [2,7], [7,10]: utilities -3, 0, -2
+    weights = np.exp(epsilon * np.array([-3.0, 0.0, -2.0]) / (2 * sensitivity))
+    draws = 30_000
+    picks = [
+        bucket_of(m.quantile_from_histogram(counts, 0.0, 3.0, q, epsilon, sensitivity), 0.0, 3.0, 3)
+        for _ in range(draws)
+    ]
+    observed = np.bincount(picks, minlength=3)
+    expected = weights / weights.sum() * draws
+    assert stats.chisquare(observed, expected).pvalue > P_MIN
+
+
+def test_quantile_rank_accuracy_formula_and_coverage() -> None:
+    bound = m.quantile_rank_accuracy(20, 0.5, 1.0)
+    assert bound == pytest.approx(4.0 * (math.log(20) + math.log(20)))
+    counts = np.full(20, 5.0)  # ranks 5j .. 5(j+1); the median rank 50 is bucket 9/10's edge
+    right = np.cumsum(counts)
+    left = right - counts
+    errors = []
+    for _ in range(2000):
+        j = bucket_of(m.quantile_from_histogram(counts, 0.0, 1.0, 0.5, 0.5, 1.0), 0.0, 1.0, 20)
+        errors.append(max(0.0, left[j] - 50, 50 - right[j]))
+    assert np.mean(np.array(errors) <= bound) >= 0.95
+
+
+def test_quantile_refuses_bad_arguments() -> None:
+    good = {"counts": [1, 2], "lower": 0.0, "upper": 1.0, "q": 0.5, "epsilon": 1.0}
+    for change in [
+        {"counts": []},
+        {"counts": [1, -1]},
+        {"counts": [1, math.nan]},
+        {"lower": 2.0},
+        {"upper": math.inf},
+        {"q": 1.5},
+        {"epsilon": 0.0},
+    ]:
+        with pytest.raises(ValueError):
+            m.quantile_from_histogram(**{**good, **change}, sensitivity=1.0)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "mechanism"),
+    [
+        (1.0, 0.0, "laplace"),
+        (0.01, 1e-6, "gaussian"),
+        (100, 0.1, "laplace"),
+        (np.float64(0.5), np.float32(1e-5), "gaussian"),
+        (1, 0, "laplace"),
+    ],
+)
+def test_validate_accepts(epsilon: float, delta: float, mechanism: str) -> None:
+    m.validate_privacy_parameters(epsilon, delta, mechanism)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "mechanism", "message"),
+    [
+        (-1.0, 0.0, "laplace", "epsilon"),
+        (0.0, 0.0, "laplace", "epsilon"),
+        (math.nan, 0.0, "laplace", "epsilon"),
+        (math.inf, 0.0, "laplace", "epsilon"),
+        (1e6, 0.0, "laplace", "epsilon"),
+        (True, 0.0, "laplace", "epsilon"),
+        ("1", 0.0, "laplace", "epsilon"),
+        (None, 0.0, "laplace", "epsilon"),
+        (1.0, 1.0, "laplace", "delta"),
+        (1.0, 2.0, "laplace", "delta"),
+        (1.0, 0.5, "laplace", "delta"),
+        (1.0, -1e-9, "laplace", "delta"),
+        (1.0, math.nan, "laplace", "delta"),
+        (1.0, False, "laplace", "delta"),
+        (1.0, 0.0, "gaussian", "delta > 0"),
+        (1.0, 1e-6, "exponential", "mechanism"),
+        (1.0, 1e-6, "Laplace", "mechanism"),
+        (1.0, 1e-6, None, "mechanism"),
+    ],
+)
+def test_validate_refuses(epsilon: object, delta: object, mechanism: object, message: str) -> None:
+    with pytest.raises(InvalidPrivacyParameter, match=message) as info:
+        m.validate_privacy_parameters(epsilon, delta, mechanism)  # type: ignore[arg-type]
+    assert info.value.sqlstate == "22023"
