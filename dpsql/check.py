@@ -287,6 +287,9 @@ def _function_name(node: exp.Expression) -> str | None:
 
 
 def _no_aggregate_message(select: exp.Select) -> str:
+    if any(e.find(exp.Star) for e in select.expressions):
+        return ("SELECT * would release private rows; dpsql answers aggregate queries: select "
+                "aggregates such as COUNT(*) or AVG(age), with GROUP BY keys")
     first = select.expressions[0].sql(dialect="duckdb") if select.expressions else "?"
     return (f"the query releases {first} without aggregating it; dpsql answers aggregate "
             "queries: use COUNT, SUM, AVG, ... and GROUP BY")

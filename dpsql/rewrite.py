@@ -84,8 +84,9 @@ def _input(arg: exp.Expression, table: Table) -> exp.Expression:
     """An aggregated expression, made total and clamped to its derived interval."""
     value = total(arg, table)
     b = bound(arg, table)
-    if not (b.numeric and b.finite):
-        return value  # only counted (COUNT, COUNT DISTINCT): its value never enters a sum
+    if isinstance(arg, exp.Column) or not (b.numeric and b.finite):
+        # A bare column is already read clamped to its declared bounds, which are its bound.
+        return value  # or only counted (COUNT, COUNT DISTINCT): it never enters a sum
     if b.kind == "bool":
         value = exp.cast(value, "INTEGER")
     return clamp(value, b.lo, b.hi)
@@ -161,8 +162,10 @@ def _number(value: float) -> exp.Expression:
 def clamp(value: exp.Expression, lo: float, hi: float) -> exp.Expression:
     """CASE WHEN v IS NULL THEN NULL ELSE LEAST(GREATEST(v, lo), hi) END (GREATEST and LEAST
     skip NULLs in DuckDB, so a NULL would otherwise become a bound)."""
-    clamped = exp.Least(this=exp.Greatest(this=value.copy(), expressions=[_number(lo)]),
-                        expressions=[_number(hi)])
+    # Anonymous functions: sqlglot would otherwise transpile LEAST/GREATEST into its own
+    # NULL-propagating CASE, doubling the expression.
+    clamped = exp.Anonymous(this="least", expressions=[
+        exp.Anonymous(this="greatest", expressions=[value.copy(), _number(lo)]), _number(hi)])
     return exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()),
                                 true=exp.Null())], default=clamped)
 
@@ -172,13 +175,15 @@ def total(node: exp.Expression, table: Table) -> exp.Expression:
     divisions by zero that give NULL."""
 
     def fix(n: exp.Expression) -> exp.Expression:
+        # A replaced node's children are not visited again, so rebuild them with total().
         if isinstance(n, exp.Column):
             return _read_column(n, table)
         if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast):
-            return exp.TryCast(this=n.this, to=n.to)
+            return exp.TryCast(this=total(n.this, table), to=n.to.copy())
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
-            return n.__class__(this=n.this, expression=exp.Nullif(
-                this=exp.Paren(this=n.expression), expression=exp.Literal.number(0)))
+            divisor = total(n.expression, table)
+            return n.__class__(this=total(n.this, table), expression=exp.Nullif(
+                this=exp.Paren(this=divisor), expression=exp.Literal.number(0)))
         return n
 
     return node.copy().transform(fix, copy=False)
