@@ -41,8 +41,10 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
         units = plan.threshold.measurement
         counts = perturb(_column(keys, exact, plan, units), units.noise)
         released = counts >= plan.threshold.tau
-        keys = [k for k, keep in zip(keys, released, strict=True) if keep]
-        noisy[units.name] = counts[released]
+        order = sorted(np.flatnonzero(released), key=lambda i: _sort_key(keys[i]))
+        # Released groups in key order: the engine's row order may depend on private data.
+        keys = [keys[i] for i in order]
+        noisy[units.name] = counts[np.array(order, dtype=np.int64)]
     else:
         keys = [()]  # a global aggregate: always exactly one row
     for m in plan.measurements:
@@ -60,6 +62,11 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
         values[cell.call.placeholder] = _typed(cell.combine(parts), cell.type)
         accuracies[cell.call.placeholder] = cell_accuracy(cell, parts, len(keys))
     return NoisyCells(keys=keys, values=values, accuracy=accuracies)
+
+
+def _sort_key(key: tuple[object, ...]) -> tuple[tuple[bool, str, object], ...]:
+    """Sort NULLs last and values of different types apart, never raising."""
+    return tuple((v is None, type(v).__name__, v if v is not None else 0) for v in key)
 
 
 def _column(keys: list[tuple[object, ...]], exact: dict[tuple[object, ...], Sequence[object]],

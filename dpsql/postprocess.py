@@ -99,6 +99,10 @@ def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
     extra = [exp.alias_(exp.column(f"{_ACC}{d}"), f"{_ACC}{d}") for d in carry]
     outer.set("expressions", projections + extra)
     outer = outer.from_(_CELLS)
+    having = outer.args.get("having")
+    if having is not None:  # each row of __cells is already one group: HAVING filters rows
+        outer.set("having", None)
+        outer = outer.where(having.this)
     columns = _cell_columns(plan, cells)
     for d in carry:
         columns[f"{_ACC}{d}"] = cells.accuracy[d]
