@@ -78,10 +78,11 @@ class DuckDBEngine:
             self._local.cursor = cur
         return cur
 
-    def execute(self, sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
+    def execute(self, sql: str, parameters: Sequence[object] = ()
+                ) -> tuple[list[str], list[tuple[object, ...]]]:
         """Run one checked, rewritten query and return its column names and rows."""
         try:
-            result = self.cursor().execute(sql)
+            result = self.cursor().execute(sql, list(parameters) or None)
             names = [d[0] for d in result.description or []]
             return names, result.fetchall()
         except duckdb.Error as e:

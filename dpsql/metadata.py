@@ -111,6 +111,9 @@ class Metadata:
     source: str = "<metadata>"
     path: Path | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+    # Prepared plans for this metadata (see dpsql.pipeline.prepare); not part of its value.
+    plans: dict[tuple[object, ...], Any] = field(default_factory=dict, compare=False,
+                                                 repr=False)
 
     def table(self, name: str) -> Table | None:
         return self.tables.get(name.lower())

@@ -26,16 +26,36 @@ from dpsql.rewrite import rewrite
 PASSES = ("parse", "bind", "check", "plan", "rewrite", "execute", "perturb", "postprocess")
 
 
+PLAN_CACHE_SIZE = 512
+
+
 def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0.0,
             mechanism: str = "laplace", dialect: str = "duckdb") -> Plan:
-    """parse -> bind -> check -> plan: every refusal, no data read."""
-    return plan(check(bind(parse(sql, dialect), metadata)), epsilon, delta, mechanism)
+    """parse -> bind -> check -> plan: every refusal, no data read.
+
+    Plans depend only on the SQL text, the parameters and the metadata, never on data, so they
+    are cached per metadata object (BI tools repeat their queries). A cached plan is never
+    mutated: randomness enters only when a plan is answered.
+    """
+    key = (sql, epsilon, delta, mechanism, dialect)
+    cache = metadata.plans
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    result = plan(check(bind(parse(sql, dialect), metadata)), epsilon, delta, mechanism)
+    result.engine_sql = rewrite(result).sql(dialect="duckdb")
+    if len(cache) >= PLAN_CACHE_SIZE:
+        cache.pop(next(iter(cache)))
+    cache[key] = result
+    return result
 
 
 def answer(p: Plan, engine: DuckDBEngine) -> Result:
     """rewrite -> execute -> perturb -> post-process for a prepared plan."""
-    salt = secrets.randbits(63)  # keys the contribution-bounding sample; never shown
-    _, rows = engine.execute(rewrite(p, salt).sql(dialect="duckdb"))
+    sql = p.engine_sql or rewrite(p).sql(dialect="duckdb")
+    # The salt keys the contribution-bounding sample: fresh, secret, never shown.
+    parameters = [secrets.randbits(63)] if p.table.needs_bounding else []
+    _, rows = engine.execute(sql, parameters)
     result = postprocess(p, perturb_cells(p, rows))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     return result
@@ -55,7 +75,7 @@ class CellExplanation:
 
 @dataclass
 class Explanation:
-    sql: str  # the rewritten SQL, with the secret salt masked
+    sql: str  # the rewritten SQL; its parameter $1 is the secret salt of each run
     cells: list[CellExplanation]
     key_release: str
     epsilon: float
@@ -66,7 +86,7 @@ class Explanation:
 
 def explain(p: Plan) -> Explanation:
     """What a plan will do, without reading data."""
-    sql = rewrite(p, 0).sql(dialect="duckdb", pretty=True).replace("hash(0,", "hash(<salt>,")
+    sql = rewrite(p).sql(dialect="duckdb", pretty=True)
     cells = []
     for cell in p.cells:
         for m in cell.measurements:

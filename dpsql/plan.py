@@ -65,6 +65,7 @@ class Plan:
     cost_epsilon: float
     cost_delta: float
     rho: float = 0.0  # zCDP spent by the Gaussian measurements (0 for Laplace)
+    engine_sql: str | None = None  # the rewritten query's text, set once by the pipeline
 
 
 def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,

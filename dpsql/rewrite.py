@@ -23,11 +23,12 @@ from dpsql.bounds import bound
 from dpsql.metadata import Table
 from dpsql.plan import Plan
 
-SALT_MARK = "__salt__"
+SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
 
 
-def rewrite(plan: Plan, salt: int) -> exp.Select:
-    """The engine query for ``plan``; ``salt`` keys the contribution-bounding sample."""
+def rewrite(plan: Plan) -> exp.Select:
+    """The engine query for ``plan``. Its parameter $1 is the salt that keys the
+    contribution-bounding sample: a fresh secret for every execution."""
     table = plan.table
     inputs = _inputs(plan)
     rows = exp.select(*_row_projections(plan, inputs)).from_(_table_ref(table))
@@ -38,7 +39,7 @@ def rewrite(plan: Plan, salt: int) -> exp.Select:
                        *[_measure(m, inputs) for m in plan.measurements])
     if table.needs_bounding:
         query = query.with_("__rows", as_=rows).with_(
-            "__bounded", as_=_bounded(plan, inputs, salt))
+            "__bounded", as_=_bounded(plan, inputs))
         source = "__bounded"
     else:
         query = query.with_("__rows", as_=rows)
@@ -92,10 +93,10 @@ def _input(arg: exp.Expression, table: Table) -> exp.Expression:
     return clamp(value, b.lo, b.hi)
 
 
-def _bounded(plan: Plan, inputs: dict[str, str], salt: int) -> exp.Select:
+def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
     table = plan.table
     keys = [exp.column(k.name) for k in plan.keys]
-    salt_literal = exp.Literal.number(salt)
+    salt_literal = SALT
     source: exp.Expression = exp.to_identifier("__rows")
     if keys and table.max_groups_per_unit < table.max_rows_per_unit:
         group_rank = exp.Window(
