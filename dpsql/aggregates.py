@@ -66,6 +66,9 @@ class Measurement:
     l1: float = 1.0
     l2: float = 1.0
     buckets: int = 0  # histogram only
+    # histogram only: each quantile is its own exponential-mechanism draw, so its own
+    # measurement (and its own share of epsilon), even over the same histogram
+    quantile: float | None = None
     name: str = ""  # the column alias in the rewritten SQL, set by the plan
     epsilon: float = 0.0  # set by the plan's budget split
     mechanism: str = "laplace"
@@ -80,7 +83,7 @@ class Measurement:
     def key(self) -> tuple[object, ...]:
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
-                self.mechanism)
+                self.quantile, self.mechanism)
 
 
 @dataclass
@@ -185,7 +188,7 @@ def _quantile(call: AggregateCall, b: Bound, k: int) -> Cell:
     per_value = b.kind == "int" and b.hi - b.lo + 1 <= HISTOGRAM_BUCKETS
     buckets = int(b.hi - b.lo + 1) if per_value else HISTOGRAM_BUCKETS
     m = Measurement("histogram", call.arg, b.lo, b.hi, integer=per_value, l1=k, l2=k,
-                    buckets=buckets, mechanism="exponential")
+                    buckets=buckets, quantile=call.quantile, mechanism="exponential")
     # The exponential mechanism draws the value itself; `combine` receives it.
     return Cell(call, [m], lambda v: v[0], "DOUBLE", bound=b, quantile=call.quantile,
                 accuracy_unit="rank")

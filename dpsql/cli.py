@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from functools import wraps
@@ -35,6 +36,12 @@ def user_errors(fn: F) -> F:
         except Error as e:
             click.echo(f"dpsql: {type(e).__name__}: {e}", err=True)
             sys.exit(1 if isinstance(e, BudgetExhausted) else 2)
+        except Exception as e:  # a bug: one line for the user, the traceback on request
+            if os.environ.get("DPSQL_DEBUG"):
+                raise
+            click.echo(f"dpsql: InternalError: {type(e).__name__}: {e} (this is a bug in "
+                       "dpsql; set DPSQL_DEBUG=1 to see the traceback)", err=True)
+            sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
 

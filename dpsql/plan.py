@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import numpy as np
 from sqlglot import exp
 
 from dpsql.aggregates import Cell, Measurement, cell_for, units_measurement
@@ -105,8 +106,34 @@ def key_domain(expression: exp.Expression, table: Table) -> tuple[object, ...] |
         column = table.column(expression.name)
         return column.domain if column is not None else None
     if isinstance(expression, exp.Case | exp.If):
-        return _constant_branches(expression)
-    return None
+        branches = _constant_branches(expression)
+        if branches is not None:
+            return branches
+    return _image_of_domains(expression, table)
+
+
+def _image_of_domains(expression: exp.Expression, table: Table) -> tuple[object, ...] | None:
+    """The image of the declared domains under a row-level expression (GROUP BY age // 10):
+    the expression, made total as in the engine query, is evaluated on the cross product of
+    its columns' public domains, in the scratch engine. It reads no data."""
+    from dpsql.engines import run_on_cells
+    from dpsql.rewrite import total
+
+    names = sorted({c.name.lower() for c in expression.find_all(exp.Column)})
+    columns = [table.column(n) for n in names]
+    if not names or any(c is None or c.domain is None for c in columns):
+        return None
+    combos = 1
+    for c in columns:
+        combos *= len(c.domain or ())
+    if combos > MAX_DOMAIN_SIZE:
+        return None
+    product = list(itertools.product(*(c.domain or () for c in columns)))  # type: ignore[union-attr]
+    data = {n: np.array([row[i] for row in product], dtype=object) for i, n in enumerate(names)}
+    sql = (f"SELECT DISTINCT {total(expression, table).sql(dialect='duckdb')} AS k "
+           "FROM __domain ORDER BY k NULLS LAST")
+    _, _, rows = run_on_cells(sql, "__domain", data)
+    return tuple(r[0] for r in rows)
 
 
 def _constant_branches(expression: exp.Expression) -> tuple[object, ...] | None:
@@ -181,7 +208,8 @@ def _shared(m: Measurement, measurements: list[Measurement]) -> Measurement:
 
 
 def _split_budget(p: Plan) -> None:
-    share = p.epsilon / len(p.measurements)
+    # No measurement at all (SELECT DISTINCT over public keys): the answer is the public domain.
+    share = p.epsilon / max(len(p.measurements), 1)
     gaussian = [m for m in p.measurements if m.mechanism == "gaussian"]
     delta_threshold = delta_gaussian = 0.0
     if p.threshold is not None:
