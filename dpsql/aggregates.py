@@ -47,6 +47,7 @@ from sqlglot import exp
 
 from dpsql.bounds import Bound, numeric_bound
 from dpsql.check import AggregateCall
+from dpsql.mechanisms import NoiseSpec
 from dpsql.metadata import Table
 
 HISTOGRAM_BUCKETS = 1000
@@ -72,7 +73,7 @@ class Measurement:
     name: str = ""  # the column alias in the rewritten SQL, set by the plan
     epsilon: float = 0.0  # set by the plan's budget split
     mechanism: str = "laplace"
-    noise: object = None  # a mechanisms.NoiseSpec, set by the plan
+    noise: NoiseSpec | None = None  # set by the plan; None for the exponential mechanism
 
     @property
     def histogram_range(self) -> tuple[float, float]:

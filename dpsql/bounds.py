@@ -12,7 +12,9 @@ can never depend on private values.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -64,6 +66,11 @@ def bound(node: exp.Expression, table: Table) -> Bound:
     result = rule(node, table)
     if result.kind == "int" and (result.lo < -INT_LIMIT or result.hi > INT_LIMIT) and \
             _is_arithmetic(node):
+        if not result.finite and _unbounded_columns(node, table):
+            # Name the column that needs bounds, as for any expression without a bound.
+            raise UnboundedExpression(
+                f"the range of {node.sql(dialect='duckdb')} cannot be derived from the declared "
+                f"bounds{_missing_bounds(node, table)}")
         raise UnboundedExpression(
             f"{node.sql(dialect='duckdb')} can exceed the 64-bit integer range; declare bounds "
             "for its columns in the metadata or CAST it to DOUBLE")
@@ -83,12 +90,17 @@ def numeric_bound(node: exp.Expression, table: Table, what: str) -> Bound:
     return b
 
 
-def _missing_bounds(node: exp.Expression, table: Table) -> str:
+def _unbounded_columns(node: exp.Expression, table: Table) -> list[str]:
     missing = []
     for col in node.find_all(exp.Column):
         meta = table.column(col.name)
         if meta is not None and meta.numeric and not meta.bounded:
             missing.append(col.name)
+    return missing
+
+
+def _missing_bounds(node: exp.Expression, table: Table) -> str:
+    missing = _unbounded_columns(node, table)
     if missing:
         return (f" (column {', '.join(sorted(set(missing)))} of table {table.name!r} needs "
                 "lower and upper bounds in the metadata)")
@@ -332,7 +344,53 @@ def _predicate(node: exp.Expression, table: Table) -> Bound:
         raise UnboundedExpression(
             f"{node.sql(dialect='duckdb')} compares text with a number or date; compare like "
             "with like, for example CAST(column AS INTEGER) or a quoted value")
+    if isinstance(node, _COMPARISONS):
+        _check_comparable(node, children, parts)
+    if isinstance(node, exp.Like | exp.ILike) and kinds - {"text"}:
+        raise UnboundedExpression(
+            f"{node.sql(dialect='duckdb')}: LIKE and ILIKE match text only; CAST the "
+            "value to VARCHAR first")
     return Bound("bool", 0.0, 1.0, any(p.nullable for p in parts))
+
+
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+_DATE_TEXT = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
+_BOOL_TEXT = {"true", "false", "t", "f", "1", "0"}
+
+
+def _check_comparable(node: exp.Expression, children: list[exp.Expression],
+                      parts: list[Bound]) -> None:
+    """Refuse a comparison that the engine could not evaluate: a date with a number, or a
+    text literal that does not convert to the other side's type. The engine converts such a
+    literal only when a row reaches the comparison, so its error would depend on the data."""
+    literals = [c for c in children if isinstance(c, exp.Literal) and c.is_string]
+    others = {p.kind for c, p in zip(children, parts, strict=True) if c not in literals}
+    if "date" in others and others & {"int", "float"}:
+        raise UnboundedExpression(
+            f"{node.sql(dialect='duckdb')} compares a date with a number; compare a date with "
+            "a date (DATE 'YYYY-MM-DD') or a number with a part of it, e.g. YEAR(column)")
+    for literal in literals:
+        text = literal.this
+        if others & {"int", "float"} and not _NUMBER_TEXT.fullmatch(text):
+            what, fix = "a number", "write the number without quotes"
+        elif "date" in others and not _is_date_text(text):
+            what, fix = "a date", "write it as DATE 'YYYY-MM-DD'"
+        elif "bool" in others and text.strip().lower() not in _BOOL_TEXT:
+            what, fix = "a boolean", "write TRUE or FALSE"
+        else:
+            continue
+        raise UnboundedExpression(f"{node.sql(dialect='duckdb')}: '{text}' is not {what}; {fix}")
+
+
+def _is_date_text(text: str) -> bool:
+    match = _DATE_TEXT.fullmatch(text)
+    if match is None:
+        return False
+    try:
+        dt.date(*(int(g) for g in match.groups()))
+    except ValueError:
+        return False
+    return True
 
 
 def _text_function(node: exp.Expression, table: Table) -> Bound:

@@ -351,15 +351,21 @@ class Ledger:
         allowances: Mapping[str, Allowance],
         *,
         accounting: Accounting = "basic",
+        default: Allowance | None = None,
     ) -> None:
+        """``allowances`` maps analysts to their totals; ``default``, if given, is the total of
+        every analyst not listed there (each gets their own budget of that size)."""
         if accounting not in ("basic", "zcdp"):
             raise InvalidPrivacyParameter(
                 f"unknown accounting {accounting!r}; use 'basic' or 'zcdp'"
             )
         for analyst, allowance in allowances.items():
             _validate_allowance(analyst, allowance, accounting)
+        if default is not None:
+            _validate_allowance("* (every analyst not listed)", default, accounting)
         self._path = str(path)
         self._allowances = dict(allowances)
+        self._default = default
         self._accounting: Accounting = accounting
         self._lock = threading.RLock()
         self._pid = os.getpid()
@@ -474,6 +480,8 @@ class Ledger:
         try:
             return self._allowances[analyst]
         except KeyError:
+            if self._default is not None:
+                return self._default
             raise UnknownAnalyst(
                 f"analyst {analyst!r} has no privacy budget here; ask the data owner to grant one"
             ) from None
@@ -569,8 +577,19 @@ class Ledger:
         return _status(analyst, total, spent, self._accounting)
 
     def all_status(self) -> list[BudgetStatus]:
-        """The status of every analyst with an allowance, sorted by name."""
-        return [self.status(analyst) for analyst in sorted(self._allowances)]
+        """The status of every analyst with an allowance, sorted by name: those listed, and
+        with a ``default`` allowance also everyone who appears in the ledger."""
+        names = set(self._allowances)
+        if self._default is not None:
+            names.update(self.analysts())
+        return [self.status(analyst) for analyst in sorted(names)]
+
+    def analysts(self) -> list[str]:
+        """Every analyst who appears in the ledger (charged or reset), sorted."""
+        rows = self._read(
+            "SELECT analyst FROM charges UNION SELECT analyst FROM resets ORDER BY 1", ()
+        )
+        return [row[0] for row in rows]
 
     def history(self, analyst: str | None = None, limit: int = 20) -> list[LedgerEntry]:
         """The latest ``limit`` charges (of one analyst, or of all), most recent first.

@@ -39,10 +39,16 @@ _KINDS: dict[type, str] = {
 }
 _ANONYMOUS_KINDS = {"VAR": "var_samp", "VARIANCE_SAMP": "var_samp", "STDEV": "stddev_samp",
                     "QUANTILE": "quantile", "PERCENTILE": "quantile"}
+# DuckDB aggregates that sqlglot does not know (it parses them as anonymous functions): refused
+# as aggregates, so that the message names the aggregate rather than a bare column.
+_OTHER_AGGREGATES = {"MEAN", "PRODUCT", "HISTOGRAM", "FSUM", "KAHAN_SUM", "SUMKAHAN", "FAVG",
+                     "ENTROPY", "KURTOSIS_POP", "MAD", "BITSTRING_AGG", "QUANTILE_DISC",
+                     "RESERVOIR_QUANTILE", "ARBITRARY", "BOOL_OR", "GEOMEAN", "GEOMETRIC_MEAN",
+                     "WEIGHTED_AVG", "AVG_WEIGHTED", "SEM"}
 # Functions that must never run, not even in the post-processing query over noisy cells.
 _FORBIDDEN_OUTER = {"GETENV", "CURRENT_SETTING", "READ_CSV", "READ_PARQUET", "READ_JSON",
                     "READ_TEXT", "READ_BLOB", "GLOB", "QUERY", "QUERY_TABLE", "SETSEED", "RANDOM",
-                    "DUCKDB_TABLES", "DUCKDB_SETTINGS", "PRAGMA_VERSION"}
+                    "RAND", "DUCKDB_TABLES", "DUCKDB_SETTINGS", "PRAGMA_VERSION"}
 
 
 @dataclass
@@ -82,6 +88,11 @@ def check(query: BoundQuery) -> CheckedQuery:
     for key in ("expressions", "having", "order", "qualify"):
         _replace_in(select, key, lambda n: _key_placeholder(n, placeholders))
     if not aggregates and not keys:
+        window = select.find(exp.Window)
+        if window is not None:  # no aggregate: the window would run over the private rows
+            raise WindowOverPrivateRows(
+                f"{window.sql(dialect='duckdb')} runs over private rows; dpsql answers "
+                "aggregate queries, and a window may only read aggregates and GROUP BY keys")
         raise NonAggregatedColumn(_no_aggregate_message(select))
     _check_outer(select)
     select.set("group", None)
@@ -108,6 +119,10 @@ def _group_keys(select: exp.Select, table: Table) -> list[exp.Expression]:
         select.set("distinct", None)
     keys = []
     for item in items:
+        if isinstance(item, exp.GroupingSets | exp.Rollup | exp.Cube):
+            raise UnsupportedQuery(
+                f"GROUP BY {item.sql(dialect='duckdb')} is not supported; ask one GROUP BY "
+                "per grouping instead")
         key = _resolve_key(item, select)
         _row_level(key, table, "GROUP BY")
         if table.privacy_unit and any(c.name.lower() == table.privacy_unit
@@ -174,7 +189,7 @@ def _is_aggregate(node: exp.Expression) -> bool:
     if isinstance(node, exp.WithinGroup):
         return True
     if isinstance(node, exp.Anonymous):
-        return str(node.this).upper() in _ANONYMOUS_KINDS
+        return str(node.this).upper() in _ANONYMOUS_KINDS.keys() | _OTHER_AGGREGATES
     return isinstance(node, exp.AggFunc)
 
 
@@ -214,7 +229,11 @@ def _kind_and_arg(call: exp.Expression, text: str
                                        "WITHIN GROUP (ORDER BY x)")
         return "quantile", order.expressions[0].this, _fraction(inner.this, text)
     if isinstance(call, exp.Anonymous):
-        kind = _ANONYMOUS_KINDS[str(call.this).upper()]
+        kind = _ANONYMOUS_KINDS.get(str(call.this).upper(), "")
+        if not kind:
+            raise UnsupportedAggregate(
+                f"{text}: {str(call.this).upper()} has no differentially private implementation "
+                f"here; supported aggregates: {SUPPORTED}")
         args = call.expressions
         q = _fraction(args[1], text) if kind == "quantile" and len(args) > 1 else None
         return kind, args[0] if args else None, q
@@ -231,6 +250,8 @@ def _kind_and_arg(call: exp.Expression, text: str
         quantile = {exp.Median: 0.5, exp.Min: 0.0, exp.Max: 1.0}.get(type(call))
         if quantile is None:
             fraction = call.args.get("quantile") or call.args.get("expression")
+            if isinstance(fraction, exp.Order):  # QUANTILE_CONT(x, q ORDER BY x): the order
+                fraction = fraction.this  # is irrelevant (sqlglot's text of WITHIN GROUP)
             if fraction is None:
                 raise UnsupportedAggregate(f"{text}: give the quantile, e.g. "
                                            "QUANTILE_CONT(x, 0.9)")
@@ -264,6 +285,14 @@ def _check_outer(select: exp.Select) -> None:
 
 def _check_outer_part(node: exp.Expression, clause: str, aliases: set[str]) -> None:
     for sub in node.walk():
+        private = isinstance(sub, exp.Star) or (
+            isinstance(sub, exp.Column) and not sub.name.startswith("__")
+            and not (clause != "expressions" and sub.name.lower() in aliases))
+        if private and sub.find_ancestor(exp.Window) is not None:
+            raise WindowOverPrivateRows(
+                f"{sub.find_ancestor(exp.Window).sql(dialect='duckdb')} runs over private rows; "
+                "a window may only read aggregates and GROUP BY keys, as in "
+                "SUM(COUNT(*)) OVER ()")
         if isinstance(sub, exp.Star):
             raise NonAggregatedColumn("SELECT * would release private rows; select aggregates "
                                       "such as COUNT(*) and GROUP BY keys")

@@ -2,6 +2,10 @@
 
 User errors (refusals, bad metadata, a missing database) print one clear message to stderr and
 exit with status 2 (1 for an exhausted budget); never a traceback.
+
+``dpsql query`` charges the analyst's budget in the ledger the metadata declares (``--analyst``,
+default ``DPSQL_ANALYST`` or the operating-system user), the same ledger as the DB-API;
+``dpsql budget`` shows it and ``dpsql budget reset ANALYST`` is the data owner's reset.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from typing import Any, TypeVar
 
 import click
 
-from dpsql.database import Database
+from dpsql.budget import BudgetStatus, Ledger
+from dpsql.database import Answer, Database, ledger_path, open_ledger, sample_paths
 from dpsql.errors import BudgetExhausted, Error
+from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
 from dpsql.postprocess import Result
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,6 +42,8 @@ def user_errors(fn: F) -> F:
         except Error as e:
             click.echo(f"dpsql: {type(e).__name__}: {e}", err=True)
             sys.exit(1 if isinstance(e, BudgetExhausted) else 2)
+        except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
+            raise  # usage errors and a declined confirmation: click reports them
         except Exception as e:  # a bug: one line for the user, the traceback on request
             if os.environ.get("DPSQL_DEBUG"):
                 raise
@@ -67,11 +75,17 @@ def privacy_options(fn: F) -> F:
     return fn
 
 
-def open_database(database: Path | None, metadata: Path | None) -> Database:
+def open_database(database: Path | None, metadata: Path | None,
+                  analyst: str | None = None) -> Database:
     if (database is None) != (metadata is None):
         raise click.UsageError("pass both --database and --metadata, or neither for the "
                                "bundled sample data")
-    return Database(database, metadata)
+    return Database(database, metadata, analyst=analyst)
+
+
+def unmetered_warning(metadata: Metadata) -> str:
+    return (f"dpsql: warning: no privacy budget declared in {metadata.source}: nothing limits "
+            "the total privacy loss")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -87,18 +101,41 @@ def main() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)
 @click.option("--accuracy", is_flag=True, help="Add a +/- column (95%) after each noisy cell.")
+@click.option("--analyst", "-a", metavar="NAME",
+              help="Who is asking, charged for the query (default: $DPSQL_ANALYST, else the "
+                   "operating-system user).")
 @user_errors
 def query(sql: str, database: Path | None, metadata: Path | None, epsilon: float, delta: float,
-          mechanism: str, fmt: str, accuracy: bool) -> None:
-    """Answer SQL with differentially private noise."""
-    with open_database(database, metadata) as db:
-        result = db.query(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
+          mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
+    """Answer SQL with differentially private noise, charged to the analyst's budget."""
+    with open_database(database, metadata, analyst) as db:
+        if not db.metered:
+            click.echo(unmetered_warning(db.metadata), err=True)
+        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
+        status = db.budget() if db.metered else None
+    result = answered.result
     header, rows = _tabulate(result, accuracy)
     click.echo({"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows),
                nl=fmt != "csv")
     if fmt == "table":
-        click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; privacy cost "
-                   f"epsilon={result.epsilon:g}, delta={result.delta:g})", err=True)
+        click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
+                   f"{_cost_note(answered, status)})", err=True)
+
+
+def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
+    result = answered.result
+    cost = f"epsilon={result.epsilon:g}, delta={result.delta:g}"
+    if answered.reused:
+        note = (f"the stored answer to the same query (paid {cost} before): no new privacy "
+                "cost")
+    elif answered.cost is not None:
+        note = f"privacy cost {cost} charged to {answered.analyst}"
+    else:
+        note = f"privacy cost {cost}"
+    if status is not None:
+        note += (f"; {status.analyst} has epsilon={status.remaining.epsilon:g}, "
+                 f"delta={status.remaining.delta:g} left")
+    return note
 
 
 @main.command()
@@ -151,6 +188,200 @@ def metadata_init(database: Path, output: Path | None) -> None:
     else:
         output.write_text(text)
         click.echo(f"wrote {output}; fill in bounds, domains and contribution limits", err=True)
+
+
+@main.group(invoke_without_command=True)
+@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
+              help="The data owner's metadata TOML (default: the sample data's).")
+@click.option("--analyst", "-a", metavar="NAME", help="Show this analyst only.")
+@click.option("--limit", "-n", type=click.IntRange(min=0), default=10, show_default=True,
+              help="How many recent queries to list.")
+@click.pass_context
+@user_errors
+def budget(ctx: click.Context, metadata: Path | None, analyst: str | None, limit: int) -> None:
+    """Show each analyst's privacy budget (total, spent, remaining) and the recent queries.
+
+    The ledger is the metadata's [budget] ledger, or $DPSQL_LEDGER when set.
+    """
+    ctx.obj = metadata
+    if ctx.invoked_subcommand is not None:
+        return
+    md = _budget_metadata(metadata)
+    ledger = open_ledger(md)
+    if ledger is None:
+        click.echo(unmetered_warning(md), err=True)
+        return
+    with ledger:
+        statuses = ([ledger.status(analyst)] if analyst is not None else ledger.all_status())
+        history = ledger.history(analyst, limit)
+    click.echo(_budget_report(md, ledger, statuses, history, limit))
+
+
+@budget.command("reset")
+@click.argument("analyst")
+@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
+              help="The data owner's metadata TOML (default: the sample data's).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+@user_errors
+def budget_reset(ctx: click.Context, analyst: str, metadata: Path | None, yes: bool) -> None:
+    """The data owner's action: ANALYST's spending starts again from zero.
+
+    The ledger keeps every earlier charge (nothing is deleted), and the privacy loss of the
+    earlier answers does not go away: a reset grants a new budget on top of the old one.
+    """
+    md = _budget_metadata(metadata if metadata is not None else ctx.obj)
+    path = ledger_path(md)
+    if path is None:
+        raise click.UsageError(f"no privacy budget is declared in {md.source}: there is nothing "
+                               "to reset")
+    if analyst == EVERY_OTHER_ANALYST:
+        raise click.UsageError(f"{EVERY_OTHER_ANALYST!r} is not an analyst; reset analysts one "
+                               "by one")
+    if not yes:
+        click.confirm(f"Reset the privacy budget of {analyst!r} in {path}? Their spending starts "
+                      "again from zero; the earlier answers stay released", abort=True)
+    ledger = open_ledger(md)
+    assert ledger is not None
+    with ledger:
+        ledger.reset(analyst)
+        left = ledger.status(analyst).remaining
+    click.echo(f"reset {analyst!r}: epsilon={left.epsilon:g}, delta={left.delta:g} available "
+               "(earlier charges are kept in the ledger)")
+
+
+
+@main.command()
+@database_options
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0 for every interface; use TLS then).")
+@click.option("--port", "-p", type=click.IntRange(0, 65535), default=5432, show_default=True)
+@click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
+              help="The analysts' password verifiers (default: dpsql-passwords.toml next to "
+                   "the metadata, or [server] passwords in it).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="PEM certificate (chain): answer SSLRequest with TLS.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="PEM private key of --tls-cert.")
+@click.option("--require-tls", is_flag=True, help="Refuse unencrypted connections.")
+@privacy_options
+@click.option("--statement-timeout", type=click.FloatRange(min=0), default=300.0,
+              show_default=True, help="Seconds a query may run (0: no limit); sessions may "
+                                      "SET a lower statement_timeout.")
+@click.option("--max-connections", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--workers", type=click.IntRange(min=0), default=0,
+              help="Threads answering queries (default: 4 per CPU, at most 32).")
+@user_errors
+def serve(database: Path | None, metadata: Path | None, host: str, port: int,
+          passwords: Path | None, tls_cert: Path | None, tls_key: Path | None,
+          require_tls: bool, epsilon: float, delta: float, mechanism: str,
+          statement_timeout: float, max_connections: int, workers: int) -> None:
+    """Serve the database over the PostgreSQL protocol, for psql, JDBC and BI tools.
+
+    Analysts log in with the password set by `dpsql analyst add NAME` (SCRAM-SHA-256); every
+    query is charged to the connected analyst. --epsilon/--delta/--mechanism are each query's
+    defaults; a session may change them with SET dpsql.epsilon = 0.5 (and dpsql.delta).
+    """
+    from dpsql.server.server import ServerConfig, run
+
+    if (tls_cert is None) != (tls_key is None) or (require_tls and tls_cert is None):
+        raise click.UsageError("--tls-cert and --tls-key go together; --require-tls needs them")
+    with open_database(database, metadata) as db:
+        if not db.metered:
+            click.echo(unmetered_warning(db.metadata), err=True)
+        run(db, ServerConfig(host=host, port=port, passwords=passwords, tls_cert=tls_cert,
+                             tls_key=tls_key, require_tls=require_tls, epsilon=epsilon,
+                             delta=delta, mechanism=mechanism,
+                             statement_timeout=statement_timeout,
+                             max_connections=max_connections, workers=workers))
+
+
+@main.group()
+def analyst() -> None:
+    """Manage who may log in to `dpsql serve`."""
+
+
+@analyst.command("add")
+@click.argument("name")
+@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
+              help="The metadata the server will use (default: the sample data's).")
+@click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
+              help="The passwords file (default: as `dpsql serve` finds it).")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input "
+                                                     "instead of prompting.")
+@click.option("--iterations", type=click.IntRange(min=4096), default=4096, show_default=True,
+              help="PBKDF2 iterations of the SCRAM-SHA-256 verifier.")
+@user_errors
+def analyst_add(name: str, metadata: Path | None, passwords: Path | None, password_stdin: bool,
+                iterations: int) -> None:
+    """Set NAME's password for `dpsql serve` (adds the analyst or replaces the password).
+
+    Only a SCRAM-SHA-256 verifier (salt, iterations, StoredKey, ServerKey) is stored, never the
+    password. The privacy budget is granted separately, in the metadata's [analysts.NAME].
+    """
+    from dpsql.server.auth import passwords_for, set_password
+
+    md = _budget_metadata(metadata)
+    path = passwords or passwords_for(md)
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt(f"Password for {name}", hide_input=True,
+                                confirmation_prompt=True)
+    try:
+        set_password(path, name, password, iterations)
+    except (ValueError, OSError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"stored the password verifier of {name!r} in {path}")
+    budget = md.budget
+    if budget is not None and name not in budget.analysts and budget.default is None:
+        click.echo(f"dpsql: warning: {name!r} has no privacy budget in {md.source}; add "
+                   f"[analysts.{name}] with epsilon (and delta) before they can ask anything",
+                   err=True)
+
+def _budget_metadata(metadata: Path | None) -> Metadata:
+    return load_metadata(metadata if metadata is not None else sample_paths()[1])
+
+
+def _budget_report(md: Metadata, ledger: Ledger, statuses: list[BudgetStatus],
+                   history: list[Any], limit: int) -> str:
+    assert md.budget is not None
+    declared = md.budget.analysts
+    zcdp = ledger.accounting == "zcdp"
+    lines = [f"Ledger: {ledger.path} ({ledger.accounting} accounting; repeated queries "
+             f"{'reuse their stored answer' if md.budget.reuse_answers else 'are charged again'})"]
+    if md.budget.default is not None:
+        lines.append(f'Every analyst not listed gets [analysts."*"]: '
+                     f"epsilon={md.budget.default.epsilon:g}, delta={md.budget.default.delta:g}")
+    lines.append("")
+    header = ["analyst", "granted by", "epsilon total", "spent", "remaining", "delta total",
+              "spent", "remaining"]
+    if zcdp:
+        header += ["rho spent", "rho remaining"]
+    rows: list[list[object]] = []
+    for st in statuses:
+        source = f"[analysts.{st.analyst}]" if st.analyst in declared else '[analysts."*"]'
+        row: list[object] = [st.analyst, source, f"{st.total.epsilon:g}", f"{st.spent.epsilon:.6g}",
+                             f"{st.remaining.epsilon:.6g}", f"{st.total.delta:g}",
+                             f"{st.spent.delta:.6g}", f"{st.remaining.delta:.6g}"]
+        if zcdp:
+            row += [f"{st.spent.rho:.6g}", f"{st.remaining.rho:.6g}"]
+        rows.append(row)
+    lines.append(format_table(header, rows) if rows else "(no analyst has queried yet)")
+    lines.append("")
+    if not history:
+        lines.append("No queries charged yet.")
+    else:
+        lines.append(f"Recent queries (latest {limit}, most recent first):")
+        rows = [[e.id, e.at.astimezone().strftime("%Y-%m-%d %H:%M:%S"), e.analyst,
+                 f"{e.cost.epsilon:g}", f"{e.cost.delta:g}", _shorten(e.sql)] for e in history]
+        lines.append(format_table(["#", "at", "analyst", "epsilon", "delta", "sql"], rows))
+    return "\n".join(lines)
+
+
+def _shorten(sql: str, width: int = 70) -> str:
+    sql = " ".join(sql.split())
+    return sql if len(sql) <= width else sql[:width - 3] + "..."
 
 
 def _tabulate(result: Result, accuracy: bool) -> tuple[list[str], list[list[object]]]:

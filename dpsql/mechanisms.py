@@ -59,8 +59,9 @@ import math
 import numbers
 import os
 from dataclasses import dataclass
+from decimal import Decimal
 from statistics import NormalDist
-from typing import Literal
+from typing import Literal, SupportsInt, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -325,7 +326,8 @@ def _perturb_integer(
     units = (exact + (1 << (shift - 1))) >> shift
     # The noisy total is already private; clipping it is post-processing.
     limit = _INT64_MAX >> shift
-    return np.clip(units + noise, -limit, limit) << shift
+    noisy: npt.NDArray[np.int64] = np.clip(units + noise, -limit, limit) << shift
+    return noisy
 
 
 def _perturb_real(
@@ -353,8 +355,14 @@ def _to_int64_saturated(array: npt.NDArray[np.generic]) -> npt.NDArray[np.int64]
     kind = array.dtype.kind
     if kind in "biu":
         if kind == "u":
-            return np.minimum(array, np.uint64(_INT_SATURATION)).astype(np.int64)
-        return np.clip(array.astype(np.int64), -_INT_SATURATION, _INT_SATURATION)
+            capped: npt.NDArray[np.int64] = np.minimum(array, np.uint64(_INT_SATURATION)).astype(
+                np.int64
+            )
+            return capped
+        clipped: npt.NDArray[np.int64] = np.clip(
+            array.astype(np.int64), -_INT_SATURATION, _INT_SATURATION
+        )
+        return clipped
     if kind == "f":
         return _float_to_int64(array.astype(np.float64))
     # Object arrays (Python ints beyond int64, Decimal from HUGEINT/DECIMAL sums).
@@ -374,11 +382,11 @@ def _float_to_int64(array: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
 
 def _object_to_int(item: object) -> int:
     """One Python number to a saturated int, refusing non-finite and non-integral values."""
-    if isinstance(item, bool) or not isinstance(item, numbers.Number):
+    if isinstance(item, bool) or not isinstance(item, numbers.Real | Decimal):
         raise ValueError(f"perturb() got a non-numeric value {item!r}")
     try:
-        whole = int(item)  # type: ignore[call-overload]
-    except (OverflowError, ValueError, TypeError) as exc:  # inf, nan, complex
+        whole = int(cast(SupportsInt, item))  # float, Fraction, Decimal, numpy scalars
+    except (OverflowError, ValueError) as exc:  # inf, nan
         raise ValueError(f"perturb() got a non-finite value {item!r}") from exc
     if whole != item:
         raise ValueError(f"perturb() with an integer spec got a non-integral value {item!r}")
@@ -512,7 +520,7 @@ def _sample_softmax(scores: npt.NDArray[np.float64]) -> int:
     weights = np.exp(scores - scores.max())
     cdf = np.cumsum(weights)
     point = float(uniform(1)[0]) * float(cdf[-1])
-    return int(min(np.searchsorted(cdf, point, side="right"), scores.size - 1))
+    return min(int(np.searchsorted(cdf, point, side="right")), scores.size - 1)
 
 
 def quantile_rank_accuracy(

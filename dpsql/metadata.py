@@ -18,7 +18,25 @@ The layout is dpsql's public interface::
 Column keys: ``type`` (int, float, text, bool, date), ``lower``/``upper`` (bounds; every value
 that enters a query is clamped to them), ``nullable``, ``values`` (a public domain of GROUP BY
 keys) and ``public_range`` (for int columns: the range lower..upper is a public key domain).
-Validation errors name the file, the table, the column and what is wrong.
+
+The privacy budget (see :mod:`dpsql.budget` and :mod:`dpsql.database`)::
+
+    [budget]
+    ledger = "dpsql-ledger.sqlite"  # the ledger file, relative to this file; ~ is expanded
+    accounting = "basic"            # or "zcdp"; fixed once the ledger file exists
+    reuse_answers = true            # the same query asked again gets its stored answer, free
+
+    [analysts.alice]                # alice's total over all her queries
+    epsilon = 10.0
+    delta = 1e-5                    # optional, default 0
+
+    [analysts."*"]                  # optional: the total of *each* analyst not listed
+    epsilon = 1.0
+
+Without any ``[analysts.*]`` section nothing is metered: every query is answered and nothing
+limits the total privacy loss. An analyst with ``epsilon = 0`` is declared but can ask nothing
+(the way to lock one analyst out while ``"*"`` grants everyone else a budget).
+Validation errors name the file, the table, the column (or the analyst) and what is wrong.
 """
 
 from __future__ import annotations
@@ -31,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dpsql.budget import Allowance
 from dpsql.errors import MetadataError
 
 COLUMN_TYPES = ("int", "float", "text", "bool", "date")
@@ -38,6 +57,10 @@ MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
                "columns", "description"}
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description"}
+_BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
+_ANALYST_KEYS = {"epsilon", "delta", "description"}
+DEFAULT_LEDGER = "dpsql-ledger.sqlite"
+EVERY_OTHER_ANALYST = "*"
 
 Scalar = int | float | str | bool | dt.date
 
@@ -106,11 +129,24 @@ class Table:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """The ``[budget]`` and ``[analysts.*]`` sections: who may spend how much, and where the
+    spending is recorded."""
+
+    ledger: Path  # as declared, ~ expanded, made absolute against the metadata file's folder
+    analysts: Mapping[str, Allowance]
+    default: Allowance | None = None  # [analysts."*"]: each analyst not listed gets this much
+    accounting: str = "basic"
+    reuse_answers: bool = True
+
+
+@dataclass(frozen=True)
 class Metadata:
     tables: Mapping[str, Table]
     source: str = "<metadata>"
     path: Path | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+    budget: Budget | None = None  # None: no analyst declared, nothing is metered
     # Prepared plans for this metadata (see dpsql.pipeline.prepare); not part of its value.
     plans: dict[tuple[object, ...], Any] = field(default_factory=dict, compare=False,
                                                  repr=False)
@@ -144,7 +180,70 @@ def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
         if name.lower() in tables:
             raise MetadataError(f"{source}: table {name!r} is declared twice (names ignore case)")
         tables[name.lower()] = table
-    return Metadata(tables=tables, source=source, path=path, raw=dict(data))
+    budget = _parse_budget(data, source, path)
+    return Metadata(tables=tables, source=source, path=path, raw=dict(data), budget=budget)
+
+
+def _parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Budget | None:
+    settings = data.get("budget", {})
+    where = f"{source}: [budget]"
+    if not isinstance(settings, dict):
+        raise MetadataError(f"{where} must be a section of settings")
+    _no_unknown_keys(settings, _BUDGET_KEYS, where)
+    analysts_raw = data.get("analysts", {})
+    if not isinstance(analysts_raw, dict):
+        raise MetadataError(f"{source}: [analysts] must hold one [analysts.NAME] section per "
+                            "analyst, e.g. [analysts.alice] with epsilon = 1.0")
+    if not analysts_raw:
+        if settings:
+            raise MetadataError(
+                f"{where} is declared but no analyst has a budget; add an [analysts.NAME] "
+                "section with epsilon (and delta), or [analysts.\"*\"] for everyone")
+        return None
+    accounting = settings.get("accounting", "basic")
+    if accounting not in ("basic", "zcdp"):
+        raise MetadataError(f"{where}: accounting must be \"basic\" or \"zcdp\", "
+                            f"not {accounting!r}")
+    reuse = _bool({"reuse_answers": settings.get("reuse_answers", True)}, "reuse_answers", where)
+    ledger = settings.get("ledger", DEFAULT_LEDGER)
+    if not isinstance(ledger, str) or not ledger.strip():
+        raise MetadataError(f"{where}: ledger must be the path of the ledger file, such as "
+                            f"\"{DEFAULT_LEDGER}\", not {ledger!r}")
+    ledger_path = Path(ledger).expanduser()
+    if not ledger_path.is_absolute():
+        ledger_path = (path.parent if path is not None else Path.cwd()) / ledger_path
+    analysts: dict[str, Allowance] = {}
+    for name, spec in analysts_raw.items():
+        analysts[name] = _parse_allowance(name, spec, accounting, f"{source}: analyst {name!r}")
+    default = analysts.pop(EVERY_OTHER_ANALYST, None)
+    return Budget(ledger=ledger_path, analysts=analysts, default=default, accounting=accounting,
+                  reuse_answers=reuse)
+
+
+def _parse_allowance(name: str, spec: Any, accounting: str, where: str) -> Allowance:
+    if not name.strip():
+        raise MetadataError(f"{where}: an analyst name must not be empty")
+    if not isinstance(spec, dict):
+        raise MetadataError(f"{where}: must be a section such as [analysts.{name}] with "
+                            "epsilon = 1.0 and delta = 1e-6")
+    _no_unknown_keys(spec, _ANALYST_KEYS, where)
+    if "epsilon" not in spec:
+        raise MetadataError(f"{where}: declare the analyst's total epsilon, e.g. epsilon = 1.0")
+    values = {}
+    for key in ("epsilon", "delta"):
+        value = spec.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise MetadataError(f"{where}: {key} must be a number, not {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise MetadataError(f"{where}: {key} must be a finite number >= 0, not {value!r}")
+        values[key] = float(value)
+    if values["delta"] >= 1:
+        raise MetadataError(f"{where}: delta must be < 1 (a small value such as 1e-6), "
+                            f"not {values['delta']!r}")
+    if accounting == "zcdp" and values["delta"] == 0:
+        raise MetadataError(f"{where}: zcdp accounting needs a delta > 0 in every budget; "
+                            "give a delta such as 1e-6 or use accounting = \"basic\"")
+    return Allowance(values["epsilon"], values["delta"])
 
 
 def _parse_table(name: str, spec: Any, where: str) -> Table:

@@ -28,8 +28,15 @@ def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     if len(sql) > MAX_SQL_LENGTH:
         raise SQLSyntaxError(f"the query is longer than {MAX_SQL_LENGTH} characters")
     try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        # A comment after the last ";" comes back as a Semicolon node: not a statement.
+        statements = [s for s in sqlglot.parse(sql, read=dialect)
+                      if s is not None and not isinstance(s, exp.Semicolon)]
     except (ParseError, TokenError) as e:
+        keyword = _leading_keyword(sql, dialect)
+        if keyword in _OTHER_STATEMENTS:  # e.g. EXPORT DATABASE, which sqlglot cannot parse
+            raise NotASingleSelect(
+                f"only SELECT queries are answered, and this reads as {keyword}; dpsql never "
+                "changes data, settings or files") from None
         raise SQLSyntaxError(f"cannot parse the query: {_first_line(e)}") from None
     if len(statements) != 1:
         raise NotASingleSelect(
@@ -53,6 +60,22 @@ def _statement_kind(statement: exp.Expression) -> str:
     if isinstance(statement, exp.Command):
         return str(statement.this).upper()
     return type(statement).__name__.upper()
+
+
+# First words of statements that are not queries; used to name them when sqlglot cannot parse.
+_OTHER_STATEMENTS = {"ALTER", "ANALYZE", "ATTACH", "BEGIN", "CALL", "CHECKPOINT", "COMMIT", "COPY",
+                     "CREATE", "DEALLOCATE", "DELETE", "DESCRIBE", "DETACH", "DROP", "EXECUTE",
+                     "EXPLAIN", "EXPORT", "GRANT", "IMPORT", "INSERT", "INSTALL", "LOAD", "MERGE",
+                     "PRAGMA", "PREPARE", "RESET", "REVOKE", "ROLLBACK", "SET", "SHOW",
+                     "SUMMARIZE", "TRUNCATE", "UPDATE", "UPSERT", "USE", "VACUUM"}
+
+
+def _leading_keyword(sql: str, dialect: str) -> str:
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
+    except (TokenError, ValueError):
+        return ""
+    return tokens[0].text.upper() if tokens else ""
 
 
 def _first_line(error: Exception) -> str:

@@ -102,7 +102,10 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
         group_rank = exp.Window(
             this=exp.Anonymous(this="dense_rank"),
             partition_by=[exp.column("__unit")],
-            order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal, *keys])),
+            # The unit is hashed too: each unit keeps its own random g groups, not the same
+            # g keys for every unit (which would bias some groups' answers towards zero).
+            order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal,
+                                                                 exp.column("__unit"), *keys])),
                                          *[exp.Ordered(this=k.copy()) for k in keys]]))
         ranked = exp.select("*").from_("__rows").qualify(
             exp.LTE(this=group_rank, expression=exp.Literal.number(table.max_groups_per_unit)))

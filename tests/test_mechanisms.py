@@ -39,8 +39,9 @@ def gaussian_pmf(z: npt.NDArray[np.int64], sigma: float) -> npt.NDArray[np.float
     """Exact discrete Gaussian pmf, normalised over a support wide enough for float64."""
     span = int(40 * sigma) + 40
     support = np.arange(-span, span + 1, dtype=np.float64)
-    norm = np.exp(-(support**2) / (2 * sigma**2)).sum()
-    return np.exp(-(z.astype(np.float64) ** 2) / (2 * sigma**2)) / norm
+    norm = float(np.exp(-(support**2) / (2 * sigma**2)).sum())
+    pmf: npt.NDArray[np.float64] = np.exp(-(z.astype(np.float64) ** 2) / (2 * sigma**2)) / norm
+    return pmf
 
 
 def gaussian_variance(sigma: float) -> float:
@@ -52,7 +53,9 @@ def gaussian_variance(sigma: float) -> float:
     return float((support.astype(np.float64) ** 2 * gaussian_pmf(support, sigma)).sum())
 
 
-def assert_second_moment(z: npt.NDArray[np.int64], variance: float) -> None:
+def assert_second_moment(
+    z: npt.NDArray[np.int64] | npt.NDArray[np.float64], variance: float
+) -> None:
     """mean(z^2) (the variance, the mean being 0) within Z_BAND standard errors."""
     squares = z.astype(np.float64) ** 2
     se = squares.std() / math.sqrt(z.size)
@@ -445,9 +448,16 @@ def test_threshold_release_probability_of_a_single_unit_group(epsilon: float, gr
 
 
 def test_threshold_refuses_bad_arguments() -> None:
-    for args in [(0.0, 1e-6, 1), (1.0, 0.0, 1), (1.0, 1.0, 1), (1.0, 1e-6, 0), (1.0, 1e-6, 1.5)]:
+    bad: list[tuple[float, float, object]] = [
+        (0.0, 1e-6, 1),
+        (1.0, 0.0, 1),
+        (1.0, 1.0, 1),
+        (1.0, 1e-6, 0),
+        (1.0, 1e-6, 1.5),
+    ]
+    for epsilon, delta, groups in bad:
         with pytest.raises(ValueError):
-            m.threshold(*args)
+            m.threshold(epsilon, delta, groups)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- quantiles
@@ -525,8 +535,8 @@ def test_quantile_rank_accuracy_formula_and_coverage() -> None:
 
 
 def test_quantile_refuses_bad_arguments() -> None:
-    good = {"counts": [1, 2], "lower": 0.0, "upper": 1.0, "q": 0.5, "epsilon": 1.0}
-    for change in [
+    good: dict[str, object] = {"counts": [1, 2], "lower": 0.0, "upper": 1.0, "q": 0.5}
+    changes: list[dict[str, object]] = [
         {"counts": []},
         {"counts": [1, -1]},
         {"counts": [1, math.nan]},
@@ -534,9 +544,11 @@ def test_quantile_refuses_bad_arguments() -> None:
         {"upper": math.inf},
         {"q": 1.5},
         {"epsilon": 0.0},
-    ]:
+    ]
+    for change in changes:
+        arguments = {"epsilon": 1.0, "sensitivity": 1.0, **good, **change}
         with pytest.raises(ValueError):
-            m.quantile_from_histogram(**{**good, **change}, sensitivity=1.0)  # type: ignore[arg-type]
+            m.quantile_from_histogram(**arguments)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- validation

@@ -1,0 +1,429 @@
+"""A DB-API 2.0 (PEP 249) connection to a private view of a database.
+
+    >>> import dpsql
+    >>> with dpsql.connect(database="data/", metadata="data/metadata.toml",
+    ...                    analyst="alice", epsilon=0.5) as conn:
+    ...     cur = conn.cursor()
+    ...     cur.execute("SELECT sex, COUNT(*) AS n FROM people WHERE age >= ? GROUP BY sex", (30,))
+    ...     rows = cur.fetchall()          # noisy counts
+    ...     cur.accuracy                   # per row, each cell's 95% accuracy (None for keys)
+    ...     cur.execute("SELECT AVG(income) FROM people", epsilon=0.1)   # per-query budget
+
+Every ``execute`` is one differentially private query, charged to the connection's analyst in
+the budget ledger before it runs (see :mod:`dpsql.database`); asking the same query again (same
+parameters, epsilon, delta and mechanism) returns the stored answer at no cost. Nothing here
+holds privacy logic: a cursor calls :meth:`dpsql.Database.run`.
+
+Module globals: ``apilevel = "2.0"``; ``threadsafety = 2`` (threads may share the module and
+connections, not cursors); ``paramstyle = "qmark"`` (``WHERE age > ?``). Numeric (``$1``) and
+named (``:name`` with a dict) placeholders are accepted as well. Parameters are bound into the
+parsed query as literals, never pasted into its text, and before the privacy check.
+
+Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width,
+in the column's unit -- ranks for quantiles -- or None for group keys and for values computed
+from several noisy cells), ``result`` (the :class:`~dpsql.postprocess.Result`), ``cost`` (the
+:class:`~dpsql.budget.Cost` charged by the last ``execute``; None when it was served from a
+stored answer or the database is unmetered) and ``reused``. Connection extensions:
+``epsilon``, ``delta`` and ``mechanism`` (the defaults of ``execute``, settable), ``analyst``,
+``metered``, ``budget()`` (what the analyst has spent and has left) and ``database``.
+
+Transactions: dpsql never writes data, so ``commit()`` does nothing, and ``rollback()`` does
+nothing either: in particular it refunds no privacy budget, which is never given back.
+
+``executemany(sql, seq_of_parameters)`` answers the query once per parameter set, each charged
+separately, and concatenates the results (all share the first one's ``description``).
+
+``pandas.read_sql(sql, conn, params=...)`` works (pandas warns that it only tests SQLAlchemy
+and sqlite3 connections); noisy integers come back as an integer dtype.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from dpsql.budget import BudgetStatus, Cost
+from dpsql.database import Answer, Database, Parameters, resolve_analyst
+from dpsql.errors import (
+    DatabaseError,
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    Warning,
+)
+from dpsql.mechanisms import validate_privacy_parameters
+from dpsql.metadata import Metadata
+from dpsql.postprocess import Result
+
+apilevel = "2.0"
+threadsafety = 2
+paramstyle = "qmark"
+
+
+# --- type objects and constructors ------------------------------------------------------------
+
+
+class DBAPITypeObject:
+    """A PEP 249 type object: equal to every DuckDB type name of its kind.
+
+    ``cursor.description[i][1]`` (the type code) is the DuckDB type name, such as ``"BIGINT"``
+    or ``"DECIMAL(18,3)"``, so ``description[i][1] == dpsql.NUMBER`` tells a numeric column.
+    """
+
+    def __init__(self, name: str, *types: str) -> None:
+        self.name = name
+        self.types = frozenset(types)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DBAPITypeObject):
+            return self is other
+        if isinstance(other, str):
+            return _base_type(other) in self.types
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"dpsql.{self.name}"
+
+
+def _base_type(type_name: str) -> str:
+    """``DECIMAL(18,3)`` -> ``DECIMAL``; names are compared in upper case."""
+    return type_name.split("(", 1)[0].strip().upper()
+
+
+STRING = DBAPITypeObject("STRING", "VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR", "UUID",
+                         "JSON")
+BINARY = DBAPITypeObject("BINARY", "BLOB", "BYTEA", "VARBINARY", "BIT")
+NUMBER = DBAPITypeObject("NUMBER", "TINYINT", "SMALLINT", "INTEGER", "INT", "BIGINT",
+                         "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT",
+                         "FLOAT", "REAL", "DOUBLE", "DECIMAL", "NUMERIC")
+DATETIME = DBAPITypeObject("DATETIME", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_S",
+                           "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMP WITH TIME ZONE",
+                           "TIMESTAMPTZ", "TIME WITH TIME ZONE", "TIMETZ", "INTERVAL")
+ROWID = DBAPITypeObject("ROWID")  # dpsql never releases row identifiers
+BOOLEAN = DBAPITypeObject("BOOLEAN", "BOOLEAN", "BOOL")  # an extension of PEP 249
+
+Date = dt.date
+Time = dt.time
+Timestamp = dt.datetime
+Binary = bytes
+
+
+def DateFromTicks(ticks: float) -> dt.date:  # names fixed by PEP 249
+    return Date(*time.localtime(ticks)[:3])
+
+
+def TimeFromTicks(ticks: float) -> dt.time:
+    return Time(*time.localtime(ticks)[3:6])
+
+
+def TimestampFromTicks(ticks: float) -> dt.datetime:
+    return Timestamp(*time.localtime(ticks)[:6])
+
+
+# --- connection -------------------------------------------------------------------------------
+
+
+def connect(database: str | Path | None = None, metadata: str | Path | Metadata | None = None,
+            analyst: str | None = None, epsilon: float = 1.0, delta: float = 0.0,
+            mechanism: str = "laplace") -> Connection:
+    """Open a connection: ``database`` (a DuckDB file or a folder of CSV/Parquet files) seen
+    through ``metadata`` (neither: the bundled sample data), charged to ``analyst`` (default:
+    ``DPSQL_ANALYST``, else the operating-system user), with default ``epsilon``, ``delta`` and
+    ``mechanism`` for each query."""
+    validate_privacy_parameters(epsilon, delta, mechanism)
+    return Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
+                      delta=delta, mechanism=mechanism)
+
+
+class Connection:
+    """A PEP 249 connection. ``close()`` (or leaving a ``with`` block) closes it."""
+
+    Warning = Warning
+    Error = Error
+    InterfaceError = InterfaceError
+    DatabaseError = DatabaseError
+    DataError = DataError
+    OperationalError = OperationalError
+    IntegrityError = IntegrityError
+    InternalError = InternalError
+    ProgrammingError = ProgrammingError
+    NotSupportedError = NotSupportedError
+
+    def __init__(self, database: Database, epsilon: float = 1.0, delta: float = 0.0,
+                 mechanism: str = "laplace") -> None:
+        try:
+            validate_privacy_parameters(epsilon, delta, mechanism)
+        except BaseException:
+            database.close()
+            raise
+        self.database = database
+        self.epsilon = epsilon
+        self.delta = delta
+        self.mechanism = mechanism
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def analyst(self) -> str | None:
+        """Who is charged: None when the database is unmetered."""
+        return resolve_analyst(self.database.analyst) if self.database.metered else None
+
+    @property
+    def metered(self) -> bool:
+        return self.database.metered
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InterfaceError("the connection is closed")
+
+    def cursor(self) -> Cursor:
+        self._check_open()
+        return Cursor(self)
+
+    def execute(self, operation: str, parameters: Parameters = None, **options: Any) -> Cursor:
+        """A shortcut (as in sqlite3): a new cursor that has executed ``operation``."""
+        cursor = self.cursor()
+        cursor.execute(operation, parameters, **options)
+        return cursor
+
+    def budget(self) -> BudgetStatus | None:
+        """What the analyst has spent and has left; None when the database is unmetered."""
+        self._check_open()
+        return self.database.budget()
+
+    def commit(self) -> None:
+        """Nothing to commit: dpsql never writes data, and every charge is already durable."""
+        self._check_open()
+
+    def rollback(self) -> None:
+        """Nothing to roll back. Privacy budget spent is never refunded."""
+        self._check_open()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.database.close()
+
+    def __enter__(self) -> Connection:
+        self._check_open()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+# --- cursor -----------------------------------------------------------------------------------
+
+Description = tuple[str, str, None, None, int | None, int | None, None]
+
+
+class Cursor:
+    """A PEP 249 cursor over one noisy result at a time."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.arraysize = 1
+        self._closed = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.description: tuple[Description, ...] | None = None
+        self.rowcount = -1
+        self.result: Result | None = None
+        self.accuracy: list[tuple[float | None, ...]] = []
+        self.cost: Cost | None = None
+        self.reused = False
+        self._rows: list[tuple[Any, ...]] = []
+        self._position = 0
+
+    @property
+    def lastrowid(self) -> None:
+        return None
+
+    @property
+    def rownumber(self) -> int | None:
+        """The index of the next row in the result set (a PEP 249 extension)."""
+        return self._position if self.description is not None else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InterfaceError("the cursor is closed")
+        if self.connection.closed:
+            raise InterfaceError("the cursor's connection is closed")
+
+    def execute(self, operation: str, parameters: Parameters = None, *,
+                epsilon: float | None = None, delta: float | None = None,
+                mechanism: str | None = None) -> Cursor:
+        """Answer one query; ``epsilon``, ``delta`` and ``mechanism`` override the connection's
+        defaults for this query only."""
+        self._check_open()
+        self._reset()
+        answer = self._run(operation, parameters, epsilon, delta, mechanism)
+        self._show([answer])
+        return self
+
+    def executemany(self, operation: str, seq_of_parameters: Sequence[Parameters], *,
+                    epsilon: float | None = None, delta: float | None = None,
+                    mechanism: str | None = None) -> Cursor:
+        """Answer ``operation`` once per parameter set (each charged) and concatenate the
+        results. If one fails, the ones before it stay charged and the error is raised."""
+        self._check_open()
+        self._reset()
+        answers = [self._run(operation, parameters, epsilon, delta, mechanism)
+                   for parameters in seq_of_parameters]
+        if answers:
+            self._show(answers)
+        else:
+            self.rowcount = 0
+        return self
+
+    def _run(self, operation: str, parameters: Parameters, epsilon: float | None,
+             delta: float | None, mechanism: str | None) -> Answer:
+        conn = self.connection
+        try:
+            return conn.database.run(
+                operation,
+                epsilon=conn.epsilon if epsilon is None else epsilon,
+                delta=conn.delta if delta is None else delta,
+                mechanism=conn.mechanism if mechanism is None else mechanism,
+                parameters=parameters,
+            )
+        except Error:
+            raise
+        except Exception as e:  # a bug: still a DB-API error for the caller
+            raise InternalError(f"internal error in dpsql: {type(e).__name__}: {e}") from e
+
+    def _show(self, answers: list[Answer]) -> None:
+        first = answers[0].result
+        self.description = tuple(
+            (c.name, c.type, None, None, *_precision_scale(c.type), None) for c in first.columns)
+        self._rows = [row for a in answers for row in a.result.rows]
+        self.accuracy = [acc for a in answers for acc in a.result.accuracy]
+        self.rowcount = len(self._rows)
+        self.result = first if len(answers) == 1 else None
+        costs = [a.cost for a in answers if a.cost is not None]
+        self.cost = Cost(sum(c.epsilon for c in costs), sum(c.delta for c in costs),
+                         sum(c.rho for c in costs)) if costs else None
+        self.reused = all(a.reused for a in answers)
+
+    def _check_result(self) -> None:
+        self._check_open()
+        if self.description is None:
+            raise ProgrammingError("no result set: call execute() first")
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        self._check_result()
+        if self._position >= len(self._rows):
+            return None
+        row = self._rows[self._position]
+        self._position += 1
+        return row
+
+    def fetchmany(self, size: int | None = None) -> list[tuple[Any, ...]]:
+        self._check_result()
+        size = self.arraysize if size is None else size
+        if size < 0:
+            raise ProgrammingError(f"fetchmany size must be >= 0, got {size}")
+        rows = self._rows[self._position:self._position + size]
+        self._position += len(rows)
+        return rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        self._check_result()
+        rows = self._rows[self._position:]
+        self._position = len(self._rows)
+        return rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return self
+
+    def __next__(self) -> tuple[Any, ...]:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+    def nextset(self) -> None:
+        """dpsql answers one result set per query: there is never a next one."""
+        self._check_result()
+        return None
+
+    def callproc(self, procname: str, parameters: Sequence[Any] = ()) -> None:
+        raise NotSupportedError("dpsql has no stored procedures; send one SELECT")
+
+    def setinputsizes(self, sizes: Sequence[Any] | Mapping[str, Any]) -> None:
+        self._check_open()
+
+    def setoutputsize(self, size: int, column: int | None = None) -> None:
+        self._check_open()
+
+    def close(self) -> None:
+        self._closed = True
+        self._rows = []
+
+    def __enter__(self) -> Cursor:
+        self._check_open()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+def _precision_scale(type_name: str) -> tuple[int | None, int | None]:
+    """(precision, scale) of ``DECIMAL(p,s)``; (None, None) otherwise."""
+    if _base_type(type_name) in ("DECIMAL", "NUMERIC") and "(" in type_name:
+        try:
+            p, s = type_name[type_name.index("(") + 1:type_name.rindex(")")].split(",")
+            return int(p), int(s)
+        except ValueError:
+            return None, None
+    return None, None
+
+
+__all__ = [
+    "BINARY",
+    "BOOLEAN",
+    "DATETIME",
+    "NUMBER",
+    "ROWID",
+    "STRING",
+    "Binary",
+    "Connection",
+    "Cursor",
+    "DBAPITypeObject",
+    "Date",
+    "DateFromTicks",
+    "Time",
+    "TimeFromTicks",
+    "Timestamp",
+    "TimestampFromTicks",
+    "apilevel",
+    "connect",
+    "paramstyle",
+    "threadsafety",
+]

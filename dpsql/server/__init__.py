@@ -1,0 +1,16 @@
+"""``dpsql serve``: a PostgreSQL wire-protocol front door for BI tools and drivers.
+
+Modules: :mod:`~dpsql.server.protocol` (the message codec), :mod:`~dpsql.server.types` (type
+OIDs and value encodings), :mod:`~dpsql.server.sqltext` (statement splitting and ``$n``
+parameters), :mod:`~dpsql.server.auth` (SCRAM-SHA-256 and the passwords file),
+:mod:`~dpsql.server.catalog` (pg_catalog and information_schema from the metadata),
+:mod:`~dpsql.server.settings` (SET/SHOW), :mod:`~dpsql.server.describe` (result columns from a
+plan), :mod:`~dpsql.server.session` (one connection) and :mod:`~dpsql.server.server` (asyncio).
+
+Like every front door it holds no privacy logic: every query that touches data goes through
+:meth:`dpsql.Database.query` (checks, plan, ledger, noise), charged to the connected analyst.
+"""
+
+from dpsql.server.server import Server, ServerConfig, serve_in_thread
+
+__all__ = ["Server", "ServerConfig", "serve_in_thread"]

@@ -1,0 +1,260 @@
+"""The asyncio server: listening, the connections, cancel requests and the thread pool.
+
+    >>> from dpsql.server import Server, ServerConfig
+    >>> server = Server(dpsql.Database("data.duckdb", "metadata.toml"), ServerConfig(port=5433))
+    >>> asyncio.run(server.serve_forever())
+
+or, from a thread that is not running an event loop (tests, benchmarks, notebooks)::
+
+    >>> with serve_in_thread(db, ServerConfig(port=0)) as running:
+    ...     psycopg.connect(host="127.0.0.1", port=running.port, user="alice", ...)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import datetime as dt
+import inspect
+import logging
+import os
+import secrets
+import ssl
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpsql import __version__
+from dpsql.database import Database
+from dpsql.server import protocol as p
+from dpsql.server.auth import Verifier, passwords_for, read_passwords
+from dpsql.server.catalog import Catalog
+from dpsql.server.session import Classifier, Session
+from dpsql.server.settings import SERVER_VERSION
+
+log = logging.getLogger("dpsql.server")
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 5432
+    passwords: Path | None = None  # default: next to the metadata (see dpsql.server.auth)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    require_tls: bool = False
+    epsilon: float = 1.0  # each query's privacy parameters, until the session SETs others
+    delta: float = 0.0
+    mechanism: str = "laplace"
+    statement_timeout: float = 300.0  # seconds; also the cap of SET statement_timeout; 0: none
+    auth_timeout: float = 30.0
+    auth_failure_delay: float = 1.0
+    max_connections: int = 100
+    max_message_size: int = p.DEFAULT_MAX_MESSAGE
+    workers: int = 0  # threads answering queries; 0: min(32, 4 * CPUs)
+
+
+class Server:
+    """Serves one :class:`~dpsql.Database` over the PostgreSQL protocol."""
+
+    def __init__(self, db: Database, config: ServerConfig | None = None) -> None:
+        self.db = db
+        self.config = config or ServerConfig()
+        self.version = __version__
+        self.version_text = (f"PostgreSQL {SERVER_VERSION} (dpsql {__version__}, differentially "
+                             "private answers) on x86_64-pc-linux-gnu, compiled by dpsql, 64-bit")
+        self.start_time = dt.datetime.now(dt.UTC)
+        self.catalog = Catalog(db.metadata)
+        self.classifier = Classifier(set(db.metadata.tables), self.catalog.catalog_tables)
+        workers = self.config.workers or min(32, 4 * (os.cpu_count() or 2))
+        self.executor = concurrent.futures.ThreadPoolExecutor(workers,
+                                                              thread_name_prefix="dpsql-query")
+        self.mock_secret = secrets.token_bytes(32)
+        self.sessions: dict[int, Session] = {}
+        self.connections = 0
+        self.ssl_context = self._ssl_context()
+        self.passwords_file = self.config.passwords or passwords_for(db.metadata)
+        self._verifiers: dict[str, Verifier] = {}
+        self._verifiers_stamp: tuple[float, int] | None = None
+        self._server: asyncio.base_events.Server | None = None
+        parameters = inspect.signature(db.query).parameters
+        self._pass_analyst = "analyst" in parameters
+        if getattr(db, "metered", None) is False:
+            log.warning("the metadata declares no analyst budgets: answers are not metered and "
+                        "nothing limits the total privacy loss of the analysts")
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if self.config.tls_cert is None:
+            if self.config.require_tls:
+                raise ValueError("require_tls needs a TLS certificate (tls_cert and tls_key)")
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(str(self.config.tls_cert),
+                                str(self.config.tls_key) if self.config.tls_key else None)
+        return context
+
+    # --- the analysts
+
+    def verifier(self, user: str) -> Verifier | None:
+        """The stored verifier of ``user`` (the file is re-read when it changes)."""
+        try:
+            stat = self.passwords_file.stat()
+            stamp: tuple[float, int] | None = (stat.st_mtime, stat.st_size)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._verifiers_stamp:
+            try:
+                self._verifiers = read_passwords(self.passwords_file)
+            except ValueError as e:
+                log.error("cannot read the passwords file: %s", e)
+                self._verifiers = {}
+            self._verifiers_stamp = stamp
+        return self._verifiers.get(user)
+
+    def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
+                  parameters: Sequence[object] | None, analyst: str) -> Any:
+        """One private query through the library, charged to ``analyst``."""
+        if self._pass_analyst:
+            return self.db.query(sql, epsilon, delta, mechanism, parameters=parameters,
+                                 analyst=analyst)
+        return self.db.query(sql, epsilon, delta, mechanism)  # pragma: no cover
+
+    def budget(self, analyst: str) -> Any:
+        budget = getattr(self.db, "budget", None)
+        return budget(analyst) if budget is not None else None
+
+    # --- connections
+
+    def register(self, session: Session) -> tuple[int, int]:
+        while True:
+            pid = secrets.randbelow(2**31 - 2) + 1
+            if pid not in self.sessions:
+                break
+        self.sessions[pid] = session
+        return pid, secrets.randbits(31)
+
+    def forget(self, session: Session) -> None:
+        if self.sessions.get(session.pid) is session:
+            del self.sessions[session.pid]
+
+    def cancel(self, pid: int, secret: int) -> None:
+        session = self.sessions.get(pid)
+        if session is None or not secrets.compare_digest(
+                session.secret.to_bytes(4, "big"), (secret & 0xFFFFFFFF).to_bytes(4, "big")):
+            log.info("ignoring a cancel request with a wrong process id or key")
+            return
+        session.request_cancel()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            if self.connections > self.config.max_connections:
+                writer.write(p.error_response("FATAL", "53300",
+                                              "sorry, too many clients already"))
+                with contextlib.suppress(ConnectionError, TimeoutError):
+                    await asyncio.wait_for(writer.drain(), 2)
+                writer.close()
+                return
+            await Session(self, reader, writer).run()
+        finally:
+            self.connections -= 1
+
+    async def start(self) -> int:
+        """Start listening; returns the port (useful with port 0)."""
+        self._server = await asyncio.start_server(
+            self._handle, self.config.host, self.config.port,
+            limit=max(2**16, self.config.max_message_size))
+        port = self._server.sockets[0].getsockname()[1]
+        log.info("dpsql serving %s on %s:%d (TLS %s)", self.db.metadata.source, self.config.host,
+                 port, "on" if self.ssl_context else "off")
+        return int(port)
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for session in list(self.sessions.values()):
+                session.request_cancel()
+                session.writer.close()
+            await self._server.wait_closed()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.catalog.close()
+
+
+@dataclass
+class Running:
+    server: Server
+    port: int
+    host: str
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+
+
+@contextmanager
+def serve_in_thread(db: Database, config: ServerConfig | None = None) -> Iterator[Running]:
+    """Run a server on its own event loop in a background thread, for the ``with`` block."""
+    server = Server(db, config)
+    loop = asyncio.new_event_loop()
+    started: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def run() -> None:
+            try:
+                port = await server.start()
+            except BaseException as e:
+                started.set_exception(e)
+                return
+            started.set_result(port)
+            with contextlib.suppress(asyncio.CancelledError):
+                await server.serve_forever()
+
+        task = loop.create_task(run())
+        try:
+            loop.run_until_complete(task)
+        finally:
+            loop.run_until_complete(server.close())
+            loop.close()
+
+    thread = threading.Thread(target=main, name="dpsql-server", daemon=True)
+    thread.start()
+    port = started.result(timeout=30)
+    try:
+        yield Running(server, port, server.config.host, loop, thread)
+    finally:
+        def stop() -> None:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+
+        loop.call_soon_threadsafe(stop)
+        thread.join(timeout=10)
+
+
+def run(db: Database, config: ServerConfig) -> None:
+    """Serve until interrupted (``dpsql serve``), logging to standard error."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s "
+                                                   "%(message)s")
+    server = Server(db, config)
+    log.info("analyst passwords: %s (set one with `dpsql analyst add NAME`)",
+             server.passwords_file)
+
+    async def main() -> None:
+        try:
+            await server.serve_forever()
+        finally:
+            await server.close()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())

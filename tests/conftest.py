@@ -1,0 +1,166 @@
+"""Shared fixtures: small crafted databases with known contents, and their metadata.
+
+``make_db(sql, tables)`` builds a DuckDB file in the test's tmp folder by running ``sql`` (one
+string of statements, or a list), writes the metadata ``{"tables": tables}`` as a TOML file next
+to it, and returns a :class:`Crafted` with both paths and an open :class:`dpsql.Database`
+(closed at teardown). The ``kit`` fixture carries the helpers (test modules cannot import
+this file by name): ``kit.metadata_from(tables)`` validates a metadata dict without any file,
+``kit.write_metadata(path, tables)`` writes one, ``kit.run_rewritten(con, plan)`` runs a plan's
+engine query, and ``kit.PEOPLE`` / ``kit.VISITS`` are table declarations used by many tests.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import duckdb
+import pytest
+
+import dpsql
+from dpsql.metadata import Metadata, parse_metadata
+from dpsql.plan import Plan
+from dpsql.rewrite import rewrite
+
+
+def toml_value(value: Any) -> str:
+    """One TOML value: scalars, dates, lists and inline tables."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        assert math.isfinite(value), "TOML test data holds finite floats only"
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string for everything tests use
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, Sequence):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() \
+        else json.dumps(key)
+
+
+def toml_dumps(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    """The metadata layout: ``[tables.NAME]`` settings, then ``[tables.NAME.columns]`` with one
+    inline table per column."""
+    lines: list[str] = []
+    for name, spec in tables.items():
+        lines.append(f"[tables.{_toml_key(name)}]")
+        for key, value in spec.items():
+            if key != "columns":
+                lines.append(f"{_toml_key(key)} = {toml_value(value)}")
+        if "columns" in spec:
+            lines.append(f"[tables.{_toml_key(name)}.columns]")
+            for cname, cspec in spec["columns"].items():
+                lines.append(f"{_toml_key(cname)} = {toml_value(cspec)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_metadata(path: Path, tables: Mapping[str, Mapping[str, Any]]) -> Path:
+    path.write_text(toml_dumps(tables))
+    return path
+
+
+def metadata_from(tables: Mapping[str, Mapping[str, Any]]) -> Metadata:
+    """Validated metadata for ``{"tables": tables}``, no file involved."""
+    return parse_metadata({"tables": dict(tables)}, source="test.toml")
+
+
+@dataclass
+class Crafted:
+    path: Path  # the DuckDB file
+    metadata_path: Path
+    db: dpsql.Database
+
+    @property
+    def metadata(self) -> Metadata:
+        return self.db.metadata
+
+
+@pytest.fixture
+def make_db(tmp_path: Path) -> Iterator[Callable[..., Crafted]]:
+    """Factory: ``make_db(sql, tables, name="db")`` -> :class:`Crafted`."""
+    opened: list[dpsql.Database] = []
+
+    def make(sql: str | Sequence[str], tables: Mapping[str, Mapping[str, Any]],
+             name: str = "db") -> Crafted:
+        path = tmp_path / f"{name}.duckdb"
+        with duckdb.connect(str(path)) as con:
+            for statement in [sql] if isinstance(sql, str) else sql:
+                con.execute(statement)
+        metadata_path = write_metadata(tmp_path / f"{name}.toml", tables)
+        db = dpsql.Database(path, metadata_path)
+        opened.append(db)
+        return Crafted(path, metadata_path, db)
+
+    yield make
+    for db in opened:
+        db.close()
+
+
+def run_rewritten(con: duckdb.DuckDBPyConnection, plan: Plan, salt: int = 12345,
+                  sql: str | None = None) -> list[tuple[object, ...]]:
+    """Run the rewritten query of ``plan`` (or ``sql``, a part of it) on ``con``, binding the
+    salt parameter when the query has one."""
+    text = sql if sql is not None else rewrite(plan).sql(dialect="duckdb")
+    parameters = [salt] if "$1" in text else None
+    return con.execute(text, parameters).fetchall()
+
+
+# A small table used by many unit tests: one row per unit, every kind of column.
+PEOPLE = {
+    "privacy_unit": "pid",
+    "max_rows_per_unit": 1,
+    "one_row_per_unit": True,
+    "columns": {
+        "pid": {"type": "int"},
+        "age": {"type": "int", "lower": 0, "upper": 100},
+        "income": {"type": "float", "lower": 0, "upper": 1000, "nullable": True},
+        "sex": {"type": "text", "values": ["F", "M"]},
+        "state": {"type": "text"},
+        "kids": {"type": "int", "lower": 0, "upper": 3, "public_range": True},
+        "married": {"type": "bool"},
+        "born": {"type": "date", "lower": dt.date(1950, 1, 1), "upper": dt.date(2000, 12, 31)},
+        "code": {"type": "text", "nullable": True},
+    },
+}
+# Many rows per unit: contribution bounding runs.
+VISITS = {
+    "privacy_unit": "pid",
+    "max_rows_per_unit": 3,
+    "max_groups_per_unit": 2,
+    "columns": {
+        "pid": {"type": "int"},
+        "cat": {"type": "text", "values": ["a", "b", "c"]},
+        "amount": {"type": "float", "lower": -10, "upper": 40},
+        "n": {"type": "int", "lower": 0, "upper": 5},
+    },
+}
+
+
+@pytest.fixture
+def people_meta() -> Metadata:
+    return metadata_from({"people": PEOPLE, "visits": VISITS})
+
+
+@pytest.fixture
+def kit() -> SimpleNamespace:
+    return SimpleNamespace(metadata_from=metadata_from, write_metadata=write_metadata,
+                           toml_dumps=toml_dumps, run_rewritten=run_rewritten,
+                           PEOPLE=PEOPLE, VISITS=VISITS)

@@ -1,0 +1,185 @@
+"""The engine: DuckDB read-only with external access disabled (the second wall), and folders of
+CSV/Parquet files loaded as views."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import duckdb
+import numpy as np
+import pytest
+
+import dpsql
+from dpsql.engines import DuckDBEngine, run_on_cells
+from dpsql.errors import EngineError
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> SimpleNamespace:
+    db = tmp_path / "data.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE t AS SELECT range AS a, range * 0.5 AS b FROM range(10)")
+    outside = tmp_path / "outside.csv"
+    outside.write_text("secret\n42\n")
+    return SimpleNamespace(db=db, outside=outside, tmp=tmp_path)
+
+
+@pytest.fixture
+def engine(files: SimpleNamespace) -> Iterator[DuckDBEngine]:
+    e = DuckDBEngine(files.db)
+    yield e
+    e.close()
+
+
+def test_reads(engine: DuckDBEngine) -> None:
+    names, rows = engine.execute("SELECT COUNT(*) AS n, SUM(a) FROM t")
+    assert names[0] == "n" and rows == [(10, 45)]
+    assert engine.execute("SELECT a FROM t WHERE a = $1", [3])[1] == [(3,)]
+    tables = engine.tables()
+    assert list(tables) == ["t"] and [c for c, _ in tables["t"]] == ["a", "b"]
+    assert tables["t"][0][1] == "BIGINT"
+
+
+@pytest.mark.parametrize("sql", [
+    "CREATE TABLE y (a INT)",
+    "CREATE VIEW v AS SELECT 1",
+    "INSERT INTO t VALUES (1, 1)",
+    "UPDATE t SET a = 3",
+    "DELETE FROM t",
+    "DROP TABLE t",
+    "ALTER TABLE t ADD COLUMN c INT",
+    "SET threads = 1",
+    "SET enable_external_access = true",
+    "SET lock_configuration = false",
+    "RESET lock_configuration",
+    "PRAGMA enable_profiling",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+])
+def test_writes_and_settings_fail_at_the_engine(sql: str, engine: DuckDBEngine) -> None:
+    with pytest.raises(EngineError):
+        engine.execute(sql)
+    assert engine.execute("SELECT COUNT(*) FROM t")[1] == [(10,)]
+
+
+@pytest.mark.parametrize("template", [
+    "ATTACH '{tmp}/other.duckdb' AS other",
+    "COPY t TO '{tmp}/out.csv'",
+    "COPY (SELECT 1) TO '{tmp}/out.parquet' (FORMAT parquet)",
+    "SELECT * FROM read_csv('{outside}')",
+    "SELECT * FROM read_csv_auto('{outside}')",
+    "SELECT * FROM '{outside}'",
+    "SELECT * FROM read_text('{outside}')",
+    "SELECT * FROM glob('{tmp}/*')",
+    "EXPORT DATABASE '{tmp}/export'",
+])
+def test_file_access_fails_at_the_engine(template: str, engine: DuckDBEngine,
+                                         files: SimpleNamespace) -> None:
+    with pytest.raises(EngineError, match="engine failed"):
+        engine.execute(template.format(tmp=files.tmp, outside=files.outside))
+    assert not (files.tmp / "out.csv").exists() and not (files.tmp / "other.duckdb").exists()
+    assert not (files.tmp / "export").exists()
+
+
+def test_external_access_is_off(engine: DuckDBEngine) -> None:
+    assert engine.execute("SELECT current_setting('enable_external_access')")[1] == [(False,)]
+    assert engine.execute("SELECT current_setting('lock_configuration')")[1] == [(True,)]
+
+
+def test_the_file_is_not_modified(files: SimpleNamespace) -> None:
+    before = files.db.read_bytes()
+    e = DuckDBEngine(files.db)
+    for sql in ("INSERT INTO t VALUES (1, 1)", "DROP TABLE t", "CHECKPOINT"):
+        with contextlib.suppress(EngineError):
+            e.execute(sql)
+    e.close()
+    assert files.db.read_bytes() == before
+
+
+def _folder(tmp: Path, kind: str) -> Path:
+    folder = tmp / kind
+    folder.mkdir()
+    people = "SELECT range AS pid, 20 + range AS age, IF(range % 2 = 0, 'F', 'M') AS sex " \
+             "FROM range(6)"
+    visits = "SELECT range % 3 AS pid, range * 1.5 AS amount FROM range(9)"
+    with duckdb.connect() as con:
+        for name, sql in (("people", people), ("visits", visits)):
+            if kind == "csv":
+                con.execute(f"COPY ({sql}) TO '{folder}/{name}.csv' (HEADER)")
+            elif kind == "parquet":
+                con.execute(f"COPY ({sql}) TO '{folder}/{name}.parquet' (FORMAT parquet)")
+            else:  # mixed
+                fmt = "(HEADER)" if name == "people" else "(FORMAT parquet)"
+                ext = "csv" if name == "people" else "parquet"
+                con.execute(f"COPY ({sql}) TO '{folder}/{name}.{ext}' {fmt}")
+    (folder / "notes.txt").write_text("not a table")
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet", "mixed"])
+def test_folder_loads_as_views(kind: str, tmp_path: Path, kit: SimpleNamespace) -> None:
+    folder = _folder(tmp_path, kind)
+    e = DuckDBEngine(folder)
+    try:
+        tables = e.tables()
+        assert set(tables) == {"people", "visits"}  # notes.txt is not a table
+        assert [c for c, _ in tables["people"]] == ["pid", "age", "sex"]
+        assert e.execute("SELECT COUNT(*), SUM(age) FROM people")[1] == [(6, 135)]
+        assert e.execute("SELECT COUNT(*) FROM visits")[1] == [(9,)]
+        with pytest.raises(EngineError):
+            e.execute(f"SELECT * FROM read_csv('{tmp_path}/elsewhere.csv')")
+        with pytest.raises(EngineError):
+            e.execute("CREATE VIEW x AS SELECT 1")
+    finally:
+        e.close()
+    md = kit.metadata_from({"people": {"columns": {
+        "pid": "int", "age": {"type": "int", "lower": 0, "upper": 100},
+        "sex": {"type": "text", "values": ["F", "M"]}}}})
+    with dpsql.Database(folder, md) as db:
+        result = db.query("SELECT sex, COUNT(*), SUM(age) FROM people GROUP BY sex", epsilon=50)
+        assert [r[0] for r in result.rows] == ["F", "M"]
+
+
+def test_folder_views_are_cleaned_up(tmp_path: Path) -> None:
+    e = DuckDBEngine(_folder(tmp_path, "csv"))
+    private = e._tmp
+    assert private is not None and Path(private).exists()
+    e.close()
+    assert not Path(private).exists()
+
+
+def test_missing_path(tmp_path: Path, kit: SimpleNamespace) -> None:
+    with pytest.raises(EngineError, match=r"nowhere\.duckdb does not exist"):
+        DuckDBEngine(tmp_path / "nowhere.duckdb")
+    md = kit.metadata_from({"t": {"columns": {"a": "int"}}})
+    with pytest.raises(EngineError, match="does not exist"):
+        dpsql.Database(tmp_path / "nowhere", md)
+
+
+def test_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EngineError, match=r"holds no \.csv or \.parquet files"):
+        DuckDBEngine(tmp_path / "empty")
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.duckdb"
+    bogus.write_text("this is not a database")
+    with pytest.raises(EngineError, match="cannot open database"):
+        DuckDBEngine(bogus)
+
+
+def test_scratch_connection_holds_no_data_and_no_files(files: SimpleNamespace) -> None:
+    names, _, rows = run_on_cells("SELECT SUM(x) AS s FROM __cells", "__cells",
+                                      {"x": np.array([1.5, 2.5])})
+    assert names == ["s"] and rows == [(4.0,)]
+    with pytest.raises(EngineError):
+        run_on_cells(f"SELECT * FROM read_csv('{files.outside}')", "__cells",
+                     {"x": np.array([1])})
+    with pytest.raises(EngineError):
+        run_on_cells("SET enable_external_access = true", "__cells", {"x": np.array([1])})
+    with pytest.raises(EngineError):  # the cells table is gone after each query
+        run_on_cells("SELECT * FROM __old", "__new", {"x": np.array([1])})

@@ -1,0 +1,112 @@
+"""Pass 7, perturb: key release (public domain, thresholding) and one noisy value per cell,
+fed with hand-made engine rows (keys, then measurements in plan order)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from dpsql.mechanisms import accuracy
+from dpsql.metadata import Metadata
+from dpsql.perturb import perturb_cells
+from dpsql.pipeline import prepare
+
+
+@pytest.fixture
+def md(kit: SimpleNamespace) -> Metadata:
+    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
+
+
+def test_public_domain_fills_empty_groups(md: Metadata) -> None:
+    p = prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", md, epsilon=5)
+    for _ in range(20):
+        cells = perturb_cells(p, [("F", 1000)])  # no row at all for M
+        assert cells.keys == [("F",), ("M",)]
+        f, m = cells.values["__a0"]
+        assert abs(f - 1000) < 50 and abs(m) < 50  # M: noise around zero
+    # Keys of the data that are not in the domain are never released.
+    cells = perturb_cells(p, [("F", 10), ("X", 99), (None, 5)])
+    assert cells.keys == [("F",), ("M",)]
+
+
+def test_public_domain_of_several_keys(md: Metadata) -> None:
+    p = prepare("SELECT kids, married, SUM(age) FROM people GROUP BY kids, married", md)
+    cells = perturb_cells(p, [])
+    assert len(cells.keys) == 8 and len(cells.values["__a0"]) == 8
+
+
+def test_thresholding_drops_groups_below_tau(md: Metadata) -> None:
+    p = prepare("SELECT state, COUNT(*) FROM people GROUP BY state", md, epsilon=1, delta=1e-6)
+    assert p.threshold is not None
+    tau = p.threshold.tau
+    rows = [("CA", 10 * tau), ("NY", 3 * tau), ("VT", 1), ("AK", 2)]
+    for _ in range(200):
+        cells = perturb_cells(p, rows)
+        assert ("VT",) not in cells.keys and ("AK",) not in cells.keys
+        assert ("CA",) in cells.keys and ("NY",) in cells.keys
+        counts = dict(zip(cells.keys, cells.values["__a0"], strict=True))
+        assert all(c >= tau for c in counts.values())  # the released count is the noisy one
+
+
+def test_thresholding_with_a_separate_units_measurement(md: Metadata) -> None:
+    p = prepare("SELECT n, SUM(amount) FROM visits GROUP BY n", md, epsilon=1, delta=1e-6)
+    assert p.threshold is not None and [m.kind for m in p.measurements] == ["sum", "units"]
+    tau = p.threshold.tau
+    rows = [(1, 100.0, 1), (2, 100.0, 10 * tau), (3, 0.0, 0)]
+    for _ in range(100):
+        cells = perturb_cells(p, rows)
+        assert cells.keys == [(2,)]
+
+
+def test_global_aggregate_is_one_row(md: Metadata) -> None:
+    p = prepare("SELECT COUNT(*), SUM(income) FROM people", md)
+    cells = perturb_cells(p, [(0, 0.0)])
+    assert cells.keys == [()]
+    assert cells.values["__a0"].shape == (1,) and cells.values["__a1"].shape == (1,)
+
+
+def test_typed_cells_and_accuracy(md: Metadata) -> None:
+    p = prepare("SELECT COUNT(*), SUM(age), SUM(income), AVG(income), MEDIAN(age) FROM people",
+                md, epsilon=4)
+    cells = perturb_cells(p, [(100, 5000, 30000.0, 100, -20000.0,
+                               {30: 40, 60: 60})])
+    assert cells.values["__a0"].dtype == np.int64
+    assert cells.values["__a1"].dtype == np.int64
+    assert cells.values["__a2"].dtype == np.float64
+    assert cells.values["__a3"].dtype == np.float64
+    count = p.cells[0].measurements[0]
+    assert cells.accuracy["__a0"][0] == accuracy(count.noise)  # type: ignore[arg-type]
+    assert 0 <= cells.values["__a3"][0] <= 1000  # AVG is clamped to the bounds
+    assert np.isfinite(cells.accuracy["__a3"][0]) and cells.accuracy["__a3"][0] > 0
+    assert 0 <= cells.values["__a4"][0] <= 100 and float(cells.values["__a4"][0]).is_integer()
+    assert cells.accuracy["__a4"][0] > 0  # in ranks
+
+
+def test_quantiles_follow_the_histogram(md: Metadata) -> None:
+    p = prepare("SELECT MIN(age), MEDIAN(age), MAX(age) FROM people", md, epsilon=30)
+    histogram = {20: 500, 50: 500, 80: 500}
+    got = np.array([[perturb_cells(p, [(histogram, histogram, histogram)]).values[f"__a{i}"][0]
+                     for i in range(3)] for _ in range(20)])
+    # Ranks are what the exponential mechanism gets right: MIN (rank 0) may land anywhere
+    # below the smallest value, MAX anywhere above the largest, with no rank error.
+    assert np.all(got[:, 0] <= 20) and np.all(got[:, 2] >= 80)
+    assert np.median(got[:, 1]) == pytest.approx(50, abs=3)
+
+
+def test_empty_and_null_measurements_never_fail(md: Metadata) -> None:
+    p = prepare("SELECT sex, SUM(age), AVG(income), VAR(income), MEDIAN(age) FROM people "
+                "GROUP BY sex", md)
+    cells = perturb_cells(p, [("F", None, 0, None, None, None, None)])
+    assert len(cells.keys) == 2
+    for values in cells.values.values():
+        assert np.all(np.isfinite(values))
+
+
+def test_huge_integer_sums_saturate(kit: SimpleNamespace) -> None:
+    md = kit.metadata_from({"t": {"columns": {
+        "x": {"type": "int", "lower": 0, "upper": 2**50}}}})
+    p = prepare("SELECT SUM(x) FROM t", md, epsilon=1)
+    cells = perturb_cells(p, [(2**70,)])  # a HUGEINT sum beyond int64
+    assert cells.values["__a0"].dtype == np.int64 and cells.values["__a0"][0] > 2**60

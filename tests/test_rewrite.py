@@ -1,0 +1,236 @@
+"""Pass 5, rewrite: the engine query. It runs on DuckDB, clamps, is total (no row can make it
+fail), and bounds each unit's contribution with a secret per-query salt."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import duckdb
+import pytest
+from sqlglot import exp
+
+from dpsql.metadata import Metadata
+from dpsql.pipeline import answer, prepare
+from dpsql.plan import Plan
+from dpsql.rewrite import rewrite
+
+
+@pytest.fixture
+def con() -> duckdb.DuckDBPyConnection:
+    """The conftest tables with hostile data: out-of-range values, NaN, +-Inf, NULL, text
+    that does not convert."""
+    c = duckdb.connect()
+    c.execute("CREATE TABLE people (pid BIGINT, age INTEGER, income DOUBLE, sex VARCHAR, "
+              "state VARCHAR, kids INTEGER, married BOOLEAN, born DATE, code VARCHAR)")
+    c.execute("""INSERT INTO people VALUES
+        (1, 30, 500.0, 'F', 'CA', 1, true, DATE '1990-01-01', '12'),
+        (2, 150, 'inf', 'M', 'NY', 9, false, DATE '1940-01-01', 'abc'),
+        (3, -5, '-inf', 'X', NULL, -1, NULL, NULL, NULL),
+        (4, NULL, 'nan', NULL, 'CA', NULL, true, DATE '2010-05-05', '7.5'),
+        (5, 0, NULL, 'F', 'CA', 0, false, DATE '1980-02-02', ''),
+        (6, 100, 2000.0, 'M', 'TX', 3, true, DATE '1975-03-03', '-3')""")
+    c.execute("CREATE TABLE visits (pid BIGINT, cat VARCHAR, amount DOUBLE, n INTEGER)")
+    return c
+
+
+@pytest.fixture
+def md(kit: SimpleNamespace) -> Metadata:
+    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
+
+
+def run(con: duckdb.DuckDBPyConnection, p: Plan, salt: int = 7) -> list[tuple[Any, ...]]:
+    sql = rewrite(p).sql(dialect="duckdb")
+    return con.execute(sql, [salt] if "$1" in sql else None).fetchall()
+
+
+def cte(p: Plan, final: str, name: str) -> str:
+    """The rewritten query's CTEs, followed by ``final`` reading CTE ``name``."""
+    tree = rewrite(p)
+    query = exp.maybe_parse(final, dialect="duckdb")
+    assert isinstance(query, exp.Select)
+    query.set("with_", tree.args["with_"].copy())
+    assert name in [c.alias for c in tree.args["with_"].expressions]
+    return query.sql(dialect="duckdb")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM people",
+    "SELECT sex, COUNT(*), SUM(age), AVG(income), VAR(age), STDDEV(income) FROM people "
+    "GROUP BY sex",
+    "SELECT MEDIAN(age), MIN(income), MAX(kids), QUANTILE_CONT(age, 0.9) FROM people",
+    "SELECT SUM(CASE WHEN age > 60 THEN 1 ELSE 0 END), SUM(age * kids), AVG(income / 12) "
+    "FROM people",
+    "SELECT COUNT(DISTINCT pid), COUNT(DISTINCT state), COUNT(income) FROM people",
+    "SELECT SUM(LEAST(GREATEST(CAST(code AS INTEGER), 0), 100)) FROM people",
+    "SELECT SUM(LEAST(GREATEST(income / kids, -10), 10)) FROM people",
+    "SELECT SUM(LEAST(GREATEST(age // kids, -10), 10)), SUM(kids % 0) FROM people",
+    "SELECT COUNT(*) FROM people WHERE CAST(code AS INTEGER) > 3",
+    "SELECT COUNT(*) FROM people WHERE income / kids > 1 OR code::DOUBLE < 0",
+    "SELECT state, COUNT(*) FROM people WHERE state IS NOT NULL GROUP BY state",
+    "SELECT YEAR(born), COUNT(*) FROM people GROUP BY 1",
+    "SELECT CASE WHEN age < 40 THEN 'young' ELSE 'old' END AS g, SUM(SQRT(income)) "
+    "FROM people GROUP BY g",
+    "SELECT married, AVG(POWER(age - 50, 2)) FROM people GROUP BY married",
+    "SELECT SUM(ROUND(income / 3, 2)), SUM(ABS(kids - 2)), SUM(COALESCE(income, 0)) FROM people",
+    "SELECT COUNT(*) FILTER (WHERE sex = 'F'), COUNT_IF(age > 10) FROM people",
+    "SELECT cat, COUNT(*), SUM(amount), COUNT(DISTINCT pid), MEDIAN(n) FROM visits GROUP BY cat",
+    "SELECT n, AVG(amount) FROM visits GROUP BY n",
+])
+def test_rewritten_sql_runs_on_hostile_data(sql: str, con: duckdb.DuckDBPyConnection,
+                                            md: Metadata) -> None:
+    p = prepare(sql, md, delta=1e-6)
+    rows = run(con, p)
+    assert rows is not None
+    if not p.keys:
+        assert len(rows) == 1
+
+
+def test_clamping_really_clamps(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
+    # age declared 0..100: 150 -> 100, -5 -> 0; NULL stays out.
+    p = prepare("SELECT SUM(age), COUNT(age), AVG(income) FROM people", md)
+    assert run(con, p)[0][:2] == (30 + 100 + 0 + 0 + 100, 5)
+    # The aggregated input itself never leaves its interval.
+    values = [r[0] for r in con.execute(
+        cte(p, "SELECT __x0 FROM __rows", "__rows")).fetchall()]
+    assert sorted(v for v in values if v is not None) == [0, 0, 30, 100, 100]
+    # income declared 0..1000: inf -> 1000, -inf -> 0, NaN and NULL -> NULL, 2000 -> 1000.
+    p = prepare("SELECT SUM(income), COUNT(income) FROM people", md)
+    assert run(con, p)[0] == (500 + 1000 + 0 + 1000, 4)
+
+
+def test_clamping_of_derived_intervals(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
+    # kids is clamped to 0..3 when read: 9 -> 3, -1 -> 0; kids - 2 is then in [-2, 1].
+    p = prepare("SELECT SUM(kids - 2), SUM(kids * 2 + 1) FROM people", md)
+    assert run(con, p)[0] == ((1 + 3 + 0 + 0 + 3) - 2 * 5, 2 * (1 + 3 + 0 + 0 + 3) + 5)
+    # An expression clamped by the analyst: the derived interval [-10, 10] is enforced too.
+    p = prepare("SELECT SUM(LEAST(GREATEST(CAST(code AS INTEGER), 0), 100)) FROM people", md)
+    # '12' -> 12, 'abc' and '' and NULL -> NULL -> GREATEST skips NULL -> 0, '7.5' -> 8 (a
+    # failed or rounding cast, never an error), '-3' -> 0.
+    assert run(con, p)[0][0] == 12 + 8
+
+
+def test_bare_column_input_is_read_clamped(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
+    p = prepare("SELECT MIN(age), MAX(age), MEDIAN(income) FROM people", md)
+    sql = rewrite(p).sql(dialect="duckdb")
+    assert "LEAST(GREATEST(" in sql and "TRY_CAST" in sql
+    histogram = run(con, p)[0][0]
+    assert set(histogram) <= set(range(101))
+
+
+def test_total_operations(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
+    p = prepare("SELECT SUM(LEAST(GREATEST(income / kids, -10), 10)) FROM people", md)
+    sql = rewrite(p).sql(dialect="duckdb")
+    assert "NULLIF(" in sql  # a zero divisor gives NULL, never an error
+    assert "TRY_CAST" in sql and re.search(r"(?<!TRY_)CAST\(\"", sql) is None
+    run(con, p)
+    # Division by zero is also total for a literal zero and for integer division/modulo.
+    for q in ("SELECT SUM(LEAST(GREATEST(age // 0, 0), 5)) FROM people",
+              "SELECT SUM(LEAST(GREATEST(age / 0, 0), 5)) FROM people",
+              "SELECT SUM(kids % 0) FROM people",
+              "SELECT COUNT(*) FROM people WHERE age / (kids - kids) > 1"):
+        run(con, prepare(q, md))
+
+
+def test_no_bounding_for_one_row_per_unit(md: Metadata) -> None:
+    sql = rewrite(prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", md)).sql()
+    assert "__bounded" not in sql and "$1" not in sql
+
+
+# ------------------------------------------------------------------ contribution bounding
+
+
+@pytest.fixture
+def many(kit: SimpleNamespace) -> tuple[duckdb.DuckDBPyConnection, Metadata]:
+    """Unit u (1..60) has 10 rows spread over 5 categories (0..4), two rows each."""
+    c = duckdb.connect()
+    c.execute("CREATE TABLE v AS SELECT u, (i % 5) AS cat, (u * 100 + i)::DOUBLE AS amount "
+              "FROM range(1, 61) r(u), range(10) s(i)")
+    md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 4,
+                                  "max_groups_per_unit": 2, "columns": {
+                                      "u": {"type": "int"},
+                                      "cat": {"type": "int", "lower": 0, "upper": 4,
+                                              "public_range": True},
+                                      "amount": {"type": "float", "lower": 0, "upper": 1e5}}}})
+    return c, md
+
+
+def test_bounding_keeps_at_most_k_rows_and_g_groups(
+        many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
+    con, md = many
+    p = prepare("SELECT cat, SUM(amount) FROM v GROUP BY cat", md)
+    sql = cte(p, "SELECT __unit, COUNT(*) AS rows, COUNT(DISTINCT __k0) AS groups "
+              "FROM __bounded GROUP BY __unit", "__bounded")
+    for salt in (1, 2, 3):
+        per_unit = con.execute(sql, [salt]).fetchall()
+        assert len(per_unit) == 60  # every unit keeps something
+        assert all(rows == 4 and groups == 2 for _, rows, groups in per_unit)
+    # Without GROUP BY: k rows per unit, whatever their categories.
+    p = prepare("SELECT SUM(amount) FROM v", md)
+    sql = cte(p, "SELECT __unit, COUNT(*) FROM __bounded GROUP BY __unit", "__bounded")
+    assert {n for _, n in con.execute(sql, [9]).fetchall()} == {4}
+
+
+def test_bounding_keeps_whole_units_below_the_bounds(kit: SimpleNamespace) -> None:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE v AS SELECT * FROM (VALUES (1, 0, 1.0), (1, 1, 2.0), (2, 0, 3.0)) "
+                "t(u, cat, amount)")
+    md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 4,
+                                  "max_groups_per_unit": 2, "columns": {
+                                      "u": {"type": "int"},
+                                      "cat": {"type": "int", "lower": 0, "upper": 4,
+                                              "public_range": True},
+                                      "amount": {"type": "float", "lower": 0, "upper": 10}}}})
+    p = prepare("SELECT cat, SUM(amount) FROM v GROUP BY cat", md)
+    assert sorted(run(con, p)) == [(0, 4.0), (1, 2.0)]
+
+
+def test_each_unit_samples_its_own_groups(
+        many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
+    """With g = 2 of 5 categories, every category must keep a fair share of the units: a
+    sample keyed on the group alone would keep the same two categories for every unit."""
+    con, md = many
+    p = prepare("SELECT cat, COUNT(DISTINCT u) FROM v GROUP BY cat", md)
+    sql = cte(p, "SELECT __k0, COUNT(DISTINCT __unit) FROM __bounded GROUP BY __k0", "__bounded")
+    kept = dict(con.execute(sql, [424242]).fetchall())
+    assert sum(kept.values()) == 60 * 2
+    # Expected 24 units per category (binomial sd ~3.8); all in two would be 60 and 0.
+    assert all(5 <= kept.get(cat, 0) <= 45 for cat in range(5)), kept
+
+
+def test_the_sample_depends_on_the_salt(
+        many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
+    con, md = many
+    p = prepare("SELECT SUM(amount) FROM v", md)
+    sql = cte(p, "SELECT __x0 FROM __bounded ORDER BY __x0", "__bounded")
+    samples = {tuple(r[0] for r in con.execute(sql, [salt]).fetchall()) for salt in range(20)}
+    assert len(samples) > 10
+    # Over many salts every row of a unit is sometimes kept: no row is steered out.
+    seen = Counter(v for s in samples for v in s if 100 <= v < 200)
+    assert set(seen) == {100.0 + i for i in range(10)}
+
+
+def test_the_salt_is_fresh_and_secret_per_query(make_db: Any, kit: SimpleNamespace) -> None:
+    crafted = make_db("CREATE TABLE v AS SELECT i % 7 AS u, i::DOUBLE AS amount FROM range(50) "
+                      "r(i)", {"v": {"privacy_unit": "u", "max_rows_per_unit": 2, "columns": {
+                          "u": {"type": "int"},
+                          "amount": {"type": "float", "lower": 0, "upper": 50}}}})
+    db = crafted.db
+    seen: list[tuple[str, list[object]]] = []
+    original = db.engine.execute
+
+    def spy(sql: str, parameters: Any = ()) -> Any:
+        seen.append((sql, list(parameters)))
+        return original(sql, parameters)
+
+    db.engine.execute = spy  # type: ignore[method-assign]
+    p = prepare("SELECT SUM(amount) FROM v", db.metadata)
+    for _ in range(5):
+        answer(p, db.engine)
+    sqls = {s for s, _ in seen}
+    salts = [params[0] for _, params in seen]
+    assert len(sqls) == 1 and "$1" in sqls.pop()  # the text never holds the salt
+    assert len(set(salts)) == 5  # a fresh salt per query
+    assert all(isinstance(s, int) and 0 <= s < 2**63 for s in salts)
