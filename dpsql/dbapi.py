@@ -146,6 +146,9 @@ def connect(database: str | Path | None = None, metadata: str | Path | Metadata 
     through ``metadata`` (neither: the bundled sample data), charged to ``analyst`` (default:
     ``DPSQL_ANALYST``, else the operating-system user), with default ``epsilon``, ``delta`` and
     ``mechanism`` for each query."""
+    if (database is None) != (metadata is None):
+        raise InterfaceError("pass both database and metadata, or neither for the bundled "
+                             "sample data")
     validate_privacy_parameters(epsilon, delta, mechanism)
     return Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
                       delta=delta, mechanism=mechanism)

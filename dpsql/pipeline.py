@@ -20,7 +20,7 @@ from dpsql.metadata import Metadata
 from dpsql.parse import parse
 from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan, plan
-from dpsql.postprocess import Result, postprocess
+from dpsql.postprocess import Result, check_outer, postprocess
 from dpsql.rewrite import rewrite
 
 PASSES = ("parse", "bind", "check", "plan", "rewrite", "execute", "perturb", "postprocess")
@@ -43,6 +43,7 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
     if cached is not None:
         return cached
     result = plan(check(bind(parse(sql, dialect), metadata)), epsilon, delta, mechanism)
+    check_outer(result)
     result.engine_sql = rewrite(result).sql(dialect="duckdb")
     if len(cache) >= PLAN_CACHE_SIZE:
         cache.pop(next(iter(cache)))

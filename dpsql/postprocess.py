@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.engines import run_on_cells
+from dpsql.engines import run_on_cells, scratch
+from dpsql.errors import UnsupportedQuery
 from dpsql.perturb import NoisyCells
 from dpsql.plan import Plan
 
@@ -91,24 +93,14 @@ def _project(plan: Plan, cells: NoisyCells, names: list[str],
 
 def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
                direct: list[str | None]) -> Result:
-    outer = plan.query.outer.copy()
-    projections = [exp.alias_(e.this if isinstance(e, exp.Alias) else e, name, quoted=True)
-                   for e, name in zip(outer.expressions, names, strict=True)]
-    carry = [] if outer.args.get("distinct") else [d for d in dict.fromkeys(direct) if d and
-                                                   d in cells.accuracy]
-    extra = [exp.alias_(exp.column(f"{_ACC}{d}"), f"{_ACC}{d}") for d in carry]
-    outer.set("expressions", projections + extra)
-    outer = outer.from_(_CELLS)
-    having = outer.args.get("having")
-    if having is not None:  # each row of __cells is already one group: HAVING filters rows
-        outer.set("having", None)
-        outer = outer.where(having.this)
+    carry = [] if plan.query.outer.args.get("distinct") else [
+        d for d in dict.fromkeys(direct) if d and d in cells.accuracy]
     columns = _cell_columns(plan, cells)
     for d in carry:
         columns[f"{_ACC}{d}"] = cells.accuracy[d]
-    sql = outer.sql(dialect="duckdb")
+    sql = outer_sql(plan, carry).sql(dialect="duckdb")
     out_names, types, rows = run_on_cells(sql, _CELLS, columns)
-    width = len(projections)
+    width = len(names)
     accuracy = []
     for row in rows:
         by_cell = dict(zip(carry, row[width:], strict=True))
@@ -116,6 +108,37 @@ def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
     result_columns = [ResultColumn(n, t, _unit(plan, d) if d else None)
                       for n, t, d in zip(out_names[:width], types[:width], direct, strict=True)]
     return Result(result_columns, [tuple(r[:width]) for r in rows], accuracy)
+
+
+def outer_sql(plan: Plan, carry: list[str]) -> exp.Select:
+    """The analyst's outer query over ``__cells``, plus the accuracy of the ``carry`` cells."""
+    outer = plan.query.outer.copy()
+    projections = [exp.alias_(e.this if isinstance(e, exp.Alias) else e, name, quoted=True)
+                   for e, name in zip(outer.expressions, plan.query.output_names, strict=True)]
+    extra = [exp.alias_(exp.column(f"{_ACC}{d}"), f"{_ACC}{d}") for d in carry]
+    outer.set("expressions", projections + extra)
+    outer = outer.from_(_CELLS)
+    having = outer.args.get("having")
+    if having is not None:  # each row of __cells is already one group: HAVING filters rows
+        outer.set("having", None)
+        outer = outer.where(having.this)
+    return outer
+
+
+def check_outer(plan: Plan) -> None:
+    """Bind the outer query against an empty, typed table of cells, so that an error in it is
+    reported when the query is planned, before anything is charged or run."""
+    if _is_projection(plan.query.outer):
+        return
+    typed = [exp.alias_(exp.cast(exp.Null(), _type_of(plan, name)), name)
+             for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]]
+    empty = exp.select(*typed).limit(0)
+    sql = outer_sql(plan, []).with_(_CELLS, as_=empty).sql(dialect="duckdb")
+    try:
+        scratch().execute(sql).fetchall()
+    except duckdb.Error as e:
+        raise UnsupportedQuery(f"the query's outer part (over the aggregates) is not valid: "
+                               f"{str(e).splitlines()[0]}") from None
 
 
 def _float(value: object) -> float | None:

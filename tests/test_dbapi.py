@@ -102,6 +102,8 @@ def test_connection_defaults_and_extensions(conn: dpsql.Connection) -> None:
 
 
 def test_invalid_connection_defaults_are_refused(metadata: Path) -> None:
+    with pytest.raises(dpsql.InterfaceError):
+        dpsql.connect(database=SAMPLE)
     for kwargs in ({"epsilon": 0.0}, {"epsilon": float("nan")}, {"delta": 1.5},
                    {"mechanism": "gaussian"}):
         with pytest.raises(dpsql.InvalidPrivacyParameter):

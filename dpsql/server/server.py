@@ -81,6 +81,8 @@ class Server:
         self._verifiers: dict[str, Verifier] = {}
         self._verifiers_stamp: tuple[float, int] | None = None
         self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
         parameters = inspect.signature(db.query).parameters
         self._pass_analyst = "analyst" in parameters
         if getattr(db, "metered", None) is False:
@@ -152,17 +154,19 @@ class Server:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         try:
-            if self.connections > self.config.max_connections:
-                writer.write(p.error_response("FATAL", "53300",
-                                              "sorry, too many clients already"))
-                with contextlib.suppress(ConnectionError, TimeoutError):
-                    await asyncio.wait_for(writer.drain(), 2)
-                writer.close()
-                return
-            await Session(self, reader, writer).run()
+            session = Session(self, reader, writer)
+            # Over the limit, the session still negotiates TLS and reads the startup packet,
+            # then says "too many clients" (as PostgreSQL does), so that clients report it.
+            session.overflow = self.connections > self.config.max_connections
+            await session.run()
         finally:
             self.connections -= 1
+            if task is not None:
+                self._tasks.discard(task)
 
     async def start(self) -> int:
         """Start listening; returns the port (useful with port 0)."""
@@ -182,11 +186,20 @@ class Server:
             await self._server.serve_forever()
 
     async def close(self) -> None:
+        """Stop listening, end every session, and release the pool and the catalog."""
+        if self._closed:
+            return
+        self._closed = True
         if self._server is not None:
             self._server.close()
-            for session in list(self.sessions.values()):
-                session.request_cancel()
-                session.writer.close()
+        for session in list(self.sessions.values()):
+            session.request_cancel()
+            session.writer.close()
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=5)
+            for task in pending:
+                task.cancel()
+        if self._server is not None:
             await self._server.wait_closed()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.catalog.close()
@@ -234,11 +247,14 @@ def serve_in_thread(db: Database, config: ServerConfig | None = None) -> Iterato
     try:
         yield Running(server, port, server.config.host, loop, thread)
     finally:
-        def stop() -> None:
-            for task in asyncio.all_tasks(loop):
-                task.cancel()
+        async def stop() -> None:
+            await server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
 
-        loop.call_soon_threadsafe(stop)
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=15)
         thread.join(timeout=10)
 
 

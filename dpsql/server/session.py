@@ -142,17 +142,15 @@ class Classifier:
                                        words[1:3] in (["TRANSACTION", "TO"], ["WORK", "TO"])):
                 statement.kind = "rollback_to"
             if kind in ("show", "reset", "deallocate", "discard"):
-                statement.argument = " ".join(words[1:]).lower()
+                statement.argument = _target(text)
                 if kind == "discard":
                     statement.tag = "DISCARD " + (words[1] if len(words) > 1 else "ALL")
-            if kind == "show" and words[1:] and words[1] == "TRANSACTION":
+            if kind in ("show", "reset") and words[1:2] == ["TRANSACTION"]:
                 statement.argument = "transaction_isolation"
-            elif kind == "show" and words[1:3] == ["TIME", "ZONE"]:
+            elif kind in ("show", "reset") and words[1:3] == ["TIME", "ZONE"]:
                 statement.argument = "timezone"
-            elif kind == "show" and words[1:] == ["SESSION", "AUTHORIZATION"]:
+            elif kind in ("show", "reset") and words[1:3] == ["SESSION", "AUTHORIZATION"]:
                 statement.argument = "session_authorization"
-            elif kind == "show":
-                statement.argument = _show_target(text)
             return statement
         if first == "EXPLAIN":
             body = re.sub(r"^\s*EXPLAIN(\s+\((?:[^)]*)\))?(\s+(ANALYZE|VERBOSE))*\s+", "",
@@ -223,11 +221,14 @@ class Classifier:
             return text
 
 
-def _show_target(text: str) -> str:
-    m = re.match(r"\s*SHOW\s+(.+?)\s*;?\s*$", sqltext.strip_comments(text), re.I | re.S)
+def _target(text: str) -> str:
+    """What a SHOW, RESET, DISCARD or DEALLOCATE names: the rest of the statement, lower-case
+    unless quoted (DEALLOCATE's optional PREPARE dropped)."""
+    m = re.match(r"\s*\w+\s+(?:PREPARE\s+(?=\S))?(.+?)\s*;?\s*$", sqltext.strip_comments(text),
+                 re.I | re.S)
     target = (m.group(1) if m else "").strip()
     if target.startswith('"') and target.endswith('"'):
-        return target[1:-1]
+        return target[1:-1].replace('""', '"')
     return target.lower()
 
 
@@ -312,6 +313,7 @@ class Session:
         self.portals: dict[str, Portal] = {}
         self.skipping = False  # after an error in the extended protocol, until Sync
         self.running: _Running | None = None
+        self.overflow = False  # over max_connections: refuse after the startup packet
         self.cancelled: asyncio.Event | None = None
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -417,6 +419,9 @@ class Session:
                 continue
             startup = p.parse_startup(code, body)
             break
+        if self.overflow:
+            await self.fatal("53300", "sorry, too many clients already")
+            return False
         if startup.major != 3:
             await self.fatal("0A000", f"unsupported frontend protocol {startup.major}."
                                       f"{startup.minor}: server supports 3.0")
@@ -924,13 +929,11 @@ class Session:
                 return self._reset_all(statement.tag)
             return Outcome(None, tag=statement.tag)
         if kind == "deallocate":
-            target = statement.argument.removeprefix("prepare ").strip()
+            target = statement.argument
             if target == "all":
                 self.statements = {k: v for k, v in self.statements.items() if k == ""}
-            else:
-                name = _show_target("SHOW " + statement.text.split(None, 1)[1]).split()[-1]
-                if self.statements.pop(name, None) is None:
-                    raise PgError("26000", f'prepared statement "{name}" does not exist')
+            elif self.statements.pop(target, None) is None:
+                raise PgError("26000", f'prepared statement "{target}" does not exist')
             return Outcome(None, tag="DEALLOCATE" + (" ALL" if target == "all" else ""))
         if kind == "noop":
             return Outcome(None, tag=statement.tag)
@@ -950,7 +953,9 @@ class Session:
                 raise st.SettingError(f"parameter \"{st.display_name(name)}\" cannot be "
                                       "changed", "55P02")
             if default is None:
-                self.settings.pop(name, None)
+                if self.settings.pop(name, None) is None:
+                    raise st.SettingError(f'unrecognized configuration parameter "{name}"',
+                                          "42704")
                 return None
             value = default
         else:
@@ -978,8 +983,7 @@ class Session:
         if target == "all":
             return self._reset_all("RESET")
         try:
-            status = self.apply_setting(target.replace(" ", "_") if target != "time zone"
-                                        else "timezone", None)
+            status = self.apply_setting(target, None)
         except st.SettingError as e:
             raise PgError(e.sqlstate, str(e)) from None
         return Outcome(None, tag="RESET", extra=[status] if status else [])

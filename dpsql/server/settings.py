@@ -90,7 +90,7 @@ def parse_set(text: str) -> SetCommand:
     local = (m.group(1) or "").upper() == "LOCAL"
     rest = m.group("rest").strip()
     upper = rest.upper()
-    if upper.startswith("TRANSACTION") or upper.startswith("SESSION CHARACTERISTICS"):
+    if upper.startswith(("TRANSACTION", "SESSION CHARACTERISTICS", "CHARACTERISTICS")):
         return SetCommand(None, None)
     if upper.startswith("TIME ZONE"):
         value = rest[len("TIME ZONE"):].strip()
@@ -98,7 +98,7 @@ def parse_set(text: str) -> SetCommand:
                           else _value(value), local)
     if upper.startswith("NAMES"):
         return SetCommand("client_encoding", _value(rest[5:].strip()), local)
-    if upper.startswith("ROLE") or upper.startswith("SESSION AUTHORIZATION"):
+    if upper.startswith(("ROLE", "SESSION AUTHORIZATION", "AUTHORIZATION")):
         raise SettingError("permission denied: the session's analyst cannot be changed; "
                            "connect as another analyst instead", "42501")
     a = _ASSIGN.fullmatch(rest)

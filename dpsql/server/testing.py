@@ -149,14 +149,17 @@ class RawClient:
         signature = hmac.new(stored, auth_message, hashlib.sha256).digest()
         proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
         self.send(_msg(b"p", f"{without_proof},p={base64.b64encode(proof).decode()}".encode()))
-        for kind, body in self.until(b"Z"):
+        while True:
+            kind, body = self.message()
             seen.append((kind, body))
+            if kind == b"Z":
+                break
             if kind == b"E":
                 raise ServerClosed(error_fields(body).get("M", ""))
             if kind == b"K":
                 self.pid, self.secret = struct.unpack("!ii", body)
             if kind == b"S":
-                name, value = body.rstrip(b"\0").split(b"\0")
+                name, value = body[:-1].split(b"\0", 1)
                 self.parameters[name.decode()] = value.decode()
         return seen
 

@@ -1,0 +1,513 @@
+"""The PostgreSQL-wire server: protocol, authentication, answers, catalog and sessions.
+
+The server runs in-process on a random loopback port (module fixture ``served``), over the
+sample data with a fresh ledger. psycopg 3 and a raw protocol client (``RawClient``) talk to it;
+the other real clients (psql, SQLAlchemy/pandas, pg8000, pgjdbc) are in test_server_clients.py
+and the bad-input, cancel and timeout tests in test_server_robustness.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import psycopg
+import pytest
+from psycopg import errors as pg_errors
+
+import dpsql
+from dpsql.server import ServerConfig, serve_in_thread
+from dpsql.server import settings as st
+from dpsql.server import sqltext
+from dpsql.server import types as t
+from dpsql.server.auth import (
+    AuthenticationFailed,
+    ScramExchange,
+    Verifier,
+    make_verifier,
+    read_passwords,
+    set_password,
+)
+from dpsql.server.testing import RawClient, ServerClosed, error_fields, message, sandbox
+
+ANALYSTS = {"alice": ("secret", 100000.0, 0.5), "bob": ("bob-pw", 1.5, 0.0),
+            "carol": ("carol-pw", None, None)}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    setup = sandbox(tmp_path_factory.mktemp("server"), ANALYSTS)
+    db = dpsql.Database(setup.database, setup.metadata)
+    config = ServerConfig(port=0, passwords=setup.passwords, auth_failure_delay=0.3,
+                          statement_timeout=60)
+    with serve_in_thread(db, config) as running:
+        yield SimpleNamespace(port=running.port, setup=setup, db=db, server=running.server)
+    db.close()
+
+
+def connect(served: SimpleNamespace, user: str = "alice", password: str | None = None,
+            **kwargs: object) -> psycopg.Connection:
+    password = password if password is not None else ANALYSTS[user][0]
+    return psycopg.connect(host="127.0.0.1", port=served.port, user=user, password=password,
+                           dbname="dpsql", connect_timeout=10, **kwargs)  # type: ignore[arg-type]
+
+
+def spent(served: SimpleNamespace, analyst: str = "alice") -> float:
+    status = served.db.budget(analyst)
+    return status.spent.epsilon
+
+
+# -- units ------------------------------------------------------------------------------------
+
+
+def test_statement_splitting_respects_quotes_and_comments() -> None:
+    text = ("SELECT ';' AS a; -- a comment; with a semicolon\n SELECT $$x;y$$, E'\\';', \"a;b\""
+            ";; /* nested /* ; */ comment */ SELECT 3")
+    parts = sqltext.split(text)
+    assert len(parts) == 3
+    assert parts[0] == "SELECT ';' AS a"
+    assert sqltext.split(" ; -- only comments ; \n") == []
+    assert sqltext.parameters("SELECT $1, '$2', \"$3\", $10") == 10
+    assert sqltext.substitute("SELECT a-$1", lambda n: "(-1)") == "SELECT a-(-1)"
+    with pytest.raises(sqltext.SQLTextError):
+        sqltext.split("SELECT 'unterminated")
+
+
+def test_set_parsing_and_privacy_settings() -> None:
+    assert st.parse_set("SET extra_float_digits = 3").value == "3"
+    assert st.parse_set("SET SESSION application_name TO 'my app'").value == "my app"
+    assert st.parse_set("SET TIME ZONE 'Europe/Paris'").name == "timezone"
+    assert st.parse_set("SET search_path TO public, \"$user\"").value == "public, $user"
+    assert st.parse_set("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY").name is None
+    assert st.normalise("dpsql.epsilon", "0.5", {}) == "0.5"
+    for bad in ("-1", "nan", "inf", "0", "abc"):
+        with pytest.raises(st.SettingError) as e:
+            st.normalise("dpsql.epsilon", bad, {})
+        assert e.value.sqlstate == "22023"
+    with pytest.raises(st.SettingError):
+        st.normalise("dpsql.delta", "0.9", {})
+    with pytest.raises(st.SettingError) as e:
+        st.normalise("dpsql.epsilom", "1", {})
+    assert e.value.sqlstate == "42704"
+    with pytest.raises(st.SettingError) as e:
+        st.normalise("client_encoding", "LATIN1", {})
+    with pytest.raises(st.SettingError) as e:
+        st.parse_set("SET ROLE admin")
+    assert e.value.sqlstate == "42501"
+    assert st.parse_duration_ms("5s") == 5000 and st.parse_duration_ms("250") == 250
+
+
+@pytest.mark.parametrize("value", ["0", "1", "-1", "12345.678", "-0.000123", "1e20", "10000",
+                                   "99999999999999999999.5", "0.1", "NaN"])
+def test_numeric_binary_round_trip(value: str) -> None:
+    d = decimal.Decimal(value)
+    back = t._numeric_from_binary(t._numeric_binary(d))
+    assert (back.is_nan() and d.is_nan()) or back == d
+
+
+def test_text_encodings() -> None:
+    assert t.encoder(t.FLOAT8, 0)(3.0) == b"3"
+    assert t.encoder(t.FLOAT8, 0)(float("inf")) == b"Infinity"
+    assert t.encoder(t.BOOL, 0)(True) == b"t"
+    assert t.encoder(t.TIMESTAMP, 0)(dt.datetime(2025, 1, 2, 3, 4, 5, 500000)) == \
+        b"2025-01-02 03:04:05.5"
+    assert t.encoder(t.DATE, 1)(dt.date(2000, 1, 2)) == struct.pack("!i", 1)
+    assert t.literal(-3) == "(-3)" and t.literal("it's") == "'it''s'"
+    assert t.pg_type_of("DECIMAL(18,3)") == (t.NUMERIC, (18 << 16 | 3) + 4)
+
+
+def test_scram_verifier_and_exchange(tmp_path) -> None:
+    verifier = make_verifier("pässword")
+    assert Verifier.decode(verifier.encode()) == verifier
+    set_password(tmp_path / "pw.toml", "dora", "pw")
+    text = (tmp_path / "pw.toml").read_text()
+    assert "pw\"" not in text.replace('"dora"', "") and "SCRAM-SHA-256$4096:" in text
+    assert (tmp_path / "pw.toml").stat().st_mode & 0o777 == 0o600
+    assert set(read_passwords(tmp_path / "pw.toml")) == {"dora"}
+    exchange = ScramExchange("dora", verifier, b"k" * 32)
+    with pytest.raises(AuthenticationFailed):
+        exchange.first(b"p=tls-server-end-point,,n=,r=abc")
+    with pytest.raises(AuthenticationFailed):
+        ScramExchange("x", None, b"k" * 32).final(b"c=biws,r=x,p=AAAA")
+
+
+# -- startup and authentication ---------------------------------------------------------------
+
+
+def test_startup_reports_what_drivers_need(served) -> None:
+    client = RawClient(served.port)
+    try:
+        seen = client.login("alice", "secret")
+        kinds = [k for k, _ in seen]
+        assert b"K" in kinds and kinds[-1] == b"Z" and seen[-1][1] == b"I"
+        params = client.parameters
+        assert params["server_version"].startswith("16.")
+        assert params["client_encoding"] == "UTF8" and params["server_encoding"] == "UTF8"
+        assert params["DateStyle"].startswith("ISO")
+        assert params["integer_datetimes"] == "on"
+        assert params["standard_conforming_strings"] == "on"
+        assert params["TimeZone"] == "UTC" and params["is_superuser"] == "off"
+        assert params["session_authorization"] == "alice"
+        assert "application_name" in params
+    finally:
+        client.close()
+
+
+def test_protocol_negotiation_for_newer_minor_versions(served) -> None:
+    client = RawClient(served.port)
+    try:
+        seen = client.login("alice", "secret", extra={"_pq_.compression": "on"},
+                            version=(3 << 16) | 2)
+        negotiate = [body for kind, body in seen if kind == b"v"]
+        assert negotiate, "expected NegotiateProtocolVersion"
+        minor, count = struct.unpack("!ii", negotiate[0][:8])
+        assert minor == 0 and count == 1 and b"_pq_.compression" in negotiate[0]
+        rows = [b for k, b in client.query("SELECT 1 AS one") if k == b"D"]
+        assert rows == [struct.pack("!hi", 1, 1) + b"1"]
+    finally:
+        client.close()
+
+
+def test_old_protocol_is_refused(served) -> None:
+    client = RawClient(served.port)
+    try:
+        client.send(RawClient.startup_packet("alice", version=2 << 16))
+        kind, body = client.message()
+        assert kind == b"E" and error_fields(body)["C"] == "0A000"
+    finally:
+        client.close()
+
+
+def test_gssenc_and_ssl_requests_are_declined_without_a_certificate(served) -> None:
+    client = RawClient(served.port)
+    try:
+        client.send(struct.pack("!ii", 8, 80877104))
+        assert client.read_byte() == b"N"
+        client.send(struct.pack("!ii", 8, 80877103))
+        assert client.read_byte() == b"N"
+        client.login("alice", "secret")
+        assert any(k == b"C" for k, _ in client.query("SELECT 1"))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("user,password", [("alice", "wrong"), ("nobody", "secret")])
+def test_wrong_password_or_unknown_user_gets_28P01_after_a_delay(served, user, password) -> None:
+    start = time.monotonic()
+    with pytest.raises(psycopg.OperationalError) as e:
+        psycopg.connect(host="127.0.0.1", port=served.port, user=user, password=password,
+                        dbname="dpsql", connect_timeout=10)
+    assert time.monotonic() - start >= 0.3
+    assert "password authentication failed" in str(e.value)
+    client = RawClient(served.port)
+    try:
+        with pytest.raises(ServerClosed, match="password authentication failed"):
+            client.login(user, password)
+    finally:
+        client.close()
+
+
+def test_nothing_runs_before_authentication(served) -> None:
+    before = spent(served)
+    history = len(served.db.ledger.history("alice", limit=1000))
+    client = RawClient(served.port)
+    try:
+        client.send(RawClient.startup_packet("alice"))
+        kind, _ = client.message()
+        assert kind == b"R"  # AuthenticationSASL
+        client.send(message(b"Q", b"SELECT COUNT(*) FROM people\0"))
+        kind, body = client.message()
+        assert kind == b"E" and error_fields(body)["C"] == "08P01"
+        with pytest.raises((ServerClosed, OSError)):
+            client.message()
+    finally:
+        client.close()
+    assert spent(served) == before
+    assert len(served.db.ledger.history("alice", limit=1000)) == history
+
+
+# -- simple and extended query ---------------------------------------------------------------
+
+
+def test_simple_query_with_several_statements_and_empty_query(served) -> None:
+    client = RawClient(served.port)
+    try:
+        client.login("alice", "secret")
+        seen = client.query("SELECT COUNT(*) FROM people; SHOW dpsql.epsilon; SELECT 2 AS two")
+        kinds = [k for k, _ in seen]
+        assert kinds.count(b"T") == 3 and kinds.count(b"C") == 3 and kinds[-1] == b"Z"
+        tags = [b.rstrip(b"\0") for k, b in seen if k == b"C"]
+        assert tags == [b"SELECT 1", b"SHOW", b"SELECT 1"]
+        assert [k for k, _ in client.query(" ;; -- nothing\n")] == [b"I", b"Z"]
+        # an error stops the rest of the message
+        seen = client.query("SELECT 1; SELECT email FROM people; SELECT 3")
+        kinds = [k for k, _ in seen]
+        assert kinds.count(b"C") == 1 and b"E" in kinds
+        err = error_fields(next(b for k, b in seen if k == b"E"))
+        assert err["C"] == "42803" and err["S"] == "ERROR"
+    finally:
+        client.close()
+
+
+def test_private_answers_simple_extended_prepared_and_binary(served) -> None:
+    with connect(served, autocommit=True) as conn:
+        (n,) = conn.execute("SELECT COUNT(*) FROM people").fetchone()
+        assert abs(n - 20000) < 500
+        rows = conn.execute("SELECT sex, COUNT(*) AS n FROM people WHERE age > %s GROUP BY sex "
+                            "ORDER BY sex", (30,)).fetchall()
+        assert [r[0] for r in rows] == ["F", "M"]
+        prepared = conn.execute("SELECT education, AVG(income) FROM people WHERE age >= %s "
+                                "GROUP BY education", (40,), prepare=True).fetchall()
+        assert len(prepared) == 6 and all(isinstance(r[1], float) for r in prepared)
+        again = conn.execute("SELECT education, AVG(income) FROM people WHERE age >= %s "
+                             "GROUP BY education", (40,), prepare=True).fetchall()
+        assert again == prepared  # the same question gets its stored answer again
+        cur = conn.cursor(binary=True)
+        cur.execute("SELECT married, COUNT(*) AS n, AVG(age) AS a FROM people WHERE sex = %s "
+                    "GROUP BY married", ("F",))
+        assert [d.name for d in cur.description] == ["married", "n", "a"]
+        rows = cur.fetchall()
+        assert {r[0] for r in rows} == {True, False}
+        assert all(isinstance(r[1], int) and isinstance(r[2], float) for r in rows)
+    with connect(served, autocommit=True) as conn:
+        conn.execute("SET dpsql.delta = 1e-6")
+        rows = conn.cursor(binary=True).execute(
+            "SELECT signup_date, COUNT(*) FROM people GROUP BY signup_date").fetchall()
+        assert rows and all(isinstance(r[0], dt.date) for r in rows)
+
+
+def test_binary_and_text_formats_of_the_common_types(served) -> None:
+    sql = ("SELECT CAST(1 AS SMALLINT) AS a, CAST(2 AS INTEGER) AS b, CAST(3 AS BIGINT) AS c, "
+           "CAST(1.5 AS REAL) AS d, CAST(2.25 AS DOUBLE PRECISION) AS e, "
+           "CAST(12345.678 AS NUMERIC(10, 3)) AS f, 'tëxt' AS g, CAST('v' AS VARCHAR) AS h, "
+           "TRUE AS i, DATE '2024-02-29' AS j, TIMESTAMP '2024-01-02 03:04:05.25' AS k, "
+           "CAST(NULL AS INTEGER) AS l")
+    expected = (1, 2, 3, 1.5, 2.25, decimal.Decimal("12345.678"), "tëxt", "v", True,
+                dt.date(2024, 2, 29), dt.datetime(2024, 1, 2, 3, 4, 5, 250000), None)
+    with connect(served, autocommit=True) as conn:
+        for binary in (False, True):
+            row = conn.cursor(binary=binary).execute(sql).fetchone()
+            assert row == expected, binary
+        oids = [d.type_code for d in conn.execute(sql).description]
+        assert oids == [21, 23, 20, 700, 701, 1700, 25, 25, 16, 1082, 1114, 23]
+        # parameters of every common type, text and binary
+        params = (7, 2**40, 1.25, decimal.Decimal("3.5"), "x'y", True, dt.date(2020, 1, 1),
+                  dt.datetime(2020, 1, 1, 12, 0), None)
+        for binary in (False, True):
+            row = conn.cursor(binary=binary).execute(
+                "SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s", params).fetchone()
+            assert row[0] == 7 and row[1] == 2**40 and row[2] == 1.25
+            assert decimal.Decimal(str(row[3])) == decimal.Decimal("3.5")
+            assert row[4] == "x'y" and row[5] is True and row[8] is None
+
+
+def test_describe_answers_from_the_plan_without_charging(served) -> None:
+    before = spent(served)
+    client = RawClient(served.port)
+    try:
+        client.login("alice", "secret")
+        sql = b"SELECT sex, COUNT(*) AS n, AVG(income) FROM people WHERE age > $1 GROUP BY sex"
+        client.send(message(b"P", b"s1\0" + sql + b"\0" + struct.pack("!hI", 1, 23))
+                    + message(b"D", b"Ss1\0") + message(b"S", b""))
+        seen = client.until(b"Z")
+        kinds = [k for k, _ in seen]
+        assert kinds == [b"1", b"t", b"T", b"Z"]
+        description = next(b for k, b in seen if k == b"T")
+        assert b"sex\0" in description and b"n\0" in description and b"avg\0" in description
+        assert struct.unpack("!hI", next(b for k, b in seen if k == b"t")) == (1, 23)
+        # Bind + Describe portal: still nothing charged
+        client.send(message(b"B", b"p1\0s1\0" + struct.pack("!hhi", 0, 1, 2) + b"30"
+                            + struct.pack("!hh", 1, 1))
+                    + message(b"D", b"Pp1\0") + message(b"S", b""))
+        assert [k for k, _ in client.until(b"Z")] == [b"2", b"T", b"Z"]
+        assert spent(served) == before
+        client.send(message(b"E", b"p1\0" + struct.pack("!i", 1)) + message(b"H", b""))
+        assert [k for k, _ in client.until(b"s")] == [b"D", b"s"]  # PortalSuspended
+        client.send(message(b"E", b"p1\0" + struct.pack("!i", 0)) + message(b"S", b""))
+        seen = client.until(b"Z")
+        assert [k for k, _ in seen] == [b"D", b"C", b"Z"]
+        assert spent(served) == pytest.approx(before + 1.0)
+        # a refused statement is refused at Describe, and nothing is charged
+        client.send(message(b"P", b"s2\0SELECT email FROM people\0" + struct.pack("!h", 0))
+                    + message(b"D", b"Ss2\0") + message(b"S", b""))
+        seen = client.until(b"Z")
+        assert error_fields(next(b for k, b in seen if k == b"E"))["C"] == "42803"
+    finally:
+        client.close()
+
+
+def test_extended_protocol_errors_skip_to_sync_and_close_works(served) -> None:
+    client = RawClient(served.port)
+    try:
+        client.login("alice", "secret")
+        client.send(message(b"B", b"\0nope\0" + struct.pack("!hhh", 0, 0, 0))
+                    + message(b"E", b"\0" + struct.pack("!i", 0)) + message(b"S", b""))
+        seen = client.until(b"Z")
+        assert [k for k, _ in seen] == [b"E", b"Z"]
+        assert error_fields(seen[0][1])["C"] == "26000"
+        client.send(message(b"P", b"x\0SELECT 1\0\0\0") + message(b"C", b"Sx\0")
+                    + message(b"C", b"Sx\0") + message(b"S", b""))
+        assert [k for k, _ in client.until(b"Z")] == [b"1", b"3", b"3", b"Z"]
+        client.send(message(b"P", b"\0SELECT 1; SELECT 2\0\0\0") + message(b"S", b""))
+        seen = client.until(b"Z")
+        assert error_fields(seen[0][1])["C"] == "42601"
+    finally:
+        client.close()
+
+
+# -- privacy: refusals, budget, settings ------------------------------------------------------
+
+
+@pytest.mark.parametrize("sql,sqlstate", [
+    ("SELECT email FROM people", "42803"),
+    ("SELECT COUNT(*) FROM secrets", "42P01"),
+    ("DROP TABLE people", "42501"),
+    ("SELECT COUNT(*) FROM read_parquet('people.parquet')", "42501"),
+    ("SELECT state, COUNT(*) FROM people GROUP BY state", "42501"),
+    ("SELECT * FROM duckdb_settings()", "42501"),
+    ("SELEC 1", "42601"),
+])
+def test_refusals_carry_their_sqlstate(served, sql, sqlstate) -> None:
+    before = spent(served)
+    with connect(served, autocommit=True) as conn, pytest.raises(psycopg.Error) as e:
+        conn.execute(sql)
+    assert e.value.sqlstate == sqlstate, str(e.value)
+    assert spent(served) == before
+
+
+def test_set_dpsql_epsilon_changes_the_charge(served) -> None:
+    with connect(served, autocommit=True) as conn:
+        conn.execute("SET dpsql.epsilon = 0.25")
+        assert conn.execute("SHOW dpsql.epsilon").fetchone() == ("0.25",)
+        before = spent(served)
+        conn.execute("SELECT AVG(children) FROM people WHERE age < 25").fetchall()
+        assert spent(served) == pytest.approx(before + 0.25)
+        with pytest.raises(pg_errors.InvalidParameterValue):
+            conn.execute("SET dpsql.epsilon = -1")
+        conn.execute("RESET dpsql.epsilon")
+        assert conn.execute("SHOW dpsql.epsilon").fetchone() == ("1",)
+        assert "left epsilon" in conn.execute("SHOW dpsql.budget").fetchone()[0]
+
+
+def test_exhausted_budget_is_53400_and_unknown_budget_is_28000(served) -> None:
+    with connect(served, "bob", autocommit=True) as conn:
+        conn.execute("SELECT COUNT(*) FROM people").fetchall()
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT COUNT(*) FROM visits")
+        assert e.value.sqlstate == "53400"
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the session goes on
+    with connect(served, "carol", autocommit=True) as conn, pytest.raises(psycopg.Error) as e:
+        conn.execute("SELECT COUNT(*) FROM people")
+    assert e.value.sqlstate == "28000"
+
+
+def test_transactions_and_failed_transaction_state(served) -> None:
+    with connect(served) as conn:  # psycopg opens a transaction block itself
+        assert conn.execute("SELECT COUNT(*) FROM people").fetchone()[0] > 0
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        with pytest.raises(psycopg.Error):
+            conn.execute("SELECT email FROM people")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        with pytest.raises(pg_errors.InFailedSqlTransaction):
+            conn.execute("SELECT 1")
+        conn.rollback()
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        conn.commit()
+
+
+def test_probes_of_bi_tools(served) -> None:
+    with connect(served, autocommit=True) as conn:
+        version = conn.execute("SELECT version()").fetchone()[0]
+        assert version.startswith("PostgreSQL 16") and "dpsql" in version
+        assert conn.execute("SELECT current_schema()").fetchone() == ("public",)
+        assert conn.execute("SELECT current_database(), current_user").fetchone() == \
+            ("dpsql", "alice")
+        assert conn.execute("SHOW TRANSACTION ISOLATION LEVEL").fetchone() == \
+            ("read committed",)
+        conn.execute("SET extra_float_digits = 3")
+        conn.execute("SET application_name = 'Metabase v0.50'")
+        assert conn.info.parameter_status("application_name") == "Metabase v0.50"
+        assert conn.execute("SHOW application_name").fetchone() == ("Metabase v0.50",)
+        conn.execute("BEGIN")
+        conn.execute("COMMIT")
+        conn.execute("BEGIN")
+        conn.execute("ROLLBACK")
+        conn.execute("DISCARD ALL")
+        assert conn.info.parameter_status("application_name") == ""
+        assert conn.execute("SELECT current_setting('server_version_num')").fetchone() == \
+            ("160004",)
+        assert conn.execute("SELECT 1 AS x WHERE 1 = 0").fetchall() == []
+        with pytest.raises(pg_errors.UndefinedObject):
+            conn.execute("SHOW no_such_setting")
+
+
+def test_catalog_lists_declared_tables_only_and_no_data(served) -> None:
+    with connect(served, autocommit=True) as conn:
+        tables = conn.execute("SELECT table_schema, table_name FROM information_schema.tables "
+                              "ORDER BY 2").fetchall()
+        assert tables == [("public", "people"), ("public", "visits")]
+        columns = conn.execute(
+            "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull "
+            "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+            "WHERE c.relname = %s AND a.attnum > 0 ORDER BY a.attnum", ("people",)).fetchall()
+        assert columns[0] == ("person_id", "bigint", True)
+        assert ("income", "double precision", False) in columns
+        assert conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'people'"
+                            ).fetchone() == (-1.0,)
+        assert conn.execute("SELECT 'people'::regclass::oid = c.oid FROM pg_class c "
+                            "WHERE relname = 'people'").fetchone() == (True,)
+        # private tables are never reachable from the catalog's engine
+        with pytest.raises(psycopg.Error):
+            conn.execute("SELECT COUNT(*) FROM people p JOIN pg_class c ON true")
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT * FROM read_csv('/etc/passwd')")
+        assert e.value.sqlstate.startswith("42")
+
+
+def test_explain_shows_the_plan_and_costs_nothing(served) -> None:
+    before = spent(served)
+    with connect(served, autocommit=True) as conn:
+        lines = [r[0] for r in conn.execute("EXPLAIN SELECT AVG(amount) FROM visits")]
+    assert lines[0] == "Rewritten SQL:" and any("Privacy cost" in line for line in lines)
+    assert spent(served) == before
+
+
+def test_many_clients_at_once(served) -> None:
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            with connect(served, autocommit=True) as conn:
+                for j in range(5):
+                    conn.execute("SELECT COUNT(*) FROM visits WHERE duration_min > %s",
+                                 (5 + i * 5 + j,)).fetchone()
+                    conn.execute("SELECT relname FROM pg_class").fetchall()
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors, errors
+
+
+def test_a_second_server_on_the_same_ledger_and_max_connections(served, tmp_path) -> None:
+    setup = sandbox(tmp_path, {"dave": ("pw", 10.0, 0.0)})
+    db = dpsql.Database(setup.database, setup.metadata)
+    try:
+        with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords,
+                                              max_connections=1)) as running:
+            first = psycopg.connect(host="127.0.0.1", port=running.port, user="dave",
+                                    password="pw", dbname="x", autocommit=True)
+            with first, pytest.raises(psycopg.OperationalError, match="too many clients"):
+                psycopg.connect(host="127.0.0.1", port=running.port, user="dave",
+                                password="pw", dbname="x")
+    finally:
+        db.close()
