@@ -16,11 +16,12 @@ printed, so a variant that keeps fewer rows than the exact ``min(rows, k)`` per 
 loss of utility. Every selection is keyed by the secret salt: ``hash($1, ...)``.
 
 **Group bounding** (``events GROUP BY category``, at most g = 3 groups, then k = 10 rows per
-person), and the *bias* of the current group choice: it ranks a person's groups by
-``hash($1, key)``, the same order for every person, so the keys that happen to hash low are kept
-by every person and the others lose most of their units; ranking by ``hash($1, unit, key)``
-gives each person an independent choice. Shown on ``GROUP BY day`` (365 keys): per day, the
-share of its persons whose rows survive group bounding (should be similar across days).
+person), and the *bias* of the group choice of dpsql's first rewrite: it ranked a person's
+groups by ``hash($1, key)``, the same order for every person, so the keys that happen to hash
+low were kept by every person and the others lost most of their units; ranking by
+``hash($1, unit, key)`` (the current rewrite) gives each person an independent choice. Shown
+on ``GROUP BY day`` (365 keys): per day, the share of its persons whose rows survive group
+bounding (should be similar across days).
 
 **Fast path** (``people``, one row per person: no bounding, only clamping and total reads):
 dpsql's rewritten SQL for ``SUM(income)`` and ``COUNT(*) ... WHERE age >= 65`` (taken from
@@ -103,20 +104,20 @@ ROW_VARIANTS = (
 
 CURRENT_GROUPS = f"""
     SELECT * FROM (SELECT * FROM __rows QUALIFY dense_rank() OVER (PARTITION BY u
-        ORDER BY hash($1, k0), k0) <= {G}) AS __g
+        ORDER BY hash($1, u, k0), k0) <= {G}) AS __g
     QUALIFY row_number() OVER (PARTITION BY u ORDER BY hash($1, u, k0, x)) <= {K}"""
-UNIT_GROUPS = CURRENT_GROUPS.replace("hash($1, k0)", "hash($1, u, k0)")
 GROUP_QUERY = "SELECT k0, count(*) AS kept, sum(x) AS total FROM __bounded GROUP BY k0"
 
 GROUP_VARIANTS = (
     Variant("raw: GROUP BY category, no bounding", None,
             "SELECT category, count(*), sum(amount) FROM events GROUP BY category"),
-    Variant("current: dense_rank by hash($1, key) <= g, then row_number <= k", CURRENT_GROUPS,
-            GROUP_QUERY),
-    Variant("unit-keyed groups: dense_rank by hash($1, unit, key) (no bias)", UNIT_GROUPS,
-            GROUP_QUERY),
-    Variant("unit-keyed groups, sort-based windows (top_n_window_elimination disabled)",
-            UNIT_GROUPS, GROUP_QUERY, settings=NO_TOPN),
+    Variant("floor: one GROUP BY (person_id, category), nothing else", None,
+            "SELECT count(*) FROM (SELECT person_id, category, count(*) FROM events "
+            "GROUP BY ALL)"),
+    Variant("current: dense_rank by hash($1, unit, key) <= g, then row_number <= k",
+            CURRENT_GROUPS, GROUP_QUERY),
+    Variant("current, sort-based windows (top_n_window_elimination disabled)",
+            CURRENT_GROUPS, GROUP_QUERY, settings=NO_TOPN),
     Variant("pairs first: choose g keys on DISTINCT (unit, key), semi-join, then top-k", f"""
             SELECT r.* FROM __rows r SEMI JOIN (
                 SELECT u, k0 FROM (SELECT u, k0 FROM __rows GROUP BY u, k0)
@@ -124,6 +125,13 @@ GROUP_VARIANTS = (
             ) USING (u, k0)
             QUALIFY row_number() OVER (PARTITION BY u ORDER BY hash($1, u, k0, x)) <= {K}""",
             GROUP_QUERY, settings=NO_TOPN),
+    Variant("pairs first, top-n aggregates left on (DuckDB default)", f"""
+            SELECT r.* FROM __rows r SEMI JOIN (
+                SELECT u, k0 FROM (SELECT u, k0 FROM __rows GROUP BY u, k0)
+                QUALIFY row_number() OVER (PARTITION BY u ORDER BY hash($1, u, k0)) <= {G}
+            ) USING (u, k0)
+            QUALIFY row_number() OVER (PARTITION BY u ORDER BY hash($1, u, k0, x)) <= {K}""",
+            GROUP_QUERY),
 )
 
 
@@ -175,8 +183,8 @@ def _summary(result: list[tuple[object, ...]]) -> str:
 
 def group_bias(con: duckdb.DuckDBPyConnection) -> list[str]:
     lines = []
-    for label, key_hash in (("hash($1, key) (current)", "hash($1, k0)"),
-                            ("hash($1, unit, key)", "hash($1, u, k0)")):
+    for label, key_hash in (("hash($1, key) (the first rewrite)", "hash($1, k0)"),
+                            ("hash($1, unit, key) (current)", "hash($1, u, k0)")):
         (lo, mid, hi), = con.execute(f"""
             WITH __rows AS (SELECT person_id AS u, day AS k0 FROM events),
             kept AS (SELECT k0, count(DISTINCT u) AS n FROM (SELECT * FROM __rows QUALIFY
@@ -198,7 +206,9 @@ def fast_path(con: duckdb.DuckDBPyConnection, metadata: Path, runs: int) -> list
            f"SELECT coalesce(sum(CASE WHEN v < 0 THEN 0.0 WHEN v > 250000 THEN 250000.0 "
            f"ELSE v END), 0) FROM (SELECT {income} AS v FROM people)"),
           ("least(greatest(v, lo), hi) without the NULL guard (wrong for COUNT(x))",
-           f"SELECT sum(least(greatest({income}, 0.0), 250000.0)) FROM people")]),
+           f"SELECT sum(least(greatest({income}, 0.0), 250000.0)) FROM people"),
+          ("floor: NaN read as NULL, no clamp (not private: shows the clamp's cost)",
+           f"SELECT sum({income}) FROM people")]),
         ("COUNT(*) WHERE age >= 65", "SELECT count(*) FROM people WHERE age >= 65",
          [("WHERE on the raw column (total, not clamped)",
            "WITH __rows AS (SELECT 1 AS __one FROM people WHERE age >= 65) "

@@ -59,6 +59,7 @@ import argparse
 import gc
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -362,6 +363,7 @@ class Breakdown:
     answer_rest_ms: float  # answer() outside the engine: perturb + post-process (+ rewrite)
     cold_ms: float  # db.query end to end, plan cache emptied first
     cached_ms: float  # db.query end to end, plan cached
+    metered_ms: float  # db.query end to end, plan cache emptied, charged to a budget ledger
 
 
 def fixed_cost_breakdown(runs: int) -> list[Breakdown]:
@@ -369,6 +371,26 @@ def fixed_cost_breakdown(runs: int) -> list[Breakdown]:
     database, metadata = ensure_data(1)
     db = dpsql.Database(database, metadata)
     timer = EngineTimer(db)
+    # The same tables, metered: every query is charged to an SQLite budget ledger first.
+    ledger = DATA / "bench-ledger.sqlite"
+    for stale in DATA.glob(ledger.name + "*"):
+        stale.unlink()
+    metered_metadata = metadata.with_name(metadata.stem + "_metered.toml")
+    metered_metadata.write_text(f"""\
+[budget]
+ledger = "{ledger.name}"
+reuse_answers = false   # every query is answered and charged anew
+
+[analysts."*"]
+epsilon = 1e12
+delta = 0.5
+
+{METADATA}""")
+    # A copy of the file: a second dpsql.Database on a file that is already open in this
+    # process fails (DuckDB shares one instance per file, whose configuration dpsql locked).
+    metered_database = database.with_name(database.stem + "_metered.duckdb")
+    shutil.copyfile(database, metered_database)
+    metered = dpsql.Database(metered_database, metered_metadata)
     out = []
     try:
         for q in QUERIES:
@@ -388,13 +410,17 @@ def fixed_cost_breakdown(runs: int) -> list[Breakdown]:
                 forget_plans(db)
                 cold = _timed(lambda q=q: db.query(q.sql, epsilon=EPSILON, delta=q.delta))
                 cached = _timed(lambda q=q: db.query(q.sql, epsilon=EPSILON, delta=q.delta))
+                forget_plans(metered)
+                charged = _timed(lambda q=q: metered.query(q.sql, epsilon=EPSILON,
+                                                           delta=q.delta))
                 if i == 0:
                     continue  # warm-up
                 for key, value in zip(times, (t1 - t0, t2 - t1, engine, t3 - t2 - engine,
-                                              cold, cached), strict=True):
+                                              cold, cached, charged), strict=True):
                     times[key].append(value)
             out.append(Breakdown(q, *(_ms(v) for v in times.values())))
     finally:
+        metered.close()
         db.close()
     return out
 
@@ -402,7 +428,11 @@ def fixed_cost_breakdown(runs: int) -> list[Breakdown]:
 # --------------------------------------------------------------------------------- report
 
 
-def machine() -> str:
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+
+
+def machine(load_at_start: str | None = None) -> str:
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -422,9 +452,10 @@ def machine() -> str:
     import sqlglot
 
     threads = duckdb.connect().execute("SELECT current_setting('threads')").fetchone()
+    load = f"at start {load_at_start}, at end {_load()}" if load_at_start else _load()
     return (f"- CPU: {cpu}, {os.cpu_count()} logical cores "
             f"(DuckDB threads: {threads[0] if threads else '?'})\n"
-            f"- RAM: {ram}\n"
+            f"- RAM: {ram}; load average (1/5/15 min): {load}\n"
             f"- OS: {platform.system()} {platform.release()}\n"
             f"- Python {platform.python_version()}, DuckDB {duckdb.__version__}, "
             f"sqlglot {sqlglot.__version__}, numpy {np.__version__}, dpsql {dpsql.__version__}")
@@ -442,12 +473,13 @@ def table(results: list[Measured]) -> str:
 
 def breakdown_table(rows: list[Breakdown]) -> str:
     lines = ["| table | query | prepare ms (cold) | prepare ms (cached) | engine ms | "
-             "answer outside engine ms | end-to-end ms (cold) | end-to-end ms (cached) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "answer outside engine ms | end-to-end ms (cold) | end-to-end ms (cached) | "
+             "end-to-end ms (cold, metered) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for b in rows:
         lines.append(f"| {b.query.table} | {b.query.label} | {b.prepare_cold_ms:.2f} | "
                      f"{b.prepare_cached_ms:.3f} | {b.execute_ms:.2f} | {b.answer_rest_ms:.2f} "
-                     f"| {b.cold_ms:.2f} | {b.cached_ms:.2f} |")
+                     f"| {b.cold_ms:.2f} | {b.cached_ms:.2f} | {b.metered_ms:.2f} |")
     return "\n".join(lines)
 
 
@@ -462,12 +494,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 5:
         parser.error("--runs must be at least 5 (the issue asks for the median of >= 5 runs)")
+    load_at_start = _load()
+    print(f"load average at start: {load_at_start}", file=sys.stderr)
     results = []
     for rows in args.rows:
         results.extend(measure(rows, args.runs, args.regenerate))
     breakdown = fixed_cost_breakdown(args.runs)
     print("## Machine\n")
-    print(machine())
+    print(machine(load_at_start))
     print(f"\n## dpsql vs raw DuckDB (median of {args.runs} interleaved runs, epsilon "
           f"{EPSILON:g}, delta {THRESHOLD_DELTA:g} for thresholded keys)\n")
     print(table(results))

@@ -176,6 +176,11 @@ def _div(node: exp.Expression, table: Table) -> Bound:
 
 def _mod(node: exp.Expression, table: Table) -> Bound:
     a, b = _num(node.this, table), _num(node.expression, table)
+    if a.kind == "int" and a.lo < -INT_LIMIT and b.lo <= -1 <= b.hi:
+        # The engine overflows on (smallest 64-bit integer) % -1: an error only some rows cause.
+        raise UnboundedExpression(
+            f"{node.sql(dialect='duckdb')}: the divisor can be -1 and the dividend has no lower "
+            "bound; declare bounds for its columns in the metadata or use a positive divisor")
     m = b.magnitude
     lo = 0.0 if a.lo >= 0 else -m
     hi = 0.0 if a.hi <= 0 else m
@@ -221,6 +226,8 @@ def _round(node: exp.Expression, table: Table) -> Bound:
     if digits is not None and not (isinstance(digits, exp.Literal) and digits.is_int):
         raise UnboundedExpression("ROUND's number of digits must be a whole-number literal")
     places = int(digits.this) if digits is not None else 0
+    if abs(places) > 300:
+        raise UnboundedExpression("ROUND's number of digits must be between -300 and 300")
     step = 10.0 ** -places
     return Bound(a.kind if places <= 0 or a.kind == "int" else "float",
                  _apply(lambda x: math.floor(x / step) * step, a.lo),
@@ -271,7 +278,10 @@ def _case(node: exp.Expression, table: Table) -> Bound:
     if node.this is not None:
         bound(node.this, table)
     for branch in node.args.get("ifs") or []:
-        bound(branch.this, table)
+        if node.this is not None:  # CASE x WHEN v: the engine compares x = v on every row
+            _predicate(exp.EQ(this=node.this.copy(), expression=branch.this.copy()), table)
+        else:
+            condition(branch.this, table)
     results = [bound(branch.args["true"], table) for branch in node.args.get("ifs") or []]
     default = node.args.get("default")
     results.append(bound(default, table) if default is not None else Bound("null"))
@@ -279,7 +289,7 @@ def _case(node: exp.Expression, table: Table) -> Bound:
 
 
 def _if(node: exp.Expression, table: Table) -> Bound:
-    bound(node.this, table)
+    condition(node.this, table)
     false = node.args.get("false")
     return _union([bound(node.args["true"], table),
                    bound(false, table) if false is not None else Bound("null")])
@@ -292,7 +302,8 @@ def _coalesce(node: exp.Expression, table: Table) -> Bound:
 
 
 def _nullif(node: exp.Expression, table: Table) -> Bound:
-    bound(node.expression, table)
+    # NULLIF(a, b) compares a = b on every row: the same type rules as a comparison.
+    _predicate(exp.EQ(this=node.this.copy(), expression=node.expression.copy()), table)
     return replace(bound(node.this, table), nullable=True)
 
 
@@ -339,11 +350,16 @@ def _predicate(node: exp.Expression, table: Table) -> Bound:
     # A text literal is cast once, when the query is bound; a text column would be cast per row.
     text_rows = any(p.kind == "text" and not isinstance(c, exp.Literal)
                     for c, p in zip(children, parts, strict=True))
-    if isinstance(node, _COMPARISONS) and text_rows and kinds & {"int", "float", "date"}:
+    if isinstance(node, _COMPARISONS) and text_rows and kinds & {"int", "float", "date",
+                                                                  "bool"}:
         # The engine would cast the text side row by row, and fail on some rows only.
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')} compares text with a number or date; compare like "
-            "with like, for example CAST(column AS INTEGER) or a quoted value")
+            f"{node.sql(dialect='duckdb')} compares text with a number, date or boolean; "
+            "compare like with like, for example CAST(column AS INTEGER) or a quoted value")
+    if isinstance(node, exp.And | exp.Or | exp.Not | exp.Xor) or (
+            isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean)):
+        for child, part in zip(children, parts, strict=True):
+            _require_condition(child, part)
     if isinstance(node, _COMPARISONS):
         _check_comparable(node, children, parts)
     if isinstance(node, exp.Like | exp.ILike) and kinds - {"text"}:
@@ -393,6 +409,43 @@ def _is_date_text(text: str) -> bool:
     return True
 
 
+#: What may stand where a condition is expected: casting a number to BOOLEAN cannot fail.
+_CONDITION_KINDS = {"bool", "int", "float", "null"}
+
+
+def condition(node: exp.Expression, table: Table) -> Bound:
+    """The bound of a row-level condition (WHERE, CASE WHEN, IF, AND, OR, NOT): a boolean or a
+    number. Text or a date would be cast to BOOLEAN row by row by the engine, and fail on some
+    rows only, with an error that quotes the row's value."""
+    b = bound(node, table)
+    _require_condition(node, b)
+    return b
+
+
+def _require_condition(node: exp.Expression, b: Bound) -> None:
+    if b.kind not in _CONDITION_KINDS:
+        raise UnboundedExpression(
+            f"{node.sql(dialect='duckdb')} is {b.kind}, not a condition; compare it with a "
+            f"value, for example {node.sql(dialect='duckdb')} = '...'")
+
+
+#: DuckDB refuses SUBSTRING offsets and lengths beyond 32 bits, on the rows that have them.
+_SUBSTRING_LIMIT = 2.0**31 - 1
+
+
+def _substring(node: exp.Expression, table: Table) -> Bound:
+    for key in ("start", "length"):
+        arg = node.args.get(key)
+        if arg is None:
+            continue
+        b = _num(arg, table)
+        if not (-_SUBSTRING_LIMIT <= b.lo and b.hi <= _SUBSTRING_LIMIT):
+            raise UnboundedExpression(
+                f"{node.sql(dialect='duckdb')}: the {key} of SUBSTRING must stay within "
+                f"+-{_SUBSTRING_LIMIT:.0f}; use constants or columns with declared bounds")
+    return _text_function(node, table)
+
+
 def _text_function(node: exp.Expression, table: Table) -> Bound:
     return replace(_predicate(node, table), kind="text", lo=-INF, hi=INF)
 
@@ -430,6 +483,12 @@ def _extract(node: exp.Expression, table: Table) -> Bound:
 
 
 def _date_trunc(node: exp.Expression, table: Table) -> Bound:
+    unit = node.args.get("unit")
+    if unit is not None and not (isinstance(unit, exp.Var) or (
+            isinstance(unit, exp.Literal) and unit.is_string)):
+        # A part computed from a row would be checked, and refused, row by row.
+        raise UnboundedExpression(f"{node.sql(dialect='duckdb')}: the part of DATE_TRUNC must "
+                                  "be a constant such as 'month'")
     return replace(bound(node.this, table), kind="date")
 
 
@@ -489,7 +548,7 @@ _RULES: dict[type, Callable[[exp.Expression, Table], Bound]] = {
     exp.Lower: _text_function,
     exp.Upper: _text_function,
     exp.Trim: _text_function,
-    exp.Substring: _text_function,
+    exp.Substring: _substring,
     exp.Concat: _text_function,
     exp.DPipe: _text_function,
     exp.Length: _length,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from dpsql.bind import BoundQuery
-from dpsql.bounds import bound
+from dpsql.bounds import bound, condition
 from dpsql.errors import (
     ForbiddenFunction,
     KeyReleaseRefused,
@@ -80,6 +80,7 @@ def check(query: BoundQuery) -> CheckedQuery:
         raise UnsupportedQuery("named WINDOW clauses are not supported; write OVER (...) inline")
     if query.where is not None:
         _row_level(query.where, table, "WHERE")
+        condition(query.where, table)  # text in WHERE would be cast to BOOLEAN row by row
     keys = _group_keys(select, table)
     aggregates: list[AggregateCall] = []
     for key in ("expressions", "having", "order", "qualify"):

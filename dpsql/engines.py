@@ -14,6 +14,7 @@ with external access disabled as well.
 from __future__ import annotations
 
 import atexit
+import logging
 import shutil
 import tempfile
 import threading
@@ -23,6 +24,13 @@ from pathlib import Path
 import duckdb
 
 from dpsql.errors import EngineError
+
+_log = logging.getLogger(__name__)
+#: Engine errors whose messages quote the query, never the data: raised before any row is
+#: read, or on a cancel request.
+_BEFORE_ROWS = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
+                duckdb.PermissionException, duckdb.NotImplementedException,
+                duckdb.InterruptException)
 
 _READERS = {".parquet": "read_parquet", ".csv": "read_csv_auto", ".tsv": "read_csv_auto",
             ".csv.gz": "read_csv_auto"}
@@ -85,8 +93,15 @@ class DuckDBEngine:
             result = self.cursor().execute(sql, list(parameters) or None)
             names = [d[0] for d in result.description or []]
             return names, result.fetchall()
-        except duckdb.Error as e:
+        except _BEFORE_ROWS as e:  # raised while binding, before any row is read
             raise EngineError(f"the engine failed on the rewritten query: {e}") from None
+        except duckdb.Error as e:
+            # Raised while reading rows: its message may quote a private value ("Overflow in
+            # addition of INT8 (100 + 100)"). The rewrite makes every row-level expression
+            # total, so this is a dpsql bug; the analyst gets no detail, the owner's log does.
+            _log.error("the engine failed on a checked query: %s", e)
+            raise EngineError("the engine failed on the rewritten query (a dpsql bug: the "
+                              "data owner's log has the details)") from None
 
     def tables(self) -> dict[str, list[tuple[str, str]]]:
         """Table name -> [(column, DuckDB type)], from the engine's schema (no data read)."""

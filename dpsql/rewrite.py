@@ -182,8 +182,10 @@ def total(node: exp.Expression, table: Table) -> exp.Expression:
         # A replaced node's children are not visited again, so rebuild them with total().
         if isinstance(n, exp.Column):
             return _read_column(n, table)
-        if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast):
-            return exp.TryCast(this=total(n.this, table), to=n.to.copy())
+        if isinstance(n, exp.Cast):  # CAST, ::, TRY_CAST: never fails, never narrow
+            return _wide(exp.TryCast(this=total(n.this, table), to=n.to.copy()))
+        if isinstance(n, exp.Literal) and not n.is_string and not n.is_int:
+            return exp.cast(n.copy(), "DOUBLE")  # DuckDB reads 1.5 as a DECIMAL: see _wide
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
             divisor = total(n.expression, table)
             return n.__class__(this=total(n.this, table), expression=exp.Nullif(
@@ -191,6 +193,24 @@ def total(node: exp.Expression, table: Table) -> exp.Expression:
         return n
 
     return node.copy().transform(fix, copy=False)
+
+
+_NARROW_INTEGERS = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
+                    exp.DataType.Type.UTINYINT, exp.DataType.Type.USMALLINT,
+                    exp.DataType.Type.UINT, exp.DataType.Type.UBIGINT}
+
+
+def _wide(cast: exp.TryCast) -> exp.Expression:
+    """Arithmetic on narrow or unsigned integers and on DECIMALs fails in DuckDB when it
+    overflows (CAST(age AS TINYINT) + CAST(age AS TINYINT)), and the error message quotes the
+    row's values. The bounds already keep every value inside 64-bit integers and doubles, so
+    such a cast is widened right away: the arithmetic then runs on BIGINT or DOUBLE."""
+    target = cast.to.this
+    if target in _NARROW_INTEGERS:
+        return exp.TryCast(this=cast, to=exp.DataType.build("BIGINT"))
+    if target == exp.DataType.Type.DECIMAL:
+        return exp.TryCast(this=cast, to=exp.DataType.build("DOUBLE"))
+    return cast
 
 
 def _read_column(column: exp.Column, table: Table) -> exp.Expression:

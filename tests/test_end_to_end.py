@@ -2,7 +2,8 @@
 release (public domains with empty groups, thresholding), the grid and the types of cells, and
 statistical tests that the noise that comes out of the engine has the scale the plan claims.
 
-Statistical bands have a false-alarm probability of about 1e-6 each.
+Statistical bands have a false-alarm probability of about 1e-6 each; a one-unit group escapes
+the threshold with probability at most delta per run (200 runs at delta = 1e-6: 2e-4).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def test_answers_are_near_the_truth(sql: str, exact: str, db: dpsql.Database) ->
         (value,), (acc,) = result.rows[0], result.accuracy[0]
         assert acc is not None and acc >= 0  # 0 when the count is exact 95% of the time
         slack = 2 if result.columns[0].type == "BIGINT" else 1e-9
-        assert abs(value - expected) <= 4 * acc + slack, (value, expected, acc)
+        assert abs(value - expected) <= 5 * acc + slack, (value, expected, acc)
 
 
 @pytest.mark.parametrize(("sql", "q"), [
@@ -132,7 +133,7 @@ def test_group_by_answers(db: dpsql.Database) -> None:
                       epsilon=10)
     exact = dict(db.engine.execute("SELECT grp, COUNT(*) FROM t GROUP BY grp")[1])
     for (grp, c, m), (_, acc_c, _) in zip(result.rows, result.accuracy, strict=True):
-        assert abs(c - exact.get(grp, 0)) <= 4 * acc_c  # type: ignore[operator]
+        assert abs(c - exact.get(grp, 0)) <= 5 * acc_c + 2  # type: ignore[operator]
         assert 0 <= m <= 100
 
 
@@ -164,7 +165,7 @@ def test_key_of_fewer_units_than_the_threshold_never_appears(db: dpsql.Database)
 def test_threshold_counts_units_not_rows(db: dpsql.Database) -> None:
     # 'lonely' has 40 rows of a single unit: never released; 'common' has 200 units.
     p = prepare("SELECT kind, COUNT(*), SUM(amount) FROM v GROUP BY kind", db.metadata,
-                epsilon=1, delta=1e-6)
+                epsilon=1, delta=1e-7)
     for _ in range(200):
         assert [r[0] for r in answer(p, db.engine).rows] == ["common"]
 
