@@ -42,7 +42,10 @@ reported.
   passes after the engine; timing a 1-row table would add the engine's own fixed latency.
   Both are still printed as a cross-check in a second table, on a 1-row copy of the tables:
   ``prepare()`` with an empty and with a warm plan cache, the engine call, the rest of
-  ``answer()`` (noise and post-processing), and ``db.query`` end to end, cold and cached.
+  ``answer()`` (noise and post-processing), and ``db.query`` end to end: cold, cached, and
+  cold on a *metered* copy (metadata with a ``[budget]``: every query is first charged to an
+  SQLite ledger under ``benchmarks/data/``, as a deployment with analysts' budgets does). The
+  metadata files of the main table declare no budget, so those runs are unmetered.
 
 **Targets** (issue 2, section 11): one-row-per-unit tables: dpsql <= 1.5 x raw + 3 ms;
 many-rows-per-unit tables: dpsql <= 10 x raw; fixed cost < 5 ms on every query. The issue sets

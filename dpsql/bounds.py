@@ -439,7 +439,7 @@ def _substring(node: exp.Expression, table: Table) -> Bound:
         if arg is None:
             continue
         b = _num(arg, table)
-        if not (-_SUBSTRING_LIMIT <= b.lo and b.hi <= _SUBSTRING_LIMIT):
+        if not (b.lo >= -_SUBSTRING_LIMIT and b.hi <= _SUBSTRING_LIMIT):
             raise UnboundedExpression(
                 f"{node.sql(dialect='duckdb')}: the {key} of SUBSTRING must stay within "
                 f"+-{_SUBSTRING_LIMIT:.0f}; use constants or columns with declared bounds")

@@ -486,7 +486,7 @@ class Database:
     def explain(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                 mechanism: str = "laplace", parameters: Parameters = None) -> Explanation:
         """The rewritten SQL and every cell's noise, without reading data or charging."""
-        return explain(self.plan(sql, epsilon, delta, mechanism, parameters))
+        return explain(self.plan(sql, epsilon, delta, mechanism, parameters), self.engine)
 
     def budget(self, analyst: str | None = None) -> BudgetStatus | None:
         """What ``analyst`` (resolved as for queries) has spent and has left; None when the

@@ -35,6 +35,9 @@ _BEFORE_ROWS = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogEx
 _READERS = {".parquet": "read_parquet", ".csv": "read_csv_auto", ".tsv": "read_csv_auto",
             ".csv.gz": "read_csv_auto"}
 _LOCKED = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# DuckDB turns the row_number() <= k of contribution bounding into a per-unit top-k aggregate,
+# which measured 1.7x slower than the sorted window on 10M rows (benchmarks/bench_bounding.py).
+_DISABLED_OPTIMIZERS = "top_n_window_elimination"
 
 
 class DuckDBEngine:
@@ -54,15 +57,26 @@ class DuckDBEngine:
         except duckdb.Error as e:
             raise EngineError(f"cannot open database {self.path}: {e}") from None
         self._local = threading.local()
+        self.schema = self._schema()
 
     @staticmethod
     def _open_file(path: Path, allowed: Path | None) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect(str(path), read_only=True, config=dict(_LOCKED))
-        if allowed is not None:
+        # Settings go in the connect config, so that a second Database on a file that this
+        # process already opened (one DuckDB instance per file) does not try to SET them again.
+        config: dict[str, object] = {**_LOCKED, "disabled_optimizers": _DISABLED_OPTIMIZERS}
+        if allowed is None:
+            config.update(enable_external_access=False, lock_configuration=True)
+        con = duckdb.connect(str(path), read_only=True, config=config)  # type: ignore[arg-type]
+        if allowed is not None:  # a private catalog file: this process's only connection to it
             con.execute(f"SET allowed_directories = ['{_quote(str(allowed))}/']")
-        con.execute("SET enable_external_access = false")
-        con.execute("SET lock_configuration = true")
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
         return con
+
+    def _schema(self) -> dict[str, dict[str, str]]:
+        """Table -> column -> physical DuckDB type, lower-case names (for the rewrite)."""
+        return {table.lower(): {c.lower(): t.upper() for c, t in columns}
+                for table, columns in self.tables().items()}
 
     def _open_folder(self, folder: Path) -> duckdb.DuckDBPyConnection:
         files = table_files(folder)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from dpsql.bind import bind
 from dpsql.check import check
 from dpsql.engines import DuckDBEngine
-from dpsql.mechanisms import accuracy, quantile_rank_accuracy
+from dpsql.mechanisms import accuracy, quantile_rank_accuracy, validate_privacy_parameters
 from dpsql.metadata import Metadata
 from dpsql.parse import parse
 from dpsql.perturb import perturb_cells
@@ -37,6 +37,9 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
     are cached per metadata object (BI tools repeat their queries). A cached plan is never
     mutated: randomness enters only when a plan is answered.
     """
+    # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
+    # otherwise find the plan cached for a valid one.
+    validate_privacy_parameters(epsilon, delta, mechanism)
     key = (sql, epsilon, delta, mechanism, dialect)
     cache = metadata.plans
     cached = cache.get(key)
@@ -44,7 +47,6 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
         return cached
     result = plan(check(bind(parse(sql, dialect), metadata)), epsilon, delta, mechanism)
     check_outer(result)
-    result.engine_sql = rewrite(result).sql(dialect="duckdb")
     if len(cache) >= PLAN_CACHE_SIZE:
         cache.pop(next(iter(cache)))
     cache[key] = result
@@ -53,13 +55,22 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
 
 def answer(p: Plan, engine: DuckDBEngine) -> Result:
     """rewrite -> execute -> perturb -> post-process for a prepared plan."""
-    sql = p.engine_sql or rewrite(p).sql(dialect="duckdb")
+    sql = engine_sql(p, engine)
     # The salt keys the contribution-bounding sample: fresh, secret, never shown.
     parameters = [secrets.randbits(63)] if p.table.needs_bounding else []
     _, rows = engine.execute(sql, parameters)
     result = postprocess(p, perturb_cells(p, rows))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     return result
+
+
+def engine_sql(p: Plan, engine: DuckDBEngine | None) -> str:
+    """The rewritten SQL for ``engine``'s physical column types, generated once per plan."""
+    schema = engine.schema.get(p.table.name.lower(), {}) if engine is not None else {}
+    key = hash(tuple(sorted(schema.items())))
+    if p.engine_sql is None or p.engine_sql[0] != key:
+        p.engine_sql = (key, rewrite(p, schema).sql(dialect="duckdb"))
+    return p.engine_sql[1]
 
 
 @dataclass
@@ -85,9 +96,10 @@ class Explanation:
     groups_per_unit: int
 
 
-def explain(p: Plan) -> Explanation:
+def explain(p: Plan, engine: DuckDBEngine | None = None) -> Explanation:
     """What a plan will do, without reading data."""
-    sql = rewrite(p).sql(dialect="duckdb", pretty=True)
+    schema = engine.schema.get(p.table.name.lower(), {}) if engine is not None else {}
+    sql = rewrite(p, schema).sql(dialect="duckdb", pretty=True)
     cells = []
     for cell in p.cells:
         for m in cell.measurements:

@@ -66,7 +66,8 @@ class Plan:
     cost_epsilon: float
     cost_delta: float
     rho: float = 0.0  # zCDP spent by the Gaussian measurements (0 for Laplace)
-    engine_sql: str | None = None  # the rewritten query's text, set once by the pipeline
+    # (hash of the physical schema, rewritten SQL): generated once by the pipeline.
+    engine_sql: tuple[int, str] | None = None
 
 
 def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,

@@ -16,6 +16,8 @@ The query has three steps, each a CTE:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sqlglot import exp
 
 from dpsql.aggregates import Measurement
@@ -26,26 +28,27 @@ from dpsql.plan import Plan
 SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
 
 
-def rewrite(plan: Plan) -> exp.Select:
+def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select:
     """The engine query for ``plan``. Its parameter $1 is the salt that keys the
-    contribution-bounding sample: a fresh secret for every execution."""
+    contribution-bounding sample: a fresh secret for every execution. ``physical`` maps the
+    table's columns to their DuckDB types; casts that cannot fail are then plain casts."""
     table = plan.table
+    reader = _Reader(table, physical or {})
     inputs = _inputs(plan)
-    rows = exp.select(*_row_projections(plan, inputs)).from_(_table_ref(table))
+    rows = exp.select(*_row_projections(plan, inputs, reader), copy=False).from_(
+        _table_ref(table), copy=False)
     if plan.query.where is not None:
-        rows = rows.where(total(plan.query.where, table))
+        rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
     source = "__rows"
     query = exp.select(*[exp.column(k.name) for k in plan.keys],
-                       *[_measure(m, inputs) for m in plan.measurements])
+                       *[_measure(m, inputs) for m in plan.measurements], copy=False)
+    query = query.with_("__rows", as_=rows, copy=False)
     if table.needs_bounding:
-        query = query.with_("__rows", as_=rows).with_(
-            "__bounded", as_=_bounded(plan, inputs))
+        query = query.with_("__bounded", as_=_bounded(plan, inputs), copy=False)
         source = "__bounded"
-    else:
-        query = query.with_("__rows", as_=rows)
-    query = query.from_(source)
+    query = query.from_(exp.to_identifier(source), copy=False)
     if plan.keys:
-        query = query.group_by(*[exp.column(k.name) for k in plan.keys])
+        query = query.group_by(*[exp.column(k.name) for k in plan.keys], copy=False)
     return query
 
 
@@ -62,35 +65,36 @@ def _inputs(plan: Plan) -> dict[str, str]:
     return names
 
 
-def _row_projections(plan: Plan, inputs: dict[str, str]) -> list[exp.Expression]:
+def _row_projections(plan: Plan, inputs: dict[str, str], reader: _Reader
+                     ) -> list[exp.Expression]:
     table = plan.table
     projections: list[exp.Expression] = []
     if table.needs_bounding:
         projections.append(exp.alias_(exp.column(table.privacy_unit, quoted=True), "__unit"))
     for k in plan.keys:
-        projections.append(exp.alias_(total(k.expression, table), k.name))
+        projections.append(exp.alias_(total(k.expression, table, reader), k.name))
     done: set[str] = set()
     for m in plan.measurements:
         if m.arg is None or inputs[m.arg.sql(dialect="duckdb")] in done:
             continue
         name = inputs[m.arg.sql(dialect="duckdb")]
         done.add(name)
-        projections.append(exp.alias_(_input(m.arg, table), name))
+        projections.append(exp.alias_(_input(m.arg, table, reader), name))
     if len(projections) == 0:
         projections.append(exp.alias_(exp.Literal.number(1), "__one"))
     return projections
 
 
-def _input(arg: exp.Expression, table: Table) -> exp.Expression:
+def _input(arg: exp.Expression, table: Table, reader: _Reader) -> exp.Expression:
     """An aggregated expression, made total and clamped to its derived interval."""
-    value = total(arg, table)
+    value = total(arg, table, reader)
     b = bound(arg, table)
     if isinstance(arg, exp.Column) or not (b.numeric and b.finite):
         # A bare column is already read clamped to its declared bounds, which are its bound.
         return value  # or only counted (COUNT, COUNT DISTINCT): it never enters a sum
     if b.kind == "bool":
         value = exp.cast(value, "INTEGER")
-    return clamp(value, b.lo, b.hi)
+    return clamp(value, b.lo, b.hi, nan=b.kind == "float")
 
 
 def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
@@ -163,36 +167,74 @@ def _number(value: float) -> exp.Expression:
     return exp.Paren(this=literal) if value < 0 else literal
 
 
-def clamp(value: exp.Expression, lo: float, hi: float) -> exp.Expression:
-    """CASE WHEN v IS NULL THEN NULL ELSE LEAST(GREATEST(v, lo), hi) END (GREATEST and LEAST
-    skip NULLs in DuckDB, so a NULL would otherwise become a bound)."""
-    # Anonymous functions: sqlglot would otherwise transpile LEAST/GREATEST into its own
-    # NULL-propagating CASE, doubling the expression.
-    clamped = exp.Anonymous(this="least", expressions=[
-        exp.Anonymous(this="greatest", expressions=[value.copy(), _number(lo)]), _number(hi)])
-    return exp.Case(ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()),
-                                true=exp.Null())], default=clamped)
+def clamp(value: exp.Expression, lo: float, hi: float, nan: bool = True) -> exp.Expression:
+    """``value`` clamped to [lo, hi], NULL kept, NaN read as NULL:
+
+        CASE WHEN v <= hi THEN GREATEST(v, lo) WHEN v > hi THEN hi END
+
+    NULL fails both tests and stays NULL. NaN sorts above every number in DuckDB, so it takes
+    the second branch, where ``isnan`` turns it into NULL (evaluated on the rare rows above
+    ``hi`` only). DuckDB drops a test that its column statistics prove always true.
+    """
+    high: exp.Expression = _number(hi)
+    if nan:
+        high = exp.Case(ifs=[exp.If(this=exp.Anonymous(this="isnan", expressions=[
+            value.copy()]), true=exp.Null())], default=_number(hi))
+    # Anonymous GREATEST: sqlglot would otherwise transpile it into a NULL-propagating CASE.
+    inside = exp.Anonymous(this="greatest", expressions=[value.copy(), _number(lo)])
+    return exp.Case(ifs=[
+        exp.If(this=exp.LTE(this=value.copy(), expression=_number(hi)), true=inside),
+        exp.If(this=exp.GT(this=value.copy(), expression=_number(hi)), true=high)])
 
 
-def total(node: exp.Expression, table: Table) -> exp.Expression:
+def total(node: exp.Expression, table: Table, reader: _Reader | None = None,
+          filtering: bool = False) -> exp.Expression:
     """A row-level expression made total: columns read clamped, casts that cannot fail,
-    divisions by zero that give NULL."""
+    divisions by zero that give NULL.
+
+    With ``filtering`` (a WHERE clause), a column compared directly with constants is read as
+    stored, without clamping: a row filter cannot change how much one unit contributes, any
+    comparison of matching types is total, and the engine can then push the filter into its
+    scan. A column used in arithmetic is clamped as everywhere else.
+    """
+    reader = reader or _Reader(table, {})
 
     def fix(n: exp.Expression) -> exp.Expression:
         # A replaced node's children are not visited again, so rebuild them with total().
         if isinstance(n, exp.Column):
-            return _read_column(n, table)
+            if filtering and _compared(n) and reader.comparable(n):
+                return exp.column(n.name, quoted=True)
+            return reader.read(n)
         if isinstance(n, exp.Cast):  # CAST, ::, TRY_CAST: never fails, never narrow
-            return _wide(exp.TryCast(this=total(n.this, table), to=n.to.copy()))
+            return _wide(exp.TryCast(this=total(n.this, table, reader, filtering),
+                                     to=n.to.copy()))
         if isinstance(n, exp.Literal) and not n.is_string and not n.is_int:
             return exp.cast(n.copy(), "DOUBLE")  # DuckDB reads 1.5 as a DECIMAL: see _wide
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
-            divisor = total(n.expression, table)
-            return n.__class__(this=total(n.this, table), expression=exp.Nullif(
-                this=exp.Paren(this=divisor), expression=exp.Literal.number(0)))
+            divisor = total(n.expression, table, reader, filtering)
+            return n.__class__(this=total(n.this, table, reader, filtering),
+                               expression=exp.Nullif(this=exp.Paren(this=divisor),
+                                                     expression=exp.Literal.number(0)))
         return n
 
     return node.copy().transform(fix, copy=False)
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between, exp.Is,
+                exp.NullSafeEQ, exp.NullSafeNEQ)
+
+
+def _compared(column: exp.Column) -> bool:
+    """Is the column an operand of a comparison whose other operands are constants?"""
+    parent = column.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if not isinstance(parent, _COMPARISONS):
+        return False
+    others = [e for e in parent.iter_expressions() if e is not column and
+              not isinstance(e, exp.Paren | exp.DataType)]
+    return all(isinstance(e, exp.Literal | exp.Null | exp.Boolean) or (
+        isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)) for e in others)
 
 
 _NARROW_INTEGERS = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
@@ -213,15 +255,45 @@ def _wide(cast: exp.TryCast) -> exp.Expression:
     return cast
 
 
-def _read_column(column: exp.Column, table: Table) -> exp.Expression:
-    meta = table.column(column.name)
-    ref = exp.column(column.name, quoted=True)
-    if meta is None or meta.type not in ("int", "float"):
-        return ref
-    target = "BIGINT" if meta.type == "int" else "DOUBLE"
-    value: exp.Expression = exp.TryCast(this=ref, to=exp.DataType.build(target))
-    if meta.type == "float":
-        value = exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"), "DOUBLE"))
-    if not meta.bounded:
-        return exp.Paren(this=value)
-    return exp.Paren(this=clamp(value, float(meta.lower), float(meta.upper)))  # type: ignore[arg-type]
+_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT",
+                  "UINTEGER"}
+_FLOAT_TYPES = {"DOUBLE", "FLOAT", "REAL"}
+_COMPARABLE = {"int": _INTEGER_TYPES | {"UBIGINT", "HUGEINT"}, "float": _FLOAT_TYPES,
+               "text": {"VARCHAR"}, "bool": {"BOOLEAN"}, "date": {"DATE"}}
+
+
+class _Reader:
+    """How each column of the table is read: widened to BIGINT or DOUBLE, clamped to its
+    declared bounds, NaN as NULL. A cast from a type that always converts is a plain CAST;
+    any other source type (say, text declared as int) gets a TRY_CAST, NULL if it fails."""
+
+    def __init__(self, table: Table, physical: Mapping[str, str]) -> None:
+        self.table = table
+        self.physical = {k.lower(): v.upper() for k, v in physical.items()}
+
+    def comparable(self, column: exp.Column) -> bool:
+        meta = self.table.column(column.name)
+        stored = self.physical.get(column.name.lower(), "")
+        return meta is not None and stored.split("(")[0] in _COMPARABLE.get(meta.type, set())
+
+    def read(self, column: exp.Column) -> exp.Expression:
+        meta = self.table.column(column.name)
+        ref = exp.column(column.name, quoted=True)
+        if meta is None or meta.type not in ("int", "float"):
+            return ref
+        stored = self.physical.get(column.name.lower(), "").split("(")[0]
+        value: exp.Expression = ref
+        if meta.type == "int":
+            if stored != "BIGINT":
+                cast = exp.Cast if stored in _INTEGER_TYPES else exp.TryCast
+                value = cast(this=ref, to=exp.DataType.build("BIGINT"))
+        elif stored != "DOUBLE":
+            safe = stored in _FLOAT_TYPES or stored in _INTEGER_TYPES or stored == "DECIMAL"
+            value = (exp.Cast if safe else exp.TryCast)(this=ref, to=exp.DataType.build("DOUBLE"))
+        if not meta.bounded:
+            if meta.type == "float":
+                value = exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"),
+                                                                   "DOUBLE"))
+            return exp.Paren(this=value)
+        return exp.Paren(this=clamp(value, float(meta.lower), float(meta.upper),  # type: ignore[arg-type]
+                                    nan=meta.type == "float"))

@@ -21,9 +21,8 @@ import pytest
 from psycopg import errors as pg_errors
 
 import dpsql
-from dpsql.server import ServerConfig, serve_in_thread
+from dpsql.server import ServerConfig, serve_in_thread, sqltext
 from dpsql.server import settings as st
-from dpsql.server import sqltext
 from dpsql.server import types as t
 from dpsql.server.auth import (
     AuthenticationFailed,
@@ -42,7 +41,9 @@ ANALYSTS = {"alice": ("secret", 100000.0, 0.5), "bob": ("bob-pw", 1.5, 0.0),
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
     setup = sandbox(tmp_path_factory.mktemp("server"), ANALYSTS)
-    db = dpsql.Database(setup.database, setup.metadata)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DPSQL_LEDGER", raising=False)  # the sandbox's own ledger
+        db = dpsql.Database(setup.database, setup.metadata)
     config = ServerConfig(port=0, passwords=setup.passwords, auth_failure_delay=0.3,
                           statement_timeout=60)
     with serve_in_thread(db, config) as running:
@@ -500,7 +501,9 @@ def test_many_clients_at_once(served) -> None:
 
 def test_a_second_server_on_the_same_ledger_and_max_connections(served, tmp_path) -> None:
     setup = sandbox(tmp_path, {"dave": ("pw", 10.0, 0.0)})
-    db = dpsql.Database(setup.database, setup.metadata)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DPSQL_LEDGER", raising=False)
+        db = dpsql.Database(setup.database, setup.metadata)
     try:
         with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords,
                                               max_connections=1)) as running:

@@ -56,7 +56,7 @@ _DENIED_FUNCTIONS = {"query", "query_table", "glob", "which_secret", "getenv", "
                      "load", "install", "test_all_types", "summary", "sql_auto_complete"}
 _DENIED_PREFIXES = ("duckdb_", "pragma_", "read_", "sniff_", "parquet_", "iceberg_",
                     "delta_", "json_execute", "current_setting_", "icu_", "tpch", "tpcds")
-_TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "range",
+_TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "explode", "range",
                     "pg_get_keywords", "pg_show_all_settings", "json_each", "regexp_split_to_table",
                     "string_to_table"}
 
