@@ -223,9 +223,12 @@ def _apply(f: Callable[[float], float], x: float) -> float:
 def _round(node: exp.Expression, table: Table) -> Bound:
     a = _num(node.this, table)
     digits = node.args.get("decimals")
-    if digits is not None and not (isinstance(digits, exp.Literal) and digits.is_int):
-        raise UnboundedExpression("ROUND's number of digits must be a whole-number literal")
-    places = int(digits.this) if digits is not None else 0
+    places = 0
+    if digits is not None:
+        value = _literal_value(digits, "ROUND's number of digits")
+        if not float(value).is_integer():
+            raise UnboundedExpression("ROUND's number of digits must be a whole-number literal")
+        places = int(value)
     if abs(places) > 300:
         raise UnboundedExpression("ROUND's number of digits must be between -300 and 300")
     step = 10.0 ** -places

@@ -106,9 +106,12 @@ def explain(p: Plan, engine: DuckDBEngine | None = None) -> Explanation:
             cells.append(_explain_measurement(cell.call.text, m))
     if p.threshold is not None:
         t = p.threshold
-        cells.append(_explain_measurement("(key release)", t.measurement))
-        key_release = (f"thresholding: a group is released when its noisy number of units is "
-                       f">= {t.tau} (delta {t.delta:g}, using {t.measurement.name})")
+        shared = any(t.measurement is m for cell in p.cells for m in cell.measurements)
+        if not shared:  # a measurement of its own; otherwise a cell's noisy count is reused
+            cells.append(_explain_measurement("(key release)", t.measurement))
+        key_release = (f"thresholding: a group is released when its noisy number of units "
+                       f"({t.measurement.name}{', shared with a cell' if shared else ''}) is "
+                       f">= {t.tau} (delta {t.delta:g})")
     elif p.domain is not None:
         key_release = f"public domain: all {len(p.domain)} key(s) are released, empty included"
     else:
