@@ -17,7 +17,8 @@
   child process on 127.0.0.1.
 
 Every dpsql query is answered afresh and charged (``reuse_answers = false``; the analyst has an
-effectively unlimited budget in a throw-away ledger), so nothing is served from stored answers.
+effectively unlimited budget in a throw-away ledger), so nothing is served from stored answers;
+``--unmetered`` declares no budget instead, to show the cost of the ledger.
 Latency is per query, from send to the last row; QPS counts completed queries. The client and
 the server share the machine's cores, so the server figures include the client's own cost.
 """
@@ -127,10 +128,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--unmetered", action="store_true",
+                        help="declare no budget: no ledger charge per query (the library's "
+                             "SQLite ledger is then out of the picture)")
     args = parser.parse_args()
     os.environ.pop("DPSQL_LEDGER", None)
     with tempfile.TemporaryDirectory(prefix="dpsql-bench-") as tmp:
-        setup = sandbox(Path(tmp), {"bench": ("bench", 1e12, 0.0)}, reuse_answers=False)
+        setup = sandbox(Path(tmp), {"bench": ("bench", 1e12, 0.0)}, reuse_answers=False,
+                        metered=not args.unmetered)
         server = subprocess.Popen(
             [sys.executable, "-c", _SERVER, str(setup.database), str(setup.metadata),
              str(setup.passwords)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -155,7 +160,9 @@ def main() -> None:
                 rows.append((n, r, lib, srv))
             load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
             print(f"dpsql {dpsql.__version__}, {os.cpu_count()} CPUs, load {load:.2f}, "
-                  f"{args.seconds:g} s per cell; QPS, then p50 / p99 latency in ms\n")
+                  f"{args.seconds:g} s per cell, "
+                  f"{'unmetered' if args.unmetered else 'every query charged to the ledger'}; "
+                  "QPS, then p50 / p99 latency in ms\n")
             print("| clients | raw DuckDB | dpsql library | dpsql server (psycopg, loopback) |")
             print("|---:|---:|---:|---:|")
             for n, r, lib, srv in rows:

@@ -25,6 +25,8 @@ from dpsql.metadata import Table
 
 INF = math.inf
 INT_LIMIT = 2.0**62  # integer expressions must stay well inside int64
+#: Largest magnitude of an aggregated value: its square times 1e100 rows still fits a double.
+MAX_AGGREGATED = 1e100
 _INT_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
               "UINT", "UBIGINT", "UHUGEINT"}
 _FLOAT_TYPES = {"FLOAT", "DOUBLE", "DECIMAL", "REAL"}
@@ -87,6 +89,12 @@ def numeric_bound(node: exp.Expression, table: Table, what: str) -> Bound:
         raise UnboundedExpression(
             f"{what}: the range of {node.sql(dialect='duckdb')} cannot be derived from the "
             f"declared bounds{_missing_bounds(node, table)}; clamp it with LEAST/GREATEST")
+    if b.magnitude > MAX_AGGREGATED:
+        # A sum (of squares, for VAR) of such values overflows a double on some data only:
+        # the engine would return an infinity, and the answer an error, that depend on the data.
+        raise UnboundedExpression(
+            f"{what}: {node.sql(dialect='duckdb')} can reach {b.magnitude:.3g}, beyond the "
+            f"{MAX_AGGREGATED:.0e} that an aggregate accepts; scale it down (e.g. divide it)")
     return b
 
 

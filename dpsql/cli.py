@@ -339,6 +339,49 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
                    f"[analysts.{name}] with epsilon (and delta) before they can ask anything",
                    err=True)
 
+@main.command("audit")
+@click.argument("scenarios", nargs=-1, metavar="[SCENARIO]...")
+@click.option("--runs", "-n", type=click.IntRange(min=10), default=None,
+              help="Runs per database per scenario (default: DPSQL_AUDIT_N, else 1000); more "
+                   "runs give a tighter bound.")
+@click.option("--confidence", type=click.FloatRange(0.5, 1.0, max_open=True), default=0.99,
+              show_default=True, help="Probability that every bound holds.")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown"]), default="table",
+              show_default=True)
+@click.option("--list", "list_only", is_flag=True, help="List the built-in scenarios.")
+def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: float, fmt: str,
+                  list_only: bool) -> None:
+    """Audit the privacy guarantee statistically: answer each built-in scenario's query many
+    times on a database and on its worst neighbour (one more person, beyond every bound), and
+    print a lower confidence bound on the privacy loss. A scenario passes when the bound does
+    not exceed the declared epsilon. Exit status 1 if any fails."""
+    from dpsql import audit as auditing
+
+    if list_only:
+        click.echo(format_table(["scenario", "query", "epsilon", "delta"], [
+            [s.name, s.sql, f"{s.epsilon:g}", f"{s.delta:g}"]
+            for s in auditing.SCENARIOS.values()]))
+        return
+    unknown = [name for name in scenarios if name not in auditing.SCENARIOS]
+    if unknown:
+        raise click.BadParameter(f"unknown scenario {unknown[0]!r}; choose from "
+                                 f"{', '.join(auditing.SCENARIOS)}", param_hint="SCENARIO")
+    results = []
+    for name in scenarios or tuple(auditing.SCENARIOS):
+        result = auditing.audit(auditing.SCENARIOS[name], runs, confidence=confidence)
+        click.echo(f"{name}: epsilon >= {result.epsilon_lb:.3f} (declared {result.declared}; "
+                   f"{result.seconds:.1f} s)", err=True)
+        results.append(result)
+    if fmt == "markdown":
+        click.echo(auditing.format_results(results))
+    else:
+        click.echo(format_table(
+            ["scenario", "declared epsilon (delta)", "audited lower bound", "N", "pass"],
+            [[r.scenario, r.declared, f"{r.epsilon_lb:.3f}", r.n, "yes" if r.passed else "NO"]
+             for r in results]))
+    sys.exit(0 if all(r.passed for r in results) else 1)
+
+
 def _budget_metadata(metadata: Path | None) -> Metadata:
     return load_metadata(metadata if metadata is not None else sample_paths()[1])
 

@@ -123,7 +123,7 @@ def _gaussian_noise_eighth(monkeypatch: pytest.MonkeyPatch) -> None:
 def _clamping_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     import dpsql.rewrite
 
-    monkeypatch.setattr(dpsql.rewrite, "clamp", lambda value, lo, hi, **_: value.copy())
+    monkeypatch.setattr(dpsql.rewrite, "clamp", lambda value, lo, hi, *_, **__: value.copy())
 
 
 def _threshold_removed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,3 +193,34 @@ def test_mutants_really_change_the_engine(monkeypatch: pytest.MonkeyPatch, tmp_p
         broken = db.explain(s.sql).sql.lower()
     assert "row_number" in honest and "row_number" not in broken
     assert "greatest" in honest and "greatest" not in broken
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_cli_audit_prints_the_table() -> None:
+    from click.testing import CliRunner
+
+    from dpsql.cli import main
+
+    runner = CliRunner()
+    result = runner.invoke(main, ["audit", "count", "-n", "100"])
+    assert result.exit_code == 0, result.output
+    assert "audited lower bound" in result.stdout and "count" in result.stdout
+    assert "yes" in result.stdout
+    listed = runner.invoke(main, ["audit", "--list"])
+    assert listed.exit_code == 0 and all(name in listed.stdout for name in A.SCENARIOS)
+    unknown = runner.invoke(main, ["audit", "nope"])
+    assert unknown.exit_code == 2 and "unknown scenario" in unknown.output
+    markdown = runner.invoke(main, ["audit", "count", "-n", "50", "--format", "markdown"])
+    assert markdown.exit_code == 0 and markdown.stdout.startswith("| scenario |")
+
+
+def test_cli_audit_fails_on_a_broken_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from dpsql.cli import main
+
+    _clamping_removed(monkeypatch)
+    result = CliRunner().invoke(main, ["audit", "sum_clamped", "-n", "100"])
+    assert result.exit_code == 1 and "NO" in result.stdout

@@ -402,9 +402,14 @@ def test_exhausted_budget_is_53400_and_unknown_budget_is_28000(served) -> None:
             conn.execute("SELECT COUNT(*) FROM visits")
         assert e.value.sqlstate == "53400"
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the session goes on
-    with connect(served, "carol", autocommit=True) as conn, pytest.raises(psycopg.Error) as e:
-        conn.execute("SELECT COUNT(*) FROM people")
-    assert e.value.sqlstate == "28000"
+    with connect(served, "carol", autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT COUNT(*) FROM people")
+        assert e.value.sqlstate == "28000"
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SHOW dpsql.budget")
+        assert e.value.sqlstate == "28000"
+        assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
 def test_transactions_and_failed_transaction_state(served) -> None:
@@ -514,3 +519,69 @@ def test_a_second_server_on_the_same_ledger_and_max_connections(served, tmp_path
                                 password="pw", dbname="x")
     finally:
         db.close()
+
+
+def test_startup_options_set_the_session(served) -> None:
+    with connect(served, autocommit=True,
+                 options="-c dpsql.epsilon=0.5 -c statement_timeout=5s") as conn:
+        assert conn.execute("SHOW dpsql.epsilon").fetchone() == ("0.5",)
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("5000",)
+    with pytest.raises(psycopg.OperationalError, match="epsilon"):
+        connect(served, options="-c dpsql.epsilon=-2")
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def test_cli_analyst_add_stores_a_verifier_only(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from dpsql.cli import main
+
+    setup = sandbox(tmp_path, {"alice": ("secret", 1.0, 0.0)})
+    runner = CliRunner()
+    result = runner.invoke(main, ["analyst", "add", "erin", "--metadata", str(setup.metadata),
+                                  "--password-stdin"], input="correct horse\n")
+    assert result.exit_code == 0, result.output
+    assert "erin" in result.output and "no privacy budget" in result.output
+    default = tmp_path / "dpsql-passwords.toml"  # next to the metadata
+    assert "correct horse" not in default.read_text()
+    verifier = read_passwords(default)["erin"]
+    assert verifier == make_verifier("correct horse", verifier.iterations, verifier.salt)
+    result = runner.invoke(main, ["analyst", "add", "erin", "--metadata", str(setup.metadata),
+                                  "--password-stdin"], input="\n")
+    assert result.exit_code != 0 and "empty" in result.output
+
+
+def test_cli_serve_answers_over_the_wire(tmp_path) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    setup = sandbox(tmp_path, {"alice": ("secret", 100.0, 0.0)})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "DPSQL_LEDGER"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dpsql.cli", "serve", "--database", str(setup.database),
+         "--metadata", str(setup.metadata), "--passwords", str(setup.passwords),
+         "--port", str(port), "--epsilon", "0.5"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = psycopg.connect(host="127.0.0.1", port=port, user="alice",
+                                       password="secret", dbname="dpsql", autocommit=True)
+                break
+            except psycopg.OperationalError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+                time.sleep(0.2)
+        with conn:
+            assert conn.execute("SHOW dpsql.epsilon").fetchone() == ("0.5",)
+            assert conn.execute("SELECT COUNT(*) FROM people").fetchone()[0] > 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

@@ -16,7 +16,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import datetime as dt
-import inspect
 import logging
 import os
 import secrets
@@ -75,6 +74,7 @@ class Server:
                                                               thread_name_prefix="dpsql-query")
         self.mock_secret = secrets.token_bytes(32)
         self.sessions: dict[int, Session] = {}
+        self.describe_cache: dict[tuple[object, ...], list[tuple[str, str]]] = {}
         self.connections = 0
         self.ssl_context = self._ssl_context()
         self.passwords_file = self.config.passwords or passwords_for(db.metadata)
@@ -83,8 +83,6 @@ class Server:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
-        parameters = inspect.signature(db.query).parameters
-        self._pass_analyst = "analyst" in parameters
         if getattr(db, "metered", None) is False:
             log.warning("the metadata declares no analyst budgets: answers are not metered and "
                         "nothing limits the total privacy loss of the analysts")
@@ -121,10 +119,8 @@ class Server:
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
                   parameters: Sequence[object] | None, analyst: str) -> Any:
         """One private query through the library, charged to ``analyst``."""
-        if self._pass_analyst:
-            return self.db.query(sql, epsilon, delta, mechanism, parameters=parameters,
-                                 analyst=analyst)
-        return self.db.query(sql, epsilon, delta, mechanism)  # pragma: no cover
+        return self.db.query(sql, epsilon, delta, mechanism, parameters=parameters,
+                             analyst=analyst)
 
     def budget(self, analyst: str) -> Any:
         budget = getattr(self.db, "budget", None)

@@ -314,7 +314,7 @@ class Session:
         self.skipping = False  # after an error in the extended protocol, until Sync
         self.running: _Running | None = None
         self.overflow = False  # over max_connections: refuse after the startup packet
-        self.cancelled: asyncio.Event | None = None
+        self.cancelled: asyncio.Future[None] | None = None
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -669,16 +669,24 @@ class Session:
                 return [p.Field("QUERY PLAN", t.TEXT)]
             values = params if params is not None else [None] * statement.nparams
             epsilon, delta, mechanism = privacy
+            # Plans depend on the text, the privacy parameters and the metadata only; so do
+            # their columns (and on the parameters' types). Refusals are not cached.
+            key = (statement.engine_sql, privacy, tuple(type(v).__name__ for v in values))
+            cache = self.server.describe_cache
+            columns = cache.get(key)
+            if columns is None:
+                def plan_columns() -> list[tuple[str, str]]:
+                    plan = self.server.db.plan(statement.engine_sql, epsilon, delta, mechanism,
+                                               parameters=values or None)
+                    return describe(plan)
 
-            def plan_columns() -> list[tuple[str, str]]:
-                plan = self.server.db.plan(statement.engine_sql, epsilon, delta, mechanism,
-                                           parameters=values or None)
-                return describe(plan)
-
-            try:
-                columns = await self.blocking(plan_columns)
-            except errors.Error as e:
-                raise _from_dpsql(e) from None
+                try:
+                    columns = await self.blocking(plan_columns)
+                except errors.Error as e:
+                    raise _from_dpsql(e) from None
+                if len(cache) >= 2048:
+                    cache.pop(next(iter(cache)))
+                cache[key] = columns
             return _fields(columns, statement.names)
         if statement.kind == "catalog":
             values = params if params is not None else [None] * statement.nparams
@@ -708,8 +716,11 @@ class Session:
                 fields = described if described is not None else outcome.fields
                 portal.fields = _with_formats(fields, portal.result_formats)
             portal.rows, portal.tag = outcome.rows, outcome.tag
-            for extra in outcome.extra:
-                self.send(extra)
+            if portal.fields is None:
+                self.send(p.command_complete(portal.tag))
+                for extra in outcome.extra:
+                    self.send(extra)
+                return
         rows = portal.rows
         if portal.fields is None:
             self.send(p.command_complete(portal.tag))
@@ -751,21 +762,30 @@ class Session:
         kind = statement.kind
         if self.status == "E" and kind not in ("rollback", "commit", "rollback_to"):
             raise _aborted()
-        if kind == "empty":
-            return Outcome(None, tag="")
-        if kind == "query":
-            return await self.run_private(statement, params, privacy)
-        if kind == "catalog":
-            return await self.run_catalog(statement, params, param_types)
-        if kind == "explain":
-            return await self.run_explain(statement, params, privacy)
-        return await self.session_command(statement)
+        try:
+            if kind == "empty":
+                return Outcome(None, tag="")
+            if kind == "query":
+                return await self.run_private(statement, params, privacy)
+            if kind == "catalog":
+                return await self.run_catalog(statement, params, param_types)
+            if kind == "explain":
+                return await self.run_explain(statement, params, privacy)
+            return await self.session_command(statement)
+        except PgError:
+            raise
+        except errors.Error as e:
+            raise _from_dpsql(e) from None
+        except Exception:
+            log.exception("session %d: internal error on %r", self.pid, statement.text[:200])
+            raise PgError("XX000", "internal error in the dpsql server; see its log") from None
 
     async def blocking(self, fn: Callable[[], Any], interruptible: Callable[[], Any] | None
                        = None) -> Any:
         """Run ``fn`` in the pool; give up (and interrupt DuckDB) on cancel or timeout."""
         running = _Running()
-        cancelled = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        cancelled: asyncio.Future[None] = loop.create_future()
         self.running, self.cancelled = running, cancelled
 
         def work() -> Any:
@@ -776,31 +796,28 @@ class Session:
             finally:
                 running.detach()
 
-        loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self.server.executor, work)
         timeout_ms = int(self.settings.get("statement_timeout", "0") or 0)
         cap = self.server.config.statement_timeout
         timeout = timeout_ms / 1000 if timeout_ms > 0 else None
         if cap > 0:
             timeout = cap if timeout is None else min(timeout, cap)
-        waiter = asyncio.ensure_future(cancelled.wait())
         try:
-            done, _ = await asyncio.wait({future, waiter}, timeout=timeout,
+            done, _ = await asyncio.wait((future, cancelled), timeout=timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
         finally:
-            waiter.cancel()
             self.running = self.cancelled = None
         if future in done:
             return future.result()
         running.interrupt()
         future.add_done_callback(_discard)
-        if cancelled.is_set():
+        if cancelled.done():
             raise PgError("57014", "canceling statement due to user request")
         raise PgError("57014", "canceling statement due to statement timeout")
 
     def request_cancel(self) -> None:
-        if self.cancelled is not None:
-            self.cancelled.set()
+        if self.cancelled is not None and not self.cancelled.done():
+            self.cancelled.set_result(None)
 
     async def run_private(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:

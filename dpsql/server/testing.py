@@ -40,18 +40,19 @@ class Sandbox:
 
 def sandbox(folder: Path, analysts: Mapping[str, tuple[str, float, float] | tuple[str, None,
                                                                                    None]],
-            reuse_answers: bool = True) -> Sandbox:
+            reuse_answers: bool = True, metered: bool = True) -> Sandbox:
     """Metadata with the sample tables, a ledger in ``folder``, and for each analyst
-    ``name: (password, epsilon, delta)`` (epsilon None: a password but no budget)."""
+    ``name: (password, epsilon, delta)`` (epsilon None: a password but no budget).
+    ``metered=False`` declares no budget at all (nothing is charged)."""
     database, sample_metadata = sample_paths()
     text = sample_metadata.read_text()
     start = re.search(r"^\[tables\.", text, re.M)
     assert start is not None, "the sample metadata declares no tables"
     ledger = folder / "ledger.sqlite"
     lines = ["[budget]", f"ledger = {json.dumps(str(ledger))}",
-             f"reuse_answers = {'true' if reuse_answers else 'false'}", ""]
+             f"reuse_answers = {'true' if reuse_answers else 'false'}", ""] if metered else []
     for name, (_, epsilon, delta) in analysts.items():
-        if epsilon is not None:
+        if epsilon is not None and metered:
             lines += [f"[analysts.{json.dumps(name)}]", f"epsilon = {epsilon!r}",
                       f"delta = {delta!r}", ""]
     metadata = folder / "metadata.toml"
