@@ -241,4 +241,8 @@ def test_explain_shows_every_share(md: Metadata) -> None:
     assert "public domain" in e.key_release
     assert "$1" in e.sql  # the salt is a parameter, bound per run, never printed
     e = explain(prepare("SELECT state, COUNT(*) FROM people GROUP BY state", md, delta=1e-6))
-    assert "thresholding" in e.key_release and e.cells[-1].output.startswith("(key release)")
+    # The noisy count of the COUNT(*) cell is the thresholded count: listed once, shared.
+    assert "thresholding" in e.key_release and "shared with a cell" in e.key_release
+    assert len(e.cells) == 1 and e.cells[0].output.startswith("COUNT(*)")
+    e = explain(prepare("SELECT state, SUM(age) FROM people GROUP BY state", md, delta=1e-6))
+    assert "shared" not in e.key_release and e.cells[-1].output.startswith("(key release)")

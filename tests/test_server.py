@@ -342,6 +342,25 @@ def test_describe_answers_from_the_plan_without_charging(served) -> None:
         client.close()
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM people",
+    "SELECT sex, COUNT(*) AS n, AVG(income) FROM people GROUP BY sex",
+    "SELECT sex, COUNT(*) * 2 AS n FROM people GROUP BY sex ORDER BY n",
+    "SELECT married, ROUND(AVG(age), 1) AS a FROM people GROUP BY married HAVING COUNT(*) > 10",
+    "SELECT age, COUNT(*) FROM people GROUP BY age LIMIT 3",
+    "SELECT state, COUNT(*) AS c FROM people GROUP BY state ORDER BY c DESC LIMIT 3",
+    "SELECT MEDIAN(age), COUNT(*) / 2, SUM(income) / COUNT(*) FROM people",
+    "SELECT signup_date, COUNT(*) FROM people GROUP BY signup_date",
+    "SELECT category, SUM(amount) FROM visits GROUP BY category",
+])
+def test_described_columns_are_the_answer_columns(served, sql) -> None:
+    from dpsql.server.describe import describe
+
+    plan = served.db.plan(sql, 1.0, 1e-6, "laplace")
+    result = served.db.query(sql, 1.0, 1e-6, "laplace", analyst="alice")
+    assert describe(plan) == [(c.name, c.type) for c in result.columns]
+
+
 def test_extended_protocol_errors_skip_to_sync_and_close_works(served) -> None:
     client = RawClient(served.port)
     try:
@@ -473,6 +492,46 @@ def test_catalog_lists_declared_tables_only_and_no_data(served) -> None:
         with pytest.raises(psycopg.Error) as e:
             conn.execute("SELECT * FROM read_csv('/etc/passwd')")
         assert e.value.sqlstate.startswith("42")
+
+
+DBEAVER_AND_METABASE = [
+    "SELECT current_schema(), session_user",
+    "SHOW search_path",
+    "SELECT n.oid, n.*, d.description FROM pg_catalog.pg_namespace n LEFT OUTER JOIN "
+    "pg_catalog.pg_description d ON d.objoid = n.oid AND d.objsubid = 0 "
+    "AND d.classoid = 'pg_namespace'::regclass ORDER BY nspname",
+    "SELECT * FROM pg_catalog.pg_settings WHERE name = 'standard_conforming_strings'",
+    "SELECT db.oid, db.* FROM pg_catalog.pg_database db WHERE datname = 'dpsql'",
+    "SELECT string_agg(word, ',') FROM pg_catalog.pg_get_keywords() "
+    "WHERE word <> ALL ('{a,abs,absolute}'::text[])",
+    "SELECT t.oid, t.*, c.relkind, format_type(nullif(t.typbasetype, 0), t.typtypmod) AS b, "
+    "d.description FROM pg_catalog.pg_type t LEFT OUTER JOIN pg_catalog.pg_type et "
+    "ON et.oid = t.typelem LEFT OUTER JOIN pg_catalog.pg_class c ON c.oid = t.typrelid "
+    "LEFT OUTER JOIN pg_catalog.pg_description d ON t.oid = d.objoid "
+    "WHERE t.typname IS NOT NULL AND (c.relkind IS NULL OR c.relkind = 'c')",
+    "SELECT c.oid, c.*, d.description, pg_catalog.pg_get_expr(c.relpartbound, c.oid) AS pe, "
+    "pg_catalog.pg_get_partkeydef(c.oid) AS pk FROM pg_catalog.pg_class c LEFT OUTER JOIN "
+    "pg_catalog.pg_description d ON d.objoid = c.oid AND d.objsubid = 0 "
+    "AND d.classoid = 'pg_class'::regclass WHERE c.relnamespace = 2200 "
+    "AND c.relkind NOT IN ('i', 'I', 'c')",
+    "SELECT i.*, pg_catalog.pg_stat_get_numscans(i.indexrelid) AS n FROM pg_catalog.pg_index i",
+    "SELECT nspname AS TABLE_SCHEM FROM pg_catalog.pg_namespace WHERE nspname <> 'pg_toast' "
+    "AND (nspname !~ '^pg_temp_' OR nspname = (pg_catalog.current_schemas(true))[1]) "
+    "ORDER BY TABLE_SCHEM",
+    "SELECT has_table_privilege('public.people', 'SELECT')",
+]
+
+
+def test_dbeaver_and_metabase_catalog_probes_answer(served) -> None:
+    with connect(served, autocommit=True) as conn:
+        results = [conn.execute(q).fetchall() for q in DBEAVER_AND_METABASE]
+    assert results[0] == [("public", "alice")]
+    assert {r[2] for r in results[2]} >= {"public", "pg_catalog"}
+    assert [r[2] for r in results[4]] == ["dpsql"]  # oid, oid, datname, ...
+    assert results[5] == []  # pg_get_keywords: not in the catalog, an empty answer
+    assert {r[2] for r in results[7]} == {"people", "visits"}
+    assert [r[0] for r in results[9]] == ["information_schema", "pg_catalog", "public"]
+    assert results[10] == [(True,)]
 
 
 def test_explain_shows_the_plan_and_costs_nothing(served) -> None:

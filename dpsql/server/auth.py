@@ -140,8 +140,8 @@ def read_passwords(path: Path) -> dict[str, Verifier]:
 
 def write_password(path: Path, name: str, verifier: Verifier) -> None:
     """Add or replace one analyst's verifier, atomically, keeping the file private (0600)."""
-    if not name or any(c in name for c in "\0\r\n"):
-        raise ValueError("an analyst name must be a non-empty single line")
+    if not name.strip() or any(c in name for c in "\0\r\n") or name == "*":
+        raise ValueError("an analyst name must be a non-empty single line, and not \"*\"")
     entries = {n: v.encode() for n, v in read_passwords(path).items()}
     entries[name] = verifier.encode()
     lines = ["# dpsql analyst passwords: SCRAM-SHA-256 verifiers only, never passwords.",

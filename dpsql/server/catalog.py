@@ -811,6 +811,7 @@ _FUNCTION_NAMES: dict[type, str] = {
     exp.CurrentUser: "current_user", exp.CurrentSchema: "current_schema",
     exp.SessionUser: "session_user", exp.CurrentDatabase: "current_database",
     exp.CurrentCatalog: "current_catalog", exp.CurrentVersion: "version",
+    exp.GroupConcat: "string_agg",
 }
 
 

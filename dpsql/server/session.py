@@ -562,13 +562,12 @@ class Session:
             statement = self.server.classifier.classify(part)
             try:
                 outcome = await self.execute(statement, [], privacy=self.privacy())
+                if outcome.fields is not None:
+                    self.send(p.row_description(outcome.fields))
+                    await self.send_rows(outcome.fields, outcome.rows)
             except PgError as e:
                 self.send_error(e)
                 break
-            if outcome.fields is not None:
-                fields = outcome.fields
-                self.send(p.row_description(fields))
-                await self.send_rows(fields, outcome.rows)
             self.send(p.command_complete(outcome.tag))
             for extra in outcome.extra:
                 self.send(extra)
@@ -957,7 +956,7 @@ class Session:
         raise PgError("0A000", "not supported")
 
     def _end_transaction(self) -> None:
-        self.portals = {k: v for k, v in self.portals.items() if v.rows is None and k}
+        self.portals.clear()  # portals live until the end of their transaction
 
     def apply_setting(self, name: str, value: str | None) -> bytes | None:
         """Set (or with None reset) one setting; the ParameterStatus to send if reported."""
