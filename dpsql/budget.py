@@ -453,10 +453,18 @@ class Ledger:
         return self._conn
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One BEGIN IMMEDIATE transaction: the write lock is held from the check to the commit."""
+    def _write(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One BEGIN IMMEDIATE transaction: the write lock is held from the check to the commit.
+
+        ``durable=False`` commits without waiting for the disk (WAL with synchronous=NORMAL:
+        still atomic and safe against a killed process, but a power loss may drop it). Only
+        the storing of an answer for reuse uses it: losing one costs a repeated query its
+        reuse, never a charge.
+        """
         with self._lock:
             conn = self._connection()
+            if not durable:
+                conn.execute("PRAGMA synchronous = NORMAL")
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -467,6 +475,9 @@ class Ledger:
                         conn.execute("ROLLBACK")
             except sqlite3.Error as exc:
                 raise OperationalError(f"budget ledger {self._path}: {exc}") from exc
+            finally:
+                if not durable:
+                    conn.execute("PRAGMA synchronous = FULL")
 
     def _read(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -542,7 +553,7 @@ class Ledger:
     def store_answer(self, entry_id: int, answer: bytes) -> None:
         """Attach the released answer to a charge, once (a second, different answer would be a
         second release that nobody paid for)."""
-        with self._write() as conn:
+        with self._write(durable=False) as conn:
             row = conn.execute(
                 "SELECT answer IS NOT NULL FROM charges WHERE id = ?", (entry_id,)
             ).fetchone()
