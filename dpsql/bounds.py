@@ -124,8 +124,9 @@ def _name(node: exp.Expression) -> str:
 
 
 def _is_arithmetic(node: exp.Expression) -> bool:
+    # ROUND(x, -k) of an integer overflows when it rounds past the 64-bit range.
     return isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Neg | exp.Abs | exp.Pow |
-                      exp.IntDiv | exp.Mod)
+                      exp.IntDiv | exp.Mod | exp.Round)
 
 
 # ----------------------------------------------------------------------------- rules

@@ -279,9 +279,15 @@ class _Reader:
     def read(self, column: exp.Column) -> exp.Expression:
         meta = self.table.column(column.name)
         ref = exp.column(column.name, quoted=True)
+        stored = self.physical.get(column.name.lower(), "").split("(")[0]
+        if meta is not None and meta.type in ("bool", "date") and \
+                stored not in _COMPARABLE[meta.type]:
+            # Text declared as bool or date would be cast row by row, and fail on some rows
+            # only (WHERE flag: "Could not convert string 'maybe' to BOOL"): NULL instead.
+            return exp.TryCast(this=ref, to=exp.DataType.build(meta.type.upper().replace(
+                "BOOL", "BOOLEAN")))
         if meta is None or meta.type not in ("int", "float"):
             return ref
-        stored = self.physical.get(column.name.lower(), "").split("(")[0]
         value: exp.Expression = ref
         if meta.type == "int":
             if stored != "BIGINT":
