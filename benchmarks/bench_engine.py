@@ -311,11 +311,9 @@ def measure(rows: int, runs: int, regenerate: bool, cold: bool = True
     database, metadata = ensure_data(rows, regenerate)
     db = dpsql.Database(database, metadata)
     timer = EngineTimer(db)
-    # A second connection to the same file, as the analyst would have without dpsql. Same
-    # configuration as dpsql's (DuckDB shares one database instance per file and process).
-    raw = duckdb.connect(str(database), read_only=True,
-                         config={"autoinstall_known_extensions": False,
-                                 "autoload_known_extensions": False})
+    # The same DuckDB database instance that dpsql opened (DuckDB shares one instance per
+    # file and process, with one configuration), queried directly with the original SQL.
+    raw = db.engine.cursor()
     out = []
     try:
         for q in QUERIES:
@@ -348,7 +346,6 @@ def measure(rows: int, runs: int, regenerate: bool, cold: bool = True
                   file=sys.stderr, flush=True)
             out.append(m)
     finally:
-        raw.close()
         db.close()
     return out
 

@@ -138,8 +138,10 @@ def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
         value = exp.Count(this=exp.Distinct(expressions=[x]))
     elif m.kind == "sum":
         term: exp.Expression = x
-        if m.center:
-            term = exp.Sub(this=x, expression=_number(m.center))
+        if m.center or m.power != 1:
+            # Centred and squared sums are real-valued: in DOUBLE, so that a narrow integer
+            # input cannot overflow on (x - c) * (x - c).
+            term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=_number(m.center))
         if m.power == 2:
             term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
         value = exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
@@ -153,7 +155,8 @@ def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
     if hi <= lo:
         return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
                                     true=exp.Literal.number(0))])
-    scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=x, expression=_number(lo))),
+    scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
+                                                 expression=_number(lo))),
                      expression=_number(m.buckets / (hi - lo)))
     index = exp.cast(exp.Floor(this=scaled), "BIGINT")
     return exp.Least(this=index, expressions=[exp.Literal.number(m.buckets - 1)])
@@ -204,7 +207,10 @@ def total(node: exp.Expression, table: Table, reader: _Reader | None = None,
         if isinstance(n, exp.Column):
             if filtering and _compared(n) and reader.comparable(n):
                 return exp.column(n.name, quoted=True)
-            return reader.read(n)
+            # A bare integer column is summed as stored (DuckDB sums into HUGEINT); one
+            # inside an expression is widened to BIGINT first, so its arithmetic cannot
+            # overflow a narrow type.
+            return reader.read(n, widen=n.parent is not None)
         if isinstance(n, exp.Cast):  # CAST, ::, TRY_CAST: never fails, never narrow
             return _wide(exp.TryCast(this=total(n.this, table, reader, filtering),
                                      to=n.to.copy()))
@@ -276,7 +282,7 @@ class _Reader:
         stored = self.physical.get(column.name.lower(), "")
         return meta is not None and stored.split("(")[0] in _COMPARABLE.get(meta.type, set())
 
-    def read(self, column: exp.Column) -> exp.Expression:
+    def read(self, column: exp.Column, widen: bool = True) -> exp.Expression:
         meta = self.table.column(column.name)
         ref = exp.column(column.name, quoted=True)
         stored = self.physical.get(column.name.lower(), "").split("(")[0]
@@ -290,7 +296,7 @@ class _Reader:
             return ref
         value: exp.Expression = ref
         if meta.type == "int":
-            if stored != "BIGINT":
+            if stored != "BIGINT" and (widen or stored not in _INTEGER_TYPES):
                 cast = exp.Cast if stored in _INTEGER_TYPES else exp.TryCast
                 value = cast(this=ref, to=exp.DataType.build("BIGINT"))
         elif stored != "DOUBLE":
