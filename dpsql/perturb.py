@@ -80,7 +80,10 @@ def _column(keys: list[tuple[object, ...]], exact: dict[tuple[object, ...], Sequ
         return out
     values = [_number(exact[k][index]) if k in exact else 0 for k in keys]
     if m.integer:
-        return np.array(values, dtype=object)  # SUMs of BIGINT can exceed int64 before noise
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:  # SUMs of BIGINT can exceed int64 before noise
+            return np.array(values, dtype=object)
     return np.array(values, dtype=np.float64)
 
 
