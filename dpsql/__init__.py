@@ -6,52 +6,10 @@ exception hierarchy are here (see :mod:`dpsql.dbapi`).
 """
 
 from dpsql.database import Database
-from dpsql.dbapi import (
-    BINARY,
-    BOOLEAN,
-    DATETIME,
-    NUMBER,
-    ROWID,
-    STRING,
-    Binary,
-    Connection,
-    Cursor,
-    Date,
-    DateFromTicks,
-    Time,
-    TimeFromTicks,
-    Timestamp,
-    TimestampFromTicks,
-    apilevel,
-    connect,
-    paramstyle,
-    threadsafety,
-)
+from dpsql.dbapi import *  # noqa: F403 - the PEP 249 module surface is public
+from dpsql.dbapi import __all__ as _dbapi
 from dpsql.errors import *  # noqa: F403 - the PEP 249 exception hierarchy is public
 from dpsql.errors import __all__ as _errors
 
 __version__ = "0.1.0"
-__all__ = [
-    "BINARY",
-    "BOOLEAN",
-    "DATETIME",
-    "NUMBER",
-    "ROWID",
-    "STRING",
-    "Binary",
-    "Connection",
-    "Cursor",
-    "Database",
-    "Date",
-    "DateFromTicks",
-    "Time",
-    "TimeFromTicks",
-    "Timestamp",
-    "TimestampFromTicks",
-    "__version__",
-    "apilevel",
-    "connect",
-    "paramstyle",
-    "threadsafety",
-    *_errors,
-]
+__all__ = ["Database", "__version__", *dict.fromkeys([*_dbapi, *_errors])]
