@@ -106,7 +106,7 @@ def bind_parameters(sql: str, parameters: Parameters = None) -> str:
     different spacing, keyword case or comments gives the same text. Parse errors and statements
     other than one SELECT are refused by :func:`dpsql.parse.parse`.
     """
-    return bind_tree(sql, parameters).sql(dialect=_DIALECT, comments=False)
+    return bind_tree(sql, parameters).sql(dialect=_DIALECT, comments=False, copy=False)
 
 
 def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select:
@@ -459,9 +459,10 @@ class Database:
         Only the same text is recognised: a query written differently but with the same meaning
         (``30 < age`` for ``age > 30``) is a new query and is charged again. Reuse spares the
         budget of honest repetitions; the budget itself is what bounds the privacy loss.
+        The tree is normalised in place: pass one that is not needed afterwards.
         """
-        text = normalize_identifiers(tree.copy(), dialect=_DIALECT).sql(dialect=_DIALECT,
-                                                                        comments=False)
+        text = normalize_identifiers(tree, dialect=_DIALECT).sql(dialect=_DIALECT,
+                                                                 comments=False, copy=False)
         key = json.dumps([1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
                           p.mechanism])
         return hashlib.sha256(key.encode()).hexdigest()

@@ -69,7 +69,7 @@ def engine_sql(p: Plan, engine: DuckDBEngine | None) -> str:
     schema = engine.schema.get(p.table.name.lower(), {}) if engine is not None else {}
     key = hash(tuple(sorted(schema.items())))
     if p.engine_sql is None or p.engine_sql[0] != key:
-        p.engine_sql = (key, rewrite(p, schema).sql(dialect="duckdb"))
+        p.engine_sql = (key, rewrite(p, schema).sql(dialect="duckdb", copy=False))
     return p.engine_sql[1]
 
 

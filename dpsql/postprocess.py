@@ -98,7 +98,7 @@ def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
     columns = _cell_columns(plan, cells)
     for d in carry:
         columns[f"{_ACC}{d}"] = cells.accuracy[d]
-    sql = outer_sql(plan, carry).sql(dialect="duckdb")
+    sql = outer_sql(plan, carry).sql(dialect="duckdb", copy=False)  # a fresh tree
     out_names, types, rows = run_on_cells(sql, _CELLS, columns)
     width = len(names)
     accuracy = []
@@ -133,7 +133,8 @@ def check_outer(plan: Plan) -> None:
     typed = [exp.alias_(exp.cast(exp.Null(), _type_of(plan, name)), name)
              for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]]
     empty = exp.select(*typed).limit(0)
-    sql = outer_sql(plan, []).with_(_CELLS, as_=empty).sql(dialect="duckdb")
+    sql = outer_sql(plan, []).with_(_CELLS, as_=empty, copy=False).sql(dialect="duckdb",
+                                                                       copy=False)
     try:
         scratch().execute(sql).fetchall()
     except duckdb.Error as e:
