@@ -106,6 +106,7 @@ def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -
     k = table.rows_per_unit
     if call.kind == "count":
         return _count(call, table, grouped, k, mechanism)
+    assert call.arg is not None  # check refuses SUM(*), AVG(*), ...: only COUNT takes *
     b = numeric_bound(call.arg, table, call.text)
     if call.kind == "sum":
         return _sum(call, b, k, mechanism)

@@ -11,6 +11,7 @@ whose name is the declared column name in lower case.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from sqlglot import exp
 
@@ -201,4 +202,5 @@ def _resolve_column(column: exp.Column, source: _Source, aliases: set[str]) -> e
 def _combine(a: exp.Expression | None, b: exp.Expression | None) -> exp.Expression | None:
     if a is None or b is None:
         return a or b
-    return exp.and_(a, b, copy=True)
+    # Two operands: exp.and_ builds an exp.And (its stub says the wider exp.Condition).
+    return cast(exp.Expression, exp.and_(a, b, copy=True))

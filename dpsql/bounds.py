@@ -31,9 +31,10 @@ _INT_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT", "HUGEINT", "UTINYINT", "US
               "UINT", "UBIGINT", "UHUGEINT"}
 _FLOAT_TYPES = {"FLOAT", "DOUBLE", "DECIMAL", "REAL"}
 _TEXT_TYPES = {"VARCHAR", "TEXT", "CHAR", "NVARCHAR", "NCHAR", "STRING"}
-_DATE_PARTS = {"year": None, "month": (1, 12), "day": (1, 31), "dayofweek": (0, 6),
-               "dow": (0, 6), "isodow": (1, 7), "dayofyear": (1, 366), "doy": (1, 366),
-               "quarter": (1, 4), "week": (1, 53), "hour": (0, 23), "minute": (0, 59)}
+_DATE_PARTS: dict[str, tuple[float, float] | None] = {
+    "year": None, "month": (1, 12), "day": (1, 31), "dayofweek": (0, 6), "dow": (0, 6),
+    "isodow": (1, 7), "dayofyear": (1, 366), "doy": (1, 366), "quarter": (1, 4),
+    "week": (1, 53), "hour": (0, 23), "minute": (0, 59)}
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,7 @@ def _union(parts: list[Bound]) -> Bound:
 
 
 def _cast(node: exp.Expression, table: Table) -> Bound:
+    assert isinstance(node, exp.Cast)  # dispatched from _RULES on exp.Cast / exp.TryCast only
     a = bound(node.this, table)
     target = node.to.this.value if isinstance(node.to.this, exp.DataType.Type) else str(node.to)
     target = str(target).upper()

@@ -37,6 +37,8 @@ _KINDS: dict[type, str] = {
     exp.PercentileCont: "quantile", exp.Quantile: "quantile", exp.ApproxQuantile: "quantile",
     exp.Min: "quantile", exp.Max: "quantile",
 }
+# The quantile that MEDIAN, MIN and MAX stand for.
+_FIXED_QUANTILES: dict[type, float] = {exp.Median: 0.5, exp.Min: 0.0, exp.Max: 1.0}
 _ANONYMOUS_KINDS = {"VAR": "var_samp", "VARIANCE_SAMP": "var_samp", "STDEV": "stddev_samp",
                     "QUANTILE": "quantile", "PERCENTILE": "quantile"}
 # DuckDB aggregates that sqlglot does not know (it parses them as anonymous functions): refused
@@ -118,7 +120,7 @@ def _group_keys(select: exp.Select, table: Table) -> list[exp.Expression]:
             e.find(exp.AggFunc) for e in select.expressions):
         items = list(select.expressions)  # SELECT DISTINCT a, b is GROUP BY a, b
         select.set("distinct", None)
-    keys = []
+    keys: list[exp.Expression] = []
     for item in items:
         if isinstance(item, exp.GroupingSets | exp.Rollup | exp.Cube):
             raise UnsupportedQuery(
@@ -199,7 +201,7 @@ def _aggregate_call(node: exp.Expression, call: exp.Expression,
     text = node.sql(dialect="duckdb")
     kind, arg, quantile = _kind_and_arg(call, text)
     distinct = isinstance(arg, exp.Distinct)
-    if distinct:
+    if isinstance(arg, exp.Distinct):  # i.e. `if distinct`, spelled so that mypy narrows arg
         if len(arg.expressions) != 1 or kind != "count":
             raise UnsupportedAggregate(f"{text}: DISTINCT is supported in COUNT(DISTINCT x) "
                                        "only, with one expression")
@@ -211,6 +213,9 @@ def _aggregate_call(node: exp.Expression, call: exp.Expression,
                         "nested and windows cannot run over private rows")
         if isinstance(arg, exp.Star):
             arg = None
+    if arg is None and kind != "count":
+        raise UnsupportedAggregate(f"{text}: only COUNT takes *; give {kind.split('_')[0].upper()}"
+                                   " a column or an expression, e.g. SUM(amount)")
     if condition is not None:
         _row_level(condition, table, "FILTER (WHERE ...)")
         value = arg if arg is not None else exp.Literal.number(1)
@@ -230,16 +235,18 @@ def _kind_and_arg(call: exp.Expression, text: str
                                        "WITHIN GROUP (ORDER BY x)")
         return "quantile", order.expressions[0].this, _fraction(inner.this, text)
     if isinstance(call, exp.Anonymous):
-        kind = _ANONYMOUS_KINDS.get(str(call.this).upper(), "")
-        if not kind:
+        anonymous_kind = _ANONYMOUS_KINDS.get(str(call.this).upper(), "")
+        if not anonymous_kind:
             raise UnsupportedAggregate(
                 f"{text}: {str(call.this).upper()} has no differentially private implementation "
                 f"here; supported aggregates: {SUPPORTED}")
         args = call.expressions
-        q = _fraction(args[1], text) if kind == "quantile" and len(args) > 1 else None
-        return kind, args[0] if args else None, q
+        q = _fraction(args[1], text) if anonymous_kind == "quantile" and len(args) > 1 else None
+        return anonymous_kind, args[0] if args else None, q
     kind = _KINDS.get(type(call))
     if kind is None:
+        # _is_aggregate: neither WITHIN GROUP nor an anonymous function, so an exp.AggFunc
+        assert isinstance(call, exp.Func)
         raise UnsupportedAggregate(
             f"{text}: {call.sql_name()} has no differentially private implementation here; "
             f"supported aggregates: {SUPPORTED}")
@@ -248,7 +255,7 @@ def _kind_and_arg(call: exp.Expression, text: str
                                              true=exp.Literal.number(1))]), None
     quantile = None
     if kind == "quantile":
-        quantile = {exp.Median: 0.5, exp.Min: 0.0, exp.Max: 1.0}.get(type(call))
+        quantile = _FIXED_QUANTILES.get(type(call))
         if quantile is None:
             fraction = call.args.get("quantile") or call.args.get("expression")
             if isinstance(fraction, exp.Order):  # QUANTILE_CONT(x, q ORDER BY x): the order
@@ -289,9 +296,9 @@ def _check_outer_part(node: exp.Expression, clause: str, aliases: set[str]) -> N
         private = isinstance(sub, exp.Star) or (
             isinstance(sub, exp.Column) and not sub.name.startswith("__")
             and not (clause != "expressions" and sub.name.lower() in aliases))
-        if private and sub.find_ancestor(exp.Window) is not None:
+        if private and (window := sub.find_ancestor(exp.Window)) is not None:
             raise WindowOverPrivateRows(
-                f"{sub.find_ancestor(exp.Window).sql(dialect='duckdb')} runs over private rows; "
+                f"{window.sql(dialect='duckdb')} runs over private rows; "
                 "a window may only read aggregates and GROUP BY keys, as in "
                 "SUM(COUNT(*)) OVER ()")
         if isinstance(sub, exp.Star):
@@ -308,7 +315,7 @@ def _check_outer_part(node: exp.Expression, clause: str, aliases: set[str]) -> N
             raise ForbiddenFunction(f"function {name}() is not allowed in dpsql queries")
 
 
-def _function_name(node: exp.Expression) -> str | None:
+def _function_name(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Anonymous):
         return str(node.this).upper()
     if isinstance(node, exp.Func):

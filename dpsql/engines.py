@@ -18,12 +18,16 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from dpsql.errors import EngineError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _log = logging.getLogger(__name__)
 #: Engine errors whose messages quote the query, never the data: raised before any row is
@@ -171,7 +175,7 @@ def scratch() -> duckdb.DuckDBPyConnection:
     return cur
 
 
-def run_on_cells(sql: str, name: str, columns: dict[str, Sequence[object]]
+def run_on_cells(sql: str, name: str, columns: Mapping[str, np.ndarray]
                  ) -> tuple[list[str], list[str], list[tuple[object, ...]]]:
     """Run post-processing ``sql`` over a table ``name`` of noisy cells (numpy arrays)."""
     cur = scratch()

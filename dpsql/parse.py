@@ -44,7 +44,7 @@ def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     return _only_select(statements[0])
 
 
-def _only_select(statement: exp.Expression) -> exp.Select:
+def _only_select(statement: exp.Expr) -> exp.Select:
     if isinstance(statement, exp.Select):
         return statement
     if isinstance(statement, exp.SetOperation):
@@ -56,7 +56,7 @@ def _only_select(statement: exp.Expression) -> exp.Select:
         "dpsql never changes data, settings or files")
 
 
-def _statement_kind(statement: exp.Expression) -> str:
+def _statement_kind(statement: exp.Expr) -> str:
     if isinstance(statement, exp.Command):
         return str(statement.this).upper()
     return type(statement).__name__.upper()

@@ -9,13 +9,19 @@ measurements into the cells of the query (post-processing). Exact values never l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from dpsql.aggregates import Cell, Measurement
-from dpsql.mechanisms import accuracy, perturb, quantile_from_histogram, quantile_rank_accuracy
+from dpsql.mechanisms import (
+    NoiseSpec,
+    accuracy,
+    perturb,
+    quantile_from_histogram,
+    quantile_rank_accuracy,
+)
 from dpsql.plan import Plan
 
 
@@ -39,7 +45,7 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     elif plan.threshold is not None:
         keys = list(exact)
         units = plan.threshold.measurement
-        counts = perturb(_column(keys, exact, plan, units), units.noise)
+        counts = perturb(_column(keys, exact, plan, units), _noise(units))
         released = counts >= plan.threshold.tau
         order = sorted(np.flatnonzero(released), key=lambda i: _sort_key(keys[i]))
         # Released groups in key order: the engine's row order may depend on private data.
@@ -54,7 +60,7 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
         if m.kind == "histogram":
             noisy[m.name] = _quantiles(m, column, _quantile_of(plan, m))
         else:
-            noisy[m.name] = perturb(column, m.noise)
+            noisy[m.name] = perturb(column, _noise(m))
     values: dict[str, np.ndarray] = {}
     accuracies: dict[str, np.ndarray] = {}
     for cell in plan.cells:
@@ -64,12 +70,20 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     return NoisyCells(keys=keys, values=values, accuracy=accuracies)
 
 
+def _noise(m: Measurement) -> NoiseSpec:
+    # The plan (_split_budget) sets the noise of every Laplace and Gaussian measurement; only
+    # histograms (the exponential mechanism) have none, and they are never perturbed here.
+    assert m.noise is not None
+    return m.noise
+
+
 def _sort_key(key: tuple[object, ...]) -> tuple[tuple[bool, str, object], ...]:
     """Sort NULLs last and values of different types apart, never raising."""
     return tuple((v is None, type(v).__name__, v if v is not None else 0) for v in key)
 
 
-def _column(keys: list[tuple[object, ...]], exact: dict[tuple[object, ...], Sequence[object]],
+def _column(keys: list[tuple[object, ...]],
+            exact: Mapping[tuple[object, ...], Sequence[object]],
             plan: Plan, m: Measurement) -> np.ndarray:
     index = int(m.name.removeprefix("__m"))  # rows hold measurements in plan order
     if m.kind == "histogram":
@@ -127,7 +141,7 @@ def cell_accuracy(cell: Cell, parts: Sequence[np.ndarray], n: int) -> np.ndarray
     if cell.accuracy_unit == "rank":
         m = ms[0]
         return np.full(n, quantile_rank_accuracy(m.buckets, m.epsilon, m.l1))
-    widths = [accuracy(m.noise) for m in ms]
+    widths = [accuracy(_noise(m)) for m in ms]
     if len(ms) == 1:
         return np.full(n, widths[0])
     count = np.maximum(np.asarray(parts[0], dtype=np.float64), 1.0)

@@ -136,5 +136,6 @@ def _explain_measurement(output: str, m: object) -> CellExplanation:
         return CellExplanation(f"{output} [{m.name}]", what, m.l1, m.epsilon, "exponential",
                                None, quantile_rank_accuracy(m.buckets, m.epsilon, m.l1), "rank")
     sensitivity = m.l2 if m.mechanism == "gaussian" else m.l1
+    assert m.noise is not None  # set by the plan for every measurement but histograms
     return CellExplanation(f"{output} [{m.name}]", what, sensitivity, m.epsilon, m.mechanism,
-                           m.noise.scale, accuracy(m.noise), "value")  # type: ignore[attr-defined]
+                           m.noise.scale, accuracy(m.noise), "value")

@@ -121,15 +121,15 @@ def _image_of_domains(expression: exp.Expression, table: Table) -> tuple[object,
     from dpsql.rewrite import total
 
     names = sorted({c.name.lower() for c in expression.find_all(exp.Column)})
-    columns = [table.column(n) for n in names]
-    if not names or any(c is None or c.domain is None for c in columns):
+    columns = [c for c in (table.column(n) for n in names) if c is not None]
+    if not names or len(columns) != len(names) or any(c.domain is None for c in columns):
         return None
     combos = 1
     for c in columns:
         combos *= len(c.domain or ())
     if combos > MAX_DOMAIN_SIZE:
         return None
-    product = list(itertools.product(*(c.domain or () for c in columns)))  # type: ignore[union-attr]
+    product = list(itertools.product(*(c.domain or () for c in columns)))
     data = {n: np.array([row[i] for row in product], dtype=object) for i, n in enumerate(names)}
     sql = (f"SELECT DISTINCT {total(expression, table).sql(dialect='duckdb')} AS k "
            "FROM __domain ORDER BY k NULLS LAST")

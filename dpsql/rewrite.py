@@ -66,10 +66,11 @@ def _inputs(plan: Plan) -> dict[str, str]:
 
 
 def _row_projections(plan: Plan, inputs: dict[str, str], reader: _Reader
-                     ) -> list[exp.Expression]:
+                     ) -> list[exp.Expr]:
     table = plan.table
-    projections: list[exp.Expression] = []
+    projections: list[exp.Expr] = []
     if table.needs_bounding:
+        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
         projections.append(exp.alias_(exp.column(table.privacy_unit, quoted=True), "__unit"))
     for k in plan.keys:
         projections.append(exp.alias_(total(k.expression, table, reader), k.name))
@@ -128,7 +129,7 @@ def _hash(parts: list[exp.Expression]) -> exp.Expression:
     return exp.Anonymous(this="hash", expressions=[p.copy() for p in parts])
 
 
-def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
+def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
     x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
     if m.kind == "count":
         value: exp.Expression = exp.Count(this=x if x is not None else exp.Star())
@@ -137,6 +138,9 @@ def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
     elif m.kind == "distinct":
         value = exp.Count(this=exp.Distinct(expressions=[x]))
     elif m.kind == "sum":
+        # Sum and histogram measurements are built (dpsql.aggregates) only for arguments that
+        # numeric_bound accepted, so never for a missing one.
+        assert x is not None
         term: exp.Expression = x
         if m.center or m.power != 1:
             # Centred and squared sums are real-valued: in DOUBLE, so that a narrow integer
@@ -146,6 +150,7 @@ def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
             term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
         value = exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
     else:
+        assert x is not None  # a histogram's argument, as for "sum" above
         value = exp.Anonymous(this="histogram", expressions=[_bucket(m, x)])
     return exp.alias_(value, m.name)
 

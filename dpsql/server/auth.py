@@ -298,7 +298,7 @@ class ScramExchange:
 
 
 def _attributes(text: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for part in text.split(","):
         if len(part) < 2 or part[1] != "=":
             raise AuthenticationFailed("malformed SCRAM attribute")

@@ -646,7 +646,7 @@ class Catalog:
 
     # --- the rewrite
 
-    def _rewrite(self, tree: exp.Expression, info: SessionInfo) -> exp.Expression:
+    def _rewrite(self, tree: exp.Expr, info: SessionInfo) -> exp.Expr:
         """Rewrite bottom-up (children before their parents)."""
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for node in reversed(list(tree.dfs())):
@@ -658,8 +658,8 @@ class Catalog:
                     node.replace(new)
         return tree
 
-    def _rewrite_node(self, node: exp.Expression, ctes: set[str],
-                      info: SessionInfo) -> exp.Expression:
+    def _rewrite_node(self, node: exp.Expr, ctes: set[str],
+                      info: SessionInfo) -> exp.Expr:
         if isinstance(node, exp.Table):
             return self._table(node, ctes, info)
         if isinstance(node, exp.Cast):  # (a Cast is a Func too)
@@ -784,7 +784,7 @@ def _session_value(name: str, info: SessionInfo) -> exp.Expression | None:
     return None
 
 
-def _function(node: exp.Func, info: SessionInfo) -> exp.Expression:
+def _function(node: exp.Func, info: SessionInfo) -> exp.Expr:
     name = function_name(node)
     value = _session_value(name, info)
     if value is not None:
@@ -831,7 +831,7 @@ def _type_name(to: exp.Expression) -> str:
     return text.strip()
 
 
-def _cast(node: exp.Cast) -> exp.Expression:
+def _cast(node: exp.Cast) -> exp.Expr:
     """Casts to PostgreSQL's catalog types. Runs bottom-up: a cast to regclass (or regtype,
     regnamespace) becomes an oid and remembers it in ``meta``, so that an enclosing cast to text
     can turn the oid back into the name."""
@@ -852,7 +852,7 @@ def _cast(node: exp.Cast) -> exp.Expression:
         if reg == "regnamespace":
             return _lookup_name(original, "pg_namespace", "nspname")
         return exp.cast(original, "VARCHAR")
-    new: exp.Expression
+    new: exp.Expr
     if target in ("regclass", "regnamespace", "regtype"):
         if isinstance(inner, exp.Literal) and inner.is_string:
             table, column = {"regclass": ("pg_class", "relname"),
@@ -911,13 +911,13 @@ def _unqualify(name: str) -> str:
     return last.lower()
 
 
-def _lookup_oid(name: str, table: str, column: str) -> exp.Expression:
+def _lookup_oid(name: str, table: str, column: str) -> exp.Expr:
     return sqlglot.parse_one(
         f"(SELECT x.oid FROM {PG_SCHEMA}.{table} x WHERE x.{column} = "
         f"{exp.Literal.string(name).sql('duckdb')} LIMIT 1)", read="duckdb")
 
 
-def _lookup_name(oid: exp.Expression, table: str, column: str) -> exp.Expression:
+def _lookup_name(oid: exp.Expression, table: str, column: str) -> exp.Expr:
     if isinstance(oid, exp.Literal) and oid.is_string:
         return exp.Literal.string(_unqualify(oid.name))
     query = sqlglot.parse_one(

@@ -26,7 +26,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import duckdb
 import sqlglot
@@ -163,7 +163,8 @@ class Classifier:
     def _query(self, text: str, nparams: int) -> Statement:
         cleaned = _COLLATE.sub("", _OPERATOR.sub(r"\1", text))
         try:
-            tree = sqlglot.parse_one(cleaned, read="postgres")
+            # cast: sqlglot types parse results as its Expr trait; every node is an Expression
+            tree = cast(exp.Expression, sqlglot.parse_one(cleaned, read="postgres"))
         except (SqlglotError, ValueError, RecursionError):
             tree = None
         if tree is None:
@@ -614,7 +615,7 @@ class Session:
         if self.status == "E" and prepared.statement.kind not in ("rollback", "commit",
                                                                   "rollback_to"):
             raise _aborted()
-        values = []
+        values: list[object] = []
         for i, raw in enumerate(msg.params):
             fmt = msg.param_formats[0] if len(msg.param_formats) == 1 else (
                 msg.param_formats[i] if msg.param_formats else 0)
@@ -862,7 +863,7 @@ class Session:
         lines.append(f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g}")
         return Outcome([p.Field("QUERY PLAN", t.TEXT)], [(line,) for line in lines], "EXPLAIN")
 
-    async def run_catalog(self, statement: Statement, params: list[object],
+    async def run_catalog(self, statement: Statement, params: Sequence[object],
                           param_types: Sequence[int], describe_only: bool = False) -> Outcome:
         catalog = self.server.catalog
         assert statement.tree is not None
@@ -876,7 +877,8 @@ class Session:
 
                 text = sqltext.substitute(statement.text, literal)
                 cleaned = _COLLATE.sub("", _OPERATOR.sub(r"\1", text))
-                tree = sqlglot.parse_one(cleaned, read="postgres")
+                # cast: as in _query, every node sqlglot returns is an exp.Expression
+                tree = cast(exp.Expression, sqlglot.parse_one(cleaned, read="postgres"))
                 key = text
             else:
                 tree, key = statement.tree, statement.text
@@ -1015,8 +1017,9 @@ class Session:
     async def do_show(self, target: str) -> Outcome:
         target = target.strip().strip(";").strip()
         if target == "all":
-            rows = [(st.display_name(k), v, "") for k, v in sorted(self.settings.items())
-                    if k != "datestyle_order"]
+            rows: list[tuple[object, ...]] = [
+                (st.display_name(k), v, "") for k, v in sorted(self.settings.items())
+                if k != "datestyle_order"]
             return Outcome([p.Field("name", t.TEXT), p.Field("setting", t.TEXT),
                             p.Field("description", t.TEXT)], rows, f"SHOW {len(rows)}")
         name = target.lower()

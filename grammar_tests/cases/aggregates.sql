@@ -337,3 +337,15 @@ SELECT SUM(DISTINCT age) FROM people;
 -- case: avg distinct
 -- expect: refused UnsupportedAggregate
 SELECT AVG(DISTINCT income) FROM people;
+
+-- case: sum of star refused
+-- expect: refused UnsupportedAggregate
+SELECT SUM(*) FROM people;
+
+-- case: avg of star refused
+-- expect: refused UnsupportedAggregate
+SELECT AVG(*) FROM people;
+
+-- case: median of star refused
+-- expect: refused UnsupportedAggregate
+SELECT MEDIAN(*) FROM people;
