@@ -84,8 +84,27 @@ def _collect_ctes(select: exp.Select, outer: dict[str, exp.Select]) -> dict[str,
         body = cte.this
         if not isinstance(body, exp.Select):
             raise UnsupportedQuery(f"the CTE {cte.alias!r} must be a plain SELECT")
-        ctes[cte.alias.lower()] = body
+        ctes[cte.alias.lower()] = _name_columns(body, cte.args.get("alias"), cte.alias)
     return ctes
+
+
+def _name_columns(body: exp.Select, alias: exp.TableAlias | None, what: str) -> exp.Select:
+    """WITH t(a, b) AS (SELECT ...) and (SELECT ...) AS t(a, b): the list names the
+    projections in order."""
+    names = alias.columns if alias is not None else []
+    if not names:
+        return body
+    projections = body.expressions
+    if any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
+           for p in projections):
+        raise UnsupportedQuery(f"{what!r} names its columns but selects *; list the columns "
+                               "it selects instead of *")
+    if len(names) != len(projections):
+        raise UnsupportedQuery(f"{what!r} names {len(names)} column(s) for {len(projections)} "
+                               "select item(s); name exactly one column per item")
+    body.set("expressions", [exp.alias_(p.this if isinstance(p, exp.Alias) else p, n.name)
+                             for p, n in zip(projections, names, strict=True)])
+    return body
 
 
 def _resolve_from(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata,
@@ -98,11 +117,17 @@ def _resolve_from(select: exp.Select, ctes: dict[str, exp.Select], metadata: Met
         raise UnsupportedQuery(f"{what} reads no table; every query must aggregate one "
                                "declared table (FROM table_name)")
     item = from_.this
+    if select.args.get("sample") or item.args.get("sample"):
+        raise UnsupportedQuery(
+            f"{what} samples its table (TABLESAMPLE / USING SAMPLE), which is not supported: "
+            "dpsql already keeps a random sample of each person's rows where the metadata "
+            "bounds them; remove the sampling clause")
     alias = item.alias_or_name.lower() if item.alias_or_name else ""
     if isinstance(item, exp.Subquery):
         inner = item.this
         if not isinstance(inner, exp.Select):
             raise UnsupportedQuery("a subquery in FROM must be a plain SELECT")
+        inner = _name_columns(inner, item.args.get("alias"), alias or "subquery")
         return _row_level(inner, _collect_ctes(inner, ctes), metadata, alias or "subquery")
     if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
         raise ForbiddenFunction(

@@ -173,3 +173,19 @@ WITH t AS (SELECT * FROM t) SELECT COUNT(*) FROM t;
 -- case: cte select star then bare column
 -- expect: refused NonAggregatedColumn
 WITH t AS (SELECT * FROM people) SELECT age FROM t;
+
+-- case: cte with a column list
+-- expect: accepted cells=1 keys=0 run rows=1
+WITH t(a) AS (SELECT age FROM people) SELECT AVG(a) FROM t;
+
+-- case: subquery alias with a column list
+-- expect: accepted cells=1 keys=0 run rows=1
+SELECT AVG(a) FROM (SELECT age FROM people) AS t(a);
+
+-- case: cte column list of the wrong length
+-- expect: refused UnsupportedQuery
+WITH t(a, b) AS (SELECT age FROM people) SELECT AVG(a) FROM t;
+
+-- case: cte column list over a star
+-- expect: refused UnsupportedQuery
+WITH t(a) AS (SELECT * FROM people) SELECT AVG(a) FROM t;

@@ -196,3 +196,11 @@ WITH u AS (SELECT age FROM people UNION ALL SELECT age FROM people) SELECT COUNT
 -- case: union inside subquery
 -- expect: refused UnsupportedQuery
 SELECT COUNT(*) FROM (SELECT age FROM people UNION SELECT age FROM people) t;
+
+-- case: tablesample refused
+-- expect: refused UnsupportedQuery
+SELECT COUNT(*) FROM people TABLESAMPLE 10%;
+
+-- case: using sample refused
+-- expect: refused UnsupportedQuery
+SELECT COUNT(*) FROM people USING SAMPLE 10%;
