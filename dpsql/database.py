@@ -92,6 +92,20 @@ def sample_paths() -> tuple[Path, Path]:
 Parameters = Sequence[Any] | Mapping[str, Any] | None
 
 
+_MEMO_SIZE = 1024
+
+
+def _frozen(parameters: Parameters) -> object:
+    """A hashable image of the parameters (type included: 1 and 1.0 and True bind apart)."""
+    if parameters is None:
+        return None
+    if not isinstance(parameters, list | tuple | Mapping):
+        raise TypeError("only lists, tuples and mappings are memoised")  # e.g. an iterator
+    if isinstance(parameters, Mapping):
+        return tuple(sorted((k, type(v).__name__, v) for k, v in parameters.items()))
+    return tuple((type(v).__name__, v) for v in parameters)  # type: ignore[union-attr]
+
+
 def bind_parameters(sql: str, parameters: Parameters = None) -> str:
     """Bind ``parameters`` into ``sql`` and return the normalised SQL text (DuckDB dialect).
 
@@ -403,6 +417,7 @@ class Database:
         tables = json.dumps(self.metadata.raw.get("tables"), sort_keys=True, default=str)
         self._scope = hashlib.sha256(
             f"{self.engine.path.resolve()}\0{tables}".encode()).hexdigest()
+        self._memo: dict[tuple[object, ...], tuple[str, str]] = {}
 
     @property
     def metered(self) -> bool:
@@ -429,14 +444,13 @@ class Database:
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring)."""
-        tree = bind_tree(sql, parameters)
-        normalised = tree.sql(dialect=_DIALECT, comments=False)
+        normalised, key_text = self._texts(sql, parameters)
         p = prepare(normalised, self.metadata, epsilon, delta, mechanism)
         ledger = self.ledger
         if ledger is None:
             return Answer(answer(p, self.engine), normalised, None, None)
         who = resolve_analyst(analyst, self.analyst)
-        key = self.cache_key(tree, p)
+        key = self._answer_key(key_text, p)
         if self.reuse_answers:
             stored = self._stored(ledger.lookup(who, key), p)
             if stored is not None:
@@ -450,7 +464,38 @@ class Database:
             log.warning("the answer to ledger entry %d was not stored: %s", entry.id, e)
         return Answer(result, normalised, who, cost)
 
+    def _texts(self, sql: str, parameters: Parameters) -> tuple[str, str]:
+        """The bound query's normalised text (what is planned) and the text its stored
+        answers are keyed by; memoised per SQL text and parameters, because BI tools and
+        dashboards send the same text again and again (parsing it twice costs ~0.5 ms)."""
+        try:
+            memo: tuple[object, ...] | None = (sql, _frozen(parameters))
+            hash(memo)
+        except TypeError:  # unhashable parameter values: no memo
+            memo = None
+        cached = self._memo.get(memo) if memo is not None else None
+        if cached is not None:
+            return cached
+        tree = bind_tree(sql, parameters)
+        normalised = tree.sql(dialect=_DIALECT, comments=False)
+        texts = (normalised, self.key_text(tree))
+        if memo is not None:
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.pop(next(iter(self._memo)), None)
+            self._memo[memo] = texts
+        return texts
+
     def cache_key(self, tree: exp.Expression, p: Plan) -> str:
+        """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""
+        return self._answer_key(self.key_text(tree), p)
+
+    def _answer_key(self, text: str, p: Plan) -> str:
+        key = json.dumps([1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
+                          p.mechanism])
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    @staticmethod
+    def key_text(tree: exp.Expression) -> str:
         """The key of stored answers: the bound query (sqlglot's text without comments, and
         with identifiers in lower case as DuckDB compares them), epsilon, delta and mechanism,
         on this database with these table declarations. It does not depend on the analyst (the
@@ -461,11 +506,8 @@ class Database:
         budget of honest repetitions; the budget itself is what bounds the privacy loss.
         The tree is normalised in place: pass one that is not needed afterwards.
         """
-        text = normalize_identifiers(tree, dialect=_DIALECT).sql(dialect=_DIALECT,
+        return normalize_identifiers(tree, dialect=_DIALECT).sql(dialect=_DIALECT,
                                                                  comments=False, copy=False)
-        key = json.dumps([1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
-                          p.mechanism])
-        return hashlib.sha256(key.encode()).hexdigest()
 
     @staticmethod
     def _stored(data: bytes | None, p: Plan) -> Result | None:
