@@ -298,6 +298,9 @@ def forget_plans(db: dpsql.Database) -> None:
     plans = getattr(db.metadata, "plans", None)
     if isinstance(plans, dict):
         plans.clear()
+    memo = getattr(db, "_memo", None)  # the bound query's texts, memoised per SQL text
+    if isinstance(memo, dict):
+        memo.clear()
 
 
 def _timed(fn: Callable[[], object]) -> float:
