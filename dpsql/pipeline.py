@@ -12,6 +12,8 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from dpsql.bind import bind
 from dpsql.check import check
 from dpsql.engines import DuckDBEngine
@@ -55,22 +57,25 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
 
 def answer(p: Plan, engine: DuckDBEngine) -> Result:
     """rewrite -> execute -> perturb -> post-process for a prepared plan."""
-    sql = engine_sql(p, engine)
+    sql, salted = engine_sql(p, engine)
     # The salt keys the contribution-bounding sample: fresh, secret, never shown.
-    parameters = [secrets.randbits(63)] if p.table.needs_bounding else []
+    parameters = [secrets.randbits(63)] if salted else []
     _, rows = engine.execute(sql, parameters)
     result = postprocess(p, perturb_cells(p, rows))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     return result
 
 
-def engine_sql(p: Plan, engine: DuckDBEngine | None) -> str:
-    """The rewritten SQL for ``engine``'s physical column types, generated once per plan."""
+def engine_sql(p: Plan, engine: DuckDBEngine | None) -> tuple[str, bool]:
+    """The rewritten SQL for ``engine``'s physical column types, generated once per plan, and
+    whether it takes the salt ($1) of a contribution-bounding sample."""
     schema = engine.schema.get(p.table.name.lower(), {}) if engine is not None else {}
     key = hash(tuple(sorted(schema.items())))
     if p.engine_sql is None or p.engine_sql[0] != key:
-        p.engine_sql = (key, rewrite(p, schema).sql(dialect="duckdb", copy=False))
-    return p.engine_sql[1]
+        tree = rewrite(p, schema)
+        salted = tree.find(exp.Placeholder) is not None
+        p.engine_sql = (key, tree.sql(dialect="duckdb", copy=False), salted)
+    return p.engine_sql[1], p.engine_sql[2]
 
 
 @dataclass

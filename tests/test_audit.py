@@ -142,6 +142,9 @@ def _bounding_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     salt_used = exp.Not(this=exp.Is(this=dpsql.rewrite.SALT.copy(), expression=exp.Null()))
     monkeypatch.setattr(dpsql.rewrite, "_bounded", lambda plan, inputs, *a: exp.select(
         "*").from_("__rows").where(salt_used.copy()))
+    # COUNT(*) alone is bounded per unit without sampling (LEAST(n, k)): route it through
+    # the unbounded sample too.
+    monkeypatch.setattr(dpsql.rewrite, "_counts_rows_only", lambda plan: False)
 
 
 MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {

@@ -173,6 +173,24 @@ def test_bounding_keeps_at_most_k_rows_and_g_groups(
     assert {n for _, n in con.execute(sql, [9]).fetchall()} == {4}
 
 
+def test_count_alone_is_bounded_per_unit_without_sampling(kit: SimpleNamespace) -> None:
+    """COUNT(*) without GROUP BY counts min(n, k) rows of each unit: what any k-row sample
+    keeps, computed without ranking the rows (and without the salt)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE v AS SELECT u, i FROM range(1, 6) r(u), range(u * 3) s(i)")
+    md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 4,
+                                  "columns": {"u": {"type": "int"},
+                                              "i": {"type": "int", "lower": 0, "upper": 20}}}})
+    p = prepare("SELECT COUNT(*), COUNT(DISTINCT u) FROM v WHERE i >= 1", md)
+    sql = rewrite(p).sql(dialect="duckdb")
+    assert "$1" not in sql and "row_number" not in sql.lower()
+    # rows with i >= 1 per unit: 2, 5, 8, 11, 14 -> min(n, 4): 2, 4, 4, 4, 4
+    assert run(con, p) == [(18, 5)]
+    # With a SUM as well, the rows are sampled as usual.
+    p = prepare("SELECT COUNT(*), SUM(i) FROM v WHERE i >= 1", md)
+    assert "$1" in rewrite(p).sql(dialect="duckdb") and run(con, p)[0][0] == 18
+
+
 def test_bounding_keeps_whole_units_below_the_bounds(kit: SimpleNamespace) -> None:
     con = duckdb.connect()
     con.execute("CREATE TABLE v AS SELECT * FROM (VALUES (1, 0, 1.0), (1, 1, 2.0), (2, 0, 3.0)) "
