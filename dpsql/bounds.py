@@ -364,7 +364,7 @@ def _predicate(node: exp.Expression, table: Table) -> Bound:
     # A text literal is cast once, when the query is bound; a text column would be cast per row.
     text_rows = any(p.kind == "text" and not isinstance(c, exp.Literal)
                     for c, p in zip(children, parts, strict=True))
-    if isinstance(node, _COMPARISONS) and text_rows and kinds & {"int", "float", "date",
+    if isinstance(node, COMPARISONS) and text_rows and kinds & {"int", "float", "date",
                                                                   "bool"}:
         # The engine would cast the text side row by row, and fail on some rows only.
         raise UnboundedExpression(
@@ -374,7 +374,7 @@ def _predicate(node: exp.Expression, table: Table) -> Bound:
             isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean)):
         for child, part in zip(children, parts, strict=True):
             _require_condition(child, part)
-    if isinstance(node, _COMPARISONS):
+    if isinstance(node, COMPARISONS):
         _check_comparable(node, children, parts)
     if isinstance(node, exp.Like | exp.ILike) and kinds - {"text"}:
         raise UnboundedExpression(
@@ -575,8 +575,9 @@ _RULES: dict[type, Callable[[exp.Expression, Table], Bound]] = {
     exp.TimestampTrunc: _date_trunc,
     exp.DateTrunc: _date_trunc,
 }
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
-                exp.NullSafeEQ, exp.NullSafeNEQ)
+#: Predicates that compare operands (whose types must match, see _predicate).
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
+               exp.NullSafeEQ, exp.NullSafeNEQ)
 for _pred in (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.In, exp.Between,
               exp.Like, exp.ILike, exp.Not, exp.And, exp.Or, exp.StartsWith, exp.NullSafeEQ,
               exp.NullSafeNEQ, exp.Xor):

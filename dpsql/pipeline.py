@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dpsql.aggregates import Measurement
 from dpsql.bind import bind
 from dpsql.check import check
 from dpsql.engines import DuckDBEngine
@@ -126,10 +127,7 @@ def explain(p: Plan, engine: DuckDBEngine | None = None) -> Explanation:
                        groups_per_unit=p.table.groups_per_unit if p.keys else 1)
 
 
-def _explain_measurement(output: str, m: object) -> CellExplanation:
-    from dpsql.aggregates import Measurement
-
-    assert isinstance(m, Measurement)
+def _explain_measurement(output: str, m: Measurement) -> CellExplanation:
     arg = m.arg.sql(dialect="duckdb") if m.arg is not None else "*"
     what = {"count": f"COUNT({arg})", "units": "COUNT(DISTINCT unit)",
             "distinct": f"COUNT(DISTINCT {arg})", "histogram": f"histogram({arg}, "

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from dpsql.aggregates import Measurement
-from dpsql.bounds import bound
+from dpsql.bounds import COMPARISONS, bound
 from dpsql.metadata import Table
 from dpsql.plan import Plan
 
@@ -258,8 +258,7 @@ def total(node: exp.Expression, table: Table, reader: _Reader | None = None,
     return node.copy().transform(fix, copy=False)
 
 
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between, exp.Is,
-                exp.NullSafeEQ, exp.NullSafeNEQ)
+_COMPARISONS = (*COMPARISONS, exp.Is)
 
 
 def _compared(column: exp.Column) -> bool:
