@@ -48,7 +48,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace
         '[analysts.alice]\nepsilon = 100000.0\n\n'
         '[tables.events]\nprivacy_unit = "pid"\nmax_rows_per_unit = 5\n\n'
         '[tables.events.columns]\nid = { type = "int" }\npid = { type = "int" }\n'
-        'v = { type = "int", lower = 0, upper = 100 }\n')
+        'v = { type = "int", lower = 0, upper = 100, public_range = true }\n')
     slow_db = dpsql.Database(big, big_metadata)
     mp.undo()
     config = ServerConfig(port=0, passwords=setup.passwords, auth_failure_delay=0.1,
@@ -158,20 +158,24 @@ def test_a_silent_client_is_dropped_at_the_authentication_timeout(served) -> Non
         client.close()
 
 
-SLOW_SQL = "SELECT COUNT(*), SUM(v) FROM events WHERE v > 2"
+def slow_sql(condition: str = "v > 2") -> str:
+    """A query that runs for most of a second: GROUP BY on the big table, so every unit's
+    groups and rows are sampled (a lone COUNT(*) or a plain SUM got fast enough to race the
+    0.25 s cancel)."""
+    return f"SELECT v, COUNT(*), SUM(v) FROM events WHERE {condition} GROUP BY v"
 
 
 def test_cancel_a_running_private_query(served) -> None:
     with connect(served.slow_port) as conn, connect(served.port) as other:
         # cancel_safe: libpq 17 cancel that releases the GIL (the server runs in this process)
-        timer = threading.Timer(0.4, conn.cancel_safe)
+        timer = threading.Timer(0.25, conn.cancel_safe)
         timer.start()
         start = time.monotonic()
         # meanwhile another client is served at once
         quick = threading.Thread(target=lambda: other.execute("SELECT COUNT(*) FROM people"))
         with pytest.raises(psycopg.errors.QueryCanceled) as e:
             quick.start()
-            conn.execute(SLOW_SQL)
+            conn.execute(slow_sql())
         elapsed = time.monotonic() - start
         quick.join(10)
         timer.join()
@@ -202,7 +206,7 @@ def test_statement_timeout(served) -> None:
         conn.execute("SET statement_timeout = 300")
         start = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled) as e:
-            conn.execute(SLOW_SQL + " AND v < 99")
+            conn.execute(slow_sql("v > 2 AND v < 99"))
         assert "statement timeout" in str(e.value)
         assert time.monotonic() - start < 3
         conn.execute("SET statement_timeout = '5min'")
