@@ -13,6 +13,8 @@ Stable SQLSTATE codes (documented in the README):
 * ``42803`` -- aggregation errors: private column outside an aggregate, nested aggregates
 * ``0A000`` -- SQL that dpsql does not support (joins, set operations, ...)
 * ``22023`` -- an invalid privacy parameter (epsilon, delta, mechanism)
+* ``22P02`` -- a constant that cannot be converted or evaluated (refused at plan time)
+* ``54001`` -- row-level work beyond the cost model (long literals or patterns, deep nesting)
 * ``53400`` -- the analyst's privacy budget is exhausted
 """
 
@@ -158,6 +160,21 @@ class UnboundedExpression(QueryRefused):
     """An aggregated expression whose range cannot be derived from the declared bounds."""
 
 
+class InvalidConstant(QueryRefused):
+    """A constant (a literal, a parameter or an expression of constants) that the engine cannot
+    convert or evaluate. Constants are evaluated when the query is planned, so this is a
+    refusal before anything runs, never an error that some rows cause."""
+
+    sqlstate = "22P02"
+
+
+class QueryTooComplex(QueryRefused):
+    """A query whose row-level work exceeds the cost model (see :mod:`dpsql.cost`): long
+    literals or patterns, too many nodes, too deep nesting."""
+
+    sqlstate = "54001"
+
+
 class KeyReleaseRefused(QueryRefused):
     """GROUP BY keys that have no public domain while delta is zero, or grouping by the
     privacy unit itself."""
@@ -179,6 +196,7 @@ __all__ = [
     "IntegrityError",
     "InterfaceError",
     "InternalError",
+    "InvalidConstant",
     "InvalidPrivacyParameter",
     "KeyReleaseRefused",
     "MetadataError",
@@ -189,6 +207,7 @@ __all__ = [
     "OperationalError",
     "ProgrammingError",
     "QueryRefused",
+    "QueryTooComplex",
     "SQLSyntaxError",
     "UnboundedExpression",
     "UnknownColumn",

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpsql.aggregates import Cell, Measurement
+from dpsql.keys import canonical
+from dpsql.keys import order as key_order
 from dpsql.mechanisms import (
     NoiseSpec,
     accuracy,
@@ -38,7 +40,7 @@ class NoisyCells:
 def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     """Release groups and noisy cells from the engine's exact rows (keys, then measurements)."""
     nkeys = len(plan.keys)
-    exact = {tuple(r[:nkeys]): r[nkeys:] for r in rows}
+    exact = {canonical(r[:nkeys]): r[nkeys:] for r in rows}
     noisy: dict[str, np.ndarray] = {}
     if plan.domain is not None:
         keys = list(plan.domain)
@@ -47,8 +49,8 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
         units = plan.threshold.measurement
         counts = perturb(_column(keys, exact, plan, units), _noise(units))
         released = counts >= plan.threshold.tau
-        order = sorted(np.flatnonzero(released), key=lambda i: _sort_key(keys[i]))
         # Released groups in key order: the engine's row order may depend on private data.
+        order = sorted(np.flatnonzero(released), key=lambda i: key_order(keys[i]))
         keys = [keys[i] for i in order]
         noisy[units.name] = counts[np.array(order, dtype=np.int64)]
     else:
@@ -75,11 +77,6 @@ def _noise(m: Measurement) -> NoiseSpec:
     # histograms (the exponential mechanism) have none, and they are never perturbed here.
     assert m.noise is not None
     return m.noise
-
-
-def _sort_key(key: tuple[object, ...]) -> tuple[tuple[bool, str, object], ...]:
-    """Sort NULLs last and values of different types apart, never raising."""
-    return tuple((v is None, type(v).__name__, v if v is not None else 0) for v in key)
 
 
 def _column(keys: list[tuple[object, ...]],

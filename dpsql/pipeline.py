@@ -1,10 +1,11 @@
 """The query pipeline, in order, in one place.
 
-    SQL text -> parse -> bind -> check -> plan -> rewrite -> execute -> perturb -> post-process
+    SQL text -> parse -> bind -> check -> constants -> cost -> plan -> rewrite -> execute
+             -> perturb -> post-process
 
 Each pass is a module with one main function from the previous pass's output to its own. The
-first four never read data, so a query's cost is known, and every refusal happens, before
-anything runs; :func:`prepare` is those four. :func:`answer` runs the rest for a prepared plan.
+first six never read data, so a query's cost is known, and every refusal happens, before
+anything runs; :func:`prepare` is those six. :func:`answer` runs the rest for a prepared plan.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+import duckdb
 from sqlglot import exp
 
 from dpsql.aggregates import Measurement
 from dpsql.bind import bind
 from dpsql.check import check
-from dpsql.engines import DuckDBEngine
+from dpsql.constants import fold_constants
+from dpsql.cost import check_cost
+from dpsql.engines import DuckDBEngine, scratch
+from dpsql.errors import UnsupportedQuery
 from dpsql.mechanisms import accuracy, quantile_rank_accuracy, validate_privacy_parameters
 from dpsql.metadata import Metadata
 from dpsql.parse import parse
@@ -26,10 +31,14 @@ from dpsql.plan import Plan, plan
 from dpsql.postprocess import Result, check_outer, postprocess
 from dpsql.rewrite import rewrite
 
-PASSES = ("parse", "bind", "check", "plan", "rewrite", "execute", "perturb", "postprocess")
+PASSES = ("parse", "bind", "check", "constants", "cost", "plan", "rewrite", "execute", "perturb",
+          "postprocess")
 
 
 PLAN_CACHE_SIZE = 512
+#: The engine type each declared column type is read as (see rewrite._Reader).
+DECLARED_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "BOOLEAN",
+                  "date": "DATE"}
 
 
 def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0.0,
@@ -48,12 +57,35 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
     cached = cache.get(key)
     if cached is not None:
         return cached
-    result = plan(check(bind(parse(sql, dialect), metadata)), epsilon, delta, mechanism)
+    checked = check_cost(fold_constants(check(bind(parse(sql, dialect), metadata))))
+    result = plan(checked, epsilon, delta, mechanism)
     check_outer(result)
+    check_engine_query(result)
     if len(cache) >= PLAN_CACHE_SIZE:
         cache.pop(next(iter(cache)))
     cache[key] = result
     return result
+
+
+def check_engine_query(p: Plan) -> None:
+    """Run the engine query on an empty table of the declared types, so that an error the
+    engine raises whatever the data (a type the engine will not accept) is a refusal at plan
+    time, before anything is charged, instead of an engine error after the charge."""
+    table = p.table
+    columns = [exp.alias_(exp.cast(exp.Null(), DECLARED_TYPES[c.type]), c.name, quoted=True)
+               for c in table.columns.values()]
+    empty = exp.select(*columns).limit(0)
+    tree = rewrite(p, {c.name: DECLARED_TYPES[c.type] for c in table.columns.values()})
+    with_ = tree.args.get("with_")
+    cte = exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(table.name,
+                                                                           quoted=True)))
+    tree.set("with_", exp.With(expressions=[cte, *(with_.expressions if with_ else [])]))
+    try:
+        scratch().execute(tree.sql(dialect="duckdb", copy=False), [0] if tree.find(
+            exp.Placeholder) else []).fetchall()
+    except duckdb.Error as e:
+        raise UnsupportedQuery(f"the engine cannot run this query: {str(e).splitlines()[0]}; "
+                               "check the types of the expressions it computes") from None
 
 
 def answer(p: Plan, engine: DuckDBEngine) -> Result:

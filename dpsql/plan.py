@@ -26,6 +26,7 @@ from dpsql.aggregates import Cell, Measurement, cell_for, units_measurement
 from dpsql.bounds import Bound, bound
 from dpsql.check import CheckedQuery
 from dpsql.errors import KeyReleaseRefused
+from dpsql.keys import distinct
 from dpsql.mechanisms import (
     calibrate_gaussian,
     calibrate_laplace,
@@ -134,7 +135,7 @@ def _image_of_domains(expression: exp.Expression, table: Table) -> tuple[object,
     sql = (f"SELECT DISTINCT {total(expression, table).sql(dialect='duckdb')} AS k "
            "FROM __domain ORDER BY k NULLS LAST")
     _, _, rows = run_on_cells(sql, "__domain", data)
-    return tuple(r[0] for r in rows)
+    return tuple(v for (v,) in distinct((r[0],) for r in rows))
 
 
 def _constant_branches(expression: exp.Expression) -> tuple[object, ...] | None:
@@ -148,9 +149,8 @@ def _constant_branches(expression: exp.Expression) -> tuple[object, ...] | None:
         value = _constant(result)
         if value is _NOT_CONSTANT:
             return None
-        if value not in values:
-            values.append(value)
-    return tuple(values)
+        values.append(value)
+    return tuple(v for (v,) in distinct((v,) for v in values))
 
 
 _NOT_CONSTANT = object()
@@ -181,7 +181,7 @@ def _full_domain(keys: list[Key]) -> list[tuple[object, ...]] | None:
         size *= len(k.domain or ())
     if size > MAX_DOMAIN_SIZE:
         return None  # too many public keys to list: fall back to thresholding
-    return list(itertools.product(*(k.domain or () for k in keys)))
+    return distinct(itertools.product(*(k.domain or () for k in keys)))
 
 
 def _thresholding_needed(keys: list[Key]) -> str:

@@ -246,8 +246,10 @@ def total(node: exp.Expression, table: Table, reader: _Reader | None = None,
         if isinstance(n, exp.Cast):  # CAST, ::, TRY_CAST: never fails, never narrow
             return _wide(exp.TryCast(this=total(n.this, table, reader, filtering),
                                      to=n.to.copy()))
-        if isinstance(n, exp.Literal) and not n.is_string and not n.is_int:
-            return exp.cast(n.copy(), "DOUBLE")  # DuckDB reads 1.5 as a DECIMAL: see _wide
+        if isinstance(n, exp.Literal) and not n.is_string:
+            return _typed_number(n)
+        if isinstance(n, exp.Sign):  # DuckDB's SIGN is a TINYINT: SIGN(a) + SIGN(b) + ...
+            return exp.cast(exp.Sign(this=total(n.this, table, reader, filtering)), "BIGINT")
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
             divisor = total(n.expression, table, reader, filtering)
             return n.__class__(this=total(n.this, table, reader, filtering),
@@ -256,6 +258,22 @@ def total(node: exp.Expression, table: Table, reader: _Reader | None = None,
         return n
 
     return node.copy().transform(fix, copy=False)
+
+
+def _typed_number(literal: exp.Literal) -> exp.Expression:
+    """A number literal with the type that :mod:`dpsql.bounds` gives it. DuckDB reads 1.5 as
+    a DECIMAL (see _wide) and 2147483647 as an INTEGER, so ``CASE ... THEN 2147483647 END + 1``
+    would overflow INT32 on the rows that take the branch: integers are BIGINT (DOUBLE beyond
+    64 bits), reals DOUBLE. A comparison operand keeps its literal, which cannot overflow and
+    lets the engine push the filter into its scan; so do the digits of ROUND (an INTEGER)."""
+    if not literal.is_int:
+        return exp.cast(literal.copy(), "DOUBLE")
+    parent = literal.parent.parent if isinstance(literal.parent, exp.Neg) else literal.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if isinstance(parent, _COMPARISONS) or literal.arg_key == "decimals":
+        return literal.copy()
+    return exp.cast(literal.copy(), "BIGINT" if int(literal.this) < 2**63 else "DOUBLE")
 
 
 _COMPARISONS = (*COMPARISONS, exp.Is)

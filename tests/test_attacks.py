@@ -30,11 +30,13 @@ from dpsql.errors import (
     BudgetExhausted,
     Error,
     ForbiddenFunction,
+    InvalidConstant,
     InvalidPrivacyParameter,
     KeyReleaseRefused,
     NonAggregatedColumn,
     NotASingleSelect,
     QueryRefused,
+    QueryTooComplex,
     SQLSyntaxError,
     UnboundedExpression,
     UnknownColumn,
@@ -380,7 +382,7 @@ def test_errors_never_depend_on_the_data(dbs: SimpleNamespace, sql: str) -> None
 
 
 _REFUSALS = (UnboundedExpression, ForbiddenFunction, KeyReleaseRefused, UnsupportedQuery,
-             NonAggregatedColumn, UnknownColumn)
+             NonAggregatedColumn, UnknownColumn, InvalidConstant, QueryTooComplex)
 
 
 @pytest.mark.parametrize("sql", [

@@ -1,0 +1,107 @@
+-- Constants are typed, converted and evaluated when the query is planned (dpsql/constants.py),
+-- never lazily by the engine on the rows that reach them; row-level work is bounded by the cost
+-- model (dpsql/cost.py). people.age is an int column stored as INTEGER, married a bool.
+
+-- case: quoted number too large for the column's storage type compares as a number
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE age = '99999999999999999999';
+
+-- case: quoted number under a private branch
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE CASE WHEN person_id = 123 AND income > 40000 THEN age = '99999999999999999999' ELSE FALSE END;
+
+-- case: quoted numbers in an IN list
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE age IN ('30', '31', '32.0', ' 33 ');
+
+-- case: quoted number in BETWEEN
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE age BETWEEN '20' AND '1e2';
+
+-- case: quoted number in a simple CASE
+-- expect: accepted cells=1 rows=1
+SELECT SUM(CASE age WHEN '30' THEN 1 ELSE 0 END) FROM people;
+
+-- case: quoted number in NULLIF
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(NULLIF(age, '30')) FROM people;
+
+-- case: boolean text with spaces is refused
+-- expect: refused InvalidConstant mentions=boolean
+SELECT COUNT(*) FROM people WHERE CASE WHEN person_id = 123 AND income > 40000 THEN married = ' true ' ELSE FALSE END;
+
+-- case: boolean text that converts
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE married = 'true';
+
+-- case: invalid date text is refused
+-- expect: refused InvalidConstant mentions=2025-13-01
+SELECT COUNT(*) FROM visits WHERE day >= DATE '2025-13-01';
+
+-- case: date text compared with a date column converts
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM visits WHERE day >= '2025-01-01';
+
+-- case: INT32 overflow of literals is evaluated in BIGINT
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(CASE WHEN person_id = 123 AND income > 40000 THEN 2147483647 + 1 END) FROM people;
+
+-- case: summed literal arithmetic beyond INT32
+-- expect: accepted cells=1 types=BIGINT rows=1
+SELECT SUM(CASE WHEN income > 40000 THEN 2147483647 * 2 ELSE 0 END) FROM people;
+
+-- case: literal in a CASE branch under arithmetic is BIGINT
+-- expect: accepted cells=1 rows=1
+SELECT SUM(CASE WHEN income > 40000 THEN 2147483647 ELSE 0 END + 1) FROM people;
+
+-- case: SIGN is widened before arithmetic
+-- expect: accepted cells=1 rows=1
+SELECT SUM(SIGN(age) * 2147483647 * 2) FROM people;
+
+-- case: constant overflow in 64 bits is refused before anything runs
+-- expect: refused UnboundedExpression mentions=64-bit
+SELECT COUNT(*) FROM people WHERE CASE WHEN income > 40000 THEN age > 9223372036854775807 + 1 ELSE FALSE END;
+
+-- case: constant date truncation with an unknown part is refused
+-- expect: refused InvalidConstant mentions=fortnight
+SELECT COUNT(*) FROM visits WHERE day >= DATE_TRUNC('fortnight', DATE '2025-03-04');
+
+-- case: constant text function is folded
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE sex = UPPER('f');
+
+-- case: constant division by zero is NULL, not an error
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE age > 1 / 0;
+
+-- case: LIKE pattern longer than the cost model allows
+-- expect: refused QueryTooComplex mentions=pattern
+-- text: "SELECT COUNT(*) FROM people WHERE email LIKE '%" + "_" * 200 + "b'"
+
+-- case: long literal concatenated under a private branch
+-- expect: refused QueryTooComplex
+-- text: "SELECT COUNT(*) FROM people WHERE CASE WHEN person_id = 123 AND income > 40000 THEN email || '" + "a" * 40000 + "' LIKE '%" + "_" * 20000 + "b' ELSE FALSE END"
+
+-- case: text literal longer than the cost model allows
+-- expect: refused QueryTooComplex mentions=literal
+-- text: "SELECT COUNT(*) FROM people WHERE email = '" + "x" * 5000 + "'"
+
+-- case: LIKE pattern computed from a column
+-- expect: refused QueryTooComplex mentions=constant
+SELECT COUNT(*) FROM people WHERE 'x' LIKE email;
+
+-- case: too many LIKEs of moderate patterns
+-- expect: refused QueryTooComplex mentions=operations
+-- text: "SELECT COUNT(*) FROM people WHERE " + "email LIKE '%________________________________________________________________________________________b' OR " * 2 + "FALSE"
+
+-- case: an ordinary LIKE
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE email LIKE '%@example.com';
+
+-- case: constant cast of text beyond a date is refused
+-- expect: refused InvalidConstant mentions=2025-02-30
+SELECT COUNT(*) FROM visits WHERE day = CAST('2025-02-30' AS DATE);
+
+-- case: quoted date compared with a date column that is not a date
+-- expect: refused UnboundedExpression mentions=date
+SELECT COUNT(*) FROM visits WHERE day < '2025-02-30';
