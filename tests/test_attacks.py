@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+import time
 import tomllib
 from collections.abc import Iterator
 from decimal import Decimal
@@ -25,6 +26,7 @@ import numpy as np
 import pytest
 
 import dpsql
+import dpsql.keys
 from dpsql import audit as A
 from dpsql.errors import (
     BudgetExhausted,
@@ -714,3 +716,171 @@ def test_text_stored_in_typed_columns_never_fails(tmp_path: Path, sql: str) -> N
         with dpsql.Database(path, tmp_path / "m.toml") as db:
             outcomes.append(outcome(db, sql))
     assert outcomes == ["answered", "answered"], outcomes
+
+
+# --------------------------------------------------------------------------- exact side channels
+
+#: The victim of the side-channel attacks: in D' only, with an income above 40000, so that a
+#: branch guarded by GUARD runs on exactly one row of D' and on no row of D.
+VICTIM = ((123, "victim", 30, 50000.0, "Ames", "42", dt.date(1990, 6, 1), 1.0, True),)
+GUARD = "pid = 123 AND income > 40000"
+
+
+@pytest.fixture(scope="module")
+def victim_dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    """D (BASE) and D' (BASE + VICTIM): neighbours that differ by the victim alone."""
+    folder = tmp_path_factory.mktemp("victim")
+    d, d_prime, metadata = A.build_databases(scenario("SELECT 1", VICTIM), folder)
+    with dpsql.Database(d, metadata) as db, dpsql.Database(d_prime, metadata) as db_prime:
+        yield SimpleNamespace(d=db, d_prime=db_prime, paths=(d, d_prime), metadata=metadata)
+
+
+#: Each query evaluates, on the victim's row only, a constant that the engine would convert or
+#: evaluate lazily (and fail on), or work that the cost model bounds.
+LAZY_CONSTANTS = [
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN age = '99999999999999999999' "
+    "ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN age IN ('1', '99999999999999999999')"
+    " ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN age BETWEEN '1' AND "
+    "'99999999999999999999' ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN married = ' true ' ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN married = 'maybe' ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born = '2000-02-30' ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born = DATE '2000-13-01' "
+    "ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > DATE_TRUNC('fortnight', "
+    "DATE '2000-01-01') ELSE FALSE END",
+    f"SELECT SUM(CASE age WHEN '99999999999999999999' THEN 1 ELSE 0 END) FROM people "
+    f"WHERE {GUARD}",
+    f"SELECT COUNT(NULLIF(age, '99999999999999999999')) FROM people WHERE {GUARD}",
+    # integer literals typed as INT32 by the engine
+    f"SELECT COUNT(CASE WHEN {GUARD} THEN 2147483647 + 1 END) FROM people",
+    f"SELECT SUM(CASE WHEN {GUARD} THEN 2147483647 + 1 ELSE 0 END) FROM people",
+    f"SELECT SUM(CASE WHEN {GUARD} THEN 2147483647 ELSE 0 END + 1) FROM people",
+    f"SELECT SUM(CASE WHEN {GUARD} THEN -2147483648 ELSE 0 END - 1) FROM people",
+    f"SELECT SUM(CASE WHEN {GUARD} THEN 100000 ELSE 0 END * 100000) FROM people",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN 65536 * 65536 > 0 ELSE FALSE END",
+    f"SELECT SUM(CASE WHEN {GUARD} THEN SIGN(age) * 2147483647 * 2 ELSE 0 END) FROM people",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN 9223372036854775807 + 1 > 0 "
+    "ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN ABS(-9223372036854775807 - 1) > 0"
+    " ELSE FALSE END",
+    # work per row that only the victim's row would do
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN name || '{'a' * 40_000}' LIKE "
+    f"'%{'_' * 20_000}b' ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN name LIKE code ELSE FALSE END",
+]
+
+
+@pytest.mark.parametrize("sql", LAZY_CONSTANTS, ids=[s[-70:] for s in LAZY_CONSTANTS])
+def test_constants_never_fail_on_some_rows_only(victim_dbs: SimpleNamespace, sql: str) -> None:
+    """Refused at plan time (both neighbours alike) or answered on both: never an engine
+    error that only the victim's row causes."""
+    on_d = outcome(victim_dbs.d, sql, epsilon=1.0)
+    on_d_prime = outcome(victim_dbs.d_prime, sql, epsilon=1.0)
+    assert on_d == on_d_prime, f"{sql[:200]}: {on_d} on D but {on_d_prime} on D'"
+    assert on_d in {"answered"} | {c.__name__ for c in _REFUSALS}, on_d
+
+
+@pytest.mark.parametrize(("sql", "parameters"), [
+    (f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN age = ? ELSE FALSE END",
+     ["99999999999999999999"]),
+    (f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN married = ? ELSE FALSE END",
+     [" true "]),
+    (f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born = ? ELSE FALSE END",
+     ["2000-02-30"]),
+    (f"SELECT SUM(CASE WHEN {GUARD} THEN ? + 1 ELSE 0 END) FROM people", [2147483647]),
+    (f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN name LIKE ? ELSE FALSE END",
+     ["%" + "_" * 20_000 + "b"]),
+])
+def test_parameters_are_constants_too(victim_dbs: SimpleNamespace, sql: str,
+                                      parameters: list[object]) -> None:
+    """The same attacks through DB-API parameters: bound as literals, then typed at plan time."""
+    outcomes = []
+    for path in victim_dbs.paths:
+        with dpsql.connect(path, victim_dbs.metadata) as con:
+            try:
+                con.cursor().execute(sql, parameters).fetchall()
+                outcomes.append("answered")
+            except Error as e:
+                outcomes.append(type(e).__name__)
+    assert outcomes[0] == outcomes[1], outcomes
+    assert outcomes[0] in {"answered"} | {c.__name__ for c in _REFUSALS}, outcomes
+
+
+def test_a_refused_constant_is_not_charged(victim_dbs: SimpleNamespace, tmp_path: Path) -> None:
+    """The lazy-conversion error used to come after the charge; now it is a refusal before."""
+    with dpsql.Database(victim_dbs.paths[1], _metered(SimpleNamespace(), tmp_path, 1.0),
+                        analyst="mallory") as db:
+        with pytest.raises(InvalidConstant):
+            db.query(LAZY_CONSTANTS[3], epsilon=1.0)
+        with pytest.raises(QueryTooComplex):
+            db.query(LAZY_CONSTANTS[-2], epsilon=1.0)
+        status = db.budget()
+        assert status is not None and status.spent.epsilon == 0
+
+
+#: The costliest per-row work the cost model admits, on the victim's row only.
+COSTLY = (f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN name || '{'a' * 60}' LIKE "
+          f"'%{'_' * 60}b' ELSE FALSE END")
+
+
+def test_the_victims_branch_costs_no_visible_time(victim_dbs: SimpleNamespace) -> None:
+    """Timing, the third channel: with per-row work bounded by the cost model, the median time
+    of a query whose only costly branch is the victim's differs between D and D' by less than
+    a stated tolerance (2 ms, far above the ~0.1 ms the model admits, far below the 300 ms the
+    unbounded attack took)."""
+    times: dict[int, list[float]] = {0: [], 1: []}
+    dbs = (victim_dbs.d, victim_dbs.d_prime)
+    for _ in range(15):
+        for i, db in enumerate(dbs):  # interleaved, so that drift hits both alike
+            start = time.perf_counter()
+            db.query(COSTLY, epsilon=1.0)
+            times[i].append(time.perf_counter() - start)
+    gap = abs(float(np.median(times[0])) - float(np.median(times[1])))
+    assert gap < 0.002, f"median times differ by {gap * 1000:.2f} ms"
+
+
+#: The victim's guard without the privacy unit (GROUP BY may not read it): only the victim is 30.
+KEY_GUARD = "age = 30 AND income > 40000"
+#: GROUP BY keys whose released values could keep the engine's (data-dependent) order: NaN
+#: makes Python's sort not a total order, -0.0 and 0.0 group together under whichever came first.
+ORDER_KEYS = [
+    f"CASE WHEN {KEY_GUARD} THEN SQRT(-1.0) WHEN age % 3 = 0 THEN SQRT(-1.0) "
+    "WHEN age % 3 = 1 THEN 1.0 ELSE 2.0 END",
+    f"CASE WHEN {KEY_GUARD} THEN -0.0 WHEN age % 2 = 0 THEN 0.0 ELSE 1.0 END",
+    f"CASE WHEN {KEY_GUARD} THEN NULL WHEN age % 3 = 0 THEN SQRT(-1.0) WHEN age % 3 = 1 THEN NULL "
+    "ELSE -0.0 END",
+    "CASE WHEN age % 4 = 0 THEN SQRT(age - 100.0) WHEN age % 4 = 1 THEN score ELSE 0.0 END",
+]
+
+
+@pytest.mark.parametrize("key", ORDER_KEYS)
+def test_released_groups_come_in_an_order_of_their_values(victim_dbs: SimpleNamespace,
+                                                          key: str) -> None:
+    """Thresholded and public-domain keys alike: the released rows are in one total order of
+    their (canonical) values, so the order says nothing the values do not."""
+    sql = f"SELECT {key} AS k, COUNT(*) FROM people GROUP BY k"
+    for db in (victim_dbs.d, victim_dbs.d_prime):
+        for _ in range(3):
+            keys = [row[0] for row in db.query(sql, epsilon=20.0, delta=0.05).rows]
+            assert keys == sorted(keys, key=lambda v: dpsql.keys.order((v,)))
+            assert all(not (isinstance(v, float) and v == 0 and math.copysign(1, v) < 0)
+                       for v in keys), keys
+
+
+def test_perturb_releases_the_same_order_for_every_engine_order() -> None:
+    """The perturb pass, fed the engine's rows in every order, releases the same key order."""
+    import itertools
+
+    from dpsql import perturb
+
+    metadata = parse_metadata(tomllib.loads(META))
+    p = prepare("SELECT score AS k, COUNT(*) FROM people GROUP BY k", metadata, 50.0, 0.05)
+    rows = [(math.nan, 1000), (-0.0, 1000), (None, 1000), (1.5, 1000), (float("nan"), 1000)]
+    seen = set()
+    for perm in itertools.permutations(rows[:4]):
+        released = perturb.perturb_cells(p, list(perm)).keys
+        seen.add(tuple(repr(k) for k in released))
+    assert seen == {("(0.0,)", "(1.5,)", "(nan,)", "(None,)")}, seen
