@@ -8,7 +8,7 @@ reveal that person's data exactly, whatever the noise. This pass removes the cla
 1. Every maximal constant sub-expression of the private part (WHERE, GROUP BY keys, aggregated
    expressions; parameters are literals by now) is evaluated once, here, in a scratch DuckDB
    that holds no data, exactly as the engine query would evaluate it (made total by
-   :func:`dpsql.rewrite.total`, integer literals as BIGINT), and replaced by a typed literal of
+   :func:`dpsql.total.total`, integer literals as BIGINT), and replaced by a typed literal of
    its value. An error is an :class:`~dpsql.errors.InvalidConstant` refusal, before any charge.
 2. A text literal compared with a number, a date or a boolean (``=``, ``<``, ``IN``,
    ``BETWEEN``, ``CASE x WHEN``, ``NULLIF``) is converted to that type here, by DuckDB's own
@@ -16,7 +16,7 @@ reveal that person's data exactly, whatever the noise. This pass removes the cla
    number that does not fit the column's storage type compares as a number instead of failing.
 
 What is left for the engine to evaluate per row depends on a column, and
-:func:`dpsql.rewrite.total` makes each such operation total (TRY_CAST, NULL on division by zero,
+:func:`dpsql.total.total` makes each such operation total (TRY_CAST, NULL on division by zero,
 BIGINT arithmetic inside the bounds of :mod:`dpsql.bounds`).
 """
 
@@ -34,6 +34,7 @@ from dpsql.check import CheckedQuery
 from dpsql.engines import scratch
 from dpsql.errors import InvalidConstant
 from dpsql.metadata import Table
+from dpsql.total import total
 
 _INT64 = 2**63
 #: Exact integers in a double: a quoted number beyond this is compared as a DOUBLE.
@@ -111,8 +112,6 @@ def _foldable(node: exp.Expression) -> bool:
 def _evaluate(node: exp.Expression, table: Table) -> tuple[object, str, str | None]:
     """The value, DuckDB type and text form of a constant expression, made total as in the
     engine query."""
-    from dpsql.rewrite import total  # rewrite imports the plan, which imports this pass
-
     value = exp.Paren(this=total(node, table))
     sql = exp.select(exp.alias_(value, "v"), exp.alias_(exp.cast(value.copy(), "VARCHAR"),
                                                          "t")).sql(dialect="duckdb")

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from dpsql.aggregates import Measurement
-from dpsql.bounds import COMPARISONS, bound
+from dpsql.bounds import bound
 from dpsql.metadata import Table
 from dpsql.plan import Plan
+from dpsql.total import Reader, clamp, number, total
 
 SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
 
@@ -33,7 +34,7 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     contribution-bounding sample: a fresh secret for every execution. ``physical`` maps the
     table's columns to their DuckDB types; casts that cannot fail are then plain casts."""
     table = plan.table
-    reader = _Reader(table, physical or {})
+    reader = Reader(table, physical or {})
     inputs = _inputs(plan)
     rows = exp.select(*_row_projections(plan, inputs, reader), copy=False).from_(
         _table_ref(table), copy=False)
@@ -92,7 +93,7 @@ def _inputs(plan: Plan) -> dict[str, str]:
     return names
 
 
-def _row_projections(plan: Plan, inputs: dict[str, str], reader: _Reader
+def _row_projections(plan: Plan, inputs: dict[str, str], reader: Reader
                      ) -> list[exp.Expr]:
     table = plan.table
     projections: list[exp.Expr] = []
@@ -113,7 +114,7 @@ def _row_projections(plan: Plan, inputs: dict[str, str], reader: _Reader
     return projections
 
 
-def _input(arg: exp.Expression, table: Table, reader: _Reader) -> exp.Expression:
+def _input(arg: exp.Expression, table: Table, reader: Reader) -> exp.Expression:
     """An aggregated expression, made total and clamped to its derived interval."""
     value = total(arg, table, reader)
     b = bound(arg, table)
@@ -172,7 +173,7 @@ def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
         if m.center or m.power != 1:
             # Centred and squared sums are real-valued: in DOUBLE, so that a narrow integer
             # input cannot overflow on (x - c) * (x - c).
-            term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=_number(m.center))
+            term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=number(m.center))
         if m.power == 2:
             term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
         value = exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
@@ -188,173 +189,7 @@ def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
         return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
                                     true=exp.Literal.number(0))])
     scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
-                                                 expression=_number(lo))),
-                     expression=_number(m.buckets / (hi - lo)))
+                                                 expression=number(lo))),
+                     expression=number(m.buckets / (hi - lo)))
     index = exp.cast(exp.Floor(this=scaled), "BIGINT")
     return exp.Least(this=index, expressions=[exp.Literal.number(m.buckets - 1)])
-
-
-def _number(value: float) -> exp.Expression:
-    if float(value).is_integer() and abs(value) < 2**53:
-        literal: exp.Expression = exp.Literal.number(int(value))
-    else:
-        literal = exp.cast(exp.Literal.number(repr(float(value))), "DOUBLE")
-    return exp.Paren(this=literal) if value < 0 else literal
-
-
-def clamp(value: exp.Expression, lo: float, hi: float, nan: bool = True) -> exp.Expression:
-    """``value`` clamped to [lo, hi], NULL kept, NaN read as NULL:
-
-        CASE WHEN v <= hi THEN GREATEST(v, lo) WHEN v > hi THEN hi END
-
-    NULL fails both tests and stays NULL. NaN sorts above every number in DuckDB, so it takes
-    the second branch, where ``isnan`` turns it into NULL (evaluated on the rare rows above
-    ``hi`` only). DuckDB drops a test that its column statistics prove always true.
-    """
-    high: exp.Expression = _number(hi)
-    if nan:
-        high = exp.Case(ifs=[exp.If(this=exp.Anonymous(this="isnan", expressions=[
-            value.copy()]), true=exp.Null())], default=_number(hi))
-    # Anonymous GREATEST: sqlglot would otherwise transpile it into a NULL-propagating CASE.
-    inside = exp.Anonymous(this="greatest", expressions=[value.copy(), _number(lo)])
-    return exp.Case(ifs=[
-        exp.If(this=exp.LTE(this=value.copy(), expression=_number(hi)), true=inside),
-        exp.If(this=exp.GT(this=value.copy(), expression=_number(hi)), true=high)])
-
-
-def total(node: exp.Expression, table: Table, reader: _Reader | None = None,
-          filtering: bool = False) -> exp.Expression:
-    """A row-level expression made total: columns read clamped, casts that cannot fail,
-    divisions by zero that give NULL.
-
-    With ``filtering`` (a WHERE clause), a column compared directly with constants is read as
-    stored, without clamping: a row filter cannot change how much one unit contributes, any
-    comparison of matching types is total, and the engine can then push the filter into its
-    scan. A column used in arithmetic is clamped as everywhere else.
-    """
-    reader = reader or _Reader(table, {})
-
-    def fix(n: exp.Expression) -> exp.Expression:
-        # A replaced node's children are not visited again, so rebuild them with total().
-        if isinstance(n, exp.Column):
-            if filtering and _compared(n) and reader.comparable(n):
-                return exp.column(n.name, quoted=True)
-            # A bare integer column is summed as stored (DuckDB sums into HUGEINT); one
-            # inside an expression is widened to BIGINT first, so its arithmetic cannot
-            # overflow a narrow type.
-            return reader.read(n, widen=n.parent is not None)
-        if isinstance(n, exp.Cast):  # CAST, ::, TRY_CAST: never fails, never narrow
-            return _wide(exp.TryCast(this=total(n.this, table, reader, filtering),
-                                     to=n.to.copy()))
-        if isinstance(n, exp.Literal) and not n.is_string:
-            return _typed_number(n)
-        if isinstance(n, exp.Sign):  # DuckDB's SIGN is a TINYINT: SIGN(a) + SIGN(b) + ...
-            return exp.cast(exp.Sign(this=total(n.this, table, reader, filtering)), "BIGINT")
-        if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
-            divisor = total(n.expression, table, reader, filtering)
-            return n.__class__(this=total(n.this, table, reader, filtering),
-                               expression=exp.Nullif(this=exp.Paren(this=divisor),
-                                                     expression=exp.Literal.number(0)))
-        return n
-
-    return node.copy().transform(fix, copy=False)
-
-
-def _typed_number(literal: exp.Literal) -> exp.Expression:
-    """A number literal with the type that :mod:`dpsql.bounds` gives it. DuckDB reads 1.5 as
-    a DECIMAL (see _wide) and 2147483647 as an INTEGER, so ``CASE ... THEN 2147483647 END + 1``
-    would overflow INT32 on the rows that take the branch: integers are BIGINT (DOUBLE beyond
-    64 bits), reals DOUBLE. A comparison operand keeps its literal, which cannot overflow and
-    lets the engine push the filter into its scan; so do the digits of ROUND (an INTEGER)."""
-    if not literal.is_int:
-        return exp.cast(literal.copy(), "DOUBLE")
-    parent = literal.parent.parent if isinstance(literal.parent, exp.Neg) else literal.parent
-    while isinstance(parent, exp.Paren):
-        parent = parent.parent
-    if isinstance(parent, _COMPARISONS) or literal.arg_key == "decimals":
-        return literal.copy()
-    return exp.cast(literal.copy(), "BIGINT" if int(literal.this) < 2**63 else "DOUBLE")
-
-
-_COMPARISONS = (*COMPARISONS, exp.Is)
-
-
-def _compared(column: exp.Column) -> bool:
-    """Is the column an operand of a comparison whose other operands are constants?"""
-    parent = column.parent
-    while isinstance(parent, exp.Paren):
-        parent = parent.parent
-    if not isinstance(parent, _COMPARISONS):
-        return False
-    others = [e for e in parent.iter_expressions() if e is not column and
-              not isinstance(e, exp.Paren | exp.DataType)]
-    return all(isinstance(e, exp.Literal | exp.Null | exp.Boolean) or (
-        isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)) for e in others)
-
-
-_NARROW_INTEGERS = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
-                    exp.DataType.Type.UTINYINT, exp.DataType.Type.USMALLINT,
-                    exp.DataType.Type.UINT, exp.DataType.Type.UBIGINT}
-
-
-def _wide(cast: exp.TryCast) -> exp.Expression:
-    """Arithmetic on narrow or unsigned integers and on DECIMALs fails in DuckDB when it
-    overflows (CAST(age AS TINYINT) + CAST(age AS TINYINT)), and the error message quotes the
-    row's values. The bounds already keep every value inside 64-bit integers and doubles, so
-    such a cast is widened right away: the arithmetic then runs on BIGINT or DOUBLE."""
-    target = cast.to.this
-    if target in _NARROW_INTEGERS:
-        return exp.TryCast(this=cast, to=exp.DataType.build("BIGINT"))
-    if target == exp.DataType.Type.DECIMAL:
-        return exp.TryCast(this=cast, to=exp.DataType.build("DOUBLE"))
-    return cast
-
-
-_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT",
-                  "UINTEGER"}
-_FLOAT_TYPES = {"DOUBLE", "FLOAT", "REAL"}
-_COMPARABLE = {"int": _INTEGER_TYPES | {"UBIGINT", "HUGEINT"}, "float": _FLOAT_TYPES,
-               "text": {"VARCHAR"}, "bool": {"BOOLEAN"}, "date": {"DATE"}}
-
-
-class _Reader:
-    """How each column of the table is read: widened to BIGINT or DOUBLE, clamped to its
-    declared bounds, NaN as NULL. A cast from a type that always converts is a plain CAST;
-    any other source type (say, text declared as int) gets a TRY_CAST, NULL if it fails."""
-
-    def __init__(self, table: Table, physical: Mapping[str, str]) -> None:
-        self.table = table
-        self.physical = {k.lower(): v.upper() for k, v in physical.items()}
-
-    def comparable(self, column: exp.Column) -> bool:
-        meta = self.table.column(column.name)
-        stored = self.physical.get(column.name.lower(), "")
-        return meta is not None and stored.split("(")[0] in _COMPARABLE.get(meta.type, set())
-
-    def read(self, column: exp.Column, widen: bool = True) -> exp.Expression:
-        meta = self.table.column(column.name)
-        ref = exp.column(column.name, quoted=True)
-        stored = self.physical.get(column.name.lower(), "").split("(")[0]
-        if meta is not None and meta.type in ("bool", "date") and \
-                stored not in _COMPARABLE[meta.type]:
-            # Text declared as bool or date would be cast row by row, and fail on some rows
-            # only (WHERE flag: "Could not convert string 'maybe' to BOOL"): NULL instead.
-            return exp.TryCast(this=ref, to=exp.DataType.build(meta.type.upper().replace(
-                "BOOL", "BOOLEAN")))
-        if meta is None or meta.type not in ("int", "float"):
-            return ref
-        value: exp.Expression = ref
-        if meta.type == "int":
-            if stored != "BIGINT" and (widen or stored not in _INTEGER_TYPES):
-                cast = exp.Cast if stored in _INTEGER_TYPES else exp.TryCast
-                value = cast(this=ref, to=exp.DataType.build("BIGINT"))
-        elif stored != "DOUBLE":
-            safe = stored in _FLOAT_TYPES or stored in _INTEGER_TYPES or stored == "DECIMAL"
-            value = (exp.Cast if safe else exp.TryCast)(this=ref, to=exp.DataType.build("DOUBLE"))
-        if not meta.bounded:
-            if meta.type == "float":
-                value = exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"),
-                                                                   "DOUBLE"))
-            return exp.Paren(this=value)
-        return exp.Paren(this=clamp(value, float(meta.lower), float(meta.upper),  # type: ignore[arg-type]
-                                    nan=meta.type == "float"))
