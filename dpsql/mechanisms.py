@@ -85,6 +85,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from statistics import NormalDist
@@ -408,6 +409,46 @@ def perturb(
     if spec.integer:
         return _perturb_integer(array, spec.granularity, noise)
     return _perturb_real(array, spec.granularity, noise)
+
+
+def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec
+                  ) -> npt.NDArray[np.float64]:
+    """Real cells given exactly as integers in units of ``step``: cell ``i`` is
+    ``sums[i] * step``, an exact fixed-point sum (see dpsql.aggregates, "Exact sums").
+
+    The same mechanism as :func:`perturb` for a real spec, in exact integer arithmetic:
+    ``step`` and ``g`` are powers of two, so ``x / g = sums * 2**d``: a shift when ``d >= 0``,
+    else rounded half up (``floor(sums / 2**-d + 1/2)``, monotone, off by at most 1/2, which
+    the grid sensitivity's one step per cell pays for). The grid units are saturated (as in
+    :func:`perturb`), the integer noise is added exactly, and the noisy integer is converted
+    to float64 once: a function of the exact noisy integer only (post-processing). Nothing is
+    rounded to a double before the noise, however large the HUGEINT sum.
+    """
+    if spec.integer or not _is_pow2(step):
+        raise ValueError("perturb_fixed() needs a real spec and a power-of-two step")
+    shift = math.frexp(spec.granularity)[1] - 1
+    d = math.frexp(step)[1] - 1 - shift
+    limit = 1 << min(1000, 1020 - shift)
+    noise = _noise(spec, len(sums))
+    out = np.empty(len(sums), dtype=np.float64)
+    for i, item in enumerate(sums):
+        exact = _exact_int(item)
+        units = exact << d if d >= 0 else (exact + (1 << (-d - 1))) >> -d
+        noisy = max(-limit, min(limit, units)) + int(noise[i])
+        out[i] = math.ldexp(float(noisy), shift)
+    return out
+
+
+def _exact_int(item: object) -> int:
+    """One integer sum as a Python int; anything else is a bug of the caller."""
+    if isinstance(item, bool) or not isinstance(item, numbers.Integral):
+        raise ValueError(f"perturb_fixed() needs integer sums, got {item!r}")
+    return int(item)
+
+
+def _is_pow2(x: float) -> bool:
+    """``x`` is a positive power of two (normal or subnormal)."""
+    return x > 0 and math.isfinite(x) and math.frexp(x)[0] == 0.5
 
 
 def _noise(spec: NoiseSpec, size: int) -> npt.NDArray[np.int64]:
