@@ -34,6 +34,28 @@ ranks [r_j, r_{j+1}] and has utility -dist(q*n, [r_j, r_{j+1}]); adding or remov
 every r_j and q*n by at most k, so the utility's sensitivity is k, and in each group the bucket is
 drawn with probability proportional to exp(eps * u / (2k)). Across groups the unit's k rows change
 the utilities by at most k in total, which bounds the privacy loss of all groups together by eps.
+
+**Exact sums** (Casacuberta, Shoemate, Vadhan and Wagaman, CCS 2022). The sensitivities above
+hold for sums in real arithmetic. A floating-point SUM is not one: each addition rounds, and the
+engine adds in an order of its own (threads, hash tables), so adding one row can change a
+double sum by far more than the row (1e16 + 1.0 + 1.0 - 1e16 is 0 or 2 depending on the order),
+and an attacker who places such values can read a row's presence off the rounding. So every
+real-valued sum (SUM of a non-integer input, the centred sums of AVG and VAR/STDDEV) is a sum
+of *integers*. Its measurement carries a fixed-point grid ``step = 2**(e - SUM_BITS)``, a power
+of two with ``2**e > T``, ``T = max(|t_lo|, |t_hi|)`` the bound of one row's term ``t``
+(``[L, U]`` for SUM, ``[-h, h]`` for the centred sum, ``[0, h^2]`` for the squared one: exactly
+the per-row bounds of the table, so ``l1 = k T``). The engine computes
+``q = clamp(CAST(ROUND(t / step) AS BIGINT), ceil(t_lo / step), floor(t_hi / step))``: dividing
+by a power of two is exact, ``|q| < 2**SUM_BITS`` fits BIGINT, and the integer clamp (bounds
+computed exactly with fractions at plan time) guarantees ``q * step`` in ``[t_lo, t_hi]``
+whatever rounding ``t`` itself went through (``x - c`` can exceed ``h`` by an ulp). It then sums
+``q`` in HUGEINT, exact and order-independent, so the measurement is a *function* of the
+multiset of rows, and a unit's k rows change it by at most ``k * T / step`` integer units:
+``k T = l1`` in value units, exactly the sensitivity above. :mod:`dpsql.perturb` rescales the
+integer sum to the noise grid with integer arithmetic (:func:`dpsql.mechanisms.perturb_fixed`),
+so no float rounding happens before the noise either. The cost in accuracy is the quantisation
+of each row by at most ``step / 2 <= T * 2**-SUM_BITS``, the order of float64's own rounding of
+one value. Integer inputs (integer SUM, every COUNT) are summed in HUGEINT as they are: exact.
 """
 
 from __future__ import annotations
@@ -41,6 +63,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 from sqlglot import exp
@@ -51,6 +74,8 @@ from dpsql.mechanisms import NoiseSpec
 from dpsql.metadata import Table
 
 HISTOGRAM_BUCKETS = 1000
+#: Bits of the fixed-point grid of real sums: one row's term is at most 2**SUM_BITS grid steps.
+SUM_BITS = 52
 
 
 @dataclass
@@ -74,6 +99,10 @@ class Measurement:
     epsilon: float = 0.0  # set by the plan's budget split
     mechanism: str = "laplace"
     noise: NoiseSpec | None = None  # set by the plan; None for the exponential mechanism
+    # Real-valued sums only (see "Exact sums" above): the fixed-point grid (a power of two,
+    # 0.0 when the sum is not quantised) and the integer range of one row's quantised term.
+    step: float = 0.0
+    units: tuple[int, int] = (0, 0)
 
     @property
     def histogram_range(self) -> tuple[float, float]:
@@ -84,7 +113,30 @@ class Measurement:
     def key(self) -> tuple[object, ...]:
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
-                self.quantile, self.mechanism)
+                self.quantile, self.mechanism, self.step, self.units)
+
+
+def fixed_point(term_lo: float, term_hi: float) -> tuple[float, tuple[int, int]]:
+    """The grid of a real sum whose per-row term lies in ``[term_lo, term_hi]``: ``step`` (a
+    power of two, ``T / step < 2**SUM_BITS`` for ``T = max(|term_lo|, |term_hi|)``) and the
+    integer range ``[ceil(term_lo / step), floor(term_hi / step)]``, computed exactly."""
+    bound = max(abs(term_lo), abs(term_hi))
+    if bound == 0.0:
+        return 1.0, (0, 0)
+    exponent = math.frexp(bound)[1]  # bound < 2**exponent
+    step = math.ldexp(1.0, max(exponent - SUM_BITS, -1074))
+    grid = Fraction(step)
+    return step, (math.ceil(Fraction(term_lo) / grid), math.floor(Fraction(term_hi) / grid))
+
+
+def _real_sum(arg: exp.Expression, b: Bound, term: tuple[float, float], k: int,
+              mechanism: str, center: float = 0.0, power: int = 1) -> Measurement:
+    """An exactly summed real-valued measurement whose per-row term lies in ``term``: its
+    sensitivity is ``k * max(|term|)`` (L1 and L2), its grid from :func:`fixed_point`."""
+    sens = k * max(abs(term[0]), abs(term[1]))
+    step, units = fixed_point(*term)
+    return Measurement("sum", arg, b.lo, b.hi, center=center, power=power, integer=False,
+                       l1=sens, l2=sens, mechanism=mechanism, step=step, units=units)
 
 
 @dataclass
@@ -146,17 +198,21 @@ def _is_unit(arg: exp.Expression | None, table: Table) -> bool:
 
 def _sum(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
     integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
-    sens = k * b.magnitude
-    m = Measurement("sum", call.arg, b.lo, b.hi, integer=integer, l1=sens, l2=sens,
-                    mechanism=mechanism)
+    assert call.arg is not None  # cell_for only builds sums of an argument
+    if integer:  # summed in HUGEINT by the engine as they are: already exact
+        sens = k * b.magnitude
+        m = Measurement("sum", call.arg, b.lo, b.hi, integer=True, l1=sens, l2=sens,
+                        mechanism=mechanism)
+    else:
+        m = _real_sum(call.arg, b, (b.lo, b.hi), k, mechanism)
     return Cell(call, [m], lambda v: v[0], "BIGINT" if integer else "DOUBLE", bound=b)
 
 
 def _avg(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
+    assert call.arg is not None  # cell_for only builds averages of an argument
     n = Measurement("count", call.arg, l1=k, l2=k, mechanism=mechanism)
-    s = Measurement("sum", call.arg, b.lo, b.hi, center=c, integer=False, l1=k * h, l2=k * h,
-                    mechanism=mechanism)
+    s = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
 
     def combine(v: Sequence[np.ndarray]) -> np.ndarray:
         count = np.maximum(v[0].astype(float), 1.0)
@@ -167,11 +223,10 @@ def _avg(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
 
 def _variance(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
+    assert call.arg is not None  # cell_for only builds variances of an argument
     n = Measurement("count", call.arg, l1=k, l2=k, mechanism=mechanism)
-    s1 = Measurement("sum", call.arg, b.lo, b.hi, center=c, integer=False, l1=k * h, l2=k * h,
-                     mechanism=mechanism)
-    s2 = Measurement("sum", call.arg, b.lo, b.hi, center=c, power=2, integer=False,
-                     l1=k * h * h, l2=k * h * h, mechanism=mechanism)
+    s1 = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
+    s2 = _real_sum(call.arg, b, (0.0, h * h), k, mechanism, center=c, power=2)
     sample = call.kind.endswith("samp")
     root = call.kind.startswith("stddev")
 

@@ -4,10 +4,13 @@ Every other module decides *how much* noise a cell needs; this one draws it. All
 vectorised over cells with numpy, and every random bit comes from the operating system's CSPRNG.
 
 Randomness
-    :func:`uniform` turns ``os.urandom`` bytes into float64 values ``k / 2**53`` with ``k``
-    uniform on ``1 .. 2**53 - 1`` (zero is redrawn), so ``0 < U < 1``. numpy's default generator
-    and the ``random`` module are seeded, predictable PRNGs: an analyst who could learn their
-    state would subtract the noise exactly. The OS CSPRNG is unpredictable by design.
+    Every bit comes from ``os.urandom``. numpy's default generator and the ``random`` module
+    are seeded, predictable PRNGs: an analyst who could learn their state would subtract the
+    noise exactly. The OS CSPRNG is unpredictable by design. :func:`exponential` draws Exp(1)
+    variables with unbounded support: a 53-bit cell index ``k`` for ``U``, 52 more bits for
+    ``U``'s position inside the cell, and, when ``k = 0`` (``U < 2**-53``), memorylessness:
+    ``E = 53 ln 2 + E'`` with a fresh ``E'``. :func:`uniform` (``k / 2**53``, ``k >= 1``) is
+    only used where 53 bits suffice.
 
 Why discrete noise (Mironov 2012)
     Textbook Laplace noise computed in floating point is not differentially private: the set of
@@ -19,16 +22,18 @@ Discrete Laplace (two-sided geometric), :func:`discrete_laplace`
     ``P(Z = z) = (1 - a) / (1 + a) * a**|z|`` with ``a = exp(-1/s)``, i.e. proportional to
     ``exp(-|z| / s)``. Adding it to an integer query of L1 sensitivity ``D`` is ``(D/s)``-DP, so
     ``s = D / epsilon``. Sampled as ``G1 - G2`` of two iid geometric variables with success
-    probability ``p = 1 - a``, each by inverse transform ``G = floor(log(U) / log(1 - p))``.
-    Because ``log(1 - p) = -1/s`` exactly, ``G = floor(-log(U) * s)``: no ``log1p(-p)`` round
-    trip, so huge scales (up to ``2**47``) stay exact. Variance ``2a / (1 - a)**2``.
+    probability ``p = 1 - a``, each by inverse transform ``G = floor(E * s)`` with
+    ``E ~ Exp(1)`` (``log(1 - p) = -1/s`` exactly: no ``log1p(-p)`` round trip). Past
+    ``2**52``, where doubles stop being exact integers, memorylessness again: the variable
+    carries ``2**52`` and draws afresh. Variance ``2a / (1 - a)**2``.
 
 Discrete Gaussian, :func:`discrete_gaussian`
     ``P(Z = z)`` proportional to ``exp(-z**2 / (2 sigma**2))``. Canonne, Kamath and Steinke
     (2020) prove that adding it to an integer vector of L2 sensitivity ``D`` is
     ``rho``-zCDP with ``rho = D**2 / (2 sigma**2)``. Their rejection sampler: ``t = floor(sigma)
     + 1``, ``Y ~ discrete Laplace(t)``, accept with probability
-    ``exp(-(|Y| - sigma**2 / t)**2 / (2 sigma**2))``.
+    ``exp(-(|Y| - sigma**2 / t)**2 / (2 sigma**2))``, as the event ``E > x`` for a fresh
+    ``E ~ Exp(1)``: ``Y`` and the acceptance both have exact tails, so the Gaussian does too.
 
 The power-of-two grid (real-valued cells), :func:`calibrate_laplace`, :func:`perturb`
     A real cell ``x`` is rounded to the nearest multiple of a granularity ``g = 2**k``; the
@@ -47,10 +52,32 @@ Exponential mechanism, :func:`quantile_from_histogram`
     ``u`` has sensitivity ``D``; that is ``epsilon``-DP (McSherry and Talwar 2007).
 
 Known, deliberate approximations
-    ``U`` has 53 bits, so a geometric variable never exceeds ``36.7 * s``: noise beyond that
-    tail (probability below ``2**-52`` per cell) is never drawn. The Bernoulli acceptance of
-    the discrete Gaussian and the exponential-mechanism weights use float64 ``exp`` (relative
-    error ~1e-16). Both are orders of magnitude below any delta dpsql accepts.
+    *Saturation.* Noise is an int64: each geometric variable saturates at ``2**62 - 1``
+    (``NOISE_CAP``), so ``|Z| < 2**62`` and ``exact + Z`` never overflows. That happens with
+    probability ``exp(-2**62 / s) < e**-32768`` per variable for ``s < MAX_GRID_SCALE = 2**47``
+    (or ``2**-53000``: 1000 rounds of ``k = 0``). Pure ``epsilon`` therefore means
+    ``(epsilon, delta)`` with ``delta < 4 e**-32768`` per cell (two variables, two databases),
+    far below anything a double can express. There is no other cap: in particular no
+    ``36.7 s`` cap as with a 53-bit ``U`` (``delta ~ 2**-52``), whose draws beyond ~9 s were
+    also too sparse to reach every integer when ``s ~ 2**40``.
+
+    *Floating point.* ``U`` is continuous to ``2**-52`` (relative) inside its cell and
+    ``-log(U)``, ``E * s`` are float64 operations, so the computed ``G`` is ``floor(E s (1 +
+    theta) + eta s)`` with ``|theta| < 2**-50``, ``|eta| < 2**-51``: ``P(G >= n)`` is
+    ``exp(-n/s)`` up to a relative error ``~2**-50 n/s + 2**-51`` for every ``n`` below the
+    saturation (no cliff anywhere in the tail), and the computed ``E * s`` moves in steps
+    below 1 wherever it is below ``2**52``: every integer is a possible value (no holes),
+    however large ``s``. The probability of one integer is therefore exact only up to about
+    ``2**-52 max(s, n)`` relative (``~2**-12`` for real cells, whose ``s`` is ~``2**40``
+    grid steps), a slightly uneven but hole-free pmf, largely averaged out in ``G1 - G2``;
+    a pointwise-exact sampler needs exact Bernoulli arithmetic (CKS 2020, Algorithm 1/2).
+    The Gaussian's acceptance threshold ``x`` is a float64 expression (relative error ~1e-16).
+
+    *Exponential mechanism.* :func:`quantile_from_histogram` computes its weights with float64
+    ``exp`` (a weight below ``e**-745`` of the largest one is 0) and inverts the CDF with a
+    53-bit :func:`uniform`, so a bucket's probability is off by at most ~``2**-52`` of the
+    total, and a bucket that a neighbouring database makes that unlikely can get probability
+    0: an ``(epsilon, ~B 2**-52)`` guarantee for ``B`` buckets, not a pure one.
 """
 
 from __future__ import annotations
@@ -58,6 +85,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from statistics import NormalDist
@@ -70,9 +98,19 @@ from dpsql.errors import InvalidPrivacyParameter
 
 #: The grid is this many binary orders of magnitude finer than the noise scale.
 GRID_BITS = 40
-#: Largest noise scale (grid units) that the samplers draw exactly: ``36.7 * 2**47 < 2**53``,
-#: so every geometric variable is an exactly representable integer, below int64 overflow.
+#: Largest noise scale (grid units): a geometric variable then passes ``2**52`` (where the
+#: sampler carries, see ``_geometric``) with probability ``exp(-2**5)`` only, and saturates at
+#: ``2**62`` with probability below ``exp(-2**15)``.
 MAX_GRID_SCALE = 2.0**47
+#: A geometric variable saturates here (``2**62 - 1``), so that ``|exact| <= 2**62`` plus noise
+#: stays inside int64.
+NOISE_CAP = 2**62 - 1
+#: Rounds of ``k = 0`` after which an exponential variable is saturated (+inf).
+_MAX_ROUNDS = 1000
+_LN2_53 = 53.0 * math.log(2.0)
+#: A geometric variable is drawn in chunks of ``2**52`` (exact doubles), at most 1024 of them.
+_CARRY = 2**52
+_CARRY_STEPS = 1024
 #: Largest epsilon accepted from an analyst: beyond this there is no privacy left to speak of.
 MAX_EPSILON = 100.0
 #: Largest delta accepted: delta is the probability of a total privacy failure.
@@ -96,6 +134,8 @@ def uniform(size: int) -> npt.NDArray[np.float64]:
 
     ``U = k / 2**53`` with ``k`` the top 53 bits of a CSPRNG 64-bit word; ``k = 0`` is redrawn
     (probability ``2**-53``), so ``2**-53 <= U <= 1 - 2**-53``: ``log(U)`` is always finite.
+    Used where a 53-bit uniform is all that is needed (a point inside a quantile bucket, the
+    exponential mechanism's inverse CDF); the noise samplers use :func:`exponential`.
     """
     _check_size(size)
     out = _bits53(size)
@@ -108,10 +148,48 @@ def uniform(size: int) -> npt.NDArray[np.float64]:
 
 def _bits53(size: int) -> npt.NDArray[np.uint64]:
     """``size`` integers uniform on ``0 .. 2**53 - 1`` (the high bits of CSPRNG words)."""
+    return _words(size) >> np.uint64(11)
+
+
+def _words(size: int) -> npt.NDArray[np.uint64]:
+    """``size`` uniform 64-bit words from the OS CSPRNG."""
     # os.urandom is looked up on every call (not imported by name) so that tests can prove
     # that the randomness really flows from it.
-    words = np.frombuffer(os.urandom(8 * size), dtype="<u8")
-    return words >> np.uint64(11)
+    return np.frombuffer(os.urandom(8 * size), dtype="<u8")
+
+
+def exponential(size: int) -> npt.NDArray[np.float64]:
+    """``size`` iid Exp(1) variables with unbounded support and an exact tail.
+
+    ``E = -log(U)`` for a *continuous* uniform ``U``, drawn cell by cell (memorylessness):
+    ``k``, the top 53 bits of a CSPRNG word, says in which cell ``[k, k + 1) / 2**53`` the
+    variable ``U`` falls. If ``k >= 1``, ``U = (k + V) / 2**53`` with ``V`` a fresh uniform on
+    (0, 1) from 52 more CSPRNG bits (the midpoint ``(2j + 1) / 2**53`` of one of ``2**52``
+    sub-cells), and ``E = -log(U)``. If ``k = 0`` (probability ``2**-53``), then
+    ``U < 2**-53``, and given that, ``2**53 U`` is again uniform: ``E = 53 ln 2 + E'`` with a
+    fresh ``E'`` drawn the same way, round after round. So ``P(E > x) = exp(-x)`` for every
+    ``x``, with no cap (the former ``U = k / 2**53`` never exceeded ``53 ln 2 = 36.7``).
+
+    ``k + V`` is rounded to 53 significant bits, so ``E`` has a relative precision of about
+    ``2**-52`` everywhere, in the tail as in the bulk. A variable still undecided after
+    ``_MAX_ROUNDS`` rounds (probability ``2**(-53 * 1000)``, below ``e**-36000``) is returned
+    as ``+inf``: callers treat it as saturated.
+    """
+    _check_size(size)
+    out = np.empty(size, dtype=np.float64)
+    pending = np.arange(size)
+    for rounds in range(_MAX_ROUNDS):
+        if not pending.size:
+            return out
+        words = _words(2 * pending.size)
+        k = words[: pending.size] >> np.uint64(11)
+        sub = (words[pending.size :] >> np.uint64(12)) * np.uint64(2) + np.uint64(1)
+        hit = k != 0
+        cell = (k[hit].astype(np.float64) + sub[hit].astype(np.float64) * 2.0**-53) * 2.0**-53
+        out[pending[hit]] = rounds * _LN2_53 - np.log(cell)
+        pending = pending[~hit]
+    out[pending] = math.inf
+    return out
 
 
 # --------------------------------------------------------------------------- samplers
@@ -120,9 +198,10 @@ def _bits53(size: int) -> npt.NDArray[np.uint64]:
 def discrete_laplace(scale: float, size: int) -> npt.NDArray[np.int64]:
     """``size`` iid draws of the discrete Laplace: ``P(Z = z)`` proportional to ``exp(-|z|/s)``.
 
-    ``Z = G1 - G2``, ``G = floor(-log(U) * s)`` is geometric with
-    ``P(G >= k) = P(U <= exp(-k/s)) = exp(-k/s)``. ``Var(Z) = 2a / (1 - a)**2``, ``a = exp(-1/s)``.
-    ``0 < scale < MAX_GRID_SCALE``; then ``|Z| < 2**53`` always, so no overflow is possible.
+    ``Z = G1 - G2`` of two iid geometric variables (:func:`_geometric`),
+    ``Var(Z) = 2a / (1 - a)**2``, ``a = exp(-1/s)``. ``0 < scale < MAX_GRID_SCALE``. Each
+    ``G`` saturates at ``NOISE_CAP = 2**62 - 1``, so ``|Z| <= 2**62 - 1``: adding it to a value
+    saturated at ``2**62`` cannot overflow int64.
     """
     _check_size(size)
     _check_scale(scale, "scale")
@@ -130,10 +209,31 @@ def discrete_laplace(scale: float, size: int) -> npt.NDArray[np.int64]:
 
 
 def _geometric(scale: float, size: int) -> npt.NDArray[np.int64]:
-    """Geometric variables on {0, 1, ...} with ``P(G >= k) = exp(-k / scale)``."""
-    # -log(U) is an Exp(1) variable; log(U) is exact to <1 ulp and U's smallest value is
-    # 2**-53, so the product stays below 36.8 * MAX_GRID_SCALE < 2**53 (exact integers).
-    return np.floor(-np.log(uniform(size)) * scale).astype(np.int64)
+    """Geometric variables on {0, 1, ...} with ``P(G >= n) = exp(-n / scale)``, saturated at
+    ``NOISE_CAP``.
+
+    ``G = floor(E * s)`` for ``E ~ Exp(1)`` (:func:`exponential`) while ``E * s < 2**52``,
+    where every integer is an exactly representable double and consecutive values of the
+    computed ``E * s`` are less than 1 apart (``E`` has ~``2**-52`` relative precision), so
+    the support has no holes. Beyond, memorylessness again: ``P(G >= n + N | G >= n)`` is
+    ``P(G >= N)`` for ``N = 2**52``, so a draw with ``E * s >= N`` adds ``N`` to the variable
+    and draws again. After 1024 such steps the variable is ``>= 2**62`` and saturates at
+    ``NOISE_CAP``: probability ``exp(-2**62 / s) < e**-32768`` for ``s < MAX_GRID_SCALE``. An
+    exponential that gave up (``+inf``, probability ``2**-53000``) saturates it as well.
+    """
+    out = np.zeros(size, dtype=np.int64)
+    pending = np.arange(size)
+    for step in range(_CARRY_STEPS):
+        if not pending.size:
+            return out
+        scaled = exponential(pending.size) * scale
+        inside = scaled < _CARRY
+        out[pending[inside]] = step * _CARRY + np.floor(scaled[inside]).astype(np.int64)
+        saturated = np.isinf(scaled)  # an exponential that gave up saturates the variable
+        out[pending[saturated]] = NOISE_CAP
+        pending = pending[~inside & ~saturated]
+    out[pending] = NOISE_CAP
+    return out
 
 
 def discrete_gaussian(sigma: float, size: int) -> npt.NDArray[np.int64]:
@@ -155,14 +255,19 @@ def discrete_gaussian(sigma: float, size: int) -> npt.NDArray[np.int64]:
 
 
 def _gaussian_batch(sigma: float, need: int) -> npt.NDArray[np.int64]:
-    """At most ``need`` accepted draws of one vectorised round of the CKS rejection sampler."""
+    """At most ``need`` accepted draws of one vectorised round of the CKS rejection sampler.
+
+    The Bernoulli trial with success probability ``exp(-x)`` is ``E > x`` for ``E ~ Exp(1)``
+    (:func:`exponential`), exact for every ``x``. ``U < exp(-x)`` with a 53-bit ``U`` would
+    never accept ``x > 36.7``, truncating the Gaussian at about ``9.6 sigma``.
+    """
     t = math.floor(sigma) + 1
     # The acceptance rate is between ~0.44 (tiny sigma) and ~0.76 (large sigma), so 2.5x
     # oversampling usually finishes in one round; the caller loops for the rare shortfall.
     draws = (5 * need) // 2 + 16
     y = discrete_laplace(t, draws)
     gap = np.abs(y) - sigma * sigma / t
-    accept = uniform(draws) < np.exp(-(gap * gap) / (2.0 * sigma * sigma))
+    accept = exponential(draws) > (gap * gap) / (2.0 * sigma * sigma)
     return y[accept][:need]
 
 
@@ -306,6 +411,46 @@ def perturb(
     return _perturb_real(array, spec.granularity, noise)
 
 
+def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec
+                  ) -> npt.NDArray[np.float64]:
+    """Real cells given exactly as integers in units of ``step``: cell ``i`` is
+    ``sums[i] * step``, an exact fixed-point sum (see dpsql.aggregates, "Exact sums").
+
+    The same mechanism as :func:`perturb` for a real spec, in exact integer arithmetic:
+    ``step`` and ``g`` are powers of two, so ``x / g = sums * 2**d``: a shift when ``d >= 0``,
+    else rounded half up (``floor(sums / 2**-d + 1/2)``, monotone, off by at most 1/2, which
+    the grid sensitivity's one step per cell pays for). The grid units are saturated (as in
+    :func:`perturb`), the integer noise is added exactly, and the noisy integer is converted
+    to float64 once: a function of the exact noisy integer only (post-processing). Nothing is
+    rounded to a double before the noise, however large the HUGEINT sum.
+    """
+    if spec.integer or not _is_pow2(step):
+        raise ValueError("perturb_fixed() needs a real spec and a power-of-two step")
+    shift = math.frexp(spec.granularity)[1] - 1
+    d = math.frexp(step)[1] - 1 - shift
+    limit = 1 << min(1000, 1020 - shift)
+    noise = _noise(spec, len(sums))
+    out = np.empty(len(sums), dtype=np.float64)
+    for i, item in enumerate(sums):
+        exact = _exact_int(item)
+        units = exact << d if d >= 0 else (exact + (1 << (-d - 1))) >> -d
+        noisy = max(-limit, min(limit, units)) + int(noise[i])
+        out[i] = math.ldexp(float(noisy), shift)
+    return out
+
+
+def _exact_int(item: object) -> int:
+    """One integer sum as a Python int; anything else is a bug of the caller."""
+    if isinstance(item, bool) or not isinstance(item, numbers.Integral):
+        raise ValueError(f"perturb_fixed() needs integer sums, got {item!r}")
+    return int(item)
+
+
+def _is_pow2(x: float) -> bool:
+    """``x`` is a positive power of two (normal or subnormal)."""
+    return x > 0 and math.isfinite(x) and math.frexp(x)[0] == 0.5
+
+
 def _noise(spec: NoiseSpec, size: int) -> npt.NDArray[np.int64]:
     """Integer noise in grid units for ``size`` cells."""
     if spec.mechanism == "laplace":
@@ -322,7 +467,7 @@ def _perturb_integer(
     exact = _to_int64_saturated(array)
     shift = math.frexp(granularity)[1] - 1
     if shift == 0:
-        return exact + noise  # |exact| <= 2**62 and |noise| < 2**53: no overflow
+        return exact + noise  # |exact| <= 2**62, |noise| <= NOISE_CAP: no overflow
     units = (exact + (1 << (shift - 1))) >> shift
     # The noisy total is already private; clipping it is post-processing.
     limit = _INT64_MAX >> shift
@@ -347,7 +492,23 @@ def _perturb_real(
     limit = 2.0 ** min(1000, 1020 - shift)
     with np.errstate(over="ignore"):
         units = np.clip(np.rint(exact / granularity), -limit, limit)
-    return (units + noise.astype(np.float64)) * granularity
+    return _noisy_units(units, noise) * granularity
+
+
+def _noisy_units(units: npt.NDArray[np.float64], noise: npt.NDArray[np.int64]
+                 ) -> npt.NDArray[np.float64]:
+    """``units + noise`` correctly rounded to float64, a function of the exact integer sum.
+
+    ``units`` holds integers (exact doubles). A noise draw below ``2**53`` is an exact double
+    too, and IEEE addition rounds the exact sum once. The rare larger draws (probability about
+    ``exp(-2**53 / s)``) would be rounded *before* the addition, so they are added as Python
+    integers instead.
+    """
+    big = np.flatnonzero(np.abs(noise) >= 2**53)
+    out = units + noise.astype(np.float64)
+    for i in big:
+        out.flat[i] = float(int(units.flat[i]) + int(noise.flat[i]))
+    return out
 
 
 def _to_int64_saturated(array: npt.NDArray[np.generic]) -> npt.NDArray[np.int64]:

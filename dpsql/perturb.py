@@ -21,6 +21,7 @@ from dpsql.mechanisms import (
     NoiseSpec,
     accuracy,
     perturb,
+    perturb_fixed,
     quantile_from_histogram,
     quantile_rank_accuracy,
 )
@@ -61,6 +62,8 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
         column = _column(keys, exact, plan, m)
         if m.kind == "histogram":
             noisy[m.name] = _quantiles(m, column, _quantile_of(plan, m))
+        elif m.step:  # an exact fixed-point sum: integers in units of m.step
+            noisy[m.name] = perturb_fixed(list(column), m.step, _noise(m))
         else:
             noisy[m.name] = perturb(column, _noise(m))
     values: dict[str, np.ndarray] = {}
@@ -90,6 +93,8 @@ def _column(keys: list[tuple[object, ...]],
             out[i] = row[index] if row is not None and row[index] is not None else {}
         return out
     values = [_number(exact[k][index]) if k in exact else 0 for k in keys]
+    if m.step:  # HUGEINT sums as Python ints; perturb_fixed refuses anything else
+        return np.array(values, dtype=object)
     if m.integer:
         try:
             return np.array(values, dtype=np.int64)

@@ -176,11 +176,25 @@ def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
             term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=number(m.center))
         if m.power == 2:
             term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
+        if m.step:
+            term = _quantised(term, m)
         value = exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
     else:
         assert x is not None  # a histogram's argument, as for "sum" above
         value = exp.Anonymous(this="histogram", expressions=[_bucket(m, x)])
     return exp.alias_(value, m.name)
+
+
+def _quantised(term: exp.Expression, m: Measurement) -> exp.Expression:
+    """A real term on the measurement's fixed-point grid, as a BIGINT in [units]:
+
+        clamp(CAST(ROUND(term / step) AS BIGINT), lo_units, hi_units)
+
+    so that SUM adds integers in HUGEINT, exactly and in any order (the argument is in
+    dpsql.aggregates, "Exact sums"). Dividing by a power of two is exact; NULL stays NULL."""
+    scaled = exp.Div(this=exp.Paren(this=term), expression=_number(m.step))
+    rounded = exp.cast(exp.Anonymous(this="round", expressions=[scaled]), "BIGINT")
+    return clamp(rounded, m.units[0], m.units[1], nan=False)
 
 
 def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:

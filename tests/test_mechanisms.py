@@ -166,13 +166,101 @@ def test_discrete_laplace_goodness_of_fit() -> None:
 def test_discrete_laplace_largest_scale_does_not_overflow() -> None:
     z = m.discrete_laplace(m.MAX_GRID_SCALE * (1 - 1e-9), 100_000)
     assert z.dtype == np.int64
-    assert np.all(np.abs(z) < 2**53)
+    assert np.all(np.abs(z) <= m.NOISE_CAP)
+    assert_second_moment(z, laplace_variance(m.MAX_GRID_SCALE * (1 - 1e-9)))
 
 
 @pytest.mark.parametrize("scale", [0.0, -1.0, math.nan, math.inf, m.MAX_GRID_SCALE])
 def test_discrete_laplace_refuses_bad_scale(scale: float) -> None:
     with pytest.raises(ValueError, match="scale"):
         m.discrete_laplace(scale, 3)
+
+
+def zeros_then_ones(zero_calls: int) -> object:
+    """A fake ``os.urandom``: ``zero_calls`` calls of zero bytes (every 53-bit cell index
+    ``k`` is 0, the deep tail), then all-one bytes (``U`` just below 1, ``E = 0``)."""
+    calls: list[int] = []
+
+    def fake(n: int) -> bytes:
+        calls.append(n)
+        return (b"\x00" if len(calls) <= zero_calls else b"\xff") * n
+
+    return fake
+
+
+def test_exponential_has_no_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """k = 0 three times in a row: E = 3 * 53 ln 2 = 110.2, three times the former cap."""
+    monkeypatch.setattr(os, "urandom", zeros_then_ones(3))
+    assert m.exponential(1)[0] == pytest.approx(3 * 53 * math.log(2), rel=1e-15)
+
+
+def test_discrete_laplace_draws_beyond_the_former_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The former sampler never exceeded 36.7 * s; k = 0 repeatedly now gives 110 * s."""
+    scale = 10.0
+    monkeypatch.setattr(os, "urandom", zeros_then_ones(3))
+    z = int(m.discrete_laplace(scale, 1)[0])  # G1 in the deep tail, G2 = 0
+    assert z == math.floor(3 * 53 * math.log(2) * scale)
+    assert z > 36.8 * scale
+
+
+def test_noise_saturates_without_overflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream of zeros forever: the exponential gives up after 1000 rounds (+inf), the
+    geometric saturates at NOISE_CAP, and exact + noise still fits int64."""
+    monkeypatch.setattr(os, "urandom", zeros_then_ones(10**9))
+    assert m.exponential(2).tolist() == [math.inf, math.inf]
+    monkeypatch.setattr(os, "urandom", zeros_then_ones(1000))
+    assert m.discrete_laplace(3.0, 1)[0] == m.NOISE_CAP
+    monkeypatch.setattr(os, "urandom", zeros_then_ones(1000))
+    spec = m.calibrate_laplace(1.0, 1.0, True)
+    noisy = m.perturb(np.array([2**62], dtype=np.int64), spec)
+    assert int(noisy[0]) == 2**62 + m.NOISE_CAP == 2**63 - 1
+
+
+def masked_first_call(seed: int, top_zero_bits: int) -> object:
+    """A fake ``os.urandom`` from a seeded stream whose *first* call has the top
+    ``top_zero_bits`` bits of its first half of words cleared: the first exponential draw of
+    each cell is then conditioned on ``U < 2**-top_zero_bits`` (a cell index ``k`` below
+    ``2**(53 - top_zero_bits)``, uniform), every later call is unconditioned."""
+    state = np.random.default_rng(seed)  # deterministic: this test cannot flake
+    first = [True]
+
+    def fake(n: int) -> bytes:
+        words = np.frombuffer(state.bytes(n), dtype="<u8").copy()
+        if first[0]:
+            first[0] = False
+            half = words.size // 2
+            words[:half] &= np.uint64((1 << (64 - top_zero_bits)) - 1)
+        return words.tobytes()
+
+    return fake
+
+
+def test_discrete_laplace_deep_tail_matches_the_exact_pmf(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """The tail beyond the former cap, against the exact pmf.
+
+    With ``s = 1 / ln 2``, ``G = floor(-log2 U)``; given ``U < 2**-43``, ``G - 43`` is again
+    geometric with ``P(>= n) = 2**-n`` (memorylessness), so ``Z - 43 = (G1 - 43) - G2`` is
+    exactly discrete Laplace(s). Values of ``Z - 43 > 10`` need ``U < 2**-53``: the former
+    sampler (``U = k / 2**53``) never produced them; here they have probability ~3e-4 each.
+    """
+    scale, span, size = 1 / math.log(2), 16, 200_000
+    monkeypatch.setattr(os, "urandom", masked_first_call(seed=2024, top_zero_bits=43))
+    z = m.discrete_laplace(scale, size) - 43
+    pmf = laplace_pmf(np.arange(-span - 1, span + 2), scale)
+    assert chi_square_fit(z, pmf, span) > 1e-9
+    beyond = int((z > 10).sum())
+    p_beyond = 2.0**-11 / 1.5  # P(Z > 10) = a**11 / (1 + a), a = 1/2
+    assert beyond > 0
+    assert stats.binomtest(beyond, size, p_beyond).pvalue > 1e-9
+
+
+def test_noise_beyond_2_53_is_added_exactly() -> None:
+    """A noise draw above 2**53 is not rounded to a double before it meets the value."""
+    units = np.array([1.0, 5.0])
+    noise = np.array([2**60 + 128, 7], dtype=np.int64)
+    assert m._noisy_units(units, noise).tolist() == [float(2**60 + 129), 12.0]
+    assert float(2**60 + 129) != float(2**60 + 128) + 1.0  # what the naive sum would give
 
 
 # --------------------------------------------------------------------------- discrete Gaussian

@@ -55,7 +55,7 @@ def test_thresholding_with_a_separate_units_measurement(md: Metadata) -> None:
     p = prepare("SELECT n, SUM(amount) FROM visits GROUP BY n", md, epsilon=1, delta=1e-8)
     assert p.threshold is not None and [m.kind for m in p.measurements] == ["sum", "units"]
     tau = p.threshold.tau
-    rows = [(1, 100.0, 1), (2, 100.0, 10 * tau), (3, 0.0, 0)]
+    rows = [(1, 100, 1), (2, 100, 10 * tau), (3, 0, 0)]  # real sums: integers of the grid
     for _ in range(100):
         cells = perturb_cells(p, rows)
         assert cells.keys == [(2,)]
@@ -63,7 +63,7 @@ def test_thresholding_with_a_separate_units_measurement(md: Metadata) -> None:
 
 def test_global_aggregate_is_one_row(md: Metadata) -> None:
     p = prepare("SELECT COUNT(*), SUM(income) FROM people", md)
-    cells = perturb_cells(p, [(0, 0.0)])
+    cells = perturb_cells(p, [(0, 0)])
     assert cells.keys == [()]
     assert cells.values["__a0"].shape == (1,) and cells.values["__a1"].shape == (1,)
 
@@ -71,8 +71,9 @@ def test_global_aggregate_is_one_row(md: Metadata) -> None:
 def test_typed_cells_and_accuracy(md: Metadata) -> None:
     p = prepare("SELECT COUNT(*), SUM(age), SUM(income), AVG(income), MEDIAN(age) FROM people",
                 md, epsilon=4)
-    cells = perturb_cells(p, [(100, 5000, 30000.0, 100, -20000.0,
-                               {30: 40, 60: 60})])
+    income_sum, income_centred = p.measurements[2], p.measurements[4]
+    cells = perturb_cells(p, [(100, 5000, round(30000.0 / income_sum.step), 100,
+                               round(-20000.0 / income_centred.step), {30: 40, 60: 60})])
     assert cells.values["__a0"].dtype == np.int64
     assert cells.values["__a1"].dtype == np.int64
     assert cells.values["__a2"].dtype == np.float64
