@@ -192,7 +192,7 @@ def _quantised(term: exp.Expression, m: Measurement) -> exp.Expression:
 
     so that SUM adds integers in HUGEINT, exactly and in any order (the argument is in
     dpsql.aggregates, "Exact sums"). Dividing by a power of two is exact; NULL stays NULL."""
-    scaled = exp.Div(this=exp.Paren(this=term), expression=_number(m.step))
+    scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
     rounded = exp.cast(exp.Anonymous(this="round", expressions=[scaled]), "BIGINT")
     return clamp(rounded, m.units[0], m.units[1], nan=False)
 
