@@ -12,9 +12,7 @@ can never depend on private values.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -383,44 +381,17 @@ def _predicate(node: exp.Expression, table: Table) -> Bound:
     return Bound("bool", 0.0, 1.0, any(p.nullable for p in parts))
 
 
-_NUMBER_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
-_DATE_TEXT = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
-_BOOL_TEXT = {"true", "false", "t", "f", "1", "0"}
-
-
 def _check_comparable(node: exp.Expression, children: list[exp.Expression],
                       parts: list[Bound]) -> None:
-    """Refuse a comparison that the engine could not evaluate: a date with a number, or a
-    text literal that does not convert to the other side's type. The engine converts such a
-    literal only when a row reaches the comparison, so its error would depend on the data."""
-    literals = [c for c in children if isinstance(c, exp.Literal) and c.is_string]
-    others = {p.kind for c, p in zip(children, parts, strict=True) if c not in literals}
+    """Refuse a comparison of a date with a number, which the engine could not evaluate. (A
+    text literal compared with a number, a date or a boolean is converted when the query is
+    planned, by :mod:`dpsql.constants`.)"""
+    others = {p.kind for c, p in zip(children, parts, strict=True)
+              if not (isinstance(c, exp.Literal) and c.is_string)}
     if "date" in others and others & {"int", "float"}:
         raise UnboundedExpression(
             f"{node.sql(dialect='duckdb')} compares a date with a number; compare a date with "
             "a date (DATE 'YYYY-MM-DD') or a number with a part of it, e.g. YEAR(column)")
-    for literal in literals:
-        text = literal.this
-        if others & {"int", "float"} and not _NUMBER_TEXT.fullmatch(text):
-            what, fix = "a number", "write the number without quotes"
-        elif "date" in others and not _is_date_text(text):
-            what, fix = "a date", "write it as DATE 'YYYY-MM-DD'"
-        elif "bool" in others and text.strip().lower() not in _BOOL_TEXT:
-            what, fix = "a boolean", "write TRUE or FALSE"
-        else:
-            continue
-        raise UnboundedExpression(f"{node.sql(dialect='duckdb')}: '{text}' is not {what}; {fix}")
-
-
-def _is_date_text(text: str) -> bool:
-    match = _DATE_TEXT.fullmatch(text)
-    if match is None:
-        return False
-    try:
-        dt.date(*(int(g) for g in match.groups()))
-    except ValueError:
-        return False
-    return True
 
 
 #: What may stand where a condition is expected: casting a number to BOOLEAN cannot fail.

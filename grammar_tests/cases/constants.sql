@@ -103,5 +103,5 @@ SELECT COUNT(*) FROM people WHERE email LIKE '%@example.com';
 SELECT COUNT(*) FROM visits WHERE day = CAST('2025-02-30' AS DATE);
 
 -- case: quoted date compared with a date column that is not a date
--- expect: refused UnboundedExpression mentions=date
+-- expect: refused InvalidConstant mentions=date
 SELECT COUNT(*) FROM visits WHERE day < '2025-02-30';

@@ -190,23 +190,23 @@ SELECT COUNT(*) FROM people WHERE sex IN (1, 2);
 SELECT COUNT(*) FROM people WHERE state BETWEEN 1 AND 5;
 
 -- case: where number compared with non numeric text
--- expect: refused UnboundedExpression mentions="not a number"
+-- expect: refused InvalidConstant mentions="not a number"
 SELECT COUNT(*) FROM people WHERE age = 'thirty';
 
 -- case: where number in list with non numeric text
--- expect: refused UnboundedExpression
+-- expect: refused InvalidConstant
 SELECT COUNT(*) FROM people WHERE age IN ('30', 'x');
 
 -- case: where between non numeric text
--- expect: refused UnboundedExpression
+-- expect: refused InvalidConstant
 SELECT COUNT(*) FROM visits WHERE amount BETWEEN '10' AND 'lots';
 
 -- case: where date compared with non date text
--- expect: refused UnboundedExpression mentions=DATE
+-- expect: refused InvalidConstant mentions=DATE
 SELECT COUNT(*) FROM people WHERE signup_date > 'last year';
 
 -- case: where date compared with impossible date
--- expect: refused UnboundedExpression
+-- expect: refused InvalidConstant
 SELECT COUNT(*) FROM visits WHERE day = '2025-02-30';
 
 -- case: where date compared with number
@@ -214,7 +214,7 @@ SELECT COUNT(*) FROM visits WHERE day = '2025-02-30';
 SELECT COUNT(*) FROM visits WHERE day > 5;
 
 -- case: where boolean compared with non boolean text
--- expect: refused UnboundedExpression
+-- expect: refused InvalidConstant
 SELECT COUNT(*) FROM people WHERE married = 'maybe';
 
 -- case: where like on number
@@ -222,7 +222,7 @@ SELECT COUNT(*) FROM people WHERE married = 'maybe';
 SELECT COUNT(*) FROM people WHERE age LIKE '3%';
 
 -- case: where comparison in aggregate with non numeric text
--- expect: refused UnboundedExpression
+-- expect: refused InvalidConstant
 SELECT SUM(CASE WHEN age = 'x' THEN 1 ELSE 0 END) FROM people;
 
 -- case: where undeclared column

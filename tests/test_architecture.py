@@ -1,0 +1,81 @@
+"""The shape of the code: the passes in order, no import cycle, no module too long to read."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import dpsql
+from dpsql import pipeline
+
+PACKAGE = Path(dpsql.__file__).parent
+#: Modules outside the wire server stay short enough to read in one sitting.
+MAX_LINES = 500
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every dpsql module ``path`` imports, at the top or inside a function."""
+    found: set[str] = set()
+    package = _module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else \
+        _module_name(path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, module] if module else base)
+            if module.startswith("dpsql"):
+                found.add(module)
+                found.update(f"{module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("dpsql"))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: _imports(path) & set(paths) - {name} for name, path in paths.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)) is not None:
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)) is not None:
+            return found
+    return None
+
+
+def test_no_import_cycle_among_dpsql_modules() -> None:
+    cycle = _cycle(_graph())
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_modules_outside_the_server_stay_short() -> None:
+    long = {_module_name(p): n for p in PACKAGE.rglob("*.py")
+            if "server" not in p.parts and (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"split these modules: {long}"
+
+
+def test_every_pass_is_a_module_of_its_own() -> None:
+    for name in pipeline.PASSES:
+        if name != "execute":  # the engine's job (dpsql.engines)
+            assert (PACKAGE / f"{name}.py").exists(), name
