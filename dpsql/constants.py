@@ -29,7 +29,7 @@ from dataclasses import replace
 import duckdb
 from sqlglot import exp
 
-from dpsql.bounds import _RULES, COMPARISONS, bound
+from dpsql.bounds import COMPARISONS, RULES, bound
 from dpsql.check import CheckedQuery
 from dpsql.engines import scratch
 from dpsql.errors import InvalidConstant
@@ -102,7 +102,7 @@ def _typed_literal(node: exp.Expression) -> exp.Expression:
 def _foldable(node: exp.Expression) -> bool:
     """An expression whose value stands on its own: on the allow list, not a literal already,
     and not a WHEN clause (which is part of its CASE)."""
-    if type(node) not in _RULES or node.arg_key == "ifs":
+    if type(node) not in RULES or node.arg_key == "ifs":
         return False
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
         return True  # a typed literal: converted here too, so DATE '2025-13-01' is refused
