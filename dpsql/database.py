@@ -60,7 +60,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokens import TokenType
 
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst
-from dpsql.engines import DuckDBEngine
+from dpsql.engines import DuckDBEngine, check_metadata
 from dpsql.errors import (
     Error,
     InterfaceError,
@@ -410,6 +410,10 @@ class Database:
         self.analyst = analyst
         self.engine = DuckDBEngine(database)
         try:
+            # Every declared table, column and type against the engine's, before any query
+            # can be charged (see dpsql.engines.check_metadata).
+            for warning in check_metadata(self.metadata, self.engine.schema, database):
+                log.warning("%s", warning)
             self.ledger = open_ledger(self.metadata)
         except BaseException:
             self.engine.close()

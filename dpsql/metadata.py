@@ -18,6 +18,11 @@ The layout is dpsql's public interface::
 Column keys: ``type`` (int, float, text, bool, date), ``lower``/``upper`` (bounds; every value
 that enters a query is clamped to them), ``nullable``, ``values`` (a public domain of GROUP BY
 keys) and ``public_range`` (for int columns: the range lower..upper is a public key domain).
+When a database is opened, each declared table and column must exist in it with a physical
+type that matches its declared type (see :func:`dpsql.engines.check_metadata` for the rule:
+int from integers and DECIMAL(p, 0); float from any number; text from VARCHAR; bool from
+BOOLEAN; date from DATE or TIMESTAMP; any of them from VARCHAR, read with TRY_CAST, NULL when a
+value does not convert), or opening fails with a :class:`~dpsql.errors.MetadataError`.
 
 The privacy budget (see :mod:`dpsql.budget` and :mod:`dpsql.database`)::
 
