@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from dpsql.cache import LRU
 from dpsql.errors import EngineError, MetadataError
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ _LOCKED = {"autoinstall_known_extensions": False, "autoload_known_extensions": F
 # DuckDB turns the row_number() <= k of contribution bounding into a per-unit top-k aggregate,
 # which measured 1.7x slower than the sorted window on 10M rows (benchmarks/bench_bounding.py).
 _DISABLED_OPTIMIZERS = "top_n_window_elimination"
+REWRITTEN_CACHE_SIZE = 512  # rewritten queries kept per engine (one per cached plan)
 
 
 class DuckDBEngine:
@@ -65,6 +67,8 @@ class DuckDBEngine:
             raise EngineError(f"cannot open database {self.path}: {e}") from None
         self._local = threading.local()
         self.schema = self._schema()
+        # Plan identity -> (plan, rewritten SQL, salted): see dpsql.pipeline.engine_sql.
+        self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
 
     @staticmethod
     def _open_file(path: Path, allowed: Path | None) -> duckdb.DuckDBPyConnection:

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from dpsql.budget import Allowance
+from dpsql.cache import LRU
 from dpsql.errors import MetadataError
 
 COLUMN_TYPES = ("int", "float", "text", "bool", "date")
@@ -66,6 +67,7 @@ _BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
 _ANALYST_KEYS = {"epsilon", "delta", "description"}
 DEFAULT_LEDGER = "dpsql-ledger.sqlite"
 EVERY_OTHER_ANALYST = "*"
+PLAN_CACHE_SIZE = 512  # prepared plans kept per Metadata object
 
 Scalar = int | float | str | bool | dt.date
 
@@ -153,8 +155,8 @@ class Metadata:
     raw: Mapping[str, Any] = field(default_factory=dict)
     budget: Budget | None = None  # None: no analyst declared, nothing is metered
     # Prepared plans for this metadata (see dpsql.pipeline.prepare); not part of its value.
-    plans: dict[tuple[object, ...], Any] = field(default_factory=dict, compare=False,
-                                                 repr=False)
+    plans: LRU[tuple[object, ...], Any] = field(
+        default_factory=lambda: LRU(PLAN_CACHE_SIZE), compare=False, repr=False)
 
     def table(self, name: str) -> Table | None:
         return self.tables.get(name.lower())
