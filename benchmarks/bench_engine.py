@@ -295,12 +295,9 @@ class EngineTimer:
 
 def forget_plans(db: dpsql.Database) -> None:
     """Empty dpsql's plan cache, so that the next query is parsed, checked and planned anew."""
-    plans = getattr(db.metadata, "plans", None)
-    if isinstance(plans, dict):
-        plans.clear()
-    memo = getattr(db, "_memo", None)  # the bound query's texts, memoised per SQL text
-    if isinstance(memo, dict):
-        memo.clear()
+    db.metadata.plans.clear()
+    db._memo.clear()  # the bound query's texts, memoised per SQL text
+    db.engine.rewritten.clear()  # the rewritten SQL per plan (a new plan misses it anyway)
 
 
 def _timed(fn: Callable[[], object]) -> float:

@@ -60,7 +60,8 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokens import TokenType
 
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst
-from dpsql.engines import DuckDBEngine
+from dpsql.cache import LRU
+from dpsql.engines import DuckDBEngine, check_metadata
 from dpsql.errors import (
     Error,
     InterfaceError,
@@ -410,6 +411,10 @@ class Database:
         self.analyst = analyst
         self.engine = DuckDBEngine(database)
         try:
+            # Every declared table, column and type against the engine's, before any query
+            # can be charged (see dpsql.engines.check_metadata).
+            for warning in check_metadata(self.metadata, self.engine.schema, database):
+                log.warning("%s", warning)
             self.ledger = open_ledger(self.metadata)
         except BaseException:
             self.engine.close()
@@ -417,7 +422,8 @@ class Database:
         tables = json.dumps(self.metadata.raw.get("tables"), sort_keys=True, default=str)
         self._scope = hashlib.sha256(
             f"{self.engine.path.resolve()}\0{tables}".encode()).hexdigest()
-        self._memo: dict[tuple[object, ...], tuple[str, str]] = {}
+        # (SQL text, parameters) -> (normalised text, answer-key text): see _texts.
+        self._memo: LRU[tuple[object, ...], tuple[str, str]] = LRU(_MEMO_SIZE)
 
     @property
     def metered(self) -> bool:
@@ -473,17 +479,13 @@ class Database:
             hash(memo)
         except TypeError:  # unhashable parameter values: no memo
             memo = None
-        cached = self._memo.get(memo) if memo is not None else None
-        if cached is not None:
-            return cached
+        if memo is None:
+            return self._bound_texts(sql, parameters)
+        return self._memo.get_or_compute(memo, lambda: self._bound_texts(sql, parameters))
+
+    def _bound_texts(self, sql: str, parameters: Parameters) -> tuple[str, str]:
         tree = bind_tree(sql, parameters)
-        normalised = tree.sql(dialect=_DIALECT, comments=False)
-        texts = (normalised, self.key_text(tree))
-        if memo is not None:
-            if len(self._memo) >= _MEMO_SIZE:
-                self._memo.pop(next(iter(self._memo)), None)
-            self._memo[memo] = texts
-        return texts
+        return tree.sql(dialect=_DIALECT, comments=False), self.key_text(tree)
 
     def cache_key(self, tree: exp.Expression, p: Plan) -> str:
         """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""

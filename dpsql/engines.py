@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import re
 import shutil
 import tempfile
 import threading
@@ -24,10 +25,13 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from dpsql.errors import EngineError
+from dpsql.cache import LRU
+from dpsql.errors import EngineError, MetadataError
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from dpsql.metadata import Metadata
 
 _log = logging.getLogger(__name__)
 #: Engine errors whose messages quote the query, never the data: raised before any row is
@@ -42,6 +46,7 @@ _LOCKED = {"autoinstall_known_extensions": False, "autoload_known_extensions": F
 # DuckDB turns the row_number() <= k of contribution bounding into a per-unit top-k aggregate,
 # which measured 1.7x slower than the sorted window on 10M rows (benchmarks/bench_bounding.py).
 _DISABLED_OPTIMIZERS = "top_n_window_elimination"
+REWRITTEN_CACHE_SIZE = 512  # rewritten queries kept per engine (one per cached plan)
 
 
 class DuckDBEngine:
@@ -62,6 +67,8 @@ class DuckDBEngine:
             raise EngineError(f"cannot open database {self.path}: {e}") from None
         self._local = threading.local()
         self.schema = self._schema()
+        # Plan identity -> (plan, rewritten SQL, salted): see dpsql.pipeline.engine_sql.
+        self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
 
     @staticmethod
     def _open_file(path: Path, allowed: Path | None) -> duckdb.DuckDBPyConnection:
@@ -135,6 +142,110 @@ class DuckDBEngine:
         self._connection.close()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+# --- declared types against physical types ---------------------------------------------------
+
+_INTEGERS = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                       "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"})
+_FLOATS = frozenset({"FLOAT", "REAL", "DOUBLE"})
+_TIMESTAMPS = frozenset({"TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"})
+#: What each declared type may be stored as, and what the owner reads in the error message.
+_STORED_AS = {
+    "int": "an integer type, DECIMAL(p, 0) or VARCHAR",
+    "float": "FLOAT, DOUBLE, DECIMAL, an integer type or VARCHAR",
+    "text": "VARCHAR",
+    "bool": "BOOLEAN or VARCHAR",
+    "date": "DATE, TIMESTAMP (without time zone) or VARCHAR",
+}
+
+
+def declared_type(stored: str) -> str | None:
+    """The declared type a physical DuckDB type reads as exactly, or None if there is none."""
+    base = stored.split("(")[0].strip()
+    if base in _INTEGERS:
+        return "int"
+    if base == "DECIMAL":
+        return "int" if re.fullmatch(r"DECIMAL\(\d+,\s*0\)", stored) else "float"
+    if base in _FLOATS:
+        return "float"
+    if stored == "VARCHAR":
+        return "text"
+    if stored == "BOOLEAN":
+        return "bool"
+    if stored == "DATE" or stored in _TIMESTAMPS:
+        return "date"
+    return None
+
+
+def compatible(declared: str, stored: str) -> bool:
+    """Whether a column declared ``declared`` (int, float, text, bool, date) may be stored as
+    the DuckDB type ``stored`` (see :func:`check_metadata` for the rule)."""
+    kind = declared_type(stored.upper())
+    if kind == declared or stored.upper() == "VARCHAR":
+        return True
+    return declared == "float" and kind == "int"
+
+
+def check_metadata(metadata: Metadata, schema: Mapping[str, Mapping[str, str]],
+                   database: str | Path) -> list[str]:
+    """Refuse, with a :class:`~dpsql.errors.MetadataError`, a declared table or column that
+    the database does not hold, or a declared type its physical type does not match.
+
+    Run when a database is opened, so that no such mismatch ever surfaces as an engine error
+    after a charge, or as a silently wrong answer. A declared type accepts these physical
+    types, each read exactly (widened to BIGINT or DOUBLE by the rewrite):
+
+    * int: any integer type (TINYINT ... HUGEINT, unsigned too) and DECIMAL(p, 0); a value
+      beyond BIGINT reads as NULL;
+    * float: FLOAT, DOUBLE, any DECIMAL, any integer type;
+    * text: VARCHAR;
+    * bool: BOOLEAN;
+    * date: DATE, and TIMESTAMP without time zone (TIMESTAMP_S/_MS/_NS too), read as its
+      date. TIMESTAMP WITH TIME ZONE is refused: its date depends on the session time zone.
+
+    VARCHAR is accepted for every type (a CSV column with one malformed value is read as
+    text): it is read with TRY_CAST, so a value that does not convert is NULL, never an error,
+    and counts as a missing value. Those columns are returned, one message each, for a warning.
+    Anything else (DOUBLE declared int, INTEGER declared text, UUID, lists, ...) is refused.
+    """
+    warnings = []
+    for table in metadata.tables.values():
+        stored_columns = schema.get(table.name.lower())
+        if stored_columns is None:
+            raise MetadataError(
+                f"{metadata.source}: table {table.name!r} is declared but the database "
+                f"{database} has no such table (it has {_names(schema)}); fix the name in the "
+                "metadata or remove the table's section")
+        for column in table.columns.values():
+            stored = stored_columns.get(column.name.lower())
+            where = f"{metadata.source}: table {table.name!r}, column {column.name!r}"
+            if stored is None:
+                raise MetadataError(
+                    f"{where} is declared but the database's table has no such column (it has "
+                    f"{_names(stored_columns)}); fix the name or remove the column")
+            if not compatible(column.type, stored):
+                raise MetadataError(f"{where} is declared {column.type} but the database "
+                                    f"stores it as {stored}; {_remedy(column.type, stored)}")
+            if column.type != "text" and stored.upper() == "VARCHAR":
+                warnings.append(f"{where} is declared {column.type} but stored as VARCHAR: "
+                                "a value that does not convert is read as NULL")
+    return warnings
+
+
+def _remedy(declared: str, stored: str) -> str:
+    kind = declared_type(stored.upper())
+    store = (f"or store it as {_STORED_AS[declared]} (for a DuckDB file, a view with a "
+             "CAST does)")
+    if kind is None:
+        return f"{declared} columns must be stored as {_STORED_AS[declared]}: " + store[3:]
+    return f"declare it as type \"{kind}\" {store}"
+
+
+def _names(names: Mapping[str, object]) -> str:
+    shown = sorted(names)[:20]
+    more = f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""
+    return (", ".join(shown) + more) if shown else "none"
 
 
 def table_files(folder: Path) -> dict[str, Path]:

@@ -18,6 +18,11 @@ The layout is dpsql's public interface::
 Column keys: ``type`` (int, float, text, bool, date), ``lower``/``upper`` (bounds; every value
 that enters a query is clamped to them), ``nullable``, ``values`` (a public domain of GROUP BY
 keys) and ``public_range`` (for int columns: the range lower..upper is a public key domain).
+When a database is opened, each declared table and column must exist in it with a physical
+type that matches its declared type (see :func:`dpsql.engines.check_metadata` for the rule:
+int from integers and DECIMAL(p, 0); float from any number; text from VARCHAR; bool from
+BOOLEAN; date from DATE or TIMESTAMP; any of them from VARCHAR, read with TRY_CAST, NULL when a
+value does not convert), or opening fails with a :class:`~dpsql.errors.MetadataError`.
 
 The privacy budget (see :mod:`dpsql.budget` and :mod:`dpsql.database`)::
 
@@ -50,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from dpsql.budget import Allowance
+from dpsql.cache import LRU
 from dpsql.errors import MetadataError
 
 COLUMN_TYPES = ("int", "float", "text", "bool", "date")
@@ -61,6 +67,7 @@ _BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
 _ANALYST_KEYS = {"epsilon", "delta", "description"}
 DEFAULT_LEDGER = "dpsql-ledger.sqlite"
 EVERY_OTHER_ANALYST = "*"
+PLAN_CACHE_SIZE = 512  # prepared plans kept per Metadata object
 
 Scalar = int | float | str | bool | dt.date
 
@@ -148,8 +155,8 @@ class Metadata:
     raw: Mapping[str, Any] = field(default_factory=dict)
     budget: Budget | None = None  # None: no analyst declared, nothing is metered
     # Prepared plans for this metadata (see dpsql.pipeline.prepare); not part of its value.
-    plans: dict[tuple[object, ...], Any] = field(default_factory=dict, compare=False,
-                                                 repr=False)
+    plans: LRU[tuple[object, ...], Any] = field(
+        default_factory=lambda: LRU(PLAN_CACHE_SIZE), compare=False, repr=False)
 
     def table(self, name: str) -> Table | None:
         return self.tables.get(name.lower())

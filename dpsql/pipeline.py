@@ -11,6 +11,7 @@ anything runs; :func:`prepare` is those six. :func:`answer` runs the rest for a 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import duckdb
@@ -35,8 +36,7 @@ PASSES = ("parse", "bind", "check", "constants", "cost", "plan", "rewrite", "exe
           "postprocess")
 
 
-PLAN_CACHE_SIZE = 512
-#: The engine type each declared column type is read as (see rewrite._Reader).
+#: The engine type each declared column type is read as (see total.Reader).
 DECLARED_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "BOOLEAN",
                   "date": "DATE"}
 
@@ -46,24 +46,25 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
     """parse -> bind -> check -> plan: every refusal, no data read.
 
     Plans depend only on the SQL text, the parameters and the metadata, never on data, so they
-    are cached per metadata object (BI tools repeat their queries). A cached plan is never
-    mutated: randomness enters only when a plan is answered.
+    are cached per metadata object (``metadata.plans``, a thread-safe LRU; BI tools repeat
+    their queries). A cached plan is shared by threads and never mutated: randomness enters
+    only when a plan is answered, and its engine SQL is cached by the engine (:func:`engine_sql`).
+    Refusals are not cached.
     """
     # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
     # otherwise find the plan cached for a valid one.
     validate_privacy_parameters(epsilon, delta, mechanism)
     key = (sql, epsilon, delta, mechanism, dialect)
-    cache = metadata.plans
-    cached = cache.get(key)
-    if cached is not None:
-        return cached
+    return metadata.plans.get_or_compute(key, lambda: _prepare(sql, metadata, epsilon, delta,
+                                                               mechanism, dialect))
+
+
+def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechanism: str,
+             dialect: str) -> Plan:
     checked = check_cost(fold_constants(check(bind(parse(sql, dialect), metadata))))
     result = plan(checked, epsilon, delta, mechanism)
     check_outer(result)
     check_engine_query(result)
-    if len(cache) >= PLAN_CACHE_SIZE:
-        cache.pop(next(iter(cache)))
-    cache[key] = result
     return result
 
 
@@ -100,15 +101,27 @@ def answer(p: Plan, engine: DuckDBEngine) -> Result:
 
 
 def engine_sql(p: Plan, engine: DuckDBEngine | None) -> tuple[str, bool]:
-    """The rewritten SQL for ``engine``'s physical column types, generated once per plan, and
-    whether it takes the salt ($1) of a contribution-bounding sample."""
-    schema = engine.schema.get(p.table.name.lower(), {}) if engine is not None else {}
-    key = hash(tuple(sorted(schema.items())))
-    if p.engine_sql is None or p.engine_sql[0] != key:
-        tree = rewrite(p, schema)
-        salted = tree.find(exp.Placeholder) is not None
-        p.engine_sql = (key, tree.sql(dialect="duckdb", copy=False), salted)
-    return p.engine_sql[1], p.engine_sql[2]
+    """The rewritten SQL for ``engine``'s physical column types, and whether it takes the salt
+    ($1) of a contribution-bounding sample.
+
+    Generated once per plan and engine, and cached by the engine (``engine.rewritten``), whose
+    schema is fixed when it opens: the shared, cached plan itself is never mutated. The key is
+    the plan's identity; the entry holds the plan, so that identity cannot be reused by another
+    plan while the entry lives.
+    """
+    if engine is None:
+        return _engine_sql(p, {})
+    entry = engine.rewritten.get(id(p))
+    if entry is None or entry[0] is not p:
+        schema = engine.schema.get(p.table.name.lower(), {})
+        sql, salted = _engine_sql(p, schema)
+        entry = engine.rewritten.put(id(p), (p, sql, salted))
+    return entry[1], entry[2]
+
+
+def _engine_sql(p: Plan, schema: Mapping[str, str]) -> tuple[str, bool]:
+    tree = rewrite(p, schema)
+    return tree.sql(dialect="duckdb", copy=False), tree.find(exp.Placeholder) is not None
 
 
 @dataclass

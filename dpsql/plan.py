@@ -67,8 +67,6 @@ class Plan:
     cost_epsilon: float
     cost_delta: float
     rho: float = 0.0  # zCDP spent by the Gaussian measurements (0 for Laplace)
-    # (hash of the physical schema, rewritten SQL): generated once by the pipeline.
-    engine_sql: tuple[int, str, bool] | None = None
 
 
 def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,

@@ -12,6 +12,17 @@ The query has three steps, each a CTE:
    keeps at most g groups, then at most k rows, chosen by a hash salted with 64 secret random
    bits drawn per query (so the analyst cannot predict or steer the sample).
 3. the final aggregate per group: one column per measurement.
+
+**Rows whose privacy unit is NULL** belong to no identifiable unit. In a table that needs
+bounding they are dropped from every query, in the WHERE of ``__rows`` (before bounding):
+bounded together they would form one partition, one "unit" of arbitrarily many rows whose k
+sampled rows could stand in for different people from query to query, and which one person
+could join (by writing rows without an id) to displace others from the sample. Dropping them
+is the conservative choice: the neighbouring relation is over identified units only, and a
+row without one contributes nothing. In a ``one_row_per_unit`` table (no bounding) each row is
+its own unit, NULL unit included, exactly as in a table without ``privacy_unit``: one row
+changes a count by at most 1 either way; there ``COUNT(DISTINCT unit)`` counts rows (it is
+planned as ``COUNT(*)``), so it includes rows whose unit is NULL.
 """
 
 from __future__ import annotations
@@ -38,6 +49,11 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     inputs = _inputs(plan)
     rows = exp.select(*_row_projections(plan, inputs, reader), copy=False).from_(
         _table_ref(table), copy=False)
+    if table.needs_bounding:
+        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
+        # Rows of no identifiable unit are dropped (see the module docstring).
+        rows = rows.where(exp.column(table.privacy_unit, quoted=True).is_(exp.null()).not_(),
+                          copy=False)
     if plan.query.where is not None:
         rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
     if table.needs_bounding and _counts_rows_only(plan):

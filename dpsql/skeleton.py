@@ -8,20 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-_TYPES = {"BOOLEAN": "bool", "DATE": "date", "VARCHAR": "text"}
-_INT_PREFIXES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
-                 "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
-_FLOAT_PREFIXES = ("FLOAT", "DOUBLE", "DECIMAL", "REAL")
-
-
-def metadata_type(duckdb_type: str) -> str:
-    """The metadata type for a DuckDB column type."""
-    upper = duckdb_type.upper()
-    if upper.startswith(_INT_PREFIXES):
-        return "int"
-    if upper.startswith(_FLOAT_PREFIXES):
-        return "float"
-    return _TYPES.get(upper, "text")
+from dpsql.engines import declared_type
 
 
 def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]]) -> str:
@@ -37,7 +24,11 @@ def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]]) -> str:
                 "max_groups_per_unit = 1         # TODO: GROUP BY groups one unit may reach",
                 "", f"[tables.{_key(table)}.columns]"]
         for name, dtype in columns:
-            kind = metadata_type(dtype)
+            kind = declared_type(dtype.upper())
+            if kind is None:  # refused when the database is opened: left out, and said why
+                out.append(f"# {_key(name)}: {dtype} has no dpsql type; cast it in a view to "
+                           "declare it")
+                continue
             todo = {"int": "   # TODO: lower = ..., upper = ...",
                     "float": "   # TODO: lower = ..., upper = ...",
                     "date": "   # TODO: lower = YYYY-MM-DD, upper = YYYY-MM-DD",

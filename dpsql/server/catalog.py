@@ -30,6 +30,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from dpsql.cache import LRU
 from dpsql.metadata import Column, Metadata
 from dpsql.server import types as t
 
@@ -460,7 +461,7 @@ class Catalog:
         self.table_oids = _table_oids(metadata)
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._cache: dict[tuple[object, ...], CatalogQuery] = {}
+        self._cache: LRU[tuple[object, ...], CatalogQuery] = LRU(1024)
         con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
                                                  "autoload_known_extensions": False})
         try:
@@ -591,21 +592,16 @@ class Catalog:
         return cur
 
     def prepare(self, sql: str, tree: exp.Expression, info: SessionInfo) -> CatalogQuery:
-        key = (sql, info.key())
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
+        return self._cache.get_or_compute((sql, info.key()), lambda: self._prepare(tree, info))
+
+    def _prepare(self, tree: exp.Expression, info: SessionInfo) -> CatalogQuery:
         names = pg_column_names(tree)
         rewritten = self._rewrite(tree.copy(), info)
         try:
             text = rewritten.sql(dialect="duckdb")
         except SqlglotError as e:
             raise CatalogError(f"cannot answer this catalog query: {e}") from None
-        query = CatalogQuery(text, names)
-        if len(self._cache) > 1000:
-            self._cache.clear()
-        self._cache[key] = query
-        return query
+        return CatalogQuery(text, names)
 
     def run(self, query: CatalogQuery, cursor: duckdb.DuckDBPyConnection,
             describe_only: bool = False) -> CatalogResult:

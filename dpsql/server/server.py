@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dpsql import __version__
+from dpsql.cache import LRU
 from dpsql.database import Database
 from dpsql.server import protocol as p
 from dpsql.server.auth import Verifier, passwords_for, read_passwords
@@ -74,7 +75,7 @@ class Server:
                                                               thread_name_prefix="dpsql-query")
         self.mock_secret = secrets.token_bytes(32)
         self.sessions: dict[int, Session] = {}
-        self.describe_cache: dict[tuple[object, ...], list[tuple[str, str]]] = {}
+        self.describe_cache: LRU[tuple[object, ...], list[tuple[str, str]]] = LRU(2048)
         self.connections = 0
         self.ssl_context = self._ssl_context()
         self.passwords_file = self.config.passwords or passwords_for(db.metadata)

@@ -34,6 +34,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpsql import errors
+from dpsql.cache import LRU
 from dpsql.server import protocol as p
 from dpsql.server import settings as st
 from dpsql.server import sqltext
@@ -111,20 +112,10 @@ class Classifier:
     def __init__(self, declared: set[str], catalog_tables: set[str], size: int = 2048) -> None:
         self.declared = declared
         self.catalog_tables = catalog_tables
-        self._cache: dict[str, Statement] = {}
-        self._size = size
-        self._lock = threading.Lock()
+        self._cache: LRU[str, Statement] = LRU(size)
 
     def classify(self, text: str) -> Statement:
-        cached = self._cache.get(text)
-        if cached is not None:
-            return cached
-        statement = self._classify(text)
-        with self._lock:
-            if len(self._cache) >= self._size:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[text] = statement
-        return statement
+        return self._cache.get_or_compute(text, lambda: self._classify(text))
 
     def _classify(self, text: str) -> Statement:
         try:
@@ -672,8 +663,7 @@ class Session:
             # Plans depend on the text, the privacy parameters and the metadata only; so do
             # their columns (and on the parameters' types). Refusals are not cached.
             key = (statement.engine_sql, privacy, tuple(type(v).__name__ for v in values))
-            cache = self.server.describe_cache
-            columns = cache.get(key)
+            columns = self.server.describe_cache.get(key)
             if columns is None:
                 def plan_columns() -> list[tuple[str, str]]:
                     plan = self.server.db.plan(statement.engine_sql, epsilon, delta, mechanism,
@@ -684,9 +674,7 @@ class Session:
                     columns = await self.blocking(plan_columns)
                 except errors.Error as e:
                     raise _from_dpsql(e) from None
-                if len(cache) >= 2048:
-                    cache.pop(next(iter(cache)))
-                cache[key] = columns
+                columns = self.server.describe_cache.put(key, columns)
             return _fields(columns, statement.names)
         if statement.kind == "catalog":
             values = params if params is not None else [None] * statement.nparams
