@@ -5,17 +5,27 @@ tests that query the sample data would otherwise spend the real user's budget an
 run, exhaust it. Here the whole run gets a throwaway ledger (``DPSQL_LEDGER``), and each test a
 fresh analyst name (``DPSQL_ANALYST``), hence its own full demo budget. Tests of the budget
 itself set both explicitly.
+
+It also makes the statistical tests deterministic. A module (or test) that asks for
+``seeded_randomness`` runs on a fixed byte stream instead of the operating system's: every noise
+draw (``os.urandom``) and the salt of contribution bounding (``secrets.randbits``), seeded by the
+test's id. Its bands still catch a wrong distribution, but the verdict is the same on every run,
+so CI never fails by chance. The truly random runs are marked ``slow`` (skipped unless
+``DPSQL_SLOW=1``) and ``dpsql audit``.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
+import secrets
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import numpy as np
 import pytest
 
 _LEDGERS = tempfile.mkdtemp(prefix="dpsql-test-ledger-")
@@ -27,3 +37,44 @@ os.environ["DPSQL_LEDGER"] = os.path.join(_LEDGERS, "ledger.sqlite")
 def _fresh_analyst(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("DPSQL_ANALYST", f"test-{uuid.uuid4().hex[:12]}")
     yield
+
+
+def fixed_stream(seed: int) -> Callable[[int], bytes]:
+    """A stand-in for ``os.urandom``: a fixed byte stream (numpy's generator only fakes the
+    operating system; dpsql never sees it)."""
+    state = np.random.default_rng(seed)
+    return lambda n: state.bytes(n)
+
+
+@pytest.fixture(name="fixed_stream")
+def _fixed_stream() -> Callable[[int], Callable[[int], bytes]]:
+    return fixed_stream
+
+
+@pytest.fixture
+def seeded_randomness(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+                      _fresh_analyst: None) -> None:
+    """dpsql's randomness from a stream seeded by this test's id (see the module docstring).
+    After ``_fresh_analyst``, whose uuid4 reads ``os.urandom`` and must stay unique. A test
+    marked ``slow`` keeps the operating system's randomness: that is its point."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
+    digest = hashlib.sha256(request.node.nodeid.encode()).digest()
+    stream = fixed_stream(int.from_bytes(digest[:8], "little"))
+
+    def randbits(k: int) -> int:
+        return int.from_bytes(stream((k + 7) // 8), "little") >> (-k % 8)
+
+    monkeypatch.setattr(os, "urandom", stream)
+    monkeypatch.setattr(secrets, "randbits", randbits)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``slow`` tests (full-size runs on the operating system's randomness) only with
+    DPSQL_SLOW=1."""
+    if os.environ.get("DPSQL_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow: set DPSQL_SLOW=1 to run")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

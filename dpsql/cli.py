@@ -186,7 +186,7 @@ def metadata_init(database: Path, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text)
+        output.write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}; fill in bounds, domains and contribution limits", err=True)
 
 

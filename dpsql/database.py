@@ -395,12 +395,16 @@ class Database:
     """A DuckDB database (file or folder of CSV/Parquet) seen through its metadata.
 
     ``analyst`` is who asks by default (see :func:`resolve_analyst`). A Database may be shared
-    by threads; each process opens its own.
+    by threads; each process opens its own. ``engine``, an already opened engine, replaces
+    opening ``database`` (the tests inject one whose queries wait to be interrupted); the
+    Database then owns it and closes it.
     """
 
     def __init__(self, database: str | Path | None = None,
                  metadata: str | Path | Metadata | None = None,
-                 analyst: str | None = None) -> None:
+                 analyst: str | None = None, engine: DuckDBEngine | None = None) -> None:
+        if engine is not None and database is None:
+            database = engine.path
         if database is None and metadata is None:
             database, metadata = sample_paths()
         elif database is None or metadata is None:
@@ -409,7 +413,7 @@ class Database:
         if analyst is not None:
             resolve_analyst(analyst)  # refuse an invalid name now
         self.analyst = analyst
-        self.engine = DuckDBEngine(database)
+        self.engine = engine if engine is not None else DuckDBEngine(database)
         try:
             # Every declared table, column and type against the engine's, before any query
             # can be charged (see dpsql.engines.check_metadata).

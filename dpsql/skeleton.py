@@ -8,35 +8,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import tomli_w
+
 from dpsql.engines import declared_type
+
+_HEADER = """\
+# dpsql metadata skeleton, written from the database schema only (no values read).
+# Fill in: the privacy unit of each table, contribution bounds, numeric bounds
+# (lower/upper) and public key domains (values = [...] or public_range = true).
+# Bounds and domains must come from public knowledge, never from the data.
+"""
+_TABLE_TODO = """\
+# TODO: privacy_unit = "..." (the column naming the person protected),
+# max_rows_per_unit (rows one unit may contribute),
+# max_groups_per_unit (GROUP BY groups one unit may reach).
+"""
+_COLUMN_TODO = {"int": "lower = ..., upper = ...", "float": "lower = ..., upper = ...",
+                "date": "lower = YYYY-MM-DD, upper = YYYY-MM-DD",
+                "text": "values = [...] if the keys are public"}
 
 
 def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]]) -> str:
-    """TOML text declaring every table and column, with the decisions left as TODO comments."""
-    out = ["# dpsql metadata skeleton, written from the database schema only (no values read).",
-           "# Fill in: the privacy unit of each table, contribution bounds, numeric bounds",
-           "# (lower/upper) and public key domains (values = [...] or public_range = true).",
-           "# Bounds and domains must come from public knowledge, never from the data.", ""]
+    """TOML text declaring every table and column, with the decisions left as TODO comments.
+
+    Every key and value is written by tomli-w, so any table or column name (quotes,
+    backslashes, newlines) reads back the same; only the comments between its pieces are ours.
+    """
+    out = [_HEADER]
     for table, columns in tables.items():
-        out += [f"[tables.{_key(table)}]",
-                '# privacy_unit = "person_id"   # TODO: the column naming the person protected',
-                "max_rows_per_unit = 1           # TODO: rows one unit may contribute",
-                "max_groups_per_unit = 1         # TODO: GROUP BY groups one unit may reach",
-                "", f"[tables.{_key(table)}.columns]"]
+        limits = {"max_rows_per_unit": 1, "max_groups_per_unit": 1}
+        out.append(_TABLE_TODO + tomli_w.dumps({"tables": {table: limits}}))
         for name, dtype in columns:
             kind = declared_type(dtype.upper())
             if kind is None:  # refused when the database is opened: left out, and said why
-                out.append(f"# {_key(name)}: {dtype} has no dpsql type; cast it in a view to "
-                           "declare it")
+                out.append(f"# {name!r}: {dtype} has no dpsql type; cast it in a view to "
+                           "declare it\n")
                 continue
-            todo = {"int": "   # TODO: lower = ..., upper = ...",
-                    "float": "   # TODO: lower = ..., upper = ...",
-                    "date": "   # TODO: lower = YYYY-MM-DD, upper = YYYY-MM-DD",
-                    "text": "   # TODO: values = [...] if the keys are public"}.get(kind, "")
-            out.append(f'{_key(name)} = {{ type = "{kind}", nullable = true }}{todo}')
-        out.append("")
+            todo = f"# TODO: {_COLUMN_TODO[kind]}\n" if kind in _COLUMN_TODO else ""
+            spec = {"type": kind, "nullable": True}
+            out.append(todo + tomli_w.dumps({"tables": {table: {"columns": {name: spec}}}}))
     return "\n".join(out)
-
-
-def _key(name: str) -> str:
-    return name if name.replace("_", "").isalnum() and name.isascii() else f'"{name}"'

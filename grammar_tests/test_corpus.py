@@ -19,6 +19,8 @@ from dpsql.pipeline import prepare
 from dpsql.plan import Plan
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
 
+pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
+
 CASES = load_corpus()
 MIN_MESSAGE = 30
 

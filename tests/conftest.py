@@ -12,8 +12,6 @@ engine query, and ``kit.PEOPLE`` / ``kit.VISITS`` are table declarations used by
 from __future__ import annotations
 
 import datetime as dt
-import json
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 
 import duckdb
 import pytest
+import tomli_w
 
 import dpsql
 from dpsql.metadata import Metadata, parse_metadata
@@ -29,51 +28,13 @@ from dpsql.plan import Plan
 from dpsql.rewrite import rewrite
 
 
-def toml_value(value: Any) -> str:
-    """One TOML value: scalars, dates, lists and inline tables."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        assert math.isfinite(value), "TOML test data holds finite floats only"
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string for everything tests use
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, Sequence):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {toml_value(v)}"
-                                for k, v in value.items()) + " }"
-    raise TypeError(f"no TOML form for {value!r}")
-
-
-def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() and key.isascii() \
-        else json.dumps(key)
-
-
 def toml_dumps(tables: Mapping[str, Mapping[str, Any]]) -> str:
-    """The metadata layout: ``[tables.NAME]`` settings, then ``[tables.NAME.columns]`` with one
-    inline table per column."""
-    lines: list[str] = []
-    for name, spec in tables.items():
-        lines.append(f"[tables.{_toml_key(name)}]")
-        for key, value in spec.items():
-            if key != "columns":
-                lines.append(f"{_toml_key(key)} = {toml_value(value)}")
-        if "columns" in spec:
-            lines.append(f"[tables.{_toml_key(name)}.columns]")
-            for cname, cspec in spec["columns"].items():
-                lines.append(f"{_toml_key(cname)} = {toml_value(cspec)}")
-        lines.append("")
-    return "\n".join(lines)
+    """The metadata file declaring ``tables`` (written by tomli-w, like dpsql's own files)."""
+    return tomli_w.dumps({"tables": tables})
 
 
 def write_metadata(path: Path, tables: Mapping[str, Mapping[str, Any]]) -> Path:
-    path.write_text(toml_dumps(tables))
+    path.write_text(toml_dumps(tables), encoding="utf-8")
     return path
 
 

@@ -48,6 +48,8 @@ from dpsql.errors import (
 from dpsql.metadata import parse_metadata
 from dpsql.pipeline import prepare
 
+pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
+
 META = """
 [tables.people]
 privacy_unit = "pid"

@@ -19,6 +19,8 @@ import dpsql
 from dpsql.mechanisms import NoiseSpec
 from dpsql.pipeline import answer, prepare
 
+pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
+
 N = 400  # rows (= units) of table t
 
 T_SQL = [

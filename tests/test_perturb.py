@@ -13,6 +13,8 @@ from dpsql.metadata import Metadata
 from dpsql.perturb import perturb_cells
 from dpsql.pipeline import prepare
 
+pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
+
 
 @pytest.fixture
 def md(kit: SimpleNamespace) -> Metadata:

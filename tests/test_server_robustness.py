@@ -2,31 +2,92 @@
 
 A fuzzer throws random, truncated and oversized messages at it, before and after
 authentication; each bad connection is closed alone and a normal client still gets answers.
-A slow private query (contribution bounding over 6 million rows) is cancelled and timed out.
+Cancel and timeout run on a test engine whose private queries wait until the server interrupts
+them (:class:`BlockingEngine`), so they prove the interruption without racing a timer against a
+query that happens to be slow.
 """
 
 from __future__ import annotations
 
 import random
+import select
 import shutil
 import socket
 import struct
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import duckdb
 import psycopg
 import pytest
+import tomli_w
 
 import dpsql
+from dpsql.engines import DuckDBEngine
+from dpsql.errors import EngineError
 from dpsql.server import ServerConfig, serve_in_thread
 from dpsql.server.testing import RawClient, ServerClosed, error_fields, message, sandbox
 
-SLOW_ROWS = 6_000_000
+#: How long a blocked query waits for its interrupt: a server that never interrupts fails the
+#: test after this, instead of hanging it.
+BLOCK_LIMIT = 60.0
+TIMEOUT = 0.3  # the owner's statement timeout of the third server, in seconds
+
+
+class _InterruptibleCursor:
+    """The cursor the server attaches to a running statement (``engine.cursor``): its
+    ``interrupt()`` releases the query that :class:`BlockingEngine` holds, and DuckDB's."""
+
+    def __init__(self, cursor: duckdb.DuckDBPyConnection, gate: threading.Event) -> None:
+        self._cursor, self._gate = cursor, gate
+
+    def interrupt(self) -> None:
+        self._gate.set()
+        self._cursor.interrupt()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+class BlockingEngine(DuckDBEngine):
+    """A DuckDB engine whose private queries never finish on their own: ``execute`` waits
+    until the cursor the server attached is interrupted (by a cancel request or the statement
+    timeout), then fails as an interrupted DuckDB query does."""
+
+    def __init__(self, path: Path) -> None:
+        self._gates = threading.local()  # per worker thread, as DuckDB cursors are
+        self.blocked = threading.Event()  # a query is waiting for its interrupt
+        self.released = threading.Event()  # ...and an interrupt released it
+        super().__init__(path)
+
+    def reset(self) -> None:
+        self.blocked.clear()
+        self.released.clear()
+
+    def _gate(self) -> threading.Event:
+        gate = getattr(self._gates, "event", None)
+        if gate is None:
+            gate = self._gates.event = threading.Event()
+        return gate
+
+    def cursor(self) -> Any:
+        return _InterruptibleCursor(super().cursor(), self._gate())
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()
+                ) -> tuple[list[str], list[tuple[object, ...]]]:
+        gate = self._gate()
+        self.blocked.set()
+        released = gate.wait(BLOCK_LIMIT)
+        self._gates.event = None  # the next query on this thread waits again
+        if not released:
+            raise EngineError("the test engine was never interrupted")
+        self.released.set()
+        raise EngineError("the engine failed on the rewritten query: INTERRUPT Error")
 
 
 @pytest.fixture(scope="module")
@@ -36,29 +97,33 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace
     mp = pytest.MonkeyPatch()
     mp.delenv("DPSQL_LEDGER", raising=False)  # each database here has its own ledger
     db = dpsql.Database(setup.database, setup.metadata)
-    # A second database whose queries are slow: many rows per unit to sample.
-    big = folder / "big.duckdb"
-    with duckdb.connect(str(big)) as con:
-        con.execute("SET enable_progress_bar = false")
-        con.execute(f"CREATE TABLE events AS SELECT i AS id, i % 700000 AS pid, (i * 7919) % 100 "
-                    f"AS v FROM range({SLOW_ROWS}) t(i)")
-    big_metadata = folder / "big.toml"
-    big_metadata.write_text(
-        f'[budget]\nledger = "{folder / "big-ledger.sqlite"}"\nreuse_answers = false\n\n'
-        '[analysts.alice]\nepsilon = 100000.0\n\n'
-        '[tables.events]\nprivacy_unit = "pid"\nmax_rows_per_unit = 5\n\n'
-        '[tables.events.columns]\nid = { type = "int" }\npid = { type = "int" }\n'
-        'v = { type = "int", lower = 0, upper = 100, public_range = true }\n')
-    slow_db = dpsql.Database(big, big_metadata)
+    # A second database whose private queries block until interrupted.
+    blocking_file = folder / "blocking.duckdb"
+    with duckdb.connect(str(blocking_file)) as con:
+        con.execute("CREATE TABLE events AS SELECT i AS id, i % 70 AS pid, (i * 7919) % 100 "
+                    "AS v FROM range(1000) t(i)")
+    blocking_metadata = folder / "blocking.toml"
+    blocking_metadata.write_text(tomli_w.dumps({
+        "budget": {"ledger": str(folder / "blocking-ledger.sqlite"), "reuse_answers": False},
+        "analysts": {"alice": {"epsilon": 100000.0}},
+        "tables": {"events": {"privacy_unit": "pid", "max_rows_per_unit": 5, "columns": {
+            "id": {"type": "int"}, "pid": {"type": "int"},
+            "v": {"type": "int", "lower": 0, "upper": 100, "public_range": True}}}}}))
+    engine = BlockingEngine(blocking_file)
+    blocking_db = dpsql.Database(metadata=blocking_metadata, engine=engine)
     mp.undo()
     config = ServerConfig(port=0, passwords=setup.passwords, auth_failure_delay=0.1,
                           auth_timeout=3, max_message_size=64 * 1024, statement_timeout=60)
     with serve_in_thread(db, config) as running, \
-            serve_in_thread(slow_db, ServerConfig(port=0, passwords=setup.passwords)) as slow:
-        yield SimpleNamespace(port=running.port, slow_port=slow.port, setup=setup, db=db,
+            serve_in_thread(blocking_db, ServerConfig(
+                port=0, passwords=setup.passwords, statement_timeout=BLOCK_LIMIT)) as blocking, \
+            serve_in_thread(blocking_db, ServerConfig(
+                port=0, passwords=setup.passwords, statement_timeout=TIMEOUT)) as timing_out:
+        yield SimpleNamespace(port=running.port, blocking_port=blocking.port,
+                              timeout_port=timing_out.port, engine=engine, setup=setup, db=db,
                               server=running.server, folder=folder)
     db.close()
-    slow_db.close()
+    blocking_db.close()
 
 
 def connect(port: int, **kwargs: object) -> psycopg.Connection:
@@ -158,59 +223,66 @@ def test_a_silent_client_is_dropped_at_the_authentication_timeout(served) -> Non
         client.close()
 
 
-def slow_sql(condition: str = "v > 2") -> str:
-    """A query that runs for most of a second: GROUP BY on the big table, so every unit's
-    groups and rows are sampled (a lone COUNT(*) or a plain SUM got fast enough to race the
-    0.25 s cancel)."""
-    return f"SELECT v, COUNT(*), SUM(v) FROM events WHERE {condition} GROUP BY v"
+BLOCKED_SQL = "SELECT v, COUNT(*), SUM(v) FROM events WHERE v > 2 GROUP BY v"
 
 
 def test_cancel_a_running_private_query(served) -> None:
-    with connect(served.slow_port) as conn, connect(served.port) as other:
-        # cancel_safe: libpq 17 cancel that releases the GIL (the server runs in this process)
-        timer = threading.Timer(0.25, conn.cancel_safe)
-        timer.start()
-        start = time.monotonic()
-        # meanwhile another client is served at once
-        quick = threading.Thread(target=lambda: other.execute("SELECT COUNT(*) FROM people"))
+    engine = served.engine
+    engine.reset()
+    answered: list[object] = []
+    with connect(served.blocking_port) as conn, connect(served.port) as other:
+
+        def while_blocked() -> None:
+            if engine.blocked.wait(30):
+                # meanwhile another client is served at once
+                answered.append(other.execute("SELECT COUNT(*) FROM people").fetchone())
+            # cancel_safe: libpq 17 cancel that releases the GIL (the server runs in this
+            # process); sent even if the query never blocked, so the test fails, not hangs
+            conn.cancel_safe()
+
+        canceller = threading.Thread(target=while_blocked)
+        canceller.start()
         with pytest.raises(psycopg.errors.QueryCanceled) as e:
-            quick.start()
-            conn.execute(slow_sql())
-        elapsed = time.monotonic() - start
-        quick.join(10)
-        timer.join()
+            conn.execute(BLOCKED_SQL)
+        canceller.join(30)
         assert e.value.sqlstate == "57014" and "user request" in str(e.value)
-        assert elapsed < 3, elapsed
+        assert len(answered) == 1 and answered[0][0] > 0
+        assert engine.released.wait(10), "the server did not interrupt the engine"
         assert conn.execute("SELECT 42").fetchone() == (42,)  # the session goes on
 
 
 def test_cancel_a_catalog_query_with_a_raw_cancel_request(served) -> None:
+    from dpsql.server.testing import cancel_request
+
     client = RawClient(served.port)
     try:
         client.login("alice", "secret")
         client.send(message(b"Q", b"SELECT SUM(i * i) FROM range(100000000000) t(i)\0"))
-        time.sleep(0.3)
-        from dpsql.server.testing import cancel_request
-
         cancel_request(served.port, client.pid, client.secret ^ 1)  # a wrong key is ignored
-        cancel_request(served.port, client.pid, client.secret)
+        # A cancel that arrives before the statement runs is dropped (as in PostgreSQL): send
+        # it until the answer comes, rather than guess when the statement has started.
+        deadline = time.monotonic() + 30
+        while not select.select([client.sock], [], [], 0.1)[0]:
+            assert time.monotonic() < deadline, "the cancel request was never honoured"
+            cancel_request(served.port, client.pid, client.secret)
         seen = client.until(b"Z")
         err = error_fields(next(b for k, b in seen if k == b"E"))
-        assert err["C"] == "57014"
+        assert err["C"] == "57014" and "user request" in err["M"]
     finally:
         client.close()
 
 
 def test_statement_timeout(served) -> None:
-    with connect(served.slow_port) as conn:
-        conn.execute("SET statement_timeout = 300")
+    engine = served.engine
+    engine.reset()
+    with connect(served.timeout_port) as conn:
         start = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled) as e:
-            conn.execute(slow_sql("v > 2 AND v < 99"))
+            conn.execute(BLOCKED_SQL)
         assert "statement timeout" in str(e.value)
-        assert time.monotonic() - start < 3
-        conn.execute("SET statement_timeout = '5min'")
-        assert conn.execute("SHOW statement_timeout").fetchone() == ("300000",)
+        assert time.monotonic() - start >= TIMEOUT * 0.9  # not before the owner's limit
+        assert engine.released.wait(10), "the server did not interrupt the engine"
+        assert conn.execute("SELECT 42").fetchone() == (42,)
 
 
 def test_tls_when_a_certificate_is_configured(served, tmp_path: Path) -> None:

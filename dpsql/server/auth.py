@@ -1,4 +1,4 @@
-"""SCRAM-SHA-256 authentication (RFC 5802, RFC 7677) against stored verifiers.
+"""SCRAM-SHA-256 authentication (RFC 5802, RFC 7677) against stored verifiers, with `scramp`.
 
 The server never sees or stores a password. ``dpsql analyst add NAME`` derives, from a password
 and a random salt, PostgreSQL's own verifier format (as in ``pg_authid.rolpassword``)::
@@ -14,27 +14,34 @@ The file is found at ``[server] passwords = "..."`` in the metadata file (relati
 else ``dpsql-passwords.toml`` next to the metadata file (``~/.dpsql/sample-passwords.toml`` for
 the bundled sample data). It is written with mode 0600, atomically.
 
-An unknown user goes through the same exchange with a fake salt derived from a server secret
-(as PostgreSQL does), so a client cannot tell unknown analysts from wrong passwords.
+The SCRAM arithmetic, SASLprep and the parsing of the client's messages are the maintained
+`scramp` library's (the one pg8000 authenticates with); this module adds what PostgreSQL does
+around it: the user name comes from the startup packet, not from the SCRAM message, and an
+unknown user goes through the same exchange with a fake salt derived from a server secret, so a
+client cannot tell unknown analysts from wrong passwords.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
 import secrets
-import stringprep
 import tomllib
-import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomli_w
+from scramp import ScramException, ScramMechanism
+
 MECHANISM = "SCRAM-SHA-256"
-DEFAULT_ITERATIONS = 4096  # PostgreSQL's default (scram_iterations)
+DEFAULT_ITERATIONS = 4096  # PostgreSQL's default (scram_iterations); scramp's minimum too
 PASSWORDS_FILE = "dpsql-passwords.toml"
-_NONCE_BYTES = 18
+_MIN_SALT_BYTES = 12  # scramp refuses shorter salts (PostgreSQL makes 16-byte ones)
+_SCRAM = ScramMechanism(MECHANISM)
 
 
 class AuthenticationFailed(Exception):
@@ -68,6 +75,12 @@ class Verifier:
             raise ValueError(f"not a {MECHANISM} verifier: {e}") from None
         if len(v.stored_key) != 32 or len(v.server_key) != 32 or not v.salt:
             raise ValueError(f"not a {MECHANISM} verifier: wrong key lengths")
+        if v.iterations < DEFAULT_ITERATIONS or len(v.salt) < _MIN_SALT_BYTES:
+            # Older hand-made verifiers: scramp (rightly) refuses weak parameters.
+            raise ValueError(f"a {MECHANISM} verifier with {v.iterations} iterations and a "
+                             f"{len(v.salt)}-byte salt is too weak (at least "
+                             f"{DEFAULT_ITERATIONS} and {_MIN_SALT_BYTES} are needed); set "
+                             "the password again with `dpsql analyst add NAME`")
         return v
 
 
@@ -79,37 +92,21 @@ def _hmac(key: bytes, data: bytes) -> bytes:
     return hmac.new(key, data, hashlib.sha256).digest()
 
 
-def saslprep(password: str) -> bytes:
-    """SASLprep (RFC 4013) as libpq applies it; like PostgreSQL, a password that SASLprep
-    rejects is used as its raw UTF-8 bytes."""
-    raw = password.encode("utf-8")
-    if password.isascii():
-        return raw
-    mapped = "".join(" " if stringprep.in_table_c12(c) else c for c in password
-                     if not stringprep.in_table_b1(c))
-    text = unicodedata.normalize("NFKC", mapped)
-    if not text:
-        return raw
-    prohibited = (stringprep.in_table_c12, stringprep.in_table_c21_c22, stringprep.in_table_c3,
-                  stringprep.in_table_c4, stringprep.in_table_c5, stringprep.in_table_c6,
-                  stringprep.in_table_c7, stringprep.in_table_c8, stringprep.in_table_c9,
-                  stringprep.in_table_a1)
-    if any(check(c) for c in text for check in prohibited):
-        return raw
-    rand_al = [stringprep.in_table_d1(c) for c in text]
-    if any(rand_al) and (any(stringprep.in_table_d2(c) for c in text)
-                         or not (rand_al[0] and rand_al[-1])):
-        return raw
-    return text.encode("utf-8")
-
-
 def make_verifier(password: str, iterations: int = DEFAULT_ITERATIONS,
                   salt: bytes | None = None) -> Verifier:
-    salt = salt if salt is not None else secrets.token_bytes(16)
-    salted = hashlib.pbkdf2_hmac("sha256", saslprep(password), salt, iterations)
-    client_key = _hmac(salted, b"Client Key")
-    return Verifier(iterations, salt, hashlib.sha256(client_key).digest(),
-                    _hmac(salted, b"Server Key"))
+    """The verifier of ``password`` (SASLprep-ed by scramp, as libpq and pg8000 do).
+
+    A password that SASLprep prohibits (control, private-use or unassigned characters) is
+    refused: libpq would then hash its raw bytes and pg8000 would refuse it, so no single
+    verifier serves every client."""
+    try:
+        salt, stored, server, count = _SCRAM.make_auth_info(
+            password, iteration_count=iterations,
+            salt=salt if salt is not None else secrets.token_bytes(16))
+    except ScramException as e:
+        raise ValueError(f"this password cannot be used with SCRAM ({e}); choose one without "
+                         "control, private-use or unassigned characters") from None
+    return Verifier(count, salt, stored, server)
 
 
 # -- the passwords file ----------------------------------------------------------------------
@@ -138,41 +135,29 @@ def read_passwords(path: Path) -> dict[str, Verifier]:
     return out
 
 
+_HEADER = ("# dpsql analyst passwords: SCRAM-SHA-256 verifiers only, never passwords.\n"
+           "# Managed by `dpsql analyst add NAME`; keep this file private (mode 0600).\n\n")
+
+
 def write_password(path: Path, name: str, verifier: Verifier) -> None:
     """Add or replace one analyst's verifier, atomically, keeping the file private (0600)."""
     if not name.strip() or any(c in name for c in "\0\r\n") or name == "*":
         raise ValueError("an analyst name must be a non-empty single line, and not \"*\"")
     entries = {n: v.encode() for n, v in read_passwords(path).items()}
     entries[name] = verifier.encode()
-    lines = ["# dpsql analyst passwords: SCRAM-SHA-256 verifiers only, never passwords.",
-             "# Managed by `dpsql analyst add NAME`; keep this file private (mode 0600).",
-             "", "[analysts]"]
-    lines += [f"{_toml_string(n)} = {_toml_string(v)}" for n, v in sorted(entries.items())]
+    text = _HEADER + tomli_w.dumps({"analysts": dict(sorted(entries.items()))})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def _toml_string(text: str) -> str:
-    out = ['"']
-    for c in text:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif ord(c) < 0x20 or ord(c) == 0x7F:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    out.append('"')
-    return "".join(out)
 
 
 SAMPLE_PASSWORDS = Path("~/.dpsql/sample-passwords.toml")
@@ -218,7 +203,7 @@ def passwords_path(metadata_path: Path | None, raw: dict | None = None) -> Path:
 
 
 class ScramExchange:
-    """The server side of one SCRAM-SHA-256 exchange.
+    """The server side of one SCRAM-SHA-256 exchange (scramp's ``ScramServer``).
 
     ``verifier`` is None for an unknown user: the exchange then runs on a fake verifier and
     always fails at the end, in the same way and time as a wrong password.
@@ -232,75 +217,62 @@ class ScramExchange:
             fake_key = _hmac(mock_secret, b"key:" + user.encode("utf-8"))
             verifier = Verifier(DEFAULT_ITERATIONS, fake_salt, fake_key, fake_key)
         self.verifier = verifier
-        self._client_first_bare = ""
-        self._server_first = ""
-        self._nonce = ""
-        self._gs2_header = ""
+        v = verifier
+        # The startup packet named the user (as in PostgreSQL): whatever name the SCRAM
+        # message carries is ignored.
+        self._server = _SCRAM.make_server(
+            lambda _name: (v.salt, v.stored_key, v.server_key, v.iterations))
 
     def first(self, client_first: bytes) -> bytes:
         """client-first-message -> server-first-message."""
-        try:
-            text = client_first.decode("utf-8")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed("malformed SCRAM message") from None
-        if text.startswith("p="):
-            raise AuthenticationFailed("channel binding is not supported by this server")
-        if not (text.startswith("n,") or text.startswith("y,")):
-            raise AuthenticationFailed("malformed SCRAM message (GS2 header)")
-        parts = text.split(",", 2)
-        if len(parts) != 3 or (parts[1] and not parts[1].startswith("a=")):
-            raise AuthenticationFailed("malformed SCRAM message")
-        self._gs2_header = parts[0] + "," + parts[1] + ","
-        self._client_first_bare = parts[2]
-        attributes = _attributes(self._client_first_bare)
-        if "m" in attributes:
-            raise AuthenticationFailed("SCRAM extensions are not supported")
-        client_nonce = attributes.get("r", "")
-        if not client_nonce or not all(0x21 <= ord(c) <= 0x7E and c != "," for c in
-                                       client_nonce):
-            raise AuthenticationFailed("malformed SCRAM nonce")
-        self._nonce = client_nonce + base64.b64encode(
-            secrets.token_bytes(_NONCE_BYTES)).decode("ascii")
-        self._server_first = (f"r={self._nonce},s={_b64(self.verifier.salt)},"
-                              f"i={self.verifier.iterations}")
-        return self._server_first.encode("ascii")
+        text = _text(client_first)
+        gs2_end = _gs2_header_end(text)
+        bare = text[gs2_end:]
+        # libpq sends an empty SCRAM user name ("n=,r=..."), which scramp, strict to RFC 5802,
+        # refuses; scramp parses a copy naming "*" (what pgjdbc sends), and then signs the
+        # AuthMessage over the bare message this client really sent.
+        name, comma, rest = bare.partition(",")
+        parsed = f"n=*{comma}{rest}" if name.startswith("n=") else bare
+        with _failures():
+            self._server.set_client_first(text[:gs2_end] + parsed)
+            if getattr(self._server, "client_first_bare", None) != parsed:
+                raise RuntimeError("scramp no longer keeps client_first_bare: the server "
+                                   "cannot accept libpq's empty SCRAM user name")
+            self._server.client_first_bare = bare
+            return self._server.get_server_first().encode("ascii")
 
     def final(self, client_final: bytes) -> bytes:
         """client-final-message -> server-final-message, or AuthenticationFailed."""
-        try:
-            text = client_final.decode("utf-8")
-        except UnicodeDecodeError:
-            raise AuthenticationFailed("malformed SCRAM message") from None
-        without_proof, sep, proof_b64 = text.rpartition(",p=")
-        if not sep:
-            raise AuthenticationFailed("malformed SCRAM message (no proof)")
-        attributes = _attributes(without_proof)
-        expected_binding = _b64(self._gs2_header.encode("utf-8"))
-        if attributes.get("c") != expected_binding:
-            raise AuthenticationFailed("SCRAM channel binding check failed")
-        if not hmac.compare_digest(attributes.get("r", "").encode(), self._nonce.encode()):
-            raise AuthenticationFailed("SCRAM nonce mismatch")
-        try:
-            proof = base64.b64decode(proof_b64, validate=True)
-        except ValueError:
-            raise AuthenticationFailed("malformed SCRAM proof") from None
-        auth_message = ",".join([self._client_first_bare, self._server_first,
-                                 without_proof]).encode("utf-8")
-        signature = _hmac(self.verifier.stored_key, auth_message)
-        if len(proof) != len(signature):
-            raise AuthenticationFailed("malformed SCRAM proof")
-        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
-        ok = hmac.compare_digest(hashlib.sha256(client_key).digest(), self.verifier.stored_key)
-        if not ok or not self.real:
+        text = _text(client_final)
+        with _failures():
+            self._server.set_client_final(text)
+            answer = self._server.get_server_final()
+        if not self.real:
             raise AuthenticationFailed("wrong password")
-        server_signature = _hmac(self.verifier.server_key, auth_message)
-        return f"v={_b64(server_signature)}".encode("ascii")
+        return answer.encode("ascii")
 
 
-def _attributes(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for part in text.split(","):
-        if len(part) < 2 or part[1] != "=":
-            raise AuthenticationFailed("malformed SCRAM attribute")
-        out.setdefault(part[0], part[2:])
-    return out
+def _text(message: bytes) -> str:
+    try:
+        return message.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AuthenticationFailed("malformed SCRAM message") from None
+
+
+def _gs2_header_end(text: str) -> int:
+    """Where the client-first-message-bare starts (after "n,," "y,," or "p=...,,")."""
+    first = text.find(",")
+    second = text.find(",", first + 1) if first >= 0 else -1
+    if second < 0:
+        raise AuthenticationFailed("malformed SCRAM message (GS2 header)")
+    return second + 1
+
+
+@contextlib.contextmanager
+def _failures() -> Iterator[None]:
+    """Every error scramp raises on the client's bytes is a failed login, never a crash: the
+    messages are the adversary's."""
+    try:
+        yield
+    except (ScramException, ValueError, LookupError) as e:
+        raise AuthenticationFailed(str(e)) from None

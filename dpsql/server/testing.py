@@ -16,7 +16,6 @@ import base64
 import contextlib
 import hashlib
 import hmac
-import json
 import re
 import secrets
 import socket
@@ -24,6 +23,8 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomli_w
 
 from dpsql.database import sample_paths
 from dpsql.server.auth import set_password
@@ -49,14 +50,14 @@ def sandbox(folder: Path, analysts: Mapping[str, tuple[str, float, float] | tupl
     start = re.search(r"^\[tables\.", text, re.M)
     assert start is not None, "the sample metadata declares no tables"
     ledger = folder / "ledger.sqlite"
-    lines = ["[budget]", f"ledger = {json.dumps(str(ledger))}",
-             f"reuse_answers = {'true' if reuse_answers else 'false'}", ""] if metered else []
-    for name, (_, epsilon, delta) in analysts.items():
-        if epsilon is not None and metered:
-            lines += [f"[analysts.{json.dumps(name)}]", f"epsilon = {epsilon!r}",
-                      f"delta = {delta!r}", ""]
+    budget: dict[str, object] = {}
+    if metered:
+        budget["budget"] = {"ledger": str(ledger), "reuse_answers": reuse_answers}
+        budget["analysts"] = {name: {"epsilon": epsilon, "delta": delta}
+                              for name, (_, epsilon, delta) in analysts.items()
+                              if epsilon is not None}
     metadata = folder / "metadata.toml"
-    metadata.write_text("\n".join(lines) + "\n" + text[start.start():])
+    metadata.write_text(tomli_w.dumps(budget) + "\n" + text[start.start():], encoding="utf-8")
     passwords = folder / "passwords.toml"
     for name, (password, _, _) in analysts.items():
         set_password(passwords, name, password)
