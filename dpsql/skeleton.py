@@ -41,7 +41,8 @@ def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]]) -> str:
         for name, dtype in columns:
             kind = declared_type(dtype.upper())
             if kind is None:  # refused when the database is opened: left out, and said why
-                out.append(f"# {name!r}: {dtype} has no dpsql type; cast it in a view to "
+                shown = name.encode("unicode_escape").decode()  # one comment line
+                out.append(f"# {shown}: {dtype} has no dpsql type; cast it in a view to "
                            "declare it\n")
                 continue
             todo = f"# TODO: {_COLUMN_TODO[kind]}\n" if kind in _COLUMN_TODO else ""

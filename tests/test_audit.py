@@ -136,8 +136,13 @@ def _gaussian_noise_eighth(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _clamping_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     import dpsql.rewrite
+    import dpsql.total
 
-    monkeypatch.setattr(dpsql.rewrite, "clamp", lambda value, lo, hi, *_, **__: value.copy())
+    def unclamped(value: exp.Expression, *_: object, **__: object) -> exp.Expression:
+        return value.copy()
+
+    for module in (dpsql.rewrite, dpsql.total):  # aggregated inputs, and columns as read
+        monkeypatch.setattr(module, "clamp", unclamped)
 
 
 def _threshold_removed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,9 +251,9 @@ def test_cli_audit_fails_on_a_broken_engine(monkeypatch: pytest.MonkeyPatch) -> 
 def test_auditor_rejects_a_data_dependent_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """With narrow casts no longer widened, D' (one person aged 10^12, clamped to 100) makes
     the engine overflow a TINYINT sum and fail; the failure is an event the audit measures."""
-    import dpsql.rewrite
+    import dpsql.total
 
-    monkeypatch.setattr(dpsql.rewrite, "_wide", lambda cast: cast)
+    monkeypatch.setattr(dpsql.total, "_wide", lambda cast: cast)
     s = A.SCENARIOS["count"]
     young = tuple(row for row in s.rows if int(row[1]) < 60)  # type: ignore[call-overload]
     sql = ("SELECT COUNT(*) FROM people "

@@ -34,8 +34,13 @@ QUERIES = [
 
 def measured(db: dpsql.Database, sql: str, salt: int) -> list[tuple[object, ...]]:
     """The exact per-group measurements the engine computes for ``sql`` (before noise)."""
-    text, salted = engine_sql(db.plan(sql), db.engine)
-    return sorted(db.engine.execute(text, [salt] if salted else [])[1], key=repr)
+    plan = db.plan(sql)
+    text, salted = engine_sql(plan, db.engine)
+    rows = db.engine.execute(text, [salt] if salted else [])[1]
+    # Real sums come back in integer units of their fixed-point step (dpsql.aggregates).
+    steps = [1] * len(plan.keys) + [m.step or 1 for m in plan.measurements]
+    return sorted((tuple(v * s if v is not None and s != 1 else v for v, s in
+                         zip(row, steps, strict=True)) for row in rows), key=repr)
 
 
 def visits(make_db: Callable[..., Any], rows: list[str], name: str = "db",
