@@ -366,3 +366,19 @@ def test_integer_sums_stay_exact_hugeints(kit: SimpleNamespace, md: Metadata) ->
     for m, sql_type in zip(p.measurements, types, strict=True):
         if m.kind == "sum":  # quantised real sums are HUGEINT too
             assert (m.step != 0.0) != m.integer and sql_type == "HUGEINT", (m, sql_type)
+
+
+def test_quantised_terms_are_clamped_in_grid_units_and_keep_null() -> None:
+    """The integer clamp is what bounds a row's contribution whatever rounding the term went
+    through; NULL rows are skipped by SUM, not counted at a clamp bound."""
+    from dpsql.aggregates import Measurement
+    from dpsql.rewrite import _measure
+
+    m = Measurement("sum", exp.column("x"), -10.0, 10.0, integer=False, step=0.5, units=(-4, 6),
+                    name="__m0")
+    sql = exp.select(_measure(m, {"x": "x"})).from_("t").sql(dialect="duckdb")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (-10.0), (0.2), (1.3), (10.0), "
+                "(NULL), (NULL)) v(x)")
+    # -10 -> -20 units -> -4; 0.2 -> 0; 1.3 -> 2.6 -> 3; 10 -> 20 -> 6; NULLs skipped.
+    assert con.execute(sql).fetchall() == [(-4 + 0 + 3 + 6,)]
