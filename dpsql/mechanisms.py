@@ -45,7 +45,9 @@ The power-of-two grid (real-valued cells), :func:`calibrate_laplace`, :func:`per
     costs no accuracy, and ``grid_sensitivity = ceil(sensitivity / g) + 1`` because rounding
     two neighbouring values can move them one grid step further apart (one step *per cell*
     that a unit can change; see ``cells_per_unit``). This is the approach of Google's
-    differential-privacy library.
+    differential-privacy library. Real sums that the engine computed exactly as integers of a
+    fixed-point grid go through :func:`perturb_fixed`, which does the same in integer
+    arithmetic, so the exact sum is never rounded to a double before the noise.
 
 Exponential mechanism, :func:`quantile_from_histogram`
     Choose output ``r`` with probability proportional to ``exp(epsilon * u(r) / (2 D))`` where

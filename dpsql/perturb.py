@@ -5,6 +5,10 @@ key of a public domain, empty groups included; otherwise the groups whose noisy 
 reaches the threshold tau), perturbs each measurement once for all released groups together
 (vectorised), draws quantiles with the exponential mechanism, and combines the noisy
 measurements into the cells of the query (post-processing). Exact values never leave it.
+
+Real-valued sums arrive as exact integers (HUGEINT) in units of their measurement's ``step``
+(dpsql.aggregates, "Exact sums") and go to :func:`dpsql.mechanisms.perturb_fixed`, which
+reaches the noise grid by integer arithmetic: no float rounding happens before the noise.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
         if m.power == 2:
             term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
         if m.step:
-            term = _quantised(term, m)
+            term = _quantised(term, x, m)
         value = exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
     else:
         assert x is not None  # a histogram's argument, as for "sum" above
@@ -201,16 +201,22 @@ def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
     return exp.alias_(value, m.name)
 
 
-def _quantised(term: exp.Expression, m: Measurement) -> exp.Expression:
+def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.Expression:
     """A real term on the measurement's fixed-point grid, as a BIGINT in [units]:
 
-        clamp(CAST(ROUND(term / step) AS BIGINT), lo_units, hi_units)
+        CASE WHEN x IS NOT NULL
+             THEN LEAST(GREATEST(CAST(ROUND(term / step) AS BIGINT), lo_units), hi_units) END
 
     so that SUM adds integers in HUGEINT, exactly and in any order (the argument is in
-    dpsql.aggregates, "Exact sums"). Dividing by a power of two is exact; NULL stays NULL."""
+    dpsql.aggregates, "Exact sums"). Dividing by a power of two is exact. DuckDB's GREATEST
+    and LEAST skip NULLs, so NULL is kept by the CASE instead: the term is NULL exactly when
+    the input is (it is finite arithmetic on the clamped, NaN-free input)."""
     scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
     rounded = exp.cast(exp.Anonymous(this="round", expressions=[scaled]), "BIGINT")
-    return clamp(rounded, m.units[0], m.units[1], nan=False)
+    low = exp.Anonymous(this="greatest", expressions=[rounded, number(m.units[0])])
+    clamped = exp.Anonymous(this="least", expressions=[low, number(m.units[1])])
+    present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
+    return exp.Case(ifs=[exp.If(this=present, true=clamped)])
 
 
 def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:

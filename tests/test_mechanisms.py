@@ -420,6 +420,42 @@ def test_perturb_real_saturates_huge_values() -> None:
     assert np.all(np.isfinite(noisy)) and noisy[0] > 0 > noisy[1]
 
 
+def test_perturb_fixed_rescales_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integer sums in units of ``step`` reach the noise grid ``g`` without a float rounding:
+    a shift when step >= g, rounding half up when step < g. All-one bytes make the noise 0."""
+    monkeypatch.setattr(os, "urandom", zeros_then_ones(0))
+    fine = m.calibrate_laplace(1e-6, 1.0, False)  # g far below step = 1
+    assert m.perturb_fixed([2**60 + 1, -3, 0], 1.0, fine).tolist() == [2.0**60, -3.0, 0.0]
+    coarse = m.calibrate_laplace(1e6, 1.0, False)
+    g = coarse.granularity
+    assert g == 2.0**-20
+    step = 2.0**-30  # 1024 steps per grid unit
+    got = m.perturb_fixed([1536, -1536, 1535, 10**40], step, coarse)
+    assert got.tolist() == [2 * g, -1 * g, 1 * g, float(round(10**40 / 1024)) * g]
+
+
+def test_perturb_fixed_noise_and_huge_sums() -> None:
+    spec = m.calibrate_laplace(1.0, 0.5, False)
+    step = 2.0**-52
+    noisy = m.perturb_fixed([0] * 200_000, step, spec)
+    assert np.all(noisy / spec.granularity == np.rint(noisy / spec.granularity))
+    assert_second_moment(noisy / spec.granularity, laplace_variance(spec.grid_scale))
+    huge = m.perturb_fixed([2**2000, -(2**2000)], step, spec)  # saturated, never inf
+    assert np.all(np.isfinite(huge)) and huge[0] > 0 > huge[1]
+    gauss = m.calibrate_gaussian(1.0, 0.5, False)
+    assert m.perturb_fixed([2**52], step, gauss)[0] == pytest.approx(1.0, abs=20 * gauss.scale)
+
+
+def test_perturb_fixed_refuses_what_is_not_an_exact_sum() -> None:
+    spec = m.calibrate_laplace(1.0, 1.0, False)
+    with pytest.raises(ValueError, match="integer sums"):
+        m.perturb_fixed([1.5], 1.0, spec)
+    with pytest.raises(ValueError, match="power-of-two"):
+        m.perturb_fixed([1], 0.3, spec)
+    with pytest.raises(ValueError, match="real spec"):
+        m.perturb_fixed([1], 1.0, m.calibrate_laplace(1.0, 1.0, True))
+
+
 @pytest.mark.parametrize("integer", [True, False])
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_perturb_refuses_non_finite(integer: bool, bad: float) -> None:

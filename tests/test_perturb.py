@@ -114,3 +114,15 @@ def test_huge_integer_sums_saturate(kit: SimpleNamespace) -> None:
     p = prepare("SELECT SUM(x) FROM t", md, epsilon=1)
     cells = perturb_cells(p, [(2**70,)])  # a HUGEINT sum beyond int64
     assert cells.values["__a0"].dtype == np.int64 and cells.values["__a0"][0] > 2**60
+
+
+def test_real_sums_arrive_as_exact_integers_of_their_grid(md: Metadata) -> None:
+    """A real SUM comes from the engine as a HUGEINT in units of its step, possibly beyond
+    int64; the noisy cell is a float near sum * step. A float from the engine is refused."""
+    p = prepare("SELECT SUM(income) FROM people", md, epsilon=1)
+    step = p.measurements[0].step
+    cells = perturb_cells(p, [(2**70,)])
+    value = cells.values["__a0"][0]
+    assert value == pytest.approx(2**70 * step, abs=50 * 1000)  # noise scale 1000
+    with pytest.raises(ValueError, match="integer sums"):
+        perturb_cells(p, [(123.5,)])

@@ -3,12 +3,15 @@ fail), and bounds each unit's contribution with a secret per-query salt."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
+from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any
 
 import duckdb
+import numpy as np
 import pytest
 from sqlglot import exp
 
@@ -255,3 +258,127 @@ def test_the_salt_is_fresh_and_secret_per_query(make_db: Any, kit: SimpleNamespa
     assert len(sqls) == 1 and "$1" in sqls.pop()  # the text never holds the salt
     assert len(set(salts)) == 5  # a fresh salt per query
     assert all(isinstance(s, int) and 0 <= s < 2**63 for s in salts)
+
+
+# ----------------------------------------------------------------------------- exact sums
+
+BIG = 2.0**53  # with 1.5s after it, every naive double addition rounds up by 0.5
+SUMS = "SELECT SUM(x), AVG(x), VAR_POP(x) FROM t"
+
+
+def adversarial(con: duckdb.DuckDBPyConnection, name: str, values: list[tuple[int, float]]
+                ) -> None:
+    """Table ``name`` of (unit, x) rows, inserted in this order (DuckDB's single-threaded
+    SUM of a small table then adds them in this order)."""
+    con.execute(f"CREATE TABLE {name} (u BIGINT, x DOUBLE)")
+    # One INSERT of literals (repr round-trips every double): executemany is slow.
+    con.execute(f"INSERT INTO {name} VALUES " +
+                ", ".join(f"({u}, {x!r}::DOUBLE)" for u, x in values))
+
+
+def exact_sums(con: duckdb.DuckDBPyConnection, p: Plan, table: str) -> list[Fraction]:
+    """Every real sum measurement of ``p`` on ``table``, in value units, exactly."""
+    sql = rewrite(p).sql(dialect="duckdb").replace('"t"', f'"{table}"')
+    row = con.execute(sql, [7] if "$1" in sql else None).fetchall()[0]
+    out = []
+    for m, value in zip(p.measurements, row, strict=True):
+        if m.step:
+            assert isinstance(value, int)  # a HUGEINT: summed exactly
+            out.append(Fraction(value) * Fraction(m.step))
+    return out
+
+
+def sums_meta(kit: SimpleNamespace, lower: float, upper: float, k: int = 1) -> Metadata:
+    return kit.metadata_from({"t": {"privacy_unit": "u", "max_rows_per_unit": k,
+                                    "one_row_per_unit": k == 1, "columns": {
+                                        "u": {"type": "int"},
+                                        "x": {"type": "float", "lower": lower,
+                                              "upper": upper}}}})
+
+
+def test_naive_double_sums_break_the_sensitivity() -> None:
+    """The data of the next tests really are adversarial: DuckDB's SUM(DOUBLE) depends on the
+    row order, and adding one row of value 2**53 moves it by more than 2**53 (Casacuberta et
+    al., CCS 2022)."""
+    con = duckdb.connect()
+    small = [(i, 1.5) for i in range(1, 1001)]
+    adversarial(con, "d", [(0, BIG), *small])
+    adversarial(con, "reordered", [*small, (0, BIG)])
+    adversarial(con, "neighbour", small)
+    (d,), (reordered,), (neighbour,) = (con.execute(f"SELECT SUM(x) FROM {n}").fetchone() or ()
+                                        for n in ("d", "reordered", "neighbour"))
+    assert d != reordered
+    assert d - neighbour > BIG  # > the declared sensitivity k * M = 2**53
+
+
+def test_real_sums_are_exact_and_order_independent(kit: SimpleNamespace) -> None:
+    con = duckdb.connect()
+    small = [(i, 1.5) for i in range(1, 1001)]
+    adversarial(con, "d", [(0, BIG), *small, (1001, -BIG), (1002, 1.0), (1003, BIG)])
+    adversarial(con, "reordered", [(1003, BIG), (1001, -BIG), *small, (1002, 1.0), (0, BIG)])
+    p = prepare(SUMS, sums_meta(kit, -BIG, 2 * BIG))  # centre 2**52, half-width 1.5 * 2**53
+    assert [m.step for m in p.measurements if m.step] == [8.0, 4.0, 2.0**56]
+    assert exact_sums(con, p, "d") == exact_sums(con, p, "reordered")
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_neighbouring_exact_sums_differ_by_at_most_the_sensitivity(
+        kit: SimpleNamespace, k: int) -> None:
+    """Neighbouring databases (one unit's rows removed) whose double sums round differently:
+    unit 0's k rows at the upper bound 1.5e16 make each later 0.75 ulp round up to 1 in a naive
+    double sum, so removing unit 0 moves that sum by more than k * 1.5e16; then seeded values
+    of mixed signs and magnitudes. Every exact sum measurement (SUM, AVG's centred sum, VAR's
+    centred and squared sums) moves by at most its declared sensitivity, exactly (Fractions)."""
+    rng = np.random.default_rng(11)
+    magnitudes = [1e16, BIG, 1.5, 1.0, 0.1, 3e-9, 7e15, 2.0**52 + 1]
+    small = 0.75 * math.ulp(k * 1.5e16)  # each naive addition rounds it up to a whole ulp
+    rows = [(0, 1.5e16)] * k + [(1 + i // k, small) for i in range(999 * k)]
+    rows += [(1000 + i // k, float(rng.choice([-1, 1]) * rng.choice(magnitudes)))
+             for i in range(300 * k)]
+    p = prepare(SUMS, sums_meta(kit, -1e16, 1.5e16, k))  # AVG's sum is centred on 2.5e15
+    real = [m for m in p.measurements if m.step]
+    assert len(real) == 3 and real[0].l1 == k * 1.5e16
+    con = duckdb.connect()
+    adversarial(con, "d", rows)
+    full = exact_sums(con, p, "d")
+    naive = "SELECT SUM(x) FROM {}"
+    for unit in (0, 7, 1001, 1150):
+        name = f"without_{unit}"
+        adversarial(con, name, [r for r in rows if r[0] != unit])
+        for m, a, b in zip(real, full, exact_sums(con, p, name), strict=True):
+            assert abs(a - b) <= Fraction(m.l1), (m.name, unit, float(a - b), m.l1)
+        if unit == 0:  # what the former SUM(DOUBLE) measurement did on the same data
+            moved = con.execute(naive.format("d")).fetchone()[0] - \
+                con.execute(naive.format(name)).fetchone()[0]  # type: ignore[index]
+            assert moved > real[0].l1
+
+
+def test_integer_sums_stay_exact_hugeints(kit: SimpleNamespace, md: Metadata) -> None:
+    """Integer-valued sums are not quantised: the engine sums them as integers (HUGEINT)."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE people (pid BIGINT, age INTEGER, income DOUBLE, sex VARCHAR, "
+                "state VARCHAR, kids INTEGER, married BOOLEAN, born DATE, code VARCHAR)")
+    p = prepare("SELECT SUM(age), SUM(kids * 2 + 1), SUM(CASE WHEN age > 60 THEN 1 ELSE 0 END),"
+                " SUM(age // 3), SUM(ABS(kids - 2)), SUM(married::INTEGER), SUM(ROUND(age)), "
+                "SUM(income), AVG(age) FROM people", md)
+    sql = rewrite(p).sql(dialect="duckdb")
+    types = [str(d[1]) for d in con.execute(sql, [7] if "$1" in sql else None).description]
+    for m, sql_type in zip(p.measurements, types, strict=True):
+        if m.kind == "sum":  # quantised real sums are HUGEINT too
+            assert (m.step != 0.0) != m.integer and sql_type == "HUGEINT", (m, sql_type)
+
+
+def test_quantised_terms_are_clamped_in_grid_units_and_keep_null() -> None:
+    """The integer clamp is what bounds a row's contribution whatever rounding the term went
+    through; NULL rows are skipped by SUM, not counted at a clamp bound."""
+    from dpsql.aggregates import Measurement
+    from dpsql.rewrite import _measure
+
+    m = Measurement("sum", exp.column("x"), -10.0, 10.0, integer=False, step=0.5, units=(-4, 6),
+                    name="__m0")
+    sql = exp.select(_measure(m, {"x": "x"})).from_("t").sql(dialect="duckdb")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (-10.0), (0.2), (1.3), (10.0), "
+                "(NULL), (NULL)) v(x)")
+    # -10 -> -20 units -> -4; 0.2 -> 0; 1.3 -> 2.6 -> 3; 10 -> 20 -> 6; NULLs skipped.
+    assert con.execute(sql).fetchall() == [(-4 + 0 + 3 + 6,)]
