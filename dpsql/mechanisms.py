@@ -75,11 +75,10 @@ Known, deliberate approximations
     a pointwise-exact sampler needs exact Bernoulli arithmetic (CKS 2020, Algorithm 1/2).
     The Gaussian's acceptance threshold ``x`` is a float64 expression (relative error ~1e-16).
 
-    *Exponential mechanism.* :func:`quantile_from_histogram` computes its weights with float64
-    ``exp`` (a weight below ``e**-745`` of the largest one is 0) and inverts the CDF with a
-    53-bit :func:`uniform`, so a bucket's probability is off by at most ~``2**-52`` of the
-    total, and a bucket that a neighbouring database makes that unlikely can get probability
-    0: an ``(epsilon, ~B 2**-52)`` guarantee for ``B`` buckets, not a pure one.
+    *Exponential mechanism.* :func:`quantile_from_histogram` draws its bucket by an exponential
+    race in log space (``argmax(score_j - log E_j)``): no weight underflows and every bucket
+    keeps a positive probability, exact up to the float64 rounding of the scores and of
+    ``log E``. The point inside the bucket is a 53-bit :func:`uniform` (post-processing).
 """
 
 from __future__ import annotations
@@ -678,12 +677,16 @@ def _rank_utility(hist: npt.NDArray[np.float64], q: float) -> npt.NDArray[np.flo
 
 
 def _sample_softmax(scores: npt.NDArray[np.float64]) -> int:
-    """Index ``j`` with probability ``exp(scores[j]) / sum(exp(scores))`` (inverse CDF)."""
-    # Subtracting the maximum (log-sum-exp normalisation) keeps exp() from overflowing.
-    weights = np.exp(scores - scores.max())
-    cdf = np.cumsum(weights)
-    point = float(uniform(1)[0]) * float(cdf[-1])
-    return min(int(np.searchsorted(cdf, point, side="right")), scores.size - 1)
+    """Index ``j`` with probability ``exp(scores[j]) / sum(exp(scores))``, by an exponential
+    race: ``j = argmin(E_j / exp(scores[j]))`` for iid ``E_j ~ Exp(1)``
+    (:func:`exponential`), computed as ``argmax(scores[j] - log(E_j))``.
+
+    ``P(E_j / w_j < min_{i != j} E_i / w_i) = w_j / sum(w)``, since ``E_j / w_j`` is
+    exponential with rate ``w_j``. In log space no weight underflows (an inverse CDF over
+    float64 ``exp`` weights gives probability 0 to buckets below ``e**-745`` of the largest,
+    and 53-bit resolution to the rest), and ``exponential`` has an exact tail, so every bucket
+    keeps its probability up to float64 rounding of the scores: no ``B * 2**-52`` delta."""
+    return int(np.argmax(scores - np.log(exponential(scores.size))))
 
 
 def quantile_rank_accuracy(

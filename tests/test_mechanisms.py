@@ -715,3 +715,22 @@ def test_validate_refuses(epsilon: object, delta: object, mechanism: object, mes
     with pytest.raises(InvalidPrivacyParameter, match=message) as info:
         m.validate_privacy_parameters(epsilon, delta, mechanism)  # type: ignore[arg-type]
     assert info.value.sqlstate == "22023"
+
+
+def test_exponential_mechanism_never_rounds_a_bucket_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bucket whose weight is e**-800 of another's (0 in float64) can still be drawn: the race
+    runs in log space. With the first runner slow and the second fast, the second wins."""
+    scores = np.array([0.0, -800.0])
+    monkeypatch.setattr(m, "exponential", lambda size: np.array([1e300, 1e-300]))
+    assert m._sample_softmax(scores) == 1
+    monkeypatch.setattr(m, "exponential", lambda size: np.array([1.0, 1.0]))
+    assert m._sample_softmax(scores) == 0
+
+
+def test_exponential_race_matches_the_softmax() -> None:
+    """Seeded by the test's randomness fixture where one is in force; the tolerance is 6 sigma."""
+    scores = np.log(np.array([1.0, 2.0, 5.0]))
+    n = 30_000
+    draws = np.bincount([m._sample_softmax(scores) for _ in range(n)], minlength=3) / n
+    expected = np.array([1.0, 2.0, 5.0]) / 8.0
+    assert np.all(np.abs(draws - expected) < 6 * np.sqrt(expected * (1 - expected) / n)), draws
