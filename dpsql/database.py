@@ -59,7 +59,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokens import TokenType
 
-from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst
+from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
 from dpsql.engines import DuckDBEngine, check_metadata
 from dpsql.errors import (
@@ -315,23 +315,6 @@ def _decode(value: Any) -> Any:
 
 
 # --- costs ------------------------------------------------------------------------------------
-
-
-def query_cost(plan: Plan, accounting: str = "basic") -> Cost:
-    """The ledger cost of a plan.
-
-    ``basic``: the plan's (epsilon, delta) by sequential composition, with the Gaussian
-    measurements' zCDP ``rho`` recorded alongside. ``zcdp`` (see :mod:`dpsql.budget`): rho is
-    the Gaussian measurements' rho plus ``epsilon_i^2 / 2`` for every other (pure
-    epsilon_i-DP) measurement -- they compose additively -- and delta is only the part that
-    rho does not cover, the failure probability of thresholding group keys.
-    """
-    if accounting == "basic":
-        return Cost(plan.cost_epsilon, plan.cost_delta, plan.rho)
-    rho = plan.rho + sum(m.epsilon ** 2 / 2.0 for m in plan.measurements
-                         if m.mechanism != "gaussian")
-    delta = plan.threshold.delta if plan.threshold is not None else 0.0
-    return Cost(plan.cost_epsilon, delta, rho)
 
 
 # --- the database -----------------------------------------------------------------------------

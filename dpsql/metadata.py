@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpsql.budget import Allowance
+from dpsql.accounting import Allowance
 from dpsql.cache import LRU
 from dpsql.errors import MetadataError
 

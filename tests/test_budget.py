@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 
 from dpsql import budget
+from dpsql.accounting import zcdp_epsilon, zcdp_limits
 from dpsql.budget import (
     Allowance,
     BudgetStatus,
     Cost,
     Ledger,
     UnknownAnalyst,
-    zcdp_epsilon,
-    zcdp_limits,
 )
 from dpsql.errors import (
     BudgetExhausted,

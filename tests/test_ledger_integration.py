@@ -23,14 +23,13 @@ from click.testing import CliRunner
 
 import dpsql
 import dpsql.database
-from dpsql.budget import Allowance, Cost, Ledger, UnknownAnalyst
+from dpsql.budget import Allowance, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cli import main
 from dpsql.database import (
     Database,
     bind_parameters,
     decode_result,
     encode_result,
-    query_cost,
     resolve_analyst,
     sample_paths,
 )
