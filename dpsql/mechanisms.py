@@ -1,39 +1,14 @@
-"""Noise primitives: the only place where dpsql draws random numbers.
+"""Noise mechanisms: calibration, perturbation, thresholds, quantiles and accuracy.
 
-Every other module decides *how much* noise a cell needs; this one draws it. All functions are
+The samplers (:mod:`dpsql.samplers`) draw the noise; this module decides how much a cell
+needs and adds it. All functions are
 vectorised over cells with numpy, and every random bit comes from the operating system's CSPRNG.
-
-Randomness
-    Every bit comes from ``os.urandom``. numpy's default generator and the ``random`` module
-    are seeded, predictable PRNGs: an analyst who could learn their state would subtract the
-    noise exactly. The OS CSPRNG is unpredictable by design. :func:`exponential` draws Exp(1)
-    variables with unbounded support: a 53-bit cell index ``k`` for ``U``, 52 more bits for
-    ``U``'s position inside the cell, and, when ``k = 0`` (``U < 2**-53``), memorylessness:
-    ``E = 53 ln 2 + E'`` with a fresh ``E'``. :func:`uniform` (``k / 2**53``, ``k >= 1``) is
-    only used where 53 bits suffice.
 
 Why discrete noise (Mironov 2012)
     Textbook Laplace noise computed in floating point is not differentially private: the set of
     doubles that ``x + b * log(U)`` can produce has holes that depend on ``x``, so an attacker who
     sees one output can often tell which of two neighbouring databases produced it. dpsql never
     adds continuous noise. It adds *integer* noise, and an integer added to an integer is exact.
-
-Discrete Laplace (two-sided geometric), :func:`discrete_laplace`
-    ``P(Z = z) = (1 - a) / (1 + a) * a**|z|`` with ``a = exp(-1/s)``, i.e. proportional to
-    ``exp(-|z| / s)``. Adding it to an integer query of L1 sensitivity ``D`` is ``(D/s)``-DP, so
-    ``s = D / epsilon``. Sampled as ``G1 - G2`` of two iid geometric variables with success
-    probability ``p = 1 - a``, each by inverse transform ``G = floor(E * s)`` with
-    ``E ~ Exp(1)`` (``log(1 - p) = -1/s`` exactly: no ``log1p(-p)`` round trip). Past
-    ``2**52``, where doubles stop being exact integers, memorylessness again: the variable
-    carries ``2**52`` and draws afresh. Variance ``2a / (1 - a)**2``.
-
-Discrete Gaussian, :func:`discrete_gaussian`
-    ``P(Z = z)`` proportional to ``exp(-z**2 / (2 sigma**2))``. Canonne, Kamath and Steinke
-    (2020) prove that adding it to an integer vector of L2 sensitivity ``D`` is
-    ``rho``-zCDP with ``rho = D**2 / (2 sigma**2)``. Their rejection sampler: ``t = floor(sigma)
-    + 1``, ``Y ~ discrete Laplace(t)``, accept with probability
-    ``exp(-(|Y| - sigma**2 / t)**2 / (2 sigma**2))``, as the event ``E > x`` for a fresh
-    ``E ~ Exp(1)``: ``Y`` and the acceptance both have exact tails, so the Gaussian does too.
 
 The power-of-two grid (real-valued cells), :func:`calibrate_laplace`, :func:`perturb`
     A real cell ``x`` is rounded to the nearest multiple of a granularity ``g = 2**k``; the
@@ -49,9 +24,8 @@ The power-of-two grid (real-valued cells), :func:`calibrate_laplace`, :func:`per
     fixed-point grid go through :func:`perturb_fixed`, which does the same in integer
     arithmetic, so the exact sum is never rounded to a double before the noise.
 
-Exponential mechanism, :func:`quantile_from_histogram`
-    Choose output ``r`` with probability proportional to ``exp(epsilon * u(r) / (2 D))`` where
-    ``u`` has sensitivity ``D``; that is ``epsilon``-DP (McSherry and Talwar 2007).
+Exponential mechanism
+    Quantiles, MIN and MAX: :mod:`dpsql.quantiles`.
 
 Known, deliberate approximations
     *Saturation.* Noise is an int64: each geometric variable saturates at ``2**62 - 1``
@@ -75,17 +49,16 @@ Known, deliberate approximations
     a pointwise-exact sampler needs exact Bernoulli arithmetic (CKS 2020, Algorithm 1/2).
     The Gaussian's acceptance threshold ``x`` is a float64 expression (relative error ~1e-16).
 
-    *Exponential mechanism.* :func:`quantile_from_histogram` draws its bucket by an exponential
-    race in log space (``argmax(score_j - log E_j)``): no weight underflows and every bucket
-    keeps a positive probability, exact up to the float64 rounding of the scores and of
-    ``log E``. The point inside the bucket is a 53-bit :func:`uniform` (post-processing).
+    *Exponential mechanism.* :func:`dpsql.quantiles.quantile_from_histogram` draws its bucket
+    by an exponential race in log space (``argmax(score_j - log E_j)``): no weight underflows
+    and every bucket keeps a positive probability, exact up to the float64 rounding of the
+    scores and of ``log E``. The point inside the bucket is a 53-bit :func:`uniform` (post-processing).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -96,22 +69,15 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsql.errors import InvalidPrivacyParameter
+from dpsql.samplers import (
+    MAX_GRID_SCALE,
+    _check_scale,
+    discrete_gaussian,
+    discrete_laplace,
+)
 
 #: The grid is this many binary orders of magnitude finer than the noise scale.
 GRID_BITS = 40
-#: Largest noise scale (grid units): a geometric variable then passes ``2**52`` (where the
-#: sampler carries, see ``_geometric``) with probability ``exp(-2**5)`` only, and saturates at
-#: ``2**62`` with probability below ``exp(-2**15)``.
-MAX_GRID_SCALE = 2.0**47
-#: A geometric variable saturates here (``2**62 - 1``), so that ``|exact| <= 2**62`` plus noise
-#: stays inside int64.
-NOISE_CAP = 2**62 - 1
-#: Rounds of ``k = 0`` after which an exponential variable is saturated (+inf).
-_MAX_ROUNDS = 1000
-_LN2_53 = 53.0 * math.log(2.0)
-#: A geometric variable is drawn in chunks of ``2**52`` (exact doubles), at most 1024 of them.
-_CARRY = 2**52
-_CARRY_STEPS = 1024
 #: Largest epsilon accepted from an analyst: beyond this there is no privacy left to speak of.
 MAX_EPSILON = 100.0
 #: Largest delta accepted: delta is the probability of a total privacy failure.
@@ -125,151 +91,6 @@ _INT64_MAX = int(np.iinfo(np.int64).max)
 
 Mechanism = Literal["laplace", "gaussian"]
 MECHANISMS: frozenset[str] = frozenset({"laplace", "gaussian"})
-
-
-# --------------------------------------------------------------------------- randomness
-
-
-def uniform(size: int) -> npt.NDArray[np.float64]:
-    """``size`` iid float64 uniforms in the open interval (0, 1) from ``os.urandom``.
-
-    ``U = k / 2**53`` with ``k`` the top 53 bits of a CSPRNG 64-bit word; ``k = 0`` is redrawn
-    (probability ``2**-53``), so ``2**-53 <= U <= 1 - 2**-53``: ``log(U)`` is always finite.
-    Used where a 53-bit uniform is all that is needed (a point inside a quantile bucket, the
-    exponential mechanism's inverse CDF); the noise samplers use :func:`exponential`.
-    """
-    _check_size(size)
-    out = _bits53(size)
-    zero = np.flatnonzero(out == 0)
-    while zero.size:
-        out[zero] = _bits53(zero.size)
-        zero = zero[out[zero] == 0]
-    return out.astype(np.float64) * 2.0**-53
-
-
-def _bits53(size: int) -> npt.NDArray[np.uint64]:
-    """``size`` integers uniform on ``0 .. 2**53 - 1`` (the high bits of CSPRNG words)."""
-    return _words(size) >> np.uint64(11)
-
-
-def _words(size: int) -> npt.NDArray[np.uint64]:
-    """``size`` uniform 64-bit words from the OS CSPRNG."""
-    # os.urandom is looked up on every call (not imported by name) so that tests can prove
-    # that the randomness really flows from it.
-    return np.frombuffer(os.urandom(8 * size), dtype="<u8")
-
-
-def exponential(size: int) -> npt.NDArray[np.float64]:
-    """``size`` iid Exp(1) variables with unbounded support and an exact tail.
-
-    ``E = -log(U)`` for a *continuous* uniform ``U``, drawn cell by cell (memorylessness):
-    ``k``, the top 53 bits of a CSPRNG word, says in which cell ``[k, k + 1) / 2**53`` the
-    variable ``U`` falls. If ``k >= 1``, ``U = (k + V) / 2**53`` with ``V`` a fresh uniform on
-    (0, 1) from 52 more CSPRNG bits (the midpoint ``(2j + 1) / 2**53`` of one of ``2**52``
-    sub-cells), and ``E = -log(U)``. If ``k = 0`` (probability ``2**-53``), then
-    ``U < 2**-53``, and given that, ``2**53 U`` is again uniform: ``E = 53 ln 2 + E'`` with a
-    fresh ``E'`` drawn the same way, round after round. So ``P(E > x) = exp(-x)`` for every
-    ``x``, with no cap (the former ``U = k / 2**53`` never exceeded ``53 ln 2 = 36.7``).
-
-    ``k + V`` is rounded to 53 significant bits, so ``E`` has a relative precision of about
-    ``2**-52`` everywhere, in the tail as in the bulk. A variable still undecided after
-    ``_MAX_ROUNDS`` rounds (probability ``2**(-53 * 1000)``, below ``e**-36000``) is returned
-    as ``+inf``: callers treat it as saturated.
-    """
-    _check_size(size)
-    out = np.empty(size, dtype=np.float64)
-    pending = np.arange(size)
-    for rounds in range(_MAX_ROUNDS):
-        if not pending.size:
-            return out
-        words = _words(2 * pending.size)
-        k = words[: pending.size] >> np.uint64(11)
-        sub = (words[pending.size :] >> np.uint64(12)) * np.uint64(2) + np.uint64(1)
-        hit = k != 0
-        cell = (k[hit].astype(np.float64) + sub[hit].astype(np.float64) * 2.0**-53) * 2.0**-53
-        out[pending[hit]] = rounds * _LN2_53 - np.log(cell)
-        pending = pending[~hit]
-    out[pending] = math.inf
-    return out
-
-
-# --------------------------------------------------------------------------- samplers
-
-
-def discrete_laplace(scale: float, size: int) -> npt.NDArray[np.int64]:
-    """``size`` iid draws of the discrete Laplace: ``P(Z = z)`` proportional to ``exp(-|z|/s)``.
-
-    ``Z = G1 - G2`` of two iid geometric variables (:func:`_geometric`),
-    ``Var(Z) = 2a / (1 - a)**2``, ``a = exp(-1/s)``. ``0 < scale < MAX_GRID_SCALE``. Each
-    ``G`` saturates at ``NOISE_CAP = 2**62 - 1``, so ``|Z| <= 2**62 - 1``: adding it to a value
-    saturated at ``2**62`` cannot overflow int64.
-    """
-    _check_size(size)
-    _check_scale(scale, "scale")
-    return _geometric(scale, size) - _geometric(scale, size)
-
-
-def _geometric(scale: float, size: int) -> npt.NDArray[np.int64]:
-    """Geometric variables on {0, 1, ...} with ``P(G >= n) = exp(-n / scale)``, saturated at
-    ``NOISE_CAP``.
-
-    ``G = floor(E * s)`` for ``E ~ Exp(1)`` (:func:`exponential`) while ``E * s < 2**52``,
-    where every integer is an exactly representable double and consecutive values of the
-    computed ``E * s`` are less than 1 apart (``E`` has ~``2**-52`` relative precision), so
-    the support has no holes. Beyond, memorylessness again: ``P(G >= n + N | G >= n)`` is
-    ``P(G >= N)`` for ``N = 2**52``, so a draw with ``E * s >= N`` adds ``N`` to the variable
-    and draws again. After 1024 such steps the variable is ``>= 2**62`` and saturates at
-    ``NOISE_CAP``: probability ``exp(-2**62 / s) < e**-32768`` for ``s < MAX_GRID_SCALE``. An
-    exponential that gave up (``+inf``, probability ``2**-53000``) saturates it as well.
-    """
-    out = np.zeros(size, dtype=np.int64)
-    pending = np.arange(size)
-    for step in range(_CARRY_STEPS):
-        if not pending.size:
-            return out
-        scaled = exponential(pending.size) * scale
-        inside = scaled < _CARRY
-        out[pending[inside]] = step * _CARRY + np.floor(scaled[inside]).astype(np.int64)
-        saturated = np.isinf(scaled)  # an exponential that gave up saturates the variable
-        out[pending[saturated]] = NOISE_CAP
-        pending = pending[~inside & ~saturated]
-    out[pending] = NOISE_CAP
-    return out
-
-
-def discrete_gaussian(sigma: float, size: int) -> npt.NDArray[np.int64]:
-    """``size`` iid draws with ``P(Z = z)`` proportional to ``exp(-z**2 / (2 sigma**2))``.
-
-    Canonne-Kamath-Steinke (2020), Algorithm 3: ``t = floor(sigma) + 1``,
-    ``Y ~ discrete_laplace(t)``, accept ``Y`` with probability
-    ``exp(-(|Y| - sigma**2/t)**2 / (2 sigma**2))``; rejected draws are retried in batches.
-    """
-    _check_size(size)
-    _check_scale(sigma, "sigma")
-    out = np.empty(size, dtype=np.int64)
-    filled = 0
-    while filled < size:
-        batch = _gaussian_batch(sigma, size - filled)
-        out[filled : filled + batch.size] = batch
-        filled += batch.size
-    return out
-
-
-def _gaussian_batch(sigma: float, need: int) -> npt.NDArray[np.int64]:
-    """At most ``need`` accepted draws of one vectorised round of the CKS rejection sampler.
-
-    The Bernoulli trial with success probability ``exp(-x)`` is ``E > x`` for ``E ~ Exp(1)``
-    (:func:`exponential`), exact for every ``x``. ``U < exp(-x)`` with a 53-bit ``U`` would
-    never accept ``x > 36.7``, truncating the Gaussian at about ``9.6 sigma``.
-    """
-    t = math.floor(sigma) + 1
-    # The acceptance rate is between ~0.44 (tiny sigma) and ~0.76 (large sigma), so 2.5x
-    # oversampling usually finishes in one round; the caller loops for the rare shortfall.
-    draws = (5 * need) // 2 + 16
-    y = discrete_laplace(t, draws)
-    gap = np.abs(y) - sigma * sigma / t
-    accept = exponential(draws) > (gap * gap) / (2.0 * sigma * sigma)
-    return y[accept][:need]
 
 
 # --------------------------------------------------------------------------- calibration
@@ -635,94 +456,6 @@ def _tau(scale: float, log_target: float) -> int:
     return tau
 
 
-# --------------------------------------------------------------------------- quantiles
-
-
-def quantile_from_histogram(
-    counts: npt.ArrayLike,
-    lower: float,
-    upper: float,
-    q: float,
-    epsilon: float,
-    sensitivity: float,
-) -> float:
-    """A private ``q``-quantile of clamped values by the exponential mechanism.
-
-    ``counts[j]`` counts the values in bucket ``j`` of ``B`` equal-width buckets of
-    ``[lower, upper]``. With ``r_j = counts[:j].sum()`` bucket ``j`` covers ranks
-    ``[r_j, r_{j+1}]``; its utility is ``u_j = -dist(q * n, [r_j, r_{j+1}])`` (sensitivity
-    ``sensitivity``, the rows one unit can contribute). Bucket ``j`` is chosen with probability
-    proportional to ``exp(epsilon * u_j / (2 * sensitivity))`` and the answer is a uniform
-    point inside it. ``q = 0`` is MIN, ``q = 1`` is MAX. With no values all buckets tie.
-    """
-    hist = _check_histogram(counts)
-    _check_bounds(lower, upper)
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q!r}")
-    _check_positive_finite(epsilon, "epsilon")
-    _check_positive_finite(sensitivity, "sensitivity")
-    scores = epsilon * _rank_utility(hist, q) / (2.0 * sensitivity)
-    bucket = _sample_softmax(scores)
-    width = (upper - lower) / hist.size
-    point = lower + (bucket + float(uniform(1)[0])) * width
-    return float(min(max(point, lower), upper))
-
-
-def _rank_utility(hist: npt.NDArray[np.float64], q: float) -> npt.NDArray[np.float64]:
-    """``u_j = -dist(q * n, [r_j, r_{j+1}])`` for each bucket."""
-    right = np.cumsum(hist)
-    left = right - hist
-    target = q * float(right[-1])
-    return -np.maximum(0.0, np.maximum(left - target, target - right))
-
-
-def _sample_softmax(scores: npt.NDArray[np.float64]) -> int:
-    """Index ``j`` with probability ``exp(scores[j]) / sum(exp(scores))``, by an exponential
-    race: ``j = argmin(E_j / exp(scores[j]))`` for iid ``E_j ~ Exp(1)``
-    (:func:`exponential`), computed as ``argmax(scores[j] - log(E_j))``.
-
-    ``P(E_j / w_j < min_{i != j} E_i / w_i) = w_j / sum(w)``, since ``E_j / w_j`` is
-    exponential with rate ``w_j``. In log space no weight underflows (an inverse CDF over
-    float64 ``exp`` weights gives probability 0 to buckets below ``e**-745`` of the largest,
-    and 53-bit resolution to the rest), and ``exponential`` has an exact tail, so every bucket
-    keeps its probability up to float64 rounding of the scores: no ``B * 2**-52`` delta."""
-    return int(np.argmax(scores - np.log(exponential(scores.size))))
-
-
-def quantile_rank_accuracy(
-    n_buckets: int, epsilon: float, sensitivity: float, confidence: float = 0.95
-) -> float:
-    """Rank error of :func:`quantile_from_histogram` at the given confidence.
-
-    The exponential mechanism's utility theorem: with probability ``>= confidence`` the chosen
-    bucket has ``u >= -(2 D / epsilon) * (ln(B) + ln(1 / (1 - confidence)))`` (the best
-    utility is 0). Returns that rank distance.
-    """
-    if isinstance(n_buckets, bool) or not isinstance(n_buckets, numbers.Integral) or n_buckets < 1:
-        raise ValueError(f"n_buckets must be a positive integer, got {n_buckets!r}")
-    _check_positive_finite(epsilon, "epsilon")
-    _check_positive_finite(sensitivity, "sensitivity")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    return (2.0 * sensitivity / epsilon) * (math.log(n_buckets) - math.log1p(-confidence))
-
-
-def _check_histogram(counts: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """A non-empty 1-D array of finite non-negative counts."""
-    hist = np.asarray(counts, dtype=np.float64)
-    if hist.ndim != 1 or hist.size == 0:
-        raise ValueError("counts must be a non-empty 1-D array")
-    if not np.all(np.isfinite(hist)) or np.any(hist < 0):
-        raise ValueError("counts must be finite and non-negative")
-    return hist
-
-
-def _check_bounds(lower: float, upper: float) -> None:
-    """Finite bounds with ``lower <= upper``."""
-    if not (math.isfinite(lower) and math.isfinite(upper) and lower <= upper):
-        raise ValueError(f"bounds must be finite with lower <= upper, got [{lower}, {upper}]")
-
-
 # --------------------------------------------------------------------------- validation
 
 
@@ -767,18 +500,6 @@ def _real_parameter(value: object, name: str) -> float:
 
 
 # --------------------------------------------------------------------------- internal checks
-
-
-def _check_size(size: int) -> None:
-    """A non-negative integer sample size."""
-    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 0:
-        raise ValueError(f"size must be a non-negative integer, got {size!r}")
-
-
-def _check_scale(scale: float, name: str) -> None:
-    """A noise scale the samplers draw exactly: ``0 < scale < MAX_GRID_SCALE``."""
-    if not 0.0 < scale < MAX_GRID_SCALE:  # also false for NaN
-        raise ValueError(f"{name} must be in (0, {MAX_GRID_SCALE:g}), got {scale!r}")
 
 
 def _check_positive_finite(value: float, name: str) -> None:

@@ -26,10 +26,9 @@ from dpsql.mechanisms import (
     accuracy,
     perturb,
     perturb_fixed,
-    quantile_from_histogram,
-    quantile_rank_accuracy,
 )
 from dpsql.plan import Plan
+from dpsql.quantiles import quantile_from_histogram, quantile_rank_accuracy
 
 
 @dataclass

@@ -24,12 +24,13 @@ from dpsql.constants import fold_constants
 from dpsql.cost import check_cost
 from dpsql.engines import DuckDBEngine, scratch
 from dpsql.errors import UnsupportedQuery
-from dpsql.mechanisms import accuracy, quantile_rank_accuracy, validate_privacy_parameters
+from dpsql.mechanisms import accuracy, validate_privacy_parameters
 from dpsql.metadata import Metadata
 from dpsql.parse import parse
 from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan, plan
 from dpsql.postprocess import Result, check_outer, postprocess
+from dpsql.quantiles import quantile_rank_accuracy
 from dpsql.rewrite import rewrite
 
 PASSES = ("parse", "bind", "check", "constants", "cost", "plan", "rewrite", "execute", "perturb",

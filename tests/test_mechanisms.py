@@ -19,7 +19,9 @@ import pytest
 from scipy import stats
 
 from dpsql import mechanisms as m
+from dpsql import quantiles, samplers
 from dpsql.errors import InvalidPrivacyParameter
+from dpsql.quantiles import quantile_from_histogram as quantile_of
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
 
@@ -94,13 +96,13 @@ def chi_square_fit(z: npt.NDArray[np.int64], pmf: npt.NDArray[np.float64], span:
 
 
 def test_uniform_in_open_unit_interval_with_53_bits() -> None:
-    u = m.uniform(200_000)
+    u = samplers.uniform(200_000)
     assert u.dtype == np.float64 and u.shape == (200_000,)
     assert np.all(u > 0) and np.all(u < 1)
     assert np.all(u * 2.0**53 == np.rint(u * 2.0**53))
     assert abs(u.mean() - 0.5) <= Z_BAND * math.sqrt(1 / 12 / u.size)
     assert stats.kstest(u, "uniform").pvalue > P_MIN
-    assert m.uniform(0).shape == (0,)
+    assert samplers.uniform(0).shape == (0,)
 
 
 def test_uniform_reads_os_urandom(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,9 +111,9 @@ def test_uniform_reads_os_urandom(monkeypatch: pytest.MonkeyPatch) -> None:
         return (np.arange(1, n // 8 + 1, dtype="<u8") << np.uint64(11)).tobytes()
 
     monkeypatch.setattr(os, "urandom", counting_bytes)
-    assert np.array_equal(m.uniform(5), np.arange(1, 6) * 2.0**-53)
+    assert np.array_equal(samplers.uniform(5), np.arange(1, 6) * 2.0**-53)
     monkeypatch.setattr(os, "urandom", lambda n: b"\xff" * n)
-    assert np.all(m.uniform(3) == 1 - 2.0**-53)
+    assert np.all(samplers.uniform(3) == 1 - 2.0**-53)
 
 
 def test_uniform_redraws_zero(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,7 +124,7 @@ def test_uniform_redraws_zero(monkeypatch: pytest.MonkeyPatch) -> None:
         return (b"\x00" if len(calls) == 1 else b"\xff") * n
 
     monkeypatch.setattr(os, "urandom", zeros_then_ones)
-    assert np.all(m.uniform(4) == 1 - 2.0**-53)
+    assert np.all(samplers.uniform(4) == 1 - 2.0**-53)
     assert calls == [32, 32]
 
 
@@ -136,10 +138,10 @@ def test_all_randomness_flows_from_os_urandom(monkeypatch: pytest.MonkeyPatch,
         np.random.seed(seed + 12345)  # changing numpy's global state must not matter
         spec = m.calibrate_laplace(1.0, 1.0, False)
         return [
-            m.discrete_laplace(3.0, 50).tolist(),
-            m.discrete_gaussian(2.5, 50).tolist(),
+            samplers.discrete_laplace(3.0, 50).tolist(),
+            samplers.discrete_gaussian(2.5, 50).tolist(),
             m.perturb(np.linspace(0, 10, 7), spec).tolist(),
-            m.quantile_from_histogram([1, 2, 3], 0.0, 1.0, 0.5, 1.0, 1.0),
+            quantile_of([1, 2, 3], 0.0, 1.0, 0.5, 1.0, 1.0),
         ]
 
     assert run(1) == run(1)
@@ -151,7 +153,7 @@ def test_all_randomness_flows_from_os_urandom(monkeypatch: pytest.MonkeyPatch,
 
 @pytest.mark.parametrize("scale", [0.5, 3.0, 1e3, 1e12])
 def test_discrete_laplace_variance_mean_symmetry(scale: float) -> None:
-    z = m.discrete_laplace(scale, 400_000)
+    z = samplers.discrete_laplace(scale, 400_000)
     assert z.dtype == np.int64
     assert_second_moment(z, laplace_variance(scale))
     assert_centred(z, laplace_variance(scale))
@@ -159,22 +161,22 @@ def test_discrete_laplace_variance_mean_symmetry(scale: float) -> None:
 
 def test_discrete_laplace_goodness_of_fit() -> None:
     scale, span = 1.5, 12
-    z = m.discrete_laplace(scale, 200_000)
+    z = samplers.discrete_laplace(scale, 200_000)
     pmf = laplace_pmf(np.arange(-span - 1, span + 2), scale)
     assert chi_square_fit(z, pmf, span) > P_MIN
 
 
 def test_discrete_laplace_largest_scale_does_not_overflow() -> None:
-    z = m.discrete_laplace(m.MAX_GRID_SCALE * (1 - 1e-9), 100_000)
+    z = samplers.discrete_laplace(samplers.MAX_GRID_SCALE * (1 - 1e-9), 100_000)
     assert z.dtype == np.int64
-    assert np.all(np.abs(z) <= m.NOISE_CAP)
-    assert_second_moment(z, laplace_variance(m.MAX_GRID_SCALE * (1 - 1e-9)))
+    assert np.all(np.abs(z) <= samplers.NOISE_CAP)
+    assert_second_moment(z, laplace_variance(samplers.MAX_GRID_SCALE * (1 - 1e-9)))
 
 
-@pytest.mark.parametrize("scale", [0.0, -1.0, math.nan, math.inf, m.MAX_GRID_SCALE])
+@pytest.mark.parametrize("scale", [0.0, -1.0, math.nan, math.inf, samplers.MAX_GRID_SCALE])
 def test_discrete_laplace_refuses_bad_scale(scale: float) -> None:
     with pytest.raises(ValueError, match="scale"):
-        m.discrete_laplace(scale, 3)
+        samplers.discrete_laplace(scale, 3)
 
 
 def zeros_then_ones(zero_calls: int) -> object:
@@ -192,14 +194,14 @@ def zeros_then_ones(zero_calls: int) -> object:
 def test_exponential_has_no_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     """k = 0 three times in a row: E = 3 * 53 ln 2 = 110.2, three times the former cap."""
     monkeypatch.setattr(os, "urandom", zeros_then_ones(3))
-    assert m.exponential(1)[0] == pytest.approx(3 * 53 * math.log(2), rel=1e-15)
+    assert samplers.exponential(1)[0] == pytest.approx(3 * 53 * math.log(2), rel=1e-15)
 
 
 def test_discrete_laplace_draws_beyond_the_former_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The former sampler never exceeded 36.7 * s; k = 0 repeatedly now gives 110 * s."""
     scale = 10.0
     monkeypatch.setattr(os, "urandom", zeros_then_ones(3))
-    z = int(m.discrete_laplace(scale, 1)[0])  # G1 in the deep tail, G2 = 0
+    z = int(samplers.discrete_laplace(scale, 1)[0])  # G1 in the deep tail, G2 = 0
     assert z == math.floor(3 * 53 * math.log(2) * scale)
     assert z > 36.8 * scale
 
@@ -208,13 +210,13 @@ def test_noise_saturates_without_overflow(monkeypatch: pytest.MonkeyPatch) -> No
     """A stream of zeros forever: the exponential gives up after 1000 rounds (+inf), the
     geometric saturates at NOISE_CAP, and exact + noise still fits int64."""
     monkeypatch.setattr(os, "urandom", zeros_then_ones(10**9))
-    assert m.exponential(2).tolist() == [math.inf, math.inf]
+    assert samplers.exponential(2).tolist() == [math.inf, math.inf]
     monkeypatch.setattr(os, "urandom", zeros_then_ones(1000))
-    assert m.discrete_laplace(3.0, 1)[0] == m.NOISE_CAP
+    assert samplers.discrete_laplace(3.0, 1)[0] == samplers.NOISE_CAP
     monkeypatch.setattr(os, "urandom", zeros_then_ones(1000))
     spec = m.calibrate_laplace(1.0, 1.0, True)
     noisy = m.perturb(np.array([2**62], dtype=np.int64), spec)
-    assert int(noisy[0]) == 2**62 + m.NOISE_CAP == 2**63 - 1
+    assert int(noisy[0]) == 2**62 + samplers.NOISE_CAP == 2**63 - 1
 
 
 def masked_first_call(seed: int, top_zero_bits: int) -> object:
@@ -247,7 +249,7 @@ def test_discrete_laplace_deep_tail_matches_the_exact_pmf(monkeypatch: pytest.Mo
     """
     scale, span, size = 1 / math.log(2), 16, 200_000
     monkeypatch.setattr(os, "urandom", masked_first_call(seed=2024, top_zero_bits=43))
-    z = m.discrete_laplace(scale, size) - 43
+    z = samplers.discrete_laplace(scale, size) - 43
     pmf = laplace_pmf(np.arange(-span - 1, span + 2), scale)
     assert chi_square_fit(z, pmf, span) > 1e-9
     beyond = int((z > 10).sum())
@@ -269,7 +271,7 @@ def test_noise_beyond_2_53_is_added_exactly() -> None:
 
 @pytest.mark.parametrize("sigma", [0.5, 2.0, 50.0, 1e6])
 def test_discrete_gaussian_variance_mean_symmetry(sigma: float) -> None:
-    z = m.discrete_gaussian(sigma, 300_000)
+    z = samplers.discrete_gaussian(sigma, 300_000)
     assert z.dtype == np.int64 and z.size == 300_000
     assert_second_moment(z, gaussian_variance(sigma))
     assert_centred(z, gaussian_variance(sigma))
@@ -277,14 +279,14 @@ def test_discrete_gaussian_variance_mean_symmetry(sigma: float) -> None:
 
 def test_discrete_gaussian_goodness_of_fit() -> None:
     sigma, span = 1.5, 8
-    z = m.discrete_gaussian(sigma, 200_000)
+    z = samplers.discrete_gaussian(sigma, 200_000)
     pmf = gaussian_pmf(np.arange(-span - 1, span + 2), sigma)
     assert chi_square_fit(z, pmf, span) > P_MIN
 
 
 def test_discrete_gaussian_sizes() -> None:
-    assert m.discrete_gaussian(3.0, 0).shape == (0,)
-    assert m.discrete_gaussian(0.01, 1000).size == 1000
+    assert samplers.discrete_gaussian(3.0, 0).shape == (0,)
+    assert samplers.discrete_gaussian(0.01, 1000).size == 1000
 
 
 # --------------------------------------------------------------------------- calibration
@@ -318,7 +320,7 @@ def test_calibrated_granularity_is_power_of_two(sensitivity: float, epsilon: flo
         m.calibrate_laplace(sensitivity, epsilon, True),
     ):
         assert is_power_of_two(spec.granularity)
-        assert spec.grid_scale < m.MAX_GRID_SCALE
+        assert spec.grid_scale < samplers.MAX_GRID_SCALE
         assert spec.scale == spec.grid_scale * spec.granularity
     real = m.calibrate_laplace(sensitivity, epsilon, False)
     assert real.granularity >= sensitivity / epsilon / 2.0**40
@@ -559,7 +561,7 @@ def test_threshold_is_monotone() -> None:
 def test_threshold_release_probability_of_a_single_unit_group(epsilon: float, groups: int) -> None:
     delta = 0.1
     scale, tau = m.threshold(epsilon, delta, groups)
-    released = float(np.mean(1 + m.discrete_laplace(scale, 400_000) >= tau))
+    released = float(np.mean(1 + samplers.discrete_laplace(scale, 400_000) >= tau))
     target = delta / groups
     band = Z_BAND * math.sqrt(target * (1 - target) / 400_000)
     assert released <= target + band
@@ -593,19 +595,19 @@ def test_quantile_large_epsilon_is_near_true_median() -> None:
     counts, _ = np.histogram(data, bins=100, range=(0.0, 100.0))
     median = float(np.median(data))
     for _ in range(30):
-        result = m.quantile_from_histogram(counts, 0.0, 100.0, 0.5, 10.0, 1.0)
+        result = quantile_of(counts, 0.0, 100.0, 0.5, 10.0, 1.0)
         assert abs(result - median) <= 3.0
 
 
 def test_quantile_tiny_epsilon_is_roughly_uniform() -> None:
     counts = np.zeros(10)
     counts[2] = 1000
-    results = [m.quantile_from_histogram(counts, -5.0, 5.0, 0.5, 1e-9, 1.0) for _ in range(3000)]
+    results = [quantile_of(counts, -5.0, 5.0, 0.5, 1e-9, 1.0) for _ in range(3000)]
     assert stats.kstest(results, stats.uniform(loc=-5.0, scale=10.0).cdf).pvalue > P_MIN
 
 
 def test_quantile_with_no_values_is_uniform() -> None:
-    results = [m.quantile_from_histogram(np.zeros(8), 1.0, 2.0, 0.3, 5.0, 1.0) for _ in range(3000)]
+    results = [quantile_of(np.zeros(8), 1.0, 2.0, 0.3, 5.0, 1.0) for _ in range(3000)]
     assert stats.kstest(results, stats.uniform(loc=1.0, scale=1.0).cdf).pvalue > P_MIN
 
 
@@ -613,16 +615,16 @@ def test_quantile_stays_within_bounds() -> None:
     counts = np.array([0, 50, 0, 0, 70])
     for q in (0.0, 0.25, 0.5, 1.0):
         for _ in range(200):
-            result = m.quantile_from_histogram(counts, -3.5, 7.25, q, 0.1, 2.0)
+            result = quantile_of(counts, -3.5, 7.25, q, 0.1, 2.0)
             assert -3.5 <= result <= 7.25
-    assert m.quantile_from_histogram([4], 2.0, 2.0, 0.5, 1.0, 1.0) == 2.0
+    assert quantile_of([4], 2.0, 2.0, 0.5, 1.0, 1.0) == 2.0
 
 
 def test_quantile_min_and_max() -> None:
     counts = np.zeros(20)
     counts[[5, 6, 14]] = [30, 40, 30]
-    lows = [m.quantile_from_histogram(counts, 0.0, 20.0, 0.0, 50.0, 1.0) for _ in range(50)]
-    highs = [m.quantile_from_histogram(counts, 0.0, 20.0, 1.0, 50.0, 1.0) for _ in range(50)]
+    lows = [quantile_of(counts, 0.0, 20.0, 0.0, 50.0, 1.0) for _ in range(50)]
+    highs = [quantile_of(counts, 0.0, 20.0, 1.0, 50.0, 1.0) for _ in range(50)]
     # With no rows below the minimum every bucket up to it ties; none above it can win.
     assert max(lows) < 6.0 and min(highs) >= 14.0
 
@@ -633,7 +635,7 @@ def test_exponential_mechanism_matches_softmax() -> None:
     weights = np.exp(epsilon * np.array([-3.0, 0.0, -2.0]) / (2 * sensitivity))
     draws = 30_000
     picks = [
-        bucket_of(m.quantile_from_histogram(counts, 0.0, 3.0, q, epsilon, sensitivity), 0.0, 3.0, 3)
+        bucket_of(quantile_of(counts, 0.0, 3.0, q, epsilon, sensitivity), 0.0, 3.0, 3)
         for _ in range(draws)
     ]
     observed = np.bincount(picks, minlength=3)
@@ -642,14 +644,14 @@ def test_exponential_mechanism_matches_softmax() -> None:
 
 
 def test_quantile_rank_accuracy_formula_and_coverage() -> None:
-    bound = m.quantile_rank_accuracy(20, 0.5, 1.0)
+    bound = quantiles.quantile_rank_accuracy(20, 0.5, 1.0)
     assert bound == pytest.approx(4.0 * (math.log(20) + math.log(20)))
     counts = np.full(20, 5.0)  # ranks 5j .. 5(j+1); the median rank 50 is bucket 9/10's edge
     right = np.cumsum(counts)
     left = right - counts
     errors = []
     for _ in range(2000):
-        j = bucket_of(m.quantile_from_histogram(counts, 0.0, 1.0, 0.5, 0.5, 1.0), 0.0, 1.0, 20)
+        j = bucket_of(quantile_of(counts, 0.0, 1.0, 0.5, 0.5, 1.0), 0.0, 1.0, 20)
         errors.append(max(0.0, left[j] - 50, 50 - right[j]))
     assert np.mean(np.array(errors) <= bound) >= 0.95
 
@@ -668,7 +670,7 @@ def test_quantile_refuses_bad_arguments() -> None:
     for change in changes:
         arguments = {"epsilon": 1.0, "sensitivity": 1.0, **good, **change}
         with pytest.raises(ValueError):
-            m.quantile_from_histogram(**arguments)  # type: ignore[arg-type]
+            quantile_of(**arguments)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- validation
@@ -721,16 +723,16 @@ def test_exponential_mechanism_never_rounds_a_bucket_away(monkeypatch: pytest.Mo
     """A bucket whose weight is e**-800 of another's (0 in float64) can still be drawn: the race
     runs in log space. With the first runner slow and the second fast, the second wins."""
     scores = np.array([0.0, -800.0])
-    monkeypatch.setattr(m, "exponential", lambda size: np.array([1e300, 1e-300]))
-    assert m._sample_softmax(scores) == 1
-    monkeypatch.setattr(m, "exponential", lambda size: np.array([1.0, 1.0]))
-    assert m._sample_softmax(scores) == 0
+    monkeypatch.setattr(quantiles, "exponential", lambda size: np.array([1e300, 1e-300]))
+    assert quantiles._sample_softmax(scores) == 1
+    monkeypatch.setattr(quantiles, "exponential", lambda size: np.array([1.0, 1.0]))
+    assert quantiles._sample_softmax(scores) == 0
 
 
 def test_exponential_race_matches_the_softmax() -> None:
     """Seeded by the test's randomness fixture where one is in force; the tolerance is 6 sigma."""
     scores = np.log(np.array([1.0, 2.0, 5.0]))
     n = 30_000
-    draws = np.bincount([m._sample_softmax(scores) for _ in range(n)], minlength=3) / n
+    draws = np.bincount([quantiles._sample_softmax(scores) for _ in range(n)], minlength=3) / n
     expected = np.array([1.0, 2.0, 5.0]) / 8.0
     assert np.all(np.abs(draws - expected) < 6 * np.sqrt(expected * (1 - expected) / n)), draws
