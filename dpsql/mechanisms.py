@@ -52,7 +52,8 @@ Known, deliberate approximations
     *Exponential mechanism.* :func:`dpsql.quantiles.quantile_from_histogram` draws its bucket
     by an exponential race in log space (``argmax(score_j - log E_j)``): no weight underflows
     and every bucket keeps a positive probability, exact up to the float64 rounding of the
-    scores and of ``log E``. The point inside the bucket is a 53-bit :func:`uniform` (post-processing).
+    scores and of ``log E``. The point inside the bucket is a 53-bit uniform
+    (post-processing).
 """
 
 from __future__ import annotations
