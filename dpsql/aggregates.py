@@ -56,20 +56,25 @@ integer sum to the noise grid with integer arithmetic (:func:`dpsql.mechanisms.p
 so no float rounding happens before the noise either. The cost in accuracy is the quantisation
 of each row by at most ``step / 2 <= T * 2**-SUM_BITS``, the order of float64's own rounding of
 one value. Integer inputs (integer SUM, every COUNT) are summed in HUGEINT as they are: exact.
+
+**The registry.** Each aggregate is one :class:`Aggregate` in :data:`AGGREGATES`: its SQL names
+(which :mod:`dpsql.check` recognises), how it is measured (the measurement specs and their
+sensitivities, with the formula of the table above in the builder's docstring), how the noisy
+measurements combine into the cell (post-processing), and the cell's accuracy. Every pass asks
+the registry; adding an aggregate is adding one entry (see ``docs/architecture.md``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 from sqlglot import exp
 
 from dpsql.bounds import Bound, numeric_bound
-from dpsql.check import AggregateCall
 from dpsql.mechanisms import NoiseSpec
 from dpsql.metadata import Table
 
@@ -78,11 +83,24 @@ HISTOGRAM_BUCKETS = 1000
 SUM_BITS = 52
 
 
-@dataclass
-class Measurement:
-    """One exact per-group aggregate that the engine computes and the perturb pass noises."""
+@dataclass(frozen=True)
+class AggregateCall:
+    """One aggregate as the analyst wrote it, its argument over base columns."""
 
-    kind: str  # "count", "units", "distinct", "sum", "histogram"
+    kind: str  # a key of AGGREGATES
+    arg: exp.Expression | None  # None for COUNT(*)
+    distinct: bool
+    quantile: float | None
+    text: str  # the original SQL, for column names and explain
+    placeholder: str
+
+
+@dataclass(frozen=True)
+class MeasurementSpec:
+    """One exact per-group aggregate that the engine computes and the perturb pass noises, as
+    an aggregate asks for it: what to compute, and its sensitivity."""
+
+    kind: str  # "count", "units", "distinct", "sum", "histogram" (see rewrite.MEASURES)
     arg: exp.Expression | None  # row-level input over base columns (None: every row)
     lo: float = 0.0  # clamp interval of the input (sum, histogram)
     hi: float = 0.0
@@ -95,10 +113,7 @@ class Measurement:
     # histogram only: each quantile is its own exponential-mechanism draw, so its own
     # measurement (and its own share of epsilon), even over the same histogram
     quantile: float | None = None
-    name: str = ""  # the column alias in the rewritten SQL, set by the plan
-    epsilon: float = 0.0  # set by the plan's budget split
     mechanism: str = "laplace"
-    noise: NoiseSpec | None = None  # set by the plan; None for the exponential mechanism
     # Real-valued sums only (see "Exact sums" above): the fixed-point grid (a power of two,
     # 0.0 when the sum is not quantised) and the integer range of one row's quantised term.
     step: float = 0.0
@@ -111,9 +126,83 @@ class Measurement:
 
     @property
     def key(self) -> tuple[object, ...]:
+        """Two specs with the same key are one measurement (computed and noised once)."""
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
                 self.quantile, self.mechanism, self.step, self.units)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement(MeasurementSpec):
+    """A measurement calibrated by the plan: its column in the engine's rows (``index``, and
+    ``name`` in the rewritten SQL), its share of epsilon and its noise (None for the
+    exponential mechanism, which draws its own)."""
+
+    name: str
+    index: int
+    epsilon: float
+    noise: NoiseSpec | None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One output aggregate: its definition, its measurements (specs from the aggregate, then
+    calibrated measurements in the plan) and the bound of its input."""
+
+    call: AggregateCall
+    aggregate: Aggregate
+    measurements: tuple[MeasurementSpec, ...]
+    type: str  # "BIGINT" or "DOUBLE"
+    bound: Bound | None = None
+
+    @property
+    def accuracy_unit(self) -> str:
+        return self.aggregate.accuracy_unit
+
+    def combine(self, parts: Sequence[np.ndarray]) -> np.ndarray:
+        """The cell's noisy values from its noisy measurements (post-processing)."""
+        return self.aggregate.combine(self, parts)
+
+    def accuracy(self, parts: Sequence[np.ndarray], widths: Sequence[float]) -> np.ndarray:
+        """95% half-widths per group from the measurements' half-widths ``widths``."""
+        return self.aggregate.accuracy(self, parts, widths)
+
+
+Combine = Callable[[Cell, Sequence[np.ndarray]], np.ndarray]
+Accuracy = Callable[[Cell, Sequence[np.ndarray], Sequence[float]], np.ndarray]
+Measure = Callable[[AggregateCall, Table, bool, str], Cell]
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Everything every pass asks of one aggregate."""
+
+    kind: str
+    #: sqlglot node types and function names (upper case) that mean this aggregate
+    functions: tuple[type[exp.Expression] | str, ...]
+    measure: Measure  # the cell: measurement specs and their sensitivities
+    combine: Combine
+    accuracy: Accuracy
+    accuracy_unit: str = "value"  # or "rank" for the exponential mechanism
+
+
+def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+    """The measurements of one aggregate call, from its definition in :data:`AGGREGATES`."""
+    return AGGREGATES[call.kind].measure(call, table, grouped, mechanism)
+
+
+def kind_of(function: exp.Expression) -> str | None:
+    """The registry kind of an aggregate function node, or None if it is not one of ours."""
+    name = str(function.this).upper() if isinstance(function, exp.Anonymous) else None
+    for aggregate in AGGREGATES.values():
+        for f in aggregate.functions:
+            if (isinstance(f, str) and f == name) or (isinstance(f, type) and
+                                                      type(function) is f):
+                return aggregate.kind
+    return None
+
+
+# ------------------------------------------------------------------------- measurements
 
 
 def fixed_point(term_lo: float, term_hi: float) -> tuple[float, tuple[int, int]]:
@@ -130,65 +219,23 @@ def fixed_point(term_lo: float, term_hi: float) -> tuple[float, tuple[int, int]]
 
 
 def _real_sum(arg: exp.Expression, b: Bound, term: tuple[float, float], k: int,
-              mechanism: str, center: float = 0.0, power: int = 1) -> Measurement:
+              mechanism: str, center: float = 0.0, power: int = 1) -> MeasurementSpec:
     """An exactly summed real-valued measurement whose per-row term lies in ``term``: its
     sensitivity is ``k * max(|term|)`` (L1 and L2), its grid from :func:`fixed_point`."""
     sens = k * max(abs(term[0]), abs(term[1]))
     step, units = fixed_point(*term)
-    return Measurement("sum", arg, b.lo, b.hi, center=center, power=power, integer=False,
-                       l1=sens, l2=sens, mechanism=mechanism, step=step, units=units)
+    return MeasurementSpec("sum", arg, b.lo, b.hi, center=center, power=power, integer=False,
+                           l1=sens, l2=sens, mechanism=mechanism, step=step, units=units)
 
 
-@dataclass
-class Cell:
-    """One output aggregate: its measurements and how they combine (post-processing)."""
-
-    call: AggregateCall
-    measurements: list[Measurement]
-    combine: Callable[[Sequence[np.ndarray]], np.ndarray]
-    type: str  # "BIGINT" or "DOUBLE"
-    bound: Bound | None = None
-    quantile: float | None = None
-    accuracy_unit: str = "value"  # or "rank" for the exponential mechanism
-    notes: list[str] = field(default_factory=list)
-
-
-def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
-    """The measurements and the combination rule of one aggregate call."""
-    k = table.rows_per_unit
-    if call.kind == "count":
-        return _count(call, table, grouped, k, mechanism)
-    assert call.arg is not None  # check refuses SUM(*), AVG(*), ...: only COUNT takes *
-    b = numeric_bound(call.arg, table, call.text)
-    if call.kind == "sum":
-        return _sum(call, b, k, mechanism)
-    if call.kind == "avg":
-        return _avg(call, b, k, mechanism)
-    if call.kind == "quantile":
-        return _quantile(call, b, k)
-    return _variance(call, b, k, mechanism)
-
-
-def _count(call: AggregateCall, table: Table, grouped: bool, k: int, mechanism: str) -> Cell:
-    arg = call.arg
-    if call.distinct and _is_unit(arg, table):
-        g = table.groups_per_unit if grouped else 1
-        m = units_measurement(table, g, mechanism)
-    elif call.distinct:
-        m = Measurement("distinct", arg, l1=k, l2=k, mechanism=mechanism)
-    else:
-        m = Measurement("count", arg, l1=k, l2=k, mechanism=mechanism)
-    return Cell(call, [m], lambda v: v[0], "BIGINT")
-
-
-def units_measurement(table: Table, groups: int, mechanism: str) -> Measurement:
+def units_measurement(table: Table, groups: int, mechanism: str) -> MeasurementSpec:
     """The number of distinct units per group: sensitivity g' in L1, sqrt(g') in L2.
 
     Without contribution bounding each row is a unit, so this is COUNT(*) with sensitivity 1.
     """
     if not table.needs_bounding:
-        return Measurement("count", None, l1=1, l2=1, mechanism=mechanism)
-    return Measurement("units", None, l1=groups, l2=math.sqrt(groups), mechanism=mechanism)
+        return MeasurementSpec("count", None, l1=1, l2=1, mechanism=mechanism)
+    return MeasurementSpec("units", None, l1=groups, l2=math.sqrt(groups), mechanism=mechanism)
 
 
 def _is_unit(arg: exp.Expression | None, table: Table) -> bool:
@@ -196,56 +243,142 @@ def _is_unit(arg: exp.Expression | None, table: Table) -> bool:
             and arg.name.lower() == table.privacy_unit)
 
 
-def _sum(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
+def _bound(call: AggregateCall, table: Table) -> Bound:
+    assert call.arg is not None  # check refuses SUM(*), AVG(*), ...: only COUNT takes *
+    return numeric_bound(call.arg, table, call.text)
+
+
+# ------------------------------------------------------------------------- the aggregates
+
+
+def _count(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+    """COUNT(*), COUNT(x), COUNT_IF: rows, L1 = L2 = k. COUNT(DISTINCT unit): units per group,
+    L1 = g', L2 = sqrt(g'). COUNT(DISTINCT x): L1 = L2 = k (k rows add at most k values)."""
+    k = table.rows_per_unit
+    if call.distinct and _is_unit(call.arg, table):
+        m = units_measurement(table, table.groups_per_unit if grouped else 1, mechanism)
+    else:
+        m = MeasurementSpec("distinct" if call.distinct else "count", call.arg, l1=k, l2=k,
+                            mechanism=mechanism)
+    return Cell(call, COUNT, (m,), "BIGINT")
+
+
+def _sum(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+    """SUM(x): the sum of clamp(x) to [L, U], L1 = L2 = k * M. Integer inputs are summed as
+    they are (HUGEINT, exact); real ones on a fixed-point grid (see Exact sums)."""
+    b, k = _bound(call, table), table.rows_per_unit
+    assert call.arg is not None
     integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
-    assert call.arg is not None  # cell_for only builds sums of an argument
-    if integer:  # summed in HUGEINT by the engine as they are: already exact
+    if integer:
         sens = k * b.magnitude
-        m = Measurement("sum", call.arg, b.lo, b.hi, integer=True, l1=sens, l2=sens,
-                        mechanism=mechanism)
+        m = MeasurementSpec("sum", call.arg, b.lo, b.hi, integer=True, l1=sens, l2=sens,
+                            mechanism=mechanism)
     else:
         m = _real_sum(call.arg, b, (b.lo, b.hi), k, mechanism)
-    return Cell(call, [m], lambda v: v[0], "BIGINT" if integer else "DOUBLE", bound=b)
+    return Cell(call, SUM, (m,), "BIGINT" if integer else "DOUBLE", bound=b)
 
 
-def _avg(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
+def _avg(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+    """AVG(x) = c + S / max(n, 1), clamped to [L, U]: n = COUNT(x) (L1 = k) and the centred sum
+    S = sum(clamp(x) - c) (L1 = k * h), so a unit's rows move S by h each, not M."""
+    b, k = _bound(call, table), table.rows_per_unit
+    assert call.arg is not None
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
-    assert call.arg is not None  # cell_for only builds averages of an argument
-    n = Measurement("count", call.arg, l1=k, l2=k, mechanism=mechanism)
+    n = MeasurementSpec("count", call.arg, l1=k, l2=k, mechanism=mechanism)
     s = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
-
-    def combine(v: Sequence[np.ndarray]) -> np.ndarray:
-        count = np.maximum(v[0].astype(float), 1.0)
-        return np.clip(c + v[1] / count, b.lo, b.hi)
-
-    return Cell(call, [n, s], combine, "DOUBLE", bound=b)
+    return Cell(call, AVG, (n, s), "DOUBLE", bound=b)
 
 
-def _variance(call: AggregateCall, b: Bound, k: int, mechanism: str) -> Cell:
+def _combine_avg(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
+    b = cell.bound
+    assert b is not None
+    count = np.maximum(v[0].astype(float), 1.0)
+    return np.clip((b.lo + b.hi) / 2 + v[1] / count, b.lo, b.hi)
+
+
+def _accuracy_avg(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[float]
+                  ) -> np.ndarray:
+    """First-order propagation of the parts' half-widths through c + S/n (noisy values only)."""
+    count = np.maximum(np.asarray(parts[0], dtype=np.float64), 1.0)
+    centered = np.asarray(parts[1], dtype=np.float64) / count
+    return (widths[1] + np.abs(centered) * widths[0]) / count
+
+
+def _variance(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+    """VAR_POP = S2/n - (S1/n)^2 clamped to [0, h^2], VAR_SAMP = VAR_POP * n/(n-1), STDDEV =
+    sqrt(VAR): n (L1 = k), S1 = sum(y) (L1 = k * h) and S2 = sum(y^2) (L1 = k * h^2) for the
+    centred y = clamp(x) - c."""
+    b, k = _bound(call, table), table.rows_per_unit
+    assert call.arg is not None
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
-    assert call.arg is not None  # cell_for only builds variances of an argument
-    n = Measurement("count", call.arg, l1=k, l2=k, mechanism=mechanism)
+    n = MeasurementSpec("count", call.arg, l1=k, l2=k, mechanism=mechanism)
     s1 = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
     s2 = _real_sum(call.arg, b, (0.0, h * h), k, mechanism, center=c, power=2)
-    sample = call.kind.endswith("samp")
-    root = call.kind.startswith("stddev")
-
-    def combine(v: Sequence[np.ndarray]) -> np.ndarray:
-        count = np.maximum(v[0].astype(float), 1.0)
-        mean = v[1] / count
-        var = np.clip(v[2] / count - mean * mean, 0.0, h * h)
-        if sample:
-            var = np.clip(var * count / np.maximum(count - 1.0, 1.0), 0.0, 2 * h * h)
-        return np.sqrt(var) if root else var
-
-    return Cell(call, [n, s1, s2], combine, "DOUBLE", bound=b)
+    return Cell(call, AGGREGATES[call.kind], (n, s1, s2), "DOUBLE", bound=b)
 
 
-def _quantile(call: AggregateCall, b: Bound, k: int) -> Cell:
+def _combine_variance(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
+    b = cell.bound
+    assert b is not None
+    h = (b.hi - b.lo) / 2
+    count = np.maximum(v[0].astype(float), 1.0)
+    mean = v[1] / count
+    var = np.clip(v[2] / count - mean * mean, 0.0, h * h)
+    if cell.call.kind.endswith("samp"):
+        var = np.clip(var * count / np.maximum(count - 1.0, 1.0), 0.0, 2 * h * h)
+    return np.sqrt(var) if cell.call.kind.startswith("stddev") else var
+
+
+def _accuracy_variance(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[float]
+                       ) -> np.ndarray:
+    """First-order propagation through S2/n - (S1/n)^2, then through the square root."""
+    count = np.maximum(np.asarray(parts[0], dtype=np.float64), 1.0)
+    mean = np.asarray(parts[1], dtype=np.float64) / count
+    second = np.asarray(parts[2], dtype=np.float64) / count
+    var_width = (widths[2] + 2 * np.abs(mean) * widths[1] + np.abs(second) * widths[0]) / count
+    if cell.call.kind.startswith("stddev"):
+        var = np.maximum(second - mean * mean, 0.0)
+        return (np.sqrt(var + var_width) - np.sqrt(np.maximum(var - var_width, 0.0))) / 2
+    return var_width
+
+
+def _quantile(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+    """MEDIAN, QUANTILE_CONT, PERCENTILE_CONT, MIN, MAX: a histogram of clamp(x) over B buckets
+    and the exponential mechanism, utility sensitivity k (see the table above). The Laplace or
+    Gaussian choice does not apply: the mechanism draws the value itself."""
+    b, k = _bound(call, table), table.rows_per_unit
     per_value = b.kind == "int" and b.hi - b.lo + 1 <= HISTOGRAM_BUCKETS
     buckets = int(b.hi - b.lo + 1) if per_value else HISTOGRAM_BUCKETS
-    m = Measurement("histogram", call.arg, b.lo, b.hi, integer=per_value, l1=k, l2=k,
-                    buckets=buckets, quantile=call.quantile, mechanism="exponential")
-    # The exponential mechanism draws the value itself; `combine` receives it.
-    return Cell(call, [m], lambda v: v[0], "DOUBLE", bound=b, quantile=call.quantile,
-                accuracy_unit="rank")
+    m = MeasurementSpec("histogram", call.arg, b.lo, b.hi, integer=per_value, l1=k, l2=k,
+                        buckets=buckets, quantile=call.quantile, mechanism="exponential")
+    return Cell(call, QUANTILE, (m,), "DOUBLE", bound=b)
+
+
+def _first(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
+    return v[0]
+
+
+def _accuracy_first(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[float]
+                    ) -> np.ndarray:
+    """One measurement: the cell's accuracy is its measurement's, the same in every group."""
+    return np.full(len(parts[0]), widths[0])
+
+
+COUNT = Aggregate("count", (exp.Count, exp.CountIf), _count, _first, _accuracy_first)
+SUM = Aggregate("sum", (exp.Sum,), _sum, _first, _accuracy_first)
+AVG = Aggregate("avg", (exp.Avg,), _avg, _combine_avg, _accuracy_avg)
+QUANTILE = Aggregate("quantile", (exp.Median, exp.PercentileCont, exp.Quantile,
+                                  exp.ApproxQuantile, exp.Min, exp.Max, "QUANTILE",
+                                  "PERCENTILE"),
+                     _quantile, _first, _accuracy_first, accuracy_unit="rank")
+
+#: Every aggregate dpsql answers, by kind. ``check`` recognises them by ``functions``.
+AGGREGATES: dict[str, Aggregate] = {a.kind: a for a in (
+    COUNT, SUM, AVG, QUANTILE,
+    Aggregate("var_samp", (exp.Variance, "VAR", "VARIANCE_SAMP"), _variance, _combine_variance,
+              _accuracy_variance),
+    Aggregate("var_pop", (exp.VariancePop,), _variance, _combine_variance, _accuracy_variance),
+    Aggregate("stddev_samp", (exp.Stddev, exp.StddevSamp, "STDEV"), _variance, _combine_variance,
+              _accuracy_variance),
+    Aggregate("stddev_pop", (exp.StddevPop,), _variance, _combine_variance, _accuracy_variance),
+)}

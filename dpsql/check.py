@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dpsql.aggregates import AggregateCall, kind_of
 from dpsql.bind import BoundQuery
 from dpsql.bounds import bound, condition
 from dpsql.errors import (
@@ -30,17 +31,8 @@ from dpsql.metadata import Table
 SUPPORTED = ("COUNT(*), COUNT(x), COUNT(DISTINCT x), COUNT_IF, SUM, AVG, VAR/VARIANCE/VAR_SAMP/"
              "VAR_POP, STDDEV/STDDEV_SAMP/STDDEV_POP, MEDIAN, QUANTILE_CONT/PERCENTILE_CONT, "
              "MIN, MAX")
-_KINDS: dict[type, str] = {
-    exp.Count: "count", exp.CountIf: "count", exp.Sum: "sum", exp.Avg: "avg",
-    exp.Variance: "var_samp", exp.VariancePop: "var_pop", exp.Stddev: "stddev_samp",
-    exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Median: "quantile",
-    exp.PercentileCont: "quantile", exp.Quantile: "quantile", exp.ApproxQuantile: "quantile",
-    exp.Min: "quantile", exp.Max: "quantile",
-}
 # The quantile that MEDIAN, MIN and MAX stand for.
 _FIXED_QUANTILES: dict[type, float] = {exp.Median: 0.5, exp.Min: 0.0, exp.Max: 1.0}
-_ANONYMOUS_KINDS = {"VAR": "var_samp", "VARIANCE_SAMP": "var_samp", "STDEV": "stddev_samp",
-                    "QUANTILE": "quantile", "PERCENTILE": "quantile"}
 # DuckDB aggregates that sqlglot does not know (it parses them as anonymous functions): refused
 # as aggregates, so that the message names the aggregate rather than a bare column.
 _OTHER_AGGREGATES = {"MEAN", "PRODUCT", "HISTOGRAM", "FSUM", "KAHAN_SUM", "SUMKAHAN", "FAVG",
@@ -51,18 +43,6 @@ _OTHER_AGGREGATES = {"MEAN", "PRODUCT", "HISTOGRAM", "FSUM", "KAHAN_SUM", "SUMKA
 _FORBIDDEN_OUTER = {"GETENV", "CURRENT_SETTING", "READ_CSV", "READ_PARQUET", "READ_JSON",
                     "READ_TEXT", "READ_BLOB", "GLOB", "QUERY", "QUERY_TABLE", "SETSEED", "RANDOM",
                     "RAND", "DUCKDB_TABLES", "DUCKDB_SETTINGS", "PRAGMA_VERSION"}
-
-
-@dataclass
-class AggregateCall:
-    """One aggregate as the analyst wrote it, its argument over base columns."""
-
-    kind: str  # count, sum, avg, var_samp, var_pop, stddev_samp, stddev_pop, quantile
-    arg: exp.Expression | None  # None for COUNT(*)
-    distinct: bool
-    quantile: float | None
-    text: str  # the original SQL, for column names and explain
-    placeholder: str
 
 
 @dataclass
@@ -192,7 +172,7 @@ def _is_aggregate(node: exp.Expression) -> bool:
     if isinstance(node, exp.WithinGroup):
         return True
     if isinstance(node, exp.Anonymous):
-        return str(node.this).upper() in _ANONYMOUS_KINDS.keys() | _OTHER_AGGREGATES
+        return kind_of(node) is not None or str(node.this).upper() in _OTHER_AGGREGATES
     return isinstance(node, exp.AggFunc)
 
 
@@ -235,15 +215,15 @@ def _kind_and_arg(call: exp.Expression, text: str
                                        "WITHIN GROUP (ORDER BY x)")
         return "quantile", order.expressions[0].this, _fraction(inner.this, text)
     if isinstance(call, exp.Anonymous):
-        anonymous_kind = _ANONYMOUS_KINDS.get(str(call.this).upper(), "")
-        if not anonymous_kind:
+        anonymous_kind = kind_of(call)
+        if anonymous_kind is None:
             raise UnsupportedAggregate(
                 f"{text}: {str(call.this).upper()} has no differentially private implementation "
                 f"here; supported aggregates: {SUPPORTED}")
         args = call.expressions
         q = _fraction(args[1], text) if anonymous_kind == "quantile" and len(args) > 1 else None
         return anonymous_kind, args[0] if args else None, q
-    kind = _KINDS.get(type(call))
+    kind = kind_of(call)
     if kind is None:
         # _is_aggregate: neither WITHIN GROUP nor an anonymous function, so an exp.AggFunc
         assert isinstance(call, exp.Func)

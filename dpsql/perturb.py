@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsql.aggregates import Cell, Measurement
+from dpsql.aggregates import Measurement
 from dpsql.keys import canonical
 from dpsql.keys import order as key_order
 from dpsql.mechanisms import (
@@ -64,7 +64,8 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
             continue
         column = _column(keys, exact, plan, m)
         if m.kind == "histogram":
-            noisy[m.name] = _quantiles(m, column, _quantile_of(plan, m))
+            assert m.quantile is not None  # a histogram is drawn for one quantile
+            noisy[m.name] = _quantiles(m, column, m.quantile)
         elif m.step:  # an exact fixed-point sum: integers in units of m.step
             noisy[m.name] = perturb_fixed(list(column), m.step, _noise(m))
         else:
@@ -74,7 +75,8 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     for cell in plan.cells:
         parts = [noisy[m.name] for m in cell.measurements]
         values[cell.call.placeholder] = _typed(cell.combine(parts), cell.type)
-        accuracies[cell.call.placeholder] = cell_accuracy(cell, parts, len(keys))
+        widths = [_width(m) for m in cell.measurements]
+        accuracies[cell.call.placeholder] = cell.accuracy(parts, widths)
     return NoisyCells(keys=keys, values=values, accuracy=accuracies)
 
 
@@ -88,7 +90,7 @@ def _noise(m: Measurement) -> NoiseSpec:
 def _column(keys: list[tuple[object, ...]],
             exact: Mapping[tuple[object, ...], Sequence[object]],
             plan: Plan, m: Measurement) -> np.ndarray:
-    index = int(m.name.removeprefix("__m"))  # rows hold measurements in plan order
+    index = m.index  # rows hold the keys, then the measurements in plan order
     if m.kind == "histogram":
         out = np.empty(len(keys), dtype=object)
         for i, k in enumerate(keys):
@@ -112,13 +114,6 @@ def _number(value: object) -> int | float:
     return value if isinstance(value, int) else float(value)  # type: ignore[arg-type]
 
 
-def _quantile_of(plan: Plan, m: Measurement) -> float:
-    for cell in plan.cells:
-        if m in cell.measurements and cell.quantile is not None:
-            return cell.quantile
-    raise AssertionError("a histogram measurement without a quantile cell")
-
-
 def _quantiles(m: Measurement, histograms: np.ndarray, q: float) -> np.ndarray:
     lo, hi = m.histogram_range
     out = np.empty(len(histograms), dtype=np.float64)
@@ -138,25 +133,9 @@ def _typed(values: np.ndarray, sql_type: str) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
-def cell_accuracy(cell: Cell, parts: Sequence[np.ndarray], n: int) -> np.ndarray:
-    """95% half-widths per group. Counts and sums: exact, from the noise distribution. AVG and
-    VAR: a first-order propagation of the parts' half-widths through the combination, computed
-    from noisy values only. Quantiles: the exponential mechanism's rank error."""
-    ms = cell.measurements
-    if cell.accuracy_unit == "rank":
-        m = ms[0]
-        return np.full(n, quantile_rank_accuracy(m.buckets, m.epsilon, m.l1))
-    widths = [accuracy(_noise(m)) for m in ms]
-    if len(ms) == 1:
-        return np.full(n, widths[0])
-    count = np.maximum(np.asarray(parts[0], dtype=np.float64), 1.0)
-    if len(ms) == 2:  # AVG = c + S/n
-        centered = np.asarray(parts[1], dtype=np.float64) / count
-        return (widths[1] + np.abs(centered) * widths[0]) / count
-    mean = np.asarray(parts[1], dtype=np.float64) / count
-    second = np.asarray(parts[2], dtype=np.float64) / count
-    var_width = (widths[2] + 2 * np.abs(mean) * widths[1] + np.abs(second) * widths[0]) / count
-    if cell.call.kind.startswith("stddev"):
-        var = np.maximum(second - mean * mean, 0.0)
-        return (np.sqrt(var + var_width) - np.sqrt(np.maximum(var - var_width, 0.0))) / 2
-    return var_width
+def _width(m: Measurement) -> float:
+    """A measurement's 95% half-width: from its noise, or the exponential mechanism's rank
+    error for a quantile."""
+    if m.kind == "histogram":
+        return quantile_rank_accuracy(m.buckets, m.epsilon, m.l1)
+    return accuracy(_noise(m))

@@ -17,11 +17,12 @@ is ``(epsilon, delta actually used)``; ``dpsql explain`` shows every share.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
 from sqlglot import exp
 
-from dpsql.aggregates import Cell, Measurement, cell_for, units_measurement
+from dpsql.aggregates import Cell, Measurement, MeasurementSpec, cell_for, units_measurement
 from dpsql.bounds import Bound, bound
 from dpsql.check import CheckedQuery
 from dpsql.domains import key_domain
@@ -31,13 +32,13 @@ from dpsql.mechanisms import (
     calibrate_gaussian,
     calibrate_laplace,
     rho_for,
-    threshold,
+    tau_for,
     validate_privacy_parameters,
 )
 from dpsql.metadata import MAX_DOMAIN_SIZE, Table
 
 
-@dataclass
+@dataclass(frozen=True)
 class Key:
     expression: exp.Expression  # over base columns
     name: str  # __k{i}
@@ -45,21 +46,27 @@ class Key:
     domain: tuple[object, ...] | None  # public domain of this key, or None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Threshold:
+    """Key release by thresholding: a group is released when its noisy number of units,
+    ``measurement`` perturbed with its own calibrated noise, reaches ``tau``."""
+
     measurement: Measurement  # noisy number of distinct units per group
-    tau: int
+    tau: int  # from the measurement's calibrated noise (mechanisms.tau_for)
     delta: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
+    """Everything that will happen to a query, fixed before anything runs. Frozen: a plan is
+    cached and shared by threads; randomness enters only when it is answered."""
+
     query: CheckedQuery
     table: Table
-    keys: list[Key]
-    domain: list[tuple[object, ...]] | None  # every released key tuple, when all are public
-    cells: list[Cell]
-    measurements: list[Measurement]
+    keys: tuple[Key, ...]
+    domain: tuple[tuple[object, ...], ...] | None  # every released key tuple, if all public
+    cells: tuple[Cell, ...]  # their measurements are the calibrated ones below
+    measurements: tuple[Measurement, ...]  # in engine column order (Measurement.index)
     threshold: Threshold | None
     epsilon: float
     delta: float
@@ -74,22 +81,37 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
     """Plan ``query`` for a budget of (epsilon, delta) with the given mechanism."""
     validate_privacy_parameters(epsilon, delta, mechanism)
     table = query.table
-    keys = [_key(e, i, table) for i, e in enumerate(query.keys)]
-    domain = _full_domain(keys)
+    keys = tuple(_key(e, i, table) for i, e in enumerate(query.keys))
+    domain = _full_domain(list(keys))
     if keys and domain is None and delta == 0:
-        raise KeyReleaseRefused(_thresholding_needed(keys))
-    grouped = bool(keys)
-    cells = [cell_for(call, table, grouped, mechanism) for call in query.aggregates]
-    measurements = _dedupe(cells)
-    thresholding = None
+        raise KeyReleaseRefused(_thresholding_needed(list(keys)))
+    cells = [cell_for(call, table, bool(keys), mechanism) for call in query.aggregates]
+    specs = _distinct_specs(cells)
+    units = None
     if keys and domain is None:
-        units = _shared(units_measurement(table, table.groups_per_unit, "laplace"), measurements)
-        thresholding = Threshold(units, tau=0, delta=0.0)
-    result = Plan(query=query, table=table, keys=keys, domain=domain, cells=cells,
-                  measurements=measurements, threshold=thresholding, epsilon=epsilon,
-                  delta=delta, mechanism=mechanism, cost_epsilon=epsilon, cost_delta=0.0)
-    _split_budget(result)
-    return result
+        units = units_measurement(table, table.groups_per_unit, "laplace")
+        specs = _distinct_specs([], [*specs, units])
+    split = _split_budget(specs, epsilon, delta, units is not None, _cells_per_unit(table, keys))
+    calibrated = {m.key: m for m in split.measurements}
+    thresholding = None
+    if units is not None:
+        m = calibrated[units.key]
+        assert m.noise is not None  # a Laplace measurement
+        thresholding = Threshold(m, tau_for(m.noise, split.delta_threshold,
+                                            table.groups_per_unit), split.delta_threshold)
+    return Plan(query=query, table=table, keys=keys,
+                domain=tuple(domain) if domain is not None else None,
+                cells=tuple(replace(c, measurements=tuple(calibrated[m.key] for m in
+                                                          c.measurements)) for c in cells),
+                measurements=split.measurements, threshold=thresholding, epsilon=epsilon,
+                delta=delta, mechanism=mechanism, cost_epsilon=epsilon,
+                cost_delta=split.delta_threshold + split.delta_gaussian, rho=split.rho)
+
+
+def _cells_per_unit(table: Table, keys: tuple[Key, ...]) -> int:
+    """Cells one unit can change: rounding real cells to the noise grid costs one grid step
+    in each group a unit reaches."""
+    return table.groups_per_unit if keys else 1
 
 
 def _key(expression: exp.Expression, index: int, table: Table) -> Key:
@@ -116,42 +138,46 @@ def _thresholding_needed(keys: list[Key]) -> str:
             "the column's values (or public_range) in the metadata")
 
 
-def _dedupe(cells: list[Cell]) -> list[Measurement]:
-    measurements: list[Measurement] = []
-    for cell in cells:
-        cell.measurements = [_shared(m, measurements) for m in cell.measurements]
-    return measurements
+def _distinct_specs(cells: list[Cell], more: Sequence[MeasurementSpec] = ()
+                    ) -> list[MeasurementSpec]:
+    """The cells' measurement specs (and ``more``) without repeats, in first-use order: two
+    cells that need the same measurement (COUNT(x) and AVG(x)) share one noisy value."""
+    seen: dict[tuple[object, ...], MeasurementSpec] = {}
+    for spec in [*(m for c in cells for m in c.measurements), *more]:
+        seen.setdefault(spec.key, spec)
+    return list(seen.values())
 
 
-def _shared(m: Measurement, measurements: list[Measurement]) -> Measurement:
-    for existing in measurements:
-        if existing.key == m.key:
-            return existing
-    m.name = f"__m{len(measurements)}"
-    measurements.append(m)
-    return m
+@dataclass(frozen=True)
+class _Split:
+    measurements: tuple[Measurement, ...]
+    rho: float
+    delta_threshold: float
+    delta_gaussian: float
 
 
-def _split_budget(p: Plan) -> None:
-    # No measurement at all (SELECT DISTINCT over public keys): the answer is the public domain.
-    share = p.epsilon / max(len(p.measurements), 1)
-    gaussian = [m for m in p.measurements if m.mechanism == "gaussian"]
-    delta_threshold = delta_gaussian = 0.0
-    if p.threshold is not None:
-        delta_threshold = p.delta / 2 if gaussian else p.delta
-    if gaussian:
-        delta_gaussian = p.delta - delta_threshold
-        p.rho = rho_for(share * len(gaussian), delta_gaussian)
-    # Rounding real cells to the noise grid costs one grid step in each group a unit reaches.
-    cells = p.table.groups_per_unit if p.keys else 1
-    for m in p.measurements:
-        m.epsilon = share
-        if m.mechanism == "laplace":
-            m.noise = calibrate_laplace(m.l1, share, m.integer, cells_per_unit=cells)
-        elif m.mechanism == "gaussian":
-            m.noise = calibrate_gaussian(m.l2, p.rho / len(gaussian), m.integer,
-                                         cells_per_unit=cells)
-    if p.threshold is not None:
-        _, tau = threshold(share, delta_threshold, p.table.groups_per_unit)
-        p.threshold.tau, p.threshold.delta = tau, delta_threshold
-    p.cost_delta = delta_threshold + delta_gaussian
+def _split_budget(specs: list[MeasurementSpec], epsilon: float, delta: float,
+                  thresholding: bool, cells_per_unit: int) -> _Split:
+    """Each measurement's share of (epsilon, delta) and its calibrated noise (module docstring).
+    No measurement at all (SELECT DISTINCT over public keys): the answer is the public domain."""
+    share = epsilon / max(len(specs), 1)
+    gaussian = [m for m in specs if m.mechanism == "gaussian"]
+    delta_threshold = (delta / 2 if gaussian else delta) if thresholding else 0.0
+    delta_gaussian = delta - delta_threshold if gaussian else 0.0
+    rho = rho_for(share * len(gaussian), delta_gaussian) if gaussian else 0.0
+    measurements = []
+    for index, spec in enumerate(specs):
+        noise = None
+        if spec.mechanism == "laplace":
+            noise = calibrate_laplace(spec.l1, share, spec.integer,
+                                      cells_per_unit=cells_per_unit)
+        elif spec.mechanism == "gaussian":
+            noise = calibrate_gaussian(spec.l2, rho / len(gaussian), spec.integer,
+                                       cells_per_unit=cells_per_unit)
+        measurements.append(Measurement(**_fields(spec), name=f"__m{index}", index=index,
+                                        epsilon=share, noise=noise))
+    return _Split(tuple(measurements), rho, delta_threshold, delta_gaussian)
+
+
+def _fields(spec: MeasurementSpec) -> dict[str, object]:
+    return {f.name: getattr(spec, f.name) for f in fields(MeasurementSpec)}

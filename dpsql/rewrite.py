@@ -27,7 +27,7 @@ planned as ``COUNT(*)``), so it includes rows whose unit is NULL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
@@ -174,31 +174,48 @@ def _hash(parts: list[exp.Expression]) -> exp.Expression:
 
 
 def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
+    """The engine's column for measurement ``m``, by its kind (:data:`MEASURES`)."""
     x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
-    if m.kind == "count":
-        value: exp.Expression = exp.Count(this=x if x is not None else exp.Star())
-    elif m.kind == "units":
-        value = exp.Count(this=exp.Distinct(expressions=[exp.column("__unit")]))
-    elif m.kind == "distinct":
-        value = exp.Count(this=exp.Distinct(expressions=[x]))
-    elif m.kind == "sum":
-        # Sum and histogram measurements are built (dpsql.aggregates) only for arguments that
-        # numeric_bound accepted, so never for a missing one.
-        assert x is not None
-        term: exp.Expression = x
-        if m.center or m.power != 1:
-            # Centred and squared sums are real-valued: in DOUBLE, so that a narrow integer
-            # input cannot overflow on (x - c) * (x - c).
-            term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=number(m.center))
-        if m.power == 2:
-            term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
-        if m.step:
-            term = _quantised(term, x, m)
-        value = exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
-    else:
-        assert x is not None  # a histogram's argument, as for "sum" above
-        value = exp.Anonymous(this="histogram", expressions=[_bucket(m, x)])
-    return exp.alias_(value, m.name)
+    return exp.alias_(MEASURES[m.kind](m, x), m.name)
+
+
+def _count(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Count(this=x if x is not None else exp.Star())
+
+
+def _units(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Count(this=exp.Distinct(expressions=[exp.column("__unit")]))
+
+
+def _distinct(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Count(this=exp.Distinct(expressions=[x]))
+
+
+def _sum(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    # Sum and histogram measurements are built (dpsql.aggregates) only for arguments that
+    # numeric_bound accepted, so never for a missing one.
+    assert x is not None
+    term: exp.Expression = x
+    if m.center or m.power != 1:
+        # Centred and squared sums are real-valued: in DOUBLE, so that a narrow integer
+        # input cannot overflow on (x - c) * (x - c).
+        term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=number(m.center))
+    if m.power == 2:
+        term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
+    if m.step:
+        term = _quantised(term, x, m)
+    return exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
+
+
+def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    assert x is not None  # a histogram's argument, as for a sum
+    return exp.Anonymous(this="histogram", expressions=[_bucket(m, x)])
+
+
+#: How the engine computes each kind of measurement (MeasurementSpec.kind), per group.
+MEASURES: dict[str, Callable[[Measurement, exp.Expression | None], exp.Expression]] = {
+    "count": _count, "units": _units, "distinct": _distinct, "sum": _sum,
+    "histogram": _histogram}
 
 
 def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.Expression:

@@ -128,7 +128,7 @@ def test_gaussian_calibration(md: Metadata) -> None:
 
 def test_public_domain_needs_no_delta(md: Metadata) -> None:
     p = prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", md)
-    assert p.domain == [("F",), ("M",)] and p.threshold is None and p.cost_delta == 0
+    assert p.domain == (("F",), ("M",)) and p.threshold is None and p.cost_delta == 0
     p = prepare("SELECT kids, married, COUNT(*) FROM people GROUP BY kids, married", md)
     assert p.domain is not None and len(p.domain) == 4 * 2
     assert (0, False) in p.domain and (3, True) in p.domain
@@ -140,15 +140,15 @@ def test_public_domain_needs_no_delta(md: Metadata) -> None:
 def test_case_with_constant_branches_is_a_public_domain(md: Metadata) -> None:
     p = prepare("SELECT CASE WHEN age > 50 THEN 'old' WHEN age > 20 THEN 'mid' END AS g, "
                 "COUNT(*) FROM people GROUP BY g", md)
-    assert p.domain == [("old",), ("mid",), (None,)]
+    assert p.domain == (("old",), ("mid",), (None,))
     p = prepare("SELECT CASE WHEN age > 50 THEN 1 ELSE 0 END, COUNT(*) FROM people GROUP BY 1",
                 md)
-    assert p.domain == [(1,), (0,)]
+    assert p.domain == ((1,), (0,))
 
 
 def test_image_of_a_public_domain(md: Metadata) -> None:
     p = prepare("SELECT kids + 1, COUNT(*) FROM people GROUP BY 1", md)
-    assert p.domain == [(1,), (2,), (3,), (4,)]
+    assert p.domain == ((1,), (2,), (3,), (4,))
 
 
 def test_thresholding(md: Metadata) -> None:
@@ -224,7 +224,7 @@ def test_unbounded_aggregate_names_column_and_bound(kit: SimpleNamespace) -> Non
 
 def test_distinct_of_public_keys_only(md: Metadata) -> None:
     p = prepare("SELECT DISTINCT sex FROM people", md)
-    assert p.measurements == [] and p.domain == [("F",), ("M",)]
+    assert p.measurements == () and p.domain == (("F",), ("M",))
 
 
 # ------------------------------------------------------------------ explain

@@ -375,7 +375,7 @@ def test_quantised_terms_are_clamped_in_grid_units_and_keep_null() -> None:
     from dpsql.rewrite import _measure
 
     m = Measurement("sum", exp.column("x"), -10.0, 10.0, integer=False, step=0.5, units=(-4, 6),
-                    name="__m0")
+                    name="__m0", index=0, epsilon=1.0, noise=None)
     sql = exp.select(_measure(m, {"x": "x"})).from_("t").sql(dialect="duckdb")
     con = duckdb.connect()
     con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (-10.0), (0.2), (1.3), (10.0), "
