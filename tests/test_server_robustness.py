@@ -56,7 +56,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace
     with serve_in_thread(db, config) as running, \
             serve_in_thread(slow_db, ServerConfig(port=0, passwords=setup.passwords)) as slow:
         yield SimpleNamespace(port=running.port, slow_port=slow.port, setup=setup, db=db,
-                              server=running.server, folder=folder)
+                              server=running.server, folder=folder, slow_db=slow_db)
     db.close()
     slow_db.close()
 
@@ -201,16 +201,32 @@ def test_cancel_a_catalog_query_with_a_raw_cancel_request(served) -> None:
         client.close()
 
 
-def test_statement_timeout(served) -> None:
+def test_the_analysts_statement_timeout_does_not_stop_a_private_query(served) -> None:
+    """The analyst's limit is accepted and shown (BI tools send it) but a private query runs
+    to its end: a limit of the analyst's choosing would make a data-dependent running time a
+    data-dependent error."""
     with connect(served.slow_port) as conn:
         conn.execute("SET statement_timeout = 300")
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("300",)
+        start = time.monotonic()
+        rows = conn.execute(slow_sql("v > 2 AND v < 99")).fetchall()
+        assert len(rows) == 101 and time.monotonic() - start > 0.3  # the public range 0..100
+        conn.execute("SET statement_timeout = '5min'")
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("300000",)
+
+
+def test_the_owners_statement_timeout_stops_a_private_query(served) -> None:
+    """The server's cap (the owner's) stops it through the library, with one fixed error."""
+    config = ServerConfig(port=0, passwords=served.setup.passwords, statement_timeout=0.3)
+    with serve_in_thread(served.slow_db, config) as capped, connect(capped.port) as conn:
+        conn.execute("SET statement_timeout = '1h'")  # the analyst cannot lengthen it either
         start = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled) as e:
             conn.execute(slow_sql("v > 2 AND v < 99"))
-        assert "statement timeout" in str(e.value)
+        assert e.value.sqlstate == "57014"
+        assert "data owner's limit of 0.3 s" in str(e.value)
         assert time.monotonic() - start < 3
-        conn.execute("SET statement_timeout = '5min'")
-        assert conn.execute("SHOW statement_timeout").fetchone() == ("300000",)
+        assert conn.execute("SELECT 42").fetchone() == (42,)
 
 
 def test_tls_when_a_certificate_is_configured(served, tmp_path: Path) -> None:
