@@ -248,9 +248,6 @@ def _parse_server(spec: Any, source: str, path: Path | None) -> ServerSettings:
         raise MetadataError(f"{where}: statement_timeout must be a number of seconds > 0, such "
                             f"as 300, not {timeout!r}")
     grid = _seconds(spec, "time_grid", DEFAULT_TIME_GRID, where)
-    if grid > timeout:
-        raise MetadataError(f"{where}: time_grid ({grid:g} s) must not exceed "
-                            f"statement_timeout ({timeout:g} s)")
     return ServerSettings(passwords=passwords_path, statement_timeout=timeout, time_grid=grid,
                           description=_description(spec, where))
 
