@@ -499,7 +499,7 @@ class Database:
                 self._store(entry_id, encode_result, result)
             return result
         finally:
-            pad_to_grid(started, settings.time_grid)
+            pad_to_grid(started, settings.grid(self.metered))
 
     def _answer_within(self, p: Plan, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:

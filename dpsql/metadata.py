@@ -38,7 +38,8 @@ The owner's settings of every front door (see :mod:`dpsql.database` and ``docs/s
     [server]
     passwords = "dpsql-passwords.toml"  # the analysts' password verifiers, relative to this file
     statement_timeout = 300.0       # seconds (> 0) any private query may run, from every door
-    time_grid = 0.05                # seconds (>= 0): answers are released on this grid; 0: off
+    time_grid = 0.05                # seconds (>= 0): fresh answers are released on this grid;
+                                    # 0: off; default 0.05 when metered, else 0
 
 Every key is checked: a misspelt section or setting (``[analyst.bob]``, ``uper = 10``) is an
 error naming the file, the section, the key and the likely intended spelling, never silently
@@ -75,11 +76,13 @@ _ANALYST_KEYS = {"epsilon", "delta", "description"}
 _SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "description"}
 _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
 DEFAULT_STATEMENT_TIMEOUT = 300.0
-#: The default answer-time grid, in seconds. One person's bounded rows change a query's running
-#: time by microseconds to a few milliseconds (see docs/server.md); on a 50 ms grid such a
-#: difference shows in the answer time only when the running time happens to lie that close
-#: below a grid point, while the grid costs an interactive analyst 25 ms per fresh answer on
-#: average (reused answers and refusals are not padded).
+#: The default answer-time grid of a metered database, in seconds. One person's bounded rows
+#: change a query's running time by microseconds (benchmarks/bench_timing.py); on a 50 ms grid
+#: such a difference shows in the answer time only when the running time happens to lie that
+#: close below a grid point, while the grid costs an interactive analyst 25 ms per fresh answer
+#: on average (reused answers and refusals are not padded). An unmetered database gets no grid
+#: unless the owner sets one: nothing bounds its total privacy loss, so padding buys no
+#: guarantee there (and it would slow the bulk queries of tests and audits).
 DEFAULT_TIME_GRID = 0.05
 DEFAULT_LEDGER = "dpsql-ledger.sqlite"
 EVERY_OTHER_ANALYST = "*"
@@ -177,8 +180,15 @@ class ServerSettings:
 
     passwords: Path | None = None  # as declared, ~ expanded, absolute against the file's folder
     statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT
-    time_grid: float = DEFAULT_TIME_GRID
+    time_grid: float | None = None  # None: not declared (see grid)
     description: str | None = None
+
+    def grid(self, metered: bool) -> float:
+        """The time grid in force: as declared, else :data:`DEFAULT_TIME_GRID` when the
+        database is metered and 0 (none) when it is not."""
+        if self.time_grid is not None:
+            return self.time_grid
+        return DEFAULT_TIME_GRID if metered else 0.0
 
 
 @dataclass(frozen=True)
@@ -247,7 +257,7 @@ def _parse_server(spec: Any, source: str, path: Path | None) -> ServerSettings:
     if timeout <= 0:
         raise MetadataError(f"{where}: statement_timeout must be a number of seconds > 0, such "
                             f"as 300, not {timeout!r}")
-    grid = _seconds(spec, "time_grid", DEFAULT_TIME_GRID, where)
+    grid = _seconds(spec, "time_grid", 0.0, where) if "time_grid" in spec else None
     return ServerSettings(passwords=passwords_path, statement_timeout=timeout, time_grid=grid,
                           description=_description(spec, where))
 

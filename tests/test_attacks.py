@@ -771,13 +771,6 @@ def failure(db: dpsql.Database, sql: str) -> tuple[type, str]:
     return type(info.value), str(info.value)
 
 
-@pytest.fixture
-def own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ledger the metadata declares (in the test's folder), not the run's shared one."""
-    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
-
-
-@pytest.mark.usefixtures("own_ledger")
 def test_the_owners_timeout_is_the_same_error_on_neighbouring_data(tmp_path: Path) -> None:
     """Stopped by the owner's limit: the same class and text on D and D', and charged."""
     d, d_prime = slow_databases(tmp_path, timeout=0.05)
@@ -840,7 +833,6 @@ def leaky_database(folder: Path, grid: float = 0.0) -> dpsql.Database:
     return db
 
 
-@pytest.mark.usefixtures("own_ledger")
 def test_an_engine_failure_is_generic_logged_for_the_owner_and_charged_once(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with leaky_database(tmp_path) as db, caplog.at_level(logging.ERROR, "dpsql.owner"):

@@ -241,7 +241,9 @@ def test_the_server_section_is_typed(tmp_path: Path) -> None:
     assert server.description == "the front door"
     defaults = parse_metadata({"tables": {"t": table({"a": "int"})}}).server
     assert defaults.passwords is None and defaults.statement_timeout == 300.0
-    assert defaults.time_grid == 0.05
+    assert defaults.time_grid is None  # not declared: 50 ms when metered, none when not
+    assert defaults.grid(metered=True) == 0.05 and defaults.grid(metered=False) == 0.0
+    assert server.grid(metered=False) == 0.25
 
 
 @pytest.mark.parametrize(("text", "parts"), [
