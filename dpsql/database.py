@@ -41,6 +41,7 @@ import datetime as dt
 import decimal
 import getpass
 import hashlib
+import heapq
 import json
 import logging
 import math
@@ -632,19 +633,22 @@ class Deadline:
     """Interrupts the engine on ``cursor`` once ``seconds`` have passed, unless stopped first.
 
     The lock makes the interrupt happen only while the query may still be running: after
-    :meth:`stop` returns, the timer can no longer touch the cursor (whose next query belongs to
-    someone else)."""
+    :meth:`stop` returns, the watchdog can no longer touch the cursor (whose next query belongs
+    to someone else). One watchdog thread serves every deadline of the process (a thread per
+    query cost 0.2 ms)."""
 
     def __init__(self, cursor: Any, seconds: float) -> None:
         self._cursor = cursor
         self._lock = threading.Lock()
         self._active = True
         self.fired = False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        _WATCHDOG.add(time.monotonic() + seconds, self)
 
-    def _fire(self) -> None:
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def fire(self) -> None:
         with self._lock:
             if self._active:
                 self.fired = True
@@ -653,7 +657,43 @@ class Deadline:
     def stop(self) -> None:
         with self._lock:
             self._active = False
-        self._timer.cancel()
+            self._cursor = None  # the watchdog may hold this object until its due time
+
+
+class _Watchdog:
+    """A daemon thread that fires each :class:`Deadline` at its time (stopped ones are fired
+    too, and do nothing)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Deadline]] = []
+        self._wake = threading.Condition()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def add(self, when: float, deadline: Deadline) -> None:
+        with self._wake:
+            self._count += 1
+            if len(self._due) >= 1024:  # mostly stopped deadlines, due minutes from now
+                self._due = [d for d in self._due if d[2].active]
+                heapq.heapify(self._due)
+            heapq.heappush(self._due, (when, self._count, deadline))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dpsql-deadlines",
+                                                daemon=True)
+                self._thread.start()
+            if self._due[0][2] is deadline:
+                self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                _, _, deadline = heapq.heappop(self._due)
+            deadline.fire()
+
+
+_WATCHDOG = _Watchdog()
 
 
 def pad_to_grid(started: float, grid: float) -> None:
