@@ -36,6 +36,7 @@ by the data owner, such as the server, without access to the data, metadata or l
 
 from __future__ import annotations
 
+import atexit
 import base64
 import datetime as dt
 import decimal
@@ -669,6 +670,7 @@ class _Watchdog:
         self._wake = threading.Condition()
         self._count = 0
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     def add(self, when: float, deadline: Deadline) -> None:
         with self._wake:
@@ -687,13 +689,26 @@ class _Watchdog:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._due or self._due[0][0] > time.monotonic():
+                while not self._closed and (not self._due or
+                                            self._due[0][0] > time.monotonic()):
                     self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                if self._closed:
+                    return
                 _, _, deadline = heapq.heappop(self._due)
             deadline.fire()
 
+    def close(self) -> None:
+        """End the thread (at exit: a thread still waiting then keeps DuckDB's objects from
+        being freed, and DuckDB's bindings report them as leaks)."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+
 
 _WATCHDOG = _Watchdog()
+atexit.register(_WATCHDOG.close)
 
 
 def pad_to_grid(started: float, grid: float) -> None:

@@ -29,6 +29,7 @@ import pytest
 
 import dpsql
 from dpsql import audit as A
+from dpsql.database import Deadline
 from dpsql.engines import DuckDBEngine
 from dpsql.errors import (
     BudgetExhausted,
@@ -789,6 +790,21 @@ def test_the_owners_timeout_is_released_on_the_grid(tmp_path: Path) -> None:
             start = time.monotonic()
             assert failure(db, SLOW_SQL)[0] is QueryTimeout
             assert time.monotonic() - start >= 0.3
+
+
+def test_a_stopped_deadline_never_interrupts_the_next_query() -> None:
+    """The owner's time limit of one query must not stop the next one on the same cursor."""
+    con = duckdb.connect()
+    stopped = Deadline(con, 0.05)
+    stopped.stop()
+    running = Deadline(con, 0.05)
+    with pytest.raises(duckdb.InterruptException):
+        con.execute("SELECT SUM(i * i) FROM range(100000000000) t(i)").fetchall()
+    running.stop()
+    assert running.fired and not stopped.fired
+    time.sleep(0.1)
+    assert con.execute("SELECT 42").fetchall() == [(42,)]
+    con.close()
 
 
 class LeakyEngine(DuckDBEngine):
