@@ -21,7 +21,9 @@ their own; they go through :class:`Database`.
    false`` turns this off (each repetition is then charged in full);
 4. charge the plan's cost to the ledger (check and charge in one transaction) -- *before* the
    query runs. A charge is never refunded, even if the engine then fails;
-5. answer: rewrite, execute, perturb, post-process; the answer is stored with its charge.
+5. answer: rewrite, execute, perturb, post-process; the answer (or the engine's failure) is
+   stored with its charge. Time limits and the answer-time grid are the owner's
+   (:meth:`Database.run`).
 
 Without any declared analyst the database is *unmetered* (:attr:`Database.metered` is False):
 queries are answered and nothing limits the total privacy loss.
@@ -498,7 +500,7 @@ class Database:
         try:
             result = self._answer_within(p, limit, sql, who, entry_id)
             if entry_id is not None:
-                self._store(entry_id, encode_result, result)
+                self._store(entry_id, result)
             return result
         finally:
             pad_to_grid(started, settings.grid(self.metered))
@@ -519,16 +521,19 @@ class Database:
                             "analyst got the generic EngineFailure): %s\nquery: %s", who,
                             e.owner_detail or e, sql)
             if entry_id is not None:
-                self._store(entry_id, lambda _: ENGINE_FAILURE_ANSWER, None)
+                self._store(entry_id, None)
             raise EngineFailure() from None
         finally:
             deadline.stop()
 
-    def _store(self, entry_id: int, encode: Any, value: Any) -> None:
+    def _store(self, entry_id: int, result: Result | None) -> None:
+        """Attach the released outcome to its charge: the result, or (None) the engine's
+        failure."""
         ledger = self.ledger
         assert ledger is not None  # a charge was made
         try:
-            ledger.store_answer(entry_id, encode(value))
+            data = ENGINE_FAILURE_ANSWER if result is None else encode_result(result)
+            ledger.store_answer(entry_id, data)
         except (Error, TypeError, ValueError) as e:
             log.warning("the answer to ledger entry %d was not stored: %s", entry_id, e)
 
