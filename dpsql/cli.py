@@ -266,8 +266,10 @@ def budget_reset(ctx: click.Context, analyst: str, metadata: Path | None, yes: b
 @click.option("--require-tls", is_flag=True, help="Refuse unencrypted connections.")
 @privacy_options
 @click.option("--statement-timeout", type=click.FloatRange(min=0), default=300.0,
-              show_default=True, help="Seconds a query may run (0: no limit); sessions may "
-                                      "SET a lower statement_timeout.")
+              show_default=True, help="Seconds a private query may run, capping the "
+                                      "metadata's [server] statement_timeout (0: no cap); a "
+                                      "session's SET statement_timeout limits catalog queries "
+                                      "only.")
 @click.option("--max-connections", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--workers", type=click.IntRange(min=0), default=0,
               help="Threads answering queries (default: 4 per CPU, at most 32).")

@@ -21,7 +21,9 @@ their own; they go through :class:`Database`.
    false`` turns this off (each repetition is then charged in full);
 4. charge the plan's cost to the ledger (check and charge in one transaction) -- *before* the
    query runs. A charge is never refunded, even if the engine then fails;
-5. answer: rewrite, execute, perturb, post-process; the answer is stored with its charge.
+5. answer: rewrite, execute, perturb, post-process; the answer (or the engine's failure) is
+   stored with its charge. Time limits and the answer-time grid are the owner's
+   (:meth:`Database.run`).
 
 Without any declared analyst the database is *unmetered* (:attr:`Database.metered` is False):
 queries are answered and nothing limits the total privacy loss.
@@ -36,16 +38,20 @@ by the data owner, such as the server, without access to the data, metadata or l
 
 from __future__ import annotations
 
+import atexit
 import base64
 import datetime as dt
 import decimal
 import getpass
 import hashlib
+import heapq
 import json
 import logging
 import math
 import numbers
 import os
+import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -63,11 +69,14 @@ from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
 from dpsql.engines import DuckDBEngine, check_metadata
 from dpsql.errors import (
+    EngineError,
+    EngineFailure,
     Error,
     InterfaceError,
     NotSupportedError,
     OperationalError,
     ProgrammingError,
+    QueryTimeout,
 )
 from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
 from dpsql.parse import parse
@@ -429,19 +438,39 @@ class Database:
 
     def query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
               mechanism: str = "laplace", parameters: Parameters = None,
-              analyst: str | None = None) -> Result:
+              analyst: str | None = None, *, timeout: float | None = None) -> Result:
         """Answer ``sql`` with noise calibrated to (epsilon, delta), charged to ``analyst``."""
-        return self.run(sql, epsilon, delta, mechanism, parameters, analyst).result
+        return self.run(sql, epsilon, delta, mechanism, parameters, analyst,
+                        timeout=timeout).result
 
     def run(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
             mechanism: str = "laplace", parameters: Parameters = None,
-            analyst: str | None = None) -> Answer:
-        """Like :meth:`query`, and also say what was charged (see the module docstring)."""
+            analyst: str | None = None, *, timeout: float | None = None) -> Answer:
+        """Like :meth:`query`, and also say what was charged (see the module docstring).
+
+        **Time.** The data owner's ``[server] statement_timeout`` bounds the engine's running
+        time of every private query, from every front door; ``timeout`` is a front door's own
+        owner-side cap (the server's ``ServerConfig.statement_timeout``) and can only lower it:
+        it must never come from the analyst, whose limit would turn a data-dependent running
+        time into a data-dependent error. A query stopped by the limit raises
+        :class:`~dpsql.errors.QueryTimeout` (charged; its text names only the limit). With
+        ``[server] time_grid = g > 0`` a freshly computed outcome -- answer, engine failure
+        or timeout -- is returned only at the next multiple of ``g`` after this call began, so
+        the answer time shows only which grid cell the running time fell in.
+
+        **Engine failures.** The engine failing on a checked query is a dpsql bug (the
+        checker should have refused it) and its message may quote a private value: the
+        analyst gets the fixed :class:`~dpsql.errors.EngineFailure`, the owner's log (logger
+        ``dpsql.owner``) gets the engine's message, and the failure is stored as the charge's
+        answer, so the same query asked again returns the same error at no new charge.
+        """
+        started = time.monotonic()
         normalised, key_text = self._texts(sql, parameters)
         p = prepare(normalised, self.metadata, epsilon, delta, mechanism)
         ledger = self.ledger
         if ledger is None:
-            return Answer(answer(p, self.engine), normalised, None, None)
+            result = self._compute(p, normalised, None, None, timeout, started)
+            return Answer(result, normalised, None, None)
         who = resolve_analyst(analyst, self.analyst)
         key = self._answer_key(key_text, p)
         if self.reuse_answers:
@@ -450,12 +479,56 @@ class Database:
                 return Answer(stored, normalised, who, None, reused=True)
         cost = query_cost(p, ledger.accounting)
         entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
-        result = answer(p, self.engine)  # the charge stands even if this fails
-        try:
-            ledger.store_answer(entry.id, encode_result(result))
-        except (Error, TypeError, ValueError) as e:
-            log.warning("the answer to ledger entry %d was not stored: %s", entry.id, e)
+        # the charge stands even if what follows fails
+        result = self._compute(p, normalised, who, entry.id, timeout, started)
         return Answer(result, normalised, who, cost)
+
+    def _compute(self, p: Plan, sql: str, who: str | None, entry_id: int | None,
+                 timeout: float | None, started: float) -> Result:
+        """Answer a charged plan under the owner's time limit, store the outcome with its
+        charge (``entry_id``), and return on the owner's time grid (see :meth:`run`)."""
+        settings = self.metadata.server
+        limit = settings.statement_timeout if timeout is None or timeout <= 0 else \
+            min(timeout, settings.statement_timeout)
+        try:
+            result = self._answer_within(p, limit, sql, who, entry_id)
+            if entry_id is not None:
+                self._store(entry_id, result)
+            return result
+        finally:
+            pad_to_grid(started, settings.grid(self.metered))
+
+    def _answer_within(self, p: Plan, limit: float, sql: str, who: str | None,
+                       entry_id: int | None) -> Result:
+        deadline = Deadline(self.engine.cursor(), limit)
+        try:
+            return answer(p, self.engine)
+        except EngineError as e:
+            if e.interrupted and deadline.fired:
+                owner_log.warning("query of %s stopped at the statement_timeout of %g s: %s",
+                                  who, limit, sql)
+                raise QueryTimeout(limit) from None
+            if e.interrupted:  # an interrupt from the process itself (a signal), not the data
+                raise
+            owner_log.error("the engine failed on a checked query of %s (a dpsql bug; the "
+                            "analyst got the generic EngineFailure): %s\nquery: %s", who,
+                            e.owner_detail or e, sql)
+            if entry_id is not None:
+                self._store(entry_id, None)
+            raise EngineFailure() from None
+        finally:
+            deadline.stop()
+
+    def _store(self, entry_id: int, result: Result | None) -> None:
+        """Attach the released outcome to its charge: the result, or (None) the engine's
+        failure."""
+        ledger = self.ledger
+        assert ledger is not None  # a charge was made
+        try:
+            data = ENGINE_FAILURE_ANSWER if result is None else encode_result(result)
+            ledger.store_answer(entry_id, data)
+        except (Error, TypeError, ValueError) as e:
+            log.warning("the answer to ledger entry %d was not stored: %s", entry_id, e)
 
     def _texts(self, sql: str, parameters: Parameters) -> tuple[str, str]:
         """The bound query's normalised text (what is planned) and the text its stored
@@ -503,6 +576,8 @@ class Database:
         """A stored answer, its columns named as in this query (identifier case may differ)."""
         if data is None:
             return None
+        if data == ENGINE_FAILURE_ANSWER:  # the stored outcome of a charged query
+            raise EngineFailure()
         try:
             result = decode_result(data)
         except (ValueError, KeyError, TypeError, OperationalError) as e:
@@ -537,3 +612,106 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# --- the owner's limits -----------------------------------------------------------------------
+
+#: The data owner's log: what the analyst must not see (the engine's own error messages, which
+#: may quote private values) and the queries stopped by the statement_timeout.
+owner_log = logging.getLogger("dpsql.owner")
+
+#: The stored answer of a charged query on which the engine failed (see :meth:`Database.run`).
+ENGINE_FAILURE_ANSWER = b'{"format":1,"failure":"engine"}'
+
+
+class Deadline:
+    """Interrupts the engine on ``cursor`` once ``seconds`` have passed, unless stopped first.
+
+    The lock makes the interrupt happen only while the query may still be running: after
+    :meth:`stop` returns, the watchdog can no longer touch the cursor (whose next query belongs
+    to someone else). One watchdog thread serves every deadline of the process (a thread per
+    query cost 0.2 ms)."""
+
+    def __init__(self, cursor: Any, seconds: float) -> None:
+        self._cursor = cursor
+        self._lock = threading.Lock()
+        self._active = True
+        self.fired = False
+        _WATCHDOG.add(time.monotonic() + seconds, self)
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def fire(self) -> None:
+        with self._lock:
+            if self._active:
+                self.fired = True
+                self._cursor.interrupt()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._active = False
+            self._cursor = None  # the watchdog may hold this object until its due time
+
+
+class _Watchdog:
+    """A daemon thread that fires each :class:`Deadline` at its time (stopped ones are fired
+    too, and do nothing)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Deadline]] = []
+        self._wake = threading.Condition()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def add(self, when: float, deadline: Deadline) -> None:
+        with self._wake:
+            self._count += 1
+            if len(self._due) >= 1024:  # mostly stopped deadlines, due minutes from now
+                self._due = [d for d in self._due if d[2].active]
+                heapq.heapify(self._due)
+            heapq.heappush(self._due, (when, self._count, deadline))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dpsql-deadlines",
+                                                daemon=True)
+                self._thread.start()
+            if self._due[0][2] is deadline:
+                self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and (not self._due or
+                                            self._due[0][0] > time.monotonic()):
+                    self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                if self._closed:
+                    return
+                _, _, deadline = heapq.heappop(self._due)
+            deadline.fire()
+
+    def close(self) -> None:
+        """End the thread (at exit: a thread still waiting then keeps DuckDB's objects from
+        being freed, and DuckDB's bindings report them as leaks)."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+
+
+_WATCHDOG = _Watchdog()
+atexit.register(_WATCHDOG.close)
+
+
+def pad_to_grid(started: float, grid: float) -> None:
+    """Sleep until the next multiple of ``grid`` seconds after ``started`` (time.monotonic()),
+    so that when an outcome is released shows only which grid cell its running time fell in.
+    ``grid = 0``: return at once."""
+    if grid <= 0:
+        return
+    elapsed = time.monotonic() - started
+    target = started + max(1, math.ceil(elapsed / grid)) * grid
+    while (left := target - time.monotonic()) > 0:  # sleep may wake early on some platforms
+        time.sleep(left)

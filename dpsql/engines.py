@@ -119,14 +119,17 @@ class DuckDBEngine:
             names = [d[0] for d in result.description or []]
             return names, result.fetchall()
         except _BEFORE_ROWS as e:  # raised while binding, before any row is read
-            raise EngineError(f"the engine failed on the rewritten query: {e}") from None
+            raise EngineError(f"the engine failed on the rewritten query: {e}",
+                              owner_detail=str(e),
+                              interrupted=isinstance(e, duckdb.InterruptException)) from None
         except duckdb.Error as e:
             # Raised while reading rows: its message may quote a private value ("Overflow in
             # addition of INT8 (100 + 100)"). The rewrite makes every row-level expression
-            # total, so this is a dpsql bug; the analyst gets no detail, the owner's log does.
-            _log.error("the engine failed on a checked query: %s", e)
+            # total, so this is a dpsql bug; the analyst gets no detail, the owner's log does
+            # (dpsql.database logs owner_detail to the "dpsql.owner" logger).
             raise EngineError("the engine failed on the rewritten query (a dpsql bug: the "
-                              "data owner's log has the details)") from None
+                              "data owner's log has the details)",
+                              owner_detail=str(e)) from None
 
     def tables(self) -> dict[str, list[tuple[str, str]]]:
         """Table name -> [(column, DuckDB type)], from the engine's schema (no data read)."""

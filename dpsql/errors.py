@@ -16,6 +16,12 @@ Stable SQLSTATE codes (documented in the README):
 * ``22P02`` -- a constant that cannot be converted or evaluated (refused at plan time)
 * ``54001`` -- row-level work beyond the cost model (long literals or patterns, deep nesting)
 * ``53400`` -- the analyst's privacy budget is exhausted
+* ``57014`` -- the query ran into the data owner's ``statement_timeout`` (:class:`QueryTimeout`)
+* ``XX000`` -- the engine failed on a checked query, a dpsql bug (:class:`EngineFailure`)
+
+A query that was charged and then failed (timeout, engine failure) raises one fixed error whose
+class and text do not depend on the data; the engine's own message, which may quote a private
+value, goes only to the data owner's log (logger ``dpsql.owner``, see :mod:`dpsql.database`).
 """
 
 from __future__ import annotations
@@ -85,9 +91,48 @@ class MetadataError(OperationalError):
 
 
 class EngineError(OperationalError):
-    """The database engine could not be opened or failed while running a checked query."""
+    """The database engine could not be opened or failed while running a checked query.
+
+    ``owner_detail`` is the engine's own message, for the data owner's log only: it may quote a
+    private value. ``interrupted`` says the engine stopped on an interrupt (a time limit).
+    """
 
     sqlstate = "58000"
+
+    def __init__(self, message: str = "", *, owner_detail: str | None = None,
+                 interrupted: bool = False) -> None:
+        super().__init__(message)
+        self.owner_detail = owner_detail
+        self.interrupted = interrupted
+
+
+class EngineFailure(EngineError):
+    """The engine failed on a query that the checker accepted: a dpsql bug (the checker should
+    have refused it). The query was charged; its failure is its answer (asking again returns
+    this error, at no new charge, while answers are reused). The text is always the same."""
+
+    sqlstate = "XX000"
+    MESSAGE = ("the engine failed on this query (a dpsql bug: the checker should have refused "
+               "it); it was charged, and asking it again returns this error at no new charge. "
+               "The data owner's log has the details")
+
+    def __init__(self) -> None:
+        super().__init__(self.MESSAGE)
+
+
+class QueryTimeout(OperationalError):
+    """The query ran longer than the data owner's ``statement_timeout`` and was stopped. It was
+    charged (before it ran). The text names only the owner's limit, never anything about the
+    data; an analyst's own ``SET statement_timeout`` never shortens a private query."""
+
+    sqlstate = "57014"
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"canceling statement due to statement timeout: the query ran longer "
+                         f"than the data owner's limit of {seconds:g} s and was charged; ask "
+                         "a cheaper query (fewer groups, a smaller table) or ask the owner for "
+                         "a longer statement_timeout")
+        self.seconds = seconds
 
 
 class BudgetExhausted(OperationalError):
@@ -191,6 +236,7 @@ __all__ = [
     "DataError",
     "DatabaseError",
     "EngineError",
+    "EngineFailure",
     "Error",
     "ForbiddenFunction",
     "IntegrityError",
@@ -207,6 +253,7 @@ __all__ = [
     "OperationalError",
     "ProgrammingError",
     "QueryRefused",
+    "QueryTimeout",
     "QueryTooComplex",
     "SQLSyntaxError",
     "UnboundedExpression",

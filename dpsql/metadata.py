@@ -38,6 +38,19 @@ The privacy budget (see :mod:`dpsql.budget` and :mod:`dpsql.database`)::
     [analysts."*"]                  # optional: the total of *each* analyst not listed
     epsilon = 1.0
 
+The owner's settings of every front door (see :mod:`dpsql.database` and ``docs/server.md``)::
+
+    [server]
+    passwords = "dpsql-passwords.toml"  # the analysts' password verifiers, relative to this file
+    statement_timeout = 300.0       # seconds (> 0) any private query may run, from every door
+    time_grid = 0.05                # seconds (>= 0): fresh answers are released on this grid;
+                                    # 0: off; default 0.05 when metered, else 0
+
+Every key is checked: a misspelt section or setting (``[analyst.bob]``, ``uper = 10``) is an
+error naming the file, the section, the key and the likely intended spelling, never silently
+ignored (a misspelt ``[analysts]`` would otherwise turn metering off). Every section may carry a
+``description`` (shown to analysts in the server's catalog for tables and columns).
+
 Without any ``[analysts.*]`` section nothing is metered: every query is answered and nothing
 limits the total privacy loss. An analyst with ``epsilon = 0`` is declared but can ask nothing
 (the way to lock one analyst out while ``"*"`` grants everyone else a budget).
@@ -47,6 +60,7 @@ Validation errors name the file, the table, the column (or the analyst) and what
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import math
 import tomllib
 from collections.abc import Mapping
@@ -65,6 +79,17 @@ _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description"}
 _BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
 _ANALYST_KEYS = {"epsilon", "delta", "description"}
+_SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "description"}
+_SECTIONS = {"tables", "budget", "analysts", "server", "description"}
+DEFAULT_STATEMENT_TIMEOUT = 300.0
+#: The default answer-time grid of a metered database, in seconds. One person's bounded rows
+#: change a query's running time by microseconds (benchmarks/bench_timing.py); on a 50 ms grid
+#: such a difference shows in the answer time only when the running time happens to lie that
+#: close below a grid point, while the grid costs an interactive analyst 25 ms per fresh answer
+#: on average (reused answers and refusals are not padded). An unmetered database gets no grid
+#: unless the owner sets one: nothing bounds its total privacy loss, so padding buys no
+#: guarantee there (and it would slow the bulk queries of tests and audits).
+DEFAULT_TIME_GRID = 0.05
 DEFAULT_LEDGER = "dpsql-ledger.sqlite"
 EVERY_OTHER_ANALYST = "*"
 PLAN_CACHE_SIZE = 512  # prepared plans kept per Metadata object
@@ -81,6 +106,7 @@ class Column:
     nullable: bool = False
     values: tuple[Scalar, ...] | None = None
     public_range: bool = False
+    description: str | None = None
 
     @property
     def numeric(self) -> bool:
@@ -114,6 +140,7 @@ class Table:
     max_rows_per_unit: int = 1
     max_groups_per_unit: int = 1
     one_row_per_unit: bool = False
+    description: str | None = None
 
     @property
     def needs_bounding(self) -> bool:
@@ -148,12 +175,39 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class ServerSettings:
+    """The ``[server]`` section: the data owner's settings of every front door.
+
+    ``statement_timeout`` bounds the running time of every private query, whichever door it
+    came through (:meth:`dpsql.Database.run` stops the engine); an analyst cannot shorten it,
+    because a limit the analyst chooses turns a data-dependent running time into a
+    data-dependent error. ``time_grid`` (0: off) releases every freshly computed answer,
+    failure or timeout only at the next multiple of the grid after the query started.
+    """
+
+    passwords: Path | None = None  # as declared, ~ expanded, absolute against the file's folder
+    statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT
+    time_grid: float | None = None  # None: not declared (see grid)
+    description: str | None = None
+
+    def grid(self, metered: bool) -> float:
+        """The time grid in force: as declared, else :data:`DEFAULT_TIME_GRID` when the
+        database is metered and 0 (none) when it is not."""
+        if self.time_grid is not None:
+            return self.time_grid
+        return DEFAULT_TIME_GRID if metered else 0.0
+
+
+@dataclass(frozen=True)
 class Metadata:
     tables: Mapping[str, Table]
     source: str = "<metadata>"
     path: Path | None = None
+    # The parsed document, every key of it validated. Read the typed fields above, never this:
+    # it is kept only as a fingerprint of the declarations (the scope of stored answers).
     raw: Mapping[str, Any] = field(default_factory=dict)
     budget: Budget | None = None  # None: no analyst declared, nothing is metered
+    server: ServerSettings = field(default_factory=ServerSettings)
     # Prepared plans for this metadata (see dpsql.pipeline.prepare); not part of its value.
     plans: LRU[tuple[object, ...], Any] = field(
         default_factory=lambda: LRU(PLAN_CACHE_SIZE), compare=False, repr=False)
@@ -178,6 +232,7 @@ def load_metadata(path: str | Path) -> Metadata:
 def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
                    path: Path | None = None) -> Metadata:
     """Validate already-parsed TOML data."""
+    _no_unknown_keys(data, _SECTIONS, source, kind="section")
     tables_raw = data.get("tables")
     if not isinstance(tables_raw, dict) or not tables_raw:
         raise MetadataError(f"{source}: no [tables.NAME] section; declare at least one table")
@@ -188,7 +243,54 @@ def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
             raise MetadataError(f"{source}: table {name!r} is declared twice (names ignore case)")
         tables[name.lower()] = table
     budget = _parse_budget(data, source, path)
-    return Metadata(tables=tables, source=source, path=path, raw=dict(data), budget=budget)
+    _description(data, source)
+    return Metadata(tables=tables, source=source, path=path, raw=dict(data), budget=budget,
+                    server=_parse_server(data.get("server", {}), source, path))
+
+
+def _parse_server(spec: Any, source: str, path: Path | None) -> ServerSettings:
+    where = f"{source}: [server]"
+    if not isinstance(spec, dict):
+        raise MetadataError(f"{where} must be a section of settings")
+    _no_unknown_keys(spec, _SERVER_KEYS, where)
+    passwords = spec.get("passwords")
+    passwords_path = None
+    if passwords is not None:
+        if not isinstance(passwords, str) or not passwords.strip():
+            raise MetadataError(f"{where}: passwords must be the path of the passwords file, "
+                                f"such as \"dpsql-passwords.toml\", not {passwords!r}")
+        passwords_path = _relative_to(passwords, path)
+    timeout = _seconds(spec, "statement_timeout", DEFAULT_STATEMENT_TIMEOUT, where)
+    if timeout <= 0:
+        raise MetadataError(f"{where}: statement_timeout must be a number of seconds > 0, such "
+                            f"as 300, not {timeout!r}")
+    grid = _seconds(spec, "time_grid", 0.0, where) if "time_grid" in spec else None
+    return ServerSettings(passwords=passwords_path, statement_timeout=timeout, time_grid=grid,
+                          description=_description(spec, where))
+
+
+def _seconds(spec: Mapping[str, Any], key: str, default: float, where: str) -> float:
+    value = spec.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value) or value < 0:
+        raise MetadataError(f"{where}: {key} must be a finite number of seconds >= 0, "
+                            f"not {value!r}")
+    return float(value)
+
+
+def _relative_to(declared: str, path: Path | None) -> Path:
+    """``declared`` with ~ expanded, made absolute against the metadata file's folder."""
+    resolved = Path(declared).expanduser()
+    if not resolved.is_absolute():
+        resolved = (path.parent if path is not None else Path.cwd()) / resolved
+    return resolved
+
+
+def _description(spec: Mapping[str, Any], where: str) -> str | None:
+    value = spec.get("description")
+    if value is not None and not isinstance(value, str):
+        raise MetadataError(f"{where}: description must be text, not {value!r}")
+    return value
 
 
 def _parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Budget | None:
@@ -216,9 +318,8 @@ def _parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Bu
     if not isinstance(ledger, str) or not ledger.strip():
         raise MetadataError(f"{where}: ledger must be the path of the ledger file, such as "
                             f"\"{DEFAULT_LEDGER}\", not {ledger!r}")
-    ledger_path = Path(ledger).expanduser()
-    if not ledger_path.is_absolute():
-        ledger_path = (path.parent if path is not None else Path.cwd()) / ledger_path
+    ledger_path = _relative_to(ledger, path)
+    _description(settings, where)
     analysts: dict[str, Allowance] = {}
     for name, spec in analysts_raw.items():
         analysts[name] = _parse_allowance(name, spec, accounting, f"{source}: analyst {name!r}")
@@ -234,6 +335,7 @@ def _parse_allowance(name: str, spec: Any, accounting: str, where: str) -> Allow
         raise MetadataError(f"{where}: must be a section such as [analysts.{name}] with "
                             "epsilon = 1.0 and delta = 1e-6")
     _no_unknown_keys(spec, _ANALYST_KEYS, where)
+    _description(spec, where)
     if "epsilon" not in spec:
         raise MetadataError(f"{where}: declare the analyst's total epsilon, e.g. epsilon = 1.0")
     values = {}
@@ -272,7 +374,8 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
     if one_row and k != 1:
         raise MetadataError(f"{where}: one_row_per_unit = true needs max_rows_per_unit = 1")
     return Table(name=name, columns=columns, privacy_unit=unit.lower() if unit else None,
-                 max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row)
+                 max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row,
+                 description=_description(spec, where))
 
 
 def _parse_column(name: str, spec: Any, where: str) -> Column:
@@ -299,7 +402,7 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
                                 f"{MAX_DOMAIN_SIZE} keys; use thresholding (no domain) instead")
     return Column(name=name.lower(), type=ctype, lower=lower, upper=upper,
                   nullable=_bool(spec, "nullable", where), values=values,
-                  public_range=public_range)
+                  public_range=public_range, description=_description(spec, where))
 
 
 def _bound(spec: Mapping[str, Any], key: str, ctype: str, where: str) -> Scalar | None:
@@ -351,8 +454,23 @@ def _positive_int(spec: Mapping[str, Any], key: str, where: str) -> int:
     return value
 
 
-def _no_unknown_keys(spec: Mapping[str, Any], allowed: set[str], where: str) -> None:
+def _no_unknown_keys(spec: Mapping[str, Any], allowed: set[str], where: str,
+                     kind: str = "setting") -> None:
+    """Refuse every key not in ``allowed``, suggesting the closest allowed spelling: an ignored
+    key is a setting the owner believes in and dpsql does not apply (a misspelt [analysts]
+    section would leave every query unmetered)."""
     unknown = sorted(set(spec) - allowed)
-    if unknown:
-        raise MetadataError(f"{where}: unknown setting {unknown[0]!r}; "
-                            f"expected one of {', '.join(sorted(allowed))}")
+    if not unknown:
+        return
+    key = unknown[0]
+    section = kind == "section" and isinstance(spec[key], dict)
+    kind = "section" if section else "setting"
+    shown = f"[{key}]" if section else repr(key)
+    close = difflib.get_close_matches(str(key).lower(), sorted(allowed), n=1, cutoff=0.6)
+    if close:
+        intended = f"[{close[0]}]" if section else repr(close[0])
+        hint = f"; did you mean {intended}?"
+    else:
+        hint = ""
+    raise MetadataError(f"{where}: unknown {kind} {shown}{hint} (expected one of "
+                        f"{', '.join(sorted(allowed))})")

@@ -12,24 +12,29 @@ number, values that overflow narrow integers and decimals, the smallest 64-bit i
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import random
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
 import numpy as np
+import psycopg
 import pytest
 
 import dpsql
 import dpsql.keys
 from dpsql import audit as A
+from dpsql.database import Deadline
+from dpsql.engines import DuckDBEngine
 from dpsql.errors import (
     BudgetExhausted,
+    EngineFailure,
     Error,
     ForbiddenFunction,
     InvalidConstant,
@@ -38,6 +43,7 @@ from dpsql.errors import (
     NonAggregatedColumn,
     NotASingleSelect,
     QueryRefused,
+    QueryTimeout,
     QueryTooComplex,
     SQLSyntaxError,
     UnboundedExpression,
@@ -47,6 +53,8 @@ from dpsql.errors import (
 )
 from dpsql.metadata import parse_metadata
 from dpsql.pipeline import prepare
+from dpsql.server import ServerConfig, serve_in_thread
+from dpsql.server.testing import sandbox
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
 
@@ -886,3 +894,181 @@ def test_perturb_releases_the_same_order_for_every_engine_order() -> None:
         released = perturb.perturb_cells(p, list(perm)).keys
         seen.add(tuple(repr(k) for k in released))
     assert seen == {("(0.0,)", "(1.5,)", "(nan,)", "(None,)")}, seen
+# --------------------------------------------------------------------------- time and failures
+
+SLOW_META = """
+[budget]
+ledger = "ledger.sqlite"
+reuse_answers = {reuse}
+
+[analysts.alice]
+epsilon = 1000.0
+
+[server]
+statement_timeout = {timeout}
+time_grid = {grid}
+
+[tables.events]
+privacy_unit = "pid"
+max_rows_per_unit = 5
+
+[tables.events.columns]
+pid = {{ type = "int" }}
+v = {{ type = "int", lower = 0, upper = 100, public_range = true }}
+"""
+SLOW_SQL = "SELECT v, COUNT(*), SUM(v) FROM events GROUP BY v"
+
+
+def slow_databases(folder: Path, timeout: float, grid: float = 0.0,
+                   reuse: bool = True) -> tuple[dpsql.Database, dpsql.Database]:
+    """D: 3 million rows of 300,000 people, whose contribution bounding takes far longer than
+    ``timeout``; D' = D plus one person with five rows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = folder / "meta.toml"
+    meta.write_text(SLOW_META.format(timeout=timeout, grid=grid,
+                                     reuse="true" if reuse else "false"))
+    paths = (folder / "d.duckdb", folder / "d_prime.duckdb")
+    for path, extra in zip(paths, ("", "UNION ALL SELECT 999999, 42 FROM range(5)"),
+                           strict=True):
+        with duckdb.connect(str(path)) as con:
+            con.execute("CREATE TABLE events AS SELECT i % 300000 AS pid, (i * 7919) % 100 AS v "
+                        f"FROM range(3000000) t(i) {extra}")
+    return (dpsql.Database(paths[0], meta, analyst="alice"),
+            dpsql.Database(paths[1], meta, analyst="alice"))
+
+
+def failure(db: dpsql.Database, sql: str) -> tuple[type, str]:
+    with pytest.raises(Error) as info:
+        db.query(sql, epsilon=1.0)
+    return type(info.value), str(info.value)
+
+
+def test_the_owners_timeout_is_the_same_error_on_neighbouring_data(tmp_path: Path) -> None:
+    """Stopped by the owner's limit: the same class and text on D and D', and charged."""
+    d, d_prime = slow_databases(tmp_path, timeout=0.05)
+    with d, d_prime:
+        outcomes = [failure(db, SLOW_SQL) for db in (d, d_prime)]
+        assert outcomes[0] == outcomes[1]
+        assert outcomes[0][0] is QueryTimeout and "limit of 0.05 s" in outcomes[0][1]
+        assert QueryTimeout.sqlstate == "57014"
+        assert d.budget().spent.epsilon == 2.0  # type: ignore[union-attr]  # both charged
+
+
+def test_the_owners_timeout_is_released_on_the_grid(tmp_path: Path) -> None:
+    d, d_prime = slow_databases(tmp_path, timeout=0.05, grid=0.3)
+    with d, d_prime:
+        for db in (d, d_prime):
+            start = time.monotonic()
+            assert failure(db, SLOW_SQL)[0] is QueryTimeout
+            assert time.monotonic() - start >= 0.3
+
+
+def test_a_stopped_deadline_never_interrupts_the_next_query() -> None:
+    """The owner's time limit of one query must not stop the next one on the same cursor."""
+    con = duckdb.connect()
+    stopped = Deadline(con, 0.05)
+    stopped.stop()
+    running = Deadline(con, 0.05)
+    with pytest.raises(duckdb.InterruptException):
+        con.execute("SELECT SUM(i * i) FROM range(100000000000) t(i)").fetchall()
+    running.stop()
+    assert running.fired and not stopped.fired
+    time.sleep(0.1)
+    assert con.execute("SELECT 42").fetchall() == [(42,)]
+    con.close()
+
+
+class LeakyEngine(DuckDBEngine):
+    """Stands for a dpsql bug: a checked query that fails in the engine, whose message quotes
+    a private value (DuckDB: Could not convert string 'Zelda 40123' to INT32)."""
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()
+                ) -> tuple[list[str], list[tuple[object, ...]]]:
+        return super().execute("SELECT CAST(name AS INTEGER) FROM people WHERE pid = 1")
+
+
+LEAKY_META = """
+[budget]
+ledger = "ledger.sqlite"
+
+[analysts.alice]
+epsilon = 10.0
+
+[server]
+time_grid = {grid}
+
+[tables.people]
+privacy_unit = "pid"
+one_row_per_unit = true
+
+[tables.people.columns]
+pid = {{ type = "int" }}
+name = {{ type = "text" }}
+age = {{ type = "int", lower = 0, upper = 100 }}
+"""
+
+
+def leaky_database(folder: Path, grid: float = 0.0) -> dpsql.Database:
+    path = folder / "leaky.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE people AS SELECT * FROM (VALUES (1, 'Zelda 40123', 44), "
+                    "(2, 'Bob', 33)) t(pid, name, age)")
+    (folder / "meta.toml").write_text(LEAKY_META.format(grid=grid))
+    db = dpsql.Database(path, folder / "meta.toml", analyst="alice")
+    db.engine.close()
+    db.engine = LeakyEngine(path)
+    return db
+
+
+def test_an_engine_failure_is_generic_logged_for_the_owner_and_charged_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with leaky_database(tmp_path) as db, caplog.at_level(logging.ERROR, "dpsql.owner"):
+        kind, text = failure(db, "SELECT COUNT(*) FROM people WHERE age > 40")
+        assert kind is EngineFailure and text == EngineFailure.MESSAGE
+        assert "Zelda" not in text and "40123" not in text
+        owner = [r.getMessage() for r in caplog.records if r.name == "dpsql.owner"]
+        assert len(owner) == 1 and "Zelda 40123" in owner[0]
+        assert db.budget().spent.epsilon == 1.0  # type: ignore[union-attr]
+        # asked again: the stored failure, no new charge, the engine not run again
+        assert failure(db, "SELECT COUNT(*) FROM people WHERE age > 40") == (kind, text)
+        assert db.budget().spent.epsilon == 1.0  # type: ignore[union-attr]
+        assert len([r for r in caplog.records if r.name == "dpsql.owner"]) == 1
+
+
+def test_an_engine_failure_is_released_on_the_grid(tmp_path: Path) -> None:
+    with leaky_database(tmp_path, grid=0.25) as db:
+        start = time.monotonic()
+        assert failure(db, "SELECT COUNT(*) FROM people")[0] is EngineFailure
+        assert time.monotonic() - start >= 0.25
+
+
+def test_answers_are_released_on_the_owners_time_grid(tmp_path: Path) -> None:
+    """A fresh answer waits for the next grid point after the query began (the lower bound is
+    exact: the padding never wakes early); a reused answer reads no data and is not padded."""
+    with leaky_database(tmp_path, grid=0.25) as db:
+        db.engine.close()
+        db.engine = DuckDBEngine(tmp_path / "leaky.duckdb")
+        for sql in ("SELECT COUNT(*) FROM people", "SELECT SUM(age) FROM people"):
+            start = time.monotonic()
+            db.query(sql, epsilon=1.0)
+            elapsed = time.monotonic() - start
+            assert 0.25 <= elapsed < 0.5, elapsed
+        start = time.monotonic()
+        assert db.run("SELECT COUNT(*) FROM people", epsilon=1.0).reused
+        assert time.monotonic() - start < 0.25
+
+
+def test_an_analysts_statement_timeout_does_not_stop_a_private_query(
+        tmp_path: Path) -> None:
+    """Over the wire, ``SET statement_timeout = '1ms'`` once turned a private query's running
+    time into a data-dependent error. It is accepted and shown, and changes nothing."""
+    setup = sandbox(tmp_path, {"alice": ("secret", 1000.0, 1e-3)})
+    with dpsql.Database(setup.database, setup.metadata) as db, \
+            serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords)) as running, \
+            psycopg.connect(host="127.0.0.1", port=running.port, user="alice",
+                            password="secret", dbname="dpsql", autocommit=True) as conn:
+        conn.execute("SET statement_timeout = '1ms'")
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("1",)
+        rows = conn.execute("SELECT sex, COUNT(*), AVG(income) FROM people GROUP BY sex"
+                            ).fetchall()
+        assert [r[0] for r in rows] == ["F", "M"]

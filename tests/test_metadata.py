@@ -166,7 +166,7 @@ def test_table_declared_twice_ignoring_case(tmp_path: Path) -> None:
 
 def test_no_tables(tmp_path: Path) -> None:
     path = tmp_path / "owner.toml"
-    path.write_text("title = 'nothing'\n")
+    path.write_text("description = 'nothing'\n")
     with pytest.raises(MetadataError, match=r"owner\.toml: no \[tables\.NAME\] section"):
         load_metadata(path)
 
@@ -188,3 +188,91 @@ def test_metadata_error_is_a_dpsql_error() -> None:
 
     with pytest.raises(dpsql.Error):
         parse_metadata({"tables": {}})
+
+
+# ------------------------------------------------------------------ strict sections and keys
+
+PEOPLE_TOML = '[tables.people.columns]\nage = { type = "int", lower = 0, upper = 100 }\n'
+
+
+def toml_error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "owner.toml"
+    path.write_text(text)
+    with pytest.raises(MetadataError) as info:
+        load_metadata(path)
+    return str(info.value)
+
+
+def test_a_misspelt_analysts_section_does_not_turn_metering_off(tmp_path: Path) -> None:
+    """``[analyst.bob]`` (for ``[analysts.bob]``) once loaded as unmetered metadata."""
+    message = toml_error(tmp_path, PEOPLE_TOML + "[analyst.bob]\nepsilon = 1.0\n")
+    assert_names(message, "owner.toml", "unknown section [analyst]",
+                 "did you mean [analysts]?")
+
+
+@pytest.mark.parametrize(("text", "parts"), [
+    ("[budgets]\nledger = 'x.sqlite'\n", ["[budgets]", "did you mean [budget]?"]),
+    ("[sever]\npasswords = 'p.toml'\n", ["[sever]", "did you mean [server]?"]),
+    ("[table.t.columns]\na = 'int'\n", ["[table]", "did you mean [tables]?"]),
+    ("titel = 'x'\n", ["setting 'titel'"]),
+    ("[server]\nstatment_timeout = 3\n",
+     ["[server]", "'statment_timeout'", "did you mean 'statement_timeout'?"]),
+    ("[server]\ntime_grd = 0.1\n", ["[server]", "did you mean 'time_grid'?"]),
+    ("[budget]\nreuse_answer = false\n[analysts.a]\nepsilon = 1.0\n",
+     ["[budget]", "did you mean 'reuse_answers'?"]),
+    ("[analysts.bob]\nepsilom = 1.0\n", ["analyst 'bob'", "did you mean 'epsilon'?"]),
+    ("[tables.people]\nmax_row_per_unit = 2\n",
+     ["table 'people'", "did you mean 'max_rows_per_unit'?"]),
+    ("[tables.people.columns.income]\ntype = 'float'\nuper = 10\n",
+     ["table 'people'", "column 'income'", "'uper'", "did you mean 'upper'?"]),
+])
+def test_unknown_sections_and_keys_name_the_intended_spelling(
+        tmp_path: Path, text: str, parts: list[str]) -> None:
+    assert_names(toml_error(tmp_path, text + PEOPLE_TOML), "owner.toml", *parts)
+
+
+def test_the_server_section_is_typed(tmp_path: Path) -> None:
+    path = tmp_path / "owner.toml"
+    path.write_text(PEOPLE_TOML + '[server]\npasswords = "pw/analysts.toml"\n'
+                    'statement_timeout = 12\ntime_grid = 0.25\ndescription = "the front door"\n')
+    server = load_metadata(path).server
+    assert server.passwords == tmp_path / "pw" / "analysts.toml"
+    assert server.statement_timeout == 12.0 and server.time_grid == 0.25
+    assert server.description == "the front door"
+    defaults = parse_metadata({"tables": {"t": table({"a": "int"})}}).server
+    assert defaults.passwords is None and defaults.statement_timeout == 300.0
+    assert defaults.time_grid is None  # not declared: 50 ms when metered, none when not
+    assert defaults.grid(metered=True) == 0.05 and defaults.grid(metered=False) == 0.0
+    assert server.grid(metered=False) == 0.25
+
+
+@pytest.mark.parametrize(("text", "parts"), [
+    ("[server]\nstatement_timeout = 0\n", ["statement_timeout must be", "> 0"]),
+    ("[server]\nstatement_timeout = -1\n", ["statement_timeout", ">= 0"]),
+    ("[server]\nstatement_timeout = 'long'\n", ["statement_timeout", "'long'"]),
+    ("[server]\ntime_grid = nan\n", ["time_grid", "finite"]),
+    ("[server]\ntime_grid = true\n", ["time_grid", "True"]),
+    ("[server]\npasswords = ''\n", ["passwords must be the path"]),
+    ("server = 3\n", ["[server] must be a section"]),
+    ("[server]\ndescription = 3\n", ["description must be text"]),
+    ("[tables.people]\ndescription = 3\n", ["table 'people'", "description must be text"]),
+])
+def test_server_settings_are_validated(tmp_path: Path, text: str, parts: list[str]) -> None:
+    assert_names(toml_error(tmp_path, text + PEOPLE_TOML), "owner.toml", *parts)
+
+
+def test_descriptions_are_typed_on_tables_and_columns() -> None:
+    md = parse_metadata({"tables": {"t": table(
+        {"a": {"type": "int", "description": "the a"}}, description="the t")}})
+    t = md.table("t")
+    assert t is not None and t.description == "the t"
+    assert t.columns["a"].description == "the a"
+
+
+def test_every_metadata_file_of_the_repository_is_valid() -> None:
+    root = Path(__file__).resolve().parent.parent
+    files = [f for f in root.rglob("*.toml") if f.name != "pyproject.toml"
+             and "tables" in f.read_text()]
+    assert files, "the sample metadata at least"
+    for file in files:
+        load_metadata(file)

@@ -273,15 +273,36 @@ def test_cancel_a_catalog_query_with_a_raw_cancel_request(served) -> None:
 
 
 def test_statement_timeout(served) -> None:
+    """The owner's limit stops a private query through the library, with one fixed error."""
     engine = served.engine
     engine.reset()
     with connect(served.timeout_port) as conn:
+        conn.execute("SET statement_timeout = '1h'")  # the analyst cannot lengthen it
         start = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled) as e:
             conn.execute(BLOCKED_SQL)
-        assert "statement timeout" in str(e.value)
+        assert e.value.sqlstate == "57014" and "data owner's limit" in str(e.value)
         assert time.monotonic() - start >= TIMEOUT * 0.9  # not before the owner's limit
         assert engine.released.wait(10), "the server did not interrupt the engine"
+
+
+def test_the_analysts_statement_timeout_does_not_stop_a_private_query(served) -> None:
+    """The analyst's limit is accepted and shown (BI tools send it) but a private query runs
+    until it ends or the owner's limit stops it: a limit of the analyst's choosing would make
+    a data-dependent running time a data-dependent error."""
+    engine = served.engine
+    engine.reset()
+    with connect(served.timeout_port) as conn:
+        conn.execute("SET statement_timeout = 1")
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("1",)
+        start = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled) as e:
+            conn.execute(BLOCKED_SQL)
+        assert "data owner's limit" in str(e.value)
+        assert time.monotonic() - start >= TIMEOUT * 0.9  # the owner's 0.3 s, not the 1 ms
+        assert engine.released.wait(10)
+        conn.execute("SET statement_timeout = '5min'")
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("300000",)
         assert conn.execute("SELECT 42").fetchone() == (42,)
 
 

@@ -33,6 +33,10 @@ import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpsql.metadata import Metadata
 
 import tomli_w
 from scramp import ScramException, ScramMechanism
@@ -163,19 +167,19 @@ def write_password(path: Path, name: str, verifier: Verifier) -> None:
 SAMPLE_PASSWORDS = Path("~/.dpsql/sample-passwords.toml")
 
 
-def passwords_for(metadata: object) -> Path:
-    """The passwords file of a :class:`~dpsql.metadata.Metadata`; for the bundled sample data
-    (whose folder may be read-only) ``~/.dpsql/sample-passwords.toml``."""
+def passwords_for(metadata: Metadata) -> Path:
+    """The passwords file of a :class:`~dpsql.metadata.Metadata`: its ``[server] passwords``,
+    else ``dpsql-passwords.toml`` next to it; for the bundled sample data (whose folder may be
+    read-only) ``~/.dpsql/sample-passwords.toml``."""
     from dpsql.database import sample_paths
 
-    path = getattr(metadata, "path", None)
-    raw = dict(getattr(metadata, "raw", {}) or {})
-    declared = raw.get("server", {}).get("passwords") if isinstance(raw.get("server"),
-                                                                    dict) else None
-    if path is not None and not declared and Path(path).resolve() == \
-            sample_paths()[1].resolve():
+    declared = metadata.server.passwords
+    if declared is not None:
+        return declared
+    if metadata.path is not None and \
+            Path(metadata.path).resolve() == sample_paths()[1].resolve():
         return SAMPLE_PASSWORDS.expanduser()
-    return passwords_path(path, raw)
+    return passwords_path(metadata.path)
 
 
 def set_password(path: Path, name: str, password: str,
@@ -188,14 +192,9 @@ def set_password(path: Path, name: str, password: str,
     write_password(path, name, make_verifier(password, iterations))
 
 
-def passwords_path(metadata_path: Path | None, raw: dict | None = None) -> Path:
-    """Where the passwords of this metadata live (see the module docstring)."""
+def passwords_path(metadata_path: Path | None) -> Path:
+    """The default passwords file of a metadata file: ``dpsql-passwords.toml`` next to it."""
     base = metadata_path.parent if metadata_path is not None else Path.cwd()
-    server = (raw or {}).get("server", {})
-    declared = server.get("passwords") if isinstance(server, dict) else None
-    if isinstance(declared, str) and declared.strip():
-        p = Path(declared).expanduser()
-        return p if p.is_absolute() else base / p
     return base / PASSWORDS_FILE
 
 

@@ -31,7 +31,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
-from dpsql.metadata import Column, Metadata
+from dpsql.metadata import Column, Metadata, Table
 from dpsql.server import types as t
 
 log = logging.getLogger(__name__)
@@ -424,11 +424,10 @@ def _table_oids(metadata: Metadata) -> dict[str, int]:
     return {name: FIRST_TABLE_OID + i for i, name in enumerate(metadata.tables)}
 
 
-def _column_comment(column: Column, raw: Mapping[str, object]) -> str:
+def _column_comment(column: Column) -> str:
     parts = []
-    described = raw.get("description") if isinstance(raw, Mapping) else None
-    if isinstance(described, str) and described.strip():
-        parts.append(described.strip())
+    if column.description and column.description.strip():
+        parts.append(column.description.strip())
     if column.lower is not None and column.upper is not None:
         parts.append(f"declared bounds {column.lower} .. {column.upper} (values are clamped)")
     if column.values is not None:
@@ -440,16 +439,14 @@ def _column_comment(column: Column, raw: Mapping[str, object]) -> str:
     return "; ".join(parts)
 
 
-def _table_comment(table: object, raw: Mapping[str, object]) -> str:
+def _table_comment(table: Table) -> str:
     parts = []
-    described = raw.get("description") if isinstance(raw, Mapping) else None
-    if isinstance(described, str) and described.strip():
-        parts.append(described.strip())
-    unit = getattr(table, "privacy_unit", None)
+    if table.description and table.description.strip():
+        parts.append(table.description.strip())
     parts.append("differentially private: aggregate queries only")
-    if unit:
-        parts.append(f"privacy unit {unit}, at most {getattr(table, 'max_rows_per_unit', 1)} "
-                     f"row(s) and {getattr(table, 'max_groups_per_unit', 1)} group(s) per unit")
+    if table.privacy_unit:
+        parts.append(f"privacy unit {table.privacy_unit}, at most {table.max_rows_per_unit} "
+                     f"row(s) and {table.max_groups_per_unit} group(s) per unit")
     return "; ".join(parts)
 
 
@@ -542,16 +539,13 @@ class Catalog:
             if oid is None:
                 oid, next_oid = next_oid, next_oid + 1
             classes.append(_class_row(oid, name, CATALOG_OID, "r", TABLES[name].count(",") + 1))
-        raw_tables = md.raw.get("tables", {}) if isinstance(md.raw, Mapping) else {}
         for tname, table in md.tables.items():
             oid = self.table_oids[tname]
-            raw_table = _lookup(raw_tables, tname)
             classes.append(_class_row(oid, tname, PUBLIC_OID, "r", len(table.columns)))
-            descriptions.append((oid, 1259, 0, _table_comment(table, raw_table)))
+            descriptions.append((oid, 1259, 0, _table_comment(table)))
             tables.append(("public", tname, OWNER, None, False, False, False, False))
             info_tables.append((None, "public", tname, "BASE TABLE", None, None, None, None,
                                 None, "NO", "NO", None))
-            raw_columns = raw_table.get("columns", {}) if isinstance(raw_table, Mapping) else {}
             for num, (cname, column) in enumerate(table.columns.items(), start=1):
                 oid_type = t.DECLARED[column.type]
                 ty = t.TYPES[oid_type]
@@ -561,7 +555,7 @@ class Catalog:
                      "d" if ty.length == 8 else "i", "x" if ty.length < 0 else "p", "",
                      not column.nullable, False, False, "", "", False, True, 0, -1, collation,
                      None, None, None, None))
-                comment = _column_comment(column, _lookup(raw_columns, cname))
+                comment = _column_comment(column)
                 if comment:
                     descriptions.append((oid, 1259, num, comment))
                 info_columns.append(_info_column(tname, cname, num, column, ty))
@@ -702,15 +696,6 @@ def _null_function(sql: str, name: str) -> str:
             target = node.parent if isinstance(node.parent, exp.Dot) else node
             target.replace(exp.Null())
     return tree.sql(dialect="duckdb")
-
-
-def _lookup(mapping: object, name: str) -> Mapping[str, object]:
-    if not isinstance(mapping, Mapping):
-        return {}
-    for key, value in mapping.items():
-        if isinstance(key, str) and key.lower() == name:
-            return value if isinstance(value, Mapping) else {}
-    return {}
 
 
 def _type_row(oid: int, name: str, length: int, kind: str, category: str, elem: int,

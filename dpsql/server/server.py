@@ -50,7 +50,10 @@ class ServerConfig:
     epsilon: float = 1.0  # each query's privacy parameters, until the session SETs others
     delta: float = 0.0
     mechanism: str = "laplace"
-    statement_timeout: float = 300.0  # seconds; also the cap of SET statement_timeout; 0: none
+    # Seconds; the owner's cap, with the metadata's [server] statement_timeout, of every private
+    # query (the smaller applies), and the cap of SET statement_timeout for catalog queries,
+    # which read no private data. An analyst's SET never shortens a private query. 0: none.
+    statement_timeout: float = 300.0
     auth_timeout: float = 30.0
     auth_failure_delay: float = 1.0
     max_connections: int = 100
@@ -120,8 +123,9 @@ class Server:
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
                   parameters: Sequence[object] | None, analyst: str) -> Any:
         """One private query through the library, charged to ``analyst``."""
+        cap = self.config.statement_timeout
         return self.db.query(sql, epsilon, delta, mechanism, parameters=parameters,
-                             analyst=analyst)
+                             analyst=analyst, timeout=cap if cap > 0 else None)
 
     def budget(self, analyst: str) -> Any:
         budget = getattr(self.db, "budget", None)

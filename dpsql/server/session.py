@@ -769,8 +769,11 @@ class Session:
             raise PgError("XX000", "internal error in the dpsql server; see its log") from None
 
     async def blocking(self, fn: Callable[[], Any], interruptible: Callable[[], Any] | None
-                       = None) -> Any:
-        """Run ``fn`` in the pool; give up (and interrupt DuckDB) on cancel or timeout."""
+                       = None, timed: bool = True) -> Any:
+        """Run ``fn`` in the pool; give up (and interrupt DuckDB) on cancel or timeout.
+
+        ``timed``: the session's ``statement_timeout`` (capped by the server's) applies. Private
+        queries run untimed here: their limit is the owner's, applied by the library."""
         running = _Running()
         loop = asyncio.get_running_loop()
         cancelled: asyncio.Future[None] = loop.create_future()
@@ -785,11 +788,7 @@ class Session:
                 running.detach()
 
         future = loop.run_in_executor(self.server.executor, work)
-        timeout_ms = int(self.settings.get("statement_timeout", "0") or 0)
-        cap = self.server.config.statement_timeout
-        timeout = timeout_ms / 1000 if timeout_ms > 0 else None
-        if cap > 0:
-            timeout = cap if timeout is None else min(timeout, cap)
+        timeout = self.statement_timeout() if timed else None
         try:
             done, _ = await asyncio.wait((future, cancelled), timeout=timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
@@ -803,23 +802,40 @@ class Session:
             raise PgError("57014", "canceling statement due to user request")
         raise PgError("57014", "canceling statement due to statement timeout")
 
+    def statement_timeout(self) -> float | None:
+        """The session's limit for what reads no private data: its own ``statement_timeout``,
+        capped by the server's."""
+        timeout_ms = int(self.settings.get("statement_timeout", "0") or 0)
+        cap = self.server.config.statement_timeout
+        timeout = timeout_ms / 1000 if timeout_ms > 0 else None
+        if cap > 0:
+            timeout = cap if timeout is None else min(timeout, cap)
+        return timeout
+
     def request_cancel(self) -> None:
         if self.cancelled is not None and not self.cancelled.done():
             self.cancelled.set_result(None)
 
     async def run_private(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:
-        db = self.server.db
+        """A private query, through the library.
+
+        Its time limit is the data owner's (:meth:`dpsql.Database.run`), never the session's
+        ``statement_timeout``: an analyst's limit would turn a data-dependent running time into
+        a data-dependent error. A cancel request (or a closed connection) answers the client at
+        once but does not interrupt the engine: the charged query runs on to its end (or the
+        owner's limit) and its outcome is stored for reuse as usual. Interrupting it would make
+        whether an answer was stored -- seen by asking again -- tell whether the engine was
+        still running when the cancel came, finer than the answer time on the owner's grid.
+        """
         epsilon, delta, mechanism = privacy
-        engine = getattr(db, "engine", None)
-        cursor = getattr(engine, "cursor", None)
 
         def answer() -> Any:
             return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
                                          params or None, self.user)
 
         try:
-            result = await self.blocking(answer, cursor)
+            result = await self.blocking(answer, timed=False)
         except errors.Error as e:
             raise _from_dpsql(e) from None
         columns = [(c.name, c.type) for c in result.columns]
