@@ -284,7 +284,8 @@ def serve(database: Path | None, metadata: Path | None, host: str, port: int,
     query is charged to the connected analyst. --epsilon/--delta/--mechanism are each query's
     defaults; a session may change them with SET dpsql.epsilon = 0.5 (and dpsql.delta).
     """
-    from dpsql.server.server import ServerConfig, run
+    from dpsql.server.config import ServerConfig
+    from dpsql.server.server import run
 
     if (tls_cert is None) != (tls_key is None) or (require_tls and tls_cert is None):
         raise click.UsageError("--tls-cert and --tls-key go together; --require-tls needs them")

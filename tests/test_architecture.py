@@ -18,23 +18,47 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node but those under ``if TYPE_CHECKING:`` (imports for annotations only, which
+    never run)."""
+    out: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and \
+                node.test.id == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _imports(path: Path) -> set[str]:
-    """Every dpsql module ``path`` imports, at the top or inside a function."""
+    """Every dpsql module ``path`` imports when it runs, at the top or inside a function."""
     found: set[str] = set()
     package = _module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else \
         _module_name(path)
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 module = ".".join([*base, module] if module else base)
             if module.startswith("dpsql"):
-                found.add(module)
-                found.update(f"{module}.{a.name}" for a in node.names)
+                # ``from pkg import sub`` depends on the module pkg.sub; a package's own
+                # __init__ runs first for any of its modules, which is no cycle of ours.
+                subs = {f"{module}.{a.name}" for a in node.names}
+                modules = subs & _MODULES
+                found.update(modules or {module})
+                if len(modules) < len(subs):
+                    found.add(module)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("dpsql"))
     return found
+
+
+_MODULES = {_module_name(p) for p in PACKAGE.rglob("*.py")}
 
 
 def _graph() -> dict[str, set[str]]:

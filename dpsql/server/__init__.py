@@ -11,6 +11,7 @@ Like every front door it holds no privacy logic: every query that touches data g
 :meth:`dpsql.Database.query` (checks, plan, ledger, noise), charged to the connected analyst.
 """
 
-from dpsql.server.server import Server, ServerConfig, serve_in_thread
+from dpsql.server.config import ServerConfig
+from dpsql.server.server import Server, serve_in_thread
 
 __all__ = ["Server", "ServerConfig", "serve_in_thread"]

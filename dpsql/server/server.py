@@ -24,41 +24,18 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from dpsql import __version__
 from dpsql.cache import LRU
 from dpsql.database import Database
-from dpsql.server import protocol as p
 from dpsql.server.auth import Verifier, passwords_for, read_passwords
 from dpsql.server.catalog import Catalog
+from dpsql.server.config import ServerConfig
 from dpsql.server.session import Classifier, Session
 from dpsql.server.settings import SERVER_VERSION
 
 log = logging.getLogger("dpsql.server")
-
-
-@dataclass
-class ServerConfig:
-    host: str = "127.0.0.1"
-    port: int = 5432
-    passwords: Path | None = None  # default: next to the metadata (see dpsql.server.auth)
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    require_tls: bool = False
-    epsilon: float = 1.0  # each query's privacy parameters, until the session SETs others
-    delta: float = 0.0
-    mechanism: str = "laplace"
-    # Seconds; the owner's cap, with the metadata's [server] statement_timeout, of every private
-    # query (the smaller applies), and the cap of SET statement_timeout for catalog queries,
-    # which read no private data. An analyst's SET never shortens a private query. 0: none.
-    statement_timeout: float = 300.0
-    auth_timeout: float = 30.0
-    auth_failure_delay: float = 1.0
-    max_connections: int = 100
-    max_message_size: int = p.DEFAULT_MAX_MESSAGE
-    workers: int = 0  # threads answering queries; 0: min(32, 4 * CPUs)
 
 
 class Server:

@@ -44,7 +44,7 @@ from dpsql.server.catalog import CatalogError, SessionInfo, function_name, pg_co
 from dpsql.server.describe import describe
 
 if TYPE_CHECKING:
-    from dpsql.server.server import Server
+    from dpsql.server.config import ServerLike
 
 log = logging.getLogger("dpsql.server")
 
@@ -287,7 +287,7 @@ class _Running:
 
 
 class Session:
-    def __init__(self, server: Server, reader: asyncio.StreamReader,
+    def __init__(self, server: ServerLike, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
         self.server = server
         self.reader = reader

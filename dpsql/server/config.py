@@ -1,0 +1,78 @@
+"""The server's configuration, and what a session needs of the server that runs it.
+
+:class:`ServerLike` is the server as a :class:`~dpsql.server.session.Session` sees it: the
+session module depends on this protocol, not on :mod:`dpsql.server.server`, which imports the
+session module (so the two need no cycle).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dpsql.cache import LRU
+from dpsql.database import Database
+from dpsql.server import protocol as p
+from dpsql.server.auth import Verifier
+from dpsql.server.catalog import Catalog
+
+if TYPE_CHECKING:
+    from dpsql.server.session import Classifier, Session
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 5432
+    passwords: Path | None = None  # default: next to the metadata (see dpsql.server.auth)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    require_tls: bool = False
+    epsilon: float = 1.0  # each query's privacy parameters, until the session SETs others
+    delta: float = 0.0
+    mechanism: str = "laplace"
+    # Seconds; the owner's cap, with the metadata's [server] statement_timeout, of every private
+    # query (the smaller applies), and the cap of SET statement_timeout for catalog queries,
+    # which read no private data. An analyst's SET never shortens a private query. 0: none.
+    statement_timeout: float = 300.0
+    auth_timeout: float = 30.0
+    auth_failure_delay: float = 1.0
+    max_connections: int = 100
+    max_message_size: int = p.DEFAULT_MAX_MESSAGE
+    workers: int = 0  # threads answering queries; 0: min(32, 4 * CPUs)
+
+
+class ServerLike(Protocol):
+    """What a session uses of the server that runs it."""
+
+    db: Database
+    config: ServerConfig
+    catalog: Catalog
+    classifier: Classifier
+    executor: concurrent.futures.ThreadPoolExecutor
+    describe_cache: LRU[tuple[object, ...], list[tuple[str, str]]]
+    mock_secret: bytes
+    ssl_context: ssl.SSLContext | None
+    start_time: dt.datetime
+    version_text: str
+
+    def verifier(self, user: str) -> Verifier | None: ...
+
+    def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
+                  parameters: Sequence[object] | None, analyst: str) -> Any: ...
+
+    def budget(self, analyst: str) -> Any: ...
+
+    def forget(self, session: Session) -> None: ...
+
+    def cancel(self, pid: int, secret: int) -> None: ...
+
+    def register(self, session: Session) -> tuple[int, int]: ...
+
+
+
