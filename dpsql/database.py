@@ -38,33 +38,20 @@ by the data owner, such as the server, without access to the data, metadata or l
 
 from __future__ import annotations
 
-import atexit
-import base64
-import datetime as dt
-import decimal
 import getpass
 import hashlib
-import heapq
 import json
 import logging
-import math
-import numbers
 import os
-import threading
 import time
-import uuid
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
-from sqlglot.tokens import TokenType
 
+from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
 from dpsql.engines import DuckDBEngine, check_metadata
@@ -73,18 +60,18 @@ from dpsql.errors import (
     EngineFailure,
     Error,
     InterfaceError,
-    NotSupportedError,
     OperationalError,
-    ProgrammingError,
     QueryTimeout,
 )
+from dpsql.limits import Deadline, owner_log, pad_to_grid
 from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
-from dpsql.parse import parse
+from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
 from dpsql.pipeline import Explanation, answer, explain, prepare
 from dpsql.plan import Plan
 from dpsql.postprocess import Result, ResultColumn
 
 log = logging.getLogger(__name__)
+_MEMO_SIZE = 1024
 
 ANALYST_ENV = "DPSQL_ANALYST"
 LEDGER_ENV = "DPSQL_LEDGER"
@@ -95,235 +82,6 @@ def sample_paths() -> tuple[Path, Path]:
     """The bundled sample database folder and its metadata file."""
     folder = Path(str(resources.files("dpsql.sample_data")))
     return folder, folder / "metadata.toml"
-
-
-# --- parameters -------------------------------------------------------------------------------
-
-Parameters = Sequence[Any] | Mapping[str, Any] | None
-
-
-_MEMO_SIZE = 1024
-
-
-def _frozen(parameters: Parameters) -> object:
-    """A hashable image of the parameters (type included: 1 and 1.0 and True bind apart)."""
-    if parameters is None:
-        return None
-    if not isinstance(parameters, list | tuple | Mapping):
-        raise TypeError("only lists, tuples and mappings are memoised")  # e.g. an iterator
-    if isinstance(parameters, Mapping):
-        return tuple(sorted((k, type(v).__name__, v) for k, v in parameters.items()))
-    return tuple((type(v).__name__, v) for v in parameters)  # type: ignore[union-attr]
-
-
-def bind_parameters(sql: str, parameters: Parameters = None) -> str:
-    """Bind ``parameters`` into ``sql`` and return the normalised SQL text (DuckDB dialect).
-
-    The SQL is parsed with sqlglot and each placeholder node is replaced by a literal built from
-    the Python value, so a value can never become SQL. Placeholders: ``?`` (qmark, bound in
-    order from a sequence), ``$1`` (numeric, 1-based into a sequence; each index used at least
-    once) and ``:name`` / ``$name`` (named, from a mapping). Values: None, bool, int, float
-    (finite), Decimal, str, datetime.date, datetime.datetime and datetime.time; others are
-    refused with :class:`~dpsql.errors.ProgrammingError`, as is a wrong number of parameters.
-
-    Without placeholders and parameters this still normalises: the same query written with
-    different spacing, keyword case or comments gives the same text. Parse errors and statements
-    other than one SELECT are refused by :func:`dpsql.parse.parse`.
-    """
-    return bind_tree(sql, parameters).sql(dialect=_DIALECT, comments=False, copy=False)
-
-
-def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select:
-    """:func:`bind_parameters`, returning the bound sqlglot tree."""
-    numbered, qmarks = _number_qmarks(sql)
-    tree = parse(numbered, _DIALECT)
-    placeholders = list(tree.find_all(exp.Placeholder))
-    if not placeholders:
-        if parameters:
-            raise ProgrammingError(f"the query has no placeholders but {len(parameters)} "
-                                   "parameter(s) were given")
-        return tree
-    if parameters is None:
-        raise ProgrammingError(f"the query has {max(qmarks, len(placeholders))} placeholder(s) "
-                               "but no parameters were given")
-    names = [str(p.this) for p in placeholders]
-    numeric = [n for n in names if n.isdigit()]
-    if numeric and len(numeric) != len(names):
-        raise ProgrammingError("the query mixes positional (? or $1) and named (:name) "
-                               "placeholders; use one style")
-    if numeric:
-        values = _positional(parameters, {int(n) for n in numeric}, qmarks)
-    else:
-        values = _named(parameters, set(names))
-    for placeholder, name in zip(placeholders, names, strict=True):
-        placeholder.replace(_literal(values[name], name))
-    return tree
-
-
-def _number_qmarks(sql: str) -> tuple[str, int]:
-    """Turn each ``?`` placeholder token into ``$k`` so the parsed tree keeps their order."""
-    if not isinstance(sql, str) or "?" not in sql:
-        return sql, 0
-    try:
-        tokens = sqlglot.Dialect.get_or_raise(_DIALECT).tokenize(sql)
-    except SqlglotError:
-        return sql, 0  # parse() reports the syntax error
-    qmarks = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
-    if qmarks and any(t.token_type == TokenType.PARAMETER for t in tokens):
-        raise ProgrammingError("the query mixes ? and $ placeholders; use one style")
-    out = sql
-    for k, token in reversed(list(enumerate(qmarks, start=1))):
-        out = f"{out[:token.start]} ${k} {out[token.end + 1:]}"
-    return out, len(qmarks)
-
-
-def _positional(parameters: Parameters, indices: set[int], qmarks: int) -> dict[str, Any]:
-    if isinstance(parameters, Mapping | str | bytes) or not isinstance(parameters, Sequence):
-        raise ProgrammingError("positional placeholders (? or $1) need a sequence of "
-                               f"parameters, such as a tuple, not {type(parameters).__name__}")
-    wanted = qmarks if qmarks else max(indices)
-    if len(parameters) != wanted or (not qmarks and indices != set(range(1, wanted + 1))):
-        raise ProgrammingError(f"the query has {wanted} placeholder(s) but "
-                               f"{len(parameters)} parameter(s) were given")
-    return {str(i): parameters[i - 1] for i in indices}
-
-
-def _named(parameters: Parameters, names: set[str]) -> dict[str, Any]:
-    if not isinstance(parameters, Mapping):
-        raise ProgrammingError("named placeholders (:name) need a mapping of parameters, such "
-                               f"as a dict, not {type(parameters).__name__}")
-    missing = sorted(names - set(parameters))
-    if missing:
-        raise ProgrammingError(f"no value given for the named parameter(s) {', '.join(missing)}")
-    return {name: parameters[name] for name in names}
-
-
-def _literal(value: Any, name: str) -> exp.Expression:
-    where = f"parameter {'$' + name if name.isdigit() else ':' + name}"
-    if value is None:
-        return exp.Null()
-    if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b":
-        return exp.Boolean(this=bool(value))
-    if isinstance(value, bytes | bytearray | memoryview):
-        raise NotSupportedError(f"{where}: binary values are not supported (dpsql columns are "
-                                "int, float, text, bool or date)")
-    if isinstance(value, decimal.Decimal | numbers.Real):
-        if isinstance(value, numbers.Integral):
-            text = str(int(value))
-        elif isinstance(value, decimal.Decimal):
-            if not value.is_finite():
-                raise ProgrammingError(f"{where}: {value!r} is not a finite number")
-            text = str(value)
-        else:
-            number = float(value)
-            if not math.isfinite(number):
-                raise ProgrammingError(f"{where}: {value!r} is not a finite number")
-            text = repr(number)
-        if text.startswith("-"):
-            return exp.Paren(this=exp.Neg(this=exp.Literal.number(text[1:])))
-        return exp.Literal.number(text)
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ProgrammingError(f"{where}: text must not contain NUL characters")
-        return exp.Literal.string(value)
-    if isinstance(value, dt.datetime):
-        kind = "TIMESTAMP" if value.tzinfo is None else "TIMESTAMPTZ"
-        return exp.cast(exp.Literal.string(value.isoformat(sep=" ")), kind)
-    if isinstance(value, dt.date):
-        return exp.cast(exp.Literal.string(value.isoformat()), "DATE")
-    if isinstance(value, dt.time):
-        return exp.cast(exp.Literal.string(value.isoformat()), "TIME")
-    raise ProgrammingError(f"{where}: cannot bind a value of type {type(value).__name__}; use "
-                           "None, bool, int, float, Decimal, str, date, datetime or time")
-
-
-# --- stored answers ---------------------------------------------------------------------------
-
-_ANSWER_FORMAT = 1
-
-
-def encode_result(result: Result) -> bytes:
-    """Serialize a result to JSON that :func:`decode_result` turns back into an equal Result
-    (values keep their Python types: int, float, Decimal, date, ...)."""
-    document = {
-        "format": _ANSWER_FORMAT,
-        "columns": [[c.name, c.type, c.accuracy_unit] for c in result.columns],
-        "rows": [[_encode(v) for v in row] for row in result.rows],
-        "accuracy": [[_encode(a) for a in acc] for acc in result.accuracy],
-        "epsilon": _encode(result.epsilon),
-        "delta": _encode(result.delta),
-        "notes": list(result.notes),
-    }
-    return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
-
-
-def decode_result(data: bytes) -> Result:
-    document = json.loads(data)
-    if document.get("format") != _ANSWER_FORMAT:
-        raise OperationalError(f"stored answer has format {document.get('format')!r}; this "
-                               f"dpsql reads format {_ANSWER_FORMAT}")
-    return Result(
-        columns=[ResultColumn(name, ctype, unit) for name, ctype, unit in document["columns"]],
-        rows=[tuple(_decode(v) for v in row) for row in document["rows"]],
-        accuracy=[tuple(_decode(a) for a in acc) for acc in document["accuracy"]],
-        epsilon=_decode(document["epsilon"]),
-        delta=_decode(document["delta"]),
-        notes=list(document["notes"]),
-    )
-
-
-def _encode(value: Any) -> Any:
-    """JSON primitives as they are; everything else as a tagged object {"t": type, "v": ...}."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else {"t": "float", "v": repr(value)}
-    if isinstance(value, decimal.Decimal):
-        return {"t": "decimal", "v": str(value)}
-    if isinstance(value, dt.datetime):
-        return {"t": "datetime", "v": value.isoformat()}
-    if isinstance(value, dt.date):
-        return {"t": "date", "v": value.isoformat()}
-    if isinstance(value, dt.time):
-        return {"t": "time", "v": value.isoformat()}
-    if isinstance(value, dt.timedelta):
-        return {"t": "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-    if isinstance(value, uuid.UUID):
-        return {"t": "uuid", "v": str(value)}
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {"t": "bytes", "v": base64.b64encode(bytes(value)).decode()}
-    if isinstance(value, list | tuple):
-        return {"t": type(value).__name__, "v": [_encode(v) for v in value]}
-    if isinstance(value, dict):
-        return {"t": "dict", "v": [[_encode(k), _encode(v)] for k, v in value.items()]}
-    if hasattr(value, "item"):  # a numpy scalar
-        return _encode(value.item())
-    raise TypeError(f"cannot store a value of type {type(value).__name__}")
-
-
-def _decode(value: Any) -> Any:
-    if not isinstance(value, dict):
-        return value
-    kind, data = value["t"], value["v"]
-    decoders: dict[str, Any] = {
-        "float": float,
-        "decimal": decimal.Decimal,
-        "datetime": dt.datetime.fromisoformat,
-        "date": dt.date.fromisoformat,
-        "time": dt.time.fromisoformat,
-        "timedelta": lambda v: dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2]),
-        "uuid": uuid.UUID,
-        "bytes": base64.b64decode,
-        "list": lambda v: [_decode(x) for x in v],
-        "tuple": lambda v: tuple(_decode(x) for x in v),
-        "dict": lambda v: {_decode(k): _decode(x) for k, x in v},
-    }
-    return decoders[kind](data)
-
-
-# --- costs ------------------------------------------------------------------------------------
 
 
 # --- the database -----------------------------------------------------------------------------
@@ -535,7 +293,7 @@ class Database:
         answers are keyed by; memoised per SQL text and parameters, because BI tools and
         dashboards send the same text again and again (parsing it twice costs ~0.5 ms)."""
         try:
-            memo: tuple[object, ...] | None = (sql, _frozen(parameters))
+            memo: tuple[object, ...] | None = (sql, frozen_parameters(parameters))
             hash(memo)
         except TypeError:  # unhashable parameter values: no memo
             memo = None
@@ -614,104 +372,3 @@ class Database:
         self.close()
 
 
-# --- the owner's limits -----------------------------------------------------------------------
-
-#: The data owner's log: what the analyst must not see (the engine's own error messages, which
-#: may quote private values) and the queries stopped by the statement_timeout.
-owner_log = logging.getLogger("dpsql.owner")
-
-#: The stored answer of a charged query on which the engine failed (see :meth:`Database.run`).
-ENGINE_FAILURE_ANSWER = b'{"format":1,"failure":"engine"}'
-
-
-class Deadline:
-    """Interrupts the engine on ``cursor`` once ``seconds`` have passed, unless stopped first.
-
-    The lock makes the interrupt happen only while the query may still be running: after
-    :meth:`stop` returns, the watchdog can no longer touch the cursor (whose next query belongs
-    to someone else). One watchdog thread serves every deadline of the process (a thread per
-    query cost 0.2 ms)."""
-
-    def __init__(self, cursor: Any, seconds: float) -> None:
-        self._cursor = cursor
-        self._lock = threading.Lock()
-        self._active = True
-        self.fired = False
-        _WATCHDOG.add(time.monotonic() + seconds, self)
-
-    @property
-    def active(self) -> bool:
-        return self._active
-
-    def fire(self) -> None:
-        with self._lock:
-            if self._active:
-                self.fired = True
-                self._cursor.interrupt()
-
-    def stop(self) -> None:
-        with self._lock:
-            self._active = False
-            self._cursor = None  # the watchdog may hold this object until its due time
-
-
-class _Watchdog:
-    """A daemon thread that fires each :class:`Deadline` at its time (stopped ones are fired
-    too, and do nothing)."""
-
-    def __init__(self) -> None:
-        self._due: list[tuple[float, int, Deadline]] = []
-        self._wake = threading.Condition()
-        self._count = 0
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def add(self, when: float, deadline: Deadline) -> None:
-        with self._wake:
-            self._count += 1
-            if len(self._due) >= 1024:  # mostly stopped deadlines, due minutes from now
-                self._due = [d for d in self._due if d[2].active]
-                heapq.heapify(self._due)
-            heapq.heappush(self._due, (when, self._count, deadline))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="dpsql-deadlines",
-                                                daemon=True)
-                self._thread.start()
-            if self._due[0][2] is deadline:
-                self._wake.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._closed and (not self._due or
-                                            self._due[0][0] > time.monotonic()):
-                    self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
-                if self._closed:
-                    return
-                _, _, deadline = heapq.heappop(self._due)
-            deadline.fire()
-
-    def close(self) -> None:
-        """End the thread (at exit: a thread still waiting then keeps DuckDB's objects from
-        being freed, and DuckDB's bindings report them as leaks)."""
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-        if self._thread is not None:
-            self._thread.join(timeout=1)
-
-
-_WATCHDOG = _Watchdog()
-atexit.register(_WATCHDOG.close)
-
-
-def pad_to_grid(started: float, grid: float) -> None:
-    """Sleep until the next multiple of ``grid`` seconds after ``started`` (time.monotonic()),
-    so that when an outcome is released shows only which grid cell its running time fell in.
-    ``grid = 0``: return at once."""
-    if grid <= 0:
-        return
-    elapsed = time.monotonic() - started
-    target = started + max(1, math.ceil(elapsed / grid)) * grid
-    while (left := target - time.monotonic()) > 0:  # sleep may wake early on some platforms
-        time.sleep(left)

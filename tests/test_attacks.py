@@ -30,7 +30,6 @@ import pytest
 import dpsql
 import dpsql.keys
 from dpsql import audit as A
-from dpsql.database import Deadline
 from dpsql.engines import DuckDBEngine
 from dpsql.errors import (
     BudgetExhausted,
@@ -51,6 +50,7 @@ from dpsql.errors import (
     UnknownTable,
     UnsupportedQuery,
 )
+from dpsql.limits import Deadline
 from dpsql.metadata import parse_metadata
 from dpsql.pipeline import prepare
 from dpsql.server import ServerConfig, serve_in_thread

@@ -23,16 +23,10 @@ from click.testing import CliRunner
 
 import dpsql
 import dpsql.database
+from dpsql.answers import decode_result, encode_result
 from dpsql.budget import Allowance, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cli import main
-from dpsql.database import (
-    Database,
-    bind_parameters,
-    decode_result,
-    encode_result,
-    resolve_analyst,
-    sample_paths,
-)
+from dpsql.database import Database, resolve_analyst, sample_paths
 from dpsql.errors import (
     BudgetExhausted,
     EngineError,
@@ -44,6 +38,7 @@ from dpsql.errors import (
     QueryRefused,
     UnknownTable,
 )
+from dpsql.parameters import bind_parameters
 from dpsql.postprocess import Result, ResultColumn
 
 REPO = Path(__file__).resolve().parent.parent

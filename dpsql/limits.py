@@ -1,0 +1,115 @@
+"""The data owner's limits on a query's time: the statement timeout and the answer-time grid.
+
+A :class:`Deadline` interrupts the engine once the owner's ``statement_timeout`` has passed (one
+watchdog thread serves every deadline); :func:`pad_to_grid` releases an outcome only at the next
+multiple of the owner's ``time_grid`` after the query started, so that the time of an answer
+says as little as possible about how long the engine worked (see ``docs/audit.md``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import heapq
+import logging
+import math
+import threading
+import time
+from typing import Any
+
+#: The data owner's log: what the analyst must not see (the engine's own error messages, which
+#: may quote private values) and the queries stopped by the statement_timeout.
+owner_log = logging.getLogger("dpsql.owner")
+
+
+
+class Deadline:
+    """Interrupts the engine on ``cursor`` once ``seconds`` have passed, unless stopped first.
+
+    The lock makes the interrupt happen only while the query may still be running: after
+    :meth:`stop` returns, the watchdog can no longer touch the cursor (whose next query belongs
+    to someone else). One watchdog thread serves every deadline of the process (a thread per
+    query cost 0.2 ms)."""
+
+    def __init__(self, cursor: Any, seconds: float) -> None:
+        self._cursor = cursor
+        self._lock = threading.Lock()
+        self._active = True
+        self.fired = False
+        _WATCHDOG.add(time.monotonic() + seconds, self)
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def fire(self) -> None:
+        with self._lock:
+            if self._active:
+                self.fired = True
+                self._cursor.interrupt()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._active = False
+            self._cursor = None  # the watchdog may hold this object until its due time
+
+
+class _Watchdog:
+    """A daemon thread that fires each :class:`Deadline` at its time (stopped ones are fired
+    too, and do nothing)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, Deadline]] = []
+        self._wake = threading.Condition()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def add(self, when: float, deadline: Deadline) -> None:
+        with self._wake:
+            self._count += 1
+            if len(self._due) >= 1024:  # mostly stopped deadlines, due minutes from now
+                self._due = [d for d in self._due if d[2].active]
+                heapq.heapify(self._due)
+            heapq.heappush(self._due, (when, self._count, deadline))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dpsql-deadlines",
+                                                daemon=True)
+                self._thread.start()
+            if self._due[0][2] is deadline:
+                self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._closed and (not self._due or
+                                            self._due[0][0] > time.monotonic()):
+                    self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                if self._closed:
+                    return
+                _, _, deadline = heapq.heappop(self._due)
+            deadline.fire()
+
+    def close(self) -> None:
+        """End the thread (at exit: a thread still waiting then keeps DuckDB's objects from
+        being freed, and DuckDB's bindings report them as leaks)."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+
+
+_WATCHDOG = _Watchdog()
+atexit.register(_WATCHDOG.close)
+
+
+def pad_to_grid(started: float, grid: float) -> None:
+    """Sleep until the next multiple of ``grid`` seconds after ``started`` (time.monotonic()),
+    so that when an outcome is released shows only which grid cell its running time fell in.
+    ``grid = 0``: return at once."""
+    if grid <= 0:
+        return
+    elapsed = time.monotonic() - started
+    target = started + max(1, math.ceil(elapsed / grid)) * grid
+    while (left := target - time.monotonic()) > 0:  # sleep may wake early on some platforms
+        time.sleep(left)
