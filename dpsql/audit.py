@@ -52,6 +52,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from dpsql.audit_scenarios import SCENARIOS, Scenario
 from dpsql.database import Database
 from dpsql.pipeline import answer
 from dpsql.postprocess import Result
@@ -73,24 +74,6 @@ def default_n() -> int:
 
 
 # --------------------------------------------------------------------------- scenarios
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A query, a database D (one table), and the rows of the one unit that D' adds."""
-
-    name: str
-    title: str  # one line for the audit table
-    sql: str
-    metadata: str  # TOML text
-    table: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[object, ...], ...]  # D
-    neighbour: tuple[tuple[object, ...], ...]  # the rows of the extra unit in D'
-    epsilon: float = 1.0
-    delta: float = 0.0
-    mechanism: str = "laplace"
-    keys: tuple[str, ...] = ()  # result columns that are group keys
 
 
 @dataclass
@@ -399,121 +382,4 @@ def format_results(results: Sequence[AuditResult]) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- built-in scenarios
-
-PEOPLE = """
-[tables.people]
-privacy_unit = "pid"
-one_row_per_unit = true
-
-[tables.people.columns]
-pid = { type = "int" }
-age = { type = "int", lower = 0, upper = 100 }
-income = { type = "float", lower = 0, upper = 100000, nullable = true }
-city = { type = "text" }
-sex = { type = "text", values = ["F", "M"] }
-"""
-
-VISITS = """
-[tables.visits]
-privacy_unit = "pid"
-max_rows_per_unit = 3
-max_groups_per_unit = 2
-
-[tables.visits.columns]
-pid = { type = "int" }
-grp = { type = "text", values = ["a", "b", "c", "d", "e", "f"] }
-amount = { type = "float", lower = 0, upper = 100 }
-qty = { type = "int", lower = 0, upper = 10 }
-"""
-
-PEOPLE_COLUMNS = ("pid", "age", "income", "city", "sex")
-VISITS_COLUMNS = ("pid", "grp", "amount", "qty")
-GROUPS = ("a", "b", "c", "d", "e", "f")
-#: Values far outside every declared bound: clamping must hold them to the bounds.
-HUGE = 10**12
-
-
-def people_rows(n: int = 60) -> tuple[tuple[object, ...], ...]:
-    """n people in 3 cities (n/3 each), ages 20..80, incomes 10k..89k, a few NULL incomes."""
-    rows = []
-    for i in range(1, n + 1):
-        income = None if i % 15 == 0 else 1000.0 * (10 + (i * 13) % 80)
-        rows.append((i, 20 + (i * 7) % 61, income, ("Ames", "Bend", "Cody")[i % 3],
-                     "FM"[i % 2]))
-    return tuple(rows)
-
-
-def visits_rows(units: int = 30) -> tuple[tuple[object, ...], ...]:
-    """units people with 1..4 visits each, spread over the groups."""
-    rows = []
-    for i in range(1, units + 1):
-        for j in range(1 + i % 4):
-            rows.append((i, GROUPS[(i + j) % len(GROUPS)], float((i * 17 + j * 5) % 100) + 0.5,
-                         (i + j) % 11))
-    return tuple(rows)
-
-
-def _outsider(**overrides: object) -> tuple[tuple[object, ...], ...]:
-    """The extra person of D': one row with values far outside the bounds."""
-    row = {"pid": 10_000, "age": HUGE, "income": float(HUGE), "city": "Zzyzx", "sex": "M"}
-    row.update(overrides)
-    return (tuple(row[c] for c in PEOPLE_COLUMNS),)
-
-
-def _frequent(rows: int, groups: Sequence[str] = ("a",), **overrides: object
-              ) -> tuple[tuple[object, ...], ...]:
-    """The extra person of D': ``rows`` visits (far more than k = 3) over ``groups``."""
-    out = []
-    for j in range(rows):
-        row = {"pid": 10_000, "grp": groups[j % len(groups)], "amount": float(HUGE),
-               "qty": HUGE}
-        row.update(overrides)
-        out.append(tuple(row[c] for c in VISITS_COLUMNS))
-    return tuple(out)
-
-
-def _people(name: str, title: str, sql: str, **kw: object) -> Scenario:
-    neighbour = kw.pop("neighbour", _outsider())
-    return Scenario(name, title, sql, PEOPLE, "people", PEOPLE_COLUMNS, people_rows(),
-                    neighbour, **kw)  # type: ignore[arg-type]
-
-
-def _visits(name: str, title: str, sql: str, **kw: object) -> Scenario:
-    neighbour = kw.pop("neighbour", _frequent(10))
-    return Scenario(name, title, sql, VISITS, "visits", VISITS_COLUMNS, visits_rows(),
-                    neighbour, **kw)  # type: ignore[arg-type]
-
-
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
-    _people("count", "COUNT(*), one row per person",
-            "SELECT COUNT(*) FROM people"),
-    _visits("count_where", "COUNT(*) with WHERE, k = 3 rows per person (neighbour: 10 rows)",
-            "SELECT COUNT(*) FROM visits WHERE amount > 50"),
-    _people("sum_clamped", "SUM of a clamped real (neighbour's income 1e12, bound 1e5)",
-            "SELECT SUM(income) FROM people"),
-    _people("avg", "AVG (noisy sum / noisy count), neighbour outside the bounds",
-            "SELECT AVG(income) FROM people"),
-    _people("stddev", "STDDEV from noisy moments, neighbour outside the bounds",
-            "SELECT STDDEV(age) FROM people", epsilon=2.0),
-    _visits("group_public", "GROUP BY a public domain, neighbour adds 10 rows in one group",
-            "SELECT grp, COUNT(*) AS n FROM visits GROUP BY grp", keys=("grp",)),
-    _people("group_threshold", "GROUP BY with thresholding: the neighbour is a group of its own",
-            "SELECT city, COUNT(*) AS n FROM people GROUP BY city", delta=1e-5,
-            keys=("city",)),
-    _visits("user_bounds", "k = 3, g = 2: neighbour has 60 rows in 6 groups, values 1e12",
-            "SELECT grp, SUM(amount) AS s FROM visits GROUP BY grp",
-            neighbour=_frequent(60, GROUPS), keys=("grp",)),
-    _people("median", "MEDIAN by the exponential mechanism, neighbour's age 1e12",
-            "SELECT MEDIAN(age) FROM people", epsilon=2.0),
-    _visits("gaussian", "Gaussian mechanism: SUM with delta",
-            "SELECT SUM(qty) FROM visits", mechanism="gaussian", epsilon=2.0,
-            delta=1e-5),
-    _visits("postprocess", "HAVING / ORDER BY / LIMIT over noisy cells",
-            "SELECT grp, COUNT(*) AS n FROM visits GROUP BY grp HAVING COUNT(*) >= 11 "
-            "ORDER BY n DESC LIMIT 3", neighbour=_frequent(10, ("b",)), keys=("grp",)),
-    _people("sum_case", "SUM(CASE WHEN age > 60 THEN income ELSE 0 END)",
-            "SELECT SUM(CASE WHEN age > 60 THEN income ELSE 0 END) FROM people"),
-    _visits("sum_product", "SUM(amount * qty), both factors far out of bounds",
-            "SELECT SUM(amount * qty) FROM visits"),
-]}
+__all__ = ["SCENARIOS", "AuditResult", "Scenario", "audit", "build_databases", "format_results"]

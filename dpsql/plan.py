@@ -32,10 +32,10 @@ from dpsql.mechanisms import (
     calibrate_gaussian,
     calibrate_laplace,
     rho_for,
-    tau_for,
     validate_privacy_parameters,
 )
 from dpsql.metadata import MAX_DOMAIN_SIZE, Table
+from dpsql.thresholds import tau_for
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Threshold:
     ``measurement`` perturbed with its own calibrated noise, reaches ``tau``."""
 
     measurement: Measurement  # noisy number of distinct units per group
-    tau: int  # from the measurement's calibrated noise (mechanisms.tau_for)
+    tau: int  # from the measurement's calibrated noise (thresholds.tau_for)
     delta: float
 
 

@@ -20,6 +20,7 @@ import pytest
 from sqlglot import exp
 
 from dpsql import audit as A
+from dpsql import audit_scenarios
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
 
@@ -66,7 +67,7 @@ def test_build_databases_holds_d_and_the_extra_unit(tmp_path) -> None:
         extra = con.execute("SELECT COUNT(*), COUNT(DISTINCT grp), MIN(amount) FROM visits "
                             "WHERE pid = 10000").fetchone()
     # far more rows than k = 3, in more groups than g = 2, values far above the bound 100
-    assert extra == (60, 6, float(A.HUGE))
+    assert extra == (60, 6, float(audit_scenarios.HUGE))
     assert metadata.read_text() == s.metadata
 
 

@@ -19,7 +19,7 @@ import pytest
 from scipy import stats
 
 from dpsql import mechanisms as m
-from dpsql import quantiles, samplers
+from dpsql import quantiles, samplers, thresholds
 from dpsql.errors import InvalidPrivacyParameter
 from dpsql.quantiles import quantile_from_histogram as quantile_of
 
@@ -538,7 +538,7 @@ def test_threshold_is_minimal_and_respects_delta() -> None:
     for epsilon in (0.1, 1.0, 5.0):
         for delta in (1e-9, 1e-5, 0.01):
             for groups in (1, 3, 50):
-                scale, tau = m.threshold(epsilon, delta, groups)
+                scale, tau = thresholds.threshold(epsilon, delta, groups)
                 assert scale == groups / epsilon and tau >= 2
                 a = math.exp(-1 / scale)
                 escape = math.exp(-(tau - 1) / scale) / (1 + a)
@@ -549,18 +549,18 @@ def test_threshold_is_minimal_and_respects_delta() -> None:
 
 def test_threshold_is_monotone() -> None:
     deltas = [1e-12, 1e-9, 1e-6, 1e-3, 0.05]
-    taus = [m.threshold(1.0, delta, 4)[1] for delta in deltas]
+    taus = [thresholds.threshold(1.0, delta, 4)[1] for delta in deltas]
     assert taus == sorted(taus, reverse=True)
     epsilons = [0.01, 0.1, 0.5, 1.0, 2.0, 10.0]
-    taus = [m.threshold(epsilon, 1e-6, 4)[1] for epsilon in epsilons]
+    taus = [thresholds.threshold(epsilon, 1e-6, 4)[1] for epsilon in epsilons]
     assert taus == sorted(taus, reverse=True)
-    assert m.threshold(1.0, 1e-6, 1)[1] <= m.threshold(1.0, 1e-6, 10)[1]
+    assert thresholds.threshold(1.0, 1e-6, 1)[1] <= thresholds.threshold(1.0, 1e-6, 10)[1]
 
 
 @pytest.mark.parametrize(("epsilon", "groups"), [(1.0, 1), (2.0, 4)])
 def test_threshold_release_probability_of_a_single_unit_group(epsilon: float, groups: int) -> None:
     delta = 0.1
-    scale, tau = m.threshold(epsilon, delta, groups)
+    scale, tau = thresholds.threshold(epsilon, delta, groups)
     released = float(np.mean(1 + samplers.discrete_laplace(scale, 400_000) >= tau))
     target = delta / groups
     band = Z_BAND * math.sqrt(target * (1 - target) / 400_000)
@@ -579,7 +579,7 @@ def test_threshold_refuses_bad_arguments() -> None:
     ]
     for epsilon, delta, groups in bad:
         with pytest.raises(ValueError):
-            m.threshold(epsilon, delta, groups)  # type: ignore[arg-type]
+            thresholds.threshold(epsilon, delta, groups)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- quantiles

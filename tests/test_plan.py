@@ -9,10 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from dpsql.errors import InvalidPrivacyParameter, KeyReleaseRefused, UnboundedExpression
-from dpsql.mechanisms import rho_for, threshold
+from dpsql.mechanisms import rho_for
 from dpsql.metadata import Metadata
 from dpsql.pipeline import explain, prepare
 from dpsql.plan import Plan
+from dpsql.thresholds import threshold
 
 # VISITS (conftest): k = 3 rows per unit, g = 2 groups; amount in [-10, 40] (M = 40, c = 15,
 # h = 25); n in [0, 5]. PEOPLE: one row per unit (k = 1).
