@@ -293,7 +293,8 @@ def _combine_avg(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
     b = cell.bound
     assert b is not None
     count = np.maximum(v[0].astype(float), 1.0)
-    return np.clip((b.lo + b.hi) / 2 + v[1] / count, b.lo, b.hi)
+    mean: np.ndarray = np.clip((b.lo + b.hi) / 2 + v[1] / count, b.lo, b.hi)
+    return mean
 
 
 def _accuracy_avg(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[float]
@@ -326,7 +327,8 @@ def _combine_variance(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
     var = np.clip(v[2] / count - mean * mean, 0.0, h * h)
     if cell.call.kind.endswith("samp"):
         var = np.clip(var * count / np.maximum(count - 1.0, 1.0), 0.0, 2 * h * h)
-    return np.sqrt(var) if cell.call.kind.startswith("stddev") else var
+    out: np.ndarray = np.sqrt(var) if cell.call.kind.startswith("stddev") else var
+    return out
 
 
 def _accuracy_variance(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[float]

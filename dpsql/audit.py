@@ -259,15 +259,16 @@ def feature_name(feature: Feature) -> str:
 
 
 def _thresholds(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    values = np.concatenate([a, b])
+    values: np.ndarray = np.concatenate([a, b])
     values = values[np.isfinite(values)]
     if values.size == 0:
         return values
-    unique = np.unique(values)
+    unique: np.ndarray = np.unique(values)
     if unique.size <= 400:
         return unique
     levels = np.concatenate([[0.002, 0.005], np.linspace(0.01, 0.99, 99), [0.995, 0.998]])
-    return np.unique(np.quantile(values, levels))
+    chosen: np.ndarray = np.unique(np.quantile(values, levels))
+    return chosen
 
 
 def _candidates(a: np.ndarray, b: np.ndarray, names: Sequence[Feature], delta: float,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import decimal
 import math
 from dataclasses import replace
+from typing import cast
 
 import duckdb
 from sqlglot import exp
@@ -65,7 +66,7 @@ def fold(node: exp.Expression, table: Table) -> exp.Expression:
     folded = node.copy().transform(_typed_literal, copy=False)
     folded = folded.transform(lambda n: _evaluated(n, table), copy=False)
     for comparison in list(folded.find_all(*_COMPARED)):
-        _convert_compared(comparison, table)
+        _convert_compared(cast(exp.Expression, comparison), table)
     return folded
 
 
@@ -163,7 +164,7 @@ def number_literal(value: int | float | decimal.Decimal) -> exp.Expression:
     return _signed(exp.Literal.number(repr(abs(number))), math.copysign(1.0, number) < 0)
 
 
-def _signed(literal: exp.Literal, negative: bool) -> exp.Expression:
+def _signed(literal: exp.Expression, negative: bool) -> exp.Expression:
     # In parentheses, so that it reads as one value wherever it is put: x - (-5), not x - -5.
     return exp.Paren(this=exp.Neg(this=literal)) if negative else literal
 

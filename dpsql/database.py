@@ -54,7 +54,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
-from dpsql.engines import DuckDBEngine, check_metadata
+from dpsql.engines import DuckDBEngine, Engine, check_metadata
 from dpsql.errors import (
     EngineError,
     EngineFailure,
@@ -152,7 +152,7 @@ class Database:
 
     def __init__(self, database: str | Path | None = None,
                  metadata: str | Path | Metadata | None = None,
-                 analyst: str | None = None, engine: DuckDBEngine | None = None) -> None:
+                 analyst: str | None = None, engine: Engine | None = None) -> None:
         if engine is not None and database is None:
             database = engine.path
         if database is None and metadata is None:
@@ -163,7 +163,7 @@ class Database:
         if analyst is not None:
             resolve_analyst(analyst)  # refuse an invalid name now
         self.analyst = analyst
-        self.engine = engine if engine is not None else DuckDBEngine(database)
+        self.engine: Engine = engine if engine is not None else DuckDBEngine(database)
         try:
             # Every declared table, column and type against the engine's, before any query
             # can be charged (see dpsql.engines.check_metadata).
@@ -258,7 +258,7 @@ class Database:
 
     def _answer_within(self, p: Plan, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:
-        deadline = Deadline(self.engine.cursor(), limit)
+        deadline = Deadline(self.engine.cancel_token(), limit)
         try:
             return answer(p, self.engine)
         except EngineError as e:

@@ -47,7 +47,7 @@ from types import TracebackType
 from typing import Any
 
 from dpsql.budget import BudgetStatus, Cost
-from dpsql.database import Answer, Database, Parameters, resolve_analyst
+from dpsql.database import Answer, Database, resolve_analyst
 from dpsql.errors import (
     DatabaseError,
     DataError,
@@ -62,6 +62,7 @@ from dpsql.errors import (
 )
 from dpsql.mechanisms import validate_privacy_parameters
 from dpsql.metadata import Metadata
+from dpsql.parameters import Parameters
 from dpsql.postprocess import Result
 
 apilevel = "2.0"

@@ -21,7 +21,7 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
@@ -49,8 +49,59 @@ _DISABLED_OPTIMIZERS = "top_n_window_elimination"
 REWRITTEN_CACHE_SIZE = 512  # rewritten queries kept per engine (one per cached plan)
 
 
+class CancelToken(Protocol):
+    """Stops the execution that the calling thread is running (or will run next) on an
+    engine: :meth:`Engine.cancel_token` makes one, the owner's deadline fires it."""
+
+    def cancel(self) -> None: ...
+
+
+class Engine(Protocol):
+    """The seam between dpsql and a SQL engine: what :class:`~dpsql.database.Database` and the
+    pipeline ask of it. The engine computes exact per-group measurements and nothing else;
+    noise, thresholds, the budget and post-processing stay in dpsql.
+
+    ``dialect`` is the sqlglot dialect that the rewritten query is generated in; ``schema``
+    maps each table to its columns' physical types (lower-case names), read once when the
+    engine opens; ``rewritten`` caches the generated SQL per plan (:func:`dpsql.pipeline.
+    engine_sql`). ``execute`` runs one checked, rewritten query with its parameters and raises
+    :class:`~dpsql.errors.EngineError` (``interrupted`` when a cancel token stopped it)."""
+
+    @property
+    def dialect(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def schema(self) -> Mapping[str, Mapping[str, str]]: ...
+
+    @property
+    def rewritten(self) -> LRU[int, tuple[object, str, bool]]: ...
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()
+                ) -> tuple[list[str], list[tuple[object, ...]]]: ...
+
+    def cancel_token(self) -> CancelToken: ...
+
+    def close(self) -> None: ...
+
+
+class CursorCancel:
+    """A DuckDB cancel token: the calling thread's cursor, interrupted."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def cancel(self) -> None:
+        self._cursor.interrupt()
+
+
 class DuckDBEngine:
-    """A read-only DuckDB database shared by threads; each call uses its own cursor."""
+    """A read-only DuckDB database shared by threads; each call uses its own cursor. The
+    default :class:`Engine`."""
+
+    dialect = "duckdb"
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -110,6 +161,10 @@ class DuckDBEngine:
             cur = self._connection.cursor()
             self._local.cursor = cur
         return cur
+
+    def cancel_token(self) -> CancelToken:
+        """A token that interrupts what this thread runs on the engine (its own cursor)."""
+        return CursorCancel(self.cursor())
 
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]:
@@ -275,7 +330,7 @@ _scratch_local = threading.local()
 def scratch() -> duckdb.DuckDBPyConnection:
     """A per-thread cursor on an in-memory DuckDB that holds no private data."""
     global _scratch
-    cur = getattr(_scratch_local, "cursor", None)
+    cur: duckdb.DuckDBPyConnection | None = getattr(_scratch_local, "cursor", None)
     if cur is not None:
         return cur
     with _scratch_lock:

@@ -14,7 +14,10 @@ import logging
 import math
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpsql.engines import CancelToken
 
 #: The data owner's log: what the analyst must not see (the engine's own error messages, which
 #: may quote private values) and the queries stopped by the statement_timeout.
@@ -23,15 +26,16 @@ owner_log = logging.getLogger("dpsql.owner")
 
 
 class Deadline:
-    """Interrupts the engine on ``cursor`` once ``seconds`` have passed, unless stopped first.
+    """Cancels the engine's execution (``token``, see :class:`dpsql.engines.CancelToken`) once
+    ``seconds`` have passed, unless stopped first.
 
     The lock makes the interrupt happen only while the query may still be running: after
-    :meth:`stop` returns, the watchdog can no longer touch the cursor (whose next query belongs
-    to someone else). One watchdog thread serves every deadline of the process (a thread per
-    query cost 0.2 ms)."""
+    :meth:`stop` returns, the watchdog can no longer touch the token (whose engine cursor's
+    next query belongs to someone else). One watchdog thread serves every deadline of the
+    process (a thread per query cost 0.2 ms)."""
 
-    def __init__(self, cursor: Any, seconds: float) -> None:
-        self._cursor = cursor
+    def __init__(self, token: CancelToken, seconds: float) -> None:
+        self._token: CancelToken | None = token
         self._lock = threading.Lock()
         self._active = True
         self.fired = False
@@ -43,14 +47,14 @@ class Deadline:
 
     def fire(self) -> None:
         with self._lock:
-            if self._active:
+            if self._active and self._token is not None:
                 self.fired = True
-                self._cursor.interrupt()
+                self._token.cancel()
 
     def stop(self) -> None:
         with self._lock:
             self._active = False
-            self._cursor = None  # the watchdog may hold this object until its due time
+            self._token = None  # the watchdog may hold this object until its due time
 
 
 class _Watchdog:

@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import TokenType, exp
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
 
 from dpsql.errors import (
     NotSupportedError,
@@ -40,7 +39,7 @@ def frozen_parameters(parameters: Parameters) -> object:
         raise TypeError("only lists, tuples and mappings are memoised")  # e.g. an iterator
     if isinstance(parameters, Mapping):
         return tuple(sorted((k, type(v).__name__, v) for k, v in parameters.items()))
-    return tuple((type(v).__name__, v) for v in parameters)  # type: ignore[union-attr]
+    return tuple((type(v).__name__, v) for v in parameters)
 
 
 def bind_parameters(sql: str, parameters: Parameters = None) -> str:

@@ -27,7 +27,7 @@ from dpsql.mechanisms import (
     perturb,
     perturb_fixed,
 )
-from dpsql.plan import Plan
+from dpsql.plan import Plan, calibrated
 from dpsql.quantiles import quantile_from_histogram, quantile_rank_accuracy
 
 
@@ -73,9 +73,10 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     values: dict[str, np.ndarray] = {}
     accuracies: dict[str, np.ndarray] = {}
     for cell in plan.cells:
-        parts = [noisy[m.name] for m in cell.measurements]
+        measurements = calibrated(cell)
+        parts = [noisy[m.name] for m in measurements]
         values[cell.call.placeholder] = _typed(cell.combine(parts), cell.type)
-        widths = [_width(m) for m in cell.measurements]
+        widths = [_width(m) for m in measurements]
         accuracies[cell.call.placeholder] = cell.accuracy(parts, widths)
     return NoisyCells(keys=keys, values=values, accuracy=accuracies)
 

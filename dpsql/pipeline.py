@@ -22,13 +22,13 @@ from dpsql.bind import bind
 from dpsql.check import check
 from dpsql.constants import fold_constants
 from dpsql.cost import check_cost
-from dpsql.engines import DuckDBEngine, scratch
+from dpsql.engines import Engine, scratch
 from dpsql.errors import UnsupportedQuery
 from dpsql.mechanisms import accuracy, validate_privacy_parameters
 from dpsql.metadata import Metadata
 from dpsql.parse import parse
 from dpsql.perturb import perturb_cells
-from dpsql.plan import Plan, plan
+from dpsql.plan import Plan, calibrated, plan
 from dpsql.postprocess import Result, check_outer, postprocess
 from dpsql.quantiles import quantile_rank_accuracy
 from dpsql.rewrite import rewrite
@@ -56,8 +56,9 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
     # otherwise find the plan cached for a valid one.
     validate_privacy_parameters(epsilon, delta, mechanism)
     key = (sql, epsilon, delta, mechanism, dialect)
-    return metadata.plans.get_or_compute(key, lambda: _prepare(sql, metadata, epsilon, delta,
-                                                               mechanism, dialect))
+    result: Plan = metadata.plans.get_or_compute(
+        key, lambda: _prepare(sql, metadata, epsilon, delta, mechanism, dialect))
+    return result
 
 
 def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechanism: str,
@@ -90,7 +91,7 @@ def check_engine_query(p: Plan) -> None:
                                "check the types of the expressions it computes") from None
 
 
-def answer(p: Plan, engine: DuckDBEngine) -> Result:
+def answer(p: Plan, engine: Engine) -> Result:
     """rewrite -> execute -> perturb -> post-process for a prepared plan."""
     sql, salted = engine_sql(p, engine)
     # The salt keys the contribution-bounding sample: fresh, secret, never shown.
@@ -101,7 +102,7 @@ def answer(p: Plan, engine: DuckDBEngine) -> Result:
     return result
 
 
-def engine_sql(p: Plan, engine: DuckDBEngine | None) -> tuple[str, bool]:
+def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     """The rewritten SQL for ``engine``'s physical column types, and whether it takes the salt
     ($1) of a contribution-bounding sample.
 
@@ -111,18 +112,18 @@ def engine_sql(p: Plan, engine: DuckDBEngine | None) -> tuple[str, bool]:
     plan while the entry lives.
     """
     if engine is None:
-        return _engine_sql(p, {})
+        return _engine_sql(p, {}, "duckdb")
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
         schema = engine.schema.get(p.table.name.lower(), {})
-        sql, salted = _engine_sql(p, schema)
+        sql, salted = _engine_sql(p, schema, engine.dialect)
         entry = engine.rewritten.put(id(p), (p, sql, salted))
     return entry[1], entry[2]
 
 
-def _engine_sql(p: Plan, schema: Mapping[str, str]) -> tuple[str, bool]:
+def _engine_sql(p: Plan, schema: Mapping[str, str], dialect: str) -> tuple[str, bool]:
     tree = rewrite(p, schema)
-    return tree.sql(dialect="duckdb", copy=False), tree.find(exp.Placeholder) is not None
+    return tree.sql(dialect=dialect, copy=False), tree.find(exp.Placeholder) is not None
 
 
 @dataclass
@@ -148,13 +149,13 @@ class Explanation:
     groups_per_unit: int
 
 
-def explain(p: Plan, engine: DuckDBEngine | None = None) -> Explanation:
+def explain(p: Plan, engine: Engine | None = None) -> Explanation:
     """What a plan will do, without reading data."""
     schema = engine.schema.get(p.table.name.lower(), {}) if engine is not None else {}
     sql = rewrite(p, schema).sql(dialect="duckdb", pretty=True)
     cells = []
     for cell in p.cells:
-        for m in cell.measurements:
+        for m in calibrated(cell):
             cells.append(_explain_measurement(cell.call.text, m))
     if p.threshold is not None:
         t = p.threshold

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from sqlglot import exp
 
@@ -108,6 +109,14 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
                 cost_delta=split.delta_threshold + split.delta_gaussian, rho=split.rho)
 
 
+def calibrated(cell: Cell) -> tuple[Measurement, ...]:
+    """A planned cell's measurements, as the plan calibrated them (shared with other cells
+    that need the same measurement)."""
+    out = tuple(m for m in cell.measurements if isinstance(m, Measurement))
+    assert len(out) == len(cell.measurements), "a cell of a plan holds calibrated measurements"
+    return out
+
+
 def _cells_per_unit(table: Table, keys: tuple[Key, ...]) -> int:
     """Cells one unit can change: rounding real cells to the noise grid costs one grid step
     in each group a unit reaches."""
@@ -179,5 +188,5 @@ def _split_budget(specs: list[MeasurementSpec], epsilon: float, delta: float,
     return _Split(tuple(measurements), rho, delta_threshold, delta_gaussian)
 
 
-def _fields(spec: MeasurementSpec) -> dict[str, object]:
+def _fields(spec: MeasurementSpec) -> dict[str, Any]:
     return {f.name: getattr(spec, f.name) for f in fields(MeasurementSpec)}

@@ -12,6 +12,7 @@ the engine, the plan-time evaluation of constants and the domains agree on every
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 from sqlglot import exp
 
@@ -111,7 +112,7 @@ def _compared(column: exp.Column) -> bool:
         parent = parent.parent
     if not isinstance(parent, _COMPARISONS):
         return False
-    others = [e for e in parent.iter_expressions() if e is not column and
+    others = [e for e in parent.iter_expressions() if e is not cast(exp.Expression, column) and
               not isinstance(e, exp.Paren | exp.DataType)]
     return all(isinstance(e, exp.Literal | exp.Null | exp.Boolean) or (
         isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)) for e in others)

@@ -30,7 +30,7 @@ import pytest
 import dpsql
 import dpsql.keys
 from dpsql import audit as A
-from dpsql.engines import DuckDBEngine
+from dpsql.engines import CursorCancel, DuckDBEngine
 from dpsql.errors import (
     BudgetExhausted,
     EngineFailure,
@@ -966,9 +966,9 @@ def test_the_owners_timeout_is_released_on_the_grid(tmp_path: Path) -> None:
 def test_a_stopped_deadline_never_interrupts_the_next_query() -> None:
     """The owner's time limit of one query must not stop the next one on the same cursor."""
     con = duckdb.connect()
-    stopped = Deadline(con, 0.05)
+    stopped = Deadline(CursorCancel(con), 0.05)
     stopped.stop()
-    running = Deadline(con, 0.05)
+    running = Deadline(CursorCancel(con), 0.05)
     with pytest.raises(duckdb.InterruptException):
         con.execute("SELECT SUM(i * i) FROM range(100000000000) t(i)").fetchall()
     running.stop()

@@ -238,14 +238,15 @@ class ScramExchange:
                 raise RuntimeError("scramp no longer keeps client_first_bare: the server "
                                    "cannot accept libpq's empty SCRAM user name")
             self._server.client_first_bare = bare
-            return self._server.get_server_first().encode("ascii")
+            first: str = self._server.get_server_first()
+            return first.encode("ascii")
 
     def final(self, client_final: bytes) -> bytes:
         """client-final-message -> server-final-message, or AuthenticationFailed."""
         text = _text(client_final)
         with _failures():
             self._server.set_client_final(text)
-            answer = self._server.get_server_final()
+            answer: str = self._server.get_server_final()
         if not self.real:
             raise AuthenticationFailed("wrong password")
         return answer.encode("ascii")

@@ -660,7 +660,8 @@ class Catalog:
         if isinstance(node, exp.Func) and not isinstance(node.parent, exp.Dot):
             return _function(node, info)
         if isinstance(node, exp.Collate):
-            return node.this
+            collated: exp.Expr = node.this
+            return collated
         if isinstance(node, exp.Column):
             return _column(node, info)
         return node

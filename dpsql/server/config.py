@@ -59,6 +59,7 @@ class ServerLike(Protocol):
     mock_secret: bytes
     ssl_context: ssl.SSLContext | None
     start_time: dt.datetime
+    version: str
     version_text: str
 
     def verifier(self, user: str) -> Verifier | None: ...

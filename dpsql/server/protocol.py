@@ -53,13 +53,16 @@ class Reader:
         return chunk
 
     def int16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        value: int = _I16.unpack(self._take(2))[0]
+        return value
 
     def int32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        value: int = _I32.unpack(self._take(4))[0]
+        return value
 
     def uint32(self) -> int:
-        return _U32.unpack(self._take(4))[0]
+        value: int = _U32.unpack(self._take(4))[0]
+        return value
 
     def byte(self) -> bytes:
         return self._take(1)

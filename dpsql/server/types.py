@@ -170,7 +170,8 @@ def _timestamp_text(value: object) -> str:
 
 
 def _bytea_text(value: object) -> str:
-    return "\\x" + bytes(value).hex()  # type: ignore[call-overload]
+    data: bytes = bytes(value)  # type: ignore[call-overload]
+    return "\\x" + data.hex()
 
 
 def _array_text(value: object) -> str:
