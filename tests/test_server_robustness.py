@@ -229,7 +229,7 @@ BLOCKED_SQL = "SELECT v, COUNT(*), SUM(v) FROM events WHERE v > 2 GROUP BY v"
 def test_cancel_a_running_private_query(served) -> None:
     engine = served.engine
     engine.reset()
-    answered: list[object] = []
+    answered: list[tuple[Any, ...] | None] = []
     with connect(served.blocking_port) as conn, connect(served.port) as other:
 
         def while_blocked() -> None:
@@ -246,7 +246,7 @@ def test_cancel_a_running_private_query(served) -> None:
             conn.execute(BLOCKED_SQL)
         canceller.join(30)
         assert e.value.sqlstate == "57014" and "user request" in str(e.value)
-        assert len(answered) == 1 and answered[0][0] > 0
+        assert len(answered) == 1 and answered[0] is not None and answered[0][0] > 0
         assert engine.released.wait(10), "the server did not interrupt the engine"
         assert conn.execute("SELECT 42").fetchone() == (42,)  # the session goes on
 
