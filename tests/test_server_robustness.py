@@ -234,7 +234,7 @@ def test_cancel_a_running_private_query(served) -> None:
     docs/server.md). Here the owner's limit (TIMEOUT) is what releases the engine."""
     engine = served.engine
     engine.reset()
-    answered: list[object] = []
+    answered: list[tuple[Any, ...] | None] = []
     start = time.monotonic()
     with connect(served.timeout_port) as conn, connect(served.port) as other:
 
@@ -252,7 +252,7 @@ def test_cancel_a_running_private_query(served) -> None:
             conn.execute(BLOCKED_SQL)
         canceller.join(30)
         assert e.value.sqlstate == "57014" and "user request" in str(e.value)
-        assert len(answered) == 1 and answered[0][0] > 0
+        assert len(answered) == 1 and answered[0] is not None and answered[0][0] > 0
         assert engine.released.wait(10), "the owner's limit did not stop the query"
         assert time.monotonic() - start >= TIMEOUT * 0.9  # the cancel did not interrupt it
         assert conn.execute("SELECT 42").fetchone() == (42,)  # the session goes on
