@@ -66,7 +66,7 @@ from dpsql.errors import (
 from dpsql.limits import Deadline, owner_log, pad_to_grid
 from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
 from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
-from dpsql.pipeline import Explanation, answer, explain, prepare
+from dpsql.pipeline import Explanation, answer, engine_sql, explain, prepare
 from dpsql.plan import Plan
 from dpsql.postprocess import Result, ResultColumn
 
@@ -225,6 +225,7 @@ class Database:
         started = time.monotonic()
         normalised, key_text = self._texts(sql, parameters)
         p = prepare(normalised, self.metadata, epsilon, delta, mechanism)
+        engine_sql(p, self.engine)  # bound by the engine before any charge (cached per plan)
         ledger = self.ledger
         if ledger is None:
             result = self._compute(p, normalised, None, None, timeout, started)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import duckdb
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from dpsql.aggregates import Measurement
 from dpsql.bind import bind
@@ -66,29 +67,14 @@ def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechani
     checked = check_cost(fold_constants(check(bind(parse(sql, dialect), metadata))))
     result = plan(checked, epsilon, delta, mechanism)
     check_outer(result)
-    check_engine_query(result)
     return result
 
 
-def check_engine_query(p: Plan) -> None:
-    """Run the engine query on an empty table of the declared types, so that an error the
-    engine raises whatever the data (a type the engine will not accept) is a refusal at plan
-    time, before anything is charged, instead of an engine error after the charge."""
-    table = p.table
-    columns = [exp.alias_(exp.cast(exp.Null(), DECLARED_TYPES[c.type]), c.name, quoted=True)
-               for c in table.columns.values()]
-    empty = exp.select(*columns).limit(0)
-    tree = rewrite(p, {c.name: DECLARED_TYPES[c.type] for c in table.columns.values()})
-    with_ = tree.args.get("with_")
-    cte = exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(table.name,
-                                                                           quoted=True)))
-    tree.set("with_", exp.With(expressions=[cte, *(with_.expressions if with_ else [])]))
+def _physical(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:
     try:
-        scratch().execute(tree.sql(dialect="duckdb", copy=False), [0] if tree.find(
-            exp.Placeholder) else []).fetchall()
-    except duckdb.Error as e:
-        raise UnsupportedQuery(f"the engine cannot run this query: {str(e).splitlines()[0]}; "
-                               "check the types of the expressions it computes") from None
+        return exp.DataType.build(schema.get(column, DECLARED_TYPES[declared]), dialect="duckdb")
+    except (SqlglotError, ValueError):  # a type sqlglot cannot spell: read as declared
+        return exp.DataType.build(DECLARED_TYPES[declared])
 
 
 def answer(p: Plan, engine: Engine) -> Result:
@@ -104,7 +90,8 @@ def answer(p: Plan, engine: Engine) -> Result:
 
 def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     """The rewritten SQL for ``engine``'s physical column types, and whether it takes the salt
-    ($1) of a contribution-bounding sample.
+    ($1) of a contribution-bounding sample; :class:`~dpsql.database.Database` asks for it
+    before charging, so that :func:`check_engine_query` refuses what the engine cannot run.
 
     Generated once per plan and engine, and cached by the engine (``engine.rewritten``), whose
     schema is fixed when it opens: the shared, cached plan itself is never mutated. The key is
@@ -123,7 +110,30 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
 
 def _engine_sql(p: Plan, schema: Mapping[str, str], dialect: str) -> tuple[str, bool]:
     tree = rewrite(p, schema)
-    return tree.sql(dialect=dialect, copy=False), tree.find(exp.Placeholder) is not None
+    salted = tree.find(exp.Placeholder) is not None
+    sql = tree.sql(dialect=dialect)
+    check_engine_query(p, tree, schema)
+    return sql, salted
+
+
+def check_engine_query(p: Plan, tree: exp.Select, schema: Mapping[str, str]) -> None:
+    """Run the engine query on an empty table of the engine's physical types (its declared
+    ones where unknown), so that an error the engine raises whatever the data (a type it will
+    not accept) is a refusal before anything is charged, never an engine error after it."""
+    table = p.table
+    empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical(schema, c.name, c.type)),
+                                    c.name, quoted=True)
+                         for c in table.columns.values()]).limit(0)
+    with_ = tree.args.get("with_")
+    cte = exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(table.name,
+                                                                           quoted=True)))
+    tree.set("with_", exp.With(expressions=[cte, *(with_.expressions if with_ else [])]))
+    try:
+        scratch().execute(tree.sql(dialect="duckdb", copy=False),
+                          [0] if tree.find(exp.Placeholder) else []).fetchall()
+    except duckdb.Error as e:
+        raise UnsupportedQuery(f"the engine cannot run this query: {str(e).splitlines()[0]}; "
+                               "check the types of the expressions it computes") from None
 
 
 @dataclass

@@ -1072,3 +1072,22 @@ def test_an_analysts_statement_timeout_does_not_stop_a_private_query(
         rows = conn.execute("SELECT sex, COUNT(*), AVG(income) FROM people GROUP BY sex"
                             ).fetchall()
         assert [r[0] for r in rows] == ["F", "M"]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM people WHERE UPPER(age) = 'X'",
+    "SELECT COUNT(*) FROM people WHERE LENGTH(age) > 1",
+    "SELECT COUNT(*) FROM people WHERE married + married > 1",
+    "SELECT SUM(LENGTH(income)) FROM people",
+])
+def test_type_errors_of_the_engine_are_refused_before_the_charge(
+        victim_dbs: SimpleNamespace, tmp_path: Path, sql: str) -> None:
+    """The engine query is bound on an empty table of the physical types before the charge:
+    a type the engine will not accept is a refusal that costs nothing, not an engine error
+    after the charge."""
+    with dpsql.Database(victim_dbs.paths[1], _metered(SimpleNamespace(), tmp_path, 1.0),
+                        analyst="mallory") as db:
+        with pytest.raises(UnsupportedQuery, match="engine cannot run"):
+            db.query(sql, epsilon=1.0)
+        status = db.budget()
+        assert status is not None and status.spent.epsilon == 0
