@@ -111,26 +111,26 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
 def _engine_sql(p: Plan, schema: Mapping[str, str], dialect: str) -> tuple[str, bool]:
     tree = rewrite(p, schema)
     salted = tree.find(exp.Placeholder) is not None
-    sql = tree.sql(dialect=dialect)
-    check_engine_query(p, tree, schema)
+    sql = tree.sql(dialect=dialect, copy=False)
+    check_engine_query(p, sql if dialect == "duckdb" else tree.sql(dialect="duckdb"), salted,
+                       schema)
     return sql, salted
 
 
-def check_engine_query(p: Plan, tree: exp.Select, schema: Mapping[str, str]) -> None:
-    """Run the engine query on an empty table of the engine's physical types (its declared
-    ones where unknown), so that an error the engine raises whatever the data (a type it will
-    not accept) is a refusal before anything is charged, never an engine error after it."""
+def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str]) -> None:
+    """Run the engine query (DuckDB text, which opens with its WITH clause) on an empty table
+    of the engine's physical types (its declared ones where unknown), so that an error the
+    engine raises whatever the data (a type it will not accept) is a refusal before anything
+    is charged, never an engine error after it."""
     table = p.table
     empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical(schema, c.name, c.type)),
                                     c.name, quoted=True)
                          for c in table.columns.values()]).limit(0)
-    with_ = tree.args.get("with_")
-    cte = exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(table.name,
-                                                                           quoted=True)))
-    tree.set("with_", exp.With(expressions=[cte, *(with_.expressions if with_ else [])]))
+    name = exp.to_identifier(table.name, quoted=True).sql(dialect="duckdb")
+    assert sql.startswith("WITH "), "the rewritten query starts with its CTEs"
+    dry = f"WITH {name} AS ({empty.sql(dialect='duckdb')}), {sql[len('WITH '):]}"
     try:
-        scratch().execute(tree.sql(dialect="duckdb", copy=False),
-                          [0] if tree.find(exp.Placeholder) else []).fetchall()
+        scratch().execute(dry, [0] if salted else []).fetchall()
     except duckdb.Error as e:
         raise UnsupportedQuery(f"the engine cannot run this query: {str(e).splitlines()[0]}; "
                                "check the types of the expressions it computes") from None
