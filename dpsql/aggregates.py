@@ -69,6 +69,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 
 import numpy as np
@@ -124,7 +125,7 @@ class MeasurementSpec:
         """[lo, hi) split into ``buckets`` equal buckets; integer inputs get one per value."""
         return (self.lo, self.hi + 1) if self.integer else (self.lo, self.hi)
 
-    @property
+    @cached_property
     def key(self) -> tuple[object, ...]:
         """Two specs with the same key are one measurement (computed and noised once)."""
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None

@@ -156,8 +156,9 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
             order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal,
                                                                  exp.column("__unit"), *keys])),
                                          *[exp.Ordered(this=k.copy()) for k in keys]]))
-        ranked = exp.select("*").from_("__rows").qualify(
-            exp.LTE(this=group_rank, expression=exp.Literal.number(table.max_groups_per_unit)))
+        ranked = _select_all(exp.to_identifier("__rows")).qualify(
+            exp.LTE(this=group_rank, expression=exp.Literal.number(table.max_groups_per_unit)),
+            copy=False)
         source = exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier("__g")))
     row_columns = [exp.column("__unit"), *keys, *[exp.column(n) for n in sorted(set(
         inputs.values()))]]
@@ -165,8 +166,14 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
         this=exp.Anonymous(this="row_number"),
         partition_by=[exp.column("__unit")],
         order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal, *row_columns]))]))
-    return exp.select("*").from_(source).qualify(
-        exp.LTE(this=row_rank, expression=exp.Literal.number(table.max_rows_per_unit)))
+    return _select_all(source).qualify(
+        exp.LTE(this=row_rank, expression=exp.Literal.number(table.max_rows_per_unit)),
+        copy=False)
+
+
+def _select_all(source: exp.Expression) -> exp.Select:
+    """SELECT * FROM source, built without parsing text."""
+    return exp.Select(expressions=[exp.Star()], from_=exp.From(this=source))
 
 
 def _hash(parts: list[exp.Expression]) -> exp.Expression:
