@@ -342,6 +342,8 @@ DATA_DEPENDENT = [
     "DECIMAL(18,2)) * CAST(income AS DECIMAL(18,2)) * CAST(income AS DECIMAL(18,2)) * "
     "CAST(income AS DECIMAL(18,2)) * CAST(income AS DECIMAL(18,2)) > 0",
     "SELECT COUNT(*) FROM people WHERE pid % -1 = 0",
+    "SELECT COUNT(*) FROM people WHERE pid // -1 > 0",
+    "SELECT COUNT(*) FROM people WHERE pid // (age - 31) > 0",
     "SELECT COUNT(*) FROM people WHERE pid % 7 = 0",
     "SELECT COUNT(*) FROM people WHERE pid + 1 > 0",
     "SELECT COUNT(*) FROM people WHERE ABS(pid) > 0",

@@ -41,6 +41,8 @@ def _safe(op: Callable[[float, float], float], x: float, y: float) -> float:
 
 def _div(node: exp.Expression, table: Table) -> Bound:
     a, b = num(node.this, table), num(node.expression, table)
+    if isinstance(node, exp.IntDiv):
+        _no_overflow_by_minus_one(node, a, b)
     if b.lo <= 0 <= b.hi:  # dividing by a value near zero: unbounded, NULL at zero exactly
         return Bound("float", nullable=True)
     corners = [_safe(lambda x, y: x / y, x, y) for x in (a.lo, a.hi) for y in (b.lo, b.hi)]
@@ -51,13 +53,18 @@ def _div(node: exp.Expression, table: Table) -> Bound:
     return Bound(kind, lo, hi, a.nullable or b.nullable)
 
 
-def _mod(node: exp.Expression, table: Table) -> Bound:
-    a, b = num(node.this, table), num(node.expression, table)
+def _no_overflow_by_minus_one(node: exp.Expression, a: Bound, b: Bound) -> None:
+    """The engine overflows on (smallest 64-bit integer) // -1 and % -1: an error that only the
+    rows holding that value cause. Refused when the dividend has no lower bound."""
     if a.kind == "int" and a.lo < -INT_LIMIT and b.lo <= -1 <= b.hi:
-        # The engine overflows on (smallest 64-bit integer) % -1: an error only some rows cause.
         raise UnboundedExpression(
             f"{node.sql(dialect='duckdb')}: the divisor can be -1 and the dividend has no lower "
             "bound; declare bounds for its columns in the metadata or use a positive divisor")
+
+
+def _mod(node: exp.Expression, table: Table) -> Bound:
+    a, b = num(node.this, table), num(node.expression, table)
+    _no_overflow_by_minus_one(node, a, b)
     m = b.magnitude
     lo = 0.0 if a.lo >= 0 else -m
     hi = 0.0 if a.hi <= 0 else m
