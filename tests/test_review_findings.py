@@ -209,3 +209,19 @@ def test_one_person_cannot_make_a_large_group_vanish(infinity_dbs: SimpleNamespa
         released.append(sum(len(r) for r in rows))
     assert released[0] >= 18, released
     assert released[1] >= 10, f"released {released[0]}/20 times on D, {released[1]}/20 on D'"
+
+
+# --------------------------------------------------------------------------- finding 4
+#: Not a difference between neighbours, but a crash with no stable error class: integer
+#: division of an unbounded integer column by a positive constant raises Python's
+#: OverflowError out of the planner (dpsql/bounds/numbers.py _div: ``math.floor(lo)`` of
+#: -inf). Over the wire that is an internal error instead of a QueryRefused with a message.
+#: Suggested fix: in _div, floor/ceil only finite corners (keep -inf/inf), so that bound()
+#: then refuses the unbounded integer result with UnboundedExpression.
+@pytest.mark.parametrize("sql", ["SELECT COUNT(*) FROM people WHERE pid // 2 = 0",
+                                 "SELECT pid // 1000 AS k, COUNT(*) FROM people GROUP BY k"])
+def test_integer_division_of_an_unbounded_column_is_a_refusal_not_a_crash(
+        victim_dbs: SimpleNamespace, sql: str) -> None:
+    from dpsql.errors import QueryRefused
+    with pytest.raises(QueryRefused):
+        victim_dbs.d.query(sql, epsilon=1.0, delta=1e-6)
