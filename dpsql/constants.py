@@ -84,6 +84,8 @@ def is_literal(node: exp.Expression) -> bool:
 
 
 def _evaluated(node: exp.Expression, table: Table) -> exp.Expression:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return _number(node)
     if not _foldable(node) or node.find(exp.Column) is not None:
         return node
     return _value_literal(node, *_evaluate(node, table))
@@ -98,6 +100,19 @@ def _typed_literal(node: exp.Expression) -> exp.Expression:
     sql = exp.select(exp.alias_(node.copy(), "v"), exp.alias_(
         exp.cast(node.copy(), "VARCHAR"), "t")).sql(dialect="duckdb")
     return _value_literal(node, *_run(sql, node))
+
+
+def _number(literal: exp.Literal) -> exp.Expression:
+    """A number literal as the engine will type it: an integer beyond 64 bits is a DOUBLE (the
+    engine would convert it lazily, and fail on the rows that reach it when it does not fit),
+    and a number that is infinite as a DOUBLE is refused."""
+    value = float(literal.this)
+    if not math.isfinite(value):
+        raise InvalidConstant(f"{literal.this[:30]}... is too large for a number (beyond "
+                              "1.8e308); write a smaller number")
+    if literal.is_int and int(literal.this) >= _INT64:
+        return exp.Literal.number(repr(value))
+    return literal
 
 
 def _foldable(node: exp.Expression) -> bool:

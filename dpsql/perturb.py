@@ -44,7 +44,7 @@ class NoisyCells:
 def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     """Release groups and noisy cells from the engine's exact rows (keys, then measurements)."""
     nkeys = len(plan.keys)
-    exact = {canonical(r[:nkeys]): r[nkeys:] for r in rows}
+    exact = _by_key(rows, nkeys)
     noisy: dict[str, np.ndarray] = {}
     if plan.domain is not None:
         keys = list(plan.domain)
@@ -79,6 +79,30 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
         widths = [_width(m) for m in measurements]
         accuracies[cell.call.placeholder] = cell.accuracy(parts, widths)
     return NoisyCells(keys=keys, values=values, accuracy=accuracies)
+
+
+def _by_key(rows: Sequence[tuple[object, ...]], nkeys: int
+            ) -> dict[tuple[object, ...], Sequence[object]]:
+    """The engine's rows by canonical key. Two engine groups whose keys are one released value
+    (values the engine keeps apart but the client converts alike) are merged by adding their
+    measurements: what grouping by the released value would have computed, with the same
+    sensitivity (a unit's contributions to the two groups move the merged one by their sum),
+    so no group silently replaces another."""
+    exact: dict[tuple[object, ...], Sequence[object]] = {}
+    for row in rows:
+        key = canonical(row[:nkeys])
+        seen = exact.get(key)
+        exact[key] = row[nkeys:] if seen is None else [_add(a, b) for a, b in
+                                                       zip(seen, row[nkeys:], strict=True)]
+    return exact
+
+
+def _add(a: object, b: object) -> object:
+    if a is None or b is None:
+        return b if a is None else a
+    if isinstance(a, dict) and isinstance(b, dict):  # histograms: bucket -> count
+        return {k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()}
+    return a + b  # type: ignore[operator]
 
 
 def _noise(m: Measurement) -> NoiseSpec:

@@ -11,13 +11,14 @@ the engine, the plan-time evaluation of constants and the domains agree on every
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import cast
 
 from sqlglot import exp
 
 from dpsql.bounds import COMPARISONS
-from dpsql.metadata import Table
+from dpsql.metadata import Column, Table
 
 
 def number(value: float) -> exp.Expression:
@@ -72,8 +73,9 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
         if isinstance(n, exp.Cast):  # CAST, ::, TRY_CAST: never fails, never narrow
             return _wide(exp.TryCast(this=total(n.this, table, reader, filtering),
                                      to=n.to.copy()))
+
         if isinstance(n, exp.Literal) and not n.is_string:
-            return _typednumber(n)
+            return _typed_number(n)
         if isinstance(n, exp.Sign):  # DuckDB's SIGN is a TINYINT: SIGN(a) + SIGN(b) + ...
             return exp.cast(exp.Sign(this=total(n.this, table, reader, filtering)), "BIGINT")
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
@@ -86,7 +88,7 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
     return node.copy().transform(fix, copy=False)
 
 
-def _typednumber(literal: exp.Literal) -> exp.Expression:
+def _typed_number(literal: exp.Literal) -> exp.Expression:
     """A number literal with the type that :mod:`dpsql.bounds` gives it. DuckDB reads 1.5 as
     a DECIMAL (see _wide) and 2147483647 as an INTEGER, so ``CASE ... THEN 2147483647 END + 1``
     would overflow INT32 on the rows that take the branch: integers are BIGINT (DOUBLE beyond
@@ -97,9 +99,10 @@ def _typednumber(literal: exp.Literal) -> exp.Expression:
     parent = literal.parent.parent if isinstance(literal.parent, exp.Neg) else literal.parent
     while isinstance(parent, exp.Paren):
         parent = parent.parent
-    if isinstance(parent, _COMPARISONS) or literal.arg_key == "decimals":
+    fits = int(literal.this) < 2**63  # a BIGINT; beyond, DuckDB converts it to DOUBLE lazily
+    if (isinstance(parent, _COMPARISONS) and fits) or literal.arg_key == "decimals":
         return literal.copy()
-    return exp.cast(literal.copy(), "BIGINT" if int(literal.this) < 2**63 else "DOUBLE")
+    return exp.cast(literal.copy(), "BIGINT" if fits else "DOUBLE")
 
 
 _COMPARISONS = (*COMPARISONS, exp.Is)
@@ -123,12 +126,31 @@ _NARROW_INTEGERS = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.D
                     exp.DataType.Type.UINT, exp.DataType.Type.UBIGINT}
 
 
+#: Dates and timestamps that every engine function and the Python client handle: DuckDB's
+#: DATE reaches year 5,881,580 and 'infinity', but DATE_TRUNC to an hour fails beyond year
+#: 294,247 and the client turns 'infinity' into 9999-12-31. Unbounded dates are read in here.
+DATE_RANGE = (dt.date(1, 1, 1), dt.date(9999, 12, 31))
+
+
+def clamp_date(value: exp.Expression, lo: dt.date, hi: dt.date, kind: str = "DATE"
+               ) -> exp.Expression:
+    """``value`` (a DATE or TIMESTAMP) clamped to [lo, hi], NULL kept:
+    ``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``."""
+    low, high = (exp.cast(exp.Literal.string(d.isoformat()), kind) for d in (lo, hi))
+    return exp.Paren(this=exp.Case(ifs=[
+        exp.If(this=exp.LT(this=value.copy(), expression=low), true=low.copy()),
+        exp.If(this=exp.GT(this=value.copy(), expression=high), true=high.copy())],
+        default=value.copy()))
+
+
 def _wide(cast: exp.TryCast) -> exp.Expression:
     """Arithmetic on narrow or unsigned integers and on DECIMALs fails in DuckDB when it
     overflows (CAST(age AS TINYINT) + CAST(age AS TINYINT)), and the error message quotes the
     row's values. The bounds already keep every value inside 64-bit integers and doubles, so
     such a cast is widened right away: the arithmetic then runs on BIGINT or DOUBLE."""
     target = cast.to.this
+    if target in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP):
+        return clamp_date(cast, *DATE_RANGE, kind=target.value)
     if target in _NARROW_INTEGERS:
         return exp.TryCast(this=cast, to=exp.DataType.build("BIGINT"))
     if target == exp.DataType.Type.DECIMAL:
@@ -161,12 +183,12 @@ class Reader:
         meta = self.table.column(column.name)
         ref = exp.column(column.name, quoted=True)
         stored = self.physical.get(column.name.lower(), "").split("(")[0]
-        if meta is not None and meta.type in ("bool", "date") and \
-                stored not in _COMPARABLE[meta.type]:
-            # Text declared as bool or date would be cast row by row, and fail on some rows
-            # only (WHERE flag: "Could not convert string 'maybe' to BOOL"): NULL instead.
-            return exp.TryCast(this=ref, to=exp.DataType.build(meta.type.upper().replace(
-                "BOOL", "BOOLEAN")))
+        if meta is not None and meta.type == "date":
+            return self._date(ref, meta, stored)
+        if meta is not None and meta.type == "bool" and stored not in _COMPARABLE["bool"]:
+            # Text declared as bool would be cast row by row, and fail on some rows only
+            # (WHERE flag: "Could not convert string 'maybe' to BOOL"): NULL instead.
+            return exp.TryCast(this=ref, to=exp.DataType.build("BOOLEAN"))
         if meta is None or meta.type not in ("int", "float"):
             return ref
         value: exp.Expression = ref
@@ -184,3 +206,17 @@ class Reader:
             return exp.Paren(this=value)
         return exp.Paren(this=clamp(value, float(meta.lower), float(meta.upper),  # type: ignore[arg-type]
                                     nan=meta.type == "float"))
+
+    @staticmethod
+    def _date(ref: exp.Expression, meta: Column, stored: str) -> exp.Expression:
+        """A date column read clamped to its declared bounds (to :data:`DATE_RANGE` without
+        them), as numbers are: 'infinity' or year 300000 would otherwise overflow YEAR()
+        arithmetic or DATE_TRUNC on the rows holding them. Text declared as a date is read
+        with TRY_CAST (NULL where it does not convert)."""
+        value: exp.Expression = ref
+        if stored not in _COMPARABLE["date"]:
+            value = exp.TryCast(this=ref, to=exp.DataType.build("DATE"))
+        lo, hi = DATE_RANGE
+        if isinstance(meta.lower, dt.date) and isinstance(meta.upper, dt.date):
+            lo, hi = max(meta.lower, lo), min(meta.upper, hi)
+        return clamp_date(value, lo, hi)

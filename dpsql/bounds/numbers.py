@@ -48,8 +48,8 @@ def _div(node: exp.Expression, table: Table) -> Bound:
     corners = [_safe(lambda x, y: x / y, x, y) for x in (a.lo, a.hi) for y in (b.lo, b.hi)]
     kind = "int" if isinstance(node, exp.IntDiv) and a.kind == b.kind == "int" else "float"
     lo, hi = min(corners), max(corners)
-    if kind == "int":
-        lo, hi = math.floor(lo), math.ceil(hi)
+    if kind == "int":  # an infinite corner stays infinite (and bound() refuses it if needed)
+        lo, hi = apply(math.floor, lo), apply(math.ceil, hi)
     return Bound(kind, lo, hi, a.nullable or b.nullable)
 
 

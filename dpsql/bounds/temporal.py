@@ -65,6 +65,8 @@ def _year_limits(node: exp.Expression, table: Table) -> tuple[float, float]:
         meta = table.column(node.name)
         if meta is not None and meta.bounded:
             return meta.lower.year, meta.upper.year  # type: ignore[union-attr]
+        if meta is not None:  # read clamped to DATE_RANGE (dpsql.total)
+            return 1, 9999
     return -INF, INF
 
 
