@@ -24,6 +24,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import sqlglot
@@ -32,6 +33,7 @@ from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
 from dpsql.metadata import Column, Metadata, Table
+from dpsql.parameters import parse_array_literal
 from dpsql.server import types as t
 
 log = logging.getLogger(__name__)
@@ -653,7 +655,9 @@ class Catalog:
         if isinstance(node, exp.Table):
             return self._table(node, ctes, info)
         if isinstance(node, exp.Cast):  # (a Cast is a Func too)
-            return _cast(node)
+            return _array_cast(node) or _cast(node)
+        if _is_quantified(node):
+            return _quantified(node)
         if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and \
                 node.this.name.lower() == "pg_catalog" and isinstance(node.expression, exp.Func):
             return _function(node.expression, info)
@@ -858,6 +862,53 @@ def _cast(node: exp.Cast) -> exp.Expr:
     if duck is not None:
         return exp.cast(inner, duck)
     return node
+
+
+def _array_cast(node: exp.Cast) -> exp.Expr | None:
+    """``'{r,p}'::char[]``: a PostgreSQL array literal, as a DuckDB list of that type."""
+    to = node.args.get("to")
+    if to is None or not _is_string(node.this):
+        return None
+    target = _type_name(to)
+    if not target.endswith("[]") and not (isinstance(to, exp.DataType) and
+                                          to.is_type(exp.DataType.Type.ARRAY)):
+        return None
+    return exp.cast(_array(node.this.name), _duck_type(target) or "VARCHAR[]")
+
+
+def _is_quantified(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Any | exp.All) or (
+        isinstance(node, exp.Anonymous) and node.name.upper() in ("ANY", "ALL", "SOME"))
+
+
+def _quantified(node: exp.Expr) -> exp.Expr:
+    """``= ANY('{r,p}')`` (a literal, or a parameter bound as one): the text is an array
+    literal, as in PostgreSQL, not a string to unnest (DuckDB refuses that, and the refusal used
+    to turn into an empty answer)."""
+    args = node.expressions if isinstance(node, exp.Anonymous) else [node.this]
+    for arg in args:
+        inner = arg.this if isinstance(arg, exp.Paren) else arg
+        if _is_string(inner):
+            inner.replace(_array(inner.name))
+    return node
+
+
+def _is_string(node: object) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _array(text: str) -> exp.Expression:
+    try:
+        items = parse_array_literal(text)
+    except ValueError as e:
+        raise CatalogError(f"malformed array literal: {e}", "22P02") from None
+    return _array_of(items)
+
+
+def _array_of(items: list[Any]) -> exp.Expression:
+    return exp.Array(expressions=[
+        exp.Null() if item is None else _array_of(item) if isinstance(item, list)
+        else exp.Literal.string(item) for item in items])
 
 
 _DUCK_NAMES = {
