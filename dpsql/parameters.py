@@ -49,7 +49,8 @@ def bind_parameters(sql: str, parameters: Parameters = None) -> str:
     the Python value, so a value can never become SQL. Placeholders: ``?`` (qmark, bound in
     order from a sequence), ``$1`` (numeric, 1-based into a sequence; each index used at least
     once) and ``:name`` / ``$name`` (named, from a mapping). Values: None, bool, int, float
-    (finite), Decimal, str, datetime.date, datetime.datetime and datetime.time; others are
+    (finite), Decimal, str, datetime.date, datetime.datetime, datetime.time, and a list or
+    tuple of those (an array, for ``col = ANY(?)``); others are
     refused with :class:`~dpsql.errors.ProgrammingError`, as is a wrong number of parameters.
 
     Without placeholders and parameters this still normalises: the same query written with
@@ -159,6 +160,8 @@ def _literal(value: Any, name: str) -> exp.Expression:
         return exp.cast(exp.Literal.string(value.isoformat()), "DATE")
     if isinstance(value, dt.time):
         return exp.cast(exp.Literal.string(value.isoformat()), "TIME")
+    if isinstance(value, list | tuple):  # for col = ANY(?): an array, read as an IN list
+        return exp.Array(expressions=[_literal(v, name) for v in value])
     raise ProgrammingError(f"{where}: cannot bind a value of type {type(value).__name__}; use "
                            "None, bool, int, float, Decimal, str, date, datetime or time")
 

@@ -683,6 +683,8 @@ class Catalog:
                 return _session_table(name, node, info)
             node.set("db", exp.to_identifier(PG_SCHEMA))
             node.set("catalog", None)
+        elif schema == "information_schema" and name in INFO_TABLES:
+            return _info_table(name, node, info)
         elif schema == "information_schema":
             node.set("db", exp.to_identifier(IS_SCHEMA))
             node.set("catalog", None)
@@ -742,7 +744,7 @@ def _column(node: exp.Column, info: SessionInfo) -> exp.Expression:
         return _session_value(node.name.lower(), info) or node
     schema = node.db.lower()
     if schema in ("pg_catalog", "information_schema"):
-        if node.table.lower() in SESSION_TABLES:
+        if node.table.lower() in (SESSION_TABLES if schema == "pg_catalog" else INFO_TABLES):
             node.set("db", None)
         else:
             node.set("db", exp.to_identifier(PG_SCHEMA if schema == "pg_catalog" else IS_SCHEMA))
@@ -985,6 +987,26 @@ def _session_table(name: str, node: exp.Table, info: SessionInfo) -> exp.Express
     subquery = sqlglot.parse_one(f"({body})", read="duckdb")
     return exp.Subquery(this=subquery.this if isinstance(subquery, exp.Subquery) else subquery,
                         alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+# information_schema columns naming the database ("catalog" in SQL's words) of an object.
+_CATALOG_COLUMNS = {"catalog_name", "table_catalog", "constraint_catalog", "udt_catalog",
+                    "unique_constraint_catalog", "specific_catalog", "routine_catalog",
+                    "sequence_catalog", "trigger_catalog", "event_object_catalog"}
+
+
+def _info_table(name: str, node: exp.Table, info: SessionInfo) -> exp.Expression:
+    """An information_schema view with its catalog columns (``table_catalog``, ...) set to the
+    session's database, as PostgreSQL does: the catalog is shared by sessions that connected to
+    databases of different names, and tools (harlequin) build their tree from these columns
+    and compare them with ``current_database()``."""
+    columns = [c.split()[0] for c in _split_columns(INFO_TABLES[name])]
+    database = t.string_literal(info.database)
+    replaced = ", ".join(f"{database} AS {c}" for c in columns if c in _CATALOG_COLUMNS)
+    star = f"* REPLACE ({replaced})" if replaced else "*"
+    subquery = sqlglot.parse_one(f"(SELECT {star} FROM {IS_SCHEMA}.{name})", read="duckdb")
+    return exp.Subquery(this=subquery.this if isinstance(subquery, exp.Subquery) else subquery,
+                        alias=exp.TableAlias(this=exp.to_identifier(node.alias or name)))
 
 
 def _split_columns(spec: str) -> list[str]:
