@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, UnsupportedQuery
 from dpsql.metadata import Metadata, Table
+from dpsql.parameters import parse_array_literal
 
 # Clauses that make a SELECT more than a row-level transformation of its input.
 _NOT_ROW_LEVEL = ("group", "having", "limit", "offset", "qualify", "distinct", "windows")
@@ -43,7 +44,7 @@ class _Source:
 
 def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
     """Resolve ``select`` against ``metadata``."""
-    select = select.copy()
+    select = _quantified_to_in(select.copy())
     names = [output_name(e) for e in select.expressions]
     ctes = _collect_ctes(select, {})
     source = _resolve_from(select, ctes, metadata, "the query")
@@ -229,3 +230,67 @@ def _combine(a: exp.Expression | None, b: exp.Expression | None) -> exp.Expressi
         return a or b
     # Two operands: exp.and_ builds an exp.And (its stub says the wider exp.Condition).
     return cast(exp.Expression, exp.and_(a, b, copy=True))
+
+
+def _quantified_to_in(select: exp.Select) -> exp.Select:
+    """``x = ANY(ARRAY[a, b])`` as ``x IN (a, b)``, and ``x <> ALL(...)`` as ``x NOT IN (...)``.
+
+    PostgreSQL clients send a list parameter as an array (``col = ANY($1)``, bound here as the
+    array literal text ``'{a,b}'``) where other databases take ``IN``. The two are the same
+    predicate, row by row (a NULL element gives NULL when nothing matches, as with IN), so the
+    rewrite changes no answer and no sensitivity: every later pass sees a plain IN list of
+    constants. An empty array makes ANY false and ALL true, as in PostgreSQL. Other shapes
+    (``> ANY``, subqueries, nested arrays) are left for the later passes to refuse.
+    """
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.EQ | exp.NEQ):
+            quantifier = "ANY" if isinstance(node, exp.EQ) else "ALL"
+            items = _quantified_items(node.expression, quantifier)
+            if items is not None:
+                if not items:
+                    return exp.Boolean(this=quantifier == "ALL")
+                listed = exp.In(this=node.this, expressions=items)
+                return listed if quantifier == "ANY" else exp.Not(this=listed)
+        return node
+
+    return cast(exp.Select, select.transform(rewrite, copy=False))
+
+
+def _quantified_items(node: exp.Expression, quantifier: str) -> list[exp.Expression] | None:
+    """The elements of ``ANY(array)`` (or ``ALL(array)``), or None for any other shape."""
+    if isinstance(node, exp.Any | exp.All) and (quantifier == "ANY") == isinstance(node, exp.Any):
+        argument = node.this
+    elif isinstance(node, exp.Anonymous) and node.name.upper() == quantifier and \
+            len(node.expressions) == 1:
+        argument = node.expressions[0]
+    else:
+        return None
+    while isinstance(argument, exp.Paren):
+        argument = argument.this
+    element_type = None
+    if isinstance(argument, exp.Cast) and argument.to.is_type(exp.DataType.Type.ARRAY) and \
+            argument.to.expressions:
+        element_type, argument = argument.to.expressions[0], argument.this
+    if isinstance(argument, exp.Literal) and argument.is_string:
+        items = _text_elements(argument.name)
+    elif isinstance(argument, exp.Array):
+        items = [e.copy() for e in argument.expressions]
+    else:
+        return None
+    if any(isinstance(e, exp.Array) for e in items):
+        raise UnsupportedQuery("= ANY of a multidimensional array is not supported; compare "
+                               "with a one-dimensional array or an IN list")
+    if element_type is not None:
+        return [exp.Cast(this=e, to=element_type.copy()) for e in items]
+    return items
+
+
+def _text_elements(text: str) -> list[exp.Expression]:
+    try:
+        values = parse_array_literal(text)
+    except ValueError as e:
+        raise UnsupportedQuery(f"{e}; write the array as '{{a,b}}' or ARRAY[a, b], or use "
+                               "IN (a, b)") from None
+    return [exp.Null() if v is None else exp.Array() if isinstance(v, list)
+            else exp.Literal.string(v) for v in values]

@@ -49,7 +49,8 @@ def bind_parameters(sql: str, parameters: Parameters = None) -> str:
     the Python value, so a value can never become SQL. Placeholders: ``?`` (qmark, bound in
     order from a sequence), ``$1`` (numeric, 1-based into a sequence; each index used at least
     once) and ``:name`` / ``$name`` (named, from a mapping). Values: None, bool, int, float
-    (finite), Decimal, str, datetime.date, datetime.datetime and datetime.time; others are
+    (finite), Decimal, str, datetime.date, datetime.datetime, datetime.time, and a list or
+    tuple of those (an array, for ``col = ANY(?)``); others are
     refused with :class:`~dpsql.errors.ProgrammingError`, as is a wrong number of parameters.
 
     Without placeholders and parameters this still normalises: the same query written with
@@ -159,7 +160,78 @@ def _literal(value: Any, name: str) -> exp.Expression:
         return exp.cast(exp.Literal.string(value.isoformat()), "DATE")
     if isinstance(value, dt.time):
         return exp.cast(exp.Literal.string(value.isoformat()), "TIME")
+    if isinstance(value, list | tuple):  # for col = ANY(?): an array, read as an IN list
+        return exp.Array(expressions=[_literal(v, name) for v in value])
     raise ProgrammingError(f"{where}: cannot bind a value of type {type(value).__name__}; use "
                            "None, bool, int, float, Decimal, str, date, datetime or time")
 
 
+
+
+def parse_array_literal(text: str) -> list[Any]:
+    """The elements of a PostgreSQL array literal such as ``{r,p}`` or ``{"a,b",NULL,"x\\"y"}``.
+
+    PostgreSQL's input rules: elements are separated by commas, surrounding whitespace is
+    dropped, double quotes protect commas, braces, spaces and the word NULL, a backslash escapes
+    the next character, and an unquoted NULL (any case) is SQL NULL (None). Nested braces give
+    nested lists. Elements stay text: their type is the type of what they are compared with.
+    Anything else raises :class:`ValueError` (so a malformed value is refused, never guessed).
+    """
+    items, end = _array_items(text.strip(), 0)
+    if end != len(text.strip()):
+        raise ValueError(f"junk after the closing brace of the array literal {text!r}")
+    return items
+
+
+def _array_items(text: str, i: int) -> tuple[list[Any], int]:
+    if i >= len(text) or text[i] != "{":
+        raise ValueError(f"an array literal starts with '{{': {text!r}")
+    items: list[Any] = []
+    i = _skip_space(text, i + 1)
+    if i < len(text) and text[i] == "}":
+        return items, i + 1
+    while True:
+        item, i = _array_item(text, _skip_space(text, i))
+        items.append(item)
+        i = _skip_space(text, i)
+        if i >= len(text):
+            raise ValueError(f"unterminated array literal {text!r}")
+        if text[i] == "}":
+            return items, i + 1
+        if text[i] != ",":
+            raise ValueError(f"expected ',' or '}}' at position {i} of {text!r}")
+        i += 1
+
+
+def _array_item(text: str, i: int) -> tuple[Any, int]:
+    if i < len(text) and text[i] == "{":
+        return _array_items(text, i)
+    quoted = i < len(text) and text[i] == '"'
+    out: list[str] = []
+    i += quoted
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if quoted and c == '"':
+            return "".join(out), i + 1
+        if not quoted and c in ",}":
+            break
+        if not quoted and c in '{"':
+            raise ValueError(f"unexpected {c!r} at position {i} of {text!r}; quote the element")
+        out.append(c)
+        i += 1
+    if quoted:
+        raise ValueError(f"unterminated quoted element in {text!r}")
+    word = "".join(out).strip()
+    if not word:
+        raise ValueError(f"empty element in the array literal {text!r}")
+    return (None if word.upper() == "NULL" else word), i
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i

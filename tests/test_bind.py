@@ -196,3 +196,34 @@ def test_table_functions_are_forbidden(sql: str, what: str, md: Metadata) -> Non
 def test_not_row_level_or_unsupported(sql: str, match: str, md: Metadata) -> None:
     with pytest.raises(UnsupportedQuery, match=match):
         b(sql, md)
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("sex = ANY('{F,M}')", "sex IN ('F', 'M')"),
+    ("sex = ANY(ARRAY['F', NULL])", "sex IN ('F', NULL)"),
+    ("age = ANY('{30, 40}'::int[])", "age IN (CAST('30' AS INT), CAST('40' AS INT))"),
+    ("sex <> ALL('{\"a,b\",c}')", "NOT sex IN ('a,b', 'c')"),
+    ("sex = ANY('{}')", "FALSE"),
+    ("sex <> ALL('{}')", "TRUE"),
+    ("age > ANY(ARRAY[1])", "age > ANY([1])"),  # left for the checker to refuse
+])
+def test_any_of_an_array_becomes_in(sql: str, expected: str, md: Metadata) -> None:
+    assert where(b(f"SELECT COUNT(*) FROM people WHERE {sql}", md)) == expected
+
+
+@pytest.mark.parametrize("literal", ["'{F,M'", "'F,M'", "'{{F},{M}}'", "'{F,}'"])
+def test_malformed_or_nested_array_literal_is_refused(literal: str, md: Metadata) -> None:
+    with pytest.raises(UnsupportedQuery, match="array"):
+        b(f"SELECT COUNT(*) FROM people WHERE sex = ANY({literal})", md)
+
+
+def test_array_literal_parsing_follows_postgresql() -> None:
+    from dpsql.parameters import bind_parameters, parse_array_literal
+    assert parse_array_literal(' { a , "b c" ,NULL, "NULL", "x\\"y", \\, } ') == \
+        ["a", "b c", None, "NULL", 'x"y', ","]
+    assert parse_array_literal("{{1,2},{3}}") == [["1", "2"], ["3"]]
+    assert parse_array_literal("{}") == []
+    # a list parameter binds as an array literal of its values, never as SQL text
+    assert bind_parameters("SELECT COUNT(*) FROM people WHERE sex = ANY(?)",
+                           [["F", "x') OR (1=1"]]) == \
+        "SELECT COUNT(*) FROM people WHERE sex = ANY(['F', 'x'') OR (1=1'])"

@@ -24,6 +24,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import sqlglot
@@ -32,6 +33,7 @@ from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
 from dpsql.metadata import Column, Metadata, Table
+from dpsql.parameters import parse_array_literal
 from dpsql.server import types as t
 
 log = logging.getLogger(__name__)
@@ -653,7 +655,9 @@ class Catalog:
         if isinstance(node, exp.Table):
             return self._table(node, ctes, info)
         if isinstance(node, exp.Cast):  # (a Cast is a Func too)
-            return _cast(node)
+            return _array_cast(node) or _cast(node)
+        if _is_quantified(node):
+            return _quantified(node)
         if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and \
                 node.this.name.lower() == "pg_catalog" and isinstance(node.expression, exp.Func):
             return _function(node.expression, info)
@@ -679,6 +683,8 @@ class Catalog:
                 return _session_table(name, node, info)
             node.set("db", exp.to_identifier(PG_SCHEMA))
             node.set("catalog", None)
+        elif schema == "information_schema" and name in INFO_TABLES:
+            return _info_table(name, node, info)
         elif schema == "information_schema":
             node.set("db", exp.to_identifier(IS_SCHEMA))
             node.set("catalog", None)
@@ -738,7 +744,7 @@ def _column(node: exp.Column, info: SessionInfo) -> exp.Expression:
         return _session_value(node.name.lower(), info) or node
     schema = node.db.lower()
     if schema in ("pg_catalog", "information_schema"):
-        if node.table.lower() in SESSION_TABLES:
+        if node.table.lower() in (SESSION_TABLES if schema == "pg_catalog" else INFO_TABLES):
             node.set("db", None)
         else:
             node.set("db", exp.to_identifier(PG_SCHEMA if schema == "pg_catalog" else IS_SCHEMA))
@@ -860,6 +866,53 @@ def _cast(node: exp.Cast) -> exp.Expr:
     return node
 
 
+def _array_cast(node: exp.Cast) -> exp.Expr | None:
+    """``'{r,p}'::char[]``: a PostgreSQL array literal, as a DuckDB list of that type."""
+    to = node.args.get("to")
+    if to is None or not _is_string(node.this):
+        return None
+    target = _type_name(to)
+    if not target.endswith("[]") and not (isinstance(to, exp.DataType) and
+                                          to.is_type(exp.DataType.Type.ARRAY)):
+        return None
+    return exp.cast(_array(node.this.name), _duck_type(target) or "VARCHAR[]")
+
+
+def _is_quantified(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Any | exp.All) or (
+        isinstance(node, exp.Anonymous) and node.name.upper() in ("ANY", "ALL", "SOME"))
+
+
+def _quantified(node: exp.Expr) -> exp.Expr:
+    """``= ANY('{r,p}')`` (a literal, or a parameter bound as one): the text is an array
+    literal, as in PostgreSQL, not a string to unnest (DuckDB refuses that, and the refusal used
+    to turn into an empty answer)."""
+    args = node.expressions if isinstance(node, exp.Anonymous) else [node.this]
+    for arg in args:
+        inner = arg.this if isinstance(arg, exp.Paren) else arg
+        if _is_string(inner):
+            inner.replace(_array(inner.name))
+    return node
+
+
+def _is_string(node: object) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _array(text: str) -> exp.Expression:
+    try:
+        items = parse_array_literal(text)
+    except ValueError as e:
+        raise CatalogError(f"malformed array literal: {e}", "22P02") from None
+    return _array_of(items)
+
+
+def _array_of(items: list[Any]) -> exp.Expression:
+    return exp.Array(expressions=[
+        exp.Null() if item is None else _array_of(item) if isinstance(item, list)
+        else exp.Literal.string(item) for item in items])
+
+
 _DUCK_NAMES = {
     "int2": "SMALLINT", "smallint": "SMALLINT", "int4": "INTEGER", "int": "INTEGER",
     "integer": "INTEGER", "int8": "BIGINT", "bigint": "BIGINT", "float4": "FLOAT",
@@ -934,6 +987,26 @@ def _session_table(name: str, node: exp.Table, info: SessionInfo) -> exp.Express
     subquery = sqlglot.parse_one(f"({body})", read="duckdb")
     return exp.Subquery(this=subquery.this if isinstance(subquery, exp.Subquery) else subquery,
                         alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+# information_schema columns naming the database ("catalog" in SQL's words) of an object.
+_CATALOG_COLUMNS = {"catalog_name", "table_catalog", "constraint_catalog", "udt_catalog",
+                    "unique_constraint_catalog", "specific_catalog", "routine_catalog",
+                    "sequence_catalog", "trigger_catalog", "event_object_catalog"}
+
+
+def _info_table(name: str, node: exp.Table, info: SessionInfo) -> exp.Expression:
+    """An information_schema view with its catalog columns (``table_catalog``, ...) set to the
+    session's database, as PostgreSQL does: the catalog is shared by sessions that connected to
+    databases of different names, and tools (harlequin) build their tree from these columns
+    and compare them with ``current_database()``."""
+    columns = [c.split()[0] for c in _split_columns(INFO_TABLES[name])]
+    database = t.string_literal(info.database)
+    replaced = ", ".join(f"{database} AS {c}" for c in columns if c in _CATALOG_COLUMNS)
+    star = f"* REPLACE ({replaced})" if replaced else "*"
+    subquery = sqlglot.parse_one(f"(SELECT {star} FROM {IS_SCHEMA}.{name})", read="duckdb")
+    return exp.Subquery(this=subquery.this if isinstance(subquery, exp.Subquery) else subquery,
+                        alias=exp.TableAlias(this=exp.to_identifier(node.alias or name)))
 
 
 def _split_columns(spec: str) -> list[str]:

@@ -50,6 +50,10 @@ log = logging.getLogger("dpsql.server")
 
 _OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^\s)]+)\s*\)", re.I)
 _COLLATE = re.compile(r"\s+COLLATE\s+(pg_catalog\s*\.\s*)?\"?default\"?", re.I)
+# sqlglot reads ``x::oid[]`` (and regtype[], regclass[], ...) as a subscript and fails;
+# schema-qualified, the same type parses (asyncpg's type introspection writes ``$1::oid[]``).
+_CATALOG_ARRAY = re.compile(r"(::|\bAS)\s*(?<!\.)\b(oid|xid|cid|tid|aclitem|reg[a-z]+)\s*\[\s*\]",
+                            re.I)
 _FLUSH_AT = 64 * 1024
 # Functions a catalog query may not call (engine internals, files, settings, secrets).
 _DENIED_FUNCTIONS = {"query", "query_table", "glob", "which_secret", "getenv", "setseed",
@@ -152,7 +156,7 @@ class Classifier:
         return self._query(text, nparams)
 
     def _query(self, text: str, nparams: int) -> Statement:
-        cleaned = _COLLATE.sub("", _OPERATOR.sub(r"\1", text))
+        cleaned = _clean(text)
         try:
             # cast: sqlglot types parse results as its Expr trait; every node is an Expression
             tree = cast(exp.Expression, sqlglot.parse_one(cleaned, read="postgres"))
@@ -211,6 +215,12 @@ class Classifier:
             return tree.sql(dialect="duckdb")
         except SqlglotError:
             return text
+
+
+def _clean(text: str) -> str:
+    """The text as sqlglot can parse it: PostgreSQL-only spellings sqlglot misreads rewritten."""
+    text = _COLLATE.sub("", _OPERATOR.sub(r"\1", text))
+    return _CATALOG_ARRAY.sub(r"\1 pg_catalog.\2[]", text)
 
 
 def _target(text: str) -> str:
@@ -880,7 +890,7 @@ class Session:
                     return t.typed_literal(params[n - 1], oid)
 
                 text = sqltext.substitute(statement.text, literal)
-                cleaned = _COLLATE.sub("", _OPERATOR.sub(r"\1", text))
+                cleaned = _clean(text)
                 # cast: as in _query, every node sqlglot returns is an exp.Expression
                 tree = cast(exp.Expression, sqlglot.parse_one(cleaned, read="postgres"))
                 key = text

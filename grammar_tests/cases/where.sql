@@ -276,3 +276,31 @@ SELECT COUNT(*) FROM people WHERE age = getvariable('x');
 -- case: where current date
 -- expect: refused ForbiddenFunction
 SELECT COUNT(*) FROM people WHERE signup_date < current_date;
+
+-- case: where equals any of an array literal
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE education = ANY('{master,"doctorate"}');
+
+-- case: where equals any of an array constructor
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE age = ANY(ARRAY[20, 30, 40]);
+
+-- case: where differs from all of a typed array literal
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE age <> ALL('{20,30}'::int[]);
+
+-- case: where equals any of an empty array
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE sex = ANY('{}');
+
+-- case: where any of a malformed array literal
+-- expect: refused UnsupportedQuery mentions="unterminated array literal"
+SELECT COUNT(*) FROM people WHERE sex = ANY('{F,M');
+
+-- case: where any of a number array with non numeric text
+-- expect: refused InvalidConstant
+SELECT COUNT(*) FROM people WHERE age = ANY('{30,x}');
+
+-- case: where greater than any stays refused
+-- expect: refused ForbiddenFunction
+SELECT COUNT(*) FROM people WHERE age > ANY(ARRAY[30]);
