@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,6 +24,7 @@ from dpsql.server import types as t
 from dpsql.server.testing import sandbox
 
 TIMEOUT = 20
+PGJDBC = Path("/usr/share/java/postgresql.jar")
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +136,45 @@ def test_temporal_text_parameters_decode_as_postgresql_reads_them(text, oid, exp
 def test_a_malformed_date_parameter_is_refused() -> None:
     with pytest.raises(t.ParameterError, match="not an ISO date"):
         t.decode_parameter(b"June 1st", t.DATE, 0)
+
+
+# -- pgjdbc: setDate and setTimestamp send texts with a zone and no type ---------------------
+
+JAVA = r"""
+import java.sql.*;
+
+public class DpsqlDates {
+    public static void main(String[] args) throws Exception {
+        String sql = "SELECT COUNT(*) AS n FROM visits WHERE day >= ?";
+        try (Connection c = DriverManager.getConnection(args[0], args[1], args[2]);
+             PreparedStatement ps = c.prepareStatement(sql)) {
+            ps.setDate(1, Date.valueOf("2025-06-01"));
+            print(ps, "date");
+            ps.setTimestamp(1, Timestamp.valueOf("2025-06-01 00:00:00"));
+            print(ps, "timestamp");
+        }
+    }
+
+    static void print(PreparedStatement ps, String label) throws SQLException {
+        try (ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            System.out.println(label + " " + rs.getLong(1));
+        }
+    }
+}
+"""
+
+
+def test_pgjdbc_set_date_and_set_timestamp_against_a_date_column(served, tmp_path) -> None:
+    javac, java = shutil.which("javac"), shutil.which("java")
+    assert javac and java and PGJDBC.exists(), "the JDK and pgjdbc are installed by .ci/run"
+    (tmp_path / "DpsqlDates.java").write_text(JAVA)
+    subprocess.run([javac, "-cp", str(PGJDBC), "DpsqlDates.java"], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=120)
+    out = subprocess.run(  # the JVM's zone is UTC, so both values are midnight UTC
+        [java, "-Duser.timezone=UTC", "-cp", f"{PGJDBC}:{tmp_path}", "DpsqlDates",
+         f"jdbc:postgresql://127.0.0.1:{served.port}/dpsql", "alice", "s3cret pw"],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    date, timestamp = out.stdout.split()[1::2]
+    assert int(date) > 0 and int(timestamp) > 0
