@@ -1,7 +1,8 @@
 """Drivers that bind typed parameters through the extended protocol: asyncpg (which needs the
 server's ParameterDescription to type its arguments, sends ``client_encoding='utf-8'`` quoted,
-and waits after Parse/Describe/Flush) and psycopg 3 (a timestamp with a zone against a date
-column). Each call has a timeout, so a server that never answers fails the test."""
+and waits after Parse/Describe/Flush), SQLAlchemy's asyncpg dialect, psycopg 3 and pgjdbc (dates
+and timestamps with a zone against a date column). Each call has a timeout, so a server that
+never answers fails the test. The JDK and pgjdbc are installed by ``.ci/run``."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from typing import Any
 import asyncpg
 import psycopg
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import create_async_engine
 
 import dpsql
-from dpsql.server import ServerConfig, serve_in_thread
+from dpsql.server import ServerConfig, paramtypes, serve_in_thread
 from dpsql.server import types as t
 from dpsql.server.testing import sandbox
 
@@ -138,6 +141,25 @@ def test_a_malformed_date_parameter_is_refused() -> None:
         t.decode_parameter(b"June 1st", t.DATE, 0)
 
 
+def test_sqlalchemy_asyncpg_dialect(served) -> None:
+    url = f"postgresql+asyncpg://alice:s3cret%20pw@127.0.0.1:{served.port}/dpsql"
+    sql = sa.text("SELECT COUNT(*) AS n FROM visits WHERE day >= :day AND amount < :amount")
+
+    async def work() -> Any:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as c:
+                rows = (await c.execute(sql, {"day": dt.date(2025, 6, 1), "amount": 100.0})).all()
+                with pytest.raises(sa.exc.DBAPIError, match="aggregat"):
+                    await c.execute(sa.text("SELECT email FROM people"))
+                return rows
+        finally:
+            await engine.dispose()
+
+    rows = asyncio.run(asyncio.wait_for(work(), TIMEOUT))
+    assert len(rows) == 1 and rows[0][0] > 0
+
+
 # -- pgjdbc: setDate and setTimestamp send texts with a zone and no type ---------------------
 
 JAVA = r"""
@@ -178,3 +200,28 @@ def test_pgjdbc_set_date_and_set_timestamp_against_a_date_column(served, tmp_pat
     assert out.returncode == 0, out.stderr
     date, timestamp = out.stdout.split()[1::2]
     assert int(date) > 0 and int(timestamp) > 0
+
+
+# -- inference without a client ----------------------------------------------------------------
+
+COLUMNS = {"people": {"age": "int", "signup_date": "date", "person_id": "int"},
+           "visits": {"day": "date", "person_id": "int", "amount": "float"}}
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("SELECT COUNT(*) FROM people WHERE age > $1", {1: t.INT8}),
+    ("SELECT COUNT(*) FROM people p WHERE p.signup_date >= $1 AND $2 = p.age",
+     {1: t.DATE, 2: t.INT8}),
+    ("SELECT COUNT(*) FROM people WHERE age > $1::FLOAT8", {1: t.FLOAT8}),  # the cast wins
+    ("SELECT COUNT(*) FROM people JOIN visits USING (person_id) WHERE person_id = $1",
+     {1: t.INT8}),  # the same type in both tables
+    ("SELECT $1::regclass", {}),  # a type name dpsql does not bind: text
+    ("SELECT COUNT(*) FROM people WHERE age + $1 > 3", {}),  # arithmetic: not inferred
+    ("SELECT COUNT(*) FROM people WHERE nope = $1", {}),
+])
+def test_parameter_types_inferred_from_the_text(sql, expected) -> None:
+    assert paramtypes.infer(sql, COLUMNS) == expected
+
+
+def test_given_types_win_and_the_rest_is_text() -> None:
+    assert paramtypes.combine([t.INT4, 0], 3, {2: t.DATE, 1: t.INT8}) == [t.INT4, t.DATE, t.TEXT]
