@@ -49,7 +49,10 @@ class Server:
                              "private answers) on x86_64-pc-linux-gnu, compiled by dpsql, 64-bit")
         self.start_time = dt.datetime.now(dt.UTC)
         self.catalog = Catalog(db.metadata)
-        self.classifier = Classifier(set(db.metadata.tables), self.catalog.catalog_tables)
+        columns = {name: {c: col.type for c, col in table.columns.items()}
+                   for name, table in db.metadata.tables.items()}
+        self.classifier = Classifier(set(db.metadata.tables), self.catalog.catalog_tables,
+                                     columns=columns)
         workers = self.config.workers or min(32, 4 * (os.cpu_count() or 2))
         self.executor = concurrent.futures.ThreadPoolExecutor(workers,
                                                               thread_name_prefix="dpsql-query")

@@ -35,9 +35,9 @@ from sqlglot.errors import SqlglotError
 
 from dpsql import errors
 from dpsql.cache import LRU
+from dpsql.server import paramtypes, sqltext
 from dpsql.server import protocol as p
 from dpsql.server import settings as st
-from dpsql.server import sqltext
 from dpsql.server import types as t
 from dpsql.server.auth import MECHANISM, AuthenticationFailed, ScramExchange
 from dpsql.server.catalog import CatalogError, SessionInfo, function_name, pg_column_names
@@ -113,13 +113,23 @@ _COMMANDS = {"BEGIN": ("begin", "BEGIN"), "START": ("begin", "START TRANSACTION"
 class Classifier:
     """Classifies statement texts; shared by the sessions of a server (cached)."""
 
-    def __init__(self, declared: set[str], catalog_tables: set[str], size: int = 2048) -> None:
+    def __init__(self, declared: set[str], catalog_tables: set[str], size: int = 2048,
+                 columns: paramtypes.ColumnTypes | None = None) -> None:
         self.declared = declared
         self.catalog_tables = catalog_tables
+        self.columns: paramtypes.ColumnTypes = columns or {}
         self._cache: LRU[str, Statement] = LRU(size)
+        self._inferred: LRU[str, dict[int, int]] = LRU(size)
 
     def classify(self, text: str) -> Statement:
         return self._cache.get_or_compute(text, lambda: self._classify(text))
+
+    def inferred(self, statement: Statement) -> dict[int, int]:
+        """The parameter types the statement's text implies (casts, compared columns)."""
+        if not statement.nparams:
+            return {}
+        text = statement.text
+        return self._inferred.get_or_compute(text, lambda: paramtypes.infer(text, self.columns))
 
     def _classify(self, text: str) -> Statement:
         try:
@@ -243,6 +253,7 @@ class Prepared:
     param_types: list[int]
     fields: list[p.Field] | None = None  # set by a Describe; Executes then send these types
     described: bool = False
+    inferred: dict[int, int] = field(default_factory=dict)  # $n -> type its context implies
 
 
 @dataclass
@@ -540,6 +551,9 @@ class Session:
                 self.send_error(e)
                 if kind != b"Q":
                     self.skipping = True
+                # Written out at once, as PostgreSQL does: a client waiting after Parse/
+                # Describe/Flush would otherwise never see it (its Flush is now skipped).
+                await self.flush()
             if len(self.out) > _FLUSH_AT:
                 await self.flush()
 
@@ -600,7 +614,9 @@ class Session:
         if len(parts) > 1:
             raise PgError("42601", "cannot insert multiple commands into a prepared statement")
         statement = self.server.classifier.classify(parts[0] if parts else "")
-        self.statements[msg.name] = Prepared(statement, list(msg.param_types))
+        inferred = self.server.classifier.inferred(statement)
+        param_types = paramtypes.combine(msg.param_types, statement.nparams, inferred)
+        self.statements[msg.name] = Prepared(statement, param_types, inferred=inferred)
         self.send(p.PARSE_COMPLETE)
 
     def on_bind(self, msg: p.Bind) -> None:
@@ -625,7 +641,10 @@ class Session:
                 values.append(None)
                 continue
             try:
-                values.append(t.decode_parameter(raw, oid, fmt))
+                value = t.decode_parameter(raw, oid, fmt)
+                if prepared.inferred.get(i + 1) == t.DATE:
+                    value = t.as_date(value, f"${i + 1}")
+                values.append(value)
             except t.ParameterError as e:
                 raise PgError("22P02", str(e)) from None
         self.portals[msg.portal] = Portal(prepared, values, list(msg.result_formats),

@@ -166,7 +166,9 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
     if name == "dpsql.budget":
         raise SettingError("dpsql.budget is read-only: SHOW dpsql.budget", "55P02")
     if name == "client_encoding":
-        if value.replace("-", "").replace("_", "").upper() in ("UTF8", "UNICODE"):
+        # As PostgreSQL's clean_encoding_name: every non-alphanumeric character is ignored,
+        # so asyncpg's quoted startup value 'utf-8' names UTF8 as it does for PostgreSQL.
+        if re.sub(r"[^A-Za-z0-9]", "", value).upper() in ("UTF8", "UNICODE"):
             return "UTF8"
         raise SettingError(f"client encoding \"{value}\" is not supported: dpsql speaks UTF8 "
                            "only (set client_encoding to UTF8)", "22023")

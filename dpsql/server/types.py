@@ -376,14 +376,78 @@ def _decode_text(text: str, oid: int) -> object:
             return False
         raise ValueError(f"{text!r} is not a boolean")
     if oid == DATE:
-        return dt.date.fromisoformat(text.strip())
+        return _date_from_text(text)
     if oid in (TIMESTAMP, TIMESTAMPTZ):
-        return dt.datetime.fromisoformat(text.strip())
+        return _timestamp_from_text(text, oid)
     if oid == BYTEA:
         if text.startswith("\\x"):
             return bytes.fromhex(text[2:])
         return text.encode("utf-8")
     return text
+
+
+# An ISO date, an optional time and an optional zone, as PostgreSQL's date_in and
+# timestamp[tz]_in read them: pgjdbc's setDate sends "2025-06-01 +00", setTimestamp
+# "2025-06-01 00:00:00+00", a JavaScript Date "2025-06-01T00:00:00.000Z".
+_DATETIME = re.compile(
+    r"\s*(?P<date>\d{4}-\d{1,2}-\d{1,2})"
+    r"(?:(?:T|\s+)(?P<time>\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?))?"
+    r"\s*(?P<zone>Z|UTC|GMT|[+-]\d{1,2}(?::?\d{2}(?::?\d{2})?)?)?\s*", re.I)
+
+
+def _date_parts(text: str) -> re.Match[str]:
+    m = _DATETIME.fullmatch(text)
+    if m is None:
+        raise ValueError(f"{text!r} is not an ISO date or timestamp (YYYY-MM-DD[ HH:MM:SS][+ZZ])")
+    return m
+
+
+def _date_from_text(text: str) -> dt.date:
+    """As PostgreSQL's date_in: a time and a zone after the date are read and ignored."""
+    year, month, day = (int(x) for x in _date_parts(text).group("date").split("-"))
+    return dt.date(year, month, day)
+
+
+def _timestamp_from_text(text: str, oid: int) -> dt.datetime:
+    """As timestamp_in (the zone is ignored) and timestamptz_in (the zone is kept; none is
+    UTC, the session's only time zone for values dpsql reads)."""
+    m = _date_parts(text)
+    year, month, day = (int(x) for x in m.group("date").split("-"))
+    hms = (m.group("time") or "0:00").split(":")
+    seconds = decimal.Decimal(hms[2]) if len(hms) > 2 else decimal.Decimal(0)
+    micros = int((seconds % 1) * 1_000_000)
+    value = dt.datetime(year, month, day, int(hms[0]), int(hms[1]), int(seconds), micros)
+    if oid == TIMESTAMP:
+        return value
+    return value.replace(tzinfo=_zone(m.group("zone")))
+
+
+def _zone(text: str | None) -> dt.tzinfo:
+    if text is None or text.upper() in ("Z", "UTC", "GMT"):
+        return dt.UTC
+    digits = text[1:].replace(":", "")
+    digits = digits.zfill(2) if len(digits) <= 2 else digits.zfill(4 if len(digits) <= 4 else 6)
+    hours, minutes, seconds = int(digits[:2]), int(digits[2:4] or 0), int(digits[4:6] or 0)
+    offset = dt.timedelta(hours=hours, minutes=minutes, seconds=seconds)
+    return dt.timezone(-offset if text[0] == "-" else offset)
+
+
+def as_date(value: object, name: str) -> object:
+    """A timestamp parameter compared with a date column, as the date it equals.
+
+    PostgreSQL compares such a pair as timestamps, the date at midnight (UTC, dpsql's only
+    time zone); the date is the same comparison exactly when the timestamp is at midnight UTC
+    (pgjdbc's setTimestamp, a JavaScript Date or a Go time.Time of a day). A time of day
+    would need the comparison operator to round the right way, so it is refused."""
+    if not isinstance(value, dt.datetime):
+        return value
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    if value.time() != dt.time():
+        raise ParameterError(f"parameter {name} is the timestamp {value.isoformat(sep=' ')} "
+                             "(UTC), compared with a date column; send a date, or a "
+                             "timestamp at midnight UTC")
+    return value.date()
 
 
 def _decode_binary(raw: bytes, oid: int) -> object:
