@@ -163,9 +163,12 @@ def test_dpsql_spec_time_series_sql_is_answered(served) -> None:
     count, descending."""
     literal = DpsqlEngineSpec.convert_dttm("DATE", datetime(2025, 3, 1)).replace(
         "2025-03-01", "{}")
-    eng = engine(served, query="?options=-c%20dpsql.delta%3D1e-6")
+    # The URI documented in docs/server.md: both costs as startup options.
+    eng = engine(served, query="?options=-c%20dpsql.epsilon%3D0.5%20-c%20dpsql.delta%3D1e-6")
     try:
         with eng.connect() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1  # Superset's ping
+            assert conn.execute(sa.text("SHOW dpsql.epsilon")).scalar() == "0.5"
             rows = conn.execute(sa.text(time_series_sql(literal))).all()
     finally:
         eng.dispose()
