@@ -242,7 +242,7 @@ def test_spec_dp_defaults() -> None:
     assert not spec.allows_subqueries and not spec.allows_joins
     assert not spec.supports_file_upload
     assert spec.get_default_schema(None, None) == "public"
-    assert spec.get_prequeries(schema="public") == []
+    assert spec.get_prequeries(None, None, "public") == []
     assert not spec.get_allow_cost_estimate({})
     assert spec.get_extra_params(SimpleNamespace(extra=None, server_cert=None)) == dict(
         DP_EXTRA_DEFAULTS)

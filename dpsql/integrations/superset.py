@@ -132,8 +132,9 @@ class DpsqlEngineSpec(_Base):  # type: ignore[misc]
         return "public"
 
     @classmethod
-    def get_prequeries(cls, catalog: str | None = None,
+    def get_prequeries(cls, database: Any = None, catalog: str | None = None,
                        schema: str | None = None) -> list[str]:
+        """Superset 6.1's signature (``database`` first)."""
         return []  # one schema: no search_path to set
 
     @classmethod
