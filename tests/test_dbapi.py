@@ -203,6 +203,19 @@ def test_a_failed_execute_clears_the_previous_result(conn: dpsql.Connection) -> 
         cur.fetchall()
 
 
+def test_refusals_name_the_db_api_remedy(conn: dpsql.Connection) -> None:
+    """The library's message is door-neutral; the DB-API adds its own knob (delta=), never
+    the command line's --delta."""
+    cur = conn.cursor()
+    with pytest.raises(dpsql.KeyReleaseRefused) as refused:
+        cur.execute("SELECT state, COUNT(*) FROM people GROUP BY state")
+    message = str(refused.value)
+    assert message.endswith("(pass delta=1e-06 to execute() or connect())")
+    assert "--" not in message
+    cur.execute("SELECT state, COUNT(*) FROM people GROUP BY state", delta=1e-6)
+    assert cur.rowcount > 0
+
+
 def test_decimal_columns_report_precision_and_scale(conn: dpsql.Connection) -> None:
     cur = conn.cursor()
     cur.execute("SELECT CAST(AVG(income) AS DECIMAL(12,2)) AS m FROM people")
