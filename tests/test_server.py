@@ -480,6 +480,24 @@ def test_refusals_name_the_servers_remedy_in_the_hint(served) -> None:
         assert e.value.diag.message_hint == "SET dpsql.delta = 1e-06"
 
 
+def test_limit_0_sends_the_columns_and_charges_nothing(served) -> None:
+    with connect(served, autocommit=True) as conn:
+        before = spent(served)
+        history = len(served.db.ledger.history("alice"))
+        sql = ("SELECT sex, COUNT(*) AS n, AVG(income) AS income FROM people GROUP BY sex "
+               "ORDER BY sex LIMIT 0")
+        for prepare in (False, True):  # the simple and the extended protocol
+            cur = conn.execute(sql, prepare=prepare)
+            assert cur.fetchall() == []
+            assert [(d.name, d.type_code) for d in cur.description] == [
+                ("sex", t.TEXT), ("n", t.INT8), ("income", t.FLOAT8)]
+        assert spent(served) == before
+        assert len(served.db.ledger.history("alice")) == history
+        with pytest.raises(pg_errors.Error) as e:
+            conn.execute("SELECT email FROM people LIMIT 0")
+        assert e.value.sqlstate != "42601" and spent(served) == before
+
+
 def test_transactions_and_failed_transaction_state(served) -> None:
     with connect(served) as conn:  # psycopg opens a transaction block itself
         assert conn.execute("SELECT COUNT(*) FROM people").fetchone()[0] > 0
