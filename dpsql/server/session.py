@@ -658,7 +658,7 @@ class Session:
         prepared = self.statements.get(msg.statement)
         if prepared is None:
             raise PgError("26000", f'prepared statement "{msg.statement}" does not exist')
-        if msg.portal and msg.portal in self.portals:
+        if msg.portal and (msg.portal in self.portals or msg.portal in self.cursors):
             raise PgError("42P03", f'portal "{msg.portal}" already exists')
         needed = max(prepared.statement.nparams, len(prepared.param_types))
         if len(msg.params) != needed:
