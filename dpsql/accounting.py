@@ -220,12 +220,12 @@ def refusal_message(status: BudgetStatus, cost: Cost, exceeded: list[str], zcdp:
     else:
         costs = f"epsilon={cost.epsilon:.6g}, delta={cost.delta:.6g}"
         remains = f"epsilon={left.epsilon:.6g}, delta={left.delta:.6g}"
-    knobs = " and ".join("--delta" if name == "delta" else "--epsilon" for name in exceeded)
+    knobs = " and ".join("delta" if name == "delta" else "epsilon" for name in exceeded)
     return (
         f"privacy budget exhausted for analyst {status.analyst!r}: this query costs {costs}; "
         f"remaining {remains} of a total epsilon={total.epsilon:.6g}, "
         f"delta={total.delta:.6g}. Nothing was charged; ask the data owner for more budget "
-        f"or lower {knobs}."
+        f"or use a smaller {knobs}."
     )
 
 

@@ -57,6 +57,7 @@ from dpsql.errors import (
     InvalidPrivacyParameter,
     MetadataError,
     OperationalError,
+    Remedy,
 )
 from dpsql.plan import Plan
 
@@ -346,7 +347,10 @@ class Ledger:
             if exceeded:
                 status = budget_status(analyst, total, spent, self._accounting)
                 zcdp = self._accounting == "zcdp"
-                raise BudgetExhausted(refusal_message(status, cost, exceeded, zcdp))
+                refused = BudgetExhausted(refusal_message(status, cost, exceeded, zcdp))
+                refused.remedies = tuple(Remedy("delta" if name == "delta" else "epsilon")
+                                         for name in exceeded)
+                raise refused
             cursor = conn.execute(
                 "INSERT INTO charges (analyst, at, sql, epsilon, delta, rho, cache_key, answer) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

@@ -40,7 +40,7 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except Error as e:
-            click.echo(f"dpsql: {type(e).__name__}: {e}", err=True)
+            click.echo(f"dpsql: {type(e).__name__}: {e}{_remedy(e)}", err=True)
             sys.exit(1 if isinstance(e, BudgetExhausted) else 2)
         except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
             raise  # usage errors and a declined confirmation: click reports them
@@ -52,6 +52,13 @@ def user_errors(fn: F) -> F:
             sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _remedy(e: Error) -> str:
+    """The command line's words for what the analyst can change (see errors.Remedy)."""
+    said = [f"pass --{r.parameter} {r.example:g}" if r.example is not None else
+            f"pass a smaller --{r.parameter}" for r in e.remedies]
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def database_options(fn: F) -> F:
@@ -117,9 +124,9 @@ def query(sql: str, database: Path | None, metadata: Path | None, epsilon: float
     header, rows = _tabulate(result, accuracy)
     click.echo({"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows),
                nl=fmt != "csv")
-    if fmt == "table":
-        click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
-                   f"{_cost_note(answered, status)})", err=True)
+    # on stderr for every format, so that csv and json stay parseable on stdout
+    click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
+               f"{_cost_note(answered, status)})", err=True)
 
 
 def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:

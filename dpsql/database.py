@@ -68,7 +68,7 @@ from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
 from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
 from dpsql.pipeline import Explanation, answer, engine_sql, explain, prepare
 from dpsql.plan import Plan
-from dpsql.postprocess import Result, ResultColumn
+from dpsql.postprocess import Result, ResultColumn, reads_nothing, typed_empty
 
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
@@ -216,6 +216,11 @@ class Database:
         or timeout -- is returned only at the next multiple of ``g`` after this call began, so
         the answer time shows only which grid cell the running time fell in.
 
+        **LIMIT 0.** A query whose outer ``LIMIT`` is 0 (BI tools probe column types so)
+        is planned and checked like any other -- refused if it would be -- and then answered
+        with the plan's typed columns and no rows, without running the engine or charging:
+        that answer is the same for every database, so releasing it costs no privacy.
+
         **Engine failures.** The engine failing on a checked query is a dpsql bug (the
         checker should have refused it) and its message may quote a private value: the
         analyst gets the fixed :class:`~dpsql.errors.EngineFailure`, the owner's log (logger
@@ -227,6 +232,11 @@ class Database:
         p = prepare(normalised, self.metadata, epsilon, delta, mechanism)
         engine_sql(p, self.engine)  # bound by the engine before any charge (cached per plan)
         ledger = self.ledger
+        if reads_nothing(p):  # LIMIT 0: the empty answer is known without data (free)
+            who = None if ledger is None else resolve_analyst(analyst, self.analyst)
+            if ledger is not None and who is not None:  # an unknown analyst is still refused
+                ledger.status(who)
+            return Answer(typed_empty(p), normalised, who, None)
         if ledger is None:
             result = self._compute(p, normalised, None, None, timeout, started)
             return Answer(result, normalised, None, None)

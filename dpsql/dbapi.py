@@ -316,7 +316,8 @@ class Cursor:
                 mechanism=conn.mechanism if mechanism is None else mechanism,
                 parameters=parameters,
             )
-        except Error:
+        except Error as e:
+            _add_remedy(e)
             raise
         except Exception as e:  # a bug: still a DB-API error for the caller
             raise InternalError(f"internal error in dpsql: {type(e).__name__}: {e}") from e
@@ -431,3 +432,12 @@ __all__ = [
     "paramstyle",
     "threadsafety",
 ]
+
+
+def _add_remedy(e: Error) -> None:
+    """Append the DB-API's words for what the analyst can change (see errors.Remedy)."""
+    said = [f"pass {r.parameter}={r.example:g} to execute() or connect()"
+            if r.example is not None else f"pass a smaller {r.parameter}= to execute()"
+            for r in e.remedies]
+    if said and e.args and isinstance(e.args[0], str):
+        e.args = (f"{e.args[0]} ({'; '.join(said)})", *e.args[1:])

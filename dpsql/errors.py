@@ -26,6 +26,22 @@ value, goes only to the data owner's log (logger ``dpsql.owner``, see :mod:`dpsq
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """A privacy parameter the analyst can change to have a refused query answered: set
+    ``parameter`` (``"epsilon"`` or ``"delta"``) to ``example`` if given, else lower it.
+
+    The library's messages stay door-neutral ("needs delta > 0"); each front door words the
+    remedy in its own terms (the CLI's ``--delta``, the server's ``SET dpsql.delta``, the
+    DB-API's ``delta=``) from these, so no door tells the analyst to use another door's knob.
+    """
+
+    parameter: str
+    example: float | None = None
+
 
 class Warning(Exception):
     """Important warnings (PEP 249)."""
@@ -35,6 +51,7 @@ class Error(Exception):
     """Base class of every dpsql error (PEP 249)."""
 
     sqlstate: str = "XX000"
+    remedies: tuple[Remedy, ...] = ()  # what the analyst can change (see Remedy)
 
 
 class InterfaceError(Error):

@@ -27,7 +27,7 @@ from dpsql.aggregates import Cell, Measurement, MeasurementSpec, cell_for, units
 from dpsql.bounds import Bound, bound
 from dpsql.check import CheckedQuery
 from dpsql.domains import key_domain
-from dpsql.errors import KeyReleaseRefused
+from dpsql.errors import KeyReleaseRefused, Remedy
 from dpsql.keys import distinct
 from dpsql.mechanisms import (
     calibrate_gaussian,
@@ -85,7 +85,9 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
     keys = tuple(_key(e, i, table) for i, e in enumerate(query.keys))
     domain = _full_domain(list(keys))
     if keys and domain is None and delta == 0:
-        raise KeyReleaseRefused(_thresholding_needed(list(keys)))
+        refused = KeyReleaseRefused(_thresholding_needed(list(keys)))
+        refused.remedies = (Remedy("delta", 1e-6),)
+        raise refused
     cells = [cell_for(call, table, bool(keys), mechanism) for call in query.aggregates]
     specs = _distinct_specs(cells)
     units = None
@@ -143,7 +145,7 @@ def _thresholding_needed(keys: list[Key]) -> str:
     private = [k.expression.sql(dialect="duckdb") for k in keys if k.domain is None]
     what = ", ".join(private) if private else "the keys (too many combinations)"
     return (f"GROUP BY {what} has no public domain, so releasing which groups exist needs "
-            "delta > 0 (thresholding: pass --delta, e.g. 1e-6), or the data owner can declare "
+            "delta > 0 (thresholding, e.g. delta = 1e-6), or the data owner can declare "
             "the column's values (or public_range) in the metadata")
 
 

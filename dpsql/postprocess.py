@@ -9,6 +9,7 @@ A plain projection of keys and cells skips the scratch query.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass, field
 
@@ -108,6 +109,48 @@ def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
     result_columns = [ResultColumn(n, t, _unit(plan, d) if d else None)
                       for n, t, d in zip(out_names[:width], types[:width], direct, strict=True)]
     return Result(result_columns, [tuple(r[:width]) for r in rows], accuracy)
+
+
+def reads_nothing(plan: Plan) -> bool:
+    """Whether the outer query is ``LIMIT 0`` (or ``FETCH FIRST 0 ROWS``): its answer is
+    empty whatever the data, so it needs no data and no budget (see :func:`typed_empty`)."""
+    limit = plan.query.outer.args.get("limit")
+    count = limit.args.get("count") if isinstance(limit, exp.Fetch) else \
+        limit.expression if isinstance(limit, exp.Limit) else None
+    return isinstance(count, exp.Literal) and not count.is_string and count.this == "0"
+
+
+_DUMMY_KEYS: dict[str, object] = {"int": 1, "float": 1.0, "bool": True,
+                                  "date": dt.date(2000, 1, 1), "text": "a"}
+
+
+def _dummy_key(key: object) -> object:
+    domain = getattr(key, "domain", None)
+    if domain:
+        for value in domain:
+            if value is not None:
+                return value
+    kind = getattr(getattr(key, "bound", None), "kind", "text")
+    return _DUMMY_KEYS.get(kind, "a")
+
+
+def made_up_answer(plan: Plan) -> Result:
+    """Post-processing run on one *made-up* group (keys and cells set to 1, or the first value
+    of a key's public domain): the answer's columns, typed by the library's own code path, fed
+    with nothing that came from data. Its rows mean nothing; only its columns are used."""
+    keys = [tuple(_dummy_key(k) for k in plan.keys)]
+    values = {}
+    for cell in plan.cells:
+        dtype = np.int64 if cell.type == "BIGINT" else np.float64
+        values[cell.call.placeholder] = np.ones(1, dtype=dtype)
+    return postprocess(plan, NoisyCells(keys=keys, values=values, accuracy={}))
+
+
+def typed_empty(plan: Plan) -> Result:
+    """The answer to a query that :func:`reads_nothing`: no rows, the plan's typed columns.
+    It depends on the query text and the metadata only, so releasing it costs no privacy."""
+    columns = made_up_answer(plan).columns
+    return Result(columns, [], [])
 
 
 def outer_sql(plan: Plan, carry: list[str]) -> exp.Select:

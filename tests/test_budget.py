@@ -28,6 +28,7 @@ from dpsql.errors import (
     InvalidPrivacyParameter,
     MetadataError,
     OperationalError,
+    Remedy,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,7 +111,8 @@ def test_refusal_names_cost_and_remaining_and_charges_nothing(path: Path) -> Non
         assert "'alice'" in message
         assert "costs epsilon=0.5, delta=0;" in message
         assert "remaining epsilon=0.2, delta=1e-06" in message
-        assert "lower --epsilon" in message
+        assert "use a smaller epsilon." in message
+        assert refused.value.remedies == (Remedy("epsilon"),)
         assert refused.value.sqlstate == "53400"
         assert len(ledger.history("alice")) == 2
         # The rest still fits: a refusal charged nothing.
@@ -121,7 +123,7 @@ def test_delta_is_accounted(path: Path) -> None:
     with _ledger(path, epsilon=10.0, delta=1e-5) as ledger:
         ledger.charge("alice", Cost(1.0, 4e-6), sql="SELECT 1")
         ledger.charge("alice", Cost(1.0, 4e-6), sql="SELECT 2")
-        with pytest.raises(BudgetExhausted, match=r"lower --delta\.$"):
+        with pytest.raises(BudgetExhausted, match=r"smaller delta\.$"):
             ledger.charge("alice", Cost(1.0, 4e-6), sql="SELECT 3")
         status = ledger.status("alice")
         assert status.spent == Cost(2.0, 8e-6)
@@ -409,7 +411,7 @@ def test_zcdp_charges_rho_and_pure_epsilon_squared_over_two(path: Path) -> None:
 def test_zcdp_delta_budget_is_half_the_total(path: Path) -> None:
     with Ledger(path, {"alice": Allowance(10.0, 1e-6)}, accounting="zcdp") as ledger:
         ledger.charge("alice", Cost(0.1, 4e-7), sql="SELECT 1")
-        with pytest.raises(BudgetExhausted, match="lower --delta"):
+        with pytest.raises(BudgetExhausted, match="smaller delta"):
             ledger.charge("alice", Cost(0.1, 2e-7), sql="SELECT 2")
 
 

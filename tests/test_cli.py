@@ -67,6 +67,7 @@ def test_query_csv_format() -> None:
     for r in rows:
         assert int(r["n"]) > 5000  # an integer cell prints as an integer
         assert 10_000 < float(r["avg_income"]) < 100_000
+    assert "(2 rows;" in result.stderr and "epsilon=0.5" in result.stderr
 
 
 def test_query_json_format() -> None:
@@ -74,6 +75,7 @@ def test_query_json_format() -> None:
     rows = json.loads(result.stdout)
     assert [r["sex"] for r in rows] == ["F", "M"]
     assert all(isinstance(r["n"], int) and isinstance(r["avg_income"], float) for r in rows)
+    assert "(2 rows;" in result.stderr and "epsilon=0.5" in result.stderr
 
 
 def test_accuracy_columns() -> None:
@@ -104,7 +106,8 @@ def test_privacy_options() -> None:
 
 @pytest.mark.parametrize(("args", "error", "says"), [
     (["SELECT age FROM people"], "NonAggregatedColumn", "without aggregating"),
-    (["SELECT state, COUNT(*) FROM people GROUP BY state"], "KeyReleaseRefused", "--delta"),
+    (["SELECT state, COUNT(*) FROM people GROUP BY state"], "KeyReleaseRefused",
+     "(pass --delta 1e-06)"),
     (["DROP TABLE people"], "NotASingleSelect", "only SELECT"),
     (["SELECT COUNT(*) FROM nosuch"], "UnknownTable", "declared tables"),
     (["SELECT COUNT(*) FROM read_csv('/etc/passwd')"], "ForbiddenFunction", "not a table"),

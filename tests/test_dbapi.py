@@ -203,6 +203,44 @@ def test_a_failed_execute_clears_the_previous_result(conn: dpsql.Connection) -> 
         cur.fetchall()
 
 
+def test_refusals_name_the_db_api_remedy(conn: dpsql.Connection) -> None:
+    """The library's message is door-neutral; the DB-API adds its own knob (delta=), never
+    the command line's --delta."""
+    cur = conn.cursor()
+    with pytest.raises(dpsql.KeyReleaseRefused) as refused:
+        cur.execute("SELECT state, COUNT(*) FROM people GROUP BY state")
+    message = str(refused.value)
+    assert message.endswith("(pass delta=1e-06 to execute() or connect())")
+    assert "--" not in message
+    cur.execute("SELECT state, COUNT(*) FROM people GROUP BY state", delta=1e-6)
+    assert cur.rowcount > 0
+
+
+def test_limit_0_reads_nothing_and_charges_nothing(conn: dpsql.Connection) -> None:
+    """BI tools probe column types with LIMIT 0: the typed empty answer comes from the plan,
+    free; what would be refused is refused all the same."""
+    cur = conn.cursor()
+    cur.execute(BY_SEX)
+    full = cur.description
+    spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
+    ledger = len(conn.database.ledger.history("alice"))  # type: ignore[union-attr]
+    cur.execute(BY_SEX + " ORDER BY n DESC LIMIT 0")
+    assert cur.fetchall() == [] and cur.rowcount == 0
+    assert cur.description == full
+    cur.execute("SELECT COUNT(*) + 1 AS x, AVG(age) / 2 AS half FROM people "
+                "FETCH FIRST 0 ROWS ONLY")
+    assert [(d[0], d[1]) for d in cur.description] == [("x", dpsql.NUMBER),
+                                                          ("half", dpsql.NUMBER)]
+    assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
+    assert len(conn.database.ledger.history("alice")) == ledger  # type: ignore[union-attr]
+    for refused in ("SELECT age FROM people LIMIT 0",
+                    "SELECT state, COUNT(*) FROM people GROUP BY state LIMIT 0"):
+        with pytest.raises(dpsql.QueryRefused):
+            cur.execute(refused)
+    cur.execute(BY_SEX + " LIMIT 1")  # a LIMIT that is not 0 is charged as usual
+    assert conn.budget().spent.epsilon > spent  # type: ignore[union-attr]
+
+
 def test_decimal_columns_report_precision_and_scale(conn: dpsql.Connection) -> None:
     cur = conn.cursor()
     cur.execute("SELECT CAST(AVG(income) AS DECIMAL(12,2)) AS m FROM people")

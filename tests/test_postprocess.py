@@ -11,7 +11,7 @@ import pytest
 from dpsql.metadata import Metadata
 from dpsql.perturb import NoisyCells
 from dpsql.pipeline import prepare
-from dpsql.postprocess import Result, postprocess
+from dpsql.postprocess import Result, postprocess, reads_nothing, typed_empty
 
 
 @pytest.fixture
@@ -108,3 +108,25 @@ def test_distinct_over_cells(md: Metadata) -> None:
     r = run("SELECT DISTINCT COUNT(*) > 0 AS any FROM people GROUP BY sex", md,
             [("F",), ("M",)], {"__a0": [3, 4]})
     assert r.rows == [(True,)]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex LIMIT 0",
+    "SELECT COUNT(*) + 1 AS x, AVG(age) / 2 AS half FROM people LIMIT 0 OFFSET 3",
+    "SELECT sex, SUM(age) AS s FROM people GROUP BY sex HAVING COUNT(*) > 3 "
+    "ORDER BY s FETCH FIRST 0 ROWS ONLY",
+])
+def test_limit_0_answer_has_the_planned_columns(sql: str, md: Metadata) -> None:
+    plan = prepare(sql, md, 1.0)
+    assert reads_nothing(plan)
+    empty = typed_empty(plan)
+    assert empty.rows == [] and empty.accuracy == []
+    assert [c.name for c in empty.columns] == plan.query.output_names
+    assert all(c.type in ("BIGINT", "DOUBLE", "VARCHAR") for c in empty.columns)
+
+
+@pytest.mark.parametrize("sql", ["SELECT COUNT(*) FROM people LIMIT 1",
+                                 "SELECT COUNT(*) FROM people",
+                                 "SELECT COUNT(*) FROM people LIMIT '0'"])
+def test_only_a_zero_limit_reads_nothing(sql: str, md: Metadata) -> None:
+    assert not reads_nothing(prepare(sql, md, 1.0))

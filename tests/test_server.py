@@ -455,6 +455,9 @@ def test_exhausted_budget_is_53400_and_unknown_budget_is_28000(served) -> None:
         with pytest.raises(psycopg.Error) as e:
             conn.execute("SELECT COUNT(*) FROM visits")
         assert e.value.sqlstate == "53400"
+        assert "--" not in e.value.diag.message_primary
+        assert e.value.diag.message_hint == ("SHOW dpsql.budget tells what is left; a smaller "
+                                             "SET dpsql.epsilon may fit")
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the session goes on
     with connect(served, "carol", autocommit=True) as conn:
         with pytest.raises(psycopg.Error) as e:
@@ -464,6 +467,35 @@ def test_exhausted_budget_is_53400_and_unknown_budget_is_28000(served) -> None:
             conn.execute("SHOW dpsql.budget")
         assert e.value.sqlstate == "28000"
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_refusals_name_the_servers_remedy_in_the_hint(served) -> None:
+    """The message is the library's (door-neutral); the HINT says what to SET, never the
+    command line's --delta."""
+    with connect(served, autocommit=True) as conn:
+        with pytest.raises(pg_errors.Error) as e:
+            conn.execute("SELECT state, COUNT(*) FROM people GROUP BY state")
+        assert "delta > 0" in e.value.diag.message_primary
+        assert "--" not in e.value.diag.message_primary
+        assert e.value.diag.message_hint == "SET dpsql.delta = 1e-06"
+
+
+def test_limit_0_sends_the_columns_and_charges_nothing(served) -> None:
+    with connect(served, autocommit=True) as conn:
+        before = spent(served)
+        history = len(served.db.ledger.history("alice"))
+        sql = ("SELECT sex, COUNT(*) AS n, AVG(income) AS income FROM people GROUP BY sex "
+               "ORDER BY sex LIMIT 0")
+        for prepare in (False, True):  # the simple and the extended protocol
+            cur = conn.execute(sql, prepare=prepare)
+            assert cur.fetchall() == []
+            assert [(d.name, d.type_code) for d in cur.description] == [
+                ("sex", t.TEXT), ("n", t.INT8), ("income", t.FLOAT8)]
+        assert spent(served) == before
+        assert len(served.db.ledger.history("alice")) == history
+        with pytest.raises(pg_errors.Error) as e:
+            conn.execute("SELECT email FROM people LIMIT 0")
+        assert e.value.sqlstate != "42601" and spent(served) == before
 
 
 def test_transactions_and_failed_transaction_state(served) -> None:

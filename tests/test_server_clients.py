@@ -87,6 +87,17 @@ def test_psql_private_answers_settings_and_refusals(served) -> None:
     assert "Rewritten SQL:" in out.stdout
 
 
+def test_psql_fetch_count_reads_through_a_cursor_charged_once(served) -> None:
+    """psql's FETCH_COUNT wraps the query in BEGIN; DECLARE ... NO SCROLL CURSOR; FETCH."""
+    before = served.db.budget("alice").spent.epsilon
+    out = psql(served, r"\set FETCH_COUNT 1",
+               "SELECT sex, COUNT(*) AS n FROM people WHERE age > 33 GROUP BY sex ORDER BY sex")
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert [line.split("|")[0].strip() for line in out.stdout.splitlines()[2:4]] == ["F", "M"]
+    assert "(2 rows)" in out.stdout
+    assert served.db.budget("alice").spent.epsilon == before + 1.0
+
+
 def test_psql_wrong_password(served) -> None:
     args = [tool("psql"), "-X", "-h", "127.0.0.1", "-p", str(served.port), "-U", "alice",
             "-d", "dpsql", "-c", "SELECT 1"]

@@ -35,7 +35,7 @@ from sqlglot.errors import SqlglotError
 
 from dpsql import errors
 from dpsql.cache import LRU
-from dpsql.server import paramtypes, sqltext
+from dpsql.server import cursors, paramtypes, sqltext
 from dpsql.server import protocol as p
 from dpsql.server import settings as st
 from dpsql.server import types as t
@@ -97,7 +97,11 @@ class Statement:
     engine_sql: str = ""  # the text handed to Database (private queries)
     names: list[str] | None = None  # PostgreSQL's column names
     nparams: int = 0
-    argument: str = ""  # SHOW/RESET/DEALLOCATE target
+    argument: str = ""  # SHOW/RESET/DEALLOCATE target; FETCH/MOVE/CLOSE cursor (None: ALL)
+    declaration: cursors.Declaration | None = None  # DECLARE: what it says
+    inner: Statement | None = None  # DECLARE: its query, classified
+    direction: cursors.Direction | None = None  # FETCH/MOVE
+    error: str = ""  # a cursor statement that cannot be read (sent as 42601 when run)
 
 
 _COMMANDS = {"BEGIN": ("begin", "BEGIN"), "START": ("begin", "START TRANSACTION"),
@@ -106,8 +110,7 @@ _COMMANDS = {"BEGIN": ("begin", "BEGIN"), "START": ("begin", "START TRANSACTION"
              "SAVEPOINT": ("savepoint", "SAVEPOINT"), "RELEASE": ("release", "RELEASE"),
              "SET": ("set", "SET"), "SHOW": ("show", "SHOW"), "RESET": ("reset", "RESET"),
              "DISCARD": ("discard", "DISCARD ALL"), "DEALLOCATE": ("deallocate", "DEALLOCATE"),
-             "UNLISTEN": ("noop", "UNLISTEN"), "LISTEN": ("noop", "LISTEN"),
-             "CLOSE": ("noop", "CLOSE CURSOR ALL")}
+             "UNLISTEN": ("noop", "UNLISTEN"), "LISTEN": ("noop", "LISTEN")}
 
 
 class Classifier:
@@ -128,7 +131,7 @@ class Classifier:
         """The parameter types the statement's text implies (casts, compared columns)."""
         if not statement.nparams:
             return {}
-        text = statement.text
+        text = statement.inner.text if statement.inner is not None else statement.text
         return self._inferred.get_or_compute(text, lambda: paramtypes.infer(text, self.columns))
 
     def _classify(self, text: str) -> Statement:
@@ -140,6 +143,8 @@ class Classifier:
             return Statement(text, "query", engine_sql=text, nparams=0, argument=str(e))
         words = sqltext.keywords(text, 4)
         first = words[0] if words else ""
+        if first in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
+            return self._cursor_statement(text, first, nparams)
         if first in _COMMANDS:
             kind, tag = _COMMANDS[first]
             statement = Statement(text, kind, tag, nparams=nparams)
@@ -164,6 +169,23 @@ class Classifier:
             return Statement(text, "explain", engine_sql=inner.engine_sql or body,
                              nparams=nparams)
         return self._query(text, nparams)
+
+    def _cursor_statement(self, text: str, first: str, nparams: int) -> Statement:
+        statement = Statement(text, first.lower(), nparams=nparams)
+        try:
+            if first == "DECLARE":
+                statement.declaration = cursors.parse_declare(text)
+                statement.inner = self._classify(statement.declaration.query)
+                statement.tag = "DECLARE CURSOR"
+            elif first == "CLOSE":
+                name = cursors.parse_close(text)
+                statement.argument = name or ""
+                statement.tag = "CLOSE CURSOR" + (" ALL" if name is None else "")
+            else:
+                statement.direction, statement.argument = cursors.parse_fetch(text)
+        except cursors.CursorSyntaxError as e:
+            statement.error = str(e)
+        return statement
 
     def _query(self, text: str, nparams: int) -> Statement:
         cleaned = _clean(text)
@@ -324,6 +346,8 @@ class Session:
         self.status = "I"  # ReadyForQuery: I idle, T in a transaction block, E failed block
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
+        self.cursors: dict[str, cursors.Cursor] = {}
+        self.implicit = False  # running a simple Query of several statements (one transaction)
         self.skipping = False  # after an error in the extended protocol, until Sync
         self.running: _Running | None = None
         self.overflow = False  # over max_connections: refuse after the startup packet
@@ -574,6 +598,18 @@ class Session:
             return
         if not parts:
             self.send(p.EMPTY_QUERY)
+        self.implicit = len(parts) > 1
+        try:
+            succeeded = await self._run_parts(parts)
+        finally:
+            self.implicit = False
+        if self.status == "I":  # the implicit transaction of the Query ended
+            self._end_cursors(committed=succeeded)
+        self.send(p.ready_for_query(self.status))
+        await self.flush()
+
+    async def _run_parts(self, parts: list[str]) -> bool:
+        """Run a simple Query's statements up to the first error; whether all succeeded."""
         for part in parts:
             statement = self.server.classifier.classify(part)
             try:
@@ -583,12 +619,11 @@ class Session:
                     await self.send_rows(outcome.fields, outcome.rows)
             except PgError as e:
                 self.send_error(e)
-                break
+                return False
             self.send(p.command_complete(outcome.tag))
             for extra in outcome.extra:
                 self.send(extra)
-        self.send(p.ready_for_query(self.status))
-        await self.flush()
+        return True
 
     async def send_rows(self, fields: Sequence[p.Field], rows: Sequence[Sequence[object]]
                         ) -> None:
@@ -623,7 +658,7 @@ class Session:
         prepared = self.statements.get(msg.statement)
         if prepared is None:
             raise PgError("26000", f'prepared statement "{msg.statement}" does not exist')
-        if msg.portal and msg.portal in self.portals:
+        if msg.portal and (msg.portal in self.portals or msg.portal in self.cursors):
             raise PgError("42P03", f'portal "{msg.portal}" already exists')
         needed = max(prepared.statement.nparams, len(prepared.param_types))
         if len(msg.params) != needed:
@@ -664,6 +699,10 @@ class Session:
             self.send(p.row_description(fields) if fields is not None else p.NO_DATA)
             return
         portal = self.portals.get(msg.name)
+        if portal is None and msg.name in self.cursors:  # a cursor is a portal (psycopg 3)
+            fields = self.cursors[msg.name].fields
+            self.send(p.row_description(fields) if fields is not None else p.NO_DATA)
+            return
         if portal is None:
             raise PgError("34000", f'portal "{msg.name}" does not exist')
         if portal.fields is None and portal.rows is None:
@@ -712,6 +751,8 @@ class Session:
             return result.fields
         if statement.kind == "show":
             return [p.Field(_show_column(statement.argument), t.TEXT)]
+        if statement.kind == "fetch" and not statement.error:
+            return _copy_fields(self._cursor(statement.argument).fields)
         return None
 
     async def on_execute(self, msg: p.Execute) -> None:
@@ -756,8 +797,8 @@ class Session:
     def on_close(self, msg: p.Close) -> None:
         if msg.kind == "S":
             self.statements.pop(msg.name, None)
-        else:
-            self.portals.pop(msg.name, None)
+        elif self.portals.pop(msg.name, None) is None:
+            self.cursors.pop(msg.name, None)
         self.send(p.CLOSE_COMPLETE)
 
     async def on_sync(self) -> None:
@@ -788,6 +829,8 @@ class Session:
                 return await self.run_catalog(statement, params, param_types)
             if kind == "explain":
                 return await self.run_explain(statement, params, privacy)
+            if kind in ("declare", "fetch", "move", "close"):
+                return await self.cursor_command(statement, params, privacy, param_types)
             return await self.session_command(statement)
         except PgError:
             raise
@@ -951,8 +994,10 @@ class Session:
             tag = "COMMIT" if kind == "commit" and self.status != "E" else "ROLLBACK"
             if self.status == "I":
                 extra.append(p.notice_response("25P01", "there is no transaction in progress"))
+            committed = tag == "COMMIT"
             self.status = "I"
             self._end_transaction()
+            self._end_cursors(committed)
             return Outcome(None, tag=tag, extra=extra)
         if kind == "rollback_to":
             if self.status == "I":
@@ -977,6 +1022,7 @@ class Session:
                     raise PgError("25001", "DISCARD ALL cannot run inside a transaction block")
                 self.statements = {k: v for k, v in self.statements.items() if k == ""}
                 self.portals.clear()
+                self.cursors.clear()
                 return self._reset_all(statement.tag)
             return Outcome(None, tag=statement.tag)
         if kind == "deallocate":
@@ -992,6 +1038,68 @@ class Session:
 
     def _end_transaction(self) -> None:
         self.portals.clear()  # portals live until the end of their transaction
+
+    # --- cursors (see dpsql.server.cursors)
+
+    async def cursor_command(self, statement: Statement, params: list[object],
+                             privacy: tuple[float, float, str],
+                             param_types: Sequence[int]) -> Outcome:
+        if statement.error:
+            raise PgError("42601", statement.error)
+        if statement.kind == "declare":
+            return await self.declare(statement, params, privacy, param_types)
+        if statement.kind == "close":
+            if not statement.argument:
+                self.cursors.clear()
+            elif self.cursors.pop(statement.argument, None) is None:
+                raise _no_cursor(statement.argument)
+            return Outcome(None, tag=statement.tag)
+        cursor = self._cursor(statement.argument)
+        assert statement.direction is not None  # set with the name by the classifier
+        try:
+            rows = cursor.fetch(statement.direction)
+        except cursors.CursorStateError as e:
+            raise PgError("55000", str(e), hint="Declare it with SCROLL option to enable "
+                                                "backward scan.") from None
+        if statement.kind == "move":
+            return Outcome(None, tag=f"MOVE {len(rows)}")
+        return Outcome(_copy_fields(cursor.fields), rows, f"FETCH {len(rows)}")
+
+    async def declare(self, statement: Statement, params: list[object],
+                      privacy: tuple[float, float, str], param_types: Sequence[int]) -> Outcome:
+        """Answer the cursor's query once (charged once, like any query) and keep its rows.
+
+        Every check that can refuse comes before the query runs, so a DECLARE that fails
+        for its name or its transaction state charges nothing."""
+        declaration, inner = statement.declaration, statement.inner
+        assert declaration is not None and inner is not None  # set by the classifier
+        name = declaration.name
+        if name in self.cursors or (name and name in self.portals):
+            raise PgError("42P03", f'cursor "{name}" already exists')
+        if not declaration.hold and self.status == "I" and not self.implicit:
+            raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
+        if inner.kind not in ("query", "catalog"):
+            raise PgError("42601", "DECLARE CURSOR needs a SELECT query")
+        outcome = await self.execute(inner, params, privacy, param_types)
+        fields = _with_formats(outcome.fields, [1]) if declaration.binary else outcome.fields
+        self.cursors[name] = cursors.Cursor(declaration, fields, outcome.rows,
+                                            in_transaction=self.status == "T" or self.implicit)
+        return Outcome(None, tag=statement.tag)
+
+    def _cursor(self, name: str) -> cursors.Cursor:
+        cursor = self.cursors.get(name)
+        if cursor is None:
+            raise _no_cursor(name)
+        return cursor
+
+    def _end_cursors(self, committed: bool) -> None:
+        """The end of a transaction: cursors WITHOUT HOLD close; on a rollback, so do those
+        declared in it. Those WITH HOLD declared in a committed transaction live on."""
+        for name, cursor in list(self.cursors.items()):
+            if not cursor.declaration.hold or (cursor.in_transaction and not committed):
+                del self.cursors[name]
+            else:
+                cursor.in_transaction = False
 
     def apply_setting(self, name: str, value: str | None) -> bytes | None:
         """Set (or with None reset) one setting; the ParameterStatus to send if reported."""
@@ -1081,6 +1189,10 @@ def _discard(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def _no_cursor(name: str) -> PgError:
+    return PgError("34000", f'cursor "{name}" does not exist')
+
+
 def _aborted() -> PgError:
     return PgError("25P02", "current transaction is aborted, commands ignored until end of "
                             "transaction block")
@@ -1088,9 +1200,11 @@ def _aborted() -> PgError:
 
 def _from_dpsql(e: errors.Error) -> PgError:
     sqlstate = getattr(e, "sqlstate", "XX000") or "XX000"
-    hint = None
+    said = [f"SET dpsql.{r.parameter} = {r.example:g}" if r.example is not None else
+            f"a smaller SET dpsql.{r.parameter} may fit" for r in e.remedies]
     if isinstance(e, errors.BudgetExhausted):
-        hint = "SHOW dpsql.budget tells what is left; a smaller SET dpsql.epsilon may fit"
+        said.insert(0, "SHOW dpsql.budget tells what is left")
+    hint = "; ".join(said) or None
     return PgError(sqlstate, str(e) or type(e).__name__, hint=hint,
                    detail=f"dpsql {type(e).__name__}")
 
