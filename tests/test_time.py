@@ -1,0 +1,93 @@
+"""Time analysis: public date ranges, their grains as GROUP BY keys, date functions in
+row-level SQL and dates as MIN / MAX / MEDIAN."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from dpsql.domains import key_domain
+from dpsql.errors import MetadataError
+from dpsql.metadata import MAX_DOMAIN_SIZE
+
+LONG = (dt.date(1990, 1, 1), dt.date(2025, 12, 31))  # 13149 days: more than MAX_DOMAIN_SIZE
+
+
+def _events(lower: dt.date, upper: dt.date, public_range: bool = True) -> dict[str, Any]:
+    return {"privacy_unit": "pid", "one_row_per_unit": True, "columns": {
+        "pid": {"type": "int"},
+        "d": {"type": "date", "lower": lower, "upper": upper, "public_range": public_range}}}
+
+
+EVENTS_SQL = ("CREATE TABLE events AS SELECT i AS pid, "
+              "DATE '2020-01-15' + CAST((i % 50) * 7 AS INTEGER) AS d FROM range(400) t(i)")
+
+
+def _months(lower: dt.date, upper: dt.date) -> list[dt.date]:
+    out, day = [], dt.date(lower.year, lower.month, 1)
+    while day <= upper:
+        out.append(day)
+        day = dt.date(day.year + day.month // 12, day.month % 12 + 1, 1)
+    return out
+
+
+def test_public_range_date_is_accepted_and_long_ranges_have_no_day_domain(kit: Any) -> None:
+    short = kit.metadata_from({"events": _events(dt.date(2025, 1, 1), dt.date(2025, 12, 31))})
+    assert len(short.tables["events"].column("d").domain) == 365
+    long = kit.metadata_from({"events": _events(*LONG)})
+    assert (LONG[1] - LONG[0]).days + 1 > MAX_DOMAIN_SIZE
+    assert long.tables["events"].column("d").domain is None
+
+
+def test_public_range_needs_bounds(kit: Any) -> None:
+    with pytest.raises(MetadataError, match="public_range"):
+        kit.metadata_from({"events": {"columns": {
+            "d": {"type": "date", "public_range": True}}}})
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("DATE_TRUNC('month', d)", 432),
+    ("DATE_TRUNC('quarter', d)", 144),
+    ("DATE_TRUNC('year', d)", 36),
+    ("DATE_TRUNC('week', d)", 1879),
+    ("YEAR(d)", 36),
+    ("MONTH(d)", 12),
+    ("EXTRACT(day FROM d)", 31),
+    ("EXTRACT(dow FROM d)", 7),
+    ("EXTRACT(doy FROM d)", 366),
+    ("EXTRACT(week FROM d)", 53),
+    ("QUARTER(d)", 4),
+])
+def test_grains_of_a_long_range_have_a_public_domain(kit: Any, sql: str,
+                                                     expected: int) -> None:
+    import sqlglot
+    meta = kit.metadata_from({"events": _events(*LONG)})
+    table = meta.tables["events"]
+    domain = key_domain(sqlglot.parse_one(sql, read="duckdb"), table)
+    assert domain is not None and len(domain) == expected
+
+
+def test_days_of_a_long_range_have_no_domain(kit: Any) -> None:
+    import sqlglot
+    table = kit.metadata_from({"events": _events(*LONG)}).tables["events"]
+    assert key_domain(sqlglot.parse_one("DATE_TRUNC('day', d)", read="duckdb"), table) is None
+    assert key_domain(sqlglot.parse_one("d + 1", read="duckdb"), table) is None
+
+
+def test_month_keys_are_every_month_between_the_bounds_in_order(
+        make_db: Callable[..., Any]) -> None:
+    """Empty months are released too (their noisy counts hide whether they are empty)."""
+    db = make_db(EVENTS_SQL, {"events": _events(*LONG)}).db
+    result = db.query("SELECT DATE_TRUNC('month', d) AS m, COUNT(*) AS n FROM events "
+                      "GROUP BY m ORDER BY m", epsilon=1.0)
+    keys = [row[0] for row in result.rows]
+    assert [k.date() if isinstance(k, dt.datetime) else k for k in keys] == _months(*LONG)
+
+
+def test_year_keys_are_every_year(make_db: Callable[..., Any]) -> None:
+    db = make_db(EVENTS_SQL, {"events": _events(*LONG)}).db
+    result = db.query("SELECT YEAR(d) AS y, COUNT(*) FROM events GROUP BY y ORDER BY y")
+    assert [row[0] for row in result.rows] == list(range(1990, 2026))
