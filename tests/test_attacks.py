@@ -1123,3 +1123,11 @@ def test_type_errors_of_the_engine_are_refused_before_the_charge(
             db.query(sql, epsilon=1.0)
         status = db.budget()
         assert status is not None and status.spent.epsilon == 0
+
+
+def test_latest_date_hides_the_newcomer() -> None:
+    """MAX of a date column: the exponential mechanism over the declared days, so a neighbour
+    born on the upper bound (far after everyone else) moves the released date by no more than
+    epsilon allows."""
+    neighbour = ((10_000, "x", 50, 1000.0, "Ames", "1", dt.date(2010, 12, 31), 0.0, True),)
+    assert_private("SELECT MAX(born) FROM people", neighbour, n=200)

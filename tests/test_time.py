@@ -13,6 +13,8 @@ from dpsql.domains import key_domain
 from dpsql.errors import MetadataError
 from dpsql.metadata import MAX_DOMAIN_SIZE
 
+pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same draws every run: conftest.py
+
 LONG = (dt.date(1990, 1, 1), dt.date(2025, 12, 31))  # 13149 days: more than MAX_DOMAIN_SIZE
 
 
@@ -140,3 +142,31 @@ def test_to_date_of_rows_is_total_and_clamped(make_db: Callable[..., Any]) -> No
                 "SELECT COUNT(*) FROM t WHERE STRPTIME(s, '%Y-%m-%d') < TIMESTAMP '2000-01-01'",
                 "SELECT COUNT(*) FROM t WHERE TO_TIMESTAMP(s, 'YYYY-MM-DD') > DATE '1999-01-01'"):
         assert len(db.query(sql, epsilon=1.0).rows) == 1
+
+
+def test_min_max_median_of_a_bounded_date_are_dates(make_db: Callable[..., Any]) -> None:
+    """Drawn among the declared days: with a large epsilon, MIN and MAX land near the data's
+    extremes (seeded: deterministic)."""
+    db = make_db(EVENTS_SQL, {"events": _events(dt.date(2020, 1, 1), dt.date(2021, 12, 31))}).db
+    (low, high, middle), = db.query("SELECT MIN(d), MAX(d), MEDIAN(d) FROM events",
+                                    epsilon=30.0).rows
+    assert all(isinstance(v, dt.date) for v in (low, high, middle))
+    first, last = dt.date(2020, 1, 15), dt.date(2020, 1, 15) + dt.timedelta(days=49 * 7)
+    assert dt.date(2020, 1, 1) <= low <= first + dt.timedelta(days=30)
+    assert last - dt.timedelta(days=30) <= high <= dt.date(2021, 12, 31)
+    assert low <= middle <= high
+
+
+def test_date_quantile_over_many_days_is_a_date(make_db: Callable[..., Any]) -> None:
+    db = make_db(EVENTS_SQL, {"events": _events(*LONG)}).db
+    (middle,), = db.query("SELECT MEDIAN(d) FROM events", epsilon=30.0).rows
+    assert isinstance(middle, dt.date) and LONG[0] <= middle <= LONG[1]
+
+
+def test_date_quantile_needs_declared_bounds(make_db: Callable[..., Any]) -> None:
+    from dpsql.errors import UnboundedExpression
+    tables = {"events": {"privacy_unit": "pid", "one_row_per_unit": True, "columns": {
+        "pid": {"type": "int"}, "d": {"type": "date"}}}}
+    db = make_db(EVENTS_SQL, tables).db
+    with pytest.raises(UnboundedExpression, match="d needs declared date bounds"):
+        db.plan("SELECT MAX(d) FROM events")
