@@ -18,16 +18,33 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib.util
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+
+def _own_sample_data() -> None:
+    """Tests read this checkout's sample data, even when the editable install of dpsql points
+    ``dpsql.sample_data`` at another checkout (a git worktree shares the installed package)."""
+    init = Path(__file__).parent / "sample_data" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("dpsql.sample_data", init)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["dpsql.sample_data"] = module
+
+
+_own_sample_data()
 _LEDGERS = tempfile.mkdtemp(prefix="dpsql-test-ledger-")
 atexit.register(shutil.rmtree, _LEDGERS, True)
 os.environ["DPSQL_LEDGER"] = os.path.join(_LEDGERS, "ledger.sqlite")

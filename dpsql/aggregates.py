@@ -66,6 +66,7 @@ the registry; adding an aggregate is adding one entry (see ``docs/architecture.m
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -75,7 +76,8 @@ from functools import cached_property
 import numpy as np
 from sqlglot import exp
 
-from dpsql.bounds import Bound, numeric_bound
+from dpsql.bounds import Bound, bound, numeric_bound
+from dpsql.errors import UnboundedExpression
 from dpsql.mechanisms import NoiseSpec
 from dpsql.metadata import Table
 
@@ -119,6 +121,8 @@ class MeasurementSpec:
     # 0.0 when the sum is not quantised) and the integer range of one row's quantised term.
     step: float = 0.0
     units: tuple[int, int] = (0, 0)
+    # histogram only: the input is a date, measured as its day number since EPOCH_DAY
+    dates: bool = False
 
     @property
     def histogram_range(self) -> tuple[float, float]:
@@ -130,7 +134,7 @@ class MeasurementSpec:
         """Two specs with the same key are one measurement (computed and noised once)."""
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
-                self.quantile, self.mechanism, self.step, self.units)
+                self.quantile, self.mechanism, self.step, self.units, self.dates)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +157,7 @@ class Cell:
     call: AggregateCall
     aggregate: Aggregate
     measurements: tuple[MeasurementSpec, ...]
-    type: str  # "BIGINT" or "DOUBLE"
+    type: str  # "BIGINT", "DOUBLE" or "DATE" (a date quantile)
     bound: Bound | None = None
 
     @property
@@ -349,12 +353,40 @@ def _quantile(call: AggregateCall, table: Table, grouped: bool, mechanism: str) 
     """MEDIAN, QUANTILE_CONT, PERCENTILE_CONT, MIN, MAX: a histogram of clamp(x) over B buckets
     and the exponential mechanism, utility sensitivity k (see the table above). The Laplace or
     Gaussian choice does not apply: the mechanism draws the value itself."""
+    if call.arg is not None and bound(call.arg, table).kind == "date":
+        return _date_quantile(call, table)
     b, k = _bound(call, table), table.rows_per_unit
     per_value = b.kind == "int" and b.hi - b.lo + 1 <= HISTOGRAM_BUCKETS
     buckets = int(b.hi - b.lo + 1) if per_value else HISTOGRAM_BUCKETS
     m = MeasurementSpec("histogram", call.arg, b.lo, b.hi, integer=per_value, l1=k, l2=k,
                         buckets=buckets, quantile=call.quantile, mechanism="exponential")
     return Cell(call, QUANTILE, (m,), "DOUBLE", bound=b)
+
+
+#: Dates are measured as their day numbers since this day (DuckDB: ``d - DATE '1970-01-01'``).
+EPOCH_DAY = dt.date(1970, 1, 1)
+
+
+def _date_quantile(call: AggregateCall, table: Table) -> Cell:
+    """MIN / MAX / MEDIAN / a quantile of a date column: the same exponential mechanism over
+    the day numbers of the column's declared bounds (one bucket per day when there are at most
+    HISTOGRAM_BUCKETS days), the value released as a date (:func:`dpsql.perturb.dated`). The
+    bounds are public, so the candidate days are too; without them there is nothing public to
+    draw from, and the query is refused."""
+    assert call.arg is not None
+    column = table.column(call.arg.name) if isinstance(call.arg, exp.Column) else None
+    if column is None or not column.bounded:
+        what = call.arg.sql(dialect="duckdb")
+        raise UnboundedExpression(
+            f"{call.text}: {what} needs declared date bounds (lower and upper in the metadata, "
+            "the days a date quantile is drawn from); aggregate a date column that has them")
+    lo, hi = ((d - EPOCH_DAY).days for d in (column.lower, column.upper))  # type: ignore[operator]
+    per_value = hi - lo + 1 <= HISTOGRAM_BUCKETS
+    k = table.rows_per_unit
+    m = MeasurementSpec("histogram", call.arg, float(lo), float(hi), integer=per_value, l1=k,
+                        l2=k, buckets=hi - lo + 1 if per_value else HISTOGRAM_BUCKETS,
+                        quantile=call.quantile, mechanism="exponential", dates=True)
+    return Cell(call, QUANTILE, (m,), "DATE", bound=bound(call.arg, table))
 
 
 def _first(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:

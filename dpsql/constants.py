@@ -22,6 +22,7 @@ BIGINT arithmetic inside the bounds of :mod:`dpsql.bounds`).
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import math
 from dataclasses import replace
@@ -32,10 +33,11 @@ from sqlglot import exp
 
 from dpsql.bounds import COMPARISONS, RULES, bound
 from dpsql.check import CheckedQuery
+from dpsql.dates import date_text, written
 from dpsql.engines import scratch
 from dpsql.errors import InvalidConstant
 from dpsql.metadata import Table
-from dpsql.total import total
+from dpsql.total import DATE_RANGE, total
 
 _INT64 = 2**63
 #: Exact integers in a double: a quoted number beyond this is compared as a DOUBLE.
@@ -88,7 +90,22 @@ def _evaluated(node: exp.Expression, table: Table) -> exp.Expression:
         return _number(node)
     if not _foldable(node) or node.find(exp.Column) is not None:
         return node
+    if isinstance(node, exp.StrToDate | exp.StrToTime):
+        return _strict_strptime(node)
     return _value_literal(node, *_evaluate(node, table))
+
+
+def _strict_strptime(node: exp.Expression) -> exp.Expression:
+    """TO_DATE('2025-03-01', 'YYYY-MM-DD') evaluated strictly (the engine would read a row's
+    text with TRY_STRPTIME): a text that does not match, or a date beyond the years 1 to 9999,
+    is refused here, naming what the analyst wrote."""
+    value, sql_type, text = _run(exp.select(exp.alias_(node.copy(), "v"), exp.alias_(
+        exp.cast(node.copy(), "VARCHAR"), "t")).sql(dialect="duckdb"), node)
+    day = value.date() if isinstance(value, dt.datetime) else value
+    if not isinstance(day, dt.date) or not DATE_RANGE[0] <= day <= DATE_RANGE[1]:
+        raise InvalidConstant(f"{written(node)} is not a date between the years 1 and 9999; "
+                              "fix the text or its format")
+    return _value_literal(node, value, sql_type, text)
 
 
 def _typed_literal(node: exp.Expression) -> exp.Expression:
@@ -140,7 +157,7 @@ def _run(sql: str, node: exp.Expression) -> tuple[object, str, str | None]:
         row = result.fetchone()
     except duckdb.Error as e:
         raise InvalidConstant(
-            f"{node.sql(dialect='duckdb')} cannot be evaluated: {_first_line(e)}; fix the "
+            f"{written(node)} cannot be evaluated: {_first_line(e)}; fix the "
             "constant (dpsql evaluates constants when the query is planned)") from None
     assert row is not None and result.description is not None
     return row[0], str(result.description[0][1]).upper(), row[1]
@@ -219,6 +236,8 @@ def _converted(texts: list[str], kind: str) -> list[exp.Expression]:
     """``texts`` converted by DuckDB's casts to the type that ``kind`` is compared as (all of
     one comparison in one query: an IN list can hold thousands)."""
     out: list[exp.Expression | None] = [None] * len(texts)
+    if kind == "date":  # '2025-06-01 00:00:00+00' is the date, a time of day is refused
+        texts = [date_text(t) for t in texts]
     for target in _CONVERSIONS.get(kind, ()):
         todo = [i for i, o in enumerate(out) if o is None]
         if not todo:

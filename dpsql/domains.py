@@ -9,6 +9,7 @@ scratch engine. Nothing here reads data. Keys are canonical and de-duplicated (:
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 
 import numpy as np
@@ -16,7 +17,7 @@ from sqlglot import exp
 
 from dpsql.engines import run_on_cells
 from dpsql.keys import distinct
-from dpsql.metadata import MAX_DOMAIN_SIZE, Table
+from dpsql.metadata import MAX_DOMAIN_SIZE, Column, Table
 from dpsql.total import total
 
 
@@ -41,19 +42,99 @@ def _image_of_domains(expression: exp.Expression, table: Table) -> tuple[object,
     its columns' public domains, in the scratch engine. It reads no data."""
     names = sorted({c.name.lower() for c in expression.find_all(exp.Column)})
     columns = [c for c in (table.column(n) for n in names) if c is not None]
-    if not names or len(columns) != len(names) or any(c.domain is None for c in columns):
+    if not names or len(columns) != len(names):
         return None
+    domains = [_inputs(c, expression) for c in columns]
     combos = 1
-    for c in columns:
-        combos *= len(c.domain or ())
-    if combos > MAX_DOMAIN_SIZE:
+    for d in domains:
+        if d is None:
+            return None
+        combos *= len(d)
+    if combos > _MAX_INPUTS:
         return None
-    product = list(itertools.product(*(c.domain or () for c in columns)))
+    product = list(itertools.product(*(d or () for d in domains)))
     data = {n: np.array([row[i] for row in product], dtype=object) for i, n in enumerate(names)}
     sql = (f"SELECT DISTINCT {total(expression, table).sql(dialect='duckdb')} AS k "
            "FROM __domain ORDER BY k NULLS LAST")
     _, _, rows = run_on_cells(sql, "__domain", data)
-    return tuple(v for (v,) in distinct((r[0],) for r in rows))
+    image = tuple(v for (v,) in distinct((r[0],) for r in rows))
+    return image if len(image) <= MAX_DOMAIN_SIZE else None
+
+
+#: Inputs evaluated to compute an image; the image itself must stay within MAX_DOMAIN_SIZE.
+_MAX_INPUTS = 4 * MAX_DOMAIN_SIZE
+
+#: Row-level shapes f(d) of a date column d whose image over a long public range is reached by
+#: :func:`_date_witnesses` (grain starts, and every day of the first years for the cyclic parts).
+_GRAINS = (exp.TimestampTrunc, exp.DateTrunc, exp.Year, exp.Month, exp.Quarter, exp.Day,
+           exp.DayOfWeek, exp.Extract)
+
+#: Every day of this many years from the lower bound reaches each cyclic part (month, day,
+#: day of week and of year, ISO week 53, which some year of any 7 consecutive ones has).
+_CYCLE_YEARS = 8
+
+
+def _inputs(column: Column, expression: exp.Expression) -> tuple[object, ...] | None:
+    """The values of ``column`` on which ``expression`` is evaluated: its public domain, or
+    for a long public date range under a grain shape, days that reach every value of the
+    image (:func:`_date_witnesses`)."""
+    domain = column.domain
+    if domain is not None or not (column.type == "date" and column.public_range):
+        return domain
+    step = _grain_step(expression)
+    if step is None:
+        return None
+    witnesses = _date_witnesses(column.lower, column.upper, step)  # type: ignore[arg-type]
+    if witnesses is None:
+        return None
+    return (*witnesses, None) if column.nullable else witnesses
+
+
+def _grain_step(expression: exp.Expression) -> str | None:
+    """For DATE_TRUNC(part, d), YEAR(d), MONTH(d), EXTRACT(part FROM d)... of a bare column d,
+    the starts that reach every grain: "week" (Mondays), "year" (firsts of January) or
+    "month" (firsts of months); None for any other expression."""
+    while isinstance(expression, exp.Paren):
+        expression = expression.this
+    if not isinstance(expression, _GRAINS):
+        return None
+    arg = expression.expression if isinstance(expression, exp.Extract) else expression.this
+    if not isinstance(arg, exp.Column):
+        return None
+    unit = expression.args.get("unit")
+    part = (unit.name.lower() if unit is not None else "") if not isinstance(
+        expression, exp.Extract) else expression.this.name.lower()
+    if isinstance(expression, exp.TimestampTrunc | exp.DateTrunc):
+        return _TRUNC_STEPS.get(part)  # a day or finer: every day is a key, no shortcut
+    return "year" if isinstance(expression, exp.Year) or part == "year" else "month"
+
+
+_TRUNC_STEPS = {"week": "week", "month": "month", "quarter": "month", "year": "year",
+                "decade": "year", "century": "year", "millennium": "year"}
+
+
+def _date_witnesses(lower: dt.date, upper: dt.date, step: str) -> tuple[dt.date, ...] | None:
+    """Days of [lower, upper] whose images under a grain shape are its whole image, without
+    enumerating every day of a long range: both bounds, every start of a ``step`` (Monday,
+    first of a month or of a year) and every day of the first :data:`_CYCLE_YEARS` years (the
+    cyclic parts: day, day of week and of year, ISO week). None when there are too many."""
+    months = (upper.year - lower.year) * 12 + upper.month - lower.month + 1
+    count = {"week": (upper - lower).days // 7, "year": upper.year - lower.year,
+             "month": months}[step]
+    if count > _MAX_INPUTS:
+        return None
+    days = {lower, upper}
+    if step == "week":
+        first = lower + dt.timedelta(days=(7 - lower.weekday()) % 7)
+        days.update(first + dt.timedelta(weeks=i) for i in range((upper - first).days // 7 + 1))
+    else:
+        per = 12 if step == "year" else 1
+        for i in range(0, months, per):
+            index = lower.year * 12 + (lower.month - 1 if step == "month" else 0) + i
+            days.add(dt.date(index // 12, index % 12 + 1, 1))
+    cycle = min((upper - lower).days + 1, 366 * _CYCLE_YEARS)
+    days.update(lower + dt.timedelta(days=i) for i in range(cycle))
+    return tuple(sorted(d for d in days if lower <= d <= upper))
 
 
 def _constant_branches(expression: exp.Expression) -> tuple[object, ...] | None:

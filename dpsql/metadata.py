@@ -17,7 +17,8 @@ The layout is dpsql's public interface::
 
 Column keys: ``type`` (int, float, text, bool, date), ``lower``/``upper`` (bounds; every value
 that enters a query is clamped to them), ``nullable``, ``values`` (a public domain of GROUP BY
-keys) and ``public_range`` (for int columns: the range lower..upper is a public key domain).
+keys) and ``public_range`` (for int and date columns: the range lower..upper is a public key
+domain; for a date, so are its DATE_TRUNC grains, years, months... between the bounds).
 When a database is opened, each declared table and column must exist in it with a physical
 type that matches its declared type (see :func:`dpsql.engines.check_metadata` for the rule:
 int from integers and DECIMAL(p, 0); float from any number; text from VARCHAR; bool from
@@ -124,12 +125,27 @@ class Column:
             values = self.values
         elif self.type == "bool":
             values = (False, True)
+        elif self.public_range and self.type == "date":
+            values = public_days(self)
+            if values is None:  # too many days to list: only coarser grains have a domain
+                return None
         elif self.public_range:
             assert isinstance(self.lower, int) and isinstance(self.upper, int)
             values = tuple(range(self.lower, self.upper + 1))
         if values is not None and self.nullable:
             values = (*values, None)
         return values
+
+
+def public_days(column: Column) -> tuple[dt.date, ...] | None:
+    """Every day of a date column's public range, or None when there are more than
+    :data:`MAX_DOMAIN_SIZE` (DATE_TRUNC to a coarser grain still has a domain:
+    :mod:`dpsql.domains`)."""
+    lo, hi = column.lower, column.upper
+    assert isinstance(lo, dt.date) and isinstance(hi, dt.date)
+    if (hi - lo).days + 1 > MAX_DOMAIN_SIZE:
+        return None
+    return tuple(lo + dt.timedelta(days=i) for i in range((hi - lo).days + 1))
 
 
 @dataclass(frozen=True)
@@ -395,9 +411,11 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
     values = _values(spec, ctype, where)
     public_range = _bool(spec, "public_range", where)
     if public_range:
-        if ctype != "int" or lower is None or upper is None:
-            raise MetadataError(f"{where}: public_range needs type int with lower and upper")
-        if upper - lower + 1 > MAX_DOMAIN_SIZE:  # type: ignore[operator]
+        if ctype not in ("int", "date") or lower is None or upper is None:
+            raise MetadataError(f"{where}: public_range needs type int or date with lower and "
+                                "upper")
+        # A long date range is fine: its months, weeks or years are listed, not its days.
+        if ctype == "int" and upper - lower + 1 > MAX_DOMAIN_SIZE:  # type: ignore[operator]
             raise MetadataError(f"{where}: public_range {lower}..{upper} has more than "
                                 f"{MAX_DOMAIN_SIZE} keys; use thresholding (no domain) instead")
     return Column(name=name.lower(), type=ctype, lower=lower, upper=upper,

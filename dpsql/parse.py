@@ -13,6 +13,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from dpsql.dates import spelled
 from dpsql.errors import NotASingleSelect, SQLSyntaxError, UnsupportedQuery
 
 # sqlglot logs a warning when it falls back to a generic Command; the refusal says enough.
@@ -41,7 +42,9 @@ def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     if len(statements) != 1:
         raise NotASingleSelect(
             f"the text holds {len(statements)} statements; send exactly one SELECT statement")
-    return _only_select(statements[0])
+    select = _only_select(statements[0])
+    spelled(select)  # date functions whose text sqlglot would rewrite (dpsql.dates)
+    return select
 
 
 def _only_select(statement: exp.Expr) -> exp.Select:

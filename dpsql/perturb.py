@@ -13,12 +13,14 @@ reaches the noise grid by integer arithmetic: no float rounding happens before t
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from dpsql.aggregates import Measurement
+from dpsql.aggregates import EPOCH_DAY, Measurement
 from dpsql.keys import canonical
 from dpsql.keys import order as key_order
 from dpsql.mechanisms import (
@@ -153,9 +155,18 @@ def _quantiles(m: Measurement, histograms: np.ndarray, q: float) -> np.ndarray:
 
 
 def _typed(values: np.ndarray, sql_type: str) -> np.ndarray:
+    if sql_type == "DATE":
+        return dated(values)
     if sql_type == "BIGINT":
         return np.asarray(values, dtype=np.int64)
     return np.asarray(values, dtype=np.float64)
+
+
+def dated(days: np.ndarray) -> np.ndarray:
+    """Day numbers since EPOCH_DAY (drawn among the declared bounds' days) as dates: the day
+    a drawn real number falls in."""
+    return np.array([EPOCH_DAY + dt.timedelta(days=math.floor(d)) if math.isfinite(d)
+                     else None for d in np.asarray(days, dtype=np.float64)], dtype=object)
 
 
 def _width(m: Measurement) -> float:

@@ -23,6 +23,7 @@ from dpsql.bind import bind
 from dpsql.check import check
 from dpsql.constants import fold_constants
 from dpsql.cost import check_cost
+from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
 from dpsql.errors import UnsupportedQuery
 from dpsql.mechanisms import accuracy, validate_privacy_parameters
@@ -64,7 +65,9 @@ def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0
 
 def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechanism: str,
              dialect: str) -> Plan:
-    checked = check_cost(fold_constants(check(bind(parse(sql, dialect), metadata))))
+    tree = parse(sql, dialect)
+    normalise(tree)  # date functions as the checker knows them (dpsql.dates)
+    checked = check_cost(fold_constants(check(bind(tree, metadata))))
     result = plan(checked, epsilon, delta, mechanism)
     check_outer(result)
     return result

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
-from dpsql.aggregates import Measurement
+from dpsql.aggregates import EPOCH_DAY, Measurement
 from dpsql.bounds import bound
 from dpsql.metadata import Table
 from dpsql.plan import Plan
@@ -248,6 +248,9 @@ def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
     if hi <= lo:
         return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
                                     true=exp.Literal.number(0))])
+    if m.dates:  # a date's day number: DATE minus DATE is a BIGINT in DuckDB
+        x = exp.Paren(this=exp.Sub(this=x, expression=exp.cast(
+            exp.Literal.string(EPOCH_DAY.isoformat()), "DATE")))
     scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
                                                  expression=number(lo))),
                      expression=number(m.buckets / (hi - lo)))

@@ -74,6 +74,11 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             return _wide(exp.TryCast(this=total(n.this, table, reader, filtering),
                                      to=n.to.copy()))
 
+        if isinstance(n, exp.StrToDate | exp.StrToTime):  # TRY_STRPTIME: NULL, not an error
+            read = n.__class__(this=total(n.this, table, reader, filtering),
+                               format=n.args["format"].copy(), safe=True)
+            return clamp_date(read, *DATE_RANGE, kind="DATE" if isinstance(
+                n, exp.StrToDate) else "TIMESTAMP")
         if isinstance(n, exp.Literal) and not n.is_string:
             return _typed_number(n)
         if isinstance(n, exp.Sign):  # DuckDB's SIGN is a TINYINT: SIGN(a) + SIGN(b) + ...

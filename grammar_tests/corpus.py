@@ -25,7 +25,7 @@ _NUMBER_FACTS = {"columns", "cells", "measurements", "keys", "rows"}
 _FLOAT_FACTS = {"l1"}
 _LIST_FACTS = {"names", "types"}
 _OPTION_DEFAULTS: dict[str, object] = {"epsilon": 1.0, "delta": 0.0, "mechanism": "laplace"}
-_CELL_TYPES = {"BIGINT", "DOUBLE"}
+_CELL_TYPES = {"BIGINT", "DOUBLE", "DATE"}
 
 
 class CorpusFormatError(ValueError):

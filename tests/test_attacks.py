@@ -328,6 +328,15 @@ DATA_DEPENDENT = [
     "SELECT COUNT(*) FROM people WHERE code::DOUBLE > 5",
     "SELECT SUM(LEAST(GREATEST(CAST(code AS INTEGER), 0), 100)) FROM people",
     "SELECT COUNT(*) FROM people WHERE CAST(name AS BOOLEAN)",
+    # dates read from text: TRY_STRPTIME, clamped (a year beyond 9999, a text that is no date)
+    "SELECT COUNT(*) FROM people WHERE TO_DATE(code, 'YYYYMMDD') > DATE '2000-01-01'",
+    "SELECT COUNT(*) FROM people WHERE TO_DATE(code, 'YYYY') > DATE '2000-01-01'",
+    "SELECT COUNT(*) FROM people WHERE TO_TIMESTAMP(name, 'YYYY-MM-DD HH24:MI:SS') IS NULL",
+    "SELECT COUNT(*) FROM people WHERE STRPTIME(code, '%Y%m%d') > TIMESTAMP '2000-01-01'",
+    "SELECT COUNT(*) FROM people WHERE DATE_TRUNC('month', TO_DATE(code, 'YYYY')) > "
+    "DATE '2000-01-01'",
+    "SELECT COUNT(*) FROM people WHERE DATE_PART('year', TO_TIMESTAMP(code, 'YYYY')) > 2000",
+    "SELECT COUNT(*) FROM people WHERE TO_DATE(code, 'YYYY') - born > 0",
     # integer and decimal overflow (narrow integer types, unsigned types, DECIMAL literals)
     "SELECT COUNT(*) FROM people WHERE CAST(age AS TINYINT) + CAST(age AS TINYINT) > 0",
     "SELECT COUNT(*) FROM people WHERE age::TINYINT + age::TINYINT > 0",
@@ -766,6 +775,27 @@ LAZY_CONSTANTS = [
     f"SELECT SUM(CASE age WHEN '99999999999999999999' THEN 1 ELSE 0 END) FROM people "
     f"WHERE {GUARD}",
     f"SELECT COUNT(NULLIF(age, '99999999999999999999')) FROM people WHERE {GUARD}",
+    # date functions of constants: evaluated strictly when planned
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > TO_DATE('2000-13-01', "
+    "'YYYY-MM-DD') ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > TO_DATE('99999-01-01', "
+    "'YYYY-MM-DD') ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > TO_DATE('0000-01-01', "
+    "'YYYY-MM-DD') ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > TO_DATE('2000-01-01', "
+    "'YYYY-MM-DD TZ') ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > STRPTIME('2000-01-01', "
+    "'%Q') ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > TO_TIMESTAMP("
+    "'294248-01-01', 'YYYY-MM-DD') ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > TIMESTAMP '2000-01-41' "
+    "ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born = '2000-01-01 10:00:00+00' "
+    "ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > CAST('2000-01-01 "
+    "00:00:00+99' AS TIMESTAMPTZ) ELSE FALSE END",
+    f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN born > TO_DATE(name, "
+    "'YYYY-MM-DD') ELSE FALSE END",
     # integer literals typed as INT32 by the engine
     f"SELECT COUNT(CASE WHEN {GUARD} THEN 2147483647 + 1 END) FROM people",
     f"SELECT SUM(CASE WHEN {GUARD} THEN 2147483647 + 1 ELSE 0 END) FROM people",
@@ -1093,3 +1123,11 @@ def test_type_errors_of_the_engine_are_refused_before_the_charge(
             db.query(sql, epsilon=1.0)
         status = db.budget()
         assert status is not None and status.spent.epsilon == 0
+
+
+def test_latest_date_hides_the_newcomer() -> None:
+    """MAX of a date column: the exponential mechanism over the declared days, so a neighbour
+    born on the upper bound (far after everyone else) moves the released date by no more than
+    epsilon allows."""
+    neighbour = ((10_000, "x", 50, 1000.0, "Ames", "1", dt.date(2010, 12, 31), 0.0, True),)
+    assert_private("SELECT MAX(born) FROM people", neighbour, n=200)

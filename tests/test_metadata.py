@@ -123,7 +123,7 @@ def test_contribution_bounds() -> None:
     ({"people": table({"x": {"type": "float", "lower": 0, "upper": 9, "public_range": True}})},
      ["column 'x'", "public_range needs type int"]),
     ({"people": table({"age": {"type": "int", "public_range": True}})},
-     ["column 'age'", "public_range needs type int with lower and upper"]),
+     ["column 'age'", "public_range needs type int or date with lower and upper"]),
     ({"people": table({"age": "int"}, privacy_unit="person_id")},
      ["table 'people'", "privacy_unit 'person_id' is not one of its declared columns"]),
     ({"people": table({"pid": "int"}, privacy_unit="pid", one_row_per_unit=True,

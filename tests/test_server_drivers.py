@@ -101,12 +101,16 @@ def test_asyncpg_gets_a_refusal_without_hanging(served) -> None:
 
 def test_asyncpg_refused_cast_is_an_error_not_a_hang(served) -> None:
     async def work(c: asyncpg.Connection) -> Any:
+        answered = await c.fetch("SELECT COUNT(*) FROM visits WHERE day >= $1::TIMESTAMP",
+                                 dt.datetime(2025, 6, 1, 12))  # a TIMESTAMP is compared
         with pytest.raises(asyncpg.PostgresError) as refused:
-            await c.fetch("SELECT COUNT(*) FROM visits WHERE day >= $1::TIMESTAMP",
-                          dt.datetime(2025, 6, 1, 12))
-        return refused.value
+            await c.fetch("SELECT COUNT(*) FROM visits WHERE day::TIMESTAMPTZ >= $1::DATE",
+                          dt.date(2025, 6, 1))
+        return answered, refused.value
 
-    assert "CAST to TIMESTAMP" in str(run(served, work))
+    answered, refused = run(served, work)
+    assert len(answered) == 1
+    assert "CAST to TIMESTAMPTZ" in str(refused)
 
 
 def test_psycopg_timestamp_with_zone_against_a_date_column(served) -> None:

@@ -14,6 +14,7 @@ from dpsql.bounds.core import (
     num,
     predicate,
 )
+from dpsql.dates import check_format, written
 from dpsql.errors import UnboundedExpression
 from dpsql.metadata import Table
 
@@ -88,6 +89,16 @@ def _date_trunc(node: exp.Expression, table: Table) -> Bound:
     return replace(bound(node.this, table), kind="date")
 
 
+def _strptime(node: exp.Expression, table: Table) -> Bound:
+    """TO_DATE / TO_TIMESTAMP / STRPTIME of a text: a date, NULL when the text does not match
+    (the engine reads TRY_STRPTIME, clamped to the dates every engine function handles)."""
+    check_format(node.args.get("format"), written(node), translated=True)
+    a = bound(node.this, table)
+    if a.kind not in ("text", "null"):
+        raise UnboundedExpression(f"{written(node)}: the first argument must be text")
+    return Bound("date", nullable=True)
+
+
 RULES: dict[type, Callable[[exp.Expression, Table], Bound]] = {
     exp.Lower: _text_function,
     exp.Upper: _text_function,
@@ -104,4 +115,6 @@ RULES: dict[type, Callable[[exp.Expression, Table], Bound]] = {
     exp.Extract: _extract,
     exp.TimestampTrunc: _date_trunc,
     exp.DateTrunc: _date_trunc,
+    exp.StrToDate: _strptime,
+    exp.StrToTime: _strptime,
 }

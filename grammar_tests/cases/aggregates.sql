@@ -349,3 +349,19 @@ SELECT AVG(*) FROM people;
 -- case: median of star refused
 -- expect: refused UnsupportedAggregate
 SELECT MEDIAN(*) FROM people;
+
+-- case: min max median of a bounded date column are dates
+-- expect: accepted cells=3 measurements=3 types=DATE|DATE|DATE rows=1
+SELECT MIN(day), MAX(day), MEDIAN(day) FROM visits;
+
+-- case: median of a long date range is a date
+-- expect: accepted types=DATE rows=1
+SELECT MEDIAN(signup_date) FROM people;
+
+-- case: latest visit per category
+-- expect: accepted release=domain:8 types=DATE rows=8
+SELECT category, MAX(day) FROM visits GROUP BY category;
+
+-- case: quantile of a date expression is refused
+-- expect: refused UnboundedExpression mentions=bounds
+SELECT MEDIAN(DATE_TRUNC('month', day)) FROM visits;

@@ -105,3 +105,55 @@ SELECT COUNT(*) FROM visits WHERE day = CAST('2025-02-30' AS DATE);
 -- case: quoted date compared with a date column that is not a date
 -- expect: refused InvalidConstant mentions=date
 SELECT COUNT(*) FROM visits WHERE day < '2025-02-30';
+
+-- case: superset time range filter with to_date is folded
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM visits WHERE day >= TO_DATE('2025-03-01', 'YYYY-MM-DD') AND day < TO_DATE('2025-04-01', 'YYYY-MM-DD');
+
+-- case: to_date of an invalid date is refused naming it
+-- expect: refused InvalidConstant mentions=TO_DATE mentions=2025-13-01 mentions=YYYY-MM-DD
+SELECT COUNT(*) FROM visits WHERE day >= TO_DATE('2025-13-01', 'YYYY-MM-DD');
+
+-- case: to_date with a time zone format is refused
+-- expect: refused InvalidConstant mentions=TO_DATE mentions=format
+SELECT COUNT(*) FROM visits WHERE day >= TO_DATE('2025-03-01 UTC', 'YYYY-MM-DD TZ');
+
+-- case: to_date beyond year 9999 is refused
+-- expect: refused InvalidConstant mentions=99999
+SELECT COUNT(*) FROM visits WHERE day >= TO_DATE('99999-01-01', 'YYYY-MM-DD');
+
+-- case: to_timestamp with a format is folded
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM visits WHERE day >= TO_TIMESTAMP('2025-03-01 00:00:00', 'YYYY-MM-DD HH24:MI:SS');
+
+-- case: to_timestamp of seconds is refused under its own name
+-- expect: refused ForbiddenFunction mentions=TO_TIMESTAMP
+SELECT COUNT(*) FROM visits WHERE day >= TO_TIMESTAMP(1700000000);
+
+-- case: strptime with an unknown directive is refused
+-- expect: refused InvalidConstant mentions=STRPTIME
+SELECT COUNT(*) FROM visits WHERE day >= STRPTIME('2025-03-01', '%Q');
+
+-- case: timestamp literal compared with a date
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM visits WHERE day >= TIMESTAMP '2025-06-01 00:00:00';
+
+-- case: invalid timestamp literal is refused without sqlglot names
+-- expect: refused InvalidConstant mentions=2025-06-41
+SELECT COUNT(*) FROM visits WHERE day >= TIMESTAMP '2025-06-41';
+
+-- case: timestamptz constant at midnight utc
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM visits WHERE day >= CAST('2025-06-01T00:00:00+00:00' AS TIMESTAMPTZ);
+
+-- case: date text with a zone is the date
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM visits WHERE day >= '2025-06-01 +00';
+
+-- case: date text with a time of day is refused
+-- expect: refused InvalidConstant mentions=time mentions=10:00:00
+SELECT COUNT(*) FROM visits WHERE day >= '2025-06-01 10:00:00+00';
+
+-- case: date text at midnight in another zone is a time of day in utc
+-- expect: refused InvalidConstant mentions=22:00:00
+SELECT COUNT(*) FROM visits WHERE day >= '2025-06-01 00:00:00+02';

@@ -328,3 +328,23 @@ SELECT SUM((SELECT MAX(age) FROM people)) FROM people;
 -- case: aggregate over list literal
 -- expect: refused ForbiddenFunction
 SELECT SUM(len([age, children])) FROM people;
+
+-- case: date_part year of a date column
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM visits WHERE DATE_PART('year', day) = 2025;
+
+-- case: to_date of a text column is read with try_strptime
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM visits WHERE TO_DATE(category, 'YYYY-MM-DD') IS NULL;
+
+-- case: to_date with a format from a column is refused
+-- expect: refused InvalidConstant mentions=format
+SELECT COUNT(*) FROM visits WHERE TO_DATE(category, category) IS NULL;
+
+-- case: cast of a date column to timestamptz is refused
+-- expect: refused UnboundedExpression mentions=TIMESTAMPTZ
+SELECT COUNT(*) FROM visits WHERE CAST(day AS TIMESTAMPTZ) >= '2025-06-01';
+
+-- case: cast of a date column to timestamp
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM visits WHERE CAST(day AS TIMESTAMP) >= TIMESTAMP '2025-06-01 00:00:00';

@@ -136,8 +136,48 @@ SELECT state, COUNT(*) FROM people GROUP BY state;
 SELECT email, COUNT(*) FROM people GROUP BY email;
 
 -- case: group by date part at delta zero
--- expect: refused KeyReleaseRefused
+-- expect: refused KeyReleaseRefused mentions=public_range
+SELECT MONTH(signup_date) AS m, COUNT(*) FROM people GROUP BY m;
+
+-- case: group by month of a public date range
+-- expect: accepted keys=1 release=domain:12 rows=12
 SELECT MONTH(day) AS m, COUNT(*) FROM visits GROUP BY m;
+
+-- case: group by date_trunc month of a public date range
+-- expect: accepted release=domain:12 rows=12
+SELECT DATE_TRUNC('month', day) AS m, COUNT(*) FROM visits GROUP BY m ORDER BY m;
+
+-- case: group by date_trunc week of a public date range
+-- expect: accepted release=domain:53 rows=53
+SELECT DATE_TRUNC('week', day) AS w, COUNT(*) FROM visits GROUP BY w;
+
+-- case: group by date_trunc quarter of a public date range
+-- expect: accepted release=domain:4 rows=4
+SELECT DATE_TRUNC('quarter', day) AS q, SUM(amount) FROM visits GROUP BY q;
+
+-- case: group by date_trunc year of a public date range
+-- expect: accepted release=domain:1 rows=1
+SELECT DATE_TRUNC('year', day) AS y, COUNT(*) FROM visits GROUP BY y;
+
+-- case: group by date_trunc day of a public date range
+-- expect: accepted release=domain:365
+SELECT DATE_TRUNC('day', day) AS d, COUNT(*) FROM visits GROUP BY d;
+
+-- case: group by a public date range itself
+-- expect: accepted release=domain:365
+SELECT day, COUNT(*) FROM visits GROUP BY day;
+
+-- case: group by extract of a public date range
+-- expect: accepted release=domain:7 rows=7
+SELECT EXTRACT(dow FROM day) AS dow, COUNT(*) FROM visits GROUP BY dow;
+
+-- case: group by year of a public date range
+-- expect: accepted release=domain:1 rows=1
+SELECT YEAR(day) AS y, COUNT(*) FROM visits GROUP BY y;
+
+-- case: group by month and category of a public date range
+-- expect: accepted release=domain:96 rows=96
+SELECT DATE_TRUNC('month', day) AS m, category, COUNT(*) FROM visits GROUP BY m, category;
 
 -- case: group by year at delta zero
 -- expect: refused KeyReleaseRefused
@@ -187,12 +227,12 @@ SELECT email, SUM(income) FROM people GROUP BY email;
 -- case: thresholded key on visits counts units
 -- options: delta=1e-5
 -- expect: accepted release=threshold measurements=2 l1[0]=10 l1[1]=3 rows<=12
-SELECT MONTH(day) AS m, COUNT(*) FROM visits GROUP BY m;
+SELECT visit_id % 12 AS m, COUNT(*) FROM visits GROUP BY m;
 
 -- case: thresholded count of units shares the threshold measurement
 -- options: delta=1e-5
 -- expect: accepted release=threshold measurements=1 l1[0]=3 rows<=12
-SELECT MONTH(day) AS m, COUNT(DISTINCT person_id) FROM visits GROUP BY m;
+SELECT visit_id % 12 AS m, COUNT(DISTINCT person_id) FROM visits GROUP BY m;
 
 -- case: thresholded two keys
 -- options: delta=1e-6

@@ -1,0 +1,160 @@
+"""Date functions as analysts (and BI tools) write them, in the forms the checker knows.
+
+:func:`spelled` runs when a query is parsed, :func:`normalise` before it is checked. sqlglot
+reads PostgreSQL's date functions in the DuckDB dialect as unknown functions or as its own
+rewritings (``TO_TIMESTAMP(text, fmt)`` as ``UNIX_TO_TIME``, ``TIMESTAMP`` as
+``TIMESTAMPNTZ``); these passes turn them into the few nodes that :mod:`dpsql.bounds`
+allows, and remember what the analyst wrote (``meta["written"]``) so that
+errors quote it:
+
+- ``TO_DATE(text, 'YYYY-MM-DD')`` -> ``StrToDate`` with DuckDB's strptime format ``'%Y-%m-%d'``
+  (translated with sqlglot's PostgreSQL mapping), ``TO_TIMESTAMP(text, fmt)`` -> ``StrToTime``;
+  ``STRPTIME(text, fmt)`` is already a ``StrToTime``. The format must be a constant made of
+  the directives in :data:`FORMAT_DIRECTIVES` (no time zones: ``%z`` would make a TIMESTAMPTZ).
+  The engine reads them with TRY_STRPTIME (:mod:`dpsql.total`), a constant is evaluated
+  strictly when the query is planned (:mod:`dpsql.constants`): a text that does not match its
+  format is an :class:`~dpsql.errors.InvalidConstant`, never a row's error.
+- ``DATE_PART('year', d)`` -> ``EXTRACT(YEAR FROM d)``.
+- ``TIMESTAMP`` (sqlglot's ``TIMESTAMPNTZ``) -> ``TIMESTAMP``; a constant cast to
+  ``TIMESTAMPTZ`` (psycopg2 sends aware datetimes as ``'...+00:00'::timestamptz``) -> the UTC
+  TIMESTAMP it denotes. A column cast to TIMESTAMPTZ stays, and is refused by the checker.
+
+Nothing here reads data: the rewriting depends on the query text only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.time import format_time
+
+from dpsql.errors import InvalidConstant
+
+#: strptime directives a format may use (after translation from PostgreSQL's): dates and
+#: times of day, no time zones.
+FORMAT_DIRECTIVES = frozenset("YymdjHIMSfbBaAp%")
+_DIRECTIVE = re.compile(r"%-?(.)")
+_TZ = exp.DataType.Type.TIMESTAMPTZ
+_NTZ = exp.DataType.Type.TIMESTAMPNTZ
+
+
+def spelled(tree: exp.Expression) -> exp.Expression:
+    """At parse time, the forms whose SQL text sqlglot would regenerate wrongly or under
+    another name: ``TO_TIMESTAMP(text, fmt)`` stays ``TO_TIMESTAMP`` (sqlglot reads it as
+    UNIX_TO_TIME and writes ``TO_TIMESTAMP(text / POWER(10, fmt))``), ``TIMESTAMPNTZ`` is
+    ``TIMESTAMP``. The normalised text of a query (its answer key) is written from this tree."""
+    return tree.transform(_spelled, copy=False)
+
+
+def _spelled(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.DataType) and node.this == _NTZ:
+        return exp.DataType.build("TIMESTAMP")
+    if isinstance(node, exp.UnixToTime):  # refused with one argument, under its own name
+        scale = node.args.get("scale")
+        return exp.Anonymous(this="TO_TIMESTAMP", expressions=[node.this] + (
+            [scale] if scale is not None else []))
+    return node
+
+
+def normalise(tree: exp.Expression) -> exp.Expression:
+    """Before checking, the date functions in the forms the checker knows (see the module)."""
+    return tree.transform(_normalised, copy=False)
+
+
+def written(node: exp.Expression) -> str:
+    """What the analyst wrote for ``node``: its text before this pass, else its DuckDB SQL."""
+    return str(node.meta.get("written") or node.sql(dialect="duckdb"))
+
+
+_STRPTIME = {"TO_DATE": exp.StrToDate, "TO_TIMESTAMP": exp.StrToTime}
+
+
+def _normalised(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Cast) and node.to.this == _TZ and _is_text(node.this):
+        return _utc_literal(node)
+    if isinstance(node, exp.Anonymous):
+        name = node.name.upper()
+        if name in _STRPTIME and len(node.expressions) == 2:
+            return _strptime(_STRPTIME[name], node, *node.expressions)
+        if name == "DATE_PART" and len(node.expressions) == 2 and _is_text(node.expressions[0]):
+            part, value = node.expressions
+            return exp.Extract(this=exp.var(part.name.upper()), expression=value)
+    if isinstance(node, exp.StrToTime) and "written" not in node.meta:
+        node.meta["written"] = node.sql(dialect="duckdb")
+        check_format(node.args.get("format"), node.meta["written"], translated=True)
+    return node
+
+
+def _strptime(kind: type[exp.Func], node: exp.Expression, text: exp.Expression,
+              fmt: exp.Expression) -> exp.Expression:
+    what = node.sql(dialect="duckdb")
+    check_format(fmt, what, translated=False)
+    translated = format_time(fmt.name, Postgres.TIME_MAPPING, Postgres.TIME_TRIE) or ""
+    check_format(exp.Literal.string(translated), what, translated=True)
+    out = kind(this=text, format=exp.Literal.string(translated))
+    out.meta["written"] = what
+    return out
+
+
+def check_format(fmt: exp.Expression | None, what: str, translated: bool) -> None:
+    """A format must be a constant text; translated, it may use :data:`FORMAT_DIRECTIVES`
+    only (DuckDB refuses an unknown directive when a row reaches it; %z would give a time
+    zone)."""
+    if not _is_text(fmt):
+        raise InvalidConstant(f"{what}: the format must be a constant text such as "
+                              "'YYYY-MM-DD'")
+    if not translated:
+        return
+    assert fmt is not None
+    bad = sorted({d for d in _DIRECTIVE.findall(fmt.name) if d not in FORMAT_DIRECTIVES})
+    if bad or (fmt.name.endswith("%") and not fmt.name.endswith("%%")) or not fmt.name:
+        raise InvalidConstant(
+            f"{what}: the format has parts dpsql cannot read ({', '.join(bad) or 'empty'}); "
+            "use YYYY, MM, DD, HH24, MI, SS (TO_DATE) or %Y, %m, %d, %H, %M, %S (STRPTIME), "
+            "without time zones")
+
+
+def _is_text(node: exp.Expression | None) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _utc_literal(node: exp.Cast) -> exp.Expression:
+    """``'2025-06-01 00:00:00+02'::TIMESTAMPTZ`` as the UTC TIMESTAMP it denotes."""
+    text = node.this.name
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidConstant(f"{node.sql(dialect='duckdb')}: '{text}' is not a timestamp; "
+                              "write one such as '2025-06-01 00:00:00+00'") from None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return exp.cast(exp.Literal.string(value.isoformat(sep=" ")), "TIMESTAMP")
+
+
+def date_text(text: str) -> str:
+    """A text compared with a date, read as PostgreSQL reads it: a timestamp with a zone or a
+    time is the date when it is midnight (UTC), refused otherwise; any other text as is."""
+    stripped = text.strip()
+    match = re.fullmatch(r"(\d{4}-\d{2}-\d{2})\s*([+-]\d{2}(?::?\d{2})?|Z|UTC)", stripped)
+    if match:  # '2025-06-01 +00': a date with a zone
+        zone = "+00" if match.group(2) in ("Z", "UTC") else match.group(2)
+        stripped = f"{match.group(1)} 00:00:00{zone}"
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}[ T].+", stripped):
+        return text
+    try:
+        value = dt.datetime.fromisoformat(stripped)
+    except ValueError:
+        return text  # not ISO: left to DuckDB's cast, which refuses it or reads it
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    if value.time() != dt.time(0):
+        raise InvalidConstant(
+            f"'{text}' has a time of day ({value.time().isoformat()} UTC) but is compared with "
+            "a date; compare with a date such as DATE '2025-06-01' (midnight UTC is its date)")
+    return value.date().isoformat()
+
+
+__all__ = ["FORMAT_DIRECTIVES", "check_format", "date_text", "normalise", "spelled", "written"]
