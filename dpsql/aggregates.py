@@ -380,7 +380,8 @@ def _date_quantile(call: AggregateCall, table: Table) -> Cell:
         raise UnboundedExpression(
             f"{call.text}: {what} needs declared date bounds (lower and upper in the metadata, "
             "the days a date quantile is drawn from); aggregate a date column that has them")
-    lo, hi = ((d - EPOCH_DAY).days for d in (column.lower, column.upper))  # type: ignore[operator]
+    assert isinstance(column.lower, dt.date) and isinstance(column.upper, dt.date)
+    lo, hi = ((d - EPOCH_DAY).days for d in (column.lower, column.upper))
     per_value = hi - lo + 1 <= HISTOGRAM_BUCKETS
     k = table.rows_per_unit
     m = MeasurementSpec("histogram", call.arg, float(lo), float(hi), integer=per_value, l1=k,

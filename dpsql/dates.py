@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
@@ -94,7 +95,7 @@ def _strptime(kind: type[exp.Func], node: exp.Expression, text: exp.Expression,
     check_format(fmt, what, translated=False)
     translated = format_time(fmt.name, Postgres.TIME_MAPPING, Postgres.TIME_TRIE) or ""
     check_format(exp.Literal.string(translated), what, translated=True)
-    out = kind(this=text, format=exp.Literal.string(translated))
+    out = cast(exp.Expression, kind(this=text, format=exp.Literal.string(translated)))
     out.meta["written"] = what
     return out
 
