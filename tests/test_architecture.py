@@ -103,3 +103,14 @@ def test_every_pass_is_a_module_of_its_own() -> None:
     for name in pipeline.PASSES:
         if name != "execute":  # the engine's job (dpsql.engines)
             assert (PACKAGE / f"{name}.py").exists(), name
+
+
+def test_every_package_is_installed() -> None:
+    """`pip install .` (the README's Quickstart) ships every package of dpsql/: an editable
+    install finds a package that pyproject.toml forgot, a real install does not."""
+    import tomllib
+
+    declared = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"][
+        "setuptools"]["packages"])
+    found = {_module_name(p.parent / "__init__.py") for p in PACKAGE.rglob("__init__.py")}
+    assert found <= declared, f"add to [tool.setuptools] packages: {sorted(found - declared)}"
