@@ -54,6 +54,7 @@ import numpy as np
 
 from dpsql.audit_scenarios import SCENARIOS, Scenario
 from dpsql.database import Database
+from dpsql.metadata import ENGINE_TYPES
 from dpsql.pipeline import answer
 from dpsql.postprocess import Result
 
@@ -61,8 +62,6 @@ from dpsql.postprocess import Result
 DEFAULT_N = 1000
 DEFAULT_CONFIDENCE = 0.99
 DEFAULT_EVENTS = 4
-_DUCKDB_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "BOOLEAN",
-                 "date": "DATE"}
 
 Feature = tuple[object, ...]
 
@@ -114,7 +113,7 @@ def build_databases(scenario: Scenario, folder: str | Path) -> tuple[Path, Path,
     for column in scenario.columns:
         spec = declared.get(column, {"type": "text"})
         kind = spec if isinstance(spec, str) else spec.get("type", "text")
-        types.append(_DUCKDB_TYPES[kind])
+        types.append(ENGINE_TYPES[kind])
     paths = []
     for label, rows in (("d", scenario.rows), ("d_prime", scenario.rows + scenario.neighbour)):
         path = folder / f"{label}.duckdb"

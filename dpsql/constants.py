@@ -34,7 +34,7 @@ from sqlglot import exp
 from dpsql.bounds import COMPARISONS, RULES, bound
 from dpsql.check import CheckedQuery
 from dpsql.dates import date_text, written
-from dpsql.engines import scratch
+from dpsql.engines import INTEGER_TYPES, scratch
 from dpsql.errors import InvalidConstant
 from dpsql.metadata import Table
 from dpsql.total import DATE_RANGE, total
@@ -42,8 +42,6 @@ from dpsql.total import DATE_RANGE, total
 _INT64 = 2**63
 #: Exact integers in a double: a quoted number beyond this is compared as a DOUBLE.
 _EXACT_DOUBLE = 2**53
-_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
-                  "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
 _TEMPORAL_TYPES = {"DATE": "DATE", "TIMESTAMP": "TIMESTAMP"}
 #: What a text literal compared with a value of each kind is converted to.
 _CONVERSIONS = {"int": ("DOUBLE",), "float": ("DOUBLE",), "bool": ("BOOLEAN",),
@@ -171,7 +169,7 @@ def _value_literal(node: exp.Expression, value: object, sql_type: str,
         return exp.Null()
     if isinstance(value, bool):
         return exp.Boolean(this=value)
-    if base in _INTEGER_TYPES or base == "DECIMAL" or isinstance(value, float):
+    if base in INTEGER_TYPES or base == "DECIMAL" or isinstance(value, float):
         return number_literal(value)  # type: ignore[arg-type]
     if isinstance(value, str):
         return exp.Literal.string(value)

@@ -204,7 +204,7 @@ class DuckDBEngine:
 
 # --- declared types against physical types ---------------------------------------------------
 
-_INTEGERS = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                        "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"})
 _FLOATS = frozenset({"FLOAT", "REAL", "DOUBLE"})
 _TIMESTAMPS = frozenset({"TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"})
@@ -221,7 +221,7 @@ _STORED_AS = {
 def declared_type(stored: str) -> str | None:
     """The declared type a physical DuckDB type reads as exactly, or None if there is none."""
     base = stored.split("(")[0].strip()
-    if base in _INTEGERS:
+    if base in INTEGER_TYPES:
         return "int"
     if base == "DECIMAL":
         return "int" if re.fullmatch(r"DECIMAL\(\d+,\s*0\)", stored) else "float"

@@ -74,6 +74,10 @@ from dpsql.cache import LRU
 from dpsql.errors import MetadataError
 
 COLUMN_TYPES = ("int", "float", "text", "bool", "date")
+#: The DuckDB type each declared column type is read as (dpsql.total.Reader), and that an empty
+#: table of the declared types has (plan-time checks, the audit's databases).
+ENGINE_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "BOOLEAN",
+                "date": "DATE"}
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
                "columns", "description"}

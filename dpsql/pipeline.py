@@ -27,7 +27,7 @@ from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
 from dpsql.errors import UnsupportedQuery
 from dpsql.mechanisms import accuracy, validate_privacy_parameters
-from dpsql.metadata import Metadata
+from dpsql.metadata import ENGINE_TYPES, Metadata
 from dpsql.parse import parse
 from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan, calibrated, plan
@@ -39,9 +39,6 @@ PASSES = ("parse", "bind", "check", "constants", "cost", "plan", "rewrite", "exe
           "postprocess")
 
 
-#: The engine type each declared column type is read as (see total.Reader).
-DECLARED_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "BOOLEAN",
-                  "date": "DATE"}
 
 
 def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0.0,
@@ -75,9 +72,9 @@ def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechani
 
 def _physical(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:
     try:
-        return exp.DataType.build(schema.get(column, DECLARED_TYPES[declared]), dialect="duckdb")
+        return exp.DataType.build(schema.get(column, ENGINE_TYPES[declared]), dialect="duckdb")
     except (SqlglotError, ValueError):  # a type sqlglot cannot spell: read as declared
-        return exp.DataType.build(DECLARED_TYPES[declared])
+        return exp.DataType.build(ENGINE_TYPES[declared])
 
 
 def answer(p: Plan, engine: Engine) -> Result:

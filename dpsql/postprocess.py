@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from dpsql.engines import run_on_cells, scratch
 from dpsql.errors import UnsupportedQuery
+from dpsql.metadata import ENGINE_TYPES
 from dpsql.perturb import NoisyCells
 from dpsql.plan import Plan
 
@@ -198,8 +199,7 @@ def _type_of(plan: Plan, placeholder: str) -> str:
             return cell.type
     for key in plan.keys:
         if key.name == placeholder:
-            return {"int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE"}.get(
-                key.bound.kind, "VARCHAR")
+            return ENGINE_TYPES.get(key.bound.kind, "VARCHAR")
     return "VARCHAR"
 
 
