@@ -25,11 +25,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import registry
 
-import dpsql
 from dpsql.integrations.sqlalchemy import DpsqlDialect
 from dpsql.integrations.superset import DP_EXTRA_DEFAULTS, DpsqlEngineSpec
-from dpsql.server import ServerConfig, serve_in_thread
-from dpsql.server.testing import sandbox
+from dpsql.server.testing import served_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "s3cret pw"
@@ -40,17 +38,12 @@ PG_DATE = "TO_DATE('{}', 'YYYY-MM-DD')"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    setup = sandbox(tmp_path_factory.mktemp("integrations"), {"alice": (PASSWORD, 100000.0, 0.5)})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("DPSQL_LEDGER", raising=False)  # the sandbox's own ledger
-        db = dpsql.Database(setup.database, setup.metadata)
     # The installed dpsql may be another checkout: register this one's dialect by hand (the
     # entry point does the same for an installed package, test_entry_points checks it).
     registry.register("dpsql", "dpsql.integrations.sqlalchemy", "DpsqlDialect")
     registry.register("dpsql.psycopg2", "dpsql.integrations.sqlalchemy", "DpsqlDialect")
-    with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords)) as running:
-        yield SimpleNamespace(port=running.port, db=db)
-    db.close()
+    with served_sandbox(tmp_path_factory.mktemp("integrations"), PASSWORD) as running:
+        yield running
 
 
 def engine(served: SimpleNamespace, scheme: str = "dpsql", query: str = "") -> sa.Engine:

@@ -18,23 +18,16 @@ import pytest
 from pgspecial.main import PGSpecial
 from psycopg import errors as pg_errors
 
-import dpsql
-from dpsql.server import ServerConfig, serve_in_thread
 from dpsql.server.session import Classifier
-from dpsql.server.testing import sandbox
+from dpsql.server.testing import served_sandbox
 
 PASSWORD = "catalog pw"
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    setup = sandbox(tmp_path_factory.mktemp("catalog"), {"alice": (PASSWORD, 100000.0, 0.5)})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("DPSQL_LEDGER", raising=False)  # the sandbox's own ledger
-        db = dpsql.Database(setup.database, setup.metadata)
-    with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords)) as running:
-        yield SimpleNamespace(port=running.port, db=db, setup=setup, server=running.server)
-    db.close()
+    with served_sandbox(tmp_path_factory.mktemp("catalog"), PASSWORD) as running:
+        yield running
 
 
 def connect(served: SimpleNamespace, dbname: str = "dpsql") -> psycopg.Connection:

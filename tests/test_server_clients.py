@@ -21,22 +21,15 @@ import pg8000.native
 import pytest
 import sqlalchemy as sa
 
-import dpsql
-from dpsql.server import ServerConfig, serve_in_thread
-from dpsql.server.testing import sandbox
+from dpsql.server.testing import served_sandbox
 
 PGJDBC = Path("/usr/share/java/postgresql.jar")
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    setup = sandbox(tmp_path_factory.mktemp("clients"), {"alice": ("s3cret pw", 100000.0, 0.5)})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("DPSQL_LEDGER", raising=False)  # the sandbox's own ledger
-        db = dpsql.Database(setup.database, setup.metadata)
-    with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords)) as running:
-        yield SimpleNamespace(port=running.port, db=db)
-    db.close()
+    with served_sandbox(tmp_path_factory.mktemp("clients"), "s3cret pw") as running:
+        yield running
 
 
 def tool(name: str) -> str:

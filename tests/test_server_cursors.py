@@ -14,8 +14,6 @@ import pytest
 import sqlalchemy as sa
 from psycopg import errors as pg_errors
 
-import dpsql
-from dpsql.server import ServerConfig, serve_in_thread
 from dpsql.server import protocol as p
 from dpsql.server.cursors import (
     Cursor,
@@ -27,7 +25,7 @@ from dpsql.server.cursors import (
     parse_declare,
     parse_fetch,
 )
-from dpsql.server.testing import sandbox
+from dpsql.server.testing import served_sandbox
 
 PASSWORD = "s3cret pw"
 GROUPED = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex"
@@ -105,13 +103,8 @@ def test_no_scroll_refuses_backward_only() -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    setup = sandbox(tmp_path_factory.mktemp("cursors"), {"alice": (PASSWORD, 100000.0, 0.5)})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("DPSQL_LEDGER", raising=False)  # the sandbox's own ledger
-        db = dpsql.Database(setup.database, setup.metadata)
-    with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords)) as running:
-        yield SimpleNamespace(port=running.port, db=db)
-    db.close()
+    with served_sandbox(tmp_path_factory.mktemp("cursors"), PASSWORD) as running:
+        yield running
 
 
 def spent(served: SimpleNamespace) -> float:

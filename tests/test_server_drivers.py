@@ -21,10 +21,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-import dpsql
-from dpsql.server import ServerConfig, paramtypes, serve_in_thread
+from dpsql.server import paramtypes
 from dpsql.server import types as t
-from dpsql.server.testing import sandbox
+from dpsql.server.testing import served_sandbox
 
 TIMEOUT = 20
 PGJDBC = Path("/usr/share/java/postgresql.jar")
@@ -32,13 +31,8 @@ PGJDBC = Path("/usr/share/java/postgresql.jar")
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    setup = sandbox(tmp_path_factory.mktemp("drivers"), {"alice": ("s3cret pw", 100000.0, 0.5)})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("DPSQL_LEDGER", raising=False)  # the sandbox's own ledger
-        db = dpsql.Database(setup.database, setup.metadata)
-    with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords)) as running:
-        yield SimpleNamespace(port=running.port, db=db)
-    db.close()
+    with served_sandbox(tmp_path_factory.mktemp("drivers"), "s3cret pw") as running:
+        yield running
 
 
 def run(served: SimpleNamespace, work: Any) -> Any:

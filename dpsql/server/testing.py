@@ -16,18 +16,22 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import os
 import re
 import secrets
 import socket
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import tomli_w
 
-from dpsql.database import sample_paths
+from dpsql.database import LEDGER_ENV, Database, sample_paths
 from dpsql.server.auth import set_password
+from dpsql.server.config import ServerConfig
+from dpsql.server.server import serve_in_thread
 
 
 @dataclass
@@ -168,6 +172,26 @@ class RawClient:
     def query(self, sql: str) -> list[tuple[bytes, bytes]]:
         self.send(_msg(b"Q", sql.encode() + b"\0"))
         return self.until(b"Z")
+
+
+@contextlib.contextmanager
+def served_sandbox(folder: Path, password: str, user: str = "alice",
+                   epsilon: float = 100000.0, delta: float = 0.5) -> Iterator[SimpleNamespace]:
+    """A :func:`sandbox` database, with its own ledger (whatever ``DPSQL_LEDGER`` says), served
+    on a free port: ``port``, ``db``, ``setup`` and ``server``. The tests of every client start
+    their server this way."""
+    setup = sandbox(folder, {user: (password, epsilon, delta)})
+    saved = os.environ.pop(LEDGER_ENV, None)  # the sandbox's own ledger
+    try:
+        db = Database(setup.database, setup.metadata)
+    finally:
+        if saved is not None:
+            os.environ[LEDGER_ENV] = saved
+    try:
+        with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords)) as running:
+            yield SimpleNamespace(port=running.port, db=db, setup=setup, server=running.server)
+    finally:
+        db.close()
 
 
 def _msg(kind: bytes, body: bytes) -> bytes:
