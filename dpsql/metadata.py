@@ -61,7 +61,6 @@ Validation errors name the file, the table, the column (or the analyst) and what
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import math
 import tomllib
 from collections.abc import Mapping
@@ -72,6 +71,14 @@ from typing import Any
 from dpsql.accounting import Allowance
 from dpsql.cache import LRU
 from dpsql.errors import MetadataError
+from dpsql.toml_values import (
+    description_of,
+    flag,
+    no_unknown_keys,
+    positive_int,
+    relative_to,
+    seconds,
+)
 
 COLUMN_TYPES = ("int", "float", "text", "bool", "date")
 #: The DuckDB type each declared column type is read as (dpsql.total.Reader), and that an empty
@@ -80,7 +87,9 @@ ENGINE_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "
                 "date": "DATE"}
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
-               "columns", "description"}
+               "public", "columns", "description"}
+_PRIVATE_ONLY_KEYS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit",
+                      "one_row_per_unit")
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description"}
 _BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
 _ANALYST_KEYS = {"epsilon", "delta", "description"}
@@ -161,6 +170,9 @@ class Table:
     max_groups_per_unit: int = 1
     one_row_per_unit: bool = False
     description: str | None = None
+    # Reference data the owner declares public (regions, category names, calendars): it
+    # protects no one, so it may be read exactly and its multiplicities used to plan.
+    public: bool = False
 
     @property
     def needs_bounding(self) -> bool:
@@ -252,7 +264,7 @@ def load_metadata(path: str | Path) -> Metadata:
 def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
                    path: Path | None = None) -> Metadata:
     """Validate already-parsed TOML data."""
-    _no_unknown_keys(data, _SECTIONS, source, kind="section")
+    no_unknown_keys(data, _SECTIONS, source, kind="section")
     tables_raw = data.get("tables")
     if not isinstance(tables_raw, dict) or not tables_raw:
         raise MetadataError(f"{source}: no [tables.NAME] section; declare at least one table")
@@ -263,7 +275,7 @@ def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
             raise MetadataError(f"{source}: table {name!r} is declared twice (names ignore case)")
         tables[name.lower()] = table
     budget = _parse_budget(data, source, path)
-    _description(data, source)
+    description_of(data, source)
     return Metadata(tables=tables, source=source, path=path, raw=dict(data), budget=budget,
                     server=_parse_server(data.get("server", {}), source, path))
 
@@ -272,45 +284,21 @@ def _parse_server(spec: Any, source: str, path: Path | None) -> ServerSettings:
     where = f"{source}: [server]"
     if not isinstance(spec, dict):
         raise MetadataError(f"{where} must be a section of settings")
-    _no_unknown_keys(spec, _SERVER_KEYS, where)
+    no_unknown_keys(spec, _SERVER_KEYS, where)
     passwords = spec.get("passwords")
     passwords_path = None
     if passwords is not None:
         if not isinstance(passwords, str) or not passwords.strip():
             raise MetadataError(f"{where}: passwords must be the path of the passwords file, "
                                 f"such as \"dpsql-passwords.toml\", not {passwords!r}")
-        passwords_path = _relative_to(passwords, path)
-    timeout = _seconds(spec, "statement_timeout", DEFAULT_STATEMENT_TIMEOUT, where)
+        passwords_path = relative_to(passwords, path)
+    timeout = seconds(spec, "statement_timeout", DEFAULT_STATEMENT_TIMEOUT, where)
     if timeout <= 0:
         raise MetadataError(f"{where}: statement_timeout must be a number of seconds > 0, such "
                             f"as 300, not {timeout!r}")
-    grid = _seconds(spec, "time_grid", 0.0, where) if "time_grid" in spec else None
+    grid = seconds(spec, "time_grid", 0.0, where) if "time_grid" in spec else None
     return ServerSettings(passwords=passwords_path, statement_timeout=timeout, time_grid=grid,
-                          description=_description(spec, where))
-
-
-def _seconds(spec: Mapping[str, Any], key: str, default: float, where: str) -> float:
-    value = spec.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not math.isfinite(value) or value < 0:
-        raise MetadataError(f"{where}: {key} must be a finite number of seconds >= 0, "
-                            f"not {value!r}")
-    return float(value)
-
-
-def _relative_to(declared: str, path: Path | None) -> Path:
-    """``declared`` with ~ expanded, made absolute against the metadata file's folder."""
-    resolved = Path(declared).expanduser()
-    if not resolved.is_absolute():
-        resolved = (path.parent if path is not None else Path.cwd()) / resolved
-    return resolved
-
-
-def _description(spec: Mapping[str, Any], where: str) -> str | None:
-    value = spec.get("description")
-    if value is not None and not isinstance(value, str):
-        raise MetadataError(f"{where}: description must be text, not {value!r}")
-    return value
+                          description=description_of(spec, where))
 
 
 def _parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Budget | None:
@@ -318,7 +306,7 @@ def _parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Bu
     where = f"{source}: [budget]"
     if not isinstance(settings, dict):
         raise MetadataError(f"{where} must be a section of settings")
-    _no_unknown_keys(settings, _BUDGET_KEYS, where)
+    no_unknown_keys(settings, _BUDGET_KEYS, where)
     analysts_raw = data.get("analysts", {})
     if not isinstance(analysts_raw, dict):
         raise MetadataError(f"{source}: [analysts] must hold one [analysts.NAME] section per "
@@ -333,13 +321,13 @@ def _parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Bu
     if accounting not in ("basic", "zcdp"):
         raise MetadataError(f"{where}: accounting must be \"basic\" or \"zcdp\", "
                             f"not {accounting!r}")
-    reuse = _bool({"reuse_answers": settings.get("reuse_answers", True)}, "reuse_answers", where)
+    reuse = flag({"reuse_answers": settings.get("reuse_answers", True)}, "reuse_answers", where)
     ledger = settings.get("ledger", DEFAULT_LEDGER)
     if not isinstance(ledger, str) or not ledger.strip():
         raise MetadataError(f"{where}: ledger must be the path of the ledger file, such as "
                             f"\"{DEFAULT_LEDGER}\", not {ledger!r}")
-    ledger_path = _relative_to(ledger, path)
-    _description(settings, where)
+    ledger_path = relative_to(ledger, path)
+    description_of(settings, where)
     analysts: dict[str, Allowance] = {}
     for name, spec in analysts_raw.items():
         analysts[name] = _parse_allowance(name, spec, accounting, f"{source}: analyst {name!r}")
@@ -354,8 +342,8 @@ def _parse_allowance(name: str, spec: Any, accounting: str, where: str) -> Allow
     if not isinstance(spec, dict):
         raise MetadataError(f"{where}: must be a section such as [analysts.{name}] with "
                             "epsilon = 1.0 and delta = 1e-6")
-    _no_unknown_keys(spec, _ANALYST_KEYS, where)
-    _description(spec, where)
+    no_unknown_keys(spec, _ANALYST_KEYS, where)
+    description_of(spec, where)
     if "epsilon" not in spec:
         raise MetadataError(f"{where}: declare the analyst's total epsilon, e.g. epsilon = 1.0")
     values = {}
@@ -378,24 +366,32 @@ def _parse_allowance(name: str, spec: Any, accounting: str, where: str) -> Allow
 def _parse_table(name: str, spec: Any, where: str) -> Table:
     if not isinstance(spec, dict):
         raise MetadataError(f"{where}: must be a table of settings")
-    _no_unknown_keys(spec, _TABLE_KEYS, where)
+    no_unknown_keys(spec, _TABLE_KEYS, where)
     columns_raw = spec.get("columns")
     if not isinstance(columns_raw, dict) or not columns_raw:
         raise MetadataError(f"{where}: no [tables.{name}.columns] section; declare its columns")
     columns = {}
     for cname, cspec in columns_raw.items():
         columns[cname.lower()] = _parse_column(cname, cspec, f"{where}, column {cname!r}")
+    public = flag(spec, "public", where)
+    if public:
+        declared = [key for key in _PRIVATE_ONLY_KEYS if key in spec]
+        if declared:
+            raise MetadataError(f"{where}: a public table protects no one, so it takes no "
+                                f"{', '.join(declared)}; remove it, or drop public = true")
+        return Table(name=name, columns=columns, public=True,
+                     description=description_of(spec, where))
     unit = spec.get("privacy_unit")
     if unit is not None and (not isinstance(unit, str) or unit.lower() not in columns):
         raise MetadataError(f"{where}: privacy_unit {unit!r} is not one of its declared columns")
-    one_row = _bool(spec, "one_row_per_unit", where)
-    k = _positive_int(spec, "max_rows_per_unit", where)
-    g = _positive_int(spec, "max_groups_per_unit", where)
+    one_row = flag(spec, "one_row_per_unit", where)
+    k = positive_int(spec, "max_rows_per_unit", where)
+    g = positive_int(spec, "max_groups_per_unit", where)
     if one_row and k != 1:
         raise MetadataError(f"{where}: one_row_per_unit = true needs max_rows_per_unit = 1")
     return Table(name=name, columns=columns, privacy_unit=unit.lower() if unit else None,
                  max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row,
-                 description=_description(spec, where))
+                 description=description_of(spec, where))
 
 
 def _parse_column(name: str, spec: Any, where: str) -> Column:
@@ -403,7 +399,7 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
         spec = {"type": spec}
     if not isinstance(spec, dict):
         raise MetadataError(f"{where}: must be a table such as {{ type = \"int\" }}")
-    _no_unknown_keys(spec, _COLUMN_KEYS, where)
+    no_unknown_keys(spec, _COLUMN_KEYS, where)
     ctype = spec.get("type")
     if ctype not in COLUMN_TYPES:
         raise MetadataError(f"{where}: type {ctype!r} is not one of {', '.join(COLUMN_TYPES)}")
@@ -413,7 +409,7 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
     if lower is not None and upper is not None and lower > upper:  # type: ignore[operator]
         raise MetadataError(f"{where}: lower {lower!r} is greater than upper {upper!r}")
     values = _values(spec, ctype, where)
-    public_range = _bool(spec, "public_range", where)
+    public_range = flag(spec, "public_range", where)
     if public_range:
         if ctype not in ("int", "date") or lower is None or upper is None:
             raise MetadataError(f"{where}: public_range needs type int or date with lower and "
@@ -423,8 +419,8 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
             raise MetadataError(f"{where}: public_range {lower}..{upper} has more than "
                                 f"{MAX_DOMAIN_SIZE} keys; use thresholding (no domain) instead")
     return Column(name=name.lower(), type=ctype, lower=lower, upper=upper,
-                  nullable=_bool(spec, "nullable", where), values=values,
-                  public_range=public_range, description=_description(spec, where))
+                  nullable=flag(spec, "nullable", where), values=values,
+                  public_range=public_range, description=description_of(spec, where))
 
 
 def _bound(spec: Mapping[str, Any], key: str, ctype: str, where: str) -> Scalar | None:
@@ -462,37 +458,3 @@ def _values(spec: Mapping[str, Any], ctype: str, where: str) -> tuple[Scalar, ..
     return tuple(values)
 
 
-def _bool(spec: Mapping[str, Any], key: str, where: str) -> bool:
-    value = spec.get(key, False)
-    if not isinstance(value, bool):
-        raise MetadataError(f"{where}: {key} must be true or false, not {value!r}")
-    return value
-
-
-def _positive_int(spec: Mapping[str, Any], key: str, where: str) -> int:
-    value = spec.get(key, 1)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MetadataError(f"{where}: {key} must be a whole number >= 1, not {value!r}")
-    return value
-
-
-def _no_unknown_keys(spec: Mapping[str, Any], allowed: set[str], where: str,
-                     kind: str = "setting") -> None:
-    """Refuse every key not in ``allowed``, suggesting the closest allowed spelling: an ignored
-    key is a setting the owner believes in and dpsql does not apply (a misspelt [analysts]
-    section would leave every query unmetered)."""
-    unknown = sorted(set(spec) - allowed)
-    if not unknown:
-        return
-    key = unknown[0]
-    section = kind == "section" and isinstance(spec[key], dict)
-    kind = "section" if section else "setting"
-    shown = f"[{key}]" if section else repr(key)
-    close = difflib.get_close_matches(str(key).lower(), sorted(allowed), n=1, cutoff=0.6)
-    if close:
-        intended = f"[{close[0]}]" if section else repr(close[0])
-        hint = f"; did you mean {intended}?"
-    else:
-        hint = ""
-    raise MetadataError(f"{where}: unknown {kind} {shown}{hint} (expected one of "
-                        f"{', '.join(sorted(allowed))})")

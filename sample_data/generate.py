@@ -1,4 +1,5 @@
-"""Generate the bundled sample dataset (``people.parquet`` and ``visits.parquet``).
+"""Generate the bundled sample dataset: the private ``people`` and ``visits`` tables and the
+public reference tables ``states`` and ``categories``, one Parquet file each.
 
 Run from the repository root::
 
@@ -331,8 +332,42 @@ ORDER BY visit_id
 """
 
 
+# Public reference tables (no randomness): the US Census Bureau's four regions, and the billing
+# system's visit categories with the department that handles each and its published base fee.
+CENSUS_REGIONS = {
+    "Northeast": "CT ME MA NH RI VT NJ NY PA",
+    "Midwest": "IL IN MI OH WI IA KS MN MO NE ND SD",
+    "South": "DE DC FL GA MD NC SC VA WV AL KY MS TN AR LA OK TX",
+    "West": "AZ CO ID MT NV NM UT WY AK CA HI OR WA",
+}
+CATEGORY_TABLE = (  # category, department, covered by the basic plan, base fee in USD
+    ("checkup", "primary care", True, 120.0),
+    ("dental", "dental", False, 180.0),
+    ("emergency", "hospital", True, 950.0),
+    ("lab", "diagnostics", True, 85.0),
+    ("pharmacy", "pharmacy", True, 40.0),
+    ("specialist", "specialty care", True, 260.0),
+    ("therapy", "specialty care", False, 150.0),
+    ("vaccination", "primary care", True, 30.0),
+)
+
+
+def public_tables() -> dict[str, str]:
+    """The public tables' SQL, by name: ``states`` (state, region) and ``categories``."""
+    states = ", ".join(f"('{code}', '{region}')" for region, codes in CENSUS_REGIONS.items()
+                       for code in sorted(codes.split()))
+    categories = ", ".join(f"('{c}', '{d}', {str(k).lower()}, CAST({fee} AS DOUBLE))"
+                           for c, d, k, fee in CATEGORY_TABLE)
+    return {
+        "states": f"SELECT * FROM (VALUES {states}) AS t(state, region) ORDER BY state",
+        "categories": f"SELECT * FROM (VALUES {categories}) AS t(category, department, covered, "
+                      "base_fee) ORDER BY category",
+    }
+
+
 def write_parquet(out_dir: Path) -> None:
-    """Generate both tables and write ``people.parquet`` and ``visits.parquet`` to out_dir."""
+    """Generate the tables and write ``people.parquet``, ``visits.parquet`` and the public
+    ``states.parquet`` and ``categories.parquet`` to out_dir."""
     rng = np.random.default_rng(SEED)
     people = make_people(rng)
     visits = make_visits(rng, people)
@@ -344,7 +379,8 @@ def write_parquet(out_dir: Path) -> None:
         con.execute("SET preserve_insertion_order = true")
         con.register("people_src", people)
         con.register("visits_src", visits)
-        for name, sql in (("people", PEOPLE_SQL), ("visits", VISITS_SQL)):
+        for name, sql in (("people", PEOPLE_SQL), ("visits", VISITS_SQL),
+                          *public_tables().items()):
             target = (out_dir / f"{name}.parquet").as_posix().replace("'", "''")
             options = "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000"
             con.execute(f"COPY ({sql}) TO '{target}' ({options})")
@@ -362,7 +398,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     write_parquet(args.out)
-    print(f"wrote people.parquet and visits.parquet to {args.out}")
+    print(f"wrote people, visits, states and categories (.parquet) to {args.out}")
 
 
 if __name__ == "__main__":

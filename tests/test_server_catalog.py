@@ -42,18 +42,21 @@ def names(rows: list[tuple[object, ...]]) -> list[object]:
 # -- array literals and array parameters in catalog queries ----------------------------------
 
 
+TABLES = ["categories", "people", "states", "visits"]  # the sample database, by name
+
+
 def test_any_of_an_array_literal_or_parameter_finds_the_tables(served) -> None:
     base = "SELECT relname FROM pg_catalog.pg_class WHERE relnamespace = 2200 AND relkind "
     with connect(served) as conn:
-        assert names(conn.execute(base + "= ANY('{r,p}')").fetchall()) == ["people", "visits"]
+        assert names(conn.execute(base + "= ANY('{r,p}')").fetchall()) == TABLES
         assert names(conn.execute(base + "= ANY(%s)", (["r", "p"],)).fetchall()) == \
-            ["people", "visits"]
+            TABLES
         assert names(conn.execute(base + "= ANY('{\"r\", v}'::\"char\"[])").fetchall()) == \
-            ["people", "visits"]
+            TABLES
         assert conn.execute(base + "= ANY('{v,m}')").fetchall() == []
         assert conn.execute(base + "<> ALL('{r,p}')").fetchall() == []
         assert names(conn.execute(base + "<> ALL(%s)", (["v"],)).fetchall()) == \
-            ["people", "visits"]
+            TABLES
         oids = conn.execute("SELECT typname FROM pg_catalog.pg_type WHERE oid = ANY(%s::oid[]) "
                             "ORDER BY typname", ([25, 20],)).fetchall()
         assert oids == [("int8",), ("text",)]
@@ -67,7 +70,7 @@ def test_any_of_an_array_literal_or_parameter_finds_the_tables(served) -> None:
 def test_pgspecial_lists_and_describes_tables(served) -> None:
     special = PGSpecial()
     with connect(served) as conn:
-        for command, expected in ((r"\dt", ["people", "visits"]), (r"\d", ["people", "visits"]),
+        for command, expected in ((r"\dt", TABLES), (r"\d", TABLES),
                                   (r"\dt peo*", ["people"])):
             [(_, cursor, headers, status)] = list(special.execute(conn.cursor(), command))
             assert headers == ["Schema", "Name", "Type", "Owner"], command
@@ -99,7 +102,7 @@ def test_information_schema_names_the_connected_database(served, dbname: str) ->
             " ON c.table_catalog = t.table_catalog AND c.table_name = t.table_name "
             "WHERE t.table_catalog = current_database()").fetchone()
     assert schemata == [(dbname,)]
-    assert tables == [(dbname, "people"), (dbname, "visits")]
+    assert tables == [(dbname, t) for t in ("categories", "people", "states", "visits")]
     assert columns == [(dbname, dbname)]
     assert joined is not None and joined[0] > 5
 

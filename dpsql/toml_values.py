@@ -1,0 +1,72 @@
+"""Readers of the owner's TOML values (:mod:`dpsql.metadata`): each checks one setting's type
+and range, and raises a :class:`~dpsql.errors.MetadataError` naming where it was declared."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dpsql.errors import MetadataError
+
+
+def flag(spec: Mapping[str, Any], key: str, where: str) -> bool:
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        raise MetadataError(f"{where}: {key} must be true or false, not {value!r}")
+    return value
+
+
+def positive_int(spec: Mapping[str, Any], key: str, where: str) -> int:
+    value = spec.get(key, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MetadataError(f"{where}: {key} must be a whole number >= 1, not {value!r}")
+    return value
+
+
+def no_unknown_keys(spec: Mapping[str, Any], allowed: set[str], where: str,
+                     kind: str = "setting") -> None:
+    """Refuse every key not in ``allowed``, suggesting the closest allowed spelling: an ignored
+    key is a setting the owner believes in and dpsql does not apply (a misspelt [analysts]
+    section would leave every query unmetered)."""
+    unknown = sorted(set(spec) - allowed)
+    if not unknown:
+        return
+    key = unknown[0]
+    section = kind == "section" and isinstance(spec[key], dict)
+    kind = "section" if section else "setting"
+    shown = f"[{key}]" if section else repr(key)
+    close = difflib.get_close_matches(str(key).lower(), sorted(allowed), n=1, cutoff=0.6)
+    if close:
+        intended = f"[{close[0]}]" if section else repr(close[0])
+        hint = f"; did you mean {intended}?"
+    else:
+        hint = ""
+    raise MetadataError(f"{where}: unknown {kind} {shown}{hint} (expected one of "
+                        f"{', '.join(sorted(allowed))})")
+
+
+def description_of(spec: Mapping[str, Any], where: str) -> str | None:
+    value = spec.get("description")
+    if value is not None and not isinstance(value, str):
+        raise MetadataError(f"{where}: description must be text, not {value!r}")
+    return value
+
+
+def seconds(spec: Mapping[str, Any], key: str, default: float, where: str) -> float:
+    value = spec.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value) or value < 0:
+        raise MetadataError(f"{where}: {key} must be a finite number of seconds >= 0, "
+                            f"not {value!r}")
+    return float(value)
+
+
+def relative_to(declared: str, path: Path | None) -> Path:
+    """``declared`` with ~ expanded, made absolute against the metadata file's folder."""
+    resolved = Path(declared).expanduser()
+    if not resolved.is_absolute():
+        resolved = (path.parent if path is not None else Path.cwd()) / resolved
+    return resolved
