@@ -123,6 +123,8 @@ class MeasurementSpec:
     units: tuple[int, int] = (0, 0)
     # histogram only: the input is a date, measured as its day number since EPOCH_DAY
     dates: bool = False
+    # histogram only: the input is a timestamp, measured as its seconds since EPOCH_DAY (EPOCH)
+    instants: bool = False
 
     @property
     def histogram_range(self) -> tuple[float, float]:
@@ -134,7 +136,7 @@ class MeasurementSpec:
         """Two specs with the same key are one measurement (computed and noised once)."""
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
-                self.quantile, self.mechanism, self.step, self.units, self.dates)
+                self.quantile, self.mechanism, self.step, self.units, self.dates, self.instants)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,7 +159,7 @@ class Cell:
     call: AggregateCall
     aggregate: Aggregate
     measurements: tuple[MeasurementSpec, ...]
-    type: str  # "BIGINT", "DOUBLE" or "DATE" (a date quantile)
+    type: str  # "BIGINT", "DOUBLE", "DATE" or "TIMESTAMP" (a date or timestamp quantile)
     bound: Bound | None = None
 
     @property
@@ -353,8 +355,11 @@ def _quantile(call: AggregateCall, table: Table, grouped: bool, mechanism: str) 
     """MEDIAN, QUANTILE_CONT, PERCENTILE_CONT, MIN, MAX: a histogram of clamp(x) over B buckets
     and the exponential mechanism, utility sensitivity k (see the table above). The Laplace or
     Gaussian choice does not apply: the mechanism draws the value itself."""
-    if call.arg is not None and bound(call.arg, table).kind == "date":
+    kind = bound(call.arg, table).kind if call.arg is not None else None
+    if kind == "date":
         return _date_quantile(call, table)
+    if kind == "timestamp":
+        return _instant_quantile(call, table)
     b, k = _bound(call, table), table.rows_per_unit
     per_value = b.kind == "int" and b.hi - b.lo + 1 <= HISTOGRAM_BUCKETS
     buckets = int(b.hi - b.lo + 1) if per_value else HISTOGRAM_BUCKETS
@@ -388,6 +393,31 @@ def _date_quantile(call: AggregateCall, table: Table) -> Cell:
                         l2=k, buckets=hi - lo + 1 if per_value else HISTOGRAM_BUCKETS,
                         quantile=call.quantile, mechanism="exponential", dates=True)
     return Cell(call, QUANTILE, (m,), "DATE", bound=bound(call.arg, table))
+
+
+def _instant_quantile(call: AggregateCall, table: Table) -> Cell:
+    """MIN / MAX / MEDIAN / a quantile of a timestamp column: the exponential mechanism over
+    the seconds since EPOCH_DAY between the column's declared bounds (public, so the candidate
+    instants are too), in HISTOGRAM_BUCKETS equal buckets, the value released as a timestamp
+    to the second (:func:`dpsql.perturb.instants`). The utility's sensitivity is k, as for
+    numbers: the input is a number of seconds clamped to public bounds. Without bounds there
+    is nothing public to draw from, and the query is refused."""
+    assert call.arg is not None
+    column = table.column(call.arg.name) if isinstance(call.arg, exp.Column) else None
+    if column is None or not column.bounded:
+        what = call.arg.sql(dialect="duckdb")
+        raise UnboundedExpression(
+            f"{call.text}: {what} needs declared timestamp bounds (lower and upper in the "
+            "metadata, the instants a quantile is drawn from); aggregate a timestamp column "
+            "that has them")
+    assert isinstance(column.lower, dt.datetime) and isinstance(column.upper, dt.datetime)
+    epoch = dt.datetime.combine(EPOCH_DAY, dt.time())
+    lo, hi = ((d - epoch).total_seconds() for d in (column.lower, column.upper))
+    k = table.rows_per_unit
+    m = MeasurementSpec("histogram", call.arg, lo, hi, integer=False, l1=k, l2=k,
+                        buckets=HISTOGRAM_BUCKETS, quantile=call.quantile,
+                        mechanism="exponential", instants=True)
+    return Cell(call, QUANTILE, (m,), "TIMESTAMP", bound=bound(call.arg, table))
 
 
 def _first(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:

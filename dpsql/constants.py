@@ -33,7 +33,7 @@ from sqlglot import exp
 
 from dpsql.bounds import COMPARISONS, RULES, bound
 from dpsql.check import CheckedQuery
-from dpsql.dates import date_text, written
+from dpsql.dates import date_text, timestamp_text, written
 from dpsql.engines import INTEGER_TYPES, scratch
 from dpsql.errors import InvalidConstant
 from dpsql.metadata import Table
@@ -45,9 +45,10 @@ _EXACT_DOUBLE = 2**53
 _TEMPORAL_TYPES = {"DATE": "DATE", "TIMESTAMP": "TIMESTAMP"}
 #: What a text literal compared with a value of each kind is converted to.
 _CONVERSIONS = {"int": ("DOUBLE",), "float": ("DOUBLE",), "bool": ("BOOLEAN",),
-                "date": ("DATE", "TIMESTAMP")}
+                "date": ("DATE", "TIMESTAMP"), "timestamp": ("TIMESTAMP",)}
 _KIND_NAMES = {"int": "a number", "float": "a number", "bool": "a boolean (TRUE or FALSE)",
-               "date": "a date (DATE 'YYYY-MM-DD')"}
+               "date": "a date (DATE 'YYYY-MM-DD')",
+               "timestamp": "a timestamp (TIMESTAMP 'YYYY-MM-DD HH:MM:SS')"}
 
 
 def fold_constants(query: CheckedQuery) -> CheckedQuery:
@@ -236,6 +237,8 @@ def _converted(texts: list[str], kind: str) -> list[exp.Expression]:
     out: list[exp.Expression | None] = [None] * len(texts)
     if kind == "date":  # '2025-06-01 00:00:00+00' is the date, a time of day is refused
         texts = [date_text(t) for t in texts]
+    elif kind == "timestamp":  # '2025-06-01 02:00:00+02' is the UTC instant it denotes
+        texts = [timestamp_text(t) for t in texts]
     for target in _CONVERSIONS.get(kind, ()):
         todo = [i for i, o in enumerate(out) if o is None]
         if not todo:

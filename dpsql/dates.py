@@ -158,4 +158,24 @@ def date_text(text: str) -> str:
     return value.date().isoformat()
 
 
-__all__ = ["FORMAT_DIRECTIVES", "check_format", "date_text", "normalise", "spelled", "written"]
+def timestamp_text(text: str) -> str:
+    """A text compared with a timestamp: one with a zone (``'2025-06-01 02:00:00+02'``, as
+    drivers send aware datetimes) is the UTC instant it denotes, since dpsql reads every
+    timestamp in UTC; any other text as is (DuckDB's cast reads it, or it is refused)."""
+    stripped = text.strip()
+    match = re.fullmatch(r"(\d{4}-\d{2}-\d{2})\s*([+-]\d{2}(?::?\d{2})?|Z|UTC)", stripped)
+    if match:  # '2025-06-01 +00': midnight in that zone
+        zone = "+00:00" if match.group(2) in ("Z", "UTC") else match.group(2)
+        stripped = f"{match.group(1)} 00:00:00{zone}"
+    stripped = re.sub(r"\s*(Z|UTC)$", "+00:00", stripped)
+    try:
+        value = dt.datetime.fromisoformat(stripped)
+    except ValueError:
+        return text
+    if value.tzinfo is None:
+        return text
+    return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
+
+
+__all__ = ["FORMAT_DIRECTIVES", "check_format", "date_text", "normalise", "spelled",
+           "timestamp_text", "written"]

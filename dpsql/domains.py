@@ -67,7 +67,8 @@ _MAX_INPUTS = 4 * MAX_DOMAIN_SIZE
 #: Row-level shapes f(d) of a date column d whose image over a long public range is reached by
 #: :func:`_date_witnesses` (grain starts, and every day of the first years for the cyclic parts).
 _GRAINS = (exp.TimestampTrunc, exp.DateTrunc, exp.Year, exp.Month, exp.Quarter, exp.Day,
-           exp.DayOfWeek, exp.Extract)
+           exp.DayOfWeek, exp.Extract, exp.Hour, exp.Minute, exp.Second, exp.Week,
+           exp.DayOfYear)
 
 #: Every day of this many years from the lower bound reaches each cyclic part (month, day,
 #: day of week and of year, ISO week 53, which some year of any 7 consecutive ones has).
@@ -79,12 +80,16 @@ def _inputs(column: Column, expression: exp.Expression) -> tuple[object, ...] | 
     for a long public date range under a grain shape, days that reach every value of the
     image (:func:`_date_witnesses`)."""
     domain = column.domain
-    if domain is not None or not (column.type == "date" and column.public_range):
+    if domain is not None or not (column.temporal and column.public_range):
         return domain
     step = _grain_step(expression)
-    if step is None:
+    if step is None or (step in _INSTANT_STEPS and column.type != "timestamp"):
         return None
-    witnesses = _date_witnesses(column.lower, column.upper, step)  # type: ignore[arg-type]
+    lower, upper = column.lower, column.upper
+    assert isinstance(lower, dt.date) and isinstance(upper, dt.date)
+    witnesses: tuple[object, ...] | None = (
+        _instant_witnesses(lower, upper, step) if isinstance(lower, dt.datetime) and
+        isinstance(upper, dt.datetime) else _date_witnesses(lower, upper, step))
     if witnesses is None:
         return None
     return (*witnesses, None) if column.nullable else witnesses
@@ -110,7 +115,34 @@ def _grain_step(expression: exp.Expression) -> str | None:
 
 
 _TRUNC_STEPS = {"week": "week", "month": "month", "quarter": "month", "year": "year",
-                "decade": "year", "century": "year", "millennium": "year"}
+                "decade": "year", "century": "year", "millennium": "year", "day": "day",
+                "hour": "hour"}
+#: Steps finer than a week, for timestamps only (a date's days are its own domain).
+_INSTANT_STEPS = {"day": 86400, "hour": 3600}
+
+
+def _instant_witnesses(lower: dt.datetime, upper: dt.datetime, step: str
+                       ) -> tuple[dt.datetime, ...] | None:
+    """Instants of [lower, upper] whose images under a grain shape are its whole image: both
+    bounds, every start of a day or an hour for those steps (None when there are more than
+    _MAX_INPUTS), the midnights of :func:`_date_witnesses` for coarser ones, and every minute
+    of the first day and second of the first minute (HOUR, MINUTE, SECOND)."""
+    instants = {lower, upper}
+    first = dt.datetime(lower.year, lower.month, lower.day)
+    seconds = _INSTANT_STEPS.get(step)
+    if seconds is not None:
+        if (upper - first).total_seconds() / seconds > _MAX_INPUTS:
+            return None
+        count = int((upper - first).total_seconds() // seconds) + 1
+        instants.update(first + dt.timedelta(seconds=seconds * i) for i in range(count))
+    else:
+        days = _date_witnesses(lower.date(), upper.date(), step)
+        if days is None:
+            return None
+        instants.update(dt.datetime(d.year, d.month, d.day) for d in days)
+    instants.update(lower + dt.timedelta(minutes=i) for i in range(1440))
+    instants.update(lower + dt.timedelta(seconds=i) for i in range(60))
+    return tuple(sorted(i for i in instants if lower <= i <= upper))
 
 
 def _date_witnesses(lower: dt.date, upper: dt.date, step: str) -> tuple[dt.date, ...] | None:

@@ -15,14 +15,17 @@ The layout is dpsql's public interface::
     sex    = { type = "text",  values = ["F", "M"] }
     state  = { type = "text" }
 
-Column keys: ``type`` (int, float, text, bool, date), ``lower``/``upper`` (bounds; every value
-that enters a query is clamped to them), ``nullable``, ``values`` (a public domain of GROUP BY
-keys) and ``public_range`` (for int and date columns: the range lower..upper is a public key
-domain; for a date, so are its DATE_TRUNC grains, years, months... between the bounds).
+Column keys: ``type`` (int, float, text, bool, date, timestamp), ``lower``/``upper`` (bounds;
+every value that enters a query is clamped to them; TOML dates for a date, TOML datetimes for a
+timestamp, an offset datetime read in UTC), ``nullable``, ``values`` (a public domain of GROUP BY
+keys) and ``public_range`` (for int, date and timestamp columns: the range lower..upper is a
+public key domain; for a date or a timestamp, so are its DATE_TRUNC grains, years, months...
+between the bounds, at most MAX_DOMAIN_SIZE of them).
 When a database is opened, each declared table and column must exist in it with a physical
 type that matches its declared type (see :func:`dpsql.engines.check_metadata` for the rule:
 int from integers and DECIMAL(p, 0); float from any number; text from VARCHAR; bool from
-BOOLEAN; date from DATE or TIMESTAMP; any of them from VARCHAR, read with TRY_CAST, NULL when a
+BOOLEAN; date from DATE or TIMESTAMP; timestamp from TIMESTAMP, DATE or TIMESTAMP WITH TIME
+ZONE (read in UTC); any of them from VARCHAR, read with TRY_CAST, NULL when a
 value does not convert), or opening fails with a :class:`~dpsql.errors.MetadataError`.
 
 The privacy budget (see :mod:`dpsql.budget` and :mod:`dpsql.database`)::
@@ -80,11 +83,11 @@ from dpsql.toml_values import (
     seconds,
 )
 
-COLUMN_TYPES = ("int", "float", "text", "bool", "date")
+COLUMN_TYPES = ("int", "float", "text", "bool", "date", "timestamp")
 #: The DuckDB type each declared column type is read as (dpsql.total.Reader), and that an empty
 #: table of the declared types has (plan-time checks, the audit's databases).
 ENGINE_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "BOOLEAN",
-                "date": "DATE"}
+                "date": "DATE", "timestamp": "TIMESTAMP"}
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
                "public", "columns", "description"}
@@ -127,6 +130,10 @@ class Column:
         return self.type in ("int", "float")
 
     @property
+    def temporal(self) -> bool:
+        return self.type in ("date", "timestamp")
+
+    @property
     def bounded(self) -> bool:
         return self.lower is not None and self.upper is not None
 
@@ -142,6 +149,8 @@ class Column:
             values = public_days(self)
             if values is None:  # too many days to list: only coarser grains have a domain
                 return None
+        elif self.public_range and self.type == "timestamp":
+            return None  # instants are never listed: their DATE_TRUNC grains are (domains.py)
         elif self.public_range:
             assert isinstance(self.lower, int) and isinstance(self.upper, int)
             values = tuple(range(self.lower, self.upper + 1))
@@ -411,9 +420,9 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
     values = _values(spec, ctype, where)
     public_range = flag(spec, "public_range", where)
     if public_range:
-        if ctype not in ("int", "date") or lower is None or upper is None:
-            raise MetadataError(f"{where}: public_range needs type int or date with lower and "
-                                "upper")
+        if ctype not in ("int", "date", "timestamp") or lower is None or upper is None:
+            raise MetadataError(f"{where}: public_range needs type int, date or timestamp with "
+                                "lower and upper")
         # A long date range is fine: its months, weeks or years are listed, not its days.
         if ctype == "int" and upper - lower + 1 > MAX_DOMAIN_SIZE:  # type: ignore[operator]
             raise MetadataError(f"{where}: public_range {lower}..{upper} has more than "
@@ -431,8 +440,10 @@ def _bound(spec: Mapping[str, Any], key: str, ctype: str, where: str) -> Scalar 
         if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
             raise MetadataError(f"{where}: {key} must be a TOML date such as 2025-01-01")
         return value
+    if ctype == "timestamp":
+        return _instant(value, f"{where}: {key}")
     if ctype not in ("int", "float"):
-        raise MetadataError(f"{where}: {key} is only for int, float and date columns")
+        raise MetadataError(f"{where}: {key} is only for int, float, date and timestamp columns")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise MetadataError(f"{where}: {key} must be a finite number, not {value!r}")
     if ctype == "int" and not float(value).is_integer():
@@ -449,7 +460,10 @@ def _values(spec: Mapping[str, Any], ctype: str, where: str) -> tuple[Scalar, ..
     if len(values) > MAX_DOMAIN_SIZE:
         raise MetadataError(f"{where}: values has more than {MAX_DOMAIN_SIZE} keys")
     expected: tuple[type, ...] = {"int": (int,), "float": (int, float), "text": (str,),
-                                  "bool": (bool,), "date": (dt.date,)}[ctype]
+                                  "bool": (bool,), "date": (dt.date,),
+                                  "timestamp": (dt.date,)}[ctype]
+    if ctype == "timestamp":
+        values = [_instant(v, f"{where}: value {v!r} in values") for v in values]
     for v in values:
         if not isinstance(v, expected) or (ctype != "bool" and isinstance(v, bool)):
             raise MetadataError(f"{where}: value {v!r} in values is not of type {ctype}")
@@ -458,3 +472,16 @@ def _values(spec: Mapping[str, Any], ctype: str, where: str) -> tuple[Scalar, ..
     return tuple(values)
 
 
+
+
+def _instant(value: Any, where: str) -> dt.datetime:
+    """A timestamp bound or key: a TOML datetime (an offset one read as the UTC instant it
+    denotes, so the bound does not depend on a session's time zone) or a date (its midnight)."""
+    if isinstance(value, dt.datetime):
+        instant: dt.datetime = value
+        if instant.tzinfo is not None:
+            instant = instant.astimezone(dt.UTC).replace(tzinfo=None)
+        return instant
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day)
+    raise MetadataError(f"{where} must be a TOML datetime such as 2025-01-01T00:00:00")

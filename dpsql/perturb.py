@@ -77,7 +77,7 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     for cell in plan.cells:
         measurements = calibrated(cell)
         parts = [noisy[m.name] for m in measurements]
-        values[cell.call.placeholder] = _typed(cell.combine(parts), cell.type)
+        values[cell.call.placeholder] = typed(cell.combine(parts), cell.type)
         widths = [_width(m) for m in measurements]
         accuracies[cell.call.placeholder] = cell.accuracy(parts, widths)
     return NoisyCells(keys=keys, values=values, accuracy=accuracies)
@@ -154,9 +154,11 @@ def _quantiles(m: Measurement, histograms: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
-def _typed(values: np.ndarray, sql_type: str) -> np.ndarray:
+def typed(values: np.ndarray, sql_type: str) -> np.ndarray:
     if sql_type == "DATE":
         return dated(values)
+    if sql_type == "TIMESTAMP":
+        return instants(values)
     if sql_type == "BIGINT":
         return np.asarray(values, dtype=np.int64)
     return np.asarray(values, dtype=np.float64)
@@ -167,6 +169,14 @@ def dated(days: np.ndarray) -> np.ndarray:
     a drawn real number falls in."""
     return np.array([EPOCH_DAY + dt.timedelta(days=math.floor(d)) if math.isfinite(d)
                      else None for d in np.asarray(days, dtype=np.float64)], dtype=object)
+
+
+def instants(seconds: np.ndarray) -> np.ndarray:
+    """Seconds since EPOCH_DAY (drawn between the declared bounds) as timestamps, to the
+    second the drawn real number falls in."""
+    epoch = dt.datetime.combine(EPOCH_DAY, dt.time())
+    return np.array([epoch + dt.timedelta(seconds=math.floor(s)) if math.isfinite(s)
+                     else None for s in np.asarray(seconds, dtype=np.float64)], dtype=object)
 
 
 def _width(m: Measurement) -> float:

@@ -20,7 +20,7 @@ from sqlglot import exp
 from dpsql.engines import run_on_cells, scratch
 from dpsql.errors import UnsupportedQuery
 from dpsql.metadata import ENGINE_TYPES
-from dpsql.perturb import NoisyCells
+from dpsql.perturb import NoisyCells, typed
 from dpsql.plan import Plan
 
 _CELLS = "__cells"
@@ -122,7 +122,8 @@ def reads_nothing(plan: Plan) -> bool:
 
 
 _DUMMY_KEYS: dict[str, object] = {"int": 1, "float": 1.0, "bool": True,
-                                  "date": dt.date(2000, 1, 1), "text": "a"}
+                                  "date": dt.date(2000, 1, 1), "text": "a",
+                                  "timestamp": dt.datetime(2000, 1, 1)}
 
 
 def _dummy_key(key: object) -> object:
@@ -143,7 +144,7 @@ def made_up_answer(plan: Plan) -> Result:
     values = {}
     for cell in plan.cells:
         dtype = np.int64 if cell.type == "BIGINT" else np.float64
-        values[cell.call.placeholder] = np.ones(1, dtype=dtype)
+        values[cell.call.placeholder] = typed(np.ones(1, dtype=dtype), cell.type)
     return postprocess(plan, NoisyCells(keys=keys, values=values, accuracy={}))
 
 

@@ -251,6 +251,8 @@ def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
     if m.dates:  # a date's day number: DATE minus DATE is a BIGINT in DuckDB
         x = exp.Paren(this=exp.Sub(this=x, expression=exp.cast(
             exp.Literal.string(EPOCH_DAY.isoformat()), "DATE")))
+    if m.instants:  # a timestamp's seconds since 1970-01-01 (a DOUBLE in DuckDB)
+        x = exp.TimeToUnix(this=x)
     scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
                                                  expression=number(lo))),
                      expression=number(m.buckets / (hi - lo)))

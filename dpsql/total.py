@@ -77,8 +77,14 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
         if isinstance(n, exp.StrToDate | exp.StrToTime):  # TRY_STRPTIME: NULL, not an error
             read = n.__class__(this=total(n.this, table, reader, filtering),
                                format=n.args["format"].copy(), safe=True)
-            return clamp_date(read, *DATE_RANGE, kind="DATE" if isinstance(
-                n, exp.StrToDate) else "TIMESTAMP")
+            kind = "DATE" if isinstance(n, exp.StrToDate) else "TIMESTAMP"
+            return clamp_date(read, *temporal_range(kind), kind=kind)
+        if _is_shift(n):
+            # Shifted by at most 10,000 years (dpsql.bounds.temporal): engines represent the
+            # result; it is read back within the years 1 to 9999, as every timestamp is.
+            shifted = n.__class__(this=total(n.this, table, reader, filtering),
+                                  expression=total(n.expression, table, reader, filtering))
+            return clamp_date(shifted, *TIMESTAMP_RANGE, kind="TIMESTAMP")
         if isinstance(n, exp.Literal) and not n.is_string:
             return _typed_number(n)
         if isinstance(n, exp.Sign):  # DuckDB's SIGN is a TINYINT: SIGN(a) + SIGN(b) + ...
@@ -91,6 +97,12 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
         return n
 
     return node.copy().transform(fix, copy=False)
+
+
+def _is_shift(node: exp.Expression) -> bool:
+    """A date or a timestamp plus or minus an INTERVAL (INTERVAL + d too)."""
+    return isinstance(node, exp.Add | exp.Sub) and (isinstance(node.expression, exp.Interval) or
+                                                    isinstance(node.this, exp.Interval))
 
 
 def _typed_number(literal: exp.Literal) -> exp.Expression:
@@ -135,17 +147,29 @@ _NARROW_INTEGERS = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.D
 #: DATE reaches year 5,881,580 and 'infinity', but DATE_TRUNC to an hour fails beyond year
 #: 294,247 and the client turns 'infinity' into 9999-12-31. Unbounded dates are read in here.
 DATE_RANGE = (dt.date(1, 1, 1), dt.date(9999, 12, 31))
+#: The same years as instants: the last one is the last microsecond of 9999-12-31.
+TIMESTAMP_RANGE = (dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999))
+
+
+def temporal_range(kind: str) -> tuple[dt.date, dt.date]:
+    """:data:`DATE_RANGE` for ``DATE``, :data:`TIMESTAMP_RANGE` for ``TIMESTAMP``."""
+    return TIMESTAMP_RANGE if kind == "TIMESTAMP" else DATE_RANGE
 
 
 def clamp_date(value: exp.Expression, lo: dt.date, hi: dt.date, kind: str = "DATE"
                ) -> exp.Expression:
     """``value`` (a DATE or TIMESTAMP) clamped to [lo, hi], NULL kept:
-    ``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``."""
-    low, high = (exp.cast(exp.Literal.string(d.isoformat()), kind) for d in (lo, hi))
+    ``CASE WHEN v < lo THEN lo WHEN v > hi THEN hi ELSE v END``. 'infinity' and '-infinity'
+    compare beyond every bound, so they are clamped too."""
+    low, high = (exp.cast(exp.Literal.string(_iso(d)), kind) for d in (lo, hi))
     return exp.Paren(this=exp.Case(ifs=[
         exp.If(this=exp.LT(this=value.copy(), expression=low), true=low.copy()),
         exp.If(this=exp.GT(this=value.copy(), expression=high), true=high.copy())],
         default=value.copy()))
+
+
+def _iso(day: dt.date) -> str:
+    return day.isoformat(sep=" ") if isinstance(day, dt.datetime) else day.isoformat()
 
 
 def _wide(cast: exp.TryCast) -> exp.Expression:
@@ -155,7 +179,7 @@ def _wide(cast: exp.TryCast) -> exp.Expression:
     such a cast is widened right away: the arithmetic then runs on BIGINT or DOUBLE."""
     target = cast.to.this
     if target in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP):
-        return clamp_date(cast, *DATE_RANGE, kind=target.value)
+        return clamp_date(cast, *temporal_range(target.value), kind=target.value)
     if target in _NARROW_INTEGERS:
         return exp.TryCast(this=cast, to=exp.DataType.build("BIGINT"))
     if target == exp.DataType.Type.DECIMAL:
@@ -167,7 +191,8 @@ _INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMAL
                   "UINTEGER"}
 _FLOAT_TYPES = {"DOUBLE", "FLOAT", "REAL"}
 _COMPARABLE = {"int": _INTEGER_TYPES | {"UBIGINT", "HUGEINT"}, "float": _FLOAT_TYPES,
-               "text": {"VARCHAR"}, "bool": {"BOOLEAN"}, "date": {"DATE"}}
+               "text": {"VARCHAR"}, "bool": {"BOOLEAN"}, "date": {"DATE"},
+               "timestamp": {"TIMESTAMP"}}
 
 
 class Reader:
@@ -190,6 +215,8 @@ class Reader:
         stored = self.physical.get(column.name.lower(), "").split("(")[0]
         if meta is not None and meta.type == "date":
             return self._date(ref, meta, stored)
+        if meta is not None and meta.type == "timestamp":
+            return self._timestamp(ref, meta, stored)
         if meta is not None and meta.type == "bool" and stored not in _COMPARABLE["bool"]:
             # Text declared as bool would be cast row by row, and fail on some rows only
             # (WHERE flag: "Could not convert string 'maybe' to BOOL"): NULL instead.
@@ -225,3 +252,21 @@ class Reader:
         if isinstance(meta.lower, dt.date) and isinstance(meta.upper, dt.date):
             lo, hi = max(meta.lower, lo), min(meta.upper, hi)
         return clamp_date(value, lo, hi)
+
+    @staticmethod
+    def _timestamp(ref: exp.Expression, meta: Column, stored: str) -> exp.Expression:
+        """A timestamp column read clamped to its declared bounds (to :data:`TIMESTAMP_RANGE`
+        without them), as dates are. TIMESTAMP WITH TIME ZONE is read as the UTC instant
+        (``AT TIME ZONE 'UTC'``: the same on every engine, whatever the session's zone), a
+        DATE as its midnight, text with TRY_CAST (NULL where it does not convert)."""
+        value: exp.Expression = ref
+        if stored.startswith("TIMESTAMP WITH TIME ZONE") or stored == "TIMESTAMPTZ":
+            value = exp.AtTimeZone(this=ref, zone=exp.Literal.string("UTC"))
+        elif stored == "DATE" or stored.startswith("TIMESTAMP_"):
+            value = exp.Cast(this=ref, to=exp.DataType.build("TIMESTAMP"))
+        elif stored not in _COMPARABLE["timestamp"]:
+            value = exp.TryCast(this=ref, to=exp.DataType.build("TIMESTAMP"))
+        lo, hi = TIMESTAMP_RANGE
+        if isinstance(meta.lower, dt.datetime) and isinstance(meta.upper, dt.datetime):
+            lo, hi = max(meta.lower, lo), min(meta.upper, hi)
+        return clamp_date(value, lo, hi, kind="TIMESTAMP")

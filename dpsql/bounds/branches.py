@@ -77,9 +77,14 @@ def _cast(node: exp.Expression, table: Table) -> Bound:
     if target == "BOOLEAN":
         return Bound("bool", 0.0, 1.0, nullable)
     if target in ("DATE", "TIMESTAMP"):
-        return Bound("date", nullable=nullable)
+        return Bound(target.lower(), nullable=nullable)
+    if target == "TIMESTAMPTZ":
+        raise UnboundedExpression(
+            "CAST to TIMESTAMPTZ (TIMESTAMP WITH TIME ZONE) is not supported: its value would "
+            "depend on the session's time zone; dpsql reads every timestamp in UTC, so cast to "
+            "TIMESTAMP instead")
     raise UnboundedExpression(f"CAST to {target} is not supported; cast to INTEGER, BIGINT, "
-                              "DOUBLE, DECIMAL, VARCHAR, BOOLEAN or DATE")
+                              "DOUBLE, DECIMAL, VARCHAR, BOOLEAN, DATE or TIMESTAMP")
 
 
 RULES: dict[type, Callable[[exp.Expression, Table], Bound]] = {

@@ -14,6 +14,8 @@ from dpsql.errors import ForbiddenFunction, UnboundedExpression
 from dpsql.metadata import Table
 
 INF = math.inf
+#: The kinds of dates and instants: comparable with each other, not with numbers.
+TEMPORAL = frozenset({"date", "timestamp"})
 INT_LIMIT = 2.0**62  # integer expressions must stay well inside int64
 #: Largest magnitude of an aggregated value: its square times 1e100 rows still fits a double.
 MAX_AGGREGATED = 1e100
@@ -21,7 +23,7 @@ MAX_AGGREGATED = 1e100
 
 @dataclass(frozen=True)
 class Bound:
-    kind: str  # "int", "float", "bool", "text", "date", "null"
+    kind: str  # "int", "float", "bool", "text", "date", "timestamp", "null"
     lo: float = -INF
     hi: float = INF
     nullable: bool = False
@@ -121,6 +123,8 @@ def union(parts: list[Bound]) -> Bound:
     if kinds <= {"int", "float", "bool"}:
         kind = "float" if "float" in kinds else "int" if "int" in kinds else "bool"
         return Bound(kind, min(p.lo for p in real), max(p.hi for p in real), nullable)
+    if kinds == TEMPORAL:  # DuckDB and PostgreSQL read the dates as their midnights
+        kinds = {"timestamp"}
     if len(kinds) == 1:
         return Bound(kinds.pop(), nullable=nullable)
     raise UnboundedExpression(f"the branches mix types {sorted(kinds)}; CAST them to one type")
@@ -169,8 +173,8 @@ def predicate(node: exp.Expression, table: Table) -> Bound:
     # A text literal is cast once, when the query is bound; a text column would be cast per row.
     text_rows = any(p.kind == "text" and not isinstance(c, exp.Literal)
                     for c, p in zip(children, parts, strict=True))
-    if isinstance(node, COMPARISONS) and text_rows and kinds & {"int", "float", "date",
-                                                                  "bool"}:
+    if isinstance(node, COMPARISONS) and text_rows and kinds & {"int", "float", "bool",
+                                                                  *TEMPORAL}:
         # The engine would cast the text side row by row, and fail on some rows only.
         raise UnboundedExpression(
             f"{node.sql(dialect='duckdb')} compares text with a number, date or boolean; "
@@ -195,10 +199,11 @@ def _check_comparable(node: exp.Expression, children: list[exp.Expression],
     planned, by :mod:`dpsql.constants`.)"""
     others = {p.kind for c, p in zip(children, parts, strict=True)
               if not (isinstance(c, exp.Literal) and c.is_string)}
-    if "date" in others and others & {"int", "float"}:
+    if others & TEMPORAL and others & {"int", "float"}:
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')} compares a date with a number; compare a date with "
-            "a date (DATE 'YYYY-MM-DD') or a number with a part of it, e.g. YEAR(column)")
+            f"{node.sql(dialect='duckdb')} compares a date or a timestamp with a number; compare "
+            "it with a date (DATE 'YYYY-MM-DD') or a timestamp (TIMESTAMP 'YYYY-MM-DD "
+            "HH:MM:SS'), or a number with a part of it, e.g. YEAR(column) or EPOCH(column)")
 
 
 #: What may stand where a condition is expected: casting a number to BOOLEAN cannot fail.

@@ -215,6 +215,7 @@ _STORED_AS = {
     "text": "VARCHAR",
     "bool": "BOOLEAN or VARCHAR",
     "date": "DATE, TIMESTAMP (without time zone) or VARCHAR",
+    "timestamp": "TIMESTAMP, TIMESTAMP WITH TIME ZONE (read in UTC), DATE or VARCHAR",
 }
 
 
@@ -242,6 +243,8 @@ def compatible(declared: str, stored: str) -> bool:
     kind = declared_type(stored.upper())
     if kind == declared or stored.upper() == "VARCHAR":
         return True
+    if declared == "timestamp":  # any instant or day, read as a UTC TIMESTAMP (dpsql.total)
+        return kind == "date" or stored.upper() in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
     return declared == "float" and kind == "int"
 
 
@@ -260,7 +263,9 @@ def check_metadata(metadata: Metadata, schema: Mapping[str, Mapping[str, str]],
     * text: VARCHAR;
     * bool: BOOLEAN;
     * date: DATE, and TIMESTAMP without time zone (TIMESTAMP_S/_MS/_NS too), read as its
-      date. TIMESTAMP WITH TIME ZONE is refused: its date depends on the session time zone.
+      date. TIMESTAMP WITH TIME ZONE is refused: its date depends on the session time zone;
+    * timestamp: TIMESTAMP (TIMESTAMP_S/_MS/_NS too), DATE (its midnight) and TIMESTAMP WITH
+      TIME ZONE, read as its UTC instant (``AT TIME ZONE 'UTC'``, whatever the session zone).
 
     VARCHAR is accepted for every type (a CSV column with one malformed value is read as
     text): it is read with TRY_CAST, so a value that does not convert is NULL, never an error,

@@ -71,7 +71,8 @@ TYPES: dict[int, PgType] = {t.oid: t for t in [
 ARRAY_ELEMENT = {t.array_oid: t.oid for t in TYPES.values() if t.array_oid}
 
 # The declared metadata types (dpsql.metadata.COLUMN_TYPES) as PostgreSQL types.
-DECLARED = {"int": INT8, "float": FLOAT8, "text": TEXT, "bool": BOOL, "date": DATE}
+DECLARED = {"int": INT8, "float": FLOAT8, "text": TEXT, "bool": BOOL, "date": DATE,
+            "timestamp": TIMESTAMP}
 
 _DUCKDB = {
     "BOOLEAN": BOOL, "TINYINT": INT2, "SMALLINT": INT2, "INTEGER": INT4, "BIGINT": INT8,
