@@ -214,7 +214,13 @@ COLUMNS = {"people": {"age": "int", "signup_date": "date", "person_id": "int"},
     ("SELECT COUNT(*) FROM people JOIN visits USING (person_id) WHERE person_id = $1",
      {1: t.INT8}),  # the same type in both tables
     ("SELECT $1::regclass", {}),  # a type name dpsql does not bind: text
-    ("SELECT COUNT(*) FROM people WHERE age + $1 > 3", {}),  # arithmetic: not inferred
+    ("SELECT COUNT(*) FROM people WHERE age + $1 > 3", {1: t.INT8}),  # the other operand's
+    ("SELECT COUNT(*) FROM visits WHERE amount > $1 * 2", {1: t.FLOAT8}),
+    ("SELECT COUNT(*) FROM people WHERE age > $1 * 2", {1: t.INT8}),
+    ("SELECT COUNT(*) FROM people WHERE age > -$1 / 2", {1: t.FLOAT8}),  # a division: double
+    ("SELECT COUNT(*) FROM people WHERE age > $1 * $2", {}),  # ambiguous: text
+    ("SELECT COUNT(*) FROM visits WHERE day > $1 - INTERVAL '1 day'", {1: t.DATE}),
+    ("SELECT COUNT(*) FROM visits WHERE amount > $1 - INTERVAL '1 day'", {}),
     ("SELECT COUNT(*) FROM people WHERE nope = $1", {}),
 ])
 def test_parameter_types_inferred_from_the_text(sql, expected) -> None:

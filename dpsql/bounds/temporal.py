@@ -189,7 +189,8 @@ def _instants(node: exp.Expression, table: Table) -> tuple[dt.datetime, dt.datet
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
         try:  # a typed literal such as TIMESTAMP '2025-01-01' (the constants pass checks it)
             day = dt.datetime.fromisoformat(node.this.name.strip()).replace(tzinfo=None)
-            return day - dt.timedelta(days=1), day + dt.timedelta(days=1)  # any zone's
+            return (max(day, _FIRST + _ZONES) - _ZONES,  # the instant in any zone
+                    min(day, _LAST - _ZONES) + _ZONES)
         except ValueError:
             pass
     if isinstance(node, exp.Column):
@@ -199,7 +200,11 @@ def _instants(node: exp.Expression, table: Table) -> tuple[dt.datetime, dt.datet
             assert isinstance(hi, dt.date)
             return _as_instant(lo), _as_instant(hi) + (
                 dt.timedelta(days=1) if not isinstance(hi, dt.datetime) else dt.timedelta(0))
-    return dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59)
+    return _FIRST, _LAST
+
+
+_FIRST, _LAST = dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59)
+_ZONES = dt.timedelta(days=1)
 
 
 def _as_instant(day: dt.date) -> dt.datetime:

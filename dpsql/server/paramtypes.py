@@ -4,7 +4,9 @@ PostgreSQL infers an unspecified parameter's type from its context; drivers that
 values (asyncpg, pgx) refuse an int, a float, a bool or a date for a parameter described as
 text. dpsql infers, in this order: the type the client gave in Parse; an explicit cast
 (``$1::INTEGER``, ``CAST($1 AS DATE)``); the declared type of a column the parameter is
-compared with (``age > $1``, ``day BETWEEN $1 AND $2``, ``sex IN ($1, $2)``); else text.
+compared with (``age > $1``, ``day BETWEEN $1 AND $2``, ``sex IN ($1, $2)``), also through
+arithmetic (``amount > $1 * 2``, ``$1 + amount > 0``: the number type of the column, double
+after a division; ``ts > $1 - INTERVAL '1 day'``: the column's timestamp type); else text.
 
 Privacy: the inference reads the statement text and the declared column types only -- public
 metadata that the catalog shows anyway -- never data, and the library checks the bound query
@@ -76,7 +78,49 @@ def _number(node: exp.Parameter) -> int:
     return int(name) if name.isdigit() else 0
 
 
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
+_NUMBERS = {t.INT2, t.INT4, t.INT8, t.FLOAT4, t.FLOAT8, t.NUMERIC}
+
+
 def _compared_column(node: exp.Expression, resolve: _Resolver) -> int | None:
+    """The declared type of the column ``node`` is compared with, if any: directly, or as an
+    operand of arithmetic whose other operands are constants (the column's number type; a
+    double after a division) or a column (its number type), or of a shift by an INTERVAL."""
+    divided, shifted, climbed = False, False, False
+    while isinstance(node.parent, (*_ARITHMETIC, exp.Paren, exp.Neg)):
+        parent = node.parent
+        if isinstance(parent, _ARITHMETIC):
+            sibling = parent.expression if parent.this is node else parent.this
+            if isinstance(sibling, exp.Interval):
+                shifted = True
+            elif isinstance(sibling, exp.Column):
+                return _arithmetic_type(resolve(sibling), divided or isinstance(parent, exp.Div))
+            elif not _constant(sibling):
+                return None
+            divided = divided or isinstance(parent, exp.Div)
+        node, climbed = parent, True
+    oid = _direct_comparison(node, resolve)
+    if oid is None or not climbed:
+        return oid
+    if shifted:
+        return oid if oid in (t.TIMESTAMP, t.DATE) and not divided else None
+    return _arithmetic_type(oid, divided)
+
+
+def _arithmetic_type(oid: int | None, divided: bool) -> int | None:
+    """A parameter in arithmetic with a number of type ``oid``: that type (double if a
+    division is involved); nothing for any other type."""
+    if oid not in _NUMBERS:
+        return None
+    return t.FLOAT8 if divided else oid
+
+
+def _constant(node: exp.Expression) -> bool:
+    return all(isinstance(n, (exp.Literal, exp.Paren, exp.Neg, *_ARITHMETIC))
+               for n in node.walk())
+
+
+def _direct_comparison(node: exp.Expression, resolve: _Resolver) -> int | None:
     """The declared type of the column ``node`` is compared with, if any."""
     parent = node.parent
     other: exp.Expression | None = None
