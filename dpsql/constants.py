@@ -153,13 +153,15 @@ def _evaluate(node: exp.Expression, table: Table) -> tuple[object, str, str | No
 def _run(sql: str, node: exp.Expression) -> tuple[object, str, str | None]:
     try:
         result = scratch().execute(sql)
-        row = result.fetchone()
+        # fetchall, not fetchone: a result left unfinished blocks the shared scratch cursor
+        # (the next register() on it fails), e.g. when a public domain is computed next.
+        rows = result.fetchall()
     except duckdb.Error as e:
         raise InvalidConstant(
             f"{written(node)} cannot be evaluated: {_first_line(e)}; fix the "
             "constant (dpsql evaluates constants when the query is planned)") from None
-    assert row is not None and result.description is not None
-    return row[0], str(result.description[0][1]).upper(), row[1]
+    assert len(rows) == 1 and result.description is not None
+    return rows[0][0], str(result.description[0][1]).upper(), rows[0][1]
 
 
 def _value_literal(node: exp.Expression, value: object, sql_type: str,
