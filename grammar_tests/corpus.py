@@ -18,14 +18,17 @@ import dpsql.errors
 
 CASES_DIR = Path(__file__).parent / "cases"
 
-_DIRECTIVE = re.compile(r"^--\s*(case|expect|options|text)\s*:(.*)$", re.IGNORECASE)
+_DIRECTIVE = re.compile(r"^--\s*(case|expect|options|text|database)\s*:(.*)$",
+                        re.IGNORECASE)
 _FACT = re.compile(r"^([a-z_][a-z0-9_]*)(?:\[(\d+)\])?(<=|>=|=)(.*)$")
 # fact name -> how its value is parsed
 _NUMBER_FACTS = {"columns", "cells", "measurements", "keys", "rows"}
 _FLOAT_FACTS = {"l1"}
 _LIST_FACTS = {"names", "types"}
 _OPTION_DEFAULTS: dict[str, object] = {"epsilon": 1.0, "delta": 0.0, "mechanism": "laplace"}
-_CELL_TYPES = {"BIGINT", "DOUBLE", "DATE"}
+_CELL_TYPES = {"BIGINT", "DOUBLE", "DATE", "TIMESTAMP"}
+#: The databases a file may name in its header (``-- database: NAME``); see databases.py.
+DATABASES = ("sample", "events")
 
 
 class CorpusFormatError(ValueError):
@@ -47,6 +50,7 @@ class Case:
     facts: list[tuple[str, int | None, str, object]] = field(default_factory=list)
     options: dict[str, object] = field(default_factory=lambda: dict(_OPTION_DEFAULTS))
     run: bool = False  # execute it on the sample data
+    database: str = "sample"  # or a crafted one of databases.py, named in the file's header
 
     @property
     def id(self) -> str:
@@ -71,6 +75,7 @@ def parse_text(text: str, filename: str) -> list[Case]:
     current: Case | None = None
     body: list[str] = []
     explicit_text = False
+    database = "sample"
 
     def fail(lineno: int, message: str) -> CorpusFormatError:
         return CorpusFormatError(f"{filename}:{lineno}: {message}")
@@ -102,15 +107,24 @@ def parse_text(text: str, filename: str) -> list[Case]:
             if not name:
                 raise fail(lineno, "'-- case:' needs a name")
             current, body, explicit_text = Case(filename, lineno, name, ""), [], False
+            current.database = database
             continue
         if current is None:
             if line.strip() and not line.strip().startswith("--"):
                 raise fail(lineno, "SQL before the first '-- case: name' line")
+            if kind == "database":
+                database = match.group(2).strip()  # type: ignore[union-attr]
+                if database not in DATABASES:
+                    raise fail(lineno, f"unknown database {database!r}; one of {DATABASES}")
+                continue
             if kind is not None:
                 raise fail(lineno, f"'-- {kind}:' before the first '-- case: name' line")
             continue
         if kind is not None and not any(b.strip() for b in body):
             value = match.group(2).strip()  # type: ignore[union-attr]
+            if kind == "database":
+                raise fail(lineno, "'-- database:' belongs in the file's header, before the "
+                                   "first case")
             if kind == "expect":
                 _parse_expect(current, value, lambda m, n=lineno: fail(n, m))
             elif kind == "options":

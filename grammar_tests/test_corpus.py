@@ -8,6 +8,7 @@ raise exactly the named class of :mod:`dpsql.errors` with a message that says wh
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from dpsql.errors import QueryRefused
 from dpsql.pipeline import prepare
 from dpsql.plan import Plan
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
+from grammar_tests.databases import open_database
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
 
@@ -26,9 +28,21 @@ MIN_MESSAGE = 30
 
 
 @pytest.fixture(scope="module")
-def db() -> dpsql.Database:
-    with dpsql.Database() as database:
-        yield database
+def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dpsql.Database]]:
+    """Each database a case file names, opened on first use (grammar_tests/databases.py)."""
+    opened: dict[str, dpsql.Database] = {}
+    yield opened
+    for database in opened.values():
+        database.close()
+
+
+@pytest.fixture
+def db(case: Case, databases: dict[str, dpsql.Database],
+       tmp_path_factory: pytest.TempPathFactory) -> dpsql.Database:
+    if case.database not in databases:
+        databases[case.database] = open_database(case.database,
+                                                 tmp_path_factory.mktemp(case.database))
+    return databases[case.database]
 
 
 def test_corpus_size_and_unique_names() -> None:
