@@ -115,6 +115,8 @@ def _typed_literal(node: exp.Expression) -> exp.Expression:
         return node
     sql = exp.select(exp.alias_(node.copy(), "v"), exp.alias_(
         exp.cast(node.copy(), "VARCHAR"), "t")).sql(dialect="duckdb")
+    # Quoted as a typed literal (TIMESTAMP '2025-13-01'), not as sqlglot's CAST of it.
+    node.meta.setdefault("written", f"{node.to.sql(dialect='duckdb')} '{node.this.name}'")
     return _value_literal(node, *_run(sql, node))
 
 

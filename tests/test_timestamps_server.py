@@ -148,3 +148,16 @@ def test_pgjdbc_set_timestamp(served: SimpleNamespace, tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     count, day, _time = out.stdout.split()
     assert 600 < int(count) < 760 and day.startswith("2025-0")
+
+
+def test_the_catalog_shows_a_timestamp_column(served: SimpleNamespace) -> None:
+    with psycopg.connect(dsn(served), connect_timeout=TIMEOUT) as c:
+        (data_type,), = c.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'events' "
+            "AND column_name = 'ts'").fetchall()
+        typname = c.execute(
+            "SELECT t.typname FROM pg_attribute a JOIN pg_class c ON a.attrelid = c.oid "
+            "JOIN pg_type t ON a.atttypid = t.oid WHERE c.relname = 'events' "
+            "AND a.attname = 'ts'").fetchone()
+    assert data_type == "timestamp without time zone"
+    assert typname == ("timestamp",)
