@@ -25,6 +25,7 @@ _TABLE_TODO = """\
 """
 _COLUMN_TODO = {"int": "lower = ..., upper = ...", "float": "lower = ..., upper = ...",
                 "date": "lower = YYYY-MM-DD, upper = YYYY-MM-DD",
+                "timestamp": "lower = YYYY-MM-DDTHH:MM:SS, upper = YYYY-MM-DDTHH:MM:SS",
                 "text": "values = [...] if the keys are public"}
 
 
@@ -40,6 +41,8 @@ def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]]) -> str:
         out.append(_TABLE_TODO + tomli_w.dumps({"tables": {table: limits}}))
         for name, dtype in columns:
             kind = declared_type(dtype.upper())
+            if dtype.upper().startswith("TIMESTAMP"):  # an instant (one with a zone in UTC)
+                kind = "timestamp"
             if kind is None:  # refused when the database is opened: left out, and said why
                 shown = name.encode("unicode_escape").decode()  # one comment line
                 out.append(f"# {shown}: {dtype} has no dpsql type; cast it in a view to "

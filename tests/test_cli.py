@@ -232,15 +232,18 @@ def schema_db(tmp_path: Path) -> Path:
                     "born DATE, small TINYINT, amount DECIMAL(10, 2), n INTEGER, f FLOAT)")
         con.execute("INSERT INTO patients VALUES (987654321, 'SECRET_NAME', 31.4159, true, "
                     "DATE '1961-07-23', 77, 12345.67, 424242, 2.71828)")
-        con.execute('CREATE TABLE "Visit Log" ("Visit Day" DATE, cost DOUBLE)')
-        con.execute("INSERT INTO \"Visit Log\" VALUES (DATE '2020-02-02', 99999.5)")
+        con.execute('CREATE TABLE "Visit Log" ("Visit Day" DATE, cost DOUBLE, seen TIMESTAMP, '
+                    "logged TIMESTAMPTZ)")
+        con.execute("INSERT INTO \"Visit Log\" VALUES (DATE '2020-02-02', 99999.5, "
+                    "TIMESTAMP '2020-02-02 10:00', TIMESTAMPTZ '2020-02-02 10:00+00')")
     return path
 
 
 EXPECTED_TYPES = {"patients": {"id": "int", "name": "text", "score": "float", "ok": "bool",
                                "born": "date", "small": "int", "amount": "float", "n": "int",
                                "f": "float"},
-                  "Visit Log": {"Visit Day": "date", "cost": "float"}}
+                  "Visit Log": {"Visit Day": "date", "cost": "float", "seen": "timestamp",
+                                "logged": "timestamp"}}
 DATA_VALUES = ["987654321", "SECRET_NAME", "31.4159", "1961", "424242", "2.71828", "12345",
                "99999", "2020-02-02"]
 

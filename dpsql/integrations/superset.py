@@ -10,8 +10,10 @@ What the spec changes from PostgreSQL, and why (the privacy argument: every choi
 the SQL Superset sends; dpsql's server still checks, bounds, noises and charges every query, so
 nothing here can weaken the guarantee, it only avoids queries dpsql must refuse):
 
-* ``convert_dttm``: a time-range filter on a DATE column becomes ``DATE 'YYYY-MM-DD'``, a
-  constant dpsql types at plan time, instead of PostgreSQL's ``TO_DATE(...)``.
+* ``convert_dttm``: a time-range filter on a DATE column becomes ``DATE 'YYYY-MM-DD'``, on a
+  TIMESTAMP column ``TIMESTAMP 'YYYY-MM-DD HH:MM:SS.ffffff'``: constants dpsql types at plan
+  time, instead of PostgreSQL's ``TO_DATE(...)`` / ``TO_TIMESTAMP(...)`` (which dpsql accepts
+  too, and folds to the same constants).
 * ``select_star`` (SQL Lab's table preview): ``LIMIT 0``. dpsql never releases rows, so a
   preview with rows can only be refused; a ``LIMIT 0`` probe asks for the shape alone. The
   server refuses it too today (``SELECT *`` is a non-aggregated query, SQLSTATE 42803, before
@@ -104,7 +106,7 @@ class DpsqlEngineSpec(_Base):  # type: ignore[misc]
     @classmethod
     def convert_dttm(cls, target_type: str, dttm: datetime,
                      db_extra: dict[str, Any] | None = None) -> str | None:
-        """A DATE literal dpsql accepts; dpsql declares no timestamp columns."""
+        """A DATE or TIMESTAMP literal, typed by dpsql when it plans the query."""
         kind = target_type.strip().upper()
         if kind.startswith("DATE"):
             return f"DATE '{dttm.date().isoformat()}'"
