@@ -40,6 +40,7 @@ databases leaks no more than declared *as far as N runs can tell*. The proofs ar
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import os
 import tempfile
@@ -184,6 +185,10 @@ def features(outcome: Outcome, keys: Sequence[str]) -> dict[Feature, float]:
 def _number(value: object) -> float:
     if value is None:
         return math.nan
+    if isinstance(value, dt.datetime):  # a timestamp cell: its seconds, comparable as a number
+        return (value - dt.datetime(1970, 1, 1)).total_seconds()
+    if isinstance(value, dt.date):
+        return float(value.toordinal())
     try:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):

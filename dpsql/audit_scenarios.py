@@ -7,6 +7,7 @@ many rows in many groups, a group of its own). :mod:`dpsql.audit` runs and judge
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,25 @@ VISITS_COLUMNS = ("pid", "grp", "amount", "qty")
 GROUPS = ("a", "b", "c", "d", "e", "f")
 #: Values far outside every declared bound: clamping must hold them to the bounds.
 HUGE = 10**12
+
+
+EVENTS = """
+[tables.events]
+privacy_unit = "pid"
+one_row_per_unit = true
+
+[tables.events.columns]
+pid = { type = "int" }
+ts = { type = "timestamp", lower = 2025-01-01T00:00:00, upper = 2025-12-31T23:59:59 }
+"""
+
+
+def _events(name: str, title: str, sql: str, **kw: object) -> Scenario:
+    """60 people with one timestamp each, spread over the spring of 2025; the neighbour's
+    timestamp is far past the declared upper bound (read as the bound)."""
+    rows = tuple((i, dt.datetime(2025, 3, 1) + dt.timedelta(hours=17 * i)) for i in range(60))
+    return Scenario(name, title, sql, EVENTS, "events", ("pid", "ts"), rows,
+                    ((10_000, dt.datetime(9999, 12, 31, 23, 59)),), **kw)  # type: ignore[arg-type]
 
 
 def people_rows(n: int = 60) -> tuple[tuple[object, ...], ...]:
@@ -145,4 +165,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
             "SELECT SUM(CASE WHEN age > 60 THEN income ELSE 0 END) FROM people"),
     _visits("sum_product", "SUM(amount * qty), both factors far out of bounds",
             "SELECT SUM(amount * qty) FROM visits"),
+    _events("max_timestamp", "MAX of a timestamp (exponential mechanism), neighbour in 9999",
+            "SELECT MAX(ts) FROM events", epsilon=2.0),
 ]}
