@@ -259,3 +259,32 @@ def test_a_folded_filter_then_a_public_domain(events: Any) -> None:
                         "TO_TIMESTAMP('2025-03-01', 'YYYY-MM-DD') GROUP BY m ORDER BY m",
                         epsilon=1.0).rows
     assert [r[0] for r in rows] == [dt.datetime(2025, m, 1) for m in (1, 2, 3)]
+
+
+def test_dbapi_and_pandas_see_timestamps(make_db: Callable[..., Any]) -> None:
+    """DB-API: type code TIMESTAMP, equal to dbapi.DATETIME; pandas: datetime64 columns."""
+    import warnings
+
+    import pandas as pd
+
+    from dpsql import dbapi
+    crafted = make_db(EVENTS_SQL, _events())
+    conn = dbapi.connect(crafted.path, crafted.metadata_path, epsilon=1.0)
+    try:
+        sql = ("SELECT DATE_TRUNC('month', ts) AS m, MIN(ts) AS lo, COUNT(*) AS n FROM events "
+               "GROUP BY m ORDER BY m")
+        cur = conn.cursor()
+        cur.execute(sql)
+        assert cur.description is not None
+        assert [d[1] for d in cur.description][:2] == ["TIMESTAMP", "TIMESTAMP"]
+        assert cur.description[1][1] == dbapi.DATETIME
+        cur.execute("SELECT COUNT(*) FROM events WHERE ts >= ?",
+                    (dt.datetime(2025, 3, 1, 2, tzinfo=dt.timezone(dt.timedelta(hours=2))),))
+        assert len(cur.fetchall()) == 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # pandas: "only tests SQLAlchemy"
+            frame = pd.read_sql(sql, conn)
+    finally:
+        conn.close()
+    assert str(frame["m"].dtype).startswith("datetime64")
+    assert str(frame["lo"].dtype).startswith("datetime64")

@@ -234,6 +234,10 @@ def num(node: exp.Expression, table: Table) -> Bound:
     b = bound(node, table)
     if b.kind == "null":
         return Bound("int", 0.0, 0.0, True)
+    if b.kind in TEMPORAL:
+        raise UnboundedExpression(
+            f"{node.sql(dialect='duckdb')} is a {b.kind}, not a number; use DATE_DIFF('day', "
+            "a, b) for a difference, EPOCH(x) for seconds, or x + INTERVAL 1 DAY for a shift")
     if not b.numeric:
         raise UnboundedExpression(f"{node.sql(dialect='duckdb')} is {b.kind}, not a number; "
                                   "arithmetic needs numbers (CAST it first)")
