@@ -14,6 +14,8 @@ errors quote it:
   The engine reads them with TRY_STRPTIME (:mod:`dpsql.total`), a constant is evaluated
   strictly when the query is planned (:mod:`dpsql.constants`): a text that does not match its
   format is an :class:`~dpsql.errors.InvalidConstant`, never a row's error.
+- ``TO_TIMESTAMP(seconds)`` -> ``UnixToTime``: the UTC TIMESTAMP that many seconds after
+  1970-01-01 (PostgreSQL gives a TIMESTAMPTZ; dpsql reads every instant in UTC).
 - ``DATE_PART('year', d)`` -> ``EXTRACT(YEAR FROM d)``.
 - ``TIMESTAMP`` (sqlglot's ``TIMESTAMPNTZ``) -> ``TIMESTAMP``; a constant cast to
   ``TIMESTAMPTZ`` (psycopg2 sends aware datetimes as ``'...+00:00'::timestamptz``) -> the UTC
@@ -80,6 +82,10 @@ def _normalised(node: exp.Expression) -> exp.Expression:
         name = node.name.upper()
         if name in _STRPTIME and len(node.expressions) == 2:
             return _strptime(_STRPTIME[name], node, *node.expressions)
+        if name == "TO_TIMESTAMP" and len(node.expressions) == 1:  # seconds since 1970, UTC
+            epoch = exp.UnixToTime(this=node.expressions[0])
+            epoch.meta["written"] = node.sql(dialect="duckdb")
+            return epoch
         if name == "DATE_PART" and len(node.expressions) == 2 and _is_text(node.expressions[0]):
             part, value = node.expressions
             return exp.Extract(this=exp.var(part.name.upper()), expression=value)

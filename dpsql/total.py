@@ -85,6 +85,8 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             shifted = n.__class__(this=total(n.this, table, reader, filtering),
                                   expression=total(n.expression, table, reader, filtering))
             return clamp_date(shifted, *TIMESTAMP_RANGE, kind="TIMESTAMP")
+        if isinstance(n, exp.UnixToTime):
+            return _from_epoch(total(n.this, table, reader, filtering))
         if isinstance(n, exp.Literal) and not n.is_string:
             return _typed_number(n)
         if isinstance(n, exp.Sign):  # DuckDB's SIGN is a TINYINT: SIGN(a) + SIGN(b) + ...
@@ -166,6 +168,21 @@ def clamp_date(value: exp.Expression, lo: dt.date, hi: dt.date, kind: str = "DAT
         exp.If(this=exp.LT(this=value.copy(), expression=low), true=low.copy()),
         exp.If(this=exp.GT(this=value.copy(), expression=high), true=high.copy())],
         default=value.copy()))
+
+
+#: The seconds since 1970-01-01 of the first and the last second of TIMESTAMP_RANGE.
+EPOCH_RANGE = (-62135596800.0, 253402300799.0)
+
+
+def _from_epoch(seconds: exp.Expression) -> exp.Expression:
+    """TO_TIMESTAMP(seconds) that cannot fail: the seconds clamped to :data:`EPOCH_RANGE` (NaN
+    as NULL), converted to whole microseconds, made a TIMESTAMP (DuckDB's MAKE_TIMESTAMP)."""
+    clamped = clamp(exp.cast(seconds, "DOUBLE"), *EPOCH_RANGE)
+    micros = exp.cast(exp.Anonymous(this="round", expressions=[
+        exp.Mul(this=exp.Paren(this=clamped), expression=exp.Literal.number(1000000))]),
+        "BIGINT")
+    return clamp_date(exp.UnixToTime(this=micros, scale=exp.UnixToTime.MICROS),
+                      *TIMESTAMP_RANGE, kind="TIMESTAMP")
 
 
 def _iso(day: dt.date) -> str:

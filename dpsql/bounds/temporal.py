@@ -227,6 +227,16 @@ def _date_diff(node: exp.Expression, table: Table) -> Bound:
     return Bound("int", -count, count, a.nullable or b.nullable)
 
 
+def _from_epoch(node: exp.Expression, table: Table) -> Bound:
+    """TO_TIMESTAMP(seconds): a timestamp; the seconds are read clamped to the years 1 to 9999
+    (dpsql.total), so any number converts."""
+    a = bound(node.this, table)
+    if not a.numeric and a.kind != "null":
+        raise UnboundedExpression(f"{written(node)}: TO_TIMESTAMP(x) takes a number of seconds "
+                                  "since 1970-01-01, or TO_TIMESTAMP(text, format)")
+    return Bound("timestamp", nullable=True)
+
+
 def _time_zone(node: exp.Expression, table: Table) -> Bound:
     raise UnboundedExpression(
         f"{written(node)}: AT TIME ZONE is not supported, as its value would depend on time "
@@ -254,6 +264,7 @@ RULES: dict[type, Callable[[exp.Expression, Table], Bound]] = {
     exp.Add: _shift,
     exp.Sub: _shift,
     exp.TimeToUnix: _epoch,
+    exp.UnixToTime: _from_epoch,
     exp.DateDiff: _date_diff,
     exp.AtTimeZone: _time_zone,
     exp.Extract: _extract,

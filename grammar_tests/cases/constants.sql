@@ -126,9 +126,13 @@ SELECT COUNT(*) FROM visits WHERE day >= TO_DATE('99999-01-01', 'YYYY-MM-DD');
 -- expect: accepted rows=1
 SELECT COUNT(*) FROM visits WHERE day >= TO_TIMESTAMP('2025-03-01 00:00:00', 'YYYY-MM-DD HH24:MI:SS');
 
--- case: to_timestamp of seconds is refused under its own name
--- expect: refused ForbiddenFunction mentions=TO_TIMESTAMP
+-- case: to_timestamp of seconds is a utc timestamp
+-- expect: accepted rows=1
 SELECT COUNT(*) FROM visits WHERE day >= TO_TIMESTAMP(1700000000);
+
+-- case: to_timestamp of text without a format is refused under its own name
+-- expect: refused UnboundedExpression mentions=TO_TIMESTAMP
+SELECT COUNT(*) FROM visits WHERE day >= TO_TIMESTAMP(category);
 
 -- case: strptime with an unknown directive is refused
 -- expect: refused InvalidConstant mentions=STRPTIME

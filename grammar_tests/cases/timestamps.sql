@@ -100,6 +100,14 @@ SELECT COUNT(*) FROM events WHERE TO_TIMESTAMP(ts_text, 'YYYY-MM-DD HH24:MI:SS')
 -- expect: accepted rows=1
 SELECT COUNT(*) FROM events WHERE CAST(ts_text AS TIMESTAMP) < TIMESTAMP '2025-02-01';
 
+-- case: to_timestamp of epoch seconds
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM events WHERE TO_TIMESTAMP(amount * 1e9) < ts;
+
+-- case: to_timestamp of a constant is folded
+-- expect: accepted rows=1
+SELECT COUNT(*) FROM events WHERE ts >= TO_TIMESTAMP(1740787200);
+
 -- case: ts compared with a number
 -- expect: refused UnboundedExpression mentions="with a number"
 SELECT COUNT(*) FROM events WHERE ts > 5;
