@@ -17,7 +17,7 @@ no privacy decision.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import sqlglot
@@ -28,6 +28,7 @@ from dpsql import errors
 from dpsql.explain import render
 from dpsql.server import commands, cursors, paramtypes, sqltext
 from dpsql.server import protocol as p
+from dpsql.server import settings as st
 from dpsql.server import types as t
 from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.classify import Statement, clean
@@ -95,6 +96,23 @@ class Machine:
 
     def send(self, data: bytes) -> None:
         self.out += data
+
+    def login(self, user: str, database: str, params: Mapping[str, str]) -> None:
+        """The logged-in session's settings: the server's defaults, then the startup packet's
+        parameters and ``options`` (raises :class:`~dpsql.server.settings.SettingError`)."""
+        config = self.server.config
+        self.user, self.database = user, database
+        self.settings = st.defaults(user, config.epsilon, config.delta, config.mechanism,
+                                    int(config.statement_timeout * 1000), self.server.version)
+        for name, value in params.items():
+            if name in ("user", "database", "replication") or name.startswith("_pq_."):
+                continue
+            if name == "options":
+                for opt_name, opt_value in commands.startup_options(value):
+                    commands.apply_setting(self, opt_name.lower(), opt_value)
+                continue
+            commands.apply_setting(self, name.lower(), value)
+        self.initial = dict(self.settings)
 
     async def handle(self, kind: bytes, body: p.Reader) -> bool:
         """Answer one message; whether the output must be written out now."""

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from dpsql.server import commands
 from dpsql.server import protocol as p
 from dpsql.server import settings as st
 from dpsql.server.auth import MECHANISM, AuthenticationFailed, ScramExchange
@@ -256,26 +255,13 @@ class Session:
         return True
 
     async def begin_session(self, params: dict[str, str]) -> bool:
-        server = self.server
-        config = server.config
         machine = self.machine
-        machine.settings = st.defaults(self.user, config.epsilon, config.delta,
-                                       config.mechanism, int(config.statement_timeout * 1000),
-                                       server.version)
         try:
-            for name, value in params.items():
-                if name in ("user", "database", "replication") or name.startswith("_pq_."):
-                    continue
-                if name == "options":
-                    for opt_name, opt_value in commands.startup_options(value):
-                        commands.apply_setting(machine, opt_name.lower(), opt_value)
-                    continue
-                commands.apply_setting(machine, name.lower(), value)
+            machine.login(self.user, self.database, params)
         except st.SettingError as e:
             await self.fatal(e.sqlstate, str(e))
             return False
-        machine.initial = dict(machine.settings)
-        self.pid, self.secret = server.register(self)
+        self.pid, self.secret = self.server.register(self)
         machine.pid = self.pid
         for name in st.REPORTED:
             self.send(p.parameter_status(name, machine.settings[name.lower()]))
