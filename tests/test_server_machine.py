@@ -251,3 +251,13 @@ def test_explain_is_the_command_lines(server: Server) -> None:
     rows = [body[6:].decode() for k, body in out if k == b"D"]
     assert rows == render(server.db.explain(sql, 1.0, 0.0, "laplace"))
     assert any(line.startswith("cell ") and "sensitivity" in line for line in rows)
+
+
+def test_catalog_timestamptz_values_are_answered(server: Server) -> None:
+    """DuckDB reads timestamptz into Python with pytz, which dpsql does not depend on: such
+    catalog answers (``now()``, ``$1::timestamptz``) came back empty."""
+    run = Driver(server)
+    out, _ = run(query("SELECT TIMESTAMPTZ '2025-06-01 12:30:00+02' AS t, "
+                       "now() > DATE '2020-01-01'"))
+    rows = [body for k, body in out if k == b"D"]
+    assert len(rows) == 1 and b"2025-06-01 10:30:00+00" in rows[0], out
