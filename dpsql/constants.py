@@ -152,7 +152,9 @@ def _evaluate(node: exp.Expression, table: Table) -> tuple[object, str, str | No
 def _run(sql: str, node: exp.Expression) -> tuple[object, str, str | None]:
     try:
         result = scratch().execute(sql)
-        row = result.fetchone()
+        # fetchall, not fetchone: DuckDB 2 keeps a half-read result open on the thread's
+        # scratch cursor, and the next register() on it (post-processing) then fails.
+        row = next(iter(result.fetchall()), None)
     except duckdb.Error as e:
         raise InvalidConstant(
             f"{written(node)} cannot be evaluated: {_first_line(e)}; fix the "
