@@ -5,8 +5,8 @@ of a table chart, built by Superset's own query builder (tests/clients/superset/
 
 Superset pins SQLAlchemy < 2 and dpsql's test environment has SQLAlchemy 2, so Superset lives in
 its own virtual environment: ``DPSQL_SUPERSET_PYTHON`` names its Python (.ci/run builds it and
-sets it; 1.5 to 4.5 minutes of installing on a shared 2-CPU machine). Without the variable this test is skipped, which only
-happens outside CI.
+sets it; 1.5 to 4.5 minutes of installing on a shared 2-CPU machine). Without the variable
+this test is skipped, which only happens outside CI.
 """
 
 from __future__ import annotations
