@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -26,8 +25,10 @@ import click
 from dpsql.budget import BudgetStatus, Ledger
 from dpsql.database import Answer, Database, ledger_path, open_ledger, sample_paths
 from dpsql.errors import BudgetExhausted, Error
+from dpsql.explain import render
 from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
 from dpsql.postprocess import Result
+from dpsql.texttable import format_table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -155,19 +156,7 @@ def explain(sql: str, database: Path | None, metadata: Path | None, epsilon: flo
     """Show the rewritten SQL and each cell's noise, without reading data."""
     with open_database(database, metadata) as db:
         e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
-    click.echo("Rewritten SQL:\n" + e.sql + "\n")
-    header = ["cell", "measurement", "sensitivity", "epsilon", "mechanism", "noise scale",
-              "95% accuracy"]
-    rows = [[c.output, c.measurement, f"{c.sensitivity:g}", f"{c.epsilon:.4g}", c.mechanism,
-             "-" if c.noise_scale is None else f"{c.noise_scale:.4g}",
-             f"±{c.accuracy:.4g}" + (" ranks" if c.accuracy_unit == "rank" else "")]
-            for c in e.cells]
-    click.echo(format_table(header, rows))
-    click.echo(f"\nKey release: {e.key_release}")
-    click.echo(f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
-               f"{e.groups_per_unit} group(s)")
-    click.echo(f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g} (epsilon is split "
-               "equally across the measurements above)")
+    click.echo("\n".join(render(e)))
 
 
 @main.group()
@@ -452,33 +441,6 @@ def _tabulate(result: Result, accuracy: bool) -> tuple[list[str], list[list[obje
                 out.append(a)
         rows.append(out)
     return header, rows
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.6g}" if math.isfinite(value) and abs(value) < 1e15 else repr(value)
-    return str(value)
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
-    line = "-+-".join("-" * w for w in widths)
-    out = [" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), line]
-    for r in cells:
-        out.append(" | ".join(v.rjust(w) if _numeric(v) else v.ljust(w)
-                              for v, w in zip(r, widths, strict=True)))
-    return "\n".join(out)
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def format_csv(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

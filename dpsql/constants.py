@@ -155,8 +155,9 @@ def _evaluate(node: exp.Expression, table: Table) -> tuple[object, str, str | No
 def _run(sql: str, node: exp.Expression) -> tuple[object, str, str | None]:
     try:
         result = scratch().execute(sql)
-        # fetchall, not fetchone: a result left unfinished blocks the shared scratch cursor
-        # (the next register() on it fails), e.g. when a public domain is computed next.
+        # fetchall, not fetchone: DuckDB 2 keeps a half-read result open on the thread's
+        # scratch cursor, and the next register() on it (a public domain, post-processing)
+        # then fails.
         rows = result.fetchall()
     except duckdb.Error as e:
         raise InvalidConstant(

@@ -18,7 +18,7 @@ import pytest
 from pgspecial.main import PGSpecial
 from psycopg import errors as pg_errors
 
-from dpsql.server.session import Classifier
+from dpsql.server.classify import Classifier
 from dpsql.server.testing import served_sandbox
 
 PASSWORD = "catalog pw"

@@ -107,6 +107,17 @@ def test_superset_time_range_is_folded_to_dates(make_db: Callable[..., Any]) -> 
     assert "STRPTIME" not in where.upper()
 
 
+def test_superset_time_series_with_a_time_range_at_delta_0(make_db: Callable[..., Any]) -> None:
+    """The time-series chart Superset sends: grain keys from public_range and a constant
+    filter. Folding the constants left a half-read result on the thread's scratch cursor,
+    and DuckDB 2 then refused to register the noisy cells (an internal error)."""
+    db = make_db(EVENTS_SQL, {"events": _events(*LONG)}).db
+    result = db.query("SELECT DATE_TRUNC('month', d) AS m, COUNT(*) AS n FROM events "
+                      "WHERE d >= DATE '2020-03-01' AND d < DATE '2020-06-01' GROUP BY m "
+                      "ORDER BY m", epsilon=1.0, delta=0.0)
+    assert len(result.rows) == len(_months(*LONG))  # every month of the public range
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("2025-06-01 +00", "2025-06-01"),
     ("2025-06-01 00:00:00+00", "2025-06-01"),

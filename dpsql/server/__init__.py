@@ -5,7 +5,10 @@ OIDs and value encodings), :mod:`~dpsql.server.sqltext` (statement splitting and
 parameters), :mod:`~dpsql.server.auth` (SCRAM-SHA-256 and the passwords file),
 :mod:`~dpsql.server.catalog` (pg_catalog and information_schema from the metadata),
 :mod:`~dpsql.server.settings` (SET/SHOW), :mod:`~dpsql.server.describe` (result columns from a
-plan), :mod:`~dpsql.server.session` (one connection) and :mod:`~dpsql.server.server` (asyncio).
+plan), :mod:`~dpsql.server.classify` (what a statement is, from its text),
+:mod:`~dpsql.server.commands` (session commands and cursors), :mod:`~dpsql.server.machine` (the
+protocol state machine, no I/O), :mod:`~dpsql.server.session` (one connection: the asyncio
+adapter) and :mod:`~dpsql.server.server` (listening, cancel, the thread pool).
 
 Like every front door it holds no privacy logic: every query that touches data goes through
 :meth:`dpsql.Database.query` (checks, plan, ledger, noise), charged to the connected analyst.

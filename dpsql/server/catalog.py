@@ -620,7 +620,7 @@ class Catalog:
                 raise CatalogError("not a query")
             names = list(rel.columns)
             types = [str(ty) for ty in rel.types]
-            rows = [] if describe_only else rel.fetchall()
+            rows = [] if describe_only else _fetch(cursor, query.sql, types, rel)
         except duckdb.InterruptException:
             raise
         except duckdb.Error as e:
@@ -1101,3 +1101,18 @@ def _identifier(node: exp.Expression) -> str:
 
 def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+def _fetch(cursor: duckdb.DuckDBPyConnection, sql: str, types: list[str],
+           rel: duckdb.DuckDBPyRelation) -> list[tuple[Any, ...]]:
+    """The rows; ``timestamptz`` values read as UTC instants (DuckDB converts them to Python
+    with pytz, which dpsql does not depend on: without it, ``SELECT $1::timestamptz`` or
+    ``now()`` answered empty)."""
+    aware = {i for i, ty in enumerate(types) if ty == "TIMESTAMP WITH TIME ZONE"}
+    if not aware:
+        return rel.fetchall()
+    columns = ", ".join(f"timezone('UTC', #{i + 1})" if i in aware else f"#{i + 1}"
+                        for i in range(len(types)))
+    rows = cursor.sql(f"SELECT {columns} FROM ({sql})").fetchall()
+    return [tuple(v.replace(tzinfo=dt.UTC) if i in aware and v is not None else v
+                  for i, v in enumerate(row)) for row in rows]

@@ -1,8 +1,9 @@
 """The server's configuration, and what a session needs of the server that runs it.
 
-:class:`ServerLike` is the server as a :class:`~dpsql.server.session.Session` sees it: the
-session module depends on this protocol, not on :mod:`dpsql.server.server`, which imports the
-session module (so the two need no cycle).
+:class:`ServerLike` is the server as a :class:`~dpsql.server.session.Session` and its
+:class:`~dpsql.server.machine.Machine` see it (the engine seam): they depend on this protocol,
+not on :mod:`dpsql.server.server`, which imports the session module (so the two need no
+cycle).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dpsql.server.auth import Verifier
 from dpsql.server.catalog import Catalog
 
 if TYPE_CHECKING:
-    from dpsql.server.session import Classifier, Session
+    from dpsql.server.classify import Classifier
+from dpsql.server.session import Session
 
 
 @dataclass

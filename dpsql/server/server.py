@@ -31,8 +31,9 @@ from dpsql.cache import LRU
 from dpsql.database import Database
 from dpsql.server.auth import Verifier, passwords_for, read_passwords
 from dpsql.server.catalog import Catalog
+from dpsql.server.classify import Classifier
 from dpsql.server.config import ServerConfig
-from dpsql.server.session import Classifier, Session
+from dpsql.server.session import Session
 from dpsql.server.settings import SERVER_VERSION
 
 log = logging.getLogger("dpsql.server")

@@ -1,0 +1,237 @@
+"""What a statement is, decided from its text alone (no session, no socket, no data).
+
+* ``SET``/``SHOW``/``RESET``, ``BEGIN``/``COMMIT``/``ROLLBACK``, ``SAVEPOINT``, ``DISCARD``,
+  ``DEALLOCATE``, ``LISTEN``: session commands, answered by the session itself;
+* ``DECLARE``/``FETCH``/``MOVE``/``CLOSE``: server-side cursors (their query classified too);
+* a SELECT that reads only ``pg_catalog``, ``information_schema`` or no table, and calls no
+  engine or file function: a catalog query, answered by the
+  :class:`~dpsql.server.catalog.Catalog`, which holds no data;
+* ``EXPLAIN``: the plan of the query it wraps;
+* everything else -- every query that names a declared table, and every statement that is not
+  understood -- is a private query: it goes to :meth:`dpsql.Database.query`, whose checks
+  answer it privately or refuse it.
+
+The deny lists below keep the catalog's surface small; they are not what keeps private data
+private (the catalog engine holds none): a query they turn away goes to the library, which
+refuses it with its own message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import cast
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from dpsql.cache import LRU
+from dpsql.server import cursors, paramtypes, sqltext
+from dpsql.server.catalog import function_name, pg_column_names
+
+_OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^\s)]+)\s*\)", re.I)
+_COLLATE = re.compile(r"\s+COLLATE\s+(pg_catalog\s*\.\s*)?\"?default\"?", re.I)
+# sqlglot reads ``x::oid[]`` (and regtype[], regclass[], ...) as a subscript and fails;
+# schema-qualified, the same type parses (asyncpg's type introspection writes ``$1::oid[]``).
+_CATALOG_ARRAY = re.compile(r"(::|\bAS)\s*(?<!\.)\b(oid|xid|cid|tid|aclitem|reg[a-z]+)\s*\[\s*\]",
+                            re.I)
+# Functions a catalog query may not call (engine internals, files, settings, secrets).
+_DENIED_FUNCTIONS = {"query", "query_table", "glob", "which_secret", "getenv", "setseed",
+                     "checkpoint", "force_checkpoint", "enable_profiling", "disable_profiling",
+                     "load", "install", "test_all_types", "summary", "sql_auto_complete"}
+_DENIED_PREFIXES = ("duckdb_", "pragma_", "read_", "sniff_", "parquet_", "iceberg_",
+                    "delta_", "json_execute", "current_setting_", "icu_", "tpch", "tpcds")
+_TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "explode", "range",
+                    "pg_get_keywords", "pg_show_all_settings", "json_each", "regexp_split_to_table",
+                    "string_to_table"}
+
+# -- statements ------------------------------------------------------------------------------
+
+
+@dataclass
+class Statement:
+    """One SQL statement, classified once (cached by text)."""
+
+    text: str
+    kind: str  # empty, query, catalog, explain, set, show, reset, begin, commit, rollback,
+    #            savepoint, release, rollback_to, discard, deallocate, noop
+    tag: str = ""  # the CommandComplete tag of session commands
+    tree: exp.Expression | None = None  # PostgreSQL-dialect parse (catalog and names)
+    engine_sql: str = ""  # the text handed to Database (private queries)
+    names: list[str] | None = None  # PostgreSQL's column names
+    nparams: int = 0
+    argument: str = ""  # SHOW/RESET/DEALLOCATE target; FETCH/MOVE/CLOSE cursor (None: ALL)
+    declaration: cursors.Declaration | None = None  # DECLARE: what it says
+    inner: Statement | None = None  # DECLARE: its query, classified
+    direction: cursors.Direction | None = None  # FETCH/MOVE
+    error: str = ""  # a cursor statement that cannot be read (sent as 42601 when run)
+
+
+_COMMANDS = {"BEGIN": ("begin", "BEGIN"), "START": ("begin", "START TRANSACTION"),
+             "COMMIT": ("commit", "COMMIT"), "END": ("commit", "COMMIT"),
+             "ROLLBACK": ("rollback", "ROLLBACK"), "ABORT": ("rollback", "ROLLBACK"),
+             "SAVEPOINT": ("savepoint", "SAVEPOINT"), "RELEASE": ("release", "RELEASE"),
+             "SET": ("set", "SET"), "SHOW": ("show", "SHOW"), "RESET": ("reset", "RESET"),
+             "DISCARD": ("discard", "DISCARD ALL"), "DEALLOCATE": ("deallocate", "DEALLOCATE"),
+             "UNLISTEN": ("noop", "UNLISTEN"), "LISTEN": ("noop", "LISTEN")}
+
+
+class Classifier:
+    """Classifies statement texts; shared by the sessions of a server (cached)."""
+
+    def __init__(self, declared: set[str], catalog_tables: set[str], size: int = 2048,
+                 columns: paramtypes.ColumnTypes | None = None) -> None:
+        self.declared = declared
+        self.catalog_tables = catalog_tables
+        self.columns: paramtypes.ColumnTypes = columns or {}
+        self._cache: LRU[str, Statement] = LRU(size)
+        self._inferred: LRU[str, dict[int, int]] = LRU(size)
+
+    def classify(self, text: str) -> Statement:
+        return self._cache.get_or_compute(text, lambda: self._classify(text))
+
+    def inferred(self, statement: Statement) -> dict[int, int]:
+        """The parameter types the statement's text implies (casts, compared columns)."""
+        if not statement.nparams:
+            return {}
+        text = statement.inner.text if statement.inner is not None else statement.text
+        return self._inferred.get_or_compute(text, lambda: paramtypes.infer(text, self.columns))
+
+    def _classify(self, text: str) -> Statement:
+        try:
+            if sqltext.is_blank(text):
+                return Statement(text, "empty")
+            nparams = sqltext.parameters(text)
+        except sqltext.SQLTextError as e:
+            return Statement(text, "query", engine_sql=text, nparams=0, argument=str(e))
+        words = sqltext.keywords(text, 4)
+        first = words[0] if words else ""
+        if first in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
+            return self._cursor_statement(text, first, nparams)
+        if first in _COMMANDS:
+            return _command(text, words, nparams)
+        if first == "EXPLAIN":
+            body = re.sub(r"^\s*EXPLAIN(\s+\((?:[^)]*)\))?(\s+(ANALYZE|VERBOSE))*\s+", "",
+                          sqltext.strip_comments(text), flags=re.I)
+            inner = self._classify(body)
+            return Statement(text, "explain", engine_sql=inner.engine_sql or body,
+                             nparams=nparams)
+        return self._query(text, nparams)
+
+    def _cursor_statement(self, text: str, first: str, nparams: int) -> Statement:
+        statement = Statement(text, first.lower(), nparams=nparams)
+        try:
+            if first == "DECLARE":
+                statement.declaration = cursors.parse_declare(text)
+                statement.inner = self._classify(statement.declaration.query)
+                statement.tag = "DECLARE CURSOR"
+            elif first == "CLOSE":
+                name = cursors.parse_close(text)
+                statement.argument = name or ""
+                statement.tag = "CLOSE CURSOR" + (" ALL" if name is None else "")
+            else:
+                statement.direction, statement.argument = cursors.parse_fetch(text)
+        except cursors.CursorSyntaxError as e:
+            statement.error = str(e)
+        return statement
+
+    def _query(self, text: str, nparams: int) -> Statement:
+        cleaned = clean(text)
+        try:
+            # cast: sqlglot types parse results as its Expr trait; every node is an Expression
+            tree = cast(exp.Expression, sqlglot.parse_one(cleaned, read="postgres"))
+        except (SqlglotError, ValueError, RecursionError):
+            tree = None
+        if tree is None:
+            return Statement(text, "query", engine_sql=text, nparams=nparams)
+        if isinstance(tree, exp.Select | exp.SetOperation) and self._is_catalog(tree):
+            return Statement(text, "catalog", tree=tree, nparams=nparams)
+        names = pg_column_names(tree)
+        return Statement(text, "query", tree=tree, engine_sql=self._engine_sql(text, tree),
+                         names=names, nparams=nparams)
+
+    def _is_catalog(self, tree: exp.Expression) -> bool:
+        """No table other than catalog tables (or CTEs), and no engine or file function:
+        nothing private can be reached. (The catalog holds no data anyway; this keeps its
+        surface small and lets the library refuse such queries with its own message.)"""
+        for fn in tree.find_all(exp.Func):
+            name = function_name(fn)
+            if name in _DENIED_FUNCTIONS or name.startswith(_DENIED_PREFIXES):
+                return False
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        for table in tree.find_all(exp.Table):
+            name, schema = table.name.lower(), table.db.lower()
+            if not name:  # a table function, e.g. generate_series(1, 3)
+                function = table.this
+                if not isinstance(function, exp.Func) or \
+                        function_name(function) not in _TABLE_FUNCTIONS:
+                    return False
+                continue
+            if schema in ("pg_catalog", "information_schema"):
+                continue
+            if not schema and (name in ctes or name in self.catalog_tables) and \
+                    name not in self.declared:
+                continue
+            return False
+        return True
+
+    def _engine_sql(self, text: str, tree: exp.Expression) -> str:
+        """The text for the engine: as written, unless it names tables in schema ``public``
+        (PostgreSQL's default schema), which is then dropped (DuckDB text from sqlglot)."""
+        qualified = [tb for tb in tree.find_all(exp.Table)
+                     if tb.db.lower() == "public" and tb.name.lower() in self.declared]
+        if not qualified:
+            return text
+        tree = tree.copy()
+        for tb in tree.find_all(exp.Table):
+            if tb.db.lower() == "public":
+                tb.set("db", None)
+                tb.set("catalog", None)
+        for col in tree.find_all(exp.Column):
+            if col.db.lower() == "public":
+                col.set("db", None)
+                col.set("catalog", None)
+        try:
+            return tree.sql(dialect="duckdb")
+        except SqlglotError:
+            return text
+
+
+def _command(text: str, words: list[str], nparams: int) -> Statement:
+    """A session command, by its first keywords."""
+    kind, tag = _COMMANDS[words[0]]
+    statement = Statement(text, kind, tag, nparams=nparams)
+    if kind == "rollback" and (words[1:2] == ["TO"] or
+                               words[1:3] in (["TRANSACTION", "TO"], ["WORK", "TO"])):
+        statement.kind = "rollback_to"
+    if kind in ("show", "reset", "deallocate", "discard"):
+        statement.argument = _target(text)
+        if kind == "discard":
+            statement.tag = "DISCARD " + (words[1] if len(words) > 1 else "ALL")
+    if kind in ("show", "reset"):
+        statement.argument = _SPECIAL_TARGETS.get(tuple(words[1:3])) or \
+            _SPECIAL_TARGETS.get(tuple(words[1:2]), statement.argument)
+    return statement
+
+
+# SHOW and RESET of settings PostgreSQL's grammar names in several words
+_SPECIAL_TARGETS = {("TRANSACTION",): "transaction_isolation", ("TIME", "ZONE"): "timezone",
+                    ("SESSION", "AUTHORIZATION"): "session_authorization"}
+
+
+def clean(text: str) -> str:
+    """The text as sqlglot can parse it: PostgreSQL-only spellings sqlglot misreads rewritten."""
+    text = _COLLATE.sub("", _OPERATOR.sub(r"\1", text))
+    return _CATALOG_ARRAY.sub(r"\1 pg_catalog.\2[]", text)
+
+
+def _target(text: str) -> str:
+    """What a SHOW, RESET, DISCARD or DEALLOCATE names: the rest of the statement, lower-case
+    unless quoted (DEALLOCATE's optional PREPARE dropped)."""
+    m = re.match(r"\s*\w+\s+(?:PREPARE\s+(?=\S))?(.+?)\s*;?\s*$", sqltext.strip_comments(text),
+                 re.I | re.S)
+    target = (m.group(1) if m else "").strip()
+    if target.startswith('"') and target.endswith('"'):
+        return target[1:-1].replace('""', '"')
+    return target.lower()
