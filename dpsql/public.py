@@ -43,7 +43,14 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpsql.engines import Engine
-from dpsql.errors import DataError, EngineError, ForbiddenFunction, UnknownColumn, UnsupportedQuery
+from dpsql.errors import (
+    DataError,
+    EngineError,
+    ForbiddenFunction,
+    NotASingleSelect,
+    UnknownColumn,
+    UnsupportedQuery,
+)
 from dpsql.metadata import ENGINE_TYPES, Metadata, Table
 from dpsql.postprocess import Result, ResultColumn
 
@@ -113,6 +120,8 @@ def _public_tables(tree: exp.Query, metadata: Metadata) -> tuple[str, ...] | Non
         return None  # a CTE named like a declared table: never guess which one is meant
     read: dict[str, None] = {}
     for table in tree.find_all(exp.Table):
+        if isinstance(table.parent, exp.Into):
+            continue  # refused by _check
         if not isinstance(table.this, exp.Identifier):
             return None  # a table function: the private pipeline refuses it
         name, schema = table.name.lower(), (table.db or "").lower()
@@ -131,7 +140,8 @@ def _check(tree: exp.Query) -> None:
         if with_.args.get("recursive"):
             raise UnsupportedQuery("recursive CTEs are not supported; use a plain WITH")
     if tree.find(exp.Into) is not None:
-        raise UnsupportedQuery("SELECT ... INTO would create a table; dpsql never changes data")
+        raise NotASingleSelect("SELECT ... INTO would create a table; only SELECT queries are "
+                               "answered, and dpsql never changes data")
     for node in tree.walk():
         name = _function_name(node)
         if name in _FORBIDDEN:
