@@ -164,8 +164,9 @@ def explain(sql: str, database: Path | None, metadata: Path | None, epsilon: flo
             for c in e.cells]
     click.echo(format_table(header, rows))
     click.echo(f"\nKey release: {e.key_release}")
-    click.echo(f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
-               f"{e.groups_per_unit} group(s)")
+    if e.rows_per_unit:  # 0: an exact read of public tables, no unit to bound
+        click.echo(f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
+                   f"{e.groups_per_unit} group(s)")
     click.echo(f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g} (epsilon is split "
                "equally across the measurements above)")
 

@@ -337,17 +337,21 @@ def _released_groups_only(outer: Plan, p: TwoReleases, keys: list[tuple[object, 
                           ) -> Plan:
     """With one link whose outer expression is an outer GROUP BY key, keep only the groups
     the inner released (a public domain would list the others too, with noise alone)."""
-    if len(p.links) != 1:
+    name = narrowed_key(outer, p)
+    if name is None:
         return outer
+    values = [_literal(k[0]) for k in dict.fromkeys(keys) if k[0] is not None]
+    keep = exp.In(this=exp.column(name), expressions=values) if values else exp.false()
+    query = outer.query.outer.copy().where(keep, copy=False)
+    return replace(outer, query=replace(outer.query, outer=query))
+
+
+def narrowed_key(outer: Plan, p: TwoReleases) -> str | None:
+    """The outer GROUP BY key (``__k{i}``) that is the one joined column, if any."""
+    if len(p.links) != 1:
+        return None
     target = parse(f"SELECT {p.links[0].outer} FROM {_ALIAS}").expressions[0]
-    for key in outer.keys:
-        if _same_column(key.expression, target):
-            values = [_literal(k[0]) for k in dict.fromkeys(keys) if k[0] is not None]
-            keep = exp.In(this=exp.column(key.name), expressions=values) if values \
-                else exp.false()
-            query = outer.query.outer.copy().where(keep, copy=False)
-            return replace(outer, query=replace(outer.query, outer=query))
-    return outer
+    return next((k.name for k in outer.keys if _same_column(k.expression, target)), None)
 
 
 def _same_column(bound: exp.Expression, written: exp.Expression) -> bool:
@@ -365,7 +369,9 @@ def explain_two(p: TwoReleases, engine: Engine | None = None) -> Explanation:
            f"by the keys release 1 gives (shown with a stand-in key):\n{second.sql}")
     return Explanation(sql=sql, cells=cells,
                        key_release=f"release 1: {first.key_release}; release 2: "
-                                   f"{second.key_release}",
+                                   f"{second.key_release}" + (
+                                       ", then only the keys release 1 gave are kept"
+                                       if narrowed_key(p.outer, p) else ""),
                        epsilon=p.cost_epsilon, delta=p.cost_delta,
                        rows_per_unit=max(first.rows_per_unit, second.rows_per_unit),
                        groups_per_unit=max(first.groups_per_unit, second.groups_per_unit))

@@ -177,9 +177,9 @@ def series_limit_sql(limit: int = 5) -> str:
     (``SqlaTable.get_sqla_query``, ``SERIES_LIMIT_SUBQ_ALIAS``), ON the unqualified labels."""
     return ("SELECT category AS category, COUNT(*) AS count \nFROM public.visits "
             "JOIN (SELECT category AS category__, COUNT(*) AS mme_inner__ \nFROM public.visits "
-            "GROUP BY category ORDER BY mme_inner__ DESC \n LIMIT {limit}) AS series_limit "
+            f"GROUP BY category ORDER BY mme_inner__ DESC \n LIMIT {limit}) AS series_limit "
             "ON category = category__ GROUP BY category ORDER BY count DESC \n LIMIT 10000"
-            ).format(limit=limit)
+            )
 
 
 def test_dpsql_spec_series_limit_is_two_releases_charged_once(served) -> None:

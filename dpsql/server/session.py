@@ -934,8 +934,9 @@ class Session:
                          f"95% accuracy ±{c.accuracy:.4g}"
                          + (" ranks" if c.accuracy_unit == "rank" else ""))
         lines.append(f"Key release: {e.key_release}")
-        lines.append(f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
-                     f"{e.groups_per_unit} group(s)")
+        if e.rows_per_unit:  # 0: an exact read of public tables, no unit to bound
+            lines.append(f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
+                         f"{e.groups_per_unit} group(s)")
         lines.append(f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g}")
         return Outcome([p.Field("QUERY PLAN", t.TEXT)], [(line,) for line in lines], "EXPLAIN")
 
