@@ -66,12 +66,12 @@ from dpsql.errors import (
 from dpsql.limits import Deadline, owner_log, pad_to_grid
 from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
 from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
-from dpsql.pipeline import Explanation, engine_sql, explain
+from dpsql.pipeline import Explanation, answer, engine_sql, explain
 from dpsql.plan import Plan
 from dpsql.postprocess import Result, ResultColumn, reads_nothing, typed_empty
 from dpsql.public import PublicRead, PublicStore, answer_public
-from dpsql.routes import Prepared, answer_private, prepare_query
-from dpsql.series import TwoReleases, explain_two, release_cost
+from dpsql.routes import Prepared, prepare_query
+from dpsql.series import TwoReleases, answer_two, explain_two, release_cost
 
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
@@ -311,7 +311,9 @@ class Database:
                        entry_id: int | None) -> Result:
         deadline = Deadline(self.engine.cancel_token(), limit)
         try:
-            return answer_private(p, self.engine, self.metadata)
+            if isinstance(p, TwoReleases):
+                return answer_two(p, self.engine, self.metadata)
+            return answer(p, self.engine)
         except EngineError as e:
             if e.interrupted and deadline.fired:
                 owner_log.warning("query of %s stopped at the statement_timeout of %g s: %s",
