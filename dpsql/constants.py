@@ -152,7 +152,8 @@ def _evaluate(node: exp.Expression, table: Table) -> tuple[object, str, str | No
 def _run(sql: str, node: exp.Expression) -> tuple[object, str, str | None]:
     try:
         result = scratch().execute(sql)
-        row = result.fetchone()
+        rows = result.fetchall()  # all of it: an unfinished result blocks the scratch cursor
+        row = rows[0] if rows else None
     except duckdb.Error as e:
         raise InvalidConstant(
             f"{written(node)} cannot be evaluated: {_first_line(e)}; fix the "

@@ -44,16 +44,21 @@ from typing import cast
 
 from sqlglot import exp
 
+from dpsql.bind import bind
 from dpsql.budget import Cost, query_cost
+from dpsql.check import check
+from dpsql.constants import fold_constants
+from dpsql.dates import normalise
 from dpsql.engines import Engine
 from dpsql.errors import InternalError, UnsupportedQuery
 from dpsql.metadata import Metadata
 from dpsql.parse import parse
 from dpsql.pipeline import Explanation, answer, explain, prepare
-from dpsql.plan import Plan
+from dpsql.plan import Plan, plan
 from dpsql.postprocess import Result, made_up_answer
 
 _ALIAS = "__dpsql_series"
+MAX_KEYS = 1000  # released keys the outer filter may list
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,10 @@ def two_releases(sql: str, metadata: Metadata, epsilon: float, delta: float,
     resolved = tuple(_link(outer, column, names) for outer, column in links)
     _full_key_set(inner, resolved)
     template = tree.sql(dialect="duckdb")
-    stand_in = _fill(template, resolved, _stand_in(inner, resolved), in_list)
+    # As many stand-in keys as the inner can release: the cost model (dpsql.cost) sees the
+    # longest filter the outer query can get, before anything is charged.
+    stand_in = _fill(template, resolved, _stand_in(inner, resolved) * _max_keys(inner),
+                     in_list, dedupe=False)
     outer = prepare(stand_in, metadata, epsilon / 2, delta / 2, mechanism)
     return TwoReleases(inner, outer, template, resolved, in_list, epsilon, delta, mechanism)
 
@@ -270,21 +278,49 @@ def _full_key_set(inner: Plan, links: tuple[Link, ...]) -> None:
 def _stand_in(inner: Plan, links: tuple[Link, ...]) -> list[tuple[object, ...]]:
     """One made-up key tuple of the inner's types (no data): plans the outer query's shape."""
     rows = made_up_answer(inner).rows
-    return [tuple(rows[0][link.column] for link in links)] if rows else []
+    if rows:
+        return [tuple(rows[0][link.column] for link in links)]
+    return [tuple(_made_up(inner, link) for link in links)]
+
+
+def _made_up(inner: Plan, link: Link) -> object:
+    item = inner.query.outer.expressions[link.column]
+    name = (item.this if isinstance(item, exp.Alias) else item).name
+    key = next(k for k in inner.keys if k.name == name)
+    values = [v for v in key.domain or () if v is not None]
+    if values:
+        return values[0]
+    return {"int": 1, "float": 1.0, "bool": True, "date": dt.date(2000, 1, 1)}.get(
+        key.bound.kind, "a")
+
+
+def _max_keys(inner: Plan) -> int:
+    """The most keys the inner can release: its LIMIT, or its public domain's size."""
+    limit = inner.query.outer.args.get("limit")
+    count = limit.expression if isinstance(limit, exp.Limit) else None
+    bounds = [len(inner.domain)] if inner.domain is not None else []
+    if isinstance(count, exp.Literal) and count.is_int:
+        bounds.append(int(count.this))
+    if not bounds or min(bounds) > MAX_KEYS:
+        raise UnsupportedQuery(f"the subquery may release more than {MAX_KEYS} keys; give it "
+                               f"a LIMIT of at most {MAX_KEYS} (a series limit has one)")
+    return max(min(bounds), 1)
 
 
 def _fill(template: str, links: tuple[Link, ...], keys: list[tuple[object, ...]],
-          in_list: bool) -> str:
+          in_list: bool, dedupe: bool = True) -> str:
     """The outer SQL with the marker replaced by the filter on ``keys``."""
+    if dedupe:
+        keys = list(dict.fromkeys(keys))
     tree = parse(template)
     outers: list[exp.Expression] = [exp.maybe_parse(link.outer, dialect="duckdb")
                                     for link in links]
     if in_list:
-        values = [_literal(k[0]) for k in dict.fromkeys(keys)]
+        values = [_literal(k[0]) for k in keys]
         predicate: exp.Expression = exp.In(this=outers[0], expressions=values) if values \
             else exp.false()
     else:
-        rows = [k for k in dict.fromkeys(keys) if all(v is not None for v in k)]
+        rows = [k for k in keys if all(v is not None for v in k)]
         predicate = cast(exp.Expression, exp.or_(
             *[exp.and_(*[exp.EQ(this=o.copy(), expression=_literal(v))
                          for o, v in zip(outers, row, strict=True)]) for row in rows])) \
@@ -323,14 +359,24 @@ def answer_two(p: TwoReleases, engine: Engine, metadata: Metadata) -> Result:
     """Release the inner aggregate, then answer the outer query filtered by its keys."""
     released = answer(p.inner, engine)
     keys = [tuple(row[link.column] for link in p.links) for row in released.rows]
-    outer = prepare(_fill(p.template, p.links, keys, p.in_list), metadata, p.epsilon / 2,
-                    p.delta / 2, p.mechanism)
+    outer = _prepare_filled(_fill(p.template, p.links, keys, p.in_list), metadata, p)
     if (outer.cost_epsilon, outer.cost_delta, outer.rho) != (
             p.outer.cost_epsilon, p.outer.cost_delta, p.outer.rho):
         raise InternalError("the outer query's cost changed with the released keys (a bug)")
     result = answer(_released_groups_only(outer, p, keys), engine)
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     return result
+
+
+def _prepare_filled(sql: str, metadata: Metadata, p: TwoReleases) -> Plan:
+    """The passes of :func:`dpsql.pipeline.prepare` for the outer query with the released keys,
+    after the charge, so nothing here may refuse for a reason the plan did not check: the cost
+    model already saw :func:`_max_keys` stand-in keys, and the released keys' own text lengths
+    are the owner's data, which the model leaves out by design (:mod:`dpsql.cost`)."""
+    tree = parse(sql)
+    normalise(tree)
+    checked = fold_constants(check(bind(tree, metadata)))
+    return plan(checked, p.epsilon / 2, p.delta / 2, p.mechanism)
 
 
 def _released_groups_only(outer: Plan, p: TwoReleases, keys: list[tuple[object, ...]]

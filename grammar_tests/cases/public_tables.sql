@@ -147,3 +147,17 @@ SELECT COUNT(*) FROM visits WHERE category IN (SELECT category FROM visits GROUP
 -- case: series limit on a non-equality
 -- expect: refused UnsupportedQuery mentions=equalities
 SELECT v.category, COUNT(*) FROM visits v JOIN (SELECT category AS c, COUNT(*) AS n FROM visits GROUP BY category) AS s ON v.category > s.c GROUP BY v.category;
+
+-- case: series limit unbounded number of keys
+-- options: delta=1e-6
+-- expect: refused UnsupportedQuery mentions=LIMIT
+SELECT COUNT(*) FROM people WHERE state IN (SELECT state FROM people GROUP BY state);
+
+-- case: series limit thresholded keys with a limit
+-- options: delta=1e-6
+-- expect: accepted path=two cost=1,1e-6 run
+SELECT state, COUNT(*) AS n FROM people WHERE state IN (SELECT state FROM people GROUP BY state ORDER BY COUNT(*) DESC LIMIT 10) GROUP BY state;
+
+-- case: series limit date keys
+-- expect: accepted path=two rows<=8
+SELECT category, COUNT(*) FROM visits WHERE day IN (SELECT day FROM visits GROUP BY day ORDER BY COUNT(*) DESC LIMIT 3) GROUP BY category;
