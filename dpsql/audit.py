@@ -56,8 +56,8 @@ import numpy as np
 from dpsql.audit_scenarios import SCENARIOS, Scenario
 from dpsql.database import Database
 from dpsql.metadata import ENGINE_TYPES
-from dpsql.pipeline import answer
 from dpsql.postprocess import Result
+from dpsql.routes import answer_private
 
 #: Evaluation runs per side; overridden by the environment variable DPSQL_AUDIT_N.
 DEFAULT_N = 1000
@@ -141,7 +141,7 @@ def run(scenario: Scenario, db: Database, n: int) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for _ in range(n):
         try:
-            outcomes.append(answer(plan, db.engine))
+            outcomes.append(answer_private(plan, db.engine, db.metadata))
         except Exception as e:  # a failure on one side only is itself a leak, so every
             outcomes.append(e)  # failure is an event of the answer, never a crash of the audit
     return outcomes

@@ -167,4 +167,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
             "SELECT SUM(amount * qty) FROM visits"),
     _events("max_timestamp", "MAX of a timestamp (exponential mechanism), neighbour in 9999",
             "SELECT MAX(ts) FROM events", epsilon=2.0),
+    # Two releases (dpsql.series): the neighbour's rows can change which groups the inner
+    # releases as its top 2, and then the outer counts of those groups.
+    _visits("series_limit", "series limit: top-2 groups (release 1) then their counts "
+            "(release 2)", "SELECT v.grp, COUNT(*) AS n FROM visits v JOIN (SELECT grp AS g, "
+            "COUNT(*) AS c FROM visits GROUP BY grp ORDER BY c DESC LIMIT 2) AS s "
+            "ON v.grp = s.g GROUP BY v.grp", neighbour=_frequent(10, ("b",)), keys=("grp",)),
 ]}

@@ -54,7 +54,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
-from dpsql.engines import DuckDBEngine, Engine, check_metadata
+from dpsql.engines import CursorCancel, DuckDBEngine, Engine, check_metadata
 from dpsql.errors import (
     EngineError,
     EngineFailure,
@@ -66,9 +66,12 @@ from dpsql.errors import (
 from dpsql.limits import Deadline, owner_log, pad_to_grid
 from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
 from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
-from dpsql.pipeline import Explanation, answer, engine_sql, explain, prepare
+from dpsql.pipeline import Explanation, answer, engine_sql, explain
 from dpsql.plan import Plan
 from dpsql.postprocess import Result, ResultColumn, reads_nothing, typed_empty
+from dpsql.public import PublicRead, PublicStore, answer_public
+from dpsql.routes import Prepared, prepare_query
+from dpsql.series import TwoReleases, answer_two, explain_two, release_cost
 
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
@@ -178,6 +181,7 @@ class Database:
             f"{self.engine.path.resolve()}\0{tables}".encode()).hexdigest()
         # (SQL text, parameters) -> (normalised text, answer-key text): see _texts.
         self._memo: LRU[tuple[object, ...], tuple[str, str]] = LRU(_MEMO_SIZE)
+        self._public = PublicStore(self.metadata, self.engine)  # loaded on first use
 
     @property
     def metered(self) -> bool:
@@ -189,10 +193,13 @@ class Database:
         return self.metadata.budget is not None and self.metadata.budget.reuse_answers
 
     def plan(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
-             mechanism: str = "laplace", parameters: Parameters = None) -> Plan:
-        """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused."""
-        return prepare(bind_parameters(sql, parameters), self.metadata, epsilon, delta,
-                       mechanism)
+             mechanism: str = "laplace", parameters: Parameters = None) -> Prepared:
+        """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
+        A private query's :class:`Plan`, an exact read of public tables
+        (:class:`~dpsql.public.PublicRead`) or two private releases
+        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.routes`."""
+        return prepare_query(bind_parameters(sql, parameters), self.metadata, epsilon, delta,
+                             mechanism)
 
     def query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
               mechanism: str = "laplace", parameters: Parameters = None,
@@ -229,14 +236,16 @@ class Database:
         """
         started = time.monotonic()
         normalised, key_text = self._texts(sql, parameters)
-        p = prepare(normalised, self.metadata, epsilon, delta, mechanism)
-        engine_sql(p, self.engine)  # bound by the engine before any charge (cached per plan)
+        p = prepare_query(normalised, self.metadata, epsilon, delta, mechanism)
+        if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
+            who = self._known(analyst)
+            return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
+        private = p.outer if isinstance(p, TwoReleases) else p
+        for part in (p.inner, p.outer) if isinstance(p, TwoReleases) else (p,):
+            engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         ledger = self.ledger
-        if reads_nothing(p):  # LIMIT 0: the empty answer is known without data (free)
-            who = None if ledger is None else resolve_analyst(analyst, self.analyst)
-            if ledger is not None and who is not None:  # an unknown analyst is still refused
-                ledger.status(who)
-            return Answer(typed_empty(p), normalised, who, None)
+        if reads_nothing(private):  # LIMIT 0: the empty answer is known without data (free)
+            return Answer(typed_empty(private), normalised, self._known(analyst), None)
         if ledger is None:
             result = self._compute(p, normalised, None, None, timeout, started)
             return Answer(result, normalised, None, None)
@@ -246,19 +255,50 @@ class Database:
             stored = self._stored(ledger.lookup(who, key), p)
             if stored is not None:
                 return Answer(stored, normalised, who, None, reused=True)
-        cost = query_cost(p, ledger.accounting)
+        cost = release_cost(p, ledger.accounting) if isinstance(p, TwoReleases) else \
+            query_cost(p, ledger.accounting)
         entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
         # the charge stands even if what follows fails
         result = self._compute(p, normalised, who, entry.id, timeout, started)
         return Answer(result, normalised, who, cost)
 
-    def _compute(self, p: Plan, sql: str, who: str | None, entry_id: int | None,
+    def _known(self, analyst: str | None) -> str | None:
+        """The analyst of a free answer (None when unmetered); an unknown one is refused."""
+        if self.ledger is None:
+            return None
+        who = resolve_analyst(analyst, self.analyst)
+        self.ledger.status(who)
+        return who
+
+    def _read_public(self, read: PublicRead, timeout: float | None, who: str | None,
+                     sql: str) -> Result:
+        """An exact read of public tables under the owner's time limit (no grid: its time
+        depends on public data only)."""
+        limit = self._limit(timeout)
+        cursor = self._public.cursor()
+        deadline = Deadline(CursorCancel(cursor), limit)
+        try:
+            return answer_public(read, cursor)
+        except EngineError as e:
+            if e.interrupted and deadline.fired:
+                owner_log.warning("public read of %s stopped at the statement_timeout of %g s:"
+                                  " %s", who, limit, sql)
+                raise QueryTimeout(limit) from None
+            raise
+        finally:
+            deadline.stop()
+
+    def _limit(self, timeout: float | None) -> float:
+        settings = self.metadata.server
+        return settings.statement_timeout if timeout is None or timeout <= 0 else \
+            min(timeout, settings.statement_timeout)
+
+    def _compute(self, p: Plan | TwoReleases, sql: str, who: str | None, entry_id: int | None,
                  timeout: float | None, started: float) -> Result:
         """Answer a charged plan under the owner's time limit, store the outcome with its
         charge (``entry_id``), and return on the owner's time grid (see :meth:`run`)."""
         settings = self.metadata.server
-        limit = settings.statement_timeout if timeout is None or timeout <= 0 else \
-            min(timeout, settings.statement_timeout)
+        limit = self._limit(timeout)
         try:
             result = self._answer_within(p, limit, sql, who, entry_id)
             if entry_id is not None:
@@ -267,10 +307,12 @@ class Database:
         finally:
             pad_to_grid(started, settings.grid(self.metered))
 
-    def _answer_within(self, p: Plan, limit: float, sql: str, who: str | None,
+    def _answer_within(self, p: Plan | TwoReleases, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:
         deadline = Deadline(self.engine.cancel_token(), limit)
         try:
+            if isinstance(p, TwoReleases):
+                return answer_two(p, self.engine, self.metadata)
             return answer(p, self.engine)
         except EngineError as e:
             if e.interrupted and deadline.fired:
@@ -316,11 +358,11 @@ class Database:
         tree = bind_tree(sql, parameters)
         return tree.sql(dialect=_DIALECT, comments=False), self.key_text(tree)
 
-    def cache_key(self, tree: exp.Expression, p: Plan) -> str:
+    def cache_key(self, tree: exp.Expression, p: Plan | TwoReleases) -> str:
         """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""
         return self._answer_key(self.key_text(tree), p)
 
-    def _answer_key(self, text: str, p: Plan) -> str:
+    def _answer_key(self, text: str, p: Plan | TwoReleases) -> str:
         key = json.dumps([1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
                           p.mechanism])
         return hashlib.sha256(key.encode()).hexdigest()
@@ -341,7 +383,7 @@ class Database:
                                                                  comments=False, copy=False)
 
     @staticmethod
-    def _stored(data: bytes | None, p: Plan) -> Result | None:
+    def _stored(data: bytes | None, p: Plan | TwoReleases) -> Result | None:
         """A stored answer, its columns named as in this query (identifier case may differ)."""
         if data is None:
             return None
@@ -352,7 +394,7 @@ class Database:
         except (ValueError, KeyError, TypeError, OperationalError) as e:
             log.warning("ignoring an unreadable stored answer: %s", e)
             return None
-        names = p.query.output_names
+        names = p.output_names if isinstance(p, TwoReleases) else p.query.output_names
         if len(names) != len(result.columns):
             return None
         result.columns = [ResultColumn(name, c.type, c.accuracy_unit)
@@ -362,7 +404,14 @@ class Database:
     def explain(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                 mechanism: str = "laplace", parameters: Parameters = None) -> Explanation:
         """The rewritten SQL and every cell's noise, without reading data or charging."""
-        return explain(self.plan(sql, epsilon, delta, mechanism, parameters), self.engine)
+        p = self.plan(sql, epsilon, delta, mechanism, parameters)
+        if isinstance(p, PublicRead):
+            return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
+                               f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
+                               delta=0.0, rows_per_unit=0, groups_per_unit=0)
+        if isinstance(p, TwoReleases):
+            return explain_two(p, self.engine)
+        return explain(p, self.engine)
 
     def budget(self, analyst: str | None = None) -> BudgetStatus | None:
         """What ``analyst`` (resolved as for queries) has spent and has left; None when the
@@ -372,6 +421,7 @@ class Database:
         return self.ledger.status(resolve_analyst(analyst, self.analyst))
 
     def close(self) -> None:
+        self._public.close()
         if self.ledger is not None:
             self.ledger.close()
         self.engine.close()

@@ -24,7 +24,7 @@ def render(e: Explanation) -> list[str]:
     return ["Rewritten SQL:", *e.sql.splitlines(), "",
             *format_table(HEADER, rows).splitlines(), "",
             f"Key release: {e.key_release}",
-            f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
-            f"{e.groups_per_unit} group(s)",
+            *([f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
+               f"{e.groups_per_unit} group(s)"] if e.rows_per_unit else []),  # 0: public read
             f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g} (epsilon is split "
             "equally across the measurements above)"]

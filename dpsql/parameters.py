@@ -22,7 +22,7 @@ from dpsql.errors import (
     NotSupportedError,
     ProgrammingError,
 )
-from dpsql.parse import parse
+from dpsql.parse import parse_query
 
 _DIALECT = "duckdb"
 
@@ -60,10 +60,10 @@ def bind_parameters(sql: str, parameters: Parameters = None) -> str:
     return bind_tree(sql, parameters).sql(dialect=_DIALECT, comments=False, copy=False)
 
 
-def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select:
+def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select | exp.SetOperation:
     """:func:`bind_parameters`, returning the bound sqlglot tree."""
     numbered, qmarks = _number_qmarks(sql)
-    tree = parse(numbered, _DIALECT)
+    tree = parse_query(numbered, _DIALECT)  # a set operation: public tables only (routes)
     placeholders = list(tree.find_all(exp.Placeholder))
     if not placeholders:
         if parameters:

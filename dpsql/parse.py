@@ -24,6 +24,12 @@ MAX_SQL_LENGTH = 100_000
 
 def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     """Parse ``sql`` and return its only statement, which must be a SELECT."""
+    return _only_select(parse_query(sql, dialect))
+
+
+def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperation:
+    """Parse ``sql`` and return its only statement, a SELECT or a set operation of SELECTs
+    (answered only over public tables: :mod:`dpsql.public`)."""
     if not isinstance(sql, str) or not sql.strip():
         raise SQLSyntaxError("the query is empty; send one SELECT statement")
     if len(sql) > MAX_SQL_LENGTH:
@@ -42,9 +48,11 @@ def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     if len(statements) != 1:
         raise NotASingleSelect(
             f"the text holds {len(statements)} statements; send exactly one SELECT statement")
-    select = _only_select(statements[0])
-    spelled(select)  # date functions whose text sqlglot would rewrite (dpsql.dates)
-    return select
+    statement = statements[0]
+    if not isinstance(statement, exp.SetOperation):
+        statement = _only_select(statement)
+    spelled(statement)  # date functions whose text sqlglot would rewrite (dpsql.dates)
+    return statement
 
 
 def _only_select(statement: exp.Expr) -> exp.Select:

@@ -26,9 +26,10 @@ _NUMBER_FACTS = {"columns", "cells", "measurements", "keys", "rows"}
 _FLOAT_FACTS = {"l1"}
 _LIST_FACTS = {"names", "types"}
 _OPTION_DEFAULTS: dict[str, object] = {"epsilon": 1.0, "delta": 0.0, "mechanism": "laplace"}
-_CELL_TYPES = {"BIGINT", "DOUBLE", "DATE", "TIMESTAMP"}
+_CELL_TYPES = {"BIGINT", "DOUBLE", "DATE", "TIMESTAMP", "VARCHAR", "BOOLEAN"}  # last two: public
 #: The databases a file may name in its header (``-- database: NAME``); see databases.py.
 DATABASES = ("sample", "events")
+_PATHS = ("private", "public", "two")  # dpsql.routes: the path that answers a query
 
 
 class CorpusFormatError(ValueError):
@@ -225,6 +226,10 @@ def _fact_value(name: str, index: str | None, op: str, text: str, fail: Fail) ->
             if name == "types" and not set(items) <= _CELL_TYPES:
                 raise ValueError(f"cell types are {sorted(_CELL_TYPES)}")
             return items
+        if name == "path":
+            if text not in _PATHS:
+                raise ValueError(f"path is one of {', '.join(_PATHS)}")
+            return text
         if name == "release":
             kind, _, size = text.partition(":")
             if kind not in ("none", "domain", "threshold") or (size and kind != "domain"):
@@ -233,7 +238,7 @@ def _fact_value(name: str, index: str | None, op: str, text: str, fail: Fail) ->
     except ValueError as e:
         raise fail(f"bad value for {name}: {text!r} ({e})") from None
     raise fail(f"unknown fact {name!r}; known: cells, columns, cost, keys, l1[i], "
-               "measurements, names, release, rows, types, run, mentions")
+               "measurements, names, path, release, rows, types, run, mentions")
 
 
 def _parse_options(case: Case, value: str, fail: Fail) -> None:

@@ -16,8 +16,10 @@ import pytest
 import dpsql
 import dpsql.errors
 from dpsql.errors import QueryRefused
-from dpsql.pipeline import prepare
 from dpsql.plan import Plan
+from dpsql.public import PublicRead
+from dpsql.routes import Prepared, prepare_query
+from dpsql.series import TwoReleases
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
 from grammar_tests.databases import open_database
 
@@ -64,7 +66,7 @@ def test_case(case: Case, db: dpsql.Database) -> None:
     options = case.options
     # Both doors: the pipeline on the text as written, and the library API, which normalises
     # the text with sqlglot first (Database.plan); they must agree.
-    doors = {"prepare": lambda: prepare(case.sql, db.metadata, **options),
+    doors = {"prepare": lambda: prepare_query(case.sql, db.metadata, **options),
              "Database.plan": lambda: db.plan(case.sql, **options)}
     if case.verdict == "refused":
         for door, fn in doors.items():
@@ -87,7 +89,7 @@ def test_case(case: Case, db: dpsql.Database) -> None:
                     f"{door}: {name}: got {actual!r}, want {expected!r}")
     if case.run:
         result = db.query(case.sql, **options)
-        assert [c.name for c in result.columns] == plan.query.output_names
+        assert [c.name for c in result.columns] == _names(plan)
         for name, _, op, expected in case.facts:
             if name == "rows":
                 assert _matches(len(result.rows), op, expected), (
@@ -97,7 +99,25 @@ def test_case(case: Case, db: dpsql.Database) -> None:
         assert all(len(row) == len(result.columns) for row in result.rows)
 
 
-def _plan_fact(plan: Plan, name: str, index: int | None) -> object:
+def _names(plan: Prepared) -> list[str]:
+    return plan.output_names if not isinstance(plan, Plan) else plan.query.output_names
+
+
+def _plan_fact(prepared: Prepared, name: str, index: int | None) -> object:
+    """A fact of the plan: of a public read (no cells, cost 0), of both releases of a
+    two-release query (cost: the total; the rest: the outer query), or of a private plan."""
+    if name == "path":
+        return {PublicRead: "public", TwoReleases: "two"}.get(type(prepared), "private")
+    if name == "names":
+        return _names(prepared)
+    if isinstance(prepared, PublicRead):
+        public = {"columns": len(prepared.columns), "cost": (0.0, 0.0), "cells": 0,
+                  "measurements": 0, "keys": 0, "release": ("none", None),
+                  "types": [c.type for c in prepared.columns]}
+        return public[name]
+    if name == "cost":
+        return (prepared.cost_epsilon, prepared.cost_delta)
+    plan = prepared.outer if isinstance(prepared, TwoReleases) else prepared
     if name == "columns":
         return len(plan.query.output_names)
     if name == "cells":

@@ -171,6 +171,32 @@ def test_dpsql_spec_time_series_sql_is_answered(served) -> None:
     assert all(150 < n < 500 for n in counts)  # ~ 20,002 members over 132 months
 
 
+def series_limit_sql(limit: int = 5) -> str:
+    """Superset's series-limit chart (``allows_joins``): COUNT(*) per category, joined to the
+    top ``limit`` categories of an inner aggregate labelled ``col__`` and ``mme_inner__``
+    (``SqlaTable.get_sqla_query``, ``SERIES_LIMIT_SUBQ_ALIAS``), ON the unqualified labels."""
+    return ("SELECT category AS category, COUNT(*) AS count \nFROM public.visits "
+            "JOIN (SELECT category AS category__, COUNT(*) AS mme_inner__ \nFROM public.visits "
+            f"GROUP BY category ORDER BY mme_inner__ DESC \n LIMIT {limit}) AS series_limit "
+            "ON category = category__ GROUP BY category ORDER BY count DESC \n LIMIT 10000"
+            )
+
+
+def test_dpsql_spec_series_limit_is_two_releases_charged_once(served) -> None:
+    eng = engine(served, query="?options=-c%20dpsql.epsilon%3D0.5")
+    try:
+        before = served.db.budget("alice").spent.epsilon
+        with eng.connect() as conn:
+            rows = conn.execute(sa.text(series_limit_sql(3))).all()
+            again = conn.execute(sa.text(series_limit_sql(3))).all()
+    finally:
+        eng.dispose()
+    assert len(rows) == 3 and again == rows  # the repeat is the stored answer
+    counts = [r.count for r in rows]
+    assert counts == sorted(counts, reverse=True)
+    assert served.db.budget("alice").spent.epsilon == pytest.approx(before + 0.5)
+
+
 def test_dpsql_spec_time_series_without_delta(served) -> None:
     """Without delta the month keys need a public domain (a date public_range, being added in
     the core): until the metadata declares one the query is refused with the remedy named."""
@@ -232,7 +258,7 @@ def test_spec_dp_defaults() -> None:
     spec = DpsqlEngineSpec
     assert spec.engine == "dpsql" and spec.default_driver == "psycopg2"
     assert spec.sqlalchemy_uri_placeholder.startswith("dpsql://")
-    assert not spec.allows_subqueries and not spec.allows_joins
+    assert not spec.allows_subqueries and spec.allows_joins  # series limit: dpsql.series
     assert not spec.supports_file_upload
     assert spec.get_default_schema(None, None) == "public"
     assert spec.get_prequeries(None, None, "public") == []

@@ -21,10 +21,10 @@ nothing here can weaken the guarantee, it only avoids queries dpsql must refuse)
 * ``get_extra_params``: ``disable_data_preview`` and ``disable_drill_to_detail`` default to
   true (both would ask for private rows: "samples", "drill to detail"); an owner may still set
   them in the database's "extra" JSON.
-* ``allows_subqueries = False`` and ``allows_joins = False``: Superset's series limit joins an
-  aggregate subquery to the main query, which dpsql refuses (a subquery must be a row-level
-  transformation of one table); without subqueries Superset runs the series-limit prequery as a
-  separate aggregate query instead (each charged on its own).
+* ``allows_joins = True``: Superset's series limit joins an aggregate subquery (its top-n
+  groups) to the main query; dpsql answers that as two private releases charged once
+  (:mod:`dpsql.series`). ``allows_subqueries = False``: a virtual dataset would wrap its SQL
+  in a subquery, which dpsql refuses unless it is a row-level transformation of one table.
 * ``get_default_schema``: ``public``, the only schema holding dpsql's tables, without a
   round trip.
 * ``supports_file_upload = False``, ``supports_dynamic_schema = False``, no cost estimate, no
@@ -96,7 +96,7 @@ class DpsqlEngineSpec(_Base):  # type: ignore[misc]
     sqlalchemy_uri_placeholder = "dpsql://user:password@host:port/dbname"
     _time_grain_expressions: ClassVar[dict[str | None, str]] = dict(TIME_GRAINS)
     allows_subqueries = False
-    allows_joins = False
+    allows_joins = True
     allows_alias_in_select = True
     allows_alias_in_orderby = True
     supports_file_upload = False

@@ -445,6 +445,9 @@ def _table_comment(table: Table) -> str:
     parts = []
     if table.description and table.description.strip():
         parts.append(table.description.strip())
+    if table.public:  # dpsql.public: read exactly by any SELECT that reads nothing private
+        parts.append("public: read exactly, no noise and no privacy cost")
+        return "; ".join(parts)
     parts.append("differentially private: aggregate queries only")
     if table.privacy_unit:
         parts.append(f"privacy unit {table.privacy_unit}, at most {table.max_rows_per_unit} "
