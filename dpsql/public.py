@@ -113,6 +113,11 @@ def _all_public(metadata: Metadata) -> list[str]:
     return [name for name, t in metadata.tables.items() if t.public]
 
 
+def reads_only_public(tree: exp.Query, metadata: Metadata) -> bool:
+    """Whether ``tree`` reads public tables and nothing else (see :func:`public_read`)."""
+    return _public_tables(tree, metadata) is not None
+
+
 def _public_tables(tree: exp.Query, metadata: Metadata) -> tuple[str, ...] | None:
     """The public tables ``tree`` reads, or None if it reads anything else (or nothing)."""
     ctes = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}

@@ -56,6 +56,7 @@ from dpsql.parse import parse
 from dpsql.pipeline import Explanation, answer, explain, prepare
 from dpsql.plan import Plan, plan
 from dpsql.postprocess import Result, made_up_answer
+from dpsql.public import reads_only_public
 
 _ALIAS = "__dpsql_series"
 MAX_KEYS = 1000  # released keys the outer filter may list
@@ -102,7 +103,7 @@ def two_releases(sql: str, metadata: Metadata, epsilon: float, delta: float,
     """The two-release plan of ``sql``, or None when it holds no aggregate subquery in a JOIN
     or an IN (the private pipeline then answers or refuses it)."""
     tree = parse(sql)
-    found = _find(tree)
+    found = _find(tree, metadata)
     if found is None:
         return None
     inner_tree, links, in_list = _split(tree, *found)
@@ -120,19 +121,22 @@ def two_releases(sql: str, metadata: Metadata, epsilon: float, delta: float,
     return TwoReleases(inner, outer, template, resolved, in_list, epsilon, delta, mechanism)
 
 
-def _find(tree: exp.Select) -> tuple[exp.Expression, exp.Select] | None:
-    """The node holding an aggregate subquery (a Join or an In) and that subquery."""
+def _find(tree: exp.Select, metadata: Metadata) -> tuple[exp.Expression, exp.Select] | None:
+    """The node holding a private aggregate subquery (a Join or an In) and that subquery. An
+    aggregate of public tables only is public data, not a release: it is left to the passes."""
     found: list[tuple[exp.Expression, exp.Select]] = []
     for join in tree.args.get("joins") or []:
         body = join.this.this if isinstance(join.this, exp.Subquery) else None
-        if isinstance(body, exp.Select) and _aggregates(body):
+        if isinstance(body, exp.Select) and _aggregates(body) and \
+                not reads_only_public(body, metadata):
             found.append((join, body))
     for node in tree.find_all(exp.In):
         query = node.args.get("query")
         body = query.this if isinstance(query, exp.Subquery) else query
         if isinstance(body, exp.Select):
             inner = _from_subquery(body)
-            if _aggregates(inner if inner is not None else body):
+            if _aggregates(inner if inner is not None else body) and \
+                    not reads_only_public(body, metadata):
                 found.append((node, body))
     if len(found) > 1:
         raise UnsupportedQuery("the query uses more than one aggregate subquery; use one (as "

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import dpsql
+import dpsql.series
 from dpsql.cli import main
 from dpsql.database import LEDGER_ENV, Database, sample_paths
 from dpsql.errors import BudgetExhausted, UnknownColumn, UnsupportedQuery
@@ -231,3 +232,15 @@ def test_psql_select_star_from_states(served: SimpleNamespace) -> None:
     lines = out.stdout.splitlines()
     assert lines[:2] == ["AK|West", "AL|South"] and len([x for x in lines if "|" in x]) >= 51
     assert "public: read exactly" in out.stdout
+
+
+def test_an_aggregate_of_public_tables_is_not_a_release(metered: Database) -> None:
+    """Only a private aggregate subquery is a release; one over public tables is public data,
+    left to the private pipeline's own rules (today: refused; never charged as a release)."""
+    sql = ("SELECT COUNT(*) FROM visits WHERE category IN (SELECT category FROM categories "
+           "GROUP BY category)")
+    try:
+        prepared = metered.plan(sql)
+    except dpsql.errors.QueryRefused:
+        return
+    assert not isinstance(prepared, dpsql.series.TwoReleases)
