@@ -84,6 +84,8 @@ def seeded_randomness(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(os, "urandom", stream)
     monkeypatch.setattr(secrets, "randbits", randbits)
+    # One stream shared by two threads would give each thread a run-dependent share of it.
+    monkeypatch.setattr("dpsql.audit.SIDES_IN_PARALLEL", False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
