@@ -111,7 +111,14 @@ def _grain_step(expression: exp.Expression) -> str | None:
         expression, exp.Extract) else expression.this.name.lower()
     if isinstance(expression, exp.TimestampTrunc | exp.DateTrunc):
         return _TRUNC_STEPS.get(part)  # a day or finer: every day is a key, no shortcut
+    if isinstance(expression, exp.Extract) and part not in _CYCLIC_PARTS:
+        return None  # EPOCH, MICROSECONDS...: the witnesses would not reach the whole image
     return "year" if isinstance(expression, exp.Year) or part == "year" else "month"
+
+
+#: The parts of EXTRACT whose whole image the witnesses reach (the grains and cycles).
+_CYCLIC_PARTS = {"year", "quarter", "month", "week", "day", "dayofweek", "dow", "isodow",
+                 "dayofyear", "doy", "hour", "minute", "second"}
 
 
 _TRUNC_STEPS = {"week": "week", "month": "month", "quarter": "month", "year": "year",

@@ -227,6 +227,8 @@ def test_metadata_init_skeleton_opens(tmp_path: Path) -> None:
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     text = out.read_text()
-    assert "# u: UUID has no dpsql type" in text and '[tables.t.columns.ts]\ntype = "date"' in text
+    assert "# u: UUID has no dpsql type" in text
+    assert '[tables.t.columns.ts]\ntype = "timestamp"' in text  # an instant, not a date
+    assert '[tables.t.columns.tz]\ntype = "timestamp"' in text  # read in UTC
     with dpsql.Database(path, out) as db:
-        assert set(db.metadata.table("t").columns) == {"pid", "d", "ts", "s"}  # type: ignore[union-attr]
+        assert set(db.metadata.table("t").columns) == {"pid", "d", "ts", "tz", "s"}  # type: ignore[union-attr]

@@ -290,3 +290,10 @@ def test_dbapi_and_pandas_see_timestamps(make_db: Callable[..., Any]) -> None:
         conn.close()
     assert str(frame["m"].dtype).startswith("datetime64")
     assert str(frame["lo"].dtype).startswith("datetime64")
+
+
+def test_epoch_keys_have_no_public_domain(events: Any) -> None:
+    """EPOCH takes a value per second: no finite set of witnesses lists its image, so it is
+    released by thresholding only (a partial list would silently drop real keys)."""
+    with pytest.raises(Error, match="no public domain"):
+        events.plan("SELECT EXTRACT(epoch FROM ts) AS e, COUNT(*) FROM events GROUP BY e")
