@@ -62,7 +62,15 @@ from dpsql.errors import (
     OperationalError,
 )
 from dpsql.group_commit import GroupCommit
-from dpsql.ledger_writes import AttachRequest, ChargeRequest, Write, apply_batch, spent
+from dpsql.ledger_writes import (
+    AttachRequest,
+    ChargeRequest,
+    Known,
+    SpentCache,
+    Write,
+    apply_batch,
+    spent,
+)
 from dpsql.plan import Plan
 
 SCHEMA_VERSION = 1
@@ -183,6 +191,7 @@ class Ledger:
         self._pid = os.getpid()
         self._conn: sqlite3.Connection | None = self._open()
         self._commits: GroupCommit[Write, int | BaseException] = GroupCommit(self._apply)
+        self._spent = SpentCache()  # used by one group-commit leader at a time
         # ":memory:" is one database per connection: there the writer reads too.
         self._read_lock = self._lock if self._path == ":memory:" else threading.Lock()
         self._reader: sqlite3.Connection | None = (
@@ -336,8 +345,11 @@ class Ledger:
         (fsync) when it holds a charge: an answer alone costs a repeated query its reuse if a
         power loss drops it, never a charge."""
         durable = any(isinstance(request, ChargeRequest) for request in batch)
+        seen: dict[str, Known] = {}
         with self._write(durable) as conn:
-            return apply_batch(conn, batch, self._accounting)
+            outcomes = apply_batch(conn, batch, self._accounting, self._spent, seen)
+        self._spent.keep(seen)  # committed
+        return outcomes
 
     # -- charging
 

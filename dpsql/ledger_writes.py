@@ -78,16 +78,69 @@ def spent(conn: sqlite3.Connection, analyst: str) -> Spent:
     return Spent(epsilon, delta, rho)
 
 
-def apply_batch(conn: sqlite3.Connection, batch: Sequence[Write],
-                accounting: Accounting) -> list[int | BaseException]:
+_MARKER_SQL = "SELECT COALESCE(MAX(after_charge), 0) FROM resets WHERE analyst = ?"
+_SINCE_SQL = """
+SELECT COALESCE(SUM(epsilon), 0.0),
+       COALESCE(SUM(delta), 0.0),
+       COALESCE(SUM(CASE WHEN rho > 0 THEN rho ELSE epsilon * epsilon / 2.0 END), 0.0),
+       MAX(id)
+FROM charges WHERE analyst = ? AND id > ?
+"""
+
+
+@dataclass(frozen=True)
+class Known:
+    """An analyst's spending over the charges after reset marker ``marker`` up to id ``last``."""
+
+    marker: int
+    last: int
+    spent: Spent
+
+
+class SpentCache:
+    """Each analyst's spending, read incrementally inside write transactions.
+
+    Summing every charge of an analyst on each check costs time in proportion to the history
+    (7 ms at 10,000 charges). Charges are append-only (triggers) and their ids grow
+    (``AUTOINCREMENT``: a new id exceeds every id the table ever held), and inside a write
+    transaction no other writer runs; so every charge committed since this process last looked
+    has an id above the last one it saw, and the spending is what it knew plus the sum of those.
+    A reset moves the analyst's marker (``MAX(after_charge)``): then the sum starts over from
+    the new marker. Only what a committed transaction read or wrote is kept (:meth:`keep`
+    after the commit): a rolled-back insert's id may be given again to another charge.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[str, Known] = {}
+
+    def read(self, conn: sqlite3.Connection, analyst: str) -> Known:
+        (marker,) = conn.execute(_MARKER_SQL, (analyst,)).fetchone()
+        known = self._known.get(analyst)
+        if known is None or known.marker != marker:
+            known = Known(marker, marker, Spent(0.0, 0.0, 0.0))
+        epsilon, delta, rho, last = conn.execute(_SINCE_SQL, (analyst, known.last)).fetchone()
+        if last is None:
+            return known
+        return Known(marker, last, Spent(known.spent.epsilon + epsilon,
+                                         known.spent.delta + delta, known.spent.rho + rho))
+
+    def keep(self, committed: dict[str, Known]) -> None:
+        self._known.update(committed)
+
+
+def apply_batch(conn: sqlite3.Connection, batch: Sequence[Write], accounting: Accounting,
+                cache: SpentCache | None = None,
+                seen: dict[str, Known] | None = None) -> list[int | BaseException]:
     """Apply ``batch`` in order inside the open write transaction: one outcome per request,
-    the charge's (or the attached) entry id, or that request's own error."""
-    spent_by: dict[str, Spent] = {}  # each analyst's spending so far in this transaction
+    the charge's (or the attached) entry id, or that request's own error. ``seen`` receives
+    each charged analyst's spending at the end of the batch, for ``cache`` once committed."""
+    cache = SpentCache() if cache is None else cache
+    seen = {} if seen is None else seen  # each analyst's spending so far in this transaction
     outcomes: list[int | BaseException] = []
     for request in batch:
         try:
             if isinstance(request, ChargeRequest):
-                outcomes.append(_charge(conn, request, accounting, spent_by))
+                outcomes.append(_charge(conn, request, accounting, cache, seen))
             else:
                 outcomes.append(_attach(conn, request))
         except (BudgetExhausted, InterfaceError) as refused:
@@ -100,11 +153,12 @@ def apply_batch(conn: sqlite3.Connection, batch: Sequence[Write],
 
 
 def _charge(conn: sqlite3.Connection, request: ChargeRequest, accounting: Accounting,
-            spent_by: dict[str, Spent]) -> int:
+            cache: SpentCache, seen: dict[str, Known]) -> int:
     analyst, cost = request.analyst, request.cost
-    before = spent_by.get(analyst)
-    if before is None:
-        before = spent(conn, analyst)
+    known = seen.get(analyst)
+    if known is None:
+        known = seen[analyst] = cache.read(conn, analyst)
+    before = known.spent
     exceeded = exceeded_limits(request.total, before, cost, accounting)
     if exceeded:
         status = budget_status(analyst, request.total, before, accounting)
@@ -120,8 +174,8 @@ def _charge(conn: sqlite3.Connection, request: ChargeRequest, accounting: Accoun
     )
     entry_id = cursor.lastrowid
     assert entry_id is not None  # an INSERT always sets it
-    spent_by[analyst] = Spent(before.epsilon + cost.epsilon, before.delta + cost.delta,
-                              before.rho + rho_of(cost))
+    seen[analyst] = Known(known.marker, entry_id, Spent(
+        before.epsilon + cost.epsilon, before.delta + cost.delta, before.rho + rho_of(cost)))
     return entry_id
 
 

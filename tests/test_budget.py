@@ -271,6 +271,26 @@ def test_a_refusal_in_a_batch_leaves_the_other_requests_of_the_batch(path: Path)
         assert [e.sql for e in ledger.history("alice")] == ["SELECT 4", "SELECT 1", "SELECT 0"]
 
 
+def test_each_ledger_sees_the_charges_and_resets_of_the_others(path: Path) -> None:
+    """Two Ledgers on one file stand for two processes: each keeps its own running sums, and
+    must still count every charge and reset the other one committed."""
+    with _ledger(path, epsilon=10.0) as first, _ledger(path, epsilon=10.0) as second:
+        first.charge("alice", Cost(3.0, 0.0), sql="SELECT 1")
+        second.charge("alice", Cost(4.0, 0.0), sql="SELECT 2")
+        with pytest.raises(BudgetExhausted, match="remaining epsilon=3"):
+            first.charge("alice", Cost(4.0, 0.0), sql="SELECT 3")
+        first.charge("alice", Cost(3.0, 0.0), sql="SELECT 4")
+        with pytest.raises(BudgetExhausted):
+            second.charge("alice", Cost(0.5, 0.0), sql="SELECT 5")
+        second.reset("alice")
+        first.charge("alice", Cost(10.0, 0.0), sql="SELECT 6")
+        with pytest.raises(BudgetExhausted):
+            second.charge("alice", Cost(0.5, 0.0), sql="SELECT 7")
+        with pytest.raises(BudgetExhausted):
+            first.charge("alice", Cost(0.5, 0.0), sql="SELECT 8")
+        assert first.status("alice").spent.epsilon == 10.0
+
+
 def test_sigkill_mid_charging_leaves_a_consistent_ledger(path: Path) -> None:
     child = _python(_CRASHER, str(path))
     assert child.stdout is not None
