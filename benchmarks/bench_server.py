@@ -64,8 +64,9 @@ with serve_in_thread(db, ServerConfig(port=0, passwords=Path(sys.argv[3]),
                                       max_connections=200)) as running:
     print(running.port, flush=True)
     sys.stdin.read()
-commits = getattr(db.ledger, "commits", None)  # None: a dpsql without group commit
-print(commits.batches if commits else -1, len(db.ledger.history(limit=10**9)), flush=True)
+commits = getattr(db.ledger, "commits", None)  # None: unmetered, or no group commit
+charges = len(db.ledger.history(limit=10**9)) if db.ledger else 0
+print(commits.batches if commits else -1, charges, flush=True)
 """
 
 Stats = tuple[float, float, float]  # QPS, p50 ms, p99 ms
@@ -141,8 +142,10 @@ async def over_the_wire(port: int, clients: int, seconds: float, workload: str) 
     return summarize(latencies, elapsed)
 
 
-def serve(folder: Path, grid: float, reuse: bool) -> tuple[subprocess.Popen[str], int]:
-    setup = sandbox(folder, {"bench": ("bench", 1e12, 0.0)}, reuse_answers=reuse)
+def serve(folder: Path, grid: float, reuse: bool, metered: bool
+          ) -> tuple[subprocess.Popen[str], int]:
+    setup = sandbox(folder, {"bench": ("bench", 1e12, 0.0)}, reuse_answers=reuse,
+                    metered=metered)
     setup.metadata.write_text(setup.metadata.read_text() + f"\n[server]\ntime_grid = {grid}\n")
     server = subprocess.Popen(
         [sys.executable, "-c", _SERVER, str(setup.database), str(setup.metadata),
@@ -170,12 +173,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--grid", type=float, nargs="+", default=[0.05, 0.0])
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--unmetered", action="store_true",
+                        help="declare no budget: nothing charged, no ledger (the cost of the "
+                             "ledger is the difference)")
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     args = parser.parse_args()
     os.environ.pop("DPSQL_LEDGER", None)
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"dpsql {dpsql.__version__}, {os.cpu_count()} CPUs, load average {load} at start, "
-          f"{args.seconds:g} s per cell; QPS, then p50 / p99 latency in ms\n")
+          f"{args.seconds:g} s per cell, {'unmetered' if args.unmetered else 'metered'}; QPS, "
+          "then p50 / p99 latency in ms\n")
     print("| time_grid | workload | clients | server QPS | server p50 / p99 ms |")
     print("|---:|---|---:|---:|---:|")
     notes = []
@@ -184,7 +191,7 @@ def main() -> None:
         if not workloads:
             continue
         with tempfile.TemporaryDirectory(prefix="dpsql-bench-") as tmp:
-            server, port = serve(Path(tmp), grid, reuse)
+            server, port = serve(Path(tmp), grid, reuse, not args.unmetered)
             try:
                 for workload, n in itertools.product(workloads, args.clients):
                     stats = asyncio.run(over_the_wire(port, n, args.seconds, workload))

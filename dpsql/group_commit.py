@@ -83,8 +83,16 @@ class GroupCommit(Generic[T, R]):
             outcomes = self._commit([slot.request for slot in batch])
             if len(outcomes) != len(batch):
                 raise RuntimeError("group commit: one outcome per request expected")
-        except BaseException as failed:  # the transaction failed: nothing of it was written
+        except Exception as failed:  # the transaction failed: nothing of it was written
             outcomes = [failed] * len(batch)
+        except BaseException as stopped:  # KeyboardInterrupt, SystemExit: this thread's own
+            others = RuntimeError("the ledger transaction of this batch was interrupted; "
+                                  "the query was not run")
+            self._finish(batch, [others] * len(batch))
+            raise stopped
+        self._finish(batch, outcomes)
+
+    def _finish(self, batch: list[_Slot[T, R]], outcomes: Sequence[R | BaseException]) -> None:
         with self._changed:
             for slot, outcome in zip(batch, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
