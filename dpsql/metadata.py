@@ -100,16 +100,16 @@ DEFAULT_STATEMENT_TIMEOUT = 300.0
 #:
 #: *What it protects.* One person's bounded rows change a query's running time by microseconds
 #: (benchmarks/bench_timing.py: +63 +- 76 us, not significant). A difference of d seconds moves
-#: an answer to the next grid point with probability about d / g, so a grid of g divides what
-#: the answer time can tell per charged query by g: at most about 0.4% of queries for d = 0.2
-#: ms at 50 ms, three times as many at 16 ms.
+#: an answer to the next grid point with probability about d / g: the chance that one charged
+#: query's answer time shows the difference is about 0.4% for d = 0.2 ms at 50 ms, and three
+#: times that at 16 ms.
 #:
 #: *What it costs.* The grid delays each fresh answer (25 ms on average at 50 ms; reused
 #: answers and refusals read no data and are not padded). It does not serialise the server:
 #: queries waiting for their grid point hold no lock and not the GIL, each on its own thread
 #: (the server runs one per connection), so the server's throughput is bounded by its CPU, not
-#: by the grid (benchmarks/bench_server.py: 32 clients get about 475 fresh answers per second
-#: at 50 ms on two busy cores, 8 clients with no grid 460-560). What the grid does bound is a
+#: by the grid (benchmarks/bench_server.py, two cores shared with other jobs: 32 clients got
+#: 439 fresh answers per second at 50 ms and 450 with no grid). What the grid does bound is a
 #: client that waits for each answer before sending the next: at most 1 / g fresh answers per
 #: second, so c such clients at most c / g -- 160 for 8 clients at 50 ms. Serving 500 fresh
 #: answers per second to 8 such clients would need g <= 16 ms, three times the timing leak
