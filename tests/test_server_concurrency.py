@@ -18,7 +18,7 @@ from dpsql import Database
 from dpsql.server import ServerConfig, serve_in_thread
 from dpsql.server.testing import sandbox
 
-GRID = 6.0  # seconds: far longer than charging twelve small queries takes
+GRID = 10.0  # seconds: far longer than connecting and charging twelve small queries takes
 CLIENTS = 12
 
 
