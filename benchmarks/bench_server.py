@@ -1,32 +1,44 @@
-"""`dpsql serve` under load: queries per second and latency over loopback, next to raw DuckDB.
+"""`dpsql serve` under load: metered queries per second and latency over loopback.
 
-    python benchmarks/bench_server.py                       # 1, 8 and 32 clients, 5 s each
-    python benchmarks/bench_server.py --seconds 3 --clients 1 8
+    PYTHONPATH=. python benchmarks/bench_server.py           # grids 0.05, 0; 1, 8, 32 clients
+    PYTHONPATH=. python benchmarks/bench_server.py --seconds 3 --clients 1 8 --grid 0
 
-**Queries.** Small COUNTs on the sample data's ``people`` table (20,000 rows, one per person):
-``SELECT COUNT(*) FROM people WHERE age > k`` with k cycling through 18..95, epsilon 1.
+**Server.** ``dpsql serve`` on the sample data in a child process on 127.0.0.1, metered: one
+analyst with an effectively unlimited budget in a throw-away ledger (``synchronous=FULL``: every
+charge is fsynced before its query runs). One server per ``--grid`` value and workload; the grid
+is the metadata's ``[server] time_grid``: 0.05 is the default of a metered database (every fresh
+answer released on a 50 ms grid), 0 turns the grid off and shows the server's own cost.
 
-**Measured**, for each number of concurrent clients, for ``--seconds`` after a warm-up:
+**Clients.** psycopg 3, one asyncio connection per client, the extended protocol as drivers use
+it (Parse, Bind, Describe, Execute, Sync); each client waits for its answer before sending the
+next query (no pipelining). Three workloads:
 
-- *raw DuckDB*: the same SQL on a DuckDB connection to the same Parquet files, one thread and
-  one cursor per client, in this process (no privacy, no protocol);
-- *dpsql library*: :meth:`dpsql.Database.query` from one thread per client, in this process
-  (the whole private pipeline and the ledger, no protocol);
-- *dpsql server*: psycopg 3 clients (one asyncio connection per client, the extended protocol
-  as drivers use it: Parse, Bind, Describe, Execute, Sync) to a ``dpsql serve`` running in a
-  child process on 127.0.0.1.
+- *charged*: ``SELECT COUNT(*) FROM people WHERE age > k``, k cycling over 78 values, with
+  ``reuse_answers = false``: every query is checked, charged (durably), run and released on the
+  grid, its plan taken from the plan cache (a dashboard's repeated texts, each answered afresh);
+- *new*: every query a text never sent before, ``SELECT COUNT(*) FROM people WHERE age > a AND
+  income < m`` with ``m`` never repeated (``reuse_answers = true``): each one is also parsed,
+  checked, planned and dry-run on empty tables before its charge;
+- *mix*: as *new*, but every other query repeats the client's previous one, which is answered
+  from its stored answer (free, not charged, not padded: it reads no data).
 
-Every dpsql query is answered afresh and charged (``reuse_answers = false``; the analyst has an
-effectively unlimited budget in a throw-away ledger), so nothing is served from stored answers;
-``--unmetered`` declares no budget instead, to show the cost of the ledger.
-Latency is per query, from send to the last row; QPS counts completed queries. The client and
-the server share the machine's cores, so the server figures include the client's own cost.
+**Measured**, per (grid, workload, clients), for ``--seconds`` after a warm-up: completed
+queries per second, and p50 / p99 latency from send to the last row. ``raw DuckDB`` is the
+fresh SQL on a DuckDB connection to the same Parquet files (one thread and cursor per client,
+in this process; no privacy, no protocol), for scale. Clients and server share the machine's
+cores; the load average is printed before and after.
+
+**What bounds it.** With a grid of g seconds, a client that waits for each answer gets at most
+1/g fresh answers per second, so c such clients at most c/g: 160 for 8 clients at 50 ms. The
+grid pads each answer's release but does not hold the server: queries in flight are padded in
+parallel (the sleeping threads hold no lock and not the GIL), which the 32-client rows show.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import statistics
 import subprocess
@@ -43,10 +55,8 @@ import dpsql
 from dpsql.engines import DuckDBEngine
 from dpsql.server.testing import sandbox
 
-QUERIES = [f"SELECT COUNT(*) FROM people WHERE age > {k}" for k in range(18, 96)]
-
 _SERVER = r"""
-import sys, dpsql, time
+import sys, dpsql
 from pathlib import Path
 from dpsql.server import ServerConfig, serve_in_thread
 db = dpsql.Database(Path(sys.argv[1]), Path(sys.argv[2]))
@@ -54,10 +64,24 @@ with serve_in_thread(db, ServerConfig(port=0, passwords=Path(sys.argv[3]),
                                       max_connections=200)) as running:
     print(running.port, flush=True)
     sys.stdin.read()
+commits = getattr(db.ledger, "commits", None)  # None: unmetered, or no group commit
+charges = len(db.ledger.history(limit=10**9)) if db.ledger else 0
+print(commits.batches if commits else -1, charges, flush=True)
 """
 
+Stats = tuple[float, float, float]  # QPS, p50 ms, p99 ms
+_texts = itertools.count(10_000)
+CYCLE = [f"SELECT COUNT(*) FROM people WHERE age > {k}" for k in range(18, 96)]
+WORKLOADS = ("charged", "new", "mix")
 
-def summarize(latencies: list[float], seconds: float) -> tuple[float, float, float]:
+
+def fresh_query() -> str:
+    """A query text never sent before (process-wide counter)."""
+    m = next(_texts)
+    return f"SELECT COUNT(*) FROM people WHERE age > {18 + m % 60} AND income < {m}"
+
+
+def summarize(latencies: list[float], seconds: float) -> Stats:
     if not latencies:
         return 0.0, float("nan"), float("nan")
     ordered = sorted(latencies)
@@ -65,119 +89,129 @@ def summarize(latencies: list[float], seconds: float) -> tuple[float, float, flo
     return len(latencies) / seconds, statistics.median(ordered) * 1000, p99 * 1000
 
 
-def threaded(clients: int, seconds: float, make: Callable[[], Callable[[str], object]]
-             ) -> tuple[float, float, float]:
+def threaded(clients: int, seconds: float, make: Callable[[], Callable[[str], object]]) -> Stats:
     """Run ``clients`` threads, each with its own callable from ``make``, for ``seconds``."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
-    stop = [0.0]
+    stop = [time.perf_counter() + 3600]
 
     def work(i: int) -> None:
         run = make()
-        for q in QUERIES[:5]:
-            run(q)  # warm-up
+        run(fresh_query())  # warm-up
         barrier.wait()
-        mine, n = latencies[i], i * 7
-        while True:
-            start = time.perf_counter()
-            if start >= stop[0]:
-                return
-            run(QUERIES[n % len(QUERIES)])
-            mine.append(time.perf_counter() - start)
-            n += 1
+        while (start := time.perf_counter()) < stop[0]:
+            run(fresh_query())
+            latencies[i].append(time.perf_counter() - start)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
-    stop[0] = time.perf_counter() + 3600
     barrier.wait()
     begin = time.perf_counter()
     stop[0] = begin + seconds
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - begin
-    return summarize([x for lat in latencies for x in lat], elapsed)
+    return summarize([x for lat in latencies for x in lat], time.perf_counter() - begin)
 
 
-async def over_the_wire(port: int, clients: int, seconds: float) -> tuple[float, float, float]:
+async def over_the_wire(port: int, clients: int, seconds: float, workload: str) -> Stats:
     conns = [await psycopg.AsyncConnection.connect(
         host="127.0.0.1", port=port, user="bench", password="bench", dbname="dpsql",
         autocommit=True) for _ in range(clients)]
     for conn in conns:
-        for q in QUERIES[:5]:
-            await (await conn.execute(q)).fetchall()
+        await (await conn.execute(fresh_query())).fetchall()  # warm-up
     latencies: list[float] = []
     deadline = time.perf_counter() + seconds
 
     async def work(conn: psycopg.AsyncConnection, n: int) -> None:
-        while time.perf_counter() < deadline:
-            start = time.perf_counter()
-            await (await conn.execute(QUERIES[n % len(QUERIES)])).fetchall()
+        previous = fresh_query()
+        while (start := time.perf_counter()) < deadline:
+            if workload == "charged":
+                sql = CYCLE[n % len(CYCLE)]
+            else:
+                sql = previous if workload == "mix" and n % 2 else fresh_query()
+            await (await conn.execute(sql)).fetchall()  # type: ignore[arg-type]
             latencies.append(time.perf_counter() - start)
-            n += 1
+            previous, n = sql, n + 1
 
     begin = time.perf_counter()
-    await asyncio.gather(*(work(c, i * 7) for i, c in enumerate(conns)))
+    await asyncio.gather(*(work(c, 7 * i) for i, c in enumerate(conns)))
     elapsed = time.perf_counter() - begin
     for conn in conns:
         await conn.close()
     return summarize(latencies, elapsed)
 
 
+def serve(folder: Path, grid: float, reuse: bool, metered: bool
+          ) -> tuple[subprocess.Popen[str], int]:
+    setup = sandbox(folder, {"bench": ("bench", 1e12, 0.0)}, reuse_answers=reuse,
+                    metered=metered)
+    setup.metadata.write_text(setup.metadata.read_text() + f"\n[server]\ntime_grid = {grid}\n")
+    server = subprocess.Popen(
+        [sys.executable, "-c", _SERVER, str(setup.database), str(setup.metadata),
+         str(setup.passwords)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    return server, int(server.stdout.readline())
+
+
+def stop(server: subprocess.Popen[str]) -> str:
+    """End the server; its last line: ledger transactions and charges."""
+    out, _ = server.communicate(timeout=60)
+    transactions, charges = out.split()
+    if transactions == "-1":
+        return f"{charges} charges"
+    return f"{charges} charges in {transactions} ledger transactions"
+
+
+def cell(stats: Stats) -> str:
+    qps, p50, p99 = stats
+    return f"{qps:,.0f} | {p50:.2f} / {p99:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--grid", type=float, nargs="+", default=[0.05, 0.0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--unmetered", action="store_true",
-                        help="declare no budget: no ledger charge per query (the library's "
-                             "SQLite ledger is then out of the picture)")
+                        help="declare no budget: nothing charged, no ledger (the cost of the "
+                             "ledger is the difference)")
+    parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     args = parser.parse_args()
     os.environ.pop("DPSQL_LEDGER", None)
-    with tempfile.TemporaryDirectory(prefix="dpsql-bench-") as tmp:
-        setup = sandbox(Path(tmp), {"bench": ("bench", 1e12, 0.0)}, reuse_answers=False,
-                        metered=not args.unmetered)
-        server = subprocess.Popen(
-            [sys.executable, "-c", _SERVER, str(setup.database), str(setup.metadata),
-             str(setup.passwords)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout is not None
-            port = int(server.stdout.readline())
-            db = dpsql.Database(setup.database, setup.metadata)
-            engine = DuckDBEngine(setup.database)
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"dpsql {dpsql.__version__}, {os.cpu_count()} CPUs, load average {load} at start, "
+          f"{args.seconds:g} s per cell, {'unmetered' if args.unmetered else 'metered'}; QPS, "
+          "then p50 / p99 latency in ms\n")
+    print("| time_grid | workload | clients | server QPS | server p50 / p99 ms |")
+    print("|---:|---|---:|---:|---:|")
+    notes = []
+    for grid, reuse in itertools.product(args.grid, (False, True)):
+        workloads = [w for w in args.workloads if (w == "charged") != reuse]
+        if not workloads:
+            continue
+        with tempfile.TemporaryDirectory(prefix="dpsql-bench-") as tmp:
+            server, port = serve(Path(tmp), grid, reuse, not args.unmetered)
+            try:
+                for workload, n in itertools.product(workloads, args.clients):
+                    stats = asyncio.run(over_the_wire(port, n, args.seconds, workload))
+                    print(f"| {grid * 1000:g} ms | {workload} | {n} | {cell(stats)} |",
+                          flush=True)
+            finally:
+                notes.append(f"time_grid {grid * 1000:g} ms, {'/'.join(workloads)}: "
+                             f"{stop(server)}")
+    setup = sandbox(Path(tempfile.mkdtemp(prefix="dpsql-bench-")), {})
+    engine = DuckDBEngine(setup.database)
 
-            def raw() -> Callable[[str], object]:
-                cur = engine.cursor()
-                return lambda q: cur.execute(q).fetchall()
+    def raw() -> Callable[[str], object]:
+        cur = engine.cursor()
+        return lambda q: cur.execute(q).fetchall()
 
-            def library() -> Callable[[str], object]:
-                return lambda q: db.query(q, epsilon=1.0, analyst="bench")
-
-            rows = []
-            for n in args.clients:
-                r = threaded(n, args.seconds, raw)
-                lib = threaded(n, args.seconds, library)
-                srv = asyncio.run(over_the_wire(port, n, args.seconds))
-                rows.append((n, r, lib, srv))
-            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-            print(f"dpsql {dpsql.__version__}, {os.cpu_count()} CPUs, load {load:.2f}, "
-                  f"{args.seconds:g} s per cell, "
-                  f"{'unmetered' if args.unmetered else 'every query charged to the ledger'}; "
-                  "QPS, then p50 / p99 latency in ms\n")
-            print("| clients | raw DuckDB | dpsql library | dpsql server (psycopg, loopback) |")
-            print("|---:|---:|---:|---:|")
-            for n, r, lib, srv in rows:
-                cells = [f"{q:,.0f} QPS, {p50:.2f} / {p99:.2f}" for q, p50, p99 in (r, lib, srv)]
-                print(f"| {n} | " + " | ".join(cells) + " |")
-            one = next((row for row in rows if row[0] == 1), None)
-            if one is not None:
-                print(f"\nPer-query cost over raw DuckDB at 1 client (p50): library "
-                      f"{one[2][1] - one[1][1]:.2f} ms, server {one[3][1] - one[1][1]:.2f} ms")
-            db.close()
-            engine.close()
-        finally:
-            if server.stdin:
-                server.stdin.close()
-            server.wait(timeout=30)
+    for n in args.clients:
+        print(f"| raw DuckDB | fresh | {n} | {cell(threaded(n, args.seconds, raw))} |")
+    engine.close()
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\nLoad average at end: {load}. " + "; ".join(notes) + ".")
 
 
 if __name__ == "__main__":

@@ -268,7 +268,8 @@ def budget_reset(ctx: click.Context, analyst: str, metadata: Path | None, yes: b
                                       "only.")
 @click.option("--max-connections", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--workers", type=click.IntRange(min=0), default=0,
-              help="Threads answering queries (default: 4 per CPU, at most 32).")
+              help="Threads answering queries (default: one per allowed connection, "
+                   "at least 4 per CPU).")
 @user_errors
 def serve(database: Path | None, metadata: Path | None, host: str, port: int,
           passwords: Path | None, tls_cert: Path | None, tls_key: Path | None,

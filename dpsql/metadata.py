@@ -99,13 +99,29 @@ _ANALYST_KEYS = {"epsilon", "delta", "description"}
 _SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "description"}
 _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
 DEFAULT_STATEMENT_TIMEOUT = 300.0
-#: The default answer-time grid of a metered database, in seconds. One person's bounded rows
-#: change a query's running time by microseconds (benchmarks/bench_timing.py); on a 50 ms grid
-#: such a difference shows in the answer time only when the running time happens to lie that
-#: close below a grid point, while the grid costs an interactive analyst 25 ms per fresh answer
-#: on average (reused answers and refusals are not padded). An unmetered database gets no grid
-#: unless the owner sets one: nothing bounds its total privacy loss, so padding buys no
-#: guarantee there (and it would slow the bulk queries of tests and audits).
+#: The default answer-time grid of a metered database, in seconds.
+#:
+#: *What it protects.* One person's bounded rows change a query's running time by microseconds
+#: (benchmarks/bench_timing.py: +63 +- 76 us, not significant). A difference of d seconds moves
+#: an answer to the next grid point with probability about d / g: the chance that one charged
+#: query's answer time shows the difference is about 0.4% for d = 0.2 ms at 50 ms, and three
+#: times that at 16 ms.
+#:
+#: *What it costs.* The grid delays each fresh answer (25 ms on average at 50 ms; reused
+#: answers and refusals read no data and are not padded). It does not serialise the server:
+#: queries waiting for their grid point hold no lock and not the GIL, each on its own thread
+#: (the server runs one per connection), so the server's throughput is bounded by its CPU, not
+#: by the grid (benchmarks/bench_server.py, two cores shared with other jobs: 32 clients got
+#: 439 fresh answers per second at 50 ms and 450 with no grid). What the grid does bound is a
+#: client that waits for each answer before sending the next: at most 1 / g fresh answers per
+#: second, so c such clients at most c / g -- 160 for 8 clients at 50 ms. Serving 500 fresh
+#: answers per second to 8 such clients would need g <= 16 ms, three times the timing leak
+#: above; the default keeps 50 ms and leaves that trade to the owner, who can set
+#: ``[server] time_grid`` knowing it (or have more clients in flight).
+#:
+#: An unmetered database gets no grid unless the owner sets one: nothing bounds its total
+#: privacy loss, so padding buys no guarantee there (and it would slow the bulk queries of
+#: tests and audits).
 DEFAULT_TIME_GRID = 0.05
 DEFAULT_LEDGER = "dpsql-ledger.sqlite"
 EVERY_OTHER_ANALYST = "*"

@@ -30,6 +30,7 @@ from dpsql.errors import (
     OperationalError,
     Remedy,
 )
+from dpsql.ledger_writes import AttachRequest, ChargeRequest, Write, apply_batch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -195,6 +196,99 @@ def test_threads_sharing_a_ledger_never_overspend(path: Path) -> None:
         assert results.count(True) == 30
         assert results.count(False) == 50
         assert ledger.status("alice").spent.epsilon == 30.0
+
+
+def test_concurrent_charges_share_one_commit_and_stop_exactly_at_the_budget(path: Path) -> None:
+    """16 threads charge while another connection holds the write lock: the first charge's
+    transaction waits for it, the other 15 queue behind and then share one transaction. The
+    charges of 3.0 and 1.0 against a total of 10.0 are admitted in queue order: what is
+    admitted never exceeds the total, and every refused cost exceeds what is left at the end
+    (what is left only shrinks)."""
+    costs = [3.0, 1.0] * 8
+    outcomes: list[tuple[float, bool]] = []
+    with Ledger(path, {"alice": Allowance(10.0, 0.0)}) as ledger:
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+
+        def charge(cost: float) -> None:
+            try:
+                ledger.charge("alice", Cost(cost, 0.0), sql=f"SELECT {cost}")
+                outcomes.append((cost, True))
+            except BudgetExhausted:
+                outcomes.append((cost, False))
+
+        threads = [threading.Thread(target=charge, args=(c,)) for c in costs]
+        for thread in threads:
+            thread.start()
+        for _ in range(3000):  # up to 30 s for every thread to queue
+            if ledger.commits.waiting == len(costs):
+                break
+            threading.Event().wait(0.01)
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert ledger.commits.batches == 2
+        admitted = [cost for cost, ok in outcomes if ok]
+        refused = [cost for cost, ok in outcomes if not ok]
+        assert len(outcomes) == len(costs)
+        assert math.fsum(admitted) <= 10.0
+        left = 10.0 - math.fsum(admitted)
+        assert refused and all(cost > left for cost in refused)
+        assert ledger.status("alice").spent.epsilon == math.fsum(admitted)
+        assert len(ledger.history("alice", limit=100)) == len(admitted)
+
+
+def test_a_refusal_in_a_batch_leaves_the_other_requests_of_the_batch(path: Path) -> None:
+    with _ledger(path, epsilon=2.0) as ledger:
+        first = ledger.charge("alice", Cost(0.5, 0.0), sql="SELECT 0")
+        at = "2026-01-01T00:00:00+00:00"
+        total = Allowance(2.0, 0.0)
+        batch: list[Write] = [
+            ChargeRequest("alice", total, Cost(1.0, 0.0), at, "SELECT 1", None, None),
+            ChargeRequest("alice", total, Cost(1.0, 0.0), at, "SELECT 2", None, None),  # 2.5
+            ChargeRequest("bob", total, Cost(2.0, 0.0), at, "SELECT 3", None, None),
+            AttachRequest(first.id + 100, b"no such entry"),
+            ChargeRequest("alice", total, Cost(0.5, 0.0), at, "SELECT 4", None, None),
+            AttachRequest(first.id, b"answer"),
+            AttachRequest(first.id, b"a second answer"),
+        ]
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        outcomes = apply_batch(conn, batch, "basic")
+        conn.execute("COMMIT")
+        answers = conn.execute("SELECT answer FROM charges WHERE id = ?", (first.id,)).fetchall()
+        conn.close()
+        assert answers == [(b"answer",)]
+        assert isinstance(outcomes[1], BudgetExhausted)
+        assert "remaining epsilon=0.5" in str(outcomes[1])
+        assert isinstance(outcomes[3], InterfaceError)
+        assert isinstance(outcomes[6], InterfaceError)
+        assert [isinstance(o, int) for o in outcomes] == [True, False, True, False, True, True,
+                                                          False]
+        assert ledger.status("alice").spent.epsilon == 2.0
+        assert ledger.status("bob").spent.epsilon == 2.0
+        assert [e.sql for e in ledger.history("alice")] == ["SELECT 4", "SELECT 1", "SELECT 0"]
+
+
+def test_each_ledger_sees_the_charges_and_resets_of_the_others(path: Path) -> None:
+    """Two Ledgers on one file stand for two processes: each keeps its own running sums, and
+    must still count every charge and reset the other one committed."""
+    with _ledger(path, epsilon=10.0) as first, _ledger(path, epsilon=10.0) as second:
+        first.charge("alice", Cost(3.0, 0.0), sql="SELECT 1")
+        second.charge("alice", Cost(4.0, 0.0), sql="SELECT 2")
+        with pytest.raises(BudgetExhausted, match="remaining epsilon=3"):
+            first.charge("alice", Cost(4.0, 0.0), sql="SELECT 3")
+        first.charge("alice", Cost(3.0, 0.0), sql="SELECT 4")
+        with pytest.raises(BudgetExhausted):
+            second.charge("alice", Cost(0.5, 0.0), sql="SELECT 5")
+        second.reset("alice")
+        first.charge("alice", Cost(10.0, 0.0), sql="SELECT 6")
+        with pytest.raises(BudgetExhausted):
+            second.charge("alice", Cost(0.5, 0.0), sql="SELECT 7")
+        with pytest.raises(BudgetExhausted):
+            first.charge("alice", Cost(0.5, 0.0), sql="SELECT 8")
+        assert first.status("alice").spent.epsilon == 10.0
 
 
 def test_sigkill_mid_charging_leaves_a_consistent_ledger(path: Path) -> None:

@@ -46,7 +46,7 @@ class ServerConfig:
     auth_failure_delay: float = 1.0
     max_connections: int = 100
     max_message_size: int = p.DEFAULT_MAX_MESSAGE
-    workers: int = 0  # threads answering queries; 0: min(32, 4 * CPUs)
+    workers: int = 0  # threads answering queries; 0: max_connections (at least 4 per CPU)
 
 
 class ServerLike(Protocol):

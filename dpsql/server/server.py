@@ -54,7 +54,12 @@ class Server:
                    for name, table in db.metadata.tables.items()}
         self.classifier = Classifier(set(db.metadata.tables), self.catalog.catalog_tables,
                                      columns=columns)
-        workers = self.config.workers or min(32, 4 * (os.cpu_count() or 2))
+        # A connection has at most one query in flight, and a fresh answer holds its thread
+        # while it waits for its grid point (dpsql.limits.pad_to_grid): with a thread per
+        # allowed connection, no query waits for a thread while others sleep out their grid.
+        # Threads start only when needed (ThreadPoolExecutor), so idle ones cost nothing.
+        workers = self.config.workers or max(min(32, 4 * (os.cpu_count() or 2)),
+                                             self.config.max_connections)
         self.executor = concurrent.futures.ThreadPoolExecutor(workers,
                                                               thread_name_prefix="dpsql-query")
         self.mock_secret = secrets.token_bytes(32)
