@@ -15,7 +15,9 @@ from typing import cast
 
 from sqlglot import exp
 
+from dpsql.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, UnsupportedQuery
+from dpsql.joins import Relation
 from dpsql.metadata import Metadata, Table
 from dpsql.parameters import parse_array_literal
 
@@ -32,6 +34,7 @@ class BoundQuery:
     select: exp.Select  # FROM/WITH removed; columns are base columns or output aliases
     where: exp.Expression | None
     output_names: list[str]  # the result's column names, as the analyst wrote them
+    relation: Relation | None = None  # joins: ``table`` is then the joined table
 
 
 @dataclass
@@ -40,6 +43,7 @@ class _Source:
     alias: str
     columns: dict[str, exp.Expression]  # visible name -> expression over base columns
     where: exp.Expression | None
+    namespace: Namespace | None = None  # joins: the joined tables' columns (bind_joins)
 
 
 def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
@@ -47,7 +51,13 @@ def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
     select = _quantified_to_in(select.copy())
     names = [output_name(e) for e in select.expressions]
     ctes = _collect_ctes(select, {})
-    source = _resolve_from(select, ctes, metadata, "the query")
+    relation = None
+    if is_joined(select, ctes, metadata):
+        namespace, relation = bind_relation(select, metadata)
+        source = _Source(table=namespace.table, alias="", columns={}, where=None,
+                         namespace=namespace)
+    else:
+        source = _resolve_from(select, ctes, metadata, "the query")
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     where = _combine(source.where, _where(select, source, aliases=set()))
     for key in ("where", "from_", "with_"):
@@ -63,7 +73,8 @@ def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
             select.set(key, [_substitute(n, source, visible) for n in node])
         else:
             select.set(key, _substitute(node, source, visible))
-    return BoundQuery(table=source.table, select=select, where=where, output_names=names)
+    return BoundQuery(table=source.table, select=select, where=where, output_names=names,
+                      relation=relation)
 
 
 def output_name(projection: exp.Expression) -> str:
@@ -211,6 +222,8 @@ def _substitute(node: exp.Expression, source: _Source, aliases: set[str]) -> exp
 def _resolve_column(column: exp.Column, source: _Source, aliases: set[str]) -> exp.Expression:
     qualifier = column.table.lower()
     name = column.name.lower()
+    if source.namespace is not None:
+        return resolve_joined(column, source.namespace, aliases)
     if qualifier and qualifier not in (source.alias, source.table.name.lower()):
         raise UnknownColumn(f"{column.sql(dialect='duckdb')}: {column.table!r} is not the table "
                             f"in FROM ({source.alias or source.table.name})")
@@ -294,3 +307,4 @@ def _text_elements(text: str) -> list[exp.Expression]:
                                "IN (a, b)") from None
     return [exp.Null() if v is None else exp.Array() if isinstance(v, list)
             else exp.Literal.string(v) for v in values]
+
