@@ -212,7 +212,9 @@ def _substitute(node: exp.Expression, source: _Source, aliases: set[str]) -> exp
                     isinstance(n, exp.In) and n.args.get("query")):
                 raise UnsupportedQuery(
                     f"subqueries inside expressions ({n.sql(dialect='duckdb')[:60]}) are not "
-                    "supported; filter with plain predicates on the table's columns")
+                    "supported; filter with plain predicates on the table's columns, or by the "
+                    "person's rows elsewhere with an AND-ed [NOT] EXISTS / unit [NOT] IN "
+                    "(SELECT unit FROM ...) in WHERE")
             return n
         return _resolve_column(n, source, aliases)
 

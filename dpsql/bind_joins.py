@@ -112,7 +112,11 @@ def _on(join: exp.Join | None, source: Source, earlier: list[Source],
             left = next((s for s in earlier if name in s.table.columns and not s.hidden), None)
             if left is None or name not in source.table.columns:
                 raise UnknownColumn(f"USING ({name}): both sides must have a column {name!r}")
-            using.setdefault(name, exp.column(left.name(name)))
+            # Inner USING: both sides hold the same value; a public side's column carries
+            # the public domain (its values), so the unqualified name reads that one.
+            side = source if source.table.public and not source.side else left
+            using[name] = exp.column(side.name(name)) if name not in using or side is source \
+                else using[name]
             parts.append(exp.EQ(this=exp.column(left.name(name)),
                                 expression=exp.column(source.name(name))))
         return cast(exp.Expression, exp.and_(*parts))
@@ -168,8 +172,7 @@ def _check_units(sources: list[Source], metadata: Metadata) -> None:
                 f"{what} of the private tables {private[0].table.name!r} and "
                 f"{s.table.name!r} is refused: one person's rows could meet another's, so no "
                 "contribution bound holds. Join private tables on the privacy unit, e.g. "
-                f"ON {s.alias}.{private[0].table.privacy_unit or 'unit'} = "
-                f"{private[0].alias}.{private[0].table.privacy_unit or 'unit'}")
+                f"ON {s.alias}.{units[0]} = {private[0].alias}.{units[0]}")
 
 
 def _keeps_public_rows(source: Source, before: list[Source]) -> bool:
@@ -196,8 +199,8 @@ def _unit_pairs(a: Source, b: Source) -> list[tuple[str, str]]:
     """Column pairs whose equality puts rows of ``a`` and ``b`` in one unit: their unit
     columns, or a unit_path column and the column it leads to."""
     pairs = []
-    if a.table.privacy_unit and b.table.privacy_unit:
-        pairs.append((a.name(a.table.privacy_unit), b.name(b.table.privacy_unit)))
+    if a.unit is not None and b.unit is not None:
+        pairs.append((a.unit, b.unit))
     for x, y in ((a, b), (b, a)):
         path = x.table.unit_path
         if path is not None and path[1] == y.table.name.lower():
@@ -219,9 +222,13 @@ def _namespace(sources: list[Source], using: dict[str, exp.Expression],
         if s.alias in qualified:
             raise UnsupportedQuery(f"{s.alias!r} names two tables in FROM; give each an alias")
         qualified[s.alias] = {c: exp.column(s.name(c)) for c in s.table.columns}
-        for c in s.table.columns:
+        if s.table.unit_path is not None and s.unit is not None:
+            # A unit_path table shows the unit its path leads to as a column of its own.
+            unit = s.unit.rsplit("__", 1)[1]
+            qualified[s.alias].setdefault(unit, exp.column(s.unit))
+        for c in qualified[s.alias]:
             (ambiguous.add if c in columns else lambda _: None)(c)
-            columns.setdefault(c, exp.column(s.name(c)))
+            columns.setdefault(c, qualified[s.alias][c])
     columns.update(using)
     return Namespace(table=table, qualified=qualified, columns=columns,
                      ambiguous=frozenset(ambiguous - set(using)))
@@ -284,8 +291,7 @@ def _semijoins(select: exp.Select, outer: Namespace, sources: list[Source],
         return []
     keep: list[exp.Expression] = []
     semis: list[SemiJoin] = []
-    units = {s.name(s.table.privacy_unit) for s in sources
-             if s.table.privacy_unit and not s.table.public and not s.hidden}
+    units = {s.unit for s in sources if s.unit and not s.table.public and not s.hidden}
     unit = unit_name(next(s.table for s in sources if not s.table.public), metadata)
     for part in conjuncts(where.this):
         semi = _semijoin(part, outer, units, unit, metadata, len(semis))

@@ -142,8 +142,9 @@ def joined_table(relation: Relation, metadata: Metadata) -> Table:
             and len(private) == 1 and _keyed_on_earlier(relation)):
         return Table(name=names, columns=columns, privacy_unit=first.unit, one_row_per_unit=True,
                      unit_columns=units)
-    k = math.prod([s.table.rows_per_unit for s in private if not s.hidden] + multiplicities)
-    g = math.prod([s.table.groups_per_unit for s in private if not s.hidden] + multiplicities)
+    k = math.prod([_k(s.table) for s in private if not s.hidden] + multiplicities)
+    g = math.prod([min(_k(s.table), s.table.max_groups_per_unit) if s.table.unit_path else
+                   s.table.groups_per_unit for s in private if not s.hidden] + multiplicities)
     if k > MAX_JOIN_ROWS:
         raise JoinRefused(
             f"joining {names} can give one person up to {k} rows (the product of the tables' "
@@ -151,6 +152,11 @@ def joined_table(relation: Relation, metadata: Metadata) -> Table:
             f"{MAX_JOIN_ROWS}; join public tables on a key, or join fewer tables")
     return Table(name=names, columns=columns, privacy_unit=UNIT, max_rows_per_unit=k,
                  max_groups_per_unit=min(g, k), unit_columns=units)
+
+
+def _k(table: Table) -> int:
+    """A private table's declared k (a unit_path table's is per unit too)."""
+    return table.max_rows_per_unit if table.unit_path is not None else table.rows_per_unit
 
 
 def _keyed_on_earlier(relation: Relation) -> bool:
