@@ -53,7 +53,7 @@ def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
     ctes = _collect_ctes(select, {})
     relation = None
     if is_joined(select, ctes, metadata):
-        namespace, relation = bind_relation(select, metadata)
+        namespace, relation = bind_relation(select, ctes, metadata)
         source = _Source(table=namespace.table, alias="", columns={}, where=None,
                          namespace=namespace)
     else:
@@ -123,7 +123,8 @@ def _resolve_from(select: exp.Select, ctes: dict[str, exp.Select], metadata: Met
                   what: str) -> _Source:
     if select.args.get("joins") or select.args.get("laterals"):
         raise UnsupportedQuery(
-            f"joins are not supported yet ({what} joins tables); query one table at a time")
+            f"{what} joins tables; a CTE or subquery must read one table: join declared "
+            "tables in the outer query (FROM a JOIN b ON ...)")
     from_ = select.args.get("from_")
     if from_ is None:
         raise UnsupportedQuery(f"{what} reads no table; every query must aggregate one "

@@ -52,7 +52,7 @@ def is_joined(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadat
     return table is not None and table.unit_path is not None
 
 
-def bind_relation(select: exp.Select, metadata: Metadata) -> tuple[Namespace, Relation]:
+def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata) -> tuple[Namespace, Relation]:
     if select.args.get("laterals") or select.args.get("from_") is None:
         raise UnsupportedQuery("LATERAL and a query without FROM cannot be joined; join "
                                "declared tables by name")
@@ -61,7 +61,7 @@ def bind_relation(select: exp.Select, metadata: Metadata) -> tuple[Namespace, Re
     sources: list[Source] = []
     using: dict[str, exp.Expression] = {}
     for index, (item, join) in enumerate(items):
-        table, alias = _declared(item, metadata, index)
+        table, alias = _declared(item, ctes, metadata, index)
         source = Source(table, alias, f"{alias}__", side=_side(join))
         on = _on(join, source, sources, using)
         sources = [*_nullable(sources, source.side), replace(
@@ -77,8 +77,10 @@ def bind_relation(select: exp.Select, metadata: Metadata) -> tuple[Namespace, Re
     return outer, relation
 
 
-def _declared(item: exp.Expression, metadata: Metadata, index: int) -> tuple[Table, str]:
-    if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
+def _declared(item: exp.Expression, ctes: dict[str, exp.Select], metadata: Metadata,
+              index: int) -> tuple[Table, str]:
+    if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier) or (
+            not item.db and item.name.lower() in ctes):
         raise UnsupportedQuery(f"{item.sql(dialect='duckdb')[:60]}: only declared tables can "
                                "be joined (no subqueries, CTEs or table functions in a join)")
     table = _table(item, metadata)

@@ -113,11 +113,13 @@ def _group_keys(select: exp.Select, table: Table) -> list[exp.Expression]:
                 "per grouping instead")
         key = _resolve_key(item, select)
         _row_level(key, table, "GROUP BY")
-        units = {table.privacy_unit, *table.unit_columns} - {None}
-        if units and any(c.name.lower() in units for c in key.find_all(exp.Column)):
+        units = {*table.unit_columns, table.privacy_unit}
+        unit = next((c.name.lower() for c in key.find_all(exp.Column)
+                     if c.name.lower() in units), None)
+        if unit is not None:
             raise KeyReleaseRefused(
-                f"GROUP BY {key.sql(dialect='duckdb')} groups by the privacy unit: every "
-                "group would be one person. Group by a "
+                f"GROUP BY {key.sql(dialect='duckdb')} groups by the privacy unit "
+                f"{unit!r}: every group would be one person. Group by a "
                 "coarser column instead")
         if key.sql(dialect="duckdb") not in {k.sql(dialect="duckdb") for k in keys}:
             keys.append(key)
