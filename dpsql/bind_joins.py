@@ -52,7 +52,8 @@ def is_joined(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadat
     return table is not None and table.unit_path is not None
 
 
-def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata) -> tuple[Namespace, Relation]:
+def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata
+                  ) -> tuple[Namespace, Relation]:
     if select.args.get("laterals") or select.args.get("from_") is None:
         raise UnsupportedQuery("LATERAL and a query without FROM cannot be joined; join "
                                "declared tables by name")
