@@ -60,7 +60,7 @@ def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
         source = _resolve_from(select, ctes, metadata, "the query")
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     where = _combine(source.where, _where(select, source, aliases=set()))
-    for key in ("where", "from_", "with_"):
+    for key in ("where", "from_", "with_", "joins"):
         select.set(key, None)
     for key in ("expressions", "group", "having", "order", "qualify"):
         node = select.args.get(key)
