@@ -271,10 +271,12 @@ def relation_sql(relation: Relation, condition: Callable[[exp.Expression], exp.E
     names, joined as written (``condition`` makes each ON and filter total), the semi-joins
     as IN / NOT IN over the unit, and ``__join_unit``, the first non-NULL unit column."""
     first, *rest = relation.sources
-    select = exp.select(exp.Star(), copy=False).from_(_renamed(first), copy=False)
+    several = sum(1 for s in relation.sources if s.table.needs_bounding and not s.hidden) > 1
+    select = exp.select(exp.Star(), copy=False).from_(_renamed(first, several), copy=False)
     for s in rest:
         on = condition(s.on) if s.on is not None else exp.true()
-        select = select.join(_renamed(s), on=on, join_type=s.side or "INNER", copy=False)
+        select = select.join(_renamed(s, several), on=on, join_type=s.side or "INNER",
+                             copy=False)
     units = [exp.column(s.unit, quoted=True) for s in relation.sources if s.unit is not None]
     unit: exp.Expression = units[0] if len(units) == 1 else exp.Coalesce(
         this=units[0], expressions=units[1:])
@@ -284,13 +286,38 @@ def relation_sql(relation: Relation, condition: Callable[[exp.Expression], exp.E
     return exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier("__joined")))
 
 
-def _renamed(source: Source) -> exp.Expression:
+def _renamed(source: Source, several: bool = False) -> exp.Expression:
+    """One source under its joined column names; joined to other private tables, a table that needs bounding
+    keeps at most its own k rows per unit before the join too (:func:`prebound`)."""
     projections = [exp.alias_(exp.column(c, quoted=True), source.name(c), quoted=True)
                    for c in source.table.columns]
     inner = exp.select(*projections, copy=False).from_(
         exp.Table(this=exp.to_identifier(source.table.name, quoted=True)), copy=False)
+    if several and source.table.needs_bounding and not source.hidden:
+        inner = prebound(inner, source)
     return exp.Subquery(this=inner, alias=exp.TableAlias(
         this=exp.to_identifier(source.prefix + "t", quoted=True)))
+
+
+#: The secret salt of the query ($1, as in dpsql.rewrite): it keys the samples.
+SALT = exp.Placeholder(this="1")
+
+
+def prebound(select: exp.Select, source: Source) -> exp.Select:
+    """At most k rows per unit of one private table, before it is joined to another private
+    table that needs bounding too. Not the guarantee -- bounding after the join is (module docstring) -- but it bounds
+    the work one unit can cause: without it, a unit with n rows in each of two joined tables
+    has n * n joined rows before bounding, and the running time would depend on one person's
+    rows far beyond k. With it, a unit has at most the joined k rows whenever the public
+    multiplicities hold, so bounding after the join rarely drops more."""
+    assert source.table.privacy_unit is not None  # needs_bounding implies a unit
+    unit = exp.column(source.table.privacy_unit, quoted=True)  # the stored columns
+    order = exp.Anonymous(this="hash", expressions=[SALT.copy(), *(
+        exp.column(c, quoted=True) for c in source.table.columns)])
+    rank = exp.Window(this=exp.Anonymous(this="row_number"), partition_by=[unit],
+                      order=exp.Order(expressions=[exp.Ordered(this=order)]))
+    return select.qualify(exp.LTE(this=rank, expression=exp.Literal.number(
+        source.table.max_rows_per_unit)), copy=False)
 
 
 def _semi(j: SemiJoin, condition: Callable[[exp.Expression], exp.Expression]

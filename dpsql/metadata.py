@@ -15,7 +15,16 @@ The layout is dpsql's public interface::
     sex    = { type = "text",  values = ["F", "M"] }
     state  = { type = "text" }
 
-Column keys: ``type`` (int, float, text, bool, date), ``lower``/``upper`` (bounds; every value
+    [tables.prescriptions]
+    unit_path = "visit_id -> visits.visit_id"  # instead of privacy_unit: the unit of the
+    max_rows_per_unit = 20          # visits row it names (visit_id there: unique = true);
+                                    # k and g per unit. dpsql joins along it (dpsql.joins).
+
+    [tables.states]
+    public = true                   # reference data: no unit, no bounds; joined on any key
+
+Column keys: ``unique`` (no two rows share a value: the target of a ``unit_path``),
+``type`` (int, float, text, bool, date), ``lower``/``upper`` (bounds; every value
 that enters a query is clamped to them), ``nullable``, ``values`` (a public domain of GROUP BY
 keys) and ``public_range`` (for int and date columns: the range lower..upper is a public key
 domain; for a date, so are its DATE_TRUNC grains, years, months... between the bounds).

@@ -143,7 +143,7 @@ SELECT v.person_id, COUNT(*) FROM visits v JOIN people p USING (person_id) GROUP
 -- expect: refused UnknownColumn mentions=several
 SELECT COUNT(*) FROM visits v JOIN people p ON v.person_id = p.person_id WHERE person_id > 3;
 
--- case: unknown qualifier
+-- case: unknown qualifier in a join
 -- expect: refused UnknownColumn
 SELECT COUNT(*) FROM visits v JOIN people p USING (person_id) WHERE x.age > 3;
 
