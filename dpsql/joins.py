@@ -287,8 +287,9 @@ def relation_sql(relation: Relation, condition: Callable[[exp.Expression], exp.E
 
 
 def _renamed(source: Source, several: bool = False) -> exp.Expression:
-    """One source under its joined column names; joined to other private tables, a table that needs bounding
-    keeps at most its own k rows per unit before the join too (:func:`prebound`)."""
+    """One source under its joined column names; joined to other tables that need bounding,
+    a table that needs bounding keeps at most its own k rows per unit before the join too
+    (:func:`prebound`)."""
     projections = [exp.alias_(exp.column(c, quoted=True), source.name(c), quoted=True)
                    for c in source.table.columns]
     inner = exp.select(*projections, copy=False).from_(
@@ -305,8 +306,8 @@ SALT = exp.Placeholder(this="1")
 
 def prebound(select: exp.Select, source: Source) -> exp.Select:
     """At most k rows per unit of one private table, before it is joined to another private
-    table that needs bounding too. Not the guarantee -- bounding after the join is (module docstring) -- but it bounds
-    the work one unit can cause: without it, a unit with n rows in each of two joined tables
+    table that needs bounding too. Not the guarantee -- bounding after the join is (module
+    docstring) -- but it bounds the work one unit can cause: with n rows in each of two tables
     has n * n joined rows before bounding, and the running time would depend on one person's
     rows far beyond k. With it, a unit has at most the joined k rows whenever the public
     multiplicities hold, so bounding after the join rarely drops more."""
