@@ -237,7 +237,9 @@ def _public_column(table: Table, column: Column, metadata: Metadata) -> Column:
     if column.type in ("int", "float", "date") and not column.bounded:
         (lo, hi), = _read(f"SELECT MIN({col}), MAX({col}) FROM {ref}", metadata)
         if lo is not None and hi is not None:
-            column = replace(column, lower=lo, upper=hi)  # type: ignore[arg-type]
+            # As declared bounds are typed (a DECIMAL column's min is a Decimal).
+            kind = {"int": int, "float": float}.get(column.type, lambda v: v)
+            column = replace(column, lower=kind(lo), upper=kind(hi))  # type: ignore
     return column
 
 

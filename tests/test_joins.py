@@ -197,3 +197,48 @@ def test_join_through_the_cli_and_dbapi() -> None:
         assert len(cur.fetchall()) == 1
         with pytest.raises(QueryRefused):
             cur.execute("SELECT COUNT(*) FROM visits v JOIN people p ON v.amount = p.age")
+
+
+# ---------------------------------------------------------------------- attacks
+
+VICTIM = [  # one more person: 40 visits, in a city matching two public rows
+    "INSERT INTO people VALUES (9, 1000000, 'Dup')",
+    "INSERT INTO visits SELECT 900 + i, 9, CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END, 99.9 "
+    "FROM range(40) t(i)",
+]
+AMPLIFIERS = [  # each tries to make the victim count more than the noise is calibrated to
+    "SELECT COUNT(*) FROM visits a JOIN visits b ON a.pid = b.pid",
+    "SELECT COUNT(*) FROM visits a JOIN visits b USING (pid) JOIN visits c USING (pid)",
+    "SELECT SUM(v.amount) FROM visits v JOIN people p USING (pid) JOIN cities c USING (city)",
+    "SELECT c.region, COUNT(*) FROM people p JOIN cities c USING (city) GROUP BY 1",
+    "SELECT COUNT(*) FROM visits v JOIN cities c ON c.fee > 0",
+    "SELECT COUNT(*) FROM people p WHERE EXISTS (SELECT 1 FROM visits v WHERE v.pid = p.pid)",
+    "SELECT COUNT(*) FROM visits v WHERE v.pid IN (SELECT pid FROM people WHERE age > 90)",
+    "SELECT v.cat, SUM(i.cost) FROM items i JOIN visits v ON i.vid = v.vid GROUP BY 1",
+]
+
+
+@pytest.mark.parametrize("sql", AMPLIFIERS)
+def test_one_person_moves_each_measurement_by_at_most_its_sensitivity(
+        make_db: Callable[..., Any], kit: SimpleNamespace, sql: str) -> None:
+    """D and D' differ by one person with many rows, in a city with two public rows: on the
+    engine's exact values (noise off), the joined bounds hold for every salt."""
+    d, d_prime = make_db(SQL, TABLES, "d"), make_db(SQL + VICTIM, TABLES, "d_prime")
+    plan = d.db.plan(sql)
+    for salt in (1, 2, 3):
+        on_d = _measurements(d, sql, salt)
+        on_d_prime = _measurements(d_prime, sql, salt)
+        keys = set(on_d) | set(on_d_prime)
+        for i, m in enumerate(plan.measurements):
+            moved = sum(abs(on_d_prime.get(k, (0,) * 9)[i] - on_d.get(k, (0,) * 9)[i])
+                        for k in keys)
+            scale = m.step if m.step else 1
+            assert moved * scale <= m.l1 + 1e-9, (sql, m.name, moved * scale, m.l1)
+
+
+def _measurements(crafted: Any, sql: str, salt: int) -> dict[object, tuple[float, ...]]:
+    plan = crafted.db.plan(sql)
+    text, salted = engine_sql(plan, crafted.db.engine)
+    _, rows = crafted.db.engine.execute(text, [salt] if salted else [])
+    width = len(plan.keys)
+    return {tuple(r[:width]): tuple(float(x or 0) for x in r[width:]) for r in rows}
