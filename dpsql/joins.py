@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from dpsql.errors import JoinRefused
-from dpsql.metadata import MAX_DOMAIN_SIZE, Column, Metadata, Table
+from dpsql.metadata import ENGINE_TYPES, MAX_DOMAIN_SIZE, Column, Metadata, Table
 
 #: The most rows one unit may have in a joined relation (the noise grows with it).
 MAX_JOIN_ROWS = 1000
@@ -169,15 +169,18 @@ def _keyed_on_earlier(relation: Relation) -> bool:
 
 
 def _key_columns(source: Source, others: tuple[Source, ...] | list[Source]) -> list[str]:
-    """The columns of ``source`` that its ON equates (AND-ed) with a column of ``others``."""
-    other = {o.name(c) for o in others for c in o.table.columns}
+    """The columns of ``source`` that its ON equates (AND-ed) with a column of ``others`` of
+    the same declared type (so that the engine compares them as read, without a cast that
+    could make two distinct stored values equal)."""
+    other = {o.name(c): col.type for o in others for c, col in o.table.columns.items()}
     mine = {source.name(c): c for c in source.table.columns}
     keys = []
     for eq in conjuncts(source.on):
         if isinstance(eq, exp.EQ) and all(isinstance(x, exp.Column) for x in eq.args.values()):
             a, b = eq.this.name, eq.expression.name
             for x, y in ((a, b), (b, a)):
-                if x in mine and y in other and mine[x] not in keys:
+                if x in mine and other.get(y) == source.table.columns[mine[x]].type and \
+                        mine[x] not in keys:
                     keys.append(mine[x])
     return keys
 
@@ -199,29 +202,21 @@ def _multiplicity(source: Source, relation: Relation, metadata: Metadata) -> int
     the next ON's), or all of its rows."""
     index = relation.sources.index(source)
     if index == 0 and len(relation.sources) > 1:
-        keys = _key_columns(source, []) or _first_keys(source, relation.sources[1])
+        # the first source's key is in the second's ON
+        second = relation.sources[1]
+        keys = _key_columns(replace(source, on=second.on), [second])
     else:
         keys = _key_columns(source, relation.sources[:index])
     ref = _ref(source.table)
-    if keys:
-        cols = ", ".join(exp.column(c, quoted=True).sql("duckdb") for c in keys)
+    if keys:  # grouped as the columns are read (dpsql.total.Reader: TRY_CAST to their type)
+        cols = ", ".join(exp.TryCast(this=exp.column(c, quoted=True), to=exp.DataType.build(
+            ENGINE_TYPES[source.table.columns[c].type])).sql("duckdb") for c in keys)
         sql = f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {ref} GROUP BY {cols})"
     else:
         sql = f"SELECT COUNT(*) FROM {ref}"
     (value,), = _read(sql, metadata)
     assert isinstance(value, int)  # a count
     return max(value, 1)
-
-
-def _first_keys(first: Source, second: Source) -> list[str]:
-    mine = {first.name(c): c for c in first.table.columns}
-    keys = []
-    for eq in conjuncts(second.on):
-        if isinstance(eq, exp.EQ) and all(isinstance(x, exp.Column) for x in eq.args.values()):
-            for x in (eq.this.name, eq.expression.name):
-                if x in mine and mine[x] not in keys:
-                    keys.append(mine[x])
-    return keys
 
 
 def _public_column(table: Table, column: Column, metadata: Metadata) -> Column:

@@ -242,3 +242,16 @@ def _measurements(crafted: Any, sql: str, salt: int) -> dict[object, tuple[float
     _, rows = crafted.db.engine.execute(text, [salt] if salted else [])
     width = len(plan.keys)
     return {tuple(r[:width]): tuple(float(x or 0) for x in r[width:]) for r in rows}
+
+
+def test_multiplicity_counts_keys_as_read_not_as_stored(make_db: Callable[..., Any]) -> None:
+    """'30' and '030' are two stored texts but one int as read: two matches for age 30, so the
+    one-row fast path must not be taken."""
+    codes = {"public": True, "columns": {"code": {"type": "int"}, "label": {"type": "text"}}}
+    db = make_db([SQL[0], SQL[1], "CREATE TABLE codes AS SELECT * FROM (VALUES ('30', 'x'), "
+                  "('030', 'y'), ('40', 'z')) t(code, label)"],
+                 {"people": PEOPLE, "visits": VISITS, "codes": codes}).db
+    plan = db.plan("SELECT COUNT(*) FROM people p JOIN codes c ON p.age = c.code")
+    assert (plan.table.rows_per_unit, plan.table.needs_bounding) == (2, True)
+    other_type = db.plan("SELECT COUNT(*) FROM people p JOIN codes c ON p.city = c.label")
+    assert other_type.table.rows_per_unit == 1  # text = text, unique labels
