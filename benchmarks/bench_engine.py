@@ -9,6 +9,8 @@
 - ``people``: one row per person (``person_id``, ``age`` 0..100, ``sex``, ``state`` out of 50
   with a skewed, population-like distribution, ``income`` log-normal with 5% NULL). Metadata:
   ``one_row_per_unit = true``, so dpsql takes its fast path (no contribution bounding).
+- ``regions``: public (``public = true``), one row per state and its region (one of 4): the
+  join queries join ``events`` to ``people`` on the unit, and to ``regions`` on ``state``.
 - ``events``: ~20 rows per person on average, heavy-tailed (Lomax weights: most people have a
   few rows, some have thousands), in time order so one person's rows are scattered through the
   table (``person_id``, ``category`` out of 10, ``amount`` log-normal, ``day`` in 2025).
@@ -79,7 +81,7 @@ from dpsql.pipeline import answer, prepare
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
 SEED = 20250101
-GENERATOR_VERSION = 1  # bump when the generated data changes, so cached files are rebuilt
+GENERATOR_VERSION = 2  # bump when the generated data changes, so cached files are rebuilt
 EPSILON = 1.0
 THRESHOLD_DELTA = 1e-6
 ROWS_PER_PERSON = 20  # events: mean rows per person
@@ -118,6 +120,13 @@ person_id = {{ type = "int" }}
 category  = {{ type = "text",  values = [{", ".join(f'"{c}"' for c in CATEGORIES)}] }}
 amount    = {{ type = "float", lower = 0, upper = 1000 }}
 day       = {{ type = "date",  lower = 2025-01-01, upper = 2025-12-31 }}
+
+[tables.regions]
+public = true
+
+[tables.regions.columns]
+state  = {{ type = "text" }}
+region = {{ type = "text" }}
 """
 
 
@@ -148,6 +157,10 @@ QUERIES = (
     Query("events", "GROUP BY thresholded", "SELECT day, COUNT(*) FROM events GROUP BY day",
           THRESHOLD_DELTA),
     Query("events", "MEDIAN", "SELECT MEDIAN(amount) FROM events"),
+    Query("events", "JOIN people on the unit", "SELECT p.sex, COUNT(*), AVG(e.amount) FROM "
+          "events e JOIN people p USING (person_id) GROUP BY p.sex"),
+    Query("events", "JOIN people and public", "SELECT r.region, COUNT(*) FROM events e "
+          "JOIN people p USING (person_id) JOIN regions r USING (state) GROUP BY r.region"),
 )
 
 ONE_ROW_TABLES = {"people"}
@@ -231,6 +244,9 @@ def generate(path: Path, rows: int) -> None:
                    DATE '2025-01-01' + day_offset::INTEGER AS day
             FROM events_src ORDER BY day_offset, tiebreak""")
         con.unregister("events_src")
+        # regions: a public table, one row per state, four regions
+        regions = ", ".join(f"('{s}', 'R{i % 4}')" for i, s in enumerate(STATES))
+        con.execute(f"CREATE TABLE regions AS SELECT * FROM (VALUES {regions}) t(state, region)")
         con.execute("CHECKPOINT")
     finally:
         con.close()

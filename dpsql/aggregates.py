@@ -7,6 +7,11 @@ value entering an aggregate is clamped in SQL to an interval ``[L, U]`` derived 
 arithmetic from the declared bounds (:mod:`dpsql.bounds`); ``M = max(|L|, |U|)``, the midpoint
 ``c = (L + U) / 2`` and the half-width ``h = (U - L) / 2``.
 
+**Joins** (:mod:`dpsql.joins`). A joined query is planned over one *joined table* whose k and g
+are enforced on the joined rows, after the join and before aggregation, exactly as on one
+table's rows; removing a unit removes exactly its joined rows. So every formula below holds for
+joins with the joined table's k and g, whatever the join multiplied.
+
 Each aggregate is answered from one or more *measurements*: exact aggregates that the engine
 computes per group and that are perturbed exactly once (:mod:`dpsql.mechanisms`). The sensitivity
 below is over the whole vector of groups (parallel composition: a unit's k rows can change the

@@ -53,7 +53,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from dpsql.audit_scenarios import SCENARIOS, Scenario
+from dpsql.audit_scenarios import SCENARIOS, Scenario, TableRows
 from dpsql.database import Database
 from dpsql.metadata import ENGINE_TYPES
 from dpsql.postprocess import Result
@@ -109,24 +109,30 @@ def build_databases(scenario: Scenario, folder: str | Path) -> tuple[Path, Path,
     metadata.write_text(scenario.metadata)
     import tomllib
 
-    declared = tomllib.loads(scenario.metadata)["tables"][scenario.table]["columns"]
-    types = []
-    for column in scenario.columns:
-        spec = declared.get(column, {"type": "text"})
-        kind = spec if isinstance(spec, str) else spec.get("type", "text")
-        types.append(ENGINE_TYPES[kind])
+    tables = tomllib.loads(scenario.metadata)["tables"]
+    every = [TableRows(scenario.table, scenario.columns, scenario.rows, scenario.neighbour),
+             *scenario.more]
     paths = []
-    for label, rows in (("d", scenario.rows), ("d_prime", scenario.rows + scenario.neighbour)):
+    for label in ("d", "d_prime"):
         path = folder / f"{label}.duckdb"
         path.unlink(missing_ok=True)
         with duckdb.connect(str(path)) as con:
-            ddl = ", ".join(f'"{c}" {t}' for c, t in zip(scenario.columns, types, strict=True))
-            con.execute(f'CREATE TABLE "{scenario.table}" ({ddl})')
-            marks = ", ".join("?" for _ in scenario.columns)
-            con.executemany(f'INSERT INTO "{scenario.table}" VALUES ({marks})',
-                            [list(r) for r in rows])
+            for t in every:
+                declared = tables[t.table]["columns"]
+                types = [ENGINE_TYPES[_kind(declared.get(c, "text"))] for c in t.columns]
+                ddl = ", ".join(f'"{c}" {k}' for c, k in zip(t.columns, types, strict=True))
+                con.execute(f'CREATE TABLE "{t.table}" ({ddl})')
+                marks = ", ".join("?" for _ in t.columns)
+                rows = t.rows + (t.neighbour if label == "d_prime" else ())
+                if rows:
+                    con.executemany(f'INSERT INTO "{t.table}" VALUES ({marks})',
+                                    [list(r) for r in rows])
         paths.append(path)
     return paths[0], paths[1], metadata
+
+
+def _kind(spec: object) -> str:
+    return spec if isinstance(spec, str) else str(spec.get("type", "text"))  # type: ignore
 
 
 # --------------------------------------------------------------------------- running

@@ -13,8 +13,19 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class TableRows:
+    """Another table of a scenario (joins): its rows in D and the neighbour's rows in it."""
+
+    table: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[object, ...], ...]
+    neighbour: tuple[tuple[object, ...], ...] = ()  # none for a public table
+
+
+@dataclass(frozen=True)
 class Scenario:
-    """A query, a database D (one table), and the rows of the one unit that D' adds."""
+    """A query, a database D (one table, and ``more`` for joins), and the rows of the one unit
+    that D' adds."""
 
     name: str
     title: str  # one line for the audit table
@@ -28,6 +39,7 @@ class Scenario:
     delta: float = 0.0
     mechanism: str = "laplace"
     keys: tuple[str, ...] = ()  # result columns that are group keys
+    more: tuple[TableRows, ...] = ()  # the other tables of a join
 
 
 
@@ -122,6 +134,48 @@ def _frequent(rows: int, groups: Sequence[str] = ("a",), **overrides: object
     return tuple(out)
 
 
+#: Public reference tables of the join scenarios: the same rows in D and D'.
+CITIES = """
+[tables.cities]
+public = true
+
+[tables.cities.columns]
+city = { type = "text" }
+region = { type = "text" }
+tag = { type = "text" }
+"""
+CITIES_COLUMNS = ("city", "region", "tag")
+REGIONS = """
+[tables.regions]
+public = true
+
+[tables.regions.columns]
+city = { type = "text" }
+region = { type = "text" }
+"""
+#: One row per city: the region "Empty" has no member, "Far" only the neighbour.
+REGIONS_ROWS = (("Ames", "North"), ("Bend", "West"), ("Cody", "West"), ("Dunn", "Empty"),
+                ("Zzyzx", "Far"))
+#: One row per city, except the neighbour's city, which matches 8 public rows (8 tags); the
+#: region "Empty" has no member: a public key with an empty group.
+CITIES_ROWS = (("Ames", "North", "t0"), ("Bend", "West", "t0"), ("Cody", "West", "t0"),
+               ("Dunn", "Empty", "t0"), *(("Zzyzx", "Far", f"t{i}") for i in range(8)))
+
+
+def _joined(name: str, title: str, sql: str, neighbour_people: bool, neighbour_visits: int,
+            **kw: object) -> Scenario:
+    """A join scenario over people, visits and the public cities: the neighbour is one person
+    (values far outside the bounds, city Zzyzx) in people and/or with visits."""
+    more = (TableRows("cities", CITIES_COLUMNS, CITIES_ROWS),
+            TableRows("regions", ("city", "region"), REGIONS_ROWS),
+            TableRows("visits", VISITS_COLUMNS, visits_rows(), _frequent(neighbour_visits,
+                                                                           GROUPS)))
+    neighbour = _outsider(age=90, city="Zzyzx") if neighbour_people else ()
+    return Scenario(name, title, sql, PEOPLE + VISITS + CITIES + REGIONS,
+                    "people", PEOPLE_COLUMNS, people_rows(), neighbour,
+                    more=more, **kw)  # type: ignore[arg-type]
+
+
 def _people(name: str, title: str, sql: str, **kw: object) -> Scenario:
     neighbour = kw.pop("neighbour", _outsider())
     return Scenario(name, title, sql, PEOPLE, "people", PEOPLE_COLUMNS, people_rows(),
@@ -133,6 +187,22 @@ def _visits(name: str, title: str, sql: str, **kw: object) -> Scenario:
     return Scenario(name, title, sql, VISITS, "visits", VISITS_COLUMNS, visits_rows(),
                     neighbour, **kw)  # type: ignore[arg-type]
 
+
+JOIN_SCENARIOS = [
+    _joined("join_private", "visits JOIN people on the unit; neighbour in both (10 visits)",
+            "SELECT SUM(v.qty) FROM visits v JOIN people p ON v.pid = p.pid", True,
+            10),
+    _joined("join_public_many", "people JOIN a public table: the neighbour's row matches 8 "
+            "public rows", "SELECT COUNT(*) FROM people p JOIN cities c ON p.city = c.city",
+            True, 0),
+    _joined("semi_join", "EXISTS over visits on the unit; neighbour in both tables",
+            "SELECT COUNT(*) FROM people p WHERE EXISTS (SELECT 1 FROM visits v "
+            "WHERE v.pid = p.pid AND v.qty > 5)", True, 10),
+    _joined("join_public_domain", "GROUP BY a public table's column: every region, empty ones "
+            "included", "SELECT r.region, COUNT(*) AS n FROM people p JOIN regions r ON "
+            "p.city = r.city GROUP BY r.region", True, 0,
+            keys=("region",)),
+]
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     _people("count", "COUNT(*), one row per person",
@@ -173,4 +243,5 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
             "(release 2)", "SELECT v.grp, COUNT(*) AS n FROM visits v JOIN (SELECT grp AS g, "
             "COUNT(*) AS c FROM visits GROUP BY grp ORDER BY c DESC LIMIT 2) AS s "
             "ON v.grp = s.g GROUP BY v.grp", neighbour=_frequent(10, ("b",)), keys=("grp",)),
+    *JOIN_SCENARIOS,
 ]}

@@ -15,7 +15,9 @@ from typing import cast
 
 from sqlglot import exp
 
+from dpsql.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, UnsupportedQuery
+from dpsql.joins import Relation
 from dpsql.metadata import Metadata, Table
 from dpsql.parameters import parse_array_literal
 
@@ -32,6 +34,7 @@ class BoundQuery:
     select: exp.Select  # FROM/WITH removed; columns are base columns or output aliases
     where: exp.Expression | None
     output_names: list[str]  # the result's column names, as the analyst wrote them
+    relation: Relation | None = None  # joins: ``table`` is then the joined table
 
 
 @dataclass
@@ -40,6 +43,7 @@ class _Source:
     alias: str
     columns: dict[str, exp.Expression]  # visible name -> expression over base columns
     where: exp.Expression | None
+    namespace: Namespace | None = None  # joins: the joined tables' columns (bind_joins)
 
 
 def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
@@ -47,10 +51,16 @@ def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
     select = _quantified_to_in(select.copy())
     names = [output_name(e) for e in select.expressions]
     ctes = _collect_ctes(select, {})
-    source = _resolve_from(select, ctes, metadata, "the query")
+    relation = None
+    if is_joined(select, ctes, metadata):
+        namespace, relation = bind_relation(select, ctes, metadata)
+        source = _Source(table=namespace.table, alias="", columns={}, where=None,
+                         namespace=namespace)
+    else:
+        source = _resolve_from(select, ctes, metadata, "the query")
     aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
     where = _combine(source.where, _where(select, source, aliases=set()))
-    for key in ("where", "from_", "with_"):
+    for key in ("where", "from_", "with_", "joins"):
         select.set(key, None)
     for key in ("expressions", "group", "having", "order", "qualify"):
         node = select.args.get(key)
@@ -63,7 +73,8 @@ def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
             select.set(key, [_substitute(n, source, visible) for n in node])
         else:
             select.set(key, _substitute(node, source, visible))
-    return BoundQuery(table=source.table, select=select, where=where, output_names=names)
+    return BoundQuery(table=source.table, select=select, where=where, output_names=names,
+                      relation=relation)
 
 
 def output_name(projection: exp.Expression) -> str:
@@ -112,7 +123,8 @@ def _resolve_from(select: exp.Select, ctes: dict[str, exp.Select], metadata: Met
                   what: str) -> _Source:
     if select.args.get("joins") or select.args.get("laterals"):
         raise UnsupportedQuery(
-            f"joins are not supported yet ({what} joins tables); query one table at a time")
+            f"{what} joins tables; a CTE or subquery must read one table: join declared "
+            "tables in the outer query (FROM a JOIN b ON ...)")
     from_ = select.args.get("from_")
     if from_ is None:
         raise UnsupportedQuery(f"{what} reads no table; every query must aggregate one "
@@ -201,7 +213,9 @@ def _substitute(node: exp.Expression, source: _Source, aliases: set[str]) -> exp
                     isinstance(n, exp.In) and n.args.get("query")):
                 raise UnsupportedQuery(
                     f"subqueries inside expressions ({n.sql(dialect='duckdb')[:60]}) are not "
-                    "supported; filter with plain predicates on the table's columns")
+                    "supported; filter with plain predicates on the table's columns, or by the "
+                    "person's rows elsewhere with an AND-ed [NOT] EXISTS / unit [NOT] IN "
+                    "(SELECT unit FROM ...) in WHERE")
             return n
         return _resolve_column(n, source, aliases)
 
@@ -211,6 +225,8 @@ def _substitute(node: exp.Expression, source: _Source, aliases: set[str]) -> exp
 def _resolve_column(column: exp.Column, source: _Source, aliases: set[str]) -> exp.Expression:
     qualifier = column.table.lower()
     name = column.name.lower()
+    if source.namespace is not None:
+        return resolve_joined(column, source.namespace, aliases)
     if qualifier and qualifier not in (source.alias, source.table.name.lower()):
         raise UnknownColumn(f"{column.sql(dialect='duckdb')}: {column.table!r} is not the table "
                             f"in FROM ({source.alias or source.table.name})")
@@ -294,3 +310,4 @@ def _text_elements(text: str) -> list[exp.Expression]:
                                "IN (a, b)") from None
     return [exp.Null() if v is None else exp.Array() if isinstance(v, list)
             else exp.Literal.string(v) for v in values]
+

@@ -26,6 +26,7 @@ from dpsql.errors import (
     UnsupportedQuery,
     WindowOverPrivateRows,
 )
+from dpsql.joins import Relation
 from dpsql.metadata import Table
 
 SUPPORTED = ("COUNT(*), COUNT(x), COUNT(DISTINCT x), COUNT_IF, SUM, AVG, VAR/VARIANCE/VAR_SAMP/"
@@ -53,6 +54,7 @@ class CheckedQuery:
     aggregates: list[AggregateCall]
     outer: exp.Select  # reads __k{i} and __a{j} from the table of noisy cells
     output_names: list[str]
+    relation: Relation | None = None  # joins: ``table`` is the joined table (dpsql.joins)
 
 
 def check(query: BoundQuery) -> CheckedQuery:
@@ -63,6 +65,9 @@ def check(query: BoundQuery) -> CheckedQuery:
     if query.where is not None:
         _row_level(query.where, table, "WHERE")
         condition(query.where, table)  # text in WHERE would be cast to BOOLEAN row by row
+    for on in query.relation.conditions() if query.relation is not None else []:
+        _row_level(on, table, "ON")
+        condition(on, table)
     keys = _group_keys(select, table)
     aggregates: list[AggregateCall] = []
     for key in ("expressions", "having", "order", "qualify"):
@@ -80,7 +85,7 @@ def check(query: BoundQuery) -> CheckedQuery:
     _check_outer(select)
     select.set("group", None)
     return CheckedQuery(table=table, where=query.where, keys=keys, aggregates=aggregates,
-                        outer=select, output_names=query.output_names)
+                        outer=select, output_names=query.output_names, relation=query.relation)
 
 
 def _row_level(node: exp.Expression, table: Table, where: str) -> None:
@@ -108,11 +113,13 @@ def _group_keys(select: exp.Select, table: Table) -> list[exp.Expression]:
                 "per grouping instead")
         key = _resolve_key(item, select)
         _row_level(key, table, "GROUP BY")
-        if table.privacy_unit and any(c.name.lower() == table.privacy_unit
-                                      for c in key.find_all(exp.Column)):
+        units = {*table.unit_columns, table.privacy_unit}
+        unit = next((c.name.lower() for c in key.find_all(exp.Column)
+                     if c.name.lower() in units), None)
+        if unit is not None:
             raise KeyReleaseRefused(
                 f"GROUP BY {key.sql(dialect='duckdb')} groups by the privacy unit "
-                f"{table.privacy_unit!r}: every group would be one person. Group by a "
+                f"{unit!r}: every group would be one person. Group by a "
                 "coarser column instead")
         if key.sql(dialect="duckdb") not in {k.sql(dialect="duckdb") for k in keys}:
             keys.append(key)

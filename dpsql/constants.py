@@ -59,7 +59,9 @@ def fold_constants(query: CheckedQuery) -> CheckedQuery:
         where=fold(query.where, table) if query.where is not None else None,
         keys=[fold(k, table) for k in query.keys],
         aggregates=[replace(a, arg=fold(a.arg, table)) if a.arg is not None else a
-                    for a in query.aggregates])
+                    for a in query.aggregates],
+        relation=query.relation.map_conditions(lambda c: fold(c, table))
+        if query.relation is not None else None)
 
 
 def fold(node: exp.Expression, table: Table) -> exp.Expression:

@@ -53,6 +53,8 @@ def check_cost(query: CheckedQuery) -> CheckedQuery:
     parts = [("WHERE", query.where)] if query.where is not None else []
     parts += [("GROUP BY", k) for k in query.keys]
     parts += [(a.text, a.arg) for a in query.aggregates if a.arg is not None]
+    if query.relation is not None:  # ON clauses and semi-join filters run per row too
+        parts += [("ON", c) for c in query.relation.conditions()]
     nodes = total = 0
     for where, node in parts:
         assert node is not None

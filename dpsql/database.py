@@ -167,6 +167,8 @@ class Database:
             resolve_analyst(analyst)  # refuse an invalid name now
         self.analyst = analyst
         self.engine: Engine = engine if engine is not None else DuckDBEngine(database)
+        # Plans of joins read public tables (multiplicities, key domains: dpsql.joins).
+        self.metadata.public_data.engine = self.engine
         try:
             # Every declared table, column and type against the engine's, before any query
             # can be charged (see dpsql.engines.check_metadata).

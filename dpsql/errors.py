@@ -237,6 +237,12 @@ class QueryTooComplex(QueryRefused):
     sqlstate = "54001"
 
 
+class JoinRefused(UnsupportedQuery):
+    """A join whose sensitivity cannot be bounded: private tables joined on anything but the
+    privacy unit (or a declared unit_path), across different units, as a cross product, or a
+    semi-join whose subquery is not a row-level filter of one table of the same unit."""
+
+
 class KeyReleaseRefused(QueryRefused):
     """GROUP BY keys that have no public domain while delta is zero, or grouping by the
     privacy unit itself."""

@@ -15,7 +15,16 @@ The layout is dpsql's public interface::
     sex    = { type = "text",  values = ["F", "M"] }
     state  = { type = "text" }
 
-Column keys: ``type`` (int, float, text, bool, date, timestamp), ``lower``/``upper`` (bounds;
+    [tables.prescriptions]
+    unit_path = "visit_id -> visits.visit_id"  # instead of privacy_unit: the unit of the
+    max_rows_per_unit = 20          # visits row it names (visit_id there: unique = true);
+                                    # k and g per unit. dpsql joins along it (dpsql.joins).
+
+    [tables.states]
+    public = true                   # reference data: no unit, no bounds; joined on any key
+
+Column keys: ``unique`` (no two rows share a value: the target of a ``unit_path``),
+``type`` (int, float, text, bool, date, timestamp), ``lower``/``upper`` (bounds;
 every value that enters a query is clamped to them; TOML dates for a date, TOML datetimes for a
 timestamp, an offset datetime read in UTC), ``nullable``, ``values`` (a public domain of GROUP BY
 keys) and ``public_range`` (for int, date and timestamp columns: the range lower..upper is a
@@ -75,12 +84,14 @@ from dpsql.accounting import Allowance
 from dpsql.cache import LRU
 from dpsql.errors import MetadataError
 from dpsql.toml_values import (
+    check_unit_path,
     description_of,
     flag,
     no_unknown_keys,
     positive_int,
     relative_to,
     seconds,
+    unit_path,
 )
 
 COLUMN_TYPES = ("int", "float", "text", "bool", "date", "timestamp")
@@ -90,10 +101,11 @@ ENGINE_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "
                 "date": "DATE", "timestamp": "TIMESTAMP"}
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
-               "public", "columns", "description"}
+               "public", "columns", "description", "unit_path"}
 _PRIVATE_ONLY_KEYS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit",
-                      "one_row_per_unit")
-_COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description"}
+                      "one_row_per_unit", "unit_path")
+_COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description",
+                "unique"}
 _BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
 _ANALYST_KEYS = {"epsilon", "delta", "description"}
 _SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "description"}
@@ -140,6 +152,7 @@ class Column:
     values: tuple[Scalar, ...] | None = None
     public_range: bool = False
     description: str | None = None
+    unique: bool = False  # the owner's promise: no two rows share a value (unit_path targets)
 
     @property
     def numeric(self) -> bool:
@@ -198,6 +211,11 @@ class Table:
     # Reference data the owner declares public (regions, category names, calendars): it
     # protects no one, so it may be read exactly and its multiplicities used to plan.
     public: bool = False
+    # unit_path = "visit_id -> visits.visit_id": (visit_id, visits, visit_id); the unit is the
+    # target table's. Such a table is always read joined along its path (dpsql.joins).
+    unit_path: tuple[str, str, str] | None = None
+    # A joined relation (dpsql.joins): every column that names the unit (never a GROUP BY key).
+    unit_columns: frozenset[str] = frozenset()
 
     @property
     def needs_bounding(self) -> bool:
@@ -255,6 +273,14 @@ class ServerSettings:
         return DEFAULT_TIME_GRID if metered else 0.0
 
 
+@dataclass(eq=False)
+class PublicData:
+    """The engine the public tables are read from when planning (None: not opened yet). Public
+    tables protect no one, so reading them to plan leaks nothing."""
+
+    engine: Any = None
+
+
 @dataclass(frozen=True)
 class Metadata:
     tables: Mapping[str, Table]
@@ -268,6 +294,10 @@ class Metadata:
     # Prepared plans for this metadata (see dpsql.pipeline.prepare); not part of its value.
     plans: LRU[tuple[object, ...], Any] = field(
         default_factory=lambda: LRU(PLAN_CACHE_SIZE), compare=False, repr=False)
+    # Where plans read public tables (dpsql.joins: join multiplicities, key domains, bounds);
+    # the Database that opens an engine sets it.
+    public_data: PublicData = field(default_factory=lambda: PublicData(), compare=False,
+                                    repr=False)
 
     def table(self, name: str) -> Table | None:
         return self.tables.get(name.lower())
@@ -299,6 +329,8 @@ def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
         if name.lower() in tables:
             raise MetadataError(f"{source}: table {name!r} is declared twice (names ignore case)")
         tables[name.lower()] = table
+    for table in tables.values():
+        check_unit_path(table, tables, f"{source}: table {table.name!r}")
     budget = _parse_budget(data, source, path)
     description_of(data, source)
     return Metadata(tables=tables, source=source, path=path, raw=dict(data), budget=budget,
@@ -410,13 +442,14 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
     if unit is not None and (not isinstance(unit, str) or unit.lower() not in columns):
         raise MetadataError(f"{where}: privacy_unit {unit!r} is not one of its declared columns")
     one_row = flag(spec, "one_row_per_unit", where)
+    path = unit_path(spec.get("unit_path"), unit, one_row, columns, where)
     k = positive_int(spec, "max_rows_per_unit", where)
     g = positive_int(spec, "max_groups_per_unit", where)
     if one_row and k != 1:
         raise MetadataError(f"{where}: one_row_per_unit = true needs max_rows_per_unit = 1")
     return Table(name=name, columns=columns, privacy_unit=unit.lower() if unit else None,
                  max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row,
-                 description=description_of(spec, where))
+                 description=description_of(spec, where), unit_path=path)
 
 
 def _parse_column(name: str, spec: Any, where: str) -> Column:
@@ -445,7 +478,8 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
                                 f"{MAX_DOMAIN_SIZE} keys; use thresholding (no domain) instead")
     return Column(name=name.lower(), type=ctype, lower=lower, upper=upper,
                   nullable=flag(spec, "nullable", where), values=values,
-                  public_range=public_range, description=description_of(spec, where))
+                  public_range=public_range, description=description_of(spec, where),
+                  unique=flag(spec, "unique", where))
 
 
 def _bound(spec: Mapping[str, Any], key: str, ctype: str, where: str) -> Scalar | None:

@@ -26,6 +26,7 @@ from dpsql.cost import check_cost
 from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
 from dpsql.errors import UnsupportedQuery
+from dpsql.joins import physical
 from dpsql.mechanisms import accuracy, validate_privacy_parameters
 from dpsql.metadata import ENGINE_TYPES, Metadata
 from dpsql.parse import parse
@@ -102,10 +103,18 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
         return _engine_sql(p, {}, "duckdb")
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
-        schema = engine.schema.get(p.table.name.lower(), {})
-        sql, salted = _engine_sql(p, schema, engine.dialect)
+        sql, salted = _engine_sql(p, _schema(p, engine), engine.dialect)
         entry = engine.rewritten.put(id(p), (p, sql, salted))
     return entry[1], entry[2]
+
+
+def _schema(p: Plan, engine: Engine | None) -> Mapping[str, str]:
+    """The physical types of the plan's table (of every joined column, with joins)."""
+    if engine is None:
+        return {}
+    if p.query.relation is not None:
+        return physical(p.query.relation, engine.schema)
+    return engine.schema.get(p.table.name.lower(), {})
 
 
 def _engine_sql(p: Plan, schema: Mapping[str, str], dialect: str) -> tuple[str, bool]:
@@ -122,13 +131,20 @@ def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str
     of the engine's physical types (its declared ones where unknown), so that an error the
     engine raises whatever the data (a type it will not accept) is a refusal before anything
     is charged, never an engine error after it."""
-    table = p.table
-    empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical(schema, c.name, c.type)),
-                                    c.name, quoted=True)
-                         for c in table.columns.values()]).limit(0)
-    name = exp.to_identifier(table.name, quoted=True).sql(dialect="duckdb")
+    relation = p.query.relation
+    tables = relation.tables() if relation is not None else [p.table]
+    empties = []
+    for table in tables:
+        prefix = "" if relation is None else next(
+            s.prefix for s in relation.sources + tuple(j.source for j in relation.semijoins)
+            if s.table is table)
+        empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical(
+            schema, prefix + c.name, c.type)), c.name, quoted=True)
+            for c in table.columns.values()]).limit(0)
+        name = exp.to_identifier(table.name, quoted=True).sql(dialect="duckdb")
+        empties.append(f"{name} AS ({empty.sql(dialect='duckdb')})")
     assert sql.startswith("WITH "), "the rewritten query starts with its CTEs"
-    dry = f"WITH {name} AS ({empty.sql(dialect='duckdb')}), {sql[len('WITH '):]}"
+    dry = f"WITH {', '.join(empties)}, {sql[len('WITH '):]}"
     try:
         scratch().execute(dry, [0] if salted else []).fetchall()
     except duckdb.Error as e:
@@ -161,8 +177,7 @@ class Explanation:
 
 def explain(p: Plan, engine: Engine | None = None) -> Explanation:
     """What a plan will do, without reading data."""
-    schema = engine.schema.get(p.table.name.lower(), {}) if engine is not None else {}
-    sql = rewrite(p, schema).sql(dialect="duckdb", pretty=True)
+    sql = rewrite(p, _schema(p, engine)).sql(dialect="duckdb", pretty=True)
     cells = []
     for cell in p.cells:
         for m in calibrated(cell):

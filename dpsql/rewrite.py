@@ -8,6 +8,8 @@ The query has three steps, each a CTE:
    declared bounds (NaN read as NULL), every aggregated expression is clamped again to its
    derived interval, and every operation is made total (TRY_CAST, NULL for a division by zero),
    so no row can make the query fail.
+   With joins, the table is the joined rows (:mod:`dpsql.joins`), so that everything after
+   ``__rows`` -- bounding included -- runs on the joined rows, after the join.
 2. ``__bounded``: contribution bounding, unless each row is already its own unit: each unit
    keeps at most g groups, then at most k rows, chosen by a hash salted with 64 secret random
    bits drawn per query (so the analyst cannot predict or steer the sample).
@@ -33,6 +35,7 @@ from sqlglot import exp
 
 from dpsql.aggregates import EPOCH_DAY, Measurement
 from dpsql.bounds import bound
+from dpsql.joins import relation_sql
 from dpsql.metadata import Table
 from dpsql.plan import Plan
 from dpsql.total import Reader, clamp, number, total
@@ -48,7 +51,7 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     reader = Reader(table, physical or {})
     inputs = _inputs(plan)
     rows = exp.select(*_row_projections(plan, inputs, reader), copy=False).from_(
-        _table_ref(table), copy=False)
+        _source(plan, reader), copy=False)
     if table.needs_bounding:
         assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
         # Rows of no identifiable unit are dropped (see the module docstring).
@@ -94,6 +97,15 @@ def _counted_per_unit(plan: Plan, rows: exp.Select) -> exp.Select:
         measures.append(exp.alias_(value, m.name))
     return exp.select(*measures, copy=False).with_("__rows", as_=rows, copy=False).with_(
         "__units", as_=per_unit, copy=False).from_(exp.to_identifier("__units"), copy=False)
+
+
+def _source(plan: Plan, reader: Reader) -> exp.Expression:
+    """What ``__rows`` reads: the declared table, or the joined rows (:mod:`dpsql.joins`: the
+    joined table's columns, its unit ``__join_unit``; bounding then runs after the join)."""
+    relation = plan.query.relation
+    if relation is None:
+        return _table_ref(plan.table)
+    return relation_sql(relation, lambda c: total(c, plan.table, reader, filtering=True))
 
 
 def _table_ref(table: Table) -> exp.Table:

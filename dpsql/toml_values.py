@@ -70,3 +70,38 @@ def relative_to(declared: str, path: Path | None) -> Path:
     if not resolved.is_absolute():
         resolved = (path.parent if path is not None else Path.cwd()) / resolved
     return resolved
+
+
+def unit_path(declared: Any, unit: Any, one_row: bool, columns: Mapping[str, Any],
+               where: str) -> tuple[str, str, str] | None:
+    """``unit_path = "visit_id -> visits.visit_id"``: this table's ``visit_id`` names a row of
+    ``visits``, whose unit is this row's unit (checked against the other tables later)."""
+    if declared is None:
+        return None
+    parts = declared.split("->") if isinstance(declared, str) else []
+    target = parts[1].strip().lower().split(".") if len(parts) == 2 else []
+    if len(target) != 2 or not parts[0].strip() or not all(target):
+        raise MetadataError(f"{where}: unit_path must read \"column -> table.column\", such "
+                            f"as \"visit_id -> visits.visit_id\", not {declared!r}")
+    if unit is not None or one_row:
+        raise MetadataError(f"{where}: a table with unit_path takes its unit from the path; "
+                            "remove privacy_unit and one_row_per_unit")
+    column = parts[0].strip().lower()
+    if column not in columns:
+        raise MetadataError(f"{where}: unit_path names {column!r}, not one of its columns")
+    return column, target[0], target[1]
+
+
+def check_unit_path(table: Any, tables: Mapping[str, Any], where: str) -> None:
+    if table.unit_path is None:
+        return
+    _, name, column = table.unit_path
+    target = tables.get(name)
+    if target is None or target.privacy_unit is None:
+        raise MetadataError(f"{where}: unit_path leads to {name!r}, which must be a declared "
+                            "table with a privacy_unit (a path has one step)")
+    declared = target.column(column)
+    if declared is None or not declared.unique:
+        raise MetadataError(f"{where}: unit_path leads to {name}.{column}, which must be a "
+                            "declared column with unique = true (one row per value)")
+

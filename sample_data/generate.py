@@ -1,5 +1,5 @@
-"""Generate the bundled sample dataset: the private ``people`` and ``visits`` tables and the
-public reference tables ``states`` and ``categories``, one Parquet file each.
+"""Generate the bundled sample dataset: the private ``people``, ``visits`` and ``prescriptions``
+tables and the public reference tables ``states`` and ``categories``, one Parquet file each.
 
 Run from the repository root::
 
@@ -352,6 +352,43 @@ CATEGORY_TABLE = (  # category, department, covered by the basic plan, base fee 
 )
 
 
+DRUGS = ("amoxicillin", "atorvastatin", "ibuprofen", "insulin", "lisinopril", "metformin",
+         "omeprazole", "salbutamol")
+# Prescriptions per visit, by category: most come from pharmacy and specialist visits.
+PRESCRIPTION_RATE = {"checkup": 0.3, "dental": 0.2, "emergency": 0.8, "lab": 0.0,
+                     "pharmacy": 1.5, "specialist": 1.0, "therapy": 0.2, "vaccination": 0.0}
+
+
+def make_prescriptions(visits: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Prescriptions written at visits (a private table whose unit is reached through
+    ``visit_id -> visits.visit_id``). Drawn from a generator of its own, so that adding it left
+    the other tables' draws, and files, unchanged."""
+    rng = np.random.default_rng(SEED + 1)
+    rate = np.array([PRESCRIPTION_RATE[c] for c in visits["category"]])
+    count = rng.poisson(rate)
+    visit_id = np.repeat(visits["visit_id"], count)
+    n = len(visit_id)
+    return {
+        "prescription_id": np.arange(1, n + 1),
+        "visit_id": visit_id,
+        "drug": np.array(DRUGS, dtype=object)[rng.integers(0, len(DRUGS), n)],
+        "quantity": rng.choice([7, 14, 28, 30, 60, 90], n),
+        "cost": np.round(rng.gamma(2.0, 25.0, n), 2),
+    }
+
+
+PRESCRIPTIONS_SQL = """
+SELECT
+    prescription_id::BIGINT                 AS prescription_id,
+    visit_id::BIGINT                        AS visit_id,
+    drug::VARCHAR                           AS drug,
+    quantity::INTEGER                       AS quantity,
+    cost::DOUBLE                            AS cost
+FROM prescriptions_src
+ORDER BY prescription_id
+"""
+
+
 def public_tables() -> dict[str, str]:
     """The public tables' SQL, by name: ``states`` (state, region) and ``categories``."""
     states = ", ".join(f"('{code}', '{region}')" for region, codes in CENSUS_REGIONS.items()
@@ -379,7 +416,9 @@ def write_parquet(out_dir: Path) -> None:
         con.execute("SET preserve_insertion_order = true")
         con.register("people_src", people)
         con.register("visits_src", visits)
+        con.register("prescriptions_src", make_prescriptions(visits))
         for name, sql in (("people", PEOPLE_SQL), ("visits", VISITS_SQL),
+                          ("prescriptions", PRESCRIPTIONS_SQL),
                           *public_tables().items()):
             target = (out_dir / f"{name}.parquet").as_posix().replace("'", "''")
             options = "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 100000"
@@ -398,7 +437,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     write_parquet(args.out)
-    print(f"wrote people, visits, states and categories (.parquet) to {args.out}")
+    print(f"wrote people, visits, prescriptions, states and categories (.parquet) to "
+          f"{args.out}")
 
 
 if __name__ == "__main__":

@@ -87,7 +87,8 @@ def test_scenarios_cover_issue_3() -> None:
 
 #: Scenarios whose neighbour reaches the full sensitivity of one noisy cell: there, a correct
 #: mechanism must also show a clearly positive bound, or the audit has no power.
-TIGHT = {"count", "count_where", "sum_clamped", "group_public", "sum_case", "sum_product"}
+TIGHT = {"count", "count_where", "sum_clamped", "group_public", "sum_case", "sum_product",
+         "join_private", "join_public_many", "semi_join", "join_public_domain"}
 
 
 @pytest.mark.parametrize("name", list(A.SCENARIOS))
@@ -153,6 +154,7 @@ def _threshold_removed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _bounding_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpsql.joins
     import dpsql.rewrite
 
     # Noise is still calibrated to k rows in g groups, but every row of a unit is kept (the
@@ -163,9 +165,21 @@ def _bounding_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     # COUNT(*) alone is bounded per unit without sampling (LEAST(n, k)): route it through
     # the unbounded sample too.
     monkeypatch.setattr(dpsql.rewrite, "_counts_rows_only", lambda plan: False)
+    # Joins of private tables also sample each table before the join (bounding the work).
+    monkeypatch.setattr(dpsql.joins, "prebound", lambda select, source: select)
+
+
+def _bounded_before_join(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Contributions bounded on the private table's own rows, before the join, and the noise
+    calibrated to them: the join's multiplication of a unit's rows is ignored. For a table of
+    one row per person that is no bounding at all after the join."""
+    import dpsql.joins
+
+    monkeypatch.setattr(dpsql.joins, "_multiplicity", lambda *a: 1)
 
 
 MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "bounded_before_join": _bounded_before_join,
     "noise_halved": _noise_halved,
     "gaussian_noise_eighth": _gaussian_noise_eighth,
     "clamping_removed": _clamping_removed,
@@ -187,6 +201,8 @@ CAUGHT = [
     ("bounding_removed", "user_bounds", 300),
     ("bounding_removed", "count_where", 300),
     ("bounding_removed", "group_public", 300),
+    ("bounding_removed", "join_private", 300),
+    ("bounded_before_join", "join_public_many", 300),
 ]
 
 
@@ -215,6 +231,24 @@ def test_mutants_really_change_the_engine(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert "row_number" in honest and "row_number" not in broken
     # The input clamps are gone (the fixed-point sums keep their integer clamp in grid units).
     assert honest.count("greatest") > broken.count("greatest")
+
+
+def test_join_mutant_changes_the_plan(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    s = A.SCENARIOS["join_public_many"]
+    d, _, meta = A.build_databases(s, tmp_path)
+    with A.Database(d, meta) as db:
+        honest = db.plan(s.sql)
+    _bounded_before_join(monkeypatch)
+    with A.Database(d, meta) as db:
+        broken = db.plan(s.sql)
+    assert (honest.table.rows_per_unit, honest.table.needs_bounding) == (8, True)
+    assert (broken.table.rows_per_unit, broken.table.needs_bounding) == (1, False)
+
+
+def test_join_scenarios_cover_issue_10() -> None:
+    s = A.SCENARIOS
+    assert s["join_private"].neighbour and s["join_private"].more[-1].neighbour  # both tables
+    assert "EXISTS" in s["semi_join"].sql and s["join_public_domain"].keys
 
 
 # --------------------------------------------------------------------------- the command line

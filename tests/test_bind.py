@@ -8,7 +8,13 @@ import pytest
 from sqlglot import exp
 
 from dpsql.bind import BoundQuery, bind
-from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, UnsupportedQuery
+from dpsql.errors import (
+    ForbiddenFunction,
+    JoinRefused,
+    UnknownColumn,
+    UnknownTable,
+    UnsupportedQuery,
+)
 from dpsql.metadata import Metadata
 from dpsql.parse import parse
 
@@ -150,18 +156,30 @@ def test_wrong_qualifier(md: Metadata) -> None:
         b("SELECT COUNT(*) FROM people WHERE x.age > 3", md)
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT COUNT(*) FROM people p JOIN visits v ON p.pid = v.pid",
-    "SELECT COUNT(*) FROM people LEFT JOIN visits USING (pid)",
-    "SELECT COUNT(*) FROM people, visits",
-    "SELECT COUNT(*) FROM people CROSS JOIN visits",
-    "SELECT COUNT(*) FROM people, LATERAL (SELECT 1) x",
-    "WITH a AS (SELECT * FROM people JOIN visits USING (pid)) SELECT COUNT(*) FROM a",
-    "SELECT COUNT(*) FROM (SELECT * FROM people, visits) s",
+@pytest.mark.parametrize(("sql", "error", "match"), [
+    ("SELECT COUNT(*) FROM people, visits", JoinRefused, "cross join"),
+    ("SELECT COUNT(*) FROM people CROSS JOIN visits", JoinRefused, "cross join"),
+    ("SELECT COUNT(*) FROM people p JOIN visits v ON p.age = v.pid", JoinRefused, "unit"),
+    ("SELECT COUNT(*) FROM people, LATERAL (SELECT 1) x", UnsupportedQuery, "declared tables"),
+    ("WITH a AS (SELECT * FROM people JOIN visits USING (pid)) SELECT COUNT(*) FROM a",
+     UnsupportedQuery, "outer query"),
+    ("SELECT COUNT(*) FROM (SELECT * FROM people, visits) s", UnsupportedQuery, "outer query"),
 ])
-def test_joins_are_refused_for_now(sql: str, md: Metadata) -> None:
-    with pytest.raises(UnsupportedQuery, match="joins are not supported yet"):
+def test_joins_refused(sql: str, error: type[Exception], match: str, md: Metadata) -> None:
+    with pytest.raises(error, match=match):
         b(sql, md)
+
+
+def test_join_on_the_unit_binds_qualified_columns(md: Metadata) -> None:
+    q = b("SELECT p.sex, SUM(v.amount) FROM people p JOIN visits v ON p.pid = v.pid "
+          "WHERE age > 30 GROUP BY p.sex", md)
+    assert q.relation is not None and items(q) == ["p__sex", "SUM(v__amount)"]
+    assert where(q) == "p__age > 30"
+    assert q.table.column("v__amount") is not None and q.table.privacy_unit == "__join_unit"
+    using = b("SELECT COUNT(*) FROM people LEFT JOIN visits USING (pid) WHERE pid > 3", md)
+    assert where(using) == "people__pid > 3"
+    with pytest.raises(UnknownColumn, match="several joined tables"):
+        b("SELECT COUNT(*) FROM people p JOIN visits v ON p.pid = v.pid WHERE pid > 3", md)
 
 
 @pytest.mark.parametrize(("sql", "what"), [
@@ -188,9 +206,9 @@ def test_table_functions_are_forbidden(sql: str, what: str, md: Metadata) -> Non
     ("WITH a AS (SELECT age + 1 FROM people) SELECT COUNT(*) FROM a", "name with AS"),
     ("WITH RECURSIVE a AS (SELECT age FROM people) SELECT COUNT(*) FROM a", "recursive"),
     ("WITH a AS (SELECT 1 UNION SELECT 2) SELECT COUNT(*) FROM a", "plain SELECT"),
-    ("SELECT COUNT(*) FROM people WHERE EXISTS (SELECT 1 FROM visits)", "subqueries inside"),
-    ("SELECT COUNT(*) FROM people WHERE age IN (SELECT age FROM people)", "subqueries inside"),
-    ("SELECT COUNT(*) FROM people WHERE age > (SELECT 1)", "subqueries inside"),
+    ("SELECT COUNT(*) FROM people WHERE EXISTS (SELECT 1 FROM visits)", "correlate"),
+    ("SELECT COUNT(*) FROM people WHERE age IN (SELECT age FROM people)", "privacy unit"),
+    ("SELECT COUNT(*) FROM people WHERE age > (SELECT 1)", "EXISTS"),
     ("SELECT 1", "reads no table"),
 ])
 def test_not_row_level_or_unsupported(sql: str, match: str, md: Metadata) -> None:

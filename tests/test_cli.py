@@ -117,8 +117,8 @@ def test_privacy_options() -> None:
     (["SELECT COUNT(*) FROM people", "--mechanism", "gaussian"], "InvalidPrivacyParameter",
      "delta > 0"),
     (["SELECT SUM(person_id) FROM people"], "UnboundedExpression", "person_id"),
-    (["SELECT COUNT(*) FROM people p JOIN visits v ON p.person_id = v.person_id"],
-     "UnsupportedQuery", "joins"),
+    (["SELECT COUNT(*) FROM people p JOIN visits v ON p.age = v.duration_min"],
+     "JoinRefused", "privacy unit"),
 ])
 def test_refusals_go_to_stderr(args: list[str], error: str, says: str) -> None:
     assert says in refused(cli("query", *args), error)

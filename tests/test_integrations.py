@@ -97,7 +97,8 @@ def test_dialect_reflects_the_catalog(served, scheme: str) -> None:
         assert isinstance(eng.dialect, DpsqlDialect) and eng.dialect.name == "dpsql"
         inspector = sa.inspect(eng)
         assert inspector.default_schema_name == "public"
-        assert inspector.get_table_names() == ["people", "visits", "states", "categories"]
+        assert inspector.get_table_names() == ["people", "visits", "prescriptions", "states",
+                                                 "categories"]
         assert inspector.get_view_names() == []
         columns = {c["name"]: c for c in inspector.get_columns("people")}
         assert list(columns)[:3] == ["person_id", "age", "sex"]

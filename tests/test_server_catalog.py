@@ -42,7 +42,8 @@ def names(rows: list[tuple[object, ...]]) -> list[object]:
 # -- array literals and array parameters in catalog queries ----------------------------------
 
 
-TABLES = ["categories", "people", "states", "visits"]  # the sample database, by name
+# the sample database, by name
+TABLES = ["categories", "people", "prescriptions", "states", "visits"]
 
 
 def test_any_of_an_array_literal_or_parameter_finds_the_tables(served) -> None:
@@ -102,7 +103,7 @@ def test_information_schema_names_the_connected_database(served, dbname: str) ->
             " ON c.table_catalog = t.table_catalog AND c.table_name = t.table_name "
             "WHERE t.table_catalog = current_database()").fetchone()
     assert schemata == [(dbname,)]
-    assert tables == [(dbname, t) for t in ("categories", "people", "states", "visits")]
+    assert tables == [(dbname, t) for t in TABLES]
     assert columns == [(dbname, dbname)]
     assert joined is not None and joined[0] > 5
 

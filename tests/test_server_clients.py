@@ -110,7 +110,8 @@ def test_sqlalchemy_inspector_and_pandas(served) -> None:
         f"postgresql+psycopg://alice:s3cret%20pw@127.0.0.1:{served.port}/dpsql")
     try:
         inspector = sa.inspect(engine)
-        assert inspector.get_table_names() == ["people", "visits", "states", "categories"]
+        assert inspector.get_table_names() == ["people", "visits", "prescriptions", "states",
+                                                 "categories"]
         assert inspector.get_schema_names() == ["public"] or "public" in \
             inspector.get_schema_names()
         columns = {c["name"]: c for c in inspector.get_columns("people")}

@@ -241,21 +241,9 @@ SELECT COUNT(*) FROM people WHERE COUNT(*) > 1;
 -- expect: refused WindowOverPrivateRows
 SELECT COUNT(*) FROM people WHERE ROW_NUMBER() OVER () < 10;
 
--- case: where in subquery
--- expect: refused UnsupportedQuery mentions=subquer
-SELECT COUNT(*) FROM people WHERE age IN (SELECT age FROM people WHERE sex = 'F');
-
--- case: where exists
--- expect: refused UnsupportedQuery
-SELECT COUNT(*) FROM people WHERE EXISTS (SELECT 1 FROM visits);
-
 -- case: where scalar subquery
 -- expect: refused UnsupportedQuery
 SELECT COUNT(*) FROM people WHERE income > (SELECT AVG(income) FROM people);
-
--- case: where not in subquery on other table
--- expect: refused UnsupportedQuery
-SELECT COUNT(*) FROM people WHERE person_id NOT IN (SELECT person_id FROM visits);
 
 -- case: where random sample
 -- expect: refused ForbiddenFunction
