@@ -10,6 +10,7 @@ anything runs; :func:`prepare` is those six. :func:`answer` runs the rest for a 
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from dpsql.constants import fold_constants
 from dpsql.cost import check_cost
 from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
-from dpsql.errors import UnsupportedQuery
+from dpsql.errors import QueryRefused, UnsupportedQuery
 from dpsql.joins import physical
 from dpsql.mechanisms import accuracy, validate_privacy_parameters
 from dpsql.metadata import ENGINE_TYPES, Metadata
@@ -65,10 +66,24 @@ def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechani
              dialect: str) -> Plan:
     tree = parse(sql, dialect)
     normalise(tree)  # date functions as the checker knows them (dpsql.dates)
-    checked = check_cost(fold_constants(check(bind(tree, metadata))))
-    result = plan(checked, epsilon, delta, mechanism)
+    try:
+        checked = check_cost(fold_constants(check(bind(tree, metadata))))
+        result = plan(checked, epsilon, delta, mechanism)
+    except QueryRefused as e:
+        if tree.find(exp.Join, exp.Subquery) is not None:
+            e.args = tuple(_as_written(a) for a in e.args)
+        raise
     check_outer(result)
     return result
+
+
+_JOINED_NAME = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*?)__([A-Za-z_][A-Za-z0-9_]*)\b")
+
+
+def _as_written(arg: object) -> object:
+    """A refusal's text with the joined relation's column names (``alias__column``, see
+    :mod:`dpsql.bind_joins`) spelt as the analyst wrote them, ``alias.column``."""
+    return _JOINED_NAME.sub(r"\1.\2", arg) if isinstance(arg, str) else arg
 
 
 def _physical(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:

@@ -92,7 +92,7 @@ WITH states AS (SELECT * FROM people) SELECT * FROM states;
 SELECT state FROM states UNION SELECT state FROM people;
 
 -- case: mixed join with a private table
--- expect: refused UnsupportedQuery
+-- expect: refused NonAggregatedColumn mentions=s.region
 SELECT s.region, p.email FROM states AS s JOIN people AS p ON s.state = p.state;
 
 -- case: mixed subquery reads a private table
