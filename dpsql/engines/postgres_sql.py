@@ -1,0 +1,246 @@
+"""The rewritten query (a sqlglot tree written for DuckDB's semantics) as PostgreSQL SQL with
+the same total, error-free semantics.
+
+:func:`postgres_sql` transforms a copy of the tree, then lets sqlglot's PostgreSQL generator
+spell it. What differs between the engines, and what this module does about it:
+
+* **The bounding hash.** DuckDB's ``hash(salt, a, b)`` has no PostgreSQL equivalent; the sample
+  is keyed by ``hashtextextended(ROW(a, b)::text, $1)``, a 64-bit hash of the row's text salted
+  by the secret 63-bit salt ($1). Its quality matters only for the sample's randomness, never
+  for the bounds: ties are broken arbitrarily and still keep at most k rows per unit. The two
+  engines therefore draw different samples of a unit that exceeds its bounds; the
+  distribution of answers is the same (each unit keeps a uniformly random k of its rows).
+* **TRY_CAST** does not exist. A cast that may fail is spelled as a ``CASE`` that tests the
+  value's text against a regular expression of what converts without error, and casts only
+  then: NULL otherwise, never an error. It accepts a subset of what DuckDB accepts (decimal
+  digits, an optional sign, surrounding blanks; ``YYYY-MM-DD`` dates checked day by day);
+  anything else (``1_000``, ``0x10``, ``inf``) reads as NULL on PostgreSQL.
+* **NaN.** PostgreSQL orders NaN above every number and NaN = NaN, as DuckDB does, so clamps and
+  ``NULLIF(x, 'NaN')`` work unchanged; ``isnan(x)`` becomes ``x = 'NaN'``.
+* **Sums.** DuckDB sums BIGINT into HUGEINT; PostgreSQL sums BIGINT into NUMERIC, exact as
+  well (the engine returns it as a Python int).
+* **histogram()** becomes a per-group JSON object of bucket -> count (keys as text, which the
+  perturb pass reads with ``int()``).
+* **ROUND** of a double rounds half to even in PostgreSQL and has no digits form: it is
+  computed in NUMERIC (half away from zero, as DuckDB) and read back as DOUBLE PRECISION.
+* **QUALIFY** becomes a subquery (sqlglot's ``eliminate_qualify``, in its generator).
+* Integer division (``//``) is ``DIV`` in NUMERIC, read back as BIGINT; ``/`` divides in
+  DOUBLE PRECISION (sqlglot's generator); a division by zero is already ``NULLIF``'d by
+  :mod:`dpsql.total`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from dpsql.errors import UnsupportedQuery
+
+_DOUBLE = exp.DataType.build("DOUBLE PRECISION", dialect="postgres")
+_NUMERIC = exp.DataType.build("NUMERIC", dialect="postgres")
+_TEXT = exp.DataType.build("TEXT", dialect="postgres")
+# What converts without error, tested on the value's text before casting (see _safe_cast).
+_INTEGER_TEXT = r"^\s*[+-]?[0-9]{1,18}(\.[0-9]*)?\s*$"
+_REAL_TEXT = r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]{1,3})?\s*$"
+_LONGEST = 400  # characters of a number's text read at all: NUMERIC then cannot overflow
+_DAY = (r"(?!0000)[0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-"
+        r"(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))")
+_LEAP_DAY = r"([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29"
+_DATE_TEXT = rf"^\s*({_DAY}|{_LEAP_DAY})([ T][0-9:.]*)?\s*$"
+_BOOLS = {"true": True, "t": True, "1": True, "yes": True, "y": True, "on": True,
+          "false": False, "f": False, "0": False, "no": False, "n": False, "off": False}
+_INTEGER_RANGES = {exp.DataType.Type.TINYINT: 2**7, exp.DataType.Type.SMALLINT: 2**15,
+                   exp.DataType.Type.INT: 2**31, exp.DataType.Type.BIGINT: 2**63,
+                   exp.DataType.Type.UTINYINT: 2**8, exp.DataType.Type.USMALLINT: 2**16,
+                   exp.DataType.Type.UINT: 2**32, exp.DataType.Type.UBIGINT: 2**63,
+                   exp.DataType.Type.INT128: 2**63}
+
+
+def postgres_sql(tree: exp.Expression) -> str:
+    """PostgreSQL's text of the rewritten query ``tree`` (see the module docstring)."""
+    fixed = tree.copy().transform(_fix, copy=False)
+    for i, select in enumerate(list(fixed.find_all(exp.Select))):
+        if select.args.get("qualify") is not None:
+            _unqualify(select, f"__w{i}")
+    return fixed.sql(dialect="postgres")
+
+
+def _unqualify(select: exp.Select, name: str) -> None:
+    """``SELECT * FROM s QUALIFY w <= k`` (the only QUALIFY the rewrite writes) as
+    ``SELECT * FROM (SELECT *, w AS name FROM s) WHERE name <= k``; each level's window gets
+    its own name, so nested levels do not clash (sqlglot's eliminate_qualify names all _w)."""
+    condition = select.args["qualify"].this
+    window = condition.this
+    inner = exp.Select(expressions=[exp.Star(), exp.alias_(window.copy(), name)],
+                       from_=select.args["from_"].copy())
+    select.set("qualify", None)
+    select.set("from_", exp.From(this=inner.subquery(f"{name}_t")))
+    select.set("where", exp.Where(this=condition.__class__(
+        this=exp.column(name), expression=condition.expression.copy())))
+
+
+def _fix(node: exp.Expression) -> exp.Expression:
+    # transform() visits children after the node is replaced only if they are new; each
+    # replacement below builds its operands with postgres-ready copies of the children.
+    if isinstance(node, exp.Placeholder):
+        return exp.var(f"${node.this}")
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this).lower()
+        if name == "hash":
+            salt, *parts = [_fixed(p) for p in node.expressions]
+            row = exp.cast(exp.Anonymous(this="ROW", expressions=parts), _TEXT)
+            return exp.Anonymous(this="hashtextextended", expressions=[row, salt])
+        if name == "isnan":
+            return _is_nan(_fixed(node.expressions[0]))
+        if name == "histogram":
+            return _histogram(_fixed(node.expressions[0]))
+    if isinstance(node, exp.IsNan):
+        return _is_nan(_fixed(node.this))
+    if isinstance(node, exp.TryCast):
+        return _safe_cast(_fixed(node.this), node.to)
+    if isinstance(node, exp.Round):
+        digits = node.args.get("decimals")
+        rounded = exp.Round(this=exp.cast(_fixed(node.this), _NUMERIC),
+                            decimals=_fixed(digits) if digits is not None else None)
+        return exp.cast(rounded, _DOUBLE)
+    if isinstance(node, exp.IntDiv):
+        return exp.cast(exp.Anonymous(this="div", expressions=[
+            exp.cast(_fixed(node.this), _NUMERIC), exp.cast(_fixed(node.expression), _NUMERIC)]),
+            "BIGINT")
+    if isinstance(node, exp.StrToDate | exp.StrToTime):
+        return _strptime(node)
+    if isinstance(node, exp.Substring):
+        return _substring(node)
+    return node
+
+
+def _int32(value: exp.Expression) -> exp.Expression:
+    """A BIGINT argument as the INTEGER PostgreSQL's string functions take, saturated."""
+    low = exp.Anonymous(this="greatest", expressions=[value, exp.Literal.number(-(2**31))])
+    return exp.cast(exp.Anonymous(this="least", expressions=[
+        low, exp.Literal.number(2**31 - 1)]), "INT")
+
+
+def _substring(node: exp.Substring) -> exp.Expression:
+    """DuckDB's substring(s, start, length): a negative start counts from the end, and a
+    negative length is empty (PostgreSQL raises on it)."""
+    text = _fixed(node.this)
+    start = _fixed(node.args["start"]) if node.args.get("start") is not None else \
+        exp.Literal.number(1)
+    from_end = exp.Add(this=exp.Add(this=exp.Length(this=text.copy()), expression=start.copy()),
+                       expression=exp.Literal.number(1))
+    first = exp.Case(ifs=[exp.If(this=exp.LT(this=start.copy(), expression=exp.Literal.number(0)),
+                                 true=from_end)], default=start)
+    length = node.args.get("length")
+    size = None if length is None else _int32(exp.Anonymous(this="greatest", expressions=[
+        _fixed(length), exp.Literal.number(0)]))
+    return exp.Substring(this=text, start=_int32(first), length=size)
+
+
+def _fixed(node: exp.Expression) -> exp.Expression:
+    return node.copy().transform(_fix, copy=False)
+
+
+def _is_nan(value: exp.Expression) -> exp.Expression:
+    return exp.EQ(this=exp.cast(value, _DOUBLE),
+                  expression=exp.cast(exp.Literal.string("NaN"), _DOUBLE))
+
+
+def _histogram(bucket: exp.Expression) -> exp.Expression:
+    """DuckDB's ``histogram(b)`` (a MAP bucket -> count) as a JSON object, per group: the
+    group's buckets are gathered with ``array_agg`` (an aggregate of the outer query) and
+    counted in a scalar subquery; NULL buckets are not counted, as in DuckDB."""
+    counted = exp.select(exp.column("__b"), exp.alias_(exp.Count(this=exp.Star()), "__n")) \
+        .from_(exp.Unnest(expressions=[exp.Anonymous(this="array_agg", expressions=[bucket])],
+                          alias=exp.TableAlias(this=exp.to_identifier("__h"),
+                                               columns=[exp.to_identifier("__b")]))) \
+        .where(exp.column("__b").is_(exp.null()).not_()).group_by(exp.column("__b"))
+    return exp.Subquery(this=exp.select(exp.Anonymous(this="jsonb_object_agg", expressions=[
+        exp.column("__b"), exp.column("__n")])).from_(counted.subquery("__c")))
+
+
+def _safe_cast(value: exp.Expression, to: exp.DataType) -> exp.Expression:
+    """``TRY_CAST(value AS to)``: the value's text is tested before it is cast, so the cast
+    never raises (NULL where DuckDB's TRY_CAST would be NULL, and also for the few spellings
+    DuckDB accepts and PostgreSQL does not)."""
+    target = to.this
+    if to.is_type(*exp.DataType.TEXT_TYPES):
+        return exp.cast(value, _TEXT)
+    text = exp.cast(value, _TEXT)
+    trimmed = exp.Lower(this=exp.Trim(this=text.copy()))
+    if target in _INTEGER_RANGES:
+        limit = _INTEGER_RANGES[target]
+        low = 0 if target.value.startswith("U") else -limit
+        number = exp.Round(this=exp.cast(text.copy(), _NUMERIC))
+        inside = exp.And(this=exp.GTE(this=number.copy(), expression=exp.Literal.number(low)),
+                         expression=exp.LT(this=number.copy(),
+                                           expression=exp.Literal.number(limit)))
+        return exp.Case(ifs=[
+            exp.If(this=exp.In(this=trimmed, expressions=[exp.Literal.string("true"),
+                                                          exp.Literal.string("false")]),
+                   true=exp.cast(exp.EQ(this=trimmed.copy(),
+                                        expression=exp.Literal.string("true")), "INT")),
+            exp.If(this=_matches(text, _INTEGER_TEXT),
+                   true=exp.Case(ifs=[exp.If(this=inside, true=exp.cast(number, "BIGINT"))]))])
+    if target in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
+        return _safe_real(text, trimmed, to)
+    if target == exp.DataType.Type.BOOLEAN:
+        ifs = [exp.If(this=exp.EQ(this=trimmed.copy(), expression=exp.Literal.string(word)),
+                      true=exp.true() if truth else exp.false()) for word, truth in _BOOLS.items()]
+        return exp.Case(ifs=ifs)
+    if target in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP):
+        return _safe_date(text, target)
+    raise UnsupportedQuery(f"a cast to {to.sql(dialect='duckdb')} cannot be made safe on "
+                           "PostgreSQL; cast to BIGINT, DOUBLE, DATE, BOOLEAN or VARCHAR instead")
+
+
+def _safe_real(text: exp.Expression, trimmed: exp.Expression, to: exp.DataType
+               ) -> exp.Expression:
+    number = exp.cast(text.copy(), _NUMERIC)
+    magnitude = exp.Abs(this=number.copy())
+    real: exp.Expression = exp.cast(number.copy(), _DOUBLE)
+    if to.this == exp.DataType.Type.DECIMAL and to.expressions:
+        precision, *scale = [int(e.name) for e in to.expressions]
+        digits = scale[0] if scale else 0
+        rounded = exp.Round(this=number.copy(), decimals=exp.Literal.number(digits))
+        real = exp.Case(ifs=[exp.If(this=exp.LT(this=exp.Abs(this=rounded.copy()),
+                                                expression=exp.Literal.number(
+                                                    10 ** (precision - digits))),
+                                    true=exp.cast(rounded, _DOUBLE))])
+    return exp.Case(ifs=[
+        exp.If(this=exp.EQ(this=trimmed.copy(), expression=exp.Literal.string("nan")),
+               true=exp.cast(exp.Literal.string("NaN"), _DOUBLE)),
+        exp.If(this=exp.and_(exp.LTE(this=exp.Length(this=text.copy()),
+                                     expression=exp.Literal.number(_LONGEST)),
+                             _matches(text, _REAL_TEXT)), true=exp.Case(ifs=[
+            exp.If(this=exp.GTE(this=magnitude.copy(), expression=exp.Literal.number("1e308")),
+                   true=exp.Null()),
+            exp.If(this=exp.LT(this=magnitude, expression=exp.Literal.number("1e-300")),
+                   true=exp.cast(exp.Literal.number(0), _DOUBLE))], default=real))])
+
+
+def _safe_date(text: exp.Expression, target: Any) -> exp.Expression:
+    """A ``YYYY-MM-DD`` prefix (a time of day may follow) read as a date only when the regular
+    expression :data:`_DATE_TEXT` says the day exists (leap years included, year 1 to 9999):
+    then casting its first ten characters cannot fail. The value's text appears twice only,
+    so nested casts do not grow the query exponentially."""
+    day = exp.Substring(this=exp.Trim(this=text.copy()), start=exp.Literal.number(1),
+                        length=exp.Literal.number(10))
+    result = exp.cast(exp.cast(day, "DATE"), "TIMESTAMP" if target ==
+                      exp.DataType.Type.TIMESTAMP else "DATE")
+    return exp.Case(ifs=[exp.If(this=_matches(text, _DATE_TEXT), true=result)])
+
+
+def _strptime(node: exp.StrToDate | exp.StrToTime) -> exp.Expression:
+    fmt = node.args["format"]
+    if not (isinstance(fmt, exp.Literal) and fmt.this == "%Y-%m-%d"):
+        raise UnsupportedQuery("on PostgreSQL, STRPTIME and TO_DATE read the format "
+                               "'%Y-%m-%d' only; cast the text to DATE instead")
+    target = exp.DataType.Type.DATE if isinstance(node, exp.StrToDate) else \
+        exp.DataType.Type.TIMESTAMP
+    return _safe_date(exp.cast(_fixed(node.this), _TEXT), target)
+
+
+def _matches(text: exp.Expression, pattern: str) -> exp.Expression:
+    return exp.RegexpLike(this=text.copy(), expression=exp.Literal.string(pattern))
