@@ -15,12 +15,14 @@ binary raises (the tests fail, they do not skip).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import os
 import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +59,13 @@ class Cluster:
 
     def url(self, user: str = OWNER) -> str:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{self.dbname}"
+
+    def database(self, name: str) -> Cluster:
+        """The same cluster seen through a new, empty database ``name`` (one per test data
+        set, so that modules loading tables of the same names do not clash)."""
+        with _connect(self.url()) as con:
+            con.execute(f'CREATE DATABASE "{name}"')
+        return dataclasses.replace(self, dbname=name)
 
     def execute(self, *statements: str) -> None:
         import psycopg  # a test dependency; the engine itself imports it lazily too
@@ -101,8 +110,24 @@ class Cluster:
             if own:
                 con.close()
 
+    def load_duckdb_file(self, path: Path, tables: Iterable[str] | None = None,
+                         reader: str = READER) -> str:
+        """Copy tables of a DuckDB file or Parquet folder (all by default) into the cluster,
+        grant ``reader`` SELECT on them, and return the URL dpsql connects with."""
+        if path.is_dir():
+            names = self.load_parquet_folder(path)
+        else:
+            with duckdb.connect(str(path), read_only=True) as con:
+                names = list(tables) if tables is not None else [
+                    r[0] for r in con.execute("SHOW TABLES").fetchall()]
+                for name in names:
+                    self.load_duckdb_query(f'SELECT * FROM "{name}"', name, con)
+        self.grant_reader(names, reader)
+        return self.url(reader)
+
     def grant_reader(self, tables: Iterable[str], role: str = READER) -> None:
         """The read-only role of docs/engines.md: it can log in and SELECT these tables only."""
+        # Roles are per cluster: a second database of the same cluster reuses the role.
         statements = [f"DO $$BEGIN CREATE ROLE {role} LOGIN; EXCEPTION WHEN duplicate_object "
                       "THEN NULL; END$$",
                       f"ALTER ROLE {role} SET default_transaction_read_only = on",
@@ -125,23 +150,26 @@ def _pg_type(duck: str) -> str:
 
 @contextlib.contextmanager
 def throwaway_cluster(folder: Path) -> Iterator[Cluster]:
-    """A running cluster with its data under ``folder``, stopped and removed on exit."""
-    data = folder / "pgdata"
-    data.mkdir(parents=True)
+    """A running cluster with its data under ``folder``, stopped on exit. As root, the
+    cluster lives in a folder of its own under the system's temporary folder instead (owned by
+    ``postgres``, which cannot enter pytest's root-only folders), removed on exit."""
     as_user: list[str] = []
+    own: str | None = None
     if os.geteuid() == 0:  # PostgreSQL will not run as root
+        own = tempfile.mkdtemp(prefix="dpsql-pg-")
+        folder = Path(own)
         entry = pwd.getpwnam("postgres")
-        for path in (folder, data):
-            os.chown(path, entry.pw_uid, entry.pw_gid)
+        os.chown(folder, entry.pw_uid, entry.pw_gid)
         os.chmod(folder, 0o755)
         as_user = [shutil.which("runuser") or "/sbin/runuser", "-u", "postgres", "--"]
+    data = folder / "pgdata"
     port = _free_port()
     log = folder / "server.log"
-    subprocess.run([*as_user, pg_bin("initdb"), "-D", str(data), "-U", OWNER, "--auth=trust",
-                    "-E", "UTF8", "--locale=C"], check=True, capture_output=True)
+    _run([*as_user, pg_bin("initdb"), "-D", str(data), "-U", OWNER, "--auth=trust", "-E",
+          "UTF8", "--locale=C"])
     options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run([*as_user, pg_bin("pg_ctl"), "-D", str(data), "-l", str(log), "-o", options,
-                    "-w", "start"], check=True, capture_output=True)
+    _run([*as_user, pg_bin("pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w",
+          "start"])
     try:
         cluster = Cluster(folder, port)
         with _connect(cluster.url().rsplit("/", 1)[0] + "/postgres") as con:
@@ -150,6 +178,14 @@ def throwaway_cluster(folder: Path) -> Iterator[Cluster]:
     finally:
         subprocess.run([*as_user, pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
                        check=False, capture_output=True)
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {done.stderr.strip() or done.stdout}")
 
 
 def _connect(url: str):  # type: ignore[no-untyped-def]

@@ -22,7 +22,7 @@ spell it. What differs between the engines, and what this module does about it:
 * **histogram()** becomes a per-group JSON object of bucket -> count (keys as text, which the
   perturb pass reads with ``int()``).
 * **ROUND** of a double rounds half to even in PostgreSQL and has no digits form: it is
-  computed in NUMERIC (half away from zero, as DuckDB) and read back as DOUBLE PRECISION.
+  computed as DuckDB does, half away from zero, on the exact fractional part (:func:`_round`).
 * **QUALIFY** becomes a subquery (sqlglot's ``eliminate_qualify``, in its generator).
 * Integer division (``//``) is ``DIV`` in NUMERIC, read back as BIGINT; ``/`` divides in
   DOUBLE PRECISION (sqlglot's generator); a division by zero is already ``NULLIF``'d by
@@ -95,15 +95,14 @@ def _fix(node: exp.Expression) -> exp.Expression:
             return _is_nan(_fixed(node.expressions[0]))
         if name == "histogram":
             return _histogram(_fixed(node.expressions[0]))
+        if name == "round" and len(node.expressions) == 1:  # the grid of exact sums
+            return _half_away(_fixed(node.expressions[0]))
     if isinstance(node, exp.IsNan):
         return _is_nan(_fixed(node.this))
     if isinstance(node, exp.TryCast):
         return _safe_cast(_fixed(node.this), node.to)
     if isinstance(node, exp.Round):
-        digits = node.args.get("decimals")
-        rounded = exp.Round(this=exp.cast(_fixed(node.this), _NUMERIC),
-                            decimals=_fixed(digits) if digits is not None else None)
-        return exp.cast(rounded, _DOUBLE)
+        return _round(node)
     if isinstance(node, exp.IntDiv):
         return exp.cast(exp.Anonymous(this="div", expressions=[
             exp.cast(_fixed(node.this), _NUMERIC), exp.cast(_fixed(node.expression), _NUMERIC)]),
@@ -112,7 +111,49 @@ def _fix(node: exp.Expression) -> exp.Expression:
         return _strptime(node)
     if isinstance(node, exp.Substring):
         return _substring(node)
+    if isinstance(node, exp.Least | exp.Greatest) and not node.args.get("ignore_nulls"):
+        return _null_propagating(node)
     return node
+
+
+def _null_propagating(node: exp.Least | exp.Greatest) -> exp.Expression:
+    """sqlglot's LEAST/GREATEST without ``ignore_nulls`` is NULL when an argument is (the
+    rewrite's histogram bucket relies on it); PostgreSQL's skips NULLs, as DuckDB's SQL does."""
+    args = [_fixed(a) for a in [node.this, *node.expressions]]
+    spelled = exp.Anonymous(this="least" if isinstance(node, exp.Least) else "greatest",
+                            expressions=args)
+    missing = exp.or_(*[exp.Is(this=a.copy(), expression=exp.Null()) for a in args])
+    return exp.Case(ifs=[exp.If(this=missing, true=exp.Null())], default=spelled)
+
+
+def _round(node: exp.Round) -> exp.Expression:
+    """DuckDB's ROUND of a double, bit for bit: half away from zero, ``round(x * 10^d) /
+    10^d`` with digits (``round(x / 10^-d) * 10^-d`` for negative digits). PostgreSQL's own
+    ROUND of a double rounds half to even, and NUMERIC keeps only 15 digits of a double, so
+    the half-way test is done on the exact fractional part: ``x - trunc(x)``."""
+    value = _fixed(node.this)
+    digits = node.args.get("decimals")
+    if digits is None:
+        return _half_away(value)
+    places = int(digits.name) if isinstance(digits, exp.Literal) else None
+    if places is not None and places < 0:
+        scale = exp.Literal.number(f"1e{-places}")
+        return exp.Mul(this=_half_away(exp.Div(this=value, expression=scale)),
+                       expression=scale.copy())
+    power = exp.Pow(this=exp.cast(exp.Literal.number(10), _DOUBLE), expression=_fixed(digits)) \
+        if places is None else exp.Literal.number(f"1e{places}")
+    return exp.Div(this=_half_away(exp.Mul(this=exp.Paren(this=value), expression=power)),
+                   expression=power.copy())
+
+
+def _half_away(value: exp.Expression) -> exp.Expression:
+    whole = exp.Anonymous(this="trunc", expressions=[exp.Paren(this=value.copy())])
+    fraction = exp.Abs(this=exp.Sub(this=exp.Paren(this=value.copy()), expression=whole.copy()))
+    step = exp.Case(ifs=[exp.If(this=exp.GTE(this=fraction, expression=exp.Literal.number(0.5)),
+                                true=exp.Anonymous(this="sign", expressions=[
+                                    exp.Paren(this=value.copy())]))],
+                    default=exp.Literal.number(0))
+    return exp.Paren(this=exp.Add(this=whole, expression=step))
 
 
 def _int32(value: exp.Expression) -> exp.Expression:
@@ -177,10 +218,7 @@ def _safe_cast(value: exp.Expression, to: exp.DataType) -> exp.Expression:
                          expression=exp.LT(this=number.copy(),
                                            expression=exp.Literal.number(limit)))
         return exp.Case(ifs=[
-            exp.If(this=exp.In(this=trimmed, expressions=[exp.Literal.string("true"),
-                                                          exp.Literal.string("false")]),
-                   true=exp.cast(exp.EQ(this=trimmed.copy(),
-                                        expression=exp.Literal.string("true")), "INT")),
+            _from_bool(trimmed, "BIGINT"),
             exp.If(this=_matches(text, _INTEGER_TEXT),
                    true=exp.Case(ifs=[exp.If(this=inside, true=exp.cast(number, "BIGINT"))]))])
     if target in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
@@ -193,6 +231,13 @@ def _safe_cast(value: exp.Expression, to: exp.DataType) -> exp.Expression:
         return _safe_date(text, target)
     raise UnsupportedQuery(f"a cast to {to.sql(dialect='duckdb')} cannot be made safe on "
                            "PostgreSQL; cast to BIGINT, DOUBLE, DATE, BOOLEAN or VARCHAR instead")
+
+
+def _from_bool(trimmed: exp.Expression, to: exp.DataType | str) -> exp.If:
+    """A boolean's text ('true', 'false') as 1 or 0, as DuckDB casts a BOOLEAN to a number."""
+    words = [exp.Literal.string("true"), exp.Literal.string("false")]
+    one = exp.cast(exp.cast(exp.EQ(this=trimmed.copy(), expression=words[0].copy()), "INT"), to)
+    return exp.If(this=exp.In(this=trimmed.copy(), expressions=words), true=one)
 
 
 def _safe_real(text: exp.Expression, trimmed: exp.Expression, to: exp.DataType
@@ -209,6 +254,7 @@ def _safe_real(text: exp.Expression, trimmed: exp.Expression, to: exp.DataType
                                                     10 ** (precision - digits))),
                                     true=exp.cast(rounded, _DOUBLE))])
     return exp.Case(ifs=[
+        _from_bool(trimmed, _DOUBLE),
         exp.If(this=exp.EQ(this=trimmed.copy(), expression=exp.Literal.string("nan")),
                true=exp.cast(exp.Literal.string("NaN"), _DOUBLE)),
         exp.If(this=exp.and_(exp.LTE(this=exp.Length(this=text.copy()),
