@@ -68,7 +68,8 @@ def _sample_within_bounds(folder: Path) -> Path:
         for file in sorted(sample.glob("*.parquet")):
             query = f"SELECT * FROM read_parquet('{file}')"
             if file.stem == "visits":
-                query += " QUALIFY row_number() OVER (PARTITION BY person_id ORDER BY visit_id) <= 3"
+                query += (" QUALIFY row_number() OVER (PARTITION BY person_id ORDER BY visit_id)"
+                          " <= 3")
             con.execute(f'CREATE TABLE "{file.stem}" AS {query}')
     return path
 
