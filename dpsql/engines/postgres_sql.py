@@ -113,7 +113,45 @@ def _fix(node: exp.Expression) -> exp.Expression:
         return _substring(node)
     if isinstance(node, exp.Least | exp.Greatest) and not node.args.get("ignore_nulls"):
         return _null_propagating(node)
+    if isinstance(node, exp.Sqrt | exp.Ln | exp.Log | exp.Exp):
+        return _ieee(node)
     return node
+
+
+def _special(text: str) -> exp.Expression:
+    return exp.cast(exp.Literal.string(text), _DOUBLE)
+
+
+def _ieee(node: exp.Sqrt | exp.Ln | exp.Log | exp.Exp) -> exp.Expression:
+    """SQRT, LN, LOG and EXP with DuckDB's IEEE results where PostgreSQL raises: the square
+    root or logarithm of a negative number is NaN, the logarithm of 0 is -Infinity, EXP
+    overflows to Infinity and underflows to 0 (the rewrite's clamps then read NaN as NULL)."""
+    if isinstance(node, exp.Log) and node.expression is not None:  # LOG(base, x)
+        return exp.Div(this=_guarded_log(exp.Ln, _fixed(node.expression)), expression=exp.Nullif(
+            this=exp.Paren(this=_guarded_log(exp.Ln, _fixed(node.this))),
+            expression=exp.Literal.number(0)))
+    value = exp.cast(_fixed(node.this), _DOUBLE)
+    if isinstance(node, exp.Sqrt):
+        return exp.Case(ifs=[exp.If(this=exp.LT(this=value, expression=exp.Literal.number(0)),
+                                    true=_special("NaN"))], default=exp.Sqrt(this=value.copy()))
+    if isinstance(node, exp.Exp):
+        return exp.Case(ifs=[
+            exp.If(this=exp.EQ(this=value, expression=_special("NaN")), true=_special("NaN")),
+            exp.If(this=exp.GT(this=value.copy(), expression=exp.Literal.number("709.78")),
+                   true=_special("Infinity")),
+            exp.If(this=exp.LT(this=value.copy(), expression=exp.Literal.number(-745)),
+                   true=exp.cast(exp.Literal.number(0), _DOUBLE))],
+            default=exp.Exp(this=value.copy()))
+    return _guarded_log(type(node), value)
+
+
+def _guarded_log(kind: type[exp.Ln] | type[exp.Log], value: exp.Expression) -> exp.Expression:
+    value = exp.cast(value, _DOUBLE)
+    return exp.Case(ifs=[
+        exp.If(this=exp.EQ(this=value, expression=exp.Literal.number(0)),
+               true=_special("-Infinity")),
+        exp.If(this=exp.LT(this=value.copy(), expression=exp.Literal.number(0)),
+               true=_special("NaN"))], default=kind(this=value.copy()))
 
 
 def _null_propagating(node: exp.Least | exp.Greatest) -> exp.Expression:
