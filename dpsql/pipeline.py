@@ -167,6 +167,8 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
     """What a plan will do, without reading data."""
     schema = engine.schema.get(p.table.name.lower(), {}) if engine is not None else {}
     sql = rewrite(p, schema).sql(dialect="duckdb", pretty=True)
+    if engine is not None and engine.dialect != "duckdb":
+        sql = engine_sql(p, engine)[0]  # what that engine runs (its dialect, one line)
     cells = []
     for cell in p.cells:
         for m in calibrated(cell):
