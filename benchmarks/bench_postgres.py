@@ -29,10 +29,10 @@ import psycopg
 import sqlglot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import QUERIES, ensure_data  # noqa: E402
+from bench_engine import QUERIES, ensure_data
 
-import dpsql  # noqa: E402
-from dpsql.engines.pgcluster import Cluster, throwaway_cluster  # noqa: E402
+import dpsql
+from dpsql.engines.pgcluster import Cluster, throwaway_cluster
 
 
 def _raw(con: psycopg.Connection, sql: str) -> float:
@@ -59,12 +59,14 @@ def run(cluster: Cluster, rows: int, runs: int) -> list[str]:
         for q in QUERIES:
             raw_sql = sqlglot.transpile(q.sql, read="duckdb", write="postgres")[0]
             _raw(con, raw_sql), _dpsql(db, q.sql, q.delta)  # warm-up
-            raw, private = [], []
-            for i in range(runs):
-                pair = [lambda: raw.append(_raw(con, raw_sql)),
-                        lambda: private.append(_dpsql(db, q.sql, q.delta))]
-                for step in (pair if i % 2 == 0 else pair[::-1]):
-                    step()
+            raw: list[float] = []
+            private: list[float] = []
+            for i in range(runs):  # the order flips every round
+                for first in ((True, False) if i % 2 == 0 else (False, True)):
+                    if first:
+                        raw.append(_raw(con, raw_sql))
+                    else:
+                        private.append(_dpsql(db, q.sql, q.delta))
             r, p = statistics.median(raw) * 1000, statistics.median(private) * 1000
             lines.append(f"| {rows:,} | {q.table} | {q.label} | {r:.1f} | {p:.1f} | "
                          f"{p / r:.1f}x |")
