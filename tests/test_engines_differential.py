@@ -4,7 +4,7 @@ refused query is refused with the same class.
 
 **Why the data is chosen so that bounding keeps every row.** Each engine keys the contribution
 bounding sample with its own salted hash (DuckDB's ``hash``, PostgreSQL's
-``hashtextextended``): the two cannot be made bit-identical without slowing the default
+``hash_record_extended``): the two cannot be made bit-identical without slowing the default
 engine down, and a sample is only required to be uniformly random and secret, not the same.
 So the data sets here are built so that no unit exceeds its bounds (at most
 min(max_rows_per_unit, max_groups_per_unit) rows per unit, or one row per unit): the sample

@@ -47,7 +47,7 @@ def test_explain_shows_the_postgresql_query(sample_url: str, metadata: Path) -> 
                                        str(metadata), "SELECT AVG(amount) FROM visits"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert "hashtextextended" in result.output.lower()
+    assert "hash_record_extended" in result.output.lower()
 
 
 def test_a_url_needs_its_metadata(sample_url: str) -> None:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from dpsql.metadata import Table
 
 REWRITTEN_CACHE_SIZE = 512
+MINIMUM_VERSION = 140000
 DEFAULT_STATEMENT_TIMEOUT = 300.0  # seconds, when the owner sets none
 # PostgreSQL's types in DuckDB's names (the rewrite's vocabulary); others are kept as spelled
 # (and refused by check_metadata if declared).
@@ -88,6 +89,10 @@ class PostgresEngine:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._sessions: list[Any] = []
+        version = self._fetch("SELECT current_setting('server_version_num')::int")[0][0]
+        if version < MINIMUM_VERSION:  # hash_record_extended, NUMERIC infinities
+            raise EngineError(f"{self.path} runs PostgreSQL {version // 10000}; dpsql needs "
+                              "PostgreSQL 14 or later")
         self.schema = self._schema(tables)
         self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
 
