@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import duckdb
 import pytest
 from test_attacks import (
     _REFUSALS,
@@ -28,6 +30,7 @@ from test_engines_differential import ENGINES
 
 import dpsql
 from dpsql import audit as A
+from dpsql.errors import QueryTimeout
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")
 
@@ -78,3 +81,30 @@ def test_audit_scenario_passes(request: pytest.FixtureRequest, engine: str, name
     result = A.audit(A.SCENARIOS[name], 200, n_select=100, engine=copy)
     assert result.passed, (f"{engine}: {name}: audited epsilon >= {result.epsilon_lb:.3f} > "
                            f"{result.epsilon}")
+
+
+@pytest.mark.parametrize("engine", OTHERS)
+def test_the_owners_timeout_stops_the_engine_and_the_next_query_runs(
+        request: pytest.FixtureRequest, tmp_path: Path, engine: str) -> None:
+    """The owner's statement_timeout cancels the engine's query (a QueryTimeout naming only
+    the limit, the same on D and D'), and the session still answers afterwards."""
+    from test_attacks import SLOW_META, SLOW_SQL
+
+    meta = tmp_path / "meta.toml"
+    meta.write_text(SLOW_META.format(timeout=0.05, grid=0.0, reuse="false"))
+    outcomes = []
+    for label, extra in (("d", ""), ("d_prime", "UNION ALL SELECT 999999, 42 FROM range(5)")):
+        path = tmp_path / f"{label}.duckdb"
+        with duckdb.connect(str(path)) as con:
+            con.execute("CREATE TABLE events AS SELECT i % 100000 AS pid, (i * 7919) % 100 AS v"
+                        f" FROM range(1000000) t(i) {extra}")
+        database = ENGINES[engine](request, path, f"slow_{label}")
+        with dpsql.Database(database, meta, analyst="alice") as db:
+            started = time.monotonic()
+            with pytest.raises(QueryTimeout) as info:
+                db.query(SLOW_SQL, epsilon=1.0)
+            # dpsql's cancel, not the session's backstop timeout (the limit + 1 s)
+            assert time.monotonic() - started < 1.0
+            outcomes.append(str(info.value))
+            assert db.engine.execute("SELECT 1") == (["?column?"], [(1,)])  # still usable
+    assert outcomes[0] == outcomes[1] and "0.05 s" in outcomes[0]
