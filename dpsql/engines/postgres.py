@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 REWRITTEN_CACHE_SIZE = 512
 MINIMUM_VERSION = 140000
+CANCEL_RETRY, CANCEL_RETRIES = 0.02, 100  # a lost cancel request is repeated for up to 2 s
 DEFAULT_STATEMENT_TIMEOUT = 300.0  # seconds, when the owner sets none
 # PostgreSQL's types in DuckDB's names (the rewrite's vocabulary); others are kept as spelled
 # (and refused by check_metadata if declared).
@@ -64,13 +65,35 @@ def _psycopg() -> Any:
 
 
 class PgCancel:
-    """A PostgreSQL cancel token: a cancel request for the calling thread's session."""
+    """A PostgreSQL cancel token for the calling thread's session and its next query.
+
+    A cancel request that reaches the server before the query does is lost (the server
+    cancels whatever runs at that moment, here nothing), and the query would then run to the
+    session's backstop timeout. So after the first request the token repeats it every
+    :data:`CANCEL_RETRY` seconds, on a thread of its own, until its query has finished
+    (``finished``, set by :meth:`PostgresEngine.execute` under ``lock``, so that no repeat can
+    reach the session's next query), for at most :data:`CANCEL_RETRIES` tries."""
 
     def __init__(self, connection: Any) -> None:
         self._connection = connection
+        self.lock = threading.Lock()
+        self.finished = threading.Event()
 
     def cancel(self) -> None:
-        self._connection.cancel_safe()
+        self._send()
+        threading.Thread(target=self._repeat, daemon=True, name="dpsql-pg-cancel").start()
+
+    def _send(self) -> bool:
+        with self.lock:
+            if self.finished.is_set():
+                return False
+            self._connection.cancel_safe()
+            return True
+
+    def _repeat(self) -> None:
+        for _ in range(CANCEL_RETRIES):
+            if self.finished.wait(CANCEL_RETRY) or not self._send():
+                return
 
 
 class PostgresEngine:
@@ -118,7 +141,10 @@ class PostgresEngine:
         return con
 
     def cancel_token(self) -> PgCancel:
-        return PgCancel(self.session())
+        """A token that cancels the next query this thread runs (see :class:`PgCancel`)."""
+        token = PgCancel(self.session())
+        self._local.token = token
+        return token
 
     def close(self) -> None:
         with self._lock:
@@ -181,6 +207,8 @@ class PostgresEngine:
         """Run one checked, rewritten query and return its column names and rows (NUMERIC
         sums as Python ints when whole, floats otherwise)."""
         psycopg = _psycopg()
+        token: PgCancel | None = getattr(self._local, "token", None)
+        self._local.token = None
         try:
             cur = self.session().execute(sql, list(parameters) or None)
             names = [d.name for d in cur.description or []]
@@ -193,6 +221,10 @@ class PostgresEngine:
                                   owner_detail=str(e), interrupted=interrupted) from None
             raise EngineError("the engine failed on the rewritten query (a dpsql bug: the "
                               "data owner's log has the details)", owner_detail=str(e)) from None
+        finally:
+            if token is not None:
+                with token.lock:  # no repeated cancel request can follow
+                    token.finished.set()
 
 
 def _value(value: object) -> object:
