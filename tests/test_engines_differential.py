@@ -194,3 +194,51 @@ def test_end_to_end_query_is_the_same_on_every_engine(sql: str, end_to_end_engin
         str, Engine]) -> None:
     options = {"epsilon": 1.0, "delta": 1e-6 if "city" in sql or "kind" in sql else 0.0}
     _check(end_to_end_engines, _end_to_end_metadata(), sql, options)
+
+
+# --- casts of text that does not convert: never an error, on every engine ----------------------
+
+NASTY = ["12", " -7 ", "12.5", "1e3", "99999999999999999999", "1e400", "-1e-400", "abc", "",
+         "2024-02-29", "2023-02-29", "0000-01-01", "2024-13-01", "2024-04-31 10:00:00", "true",
+         "NaN", "1_000", "0x10", "9" * 500]
+WELL_FORMED = {"12", " -7 ", "12.5", "2024-02-29", "2024-04-30"}
+CASTS = ["CAST(code AS BIGINT)", "CAST(code AS INTEGER)", "CAST(code AS SMALLINT)",
+         "CAST(code AS DOUBLE)", "CAST(code AS DECIMAL(10, 2))", "CAST(code AS DATE)",
+         "CAST(code AS BOOLEAN)"]
+CAST_META = {"t": {"privacy_unit": "id", "max_rows_per_unit": 1, "one_row_per_unit": True,
+                   "columns": {"id": {"type": "int"}, "code": {"type": "text",
+                                                               "nullable": True}}}}
+
+
+@pytest.fixture(scope="module")
+def cast_engines(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[dict[str, Engine]]:
+    from dpsql.metadata import parse_metadata
+
+    path = tmp_path_factory.mktemp("casts") / "casts.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t (id BIGINT, code VARCHAR)")
+        con.executemany("INSERT INTO t VALUES (?, ?)", list(enumerate(NASTY)))
+    yield from _opened(request, path, "differential_casts",
+                       parse_metadata({"tables": CAST_META}, source="casts.toml"))
+
+
+@pytest.mark.parametrize("cast", CASTS)
+def test_text_that_does_not_convert_never_fails(cast: str,
+                                                cast_engines: dict[str, Engine]) -> None:
+    """Every value of NASTY through every cast, as a GROUP BY key (thresholded, so that the
+    keys themselves come back exactly): no engine raises, and well-formed text converts to
+    the same value everywhere."""
+    from dpsql.metadata import parse_metadata
+
+    metadata = parse_metadata({"tables": CAST_META}, source="casts.toml")
+    sql = f"SELECT code, {cast} AS k, COUNT(*) FROM t GROUP BY code, k"
+    answers = {}
+    for name, engine in cast_engines.items():
+        kind, rows = outcome(engine, metadata, sql, {"epsilon": 1.0, "delta": 1e-6})
+        assert kind == "rows", f"{name}: {sql} refused"
+        answers[name] = {row[0]: row[1] for row in rows  # type: ignore[attr-defined]
+                         if row[0] in WELL_FORMED}
+    reference = next(iter(answers.values()))
+    assert len(reference) == len(WELL_FORMED & set(NASTY)), reference
+    assert all(a == reference for a in answers.values()), answers

@@ -90,3 +90,21 @@ def test_sessions_are_read_only_and_see_only_granted_tables(pg_cluster: Cluster,
         assert set(reader.schema) == {"t"}
     finally:
         reader.close()
+
+
+def test_the_database_argument_chooses_the_engine(tmp_path: Path) -> None:
+    from dpsql.engines import is_url
+    from dpsql.engines.postgres import _redacted
+
+    assert is_url("postgresql://u@h/db") and is_url("sc://host:15002")
+    assert not is_url(tmp_path / "data.duckdb") and not is_url("data/")
+    with pytest.raises(EngineError, match="unknown database URL scheme 'mysql'"):
+        open_engine("mysql://u@h/db")
+    assert _redacted("postgresql://u:secret@h:5432/db") == "postgresql://u@h:5432/db"
+
+
+def test_a_password_never_reaches_a_message(pg_cluster: Cluster) -> None:
+    url = pg_cluster.url("nobody").replace("nobody@", "nobody:hunter2@")
+    with pytest.raises(EngineError) as info:
+        open_engine(url)
+    assert "hunter2" not in str(info.value)
