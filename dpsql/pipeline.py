@@ -117,7 +117,7 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
     sql = tree.sql(dialect="duckdb")
     check_engine_query(p, sql, salted, schema)
     if engine is not None and engine.dialect != "duckdb":
-        sql = engine.compile(tree, p.table, salted)  # its own SQL, checked on empty tables
+        sql = engine.compile(tree, p, salted)  # its own SQL, checked on empty tables
     return sql, salted
 
 

@@ -108,3 +108,44 @@ def test_the_owners_timeout_stops_the_engine_and_the_next_query_runs(
             outcomes.append(str(info.value))
             assert db.engine.execute("SELECT 1") == (["?column?"], [(1,)])  # still usable
     assert outcomes[0] == outcomes[1] and "0.05 s" in outcomes[0]
+
+
+UNBOUNDED_META = """
+[tables.t]
+privacy_unit = "id"
+one_row_per_unit = true
+
+[tables.t.columns]
+id = { type = "int" }
+x = { type = "float", nullable = true }
+"""
+OVERFLOWS = ["SELECT COUNT(*) FROM t WHERE x * 1e300 > 1", "SELECT COUNT(*) FROM t WHERE x * x > 1",
+             "SELECT COUNT(*) FROM t WHERE x + x > 1", "SELECT COUNT(*) FROM t WHERE x - x > 1",
+             "SELECT COUNT(*) FROM t WHERE x / 1e-300 > 1",
+             "SELECT COUNT(*) FROM t WHERE POWER(x, 2) > 1",
+             "SELECT COUNT(*) FROM t WHERE EXP(x) > 1", "SELECT COUNT(*) FROM t WHERE x > 1"]
+
+
+@pytest.mark.parametrize("engine", OTHERS)
+def test_float_overflow_of_unbounded_columns_never_fails(
+        request: pytest.FixtureRequest, tmp_path: Path, engine: str) -> None:
+    """A float column without bounds holding 1.7e308 in D' only: arithmetic that overflows a
+    double (an error on PostgreSQL, infinity on DuckDB) is refused on both before any row is
+    read, or answered on both."""
+    meta = tmp_path / "meta.toml"
+    meta.write_text(UNBOUNDED_META)
+    dbs = []
+    for label, extra in (("d", ""), ("d_prime", "UNION ALL SELECT 99, 1.7e308, ")):
+        path = tmp_path / f"{label}.duckdb"
+        with duckdb.connect(str(path)) as con:
+            con.execute("CREATE TABLE t AS SELECT i AS id, i::DOUBLE AS x FROM range(20) r(i) "
+                        + extra.rstrip(", "))
+        dbs.append(dpsql.Database(ENGINES[engine](request, path, f"overflow_{label}"), meta))
+    try:
+        for sql in OVERFLOWS:
+            fates = [outcome(db, sql, epsilon=1.0) for db in dbs]
+            assert fates[0] == fates[1], f"{engine}: {sql}: {fates}"
+            assert fates[0] in {"answered", "UnsupportedQuery"}, (sql, fates)
+    finally:
+        for db in dbs:
+            db.close()

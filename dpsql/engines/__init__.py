@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     import numpy as np
     from sqlglot import exp
 
-    from dpsql.metadata import Metadata, Table
+    from dpsql.metadata import Metadata
+    from dpsql.plan import Plan
 
 _log = logging.getLogger(__name__)
 #: Engine errors whose messages quote the query, never the data: raised before any row is
@@ -83,9 +84,9 @@ class Engine(Protocol):
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]: ...
 
-    def compile(self, tree: exp.Expression, table: Table, salted: bool) -> str:
-        """The engine's SQL for the rewritten tree (written for DuckDB's semantics), checked
-        on empty tables of the engine's physical types: raises
+    def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
+        """The engine's SQL for the rewritten tree of ``plan`` (written for DuckDB's
+        semantics), checked on empty tables of the engine's physical types: raises
         :class:`~dpsql.errors.UnsupportedQuery` for what the engine cannot run."""
         ...
 
@@ -169,7 +170,7 @@ class DuckDBEngine:
             self._local.cursor = cur
         return cur
 
-    def compile(self, tree: exp.Expression, table: Table, salted: bool) -> str:
+    def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
         """DuckDB's text of the tree (the pipeline checks it on an empty table)."""
         return tree.sql(dialect="duckdb")
 

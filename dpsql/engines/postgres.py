@@ -29,16 +29,17 @@ import decimal
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlglot import exp
 
+from dpsql.bounds import bound
 from dpsql.cache import LRU
 from dpsql.engines.postgres_sql import postgres_sql
-from dpsql.errors import EngineError, UnsupportedQuery
+from dpsql.errors import EngineError, QueryRefused, UnsupportedQuery
 
 if TYPE_CHECKING:
-    from dpsql.metadata import Table
+    from dpsql.plan import Plan
 
 REWRITTEN_CACHE_SIZE = 512
 MINIMUM_VERSION = 140000
@@ -182,10 +183,12 @@ class PostgresEngine:
 
     # --- queries ----------------------------------------------------------------------------
 
-    def compile(self, tree: exp.Expression, table: Table, salted: bool) -> str:
+    def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
         """PostgreSQL's SQL for the rewritten ``tree``, run once on an empty table of the
         physical types (its declared ones where unknown) so that a type error is a refusal,
         before any charge (see :func:`dpsql.pipeline.check_engine_query` for DuckDB)."""
+        _refuse_float_overflow(plan)
+        table = plan.table
         sql = postgres_sql(tree)
         empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _pg_type(
             self.schema.get(table.name.lower(), {}).get(c.name.lower()), c.type)), c.name,
@@ -225,6 +228,29 @@ class PostgresEngine:
             if token is not None:
                 with token.lock:  # no repeated cancel request can follow
                     token.finished.set()
+
+
+def _refuse_float_overflow(plan: Plan) -> None:
+    """PostgreSQL raises where DOUBLE PRECISION arithmetic overflows
+    (DuckDB gives infinity, which the clamps handle), so on PostgreSQL such an operation must
+    have a finite bound, derived from the declared bounds (:mod:`dpsql.bounds`); otherwise the
+    query is refused before any charge, naming the expression: an error on some rows only
+    would tell whether they exist."""
+    expressions = [plan.query.where, *[k.expression for k in plan.keys],
+                   *[m.arg for m in plan.measurements]]
+    for expression in expressions:
+        if expression is None:
+            continue
+        for node in expression.find_all(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Pow):
+            try:
+                b = bound(cast(exp.Expression, node), plan.table)
+            except QueryRefused:
+                continue
+            if b.kind == "float" and not b.finite:
+                raise UnsupportedQuery(
+                    f"on PostgreSQL, {node.sql(dialect='duckdb')} could overflow a double (its "
+                    "range cannot be bounded from the declared bounds); declare lower and upper "
+                    "bounds on its columns, or compute with smaller constants")
 
 
 def _value(value: object) -> object:
