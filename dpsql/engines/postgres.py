@@ -244,6 +244,8 @@ def _refuse_float_overflow(plan: Plan) -> None:
         for node in expression.find_all(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Pow):
             try:
                 b = bound(cast(exp.Expression, node), plan.table)
+                if isinstance(node, exp.Div) and not b.finite and _int_divisor(node, plan):
+                    continue  # a nonzero integer divisor: |quotient| <= |dividend|
             except QueryRefused:
                 continue
             if b.kind == "float" and not b.finite:
@@ -251,6 +253,13 @@ def _refuse_float_overflow(plan: Plan) -> None:
                     f"on PostgreSQL, {node.sql(dialect='duckdb')} could overflow a double (its "
                     "range cannot be bounded from the declared bounds); declare lower and upper "
                     "bounds on its columns, or compute with smaller constants")
+
+
+def _int_divisor(node: exp.Div, plan: Plan) -> bool:
+    """Whether ``node`` divides a finite dividend by an integer (zero is NULL'd by the rewrite,
+    so the divisor's magnitude is at least 1 and the quotient cannot overflow)."""
+    dividend, divisor = bound(node.this, plan.table), bound(node.expression, plan.table)
+    return divisor.kind in ("int", "bool") and dividend.finite
 
 
 def _value(value: object) -> object:
