@@ -177,18 +177,20 @@ def metadata() -> None:
 
 
 @metadata.command("init")
-@click.option("--database", "-d", required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--database", "-d", required=True, type=str,
+              help="A DuckDB file, a folder of CSV/Parquet files or a postgresql:// URL.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write here instead of standard output.")
 @user_errors
-def metadata_init(database: Path, output: Path | None) -> None:
+def metadata_init(database: str, output: Path | None) -> None:
     """Write a metadata skeleton from the database's schema (never from its values)."""
-    from dpsql.engines import DuckDBEngine
+    from dpsql.engines import DuckDBEngine, open_engine
     from dpsql.skeleton import skeleton
 
-    engine = DuckDBEngine(database)
-    try:
-        text = skeleton(engine.tables())
+    engine = open_engine(database)
+    try:  # DuckDB keeps the names' case; a server's schema is in DuckDB's type names too
+        text = skeleton(engine.tables() if isinstance(engine, DuckDBEngine) else
+                        {t: list(columns.items()) for t, columns in engine.schema.items()})
     finally:
         engine.close()
     if output is None:

@@ -51,6 +51,7 @@ def _postgres(request: pytest.FixtureRequest, path: Path, name: str) -> str:
 ENGINES: dict[str, Loader] = {
     "duckdb": _duckdb,
     "postgres": _postgres,
+    # "spark": _spark,  (tests of dpsql/engines/spark.py)
 }
 SALT = 1234567  # any: the data keeps every row, so the sample does not depend on it
 

@@ -108,3 +108,10 @@ def test_a_password_never_reaches_a_message(pg_cluster: Cluster) -> None:
     with pytest.raises(EngineError) as info:
         open_engine(url)
     assert "hunter2" not in str(info.value)
+
+
+def test_metadata_init_reads_a_postgresql_schema(sample_url: str) -> None:
+    result = CliRunner().invoke(main, ["metadata", "init", "--database", sample_url],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "[tables.people" in result.output and "income" in result.output
