@@ -97,3 +97,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A throw-away PostgreSQL cluster for the whole run (dpsql.engines.pgcluster), empty:
+    each test module loads its tables with ``load_duckdb_file`` and connects as the read-only
+    role it grants. No server installed is a failure, not a skip (CI installs one)."""
+    from dpsql.engines.pgcluster import throwaway_cluster
+
+    with throwaway_cluster(tmp_path_factory.mktemp("postgres")) as cluster:
+        yield cluster

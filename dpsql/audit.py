@@ -344,8 +344,11 @@ def choose_events(a: np.ndarray, b: np.ndarray, names: Sequence[Feature], delta:
 def audit(scenario: Scenario, n: int | None = None, *, n_select: int | None = None,
           confidence: float = DEFAULT_CONFIDENCE, events: int = DEFAULT_EVENTS,
           folder: str | Path | None = None,
-          progress: Callable[[str], None] | None = None) -> AuditResult:
-    """Audit one scenario: ``n_select`` selection runs and ``n`` evaluation runs per side."""
+          progress: Callable[[str], None] | None = None,
+          engine: Callable[[Path], str | Path] | None = None) -> AuditResult:
+    """Audit one scenario: ``n_select`` selection runs and ``n`` evaluation runs per side.
+    ``engine`` maps each DuckDB file of D and D' to the database dpsql opens instead (a copy
+    in another engine: the tests audit PostgreSQL so)."""
     n = default_n() if n is None else n
     n_select = max(100, n // 4) if n_select is None else n_select
     if n < 10 or n_select < 10:
@@ -355,6 +358,8 @@ def audit(scenario: Scenario, n: int | None = None, *, n_select: int | None = No
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dpsql-audit-") as tmp:
         d_path, d_prime_path, metadata = build_databases(scenario, folder or tmp)
+        if engine is not None:
+            d_path, d_prime_path = engine(d_path), engine(d_prime_path)  # type: ignore[assignment]
         with Database(d_path, metadata) as d, Database(d_prime_path, metadata) as d_prime:
             if progress:
                 progress(f"{scenario.name}: selecting events on {n_select} runs per side")

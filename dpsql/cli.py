@@ -65,9 +65,10 @@ def _remedy(e: Error) -> str:
 def database_options(fn: F) -> F:
     fn = click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
                       help="The data owner's metadata TOML (default: the sample data's).")(fn)
-    fn = click.option("--database", "-d", type=click.Path(path_type=Path),
-                      help="A DuckDB file or a folder of CSV/Parquet files "
-                           "(default: the bundled sample data).")(fn)
+    # A string, not a click.Path: a postgresql:// URL must reach the engine as written.
+    fn = click.option("--database", "-d", type=str,
+                      help="A DuckDB file, a folder of CSV/Parquet files or a postgresql:// "
+                           "URL (default: the bundled sample data).")(fn)
     return fn
 
 
@@ -83,7 +84,7 @@ def privacy_options(fn: F) -> F:
     return fn
 
 
-def open_database(database: Path | None, metadata: Path | None,
+def open_database(database: str | Path | None, metadata: Path | None,
                   analyst: str | None = None) -> Database:
     if (database is None) != (metadata is None):
         raise click.UsageError("pass both --database and --metadata, or neither for the "
@@ -113,7 +114,7 @@ def main() -> None:
               help="Who is asking, charged for the query (default: $DPSQL_ANALYST, else the "
                    "operating-system user).")
 @user_errors
-def query(sql: str, database: Path | None, metadata: Path | None, epsilon: float, delta: float,
+def query(sql: str, database: str | None, metadata: Path | None, epsilon: float, delta: float,
           mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget."""
     with open_database(database, metadata, analyst) as db:
@@ -151,7 +152,7 @@ def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
 @database_options
 @privacy_options
 @user_errors
-def explain(sql: str, database: Path | None, metadata: Path | None, epsilon: float,
+def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float,
             delta: float, mechanism: str) -> None:
     """Show the rewritten SQL and each cell's noise, without reading data."""
     with open_database(database, metadata) as db:
@@ -165,18 +166,20 @@ def metadata() -> None:
 
 
 @metadata.command("init")
-@click.option("--database", "-d", required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--database", "-d", required=True, type=str,
+              help="A DuckDB file, a folder of CSV/Parquet files or a postgresql:// URL.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write here instead of standard output.")
 @user_errors
-def metadata_init(database: Path, output: Path | None) -> None:
+def metadata_init(database: str, output: Path | None) -> None:
     """Write a metadata skeleton from the database's schema (never from its values)."""
-    from dpsql.engines import DuckDBEngine
+    from dpsql.engines import DuckDBEngine, open_engine
     from dpsql.skeleton import skeleton
 
-    engine = DuckDBEngine(database)
-    try:
-        text = skeleton(engine.tables())
+    engine = open_engine(database)
+    try:  # DuckDB keeps the names' case; a server's schema is in DuckDB's type names too
+        text = skeleton(engine.tables() if isinstance(engine, DuckDBEngine) else
+                        {t: list(columns.items()) for t, columns in engine.schema.items()})
     finally:
         engine.close()
     if output is None:
@@ -271,7 +274,7 @@ def budget_reset(ctx: click.Context, analyst: str, metadata: Path | None, yes: b
               help="Threads answering queries (default: one per allowed connection, "
                    "at least 4 per CPU).")
 @user_errors
-def serve(database: Path | None, metadata: Path | None, host: str, port: int,
+def serve(database: str | None, metadata: Path | None, host: str, port: int,
           passwords: Path | None, tls_cert: Path | None, tls_key: Path | None,
           require_tls: bool, epsilon: float, delta: float, mechanism: str,
           statement_timeout: float, max_connections: int, workers: int) -> None:

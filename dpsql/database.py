@@ -54,7 +54,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
-from dpsql.engines import CursorCancel, DuckDBEngine, Engine, check_metadata
+from dpsql.engines import CursorCancel, Engine, check_metadata, is_url, open_engine
 from dpsql.errors import (
     EngineError,
     EngineFailure,
@@ -145,7 +145,9 @@ def open_ledger(metadata: Metadata) -> Ledger | None:
 
 
 class Database:
-    """A DuckDB database (file or folder of CSV/Parquet) seen through its metadata.
+    """A database seen through its metadata: a DuckDB file or folder of CSV/Parquet, or a
+    server URL (``postgresql://...``, see :func:`dpsql.engines.open_engine`; a URL needs its
+    metadata file).
 
     ``analyst`` is who asks by default (see :func:`resolve_analyst`). A Database may be shared
     by threads; each process opens its own. ``engine``, an already opened engine, replaces
@@ -166,7 +168,8 @@ class Database:
         if analyst is not None:
             resolve_analyst(analyst)  # refuse an invalid name now
         self.analyst = analyst
-        self.engine: Engine = engine if engine is not None else DuckDBEngine(database)
+        self.engine: Engine = engine if engine is not None else open_engine(database,
+                                                                             self.metadata)
         # Plans of joins read public tables (multiplicities, key domains: dpsql.joins).
         self.metadata.public_data.engine = self.engine
         try:
@@ -179,8 +182,8 @@ class Database:
             self.engine.close()
             raise
         tables = json.dumps(self.metadata.raw.get("tables"), sort_keys=True, default=str)
-        self._scope = hashlib.sha256(
-            f"{self.engine.path.resolve()}\0{tables}".encode()).hexdigest()
+        where = self.engine.path if is_url(database) else self.engine.path.resolve()
+        self._scope = hashlib.sha256(f"{where}\0{tables}".encode()).hexdigest()
         # (SQL text, parameters) -> (normalised text, answer-key text): see _texts.
         self._memo: LRU[tuple[object, ...], tuple[str, str]] = LRU(_MEMO_SIZE)
         self._public = PublicStore(self.metadata, self.engine)  # loaded on first use

@@ -143,7 +143,8 @@ def TimestampFromTicks(ticks: float) -> dt.datetime:
 def connect(database: str | Path | None = None, metadata: str | Path | Metadata | None = None,
             analyst: str | None = None, epsilon: float = 1.0, delta: float = 0.0,
             mechanism: str = "laplace") -> Connection:
-    """Open a connection: ``database`` (a DuckDB file or a folder of CSV/Parquet files) seen
+    """Open a connection: ``database`` (a DuckDB file, a folder of CSV/Parquet files or a
+    ``postgresql://`` URL) seen
     through ``metadata`` (neither: the bundled sample data), charged to ``analyst`` (default:
     ``DPSQL_ANALYST``, else the operating-system user), with default ``epsilon``, ``delta`` and
     ``mechanism`` for each query."""

@@ -115,10 +115,10 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     plan while the entry lives.
     """
     if engine is None:
-        return _engine_sql(p, {}, "duckdb")
+        return _engine_sql(p, {}, None)
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
-        sql, salted = _engine_sql(p, _schema(p, engine), engine.dialect)
+        sql, salted = _engine_sql(p, _schema(p, engine), engine)
         entry = engine.rewritten.put(id(p), (p, sql, salted))
     return entry[1], entry[2]
 
@@ -132,12 +132,16 @@ def _schema(p: Plan, engine: Engine | None) -> Mapping[str, str]:
     return engine.schema.get(p.table.name.lower(), {})
 
 
-def _engine_sql(p: Plan, schema: Mapping[str, str], dialect: str) -> tuple[str, bool]:
+def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
+                ) -> tuple[str, bool]:
     tree = rewrite(p, schema)
     salted = tree.find(exp.Placeholder) is not None
-    sql = tree.sql(dialect=dialect, copy=False)
-    check_engine_query(p, sql if dialect == "duckdb" else tree.sql(dialect="duckdb"), salted,
-                       schema)
+    # DuckDB's semantics are the reference: every engine's query is checked there too, so a
+    # query is refused the same way whatever the engine.
+    sql = tree.sql(dialect="duckdb")
+    check_engine_query(p, sql, salted, schema)
+    if engine is not None and engine.dialect != "duckdb":
+        sql = engine.compile(tree, p, salted)  # its own SQL, checked on empty tables
     return sql, salted
 
 
@@ -193,6 +197,8 @@ class Explanation:
 def explain(p: Plan, engine: Engine | None = None) -> Explanation:
     """What a plan will do, without reading data."""
     sql = rewrite(p, _schema(p, engine)).sql(dialect="duckdb", pretty=True)
+    if engine is not None and engine.dialect != "duckdb":
+        sql = engine_sql(p, engine)[0]  # what that engine runs (its dialect, one line)
     cells = []
     for cell in p.cells:
         for m in calibrated(cell):

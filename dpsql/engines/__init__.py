@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,8 +30,10 @@ from dpsql.errors import EngineError, MetadataError
 
 if TYPE_CHECKING:
     import numpy as np
+    from sqlglot import exp
 
     from dpsql.metadata import Metadata
+    from dpsql.plan import Plan
 
 _log = logging.getLogger(__name__)
 #: Engine errors whose messages quote the query, never the data: raised before any row is
@@ -81,6 +83,12 @@ class Engine(Protocol):
 
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]: ...
+
+    def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
+        """The engine's SQL for the rewritten tree of ``plan`` (written for DuckDB's
+        semantics), checked on empty tables of the engine's physical types: raises
+        :class:`~dpsql.errors.UnsupportedQuery` for what the engine cannot run."""
+        ...
 
     def cancel_token(self) -> CancelToken: ...
 
@@ -162,6 +170,10 @@ class DuckDBEngine:
             self._local.cursor = cur
         return cur
 
+    def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
+        """DuckDB's text of the tree (the pipeline checks it on an empty table)."""
+        return tree.sql(dialect="duckdb")
+
     def cancel_token(self) -> CancelToken:
         """A token that interrupts what this thread runs on the engine (its own cursor)."""
         return CursorCancel(self.cursor())
@@ -200,6 +212,45 @@ class DuckDBEngine:
         self._connection.close()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+# --- which engine a database argument names ----------------------------------------------
+
+
+def _postgres(url: str, metadata: Metadata | None) -> Engine:
+    from dpsql.engines.postgres import PostgresEngine
+
+    tables = None if metadata is None else [t.lower() for t in metadata.tables]
+    timeout = None if metadata is None else metadata.server.statement_timeout
+    return PostgresEngine(url, tables=tables, statement_timeout=timeout)
+
+
+#: URL scheme -> how to open that engine (the URL, the metadata); anything without a scheme
+#: is a DuckDB file or folder. One line per engine.
+ENGINES: dict[str, Callable[[str, Metadata | None], Engine]] = {
+    "postgresql": _postgres,
+    "postgres": _postgres,
+    # "sc": _spark, "spark": _spark,  (dpsql/engines/spark.py)
+}
+
+
+def is_url(database: str | Path) -> bool:
+    """Whether ``database`` names a server by URL (``scheme://...``) rather than a path."""
+    return re.match(r"^[a-z][a-z0-9+.-]*://", str(database), re.I) is not None
+
+
+def open_engine(database: str | Path, metadata: Metadata | None = None) -> Engine:
+    """The engine ``database`` names: a ``scheme://`` URL of :data:`ENGINES`, else a DuckDB
+    file or folder of CSV/Parquet files. ``metadata`` gives a server engine the declared
+    tables and the owner's statement timeout."""
+    if not is_url(database):
+        return DuckDBEngine(database)
+    scheme = str(database).split("://", 1)[0].lower()
+    opener = ENGINES.get(scheme)
+    if opener is None:
+        raise EngineError(f"unknown database URL scheme {scheme!r}: use a DuckDB file or "
+                          f"folder, or one of {', '.join(s + '://' for s in ENGINES)}")
+    return opener(str(database), metadata)
 
 
 # --- declared types against physical types ---------------------------------------------------

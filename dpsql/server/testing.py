@@ -176,14 +176,16 @@ class RawClient:
 
 @contextlib.contextmanager
 def served_sandbox(folder: Path, password: str, user: str = "alice",
-                   epsilon: float = 100000.0, delta: float = 0.5) -> Iterator[SimpleNamespace]:
+                   epsilon: float = 100000.0, delta: float = 0.5,
+                   database: str | None = None) -> Iterator[SimpleNamespace]:
     """A :func:`sandbox` database, with its own ledger (whatever ``DPSQL_LEDGER`` says), served
     on a free port: ``port``, ``db``, ``setup`` and ``server``. The tests of every client start
-    their server this way."""
+    their server this way. ``database`` (a copy of the sample tables in another engine, by
+    URL) replaces the sample's Parquet folder."""
     setup = sandbox(folder, {user: (password, epsilon, delta)})
     saved = os.environ.pop(LEDGER_ENV, None)  # the sandbox's own ledger
     try:
-        db = Database(setup.database, setup.metadata)
+        db = Database(database or setup.database, setup.metadata)
     finally:
         if saved is not None:
             os.environ[LEDGER_ENV] = saved
