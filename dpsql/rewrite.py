@@ -56,8 +56,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
                           copy=False)
     if plan.query.where is not None:
         rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
-    if table.needs_bounding and _counts_rows_only(plan):
-        return _counted_per_unit(plan, rows)
+    if table.needs_bounding and aggregated(plan):
+        return _aggregated_query(plan, inputs, rows)
     source = "__rows"
     query = exp.select(*[exp.column(k.name) for k in plan.keys],
                        *[_measure(m, inputs) for m in plan.measurements], copy=False)
@@ -69,31 +69,6 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     if plan.keys:
         query = query.group_by(*[exp.column(k.name) for k in plan.keys], copy=False)
     return query
-
-
-def _counts_rows_only(plan: Plan) -> bool:
-    """A query without GROUP BY whose only measurements count rows or units."""
-    return not plan.keys and all(
-        (m.kind == "count" and m.arg is None) or m.kind == "units" for m in plan.measurements)
-
-
-def _counted_per_unit(plan: Plan, rows: exp.Select) -> exp.Select:
-    """COUNT(*) under contribution bounding without sampling rows: a unit with n rows keeps
-    min(n, k) of them in any k-row sample, so the bounded count is SUM(LEAST(n, k)) over the
-    units, exactly what the sample would give, with the same sensitivity k, and one hash
-    aggregate instead of a sort of every row by unit (benchmarks/bench_bounding.py)."""
-    k = plan.table.max_rows_per_unit
-    per_unit = exp.select(exp.alias_(exp.Anonymous(this="least", expressions=[
-        exp.Count(this=exp.Star()), exp.Literal.number(k)]), "__n"), copy=False).from_(
-        exp.to_identifier("__rows"), copy=False).group_by(exp.column("__unit"), copy=False)
-    measures = []
-    for m in plan.measurements:
-        value: exp.Expression = exp.Count(this=exp.Star()) if m.kind == "units" else \
-            exp.Coalesce(this=exp.Sum(this=exp.column("__n")),
-                         expressions=[exp.Literal.number(0)])
-        measures.append(exp.alias_(value, m.name))
-    return exp.select(*measures, copy=False).with_("__rows", as_=rows, copy=False).with_(
-        "__units", as_=per_unit, copy=False).from_(exp.to_identifier("__units"), copy=False)
 
 
 def _table_ref(table: Table) -> exp.Table:
@@ -171,6 +146,180 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
         copy=False)
 
 
+#: Measurement kinds answered from per-unit aggregates (the module docstring, "Bounding by
+#: per-unit aggregates"); the others (distinct values, histograms) need the sampled rows.
+PER_UNIT_KINDS = ("count", "units", "sum")
+
+
+def aggregated(plan: Plan) -> bool:
+    """Whether each unit's contribution is bounded on its per-(unit, group) aggregates rather
+    than by sorting its rows: when every measurement is a count or a sum, and the keys, if
+    any, have a public domain. Keys released by thresholding (dates, free text) typically have
+    nearly as many (unit, key) pairs as rows, where grouping the pairs and ranking them costs
+    more than sampling the rows (benchmarks/README.md); the choice reads the plan only."""
+    return (all(m.kind in PER_UNIT_KINDS for m in plan.measurements)
+            and (not plan.keys or plan.domain is not None))
+
+
+def row_cap(table: Table) -> int:
+    """k: the rows one unit contributes at most (a seam for the audit's mutants)."""
+    return table.max_rows_per_unit
+
+
+def group_cap(table: Table) -> int:
+    """g' = min(g, k): the groups one unit contributes to at most (:mod:`dpsql.aggregates`)."""
+    return table.groups_per_unit
+
+
+def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
+    """``__rows`` -> ``__units`` (one row per unit and group: its row count ``__n`` and one
+    exact aggregate ``__p{i}`` per measurement) -> ``__contrib`` (the groups the unit keeps and
+    ``__c``, the rows it contributes to each) -> one column per measurement per group."""
+    keys = [exp.column(k.name) for k in plan.keys]
+    per_unit = exp.select(exp.column("__unit"), *keys,
+                          exp.alias_(exp.Count(this=exp.Star()), "__n"),
+                          *_pre_aggregates(plan, inputs), copy=False).from_(
+        exp.to_identifier("__rows"), copy=False).group_by(exp.column("__unit"),
+                                                          *[k.copy() for k in keys], copy=False)
+    query = exp.select(*[k.copy() for k in keys], *[exp.alias_(_contribution(m), m.name)
+                                                     for m in plan.measurements], copy=False)
+    query = query.with_("__rows", as_=rows, copy=False).with_("__units", as_=per_unit,
+                                                               copy=False)
+    if keys:
+        query = query.with_("__ranked", as_=_ranked(plan), copy=False).with_(
+            "__kept", as_=_kept(plan), copy=False)
+        contrib = _select_all(exp.to_identifier("__kept"))
+        contrib.expressions.append(exp.alias_(_allocated(row_cap(plan.table)), "__c"))
+    else:
+        contrib = _select_all(exp.to_identifier("__units"))
+        contrib.expressions.append(exp.alias_(_least(exp.column("__n"), exp.Literal.number(
+            row_cap(plan.table))), "__c"))
+    query = query.with_("__contrib", as_=contrib, copy=False).from_(
+        exp.to_identifier("__contrib"), copy=False)
+    if keys:
+        query = query.group_by(*[k.copy() for k in keys], copy=False)
+    return query
+
+
+def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
+    """Per unit and group, per measurement: COUNT(x) for a count of values, the exact SUM of
+    the row terms for a sum (integers, see :func:`_sum_term`)."""
+    out: list[exp.Expr] = []
+    for m in plan.measurements:
+        x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+        if m.kind == "count" and x is not None:
+            out.append(exp.alias_(exp.Count(this=x), f"__p{m.index}"))
+        elif m.kind == "sum":
+            out.append(exp.alias_(exp.Sum(this=_sum_term(m, x)), f"__p{m.index}"))
+    return out
+
+
+def _unit_order(plan: Plan) -> exp.Order:
+    """A unit's groups in a secret random order: by a hash of the salt, the unit and the key
+    (ties, impossible but for hash collisions, broken by the keys: a total order)."""
+    keys = [exp.column(k.name) for k in plan.keys]
+    return exp.Order(expressions=[exp.Ordered(this=_hash([SALT, exp.column("__unit"), *keys])),
+                                  *[exp.Ordered(this=k) for k in keys]])
+
+
+def _ranked(plan: Plan) -> exp.Select:
+    """Each (unit, group) with its rank ``__r`` in the unit's random order of groups and the
+    unit's rows up to it, ``__cum`` (one sort of the unit's groups, not of its rows)."""
+    rank = exp.Window(this=exp.Anonymous(this="row_number"),
+                      partition_by=[exp.column("__unit")], order=_unit_order(plan))
+    cum = exp.cast(exp.Window(
+        this=exp.Sum(this=exp.column("__n")), partition_by=[exp.column("__unit")],
+        order=_unit_order(plan), spec=exp.WindowSpec(
+            kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")),
+        "BIGINT")  # a count of rows: a BIGINT, cheaper than the HUGEINT of SUM
+    out = _select_all(exp.to_identifier("__units"))
+    out.expressions.extend([exp.alias_(rank, "__r"), exp.alias_(cum, "__cum")])
+    return out
+
+
+def _kept(plan: Plan) -> exp.Select:
+    """The unit's first g' groups, with ``__tot``, its rows in them."""
+    tot = exp.cast(exp.Window(this=exp.Sum(this=exp.column("__n")),
+                              partition_by=[exp.column("__unit")]), "BIGINT")
+    out = _select_all(exp.to_identifier("__ranked")).where(exp.LTE(
+        this=exp.column("__r"), expression=exp.Literal.number(group_cap(plan.table))),
+        copy=False)
+    out.expressions.append(exp.alias_(tot, "__tot"))
+    return out
+
+
+def _allocated(k: int) -> exp.Expression:
+    """The rows a kept group contributes: ``K = min(tot, k)`` split over the unit's kept groups
+    in proportion to their rows, by systematic rounding with a secret offset ``U`` in [0, 1)
+    (from the salted hash of the unit): ``c_j = F(cum_j) - F(cum_j - n_j)`` with
+
+        F(0) = 0,  F(tot) = K,  else F(x) = clamp(floor(K * x / tot + U), 0, K)
+
+    ``F`` is one deterministic, non-decreasing function (IEEE operations are monotone), so
+    every ``c_j >= 0`` and the sum over the kept groups telescopes to ``F(tot) - F(0) = K``
+    exactly, whatever the rounding of the DOUBLE arithmetic. Each ``c_j`` is ``floor`` or
+    ``ceil`` of ``K n_j / tot`` (up to that rounding) and its mean over ``U`` is ``K n_j /
+    tot``: the expected count of a uniform K-row sample of the kept groups' rows."""
+    tot, big_k = exp.column("__tot"), _least(exp.column("__tot"), exp.Literal.number(k))
+    uniform = exp.Div(this=exp.cast(_hash([SALT, exp.column("__unit")]), "DOUBLE"),
+                      expression=exp.cast(exp.Literal.number(2**64), "DOUBLE"))
+
+    def f(x: exp.Expression) -> exp.Expression:
+        share = exp.Div(this=exp.Mul(this=exp.cast(big_k.copy(), "DOUBLE"), expression=x),
+                        expression=tot.copy())
+        floor = exp.cast(exp.Floor(this=exp.Add(this=share, expression=uniform.copy())),
+                         "BIGINT")
+        middle = _least(exp.Anonymous(this="greatest", expressions=[
+            floor, exp.Literal.number(0)]), big_k.copy())
+        return exp.Case(ifs=[
+            exp.If(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
+                   true=exp.Literal.number(0)),
+            exp.If(this=exp.EQ(this=x.copy(), expression=tot.copy()), true=big_k.copy())],
+            default=middle)
+
+    before = exp.Paren(this=exp.Sub(this=exp.column("__cum"), expression=exp.column("__n")))
+    return exp.Sub(this=f(exp.column("__cum")), expression=f(before))
+
+
+def _contribution(m: Measurement) -> exp.Expression:
+    """Measurement ``m`` over the kept (unit, group) rows of ``__contrib``: each contributes
+    ``__c`` rows, its aggregates scaled by ``__c / __n`` when it has more (module docstring)."""
+    if m.kind == "units":
+        return exp.Count(this=exp.Star())
+    if m.kind == "count" and m.arg is None:
+        return _or_zero(exp.Sum(this=exp.column("__c")))
+    p = exp.column(f"__p{m.index}")
+    if m.kind == "count":
+        return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
+    lo, hi = m.units if m.step else (int(m.lo), int(m.hi))
+    return _or_zero(exp.Sum(this=_scaled(p, "HUGEINT", lo, hi)))
+
+
+def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
+    """``p`` (an exact aggregate of a group's ``__n`` rows, each row's term in [lo, hi]) as the
+    contribution of ``__c`` of them: ``p`` itself when ``__c = __n``, else
+    ``clamp(round(p * __c / __n), __c * lo, __c * hi)``: a deterministic integer in the range
+    of any ``__c`` rows' terms, whatever the rounding of the DOUBLE product."""
+    c, n = exp.column("__c"), exp.column("__n")
+    ratio = exp.Div(this=exp.Mul(this=exp.cast(p.copy(), "DOUBLE"), expression=c.copy()),
+                    expression=n.copy())
+    rounded = exp.cast(exp.Anonymous(this="round", expressions=[ratio]), kind)
+    wide_c = exp.cast(c.copy(), "HUGEINT")
+    low = exp.Anonymous(this="greatest", expressions=[
+        rounded, exp.Mul(this=wide_c, expression=number(lo))])
+    bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=number(hi)))
+    return exp.Case(ifs=[exp.If(this=exp.EQ(this=c.copy(), expression=n.copy()), true=p)],
+                    default=bounded)
+
+
+def _least(a: exp.Expression, b: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this="least", expressions=[a, b])
+
+
+def _or_zero(value: exp.Expression) -> exp.Expression:
+    return exp.Coalesce(this=value, expressions=[exp.Literal.number(0)])
+
+
 def _select_all(source: exp.Expression) -> exp.Select:
     """SELECT * FROM source, built without parsing text."""
     return exp.Select(expressions=[exp.Star()], from_=exp.From(this=source))
@@ -199,6 +348,12 @@ def _distinct(m: Measurement, x: exp.Expression | None) -> exp.Expression:
 
 
 def _sum(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Coalesce(this=exp.Sum(this=_sum_term(m, x)), expressions=[exp.Literal.number(0)])
+
+
+def _sum_term(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    """One row's term of a sum measurement: the clamped input, centred and squared when asked,
+    on the fixed-point grid when the sum is real-valued (an integer in ``m.units``)."""
     # Sum and histogram measurements are built (dpsql.aggregates) only for arguments that
     # numeric_bound accepted, so never for a missing one.
     assert x is not None
@@ -211,7 +366,7 @@ def _sum(m: Measurement, x: exp.Expression | None) -> exp.Expression:
         term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
     if m.step:
         term = _quantised(term, x, m)
-    return exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
+    return term
 
 
 def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
