@@ -190,8 +190,23 @@ def aggregated(plan: Plan) -> bool:
     any, have a public domain. Keys released by thresholding (dates, free text) typically have
     nearly as many (unit, key) pairs as rows, where grouping the pairs and ranking them costs
     more than sampling the rows (benchmarks/README.md); the choice reads the plan only."""
-    return (all(m.kind in PER_UNIT_KINDS for m in plan.measurements)
+    return (all(m.kind in PER_UNIT_KINDS and _fits(m, plan.table.max_rows_per_unit)
+                for m in plan.measurements)
             and (not plan.keys or plan.domain is not None))
+
+
+def _fits(m: Measurement, k: int) -> bool:
+    """Whether k rows' worth of ``m``'s term bounds fit a HUGEINT with room to spare, so that
+    the clamp of a scaled sum (:func:`_scaled`) can never overflow (and fail on one row)."""
+    if m.kind != "sum":
+        return True
+    lo, hi = _term_range(m)
+    return k * max(abs(lo), abs(hi)) < 2**120
+
+
+def _term_range(m: Measurement) -> tuple[int, int]:
+    """One row's term of sum measurement ``m``, in the integers the engine sums."""
+    return m.units if m.step else (int(m.lo), int(m.hi))
 
 
 def row_cap(table: Table) -> int:
@@ -324,7 +339,7 @@ def _contribution(m: Measurement) -> exp.Expression:
     p = exp.column(f"__p{m.index}")
     if m.kind == "count":
         return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
-    lo, hi = m.units if m.step else (int(m.lo), int(m.hi))
+    lo, hi = _term_range(m)
     return _or_zero(exp.Sum(this=_scaled(p, "HUGEINT", lo, hi)))
 
 
@@ -339,10 +354,17 @@ def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
     rounded = exp.cast(exp.Anonymous(this="round", expressions=[ratio]), kind)
     wide_c = exp.cast(c.copy(), "HUGEINT")
     low = exp.Anonymous(this="greatest", expressions=[
-        rounded, exp.Mul(this=wide_c, expression=number(lo))])
-    bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=number(hi)))
+        rounded, exp.Mul(this=wide_c, expression=_integer(lo))])
+    bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=_integer(hi)))
     return exp.Case(ifs=[exp.If(this=exp.EQ(this=c.copy(), expression=n.copy()), true=p)],
                     default=bounded)
+
+
+def _integer(value: int) -> exp.Expression:
+    """An exact integer literal of any size (a HUGEINT beyond BIGINT), never a DOUBLE: the
+    scaled sums must stay integer sums (dpsql.aggregates, "Exact sums")."""
+    literal = exp.Literal.number(value)
+    return exp.Paren(this=literal) if value < 0 else literal
 
 
 def _least(a: exp.Expression, b: exp.Expression) -> exp.Expression:
