@@ -40,6 +40,14 @@ every r_j and q*n by at most k, so the utility's sensitivity is k, and in each g
 drawn with probability proportional to exp(eps * u / (2k)). Across groups the unit's k rows change
 the utilities by at most k in total, which bounds the privacy loss of all groups together by eps.
 
+**Two forms of bounding, the same sensitivities.** A unit's "k rows in g' groups" is enforced
+either by a sample of its rows or, for counts and sums, on its per-(unit, group) aggregates:
+``min(n, k)`` rows allocated over its g' kept groups, each group's aggregates scaled to its
+share and clamped to that many rows' range. Either way a unit changes the counts by at most k
+in total, each sum by at most k times one row's bound, and COUNT(DISTINCT unit) in at most g'
+groups: the table above holds for both (the argument, kind by kind, is in
+:mod:`dpsql.rewrite`).
+
 **Exact sums** (Casacuberta, Shoemate, Vadhan and Wagaman, CCS 2022). The sensitivities above
 hold for sums in real arithmetic. A floating-point SUM is not one: each addition rounds, and the
 engine adds in an order of its own (threads, hash tables), so adding one row can change a

@@ -244,4 +244,13 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
             "COUNT(*) AS c FROM visits GROUP BY grp ORDER BY c DESC LIMIT 2) AS s "
             "ON v.grp = s.g GROUP BY v.grp", neighbour=_frequent(10, ("b",)), keys=("grp",)),
     *JOIN_SCENARIOS,
+    # Bounding on per-unit aggregates (dpsql.rewrite): the neighbour's sum is scaled to k rows.
+    _visits("sum_scaled", "SUM over per-person sums: neighbour's 10 rows (k = 3) scaled to k",
+            "SELECT SUM(amount) FROM visits"),
+    _visits("avg_grouped", "GROUP BY public, COUNT and AVG per (person, group): neighbour has "
+            "60 rows in 6 groups, values 1e12", "SELECT grp, COUNT(*) AS n, AVG(amount) AS a "
+            "FROM visits GROUP BY grp", neighbour=_frequent(60, GROUPS), keys=("grp",)),
+    _visits("units_grouped", "COUNT(DISTINCT person) per public group: neighbour in 6 groups, "
+            "g = 2", "SELECT grp, COUNT(DISTINCT pid) AS units FROM visits GROUP BY grp",
+            neighbour=_frequent(60, GROUPS), keys=("grp",), epsilon=2.0),
 ]}

@@ -1,19 +1,52 @@
 """Pass 5, rewrite: the plan -> one SQL query (a sqlglot tree) that computes every measurement
 per group inside the engine, so that only aggregated cells ever reach Python.
 
-The query has three steps, each a CTE:
+The query has three steps, each one or more CTEs:
 
 1. ``__rows``: the declared table, filtered by WHERE, projected to the privacy unit, the group
    keys and one input column per aggregated expression. Every column is read clamped to its
    declared bounds (NaN read as NULL), every aggregated expression is clamped again to its
    derived interval, and every operation is made total (TRY_CAST, NULL for a division by zero),
    so no row can make the query fail.
+2. contribution bounding, unless each row is already its own unit, in one of two forms below:
+   on per-unit aggregates (counts and sums) or on a sample of rows (everything else).
    With joins, the table is the joined rows (:mod:`dpsql.joins`), so that everything after
    ``__rows`` -- bounding included -- runs on the joined rows, after the join.
-2. ``__bounded``: contribution bounding, unless each row is already its own unit: each unit
-   keeps at most g groups, then at most k rows, chosen by a hash salted with 64 secret random
-   bits drawn per query (so the analyst cannot predict or steer the sample).
 3. the final aggregate per group: one column per measurement.
+
+**Bounding by per-unit aggregates** (:func:`aggregated`: every measurement is a count, a
+count of units or a sum, and the keys, if any, have a public domain). ``__units`` groups the
+rows once by (unit, keys): ``n`` rows and, per measurement, the exact aggregate ``p`` of the
+group's row terms (COUNT(x); the HUGEINT sum of the clamped, fixed-point terms). A unit keeps
+its first ``g' = min(g, k)`` groups in a random order keyed by the secret salt
+(``row_number()`` over its *groups*, never its rows), and contributes ``K = min(tot, k)`` rows,
+``tot`` its rows in the kept groups, allocated to them as ``c_j`` in proportion to their rows
+(systematic rounding with a secret offset, :func:`_allocated`): ``c_j >= 0`` and ``sum_j c_j =
+K <= k`` exactly. A kept group contributes ``c_j`` to COUNT(*), 1 to COUNT(DISTINCT unit), and
+``p`` scaled by ``c_j / n_j`` to the others, rounded and clamped to ``[c_j lo, c_j hi]`` where
+``[lo, hi]`` bounds one row's term (:func:`_scaled`; ``p`` itself when ``c_j = n_j``). Without
+GROUP BY there is one group per unit and ``c = min(n, k)``: no salt at all. A unit's
+contribution is a deterministic function of its own rows and the salt, so adding or removing
+it moves each measurement by exactly its contribution vector, and per kind (``T`` the bound of
+one row's term, as in :mod:`dpsql.aggregates`):
+
+- COUNT(*): ``sum_j c_j = K <= k``: L1 <= k, L2 <= k;
+- COUNT(x): ``round(p c_j / n_j)`` clamped to ``[0, c_j]``: L1 <= k, L2 <= k;
+- COUNT(DISTINCT unit): 1 in each of at most g' kept groups: L1 <= g', L2 <= sqrt(g');
+- SUM, the centred sums of AVG/VAR and the squared one: ``|contribution_j| <= c_j T``, so
+  L1 <= K T <= k T = the measurement's ``l1``, L2 <= L1;
+
+exactly the sensitivities of :mod:`dpsql.aggregates`, and at most g' groups are touched (the
+noise grid's ``cells_per_unit``). A kept group's share is the expected value of a uniform
+``c_j``-row sample of its rows, and ``E[c_j] = K n_j / tot``, the expected share of a uniform
+K-row sample of the kept groups: the same answer in expectation as the sample of rows, with
+less variance, from one hash aggregate of the rows and one sort of the (unit, group) pairs
+instead of sorts of every row. Rows are never sampled, so every row that WHERE keeps counts.
+
+**Bounding by a sample of rows** (``__bounded``; MEDIAN, quantiles, MIN, MAX and COUNT(DISTINCT
+x) need rows, and keys released by thresholding typically have as many (unit, key) pairs as
+rows): each unit keeps at most g groups, then at most k rows, chosen by a hash salted with 64
+secret random bits drawn per query (so the analyst cannot predict or steer the sample).
 
 **Rows whose privacy unit is NULL** belong to no identifiable unit. In a table that needs
 bounding they are dropped from every query, in the WHERE of ``__rows`` (before bounding):
@@ -59,8 +92,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
                           copy=False)
     if plan.query.where is not None:
         rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
-    if table.needs_bounding and _counts_rows_only(plan):
-        return _counted_per_unit(plan, rows)
+    if table.needs_bounding and aggregated(plan):
+        return _aggregated_query(plan, inputs, rows)
     source = "__rows"
     query = exp.select(*[exp.column(k.name) for k in plan.keys],
                        *[_measure(m, inputs) for m in plan.measurements], copy=False)
@@ -72,31 +105,6 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     if plan.keys:
         query = query.group_by(*[exp.column(k.name) for k in plan.keys], copy=False)
     return query
-
-
-def _counts_rows_only(plan: Plan) -> bool:
-    """A query without GROUP BY whose only measurements count rows or units."""
-    return not plan.keys and all(
-        (m.kind == "count" and m.arg is None) or m.kind == "units" for m in plan.measurements)
-
-
-def _counted_per_unit(plan: Plan, rows: exp.Select) -> exp.Select:
-    """COUNT(*) under contribution bounding without sampling rows: a unit with n rows keeps
-    min(n, k) of them in any k-row sample, so the bounded count is SUM(LEAST(n, k)) over the
-    units, exactly what the sample would give, with the same sensitivity k, and one hash
-    aggregate instead of a sort of every row by unit (benchmarks/bench_bounding.py)."""
-    k = plan.table.max_rows_per_unit
-    per_unit = exp.select(exp.alias_(exp.Anonymous(this="least", expressions=[
-        exp.Count(this=exp.Star()), exp.Literal.number(k)]), "__n"), copy=False).from_(
-        exp.to_identifier("__rows"), copy=False).group_by(exp.column("__unit"), copy=False)
-    measures = []
-    for m in plan.measurements:
-        value: exp.Expression = exp.Count(this=exp.Star()) if m.kind == "units" else \
-            exp.Coalesce(this=exp.Sum(this=exp.column("__n")),
-                         expressions=[exp.Literal.number(0)])
-        measures.append(exp.alias_(value, m.name))
-    return exp.select(*measures, copy=False).with_("__rows", as_=rows, copy=False).with_(
-        "__units", as_=per_unit, copy=False).from_(exp.to_identifier("__units"), copy=False)
 
 
 def _source(plan: Plan, reader: Reader) -> exp.Expression:
@@ -183,6 +191,217 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
         copy=False)
 
 
+#: Measurement kinds answered from per-unit aggregates (the module docstring, "Bounding by
+#: per-unit aggregates"); the others (distinct values, histograms) need the sampled rows.
+PER_UNIT_KINDS = ("count", "units", "sum")
+
+
+def aggregated(plan: Plan) -> bool:
+    """Whether each unit's contribution is bounded on its per-(unit, group) aggregates rather
+    than by sorting its rows: when every measurement is a count or a sum, and the keys, if
+    any, have a public domain. Keys released by thresholding (dates, free text) typically have
+    nearly as many (unit, key) pairs as rows, where grouping the pairs and ranking them costs
+    more than sampling the rows (benchmarks/README.md); the choice reads the plan only."""
+    return (all(m.kind in PER_UNIT_KINDS and _fits(m, plan.table.max_rows_per_unit)
+                for m in plan.measurements)
+            and (not plan.keys or plan.domain is not None))
+
+
+def _fits(m: Measurement, k: int) -> bool:
+    """Whether k rows' worth of ``m``'s term bounds fit a HUGEINT with room to spare, so that
+    the clamp of a scaled sum (:func:`_scaled`) can never overflow (and fail on one row)."""
+    if m.kind != "sum":
+        return True
+    lo, hi = _term_range(m)
+    return k * max(abs(lo), abs(hi)) < 2**120
+
+
+def _term_range(m: Measurement) -> tuple[int, int]:
+    """One row's term of sum measurement ``m``, in the integers the engine sums."""
+    return m.units if m.step else (int(m.lo), int(m.hi))
+
+
+def row_cap(table: Table) -> int:
+    """k: the rows one unit contributes at most (a seam for the audit's mutants)."""
+    return table.max_rows_per_unit
+
+
+def group_cap(table: Table) -> int:
+    """g' = min(g, k): the groups one unit contributes to at most (:mod:`dpsql.aggregates`)."""
+    return table.groups_per_unit
+
+
+def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
+    """``__rows`` -> ``__units`` (one row per unit and group: its row count ``__n`` and one
+    exact aggregate ``__p{i}`` per measurement) -> ``__contrib`` (the groups the unit keeps and
+    ``__c``, the rows it contributes to each) -> one column per measurement per group."""
+    keys = [exp.column(k.name) for k in plan.keys]
+    per_unit = exp.select(exp.column("__unit"), *keys,
+                          _as(exp.Count(this=exp.Star()), "__n"),
+                          *_pre_aggregates(plan, inputs), copy=False).from_(
+        exp.to_identifier("__rows"), copy=False).group_by(exp.column("__unit"),
+                                                          *[k.copy() for k in keys], copy=False)
+    query = exp.select(*[k.copy() for k in keys], *[_as(_contribution(m), m.name)
+                                                     for m in plan.measurements], copy=False)
+    query = query.with_("__rows", as_=rows, copy=False).with_("__units", as_=per_unit,
+                                                               copy=False)
+    if keys:
+        query = query.with_("__ranked", as_=_ranked(plan), copy=False).with_(
+            "__kept", as_=_kept(plan), copy=False)
+        contrib = _select_all(exp.to_identifier("__kept"))
+        contrib.expressions.append(_as(_allocated(row_cap(plan.table)), "__c"))
+    else:
+        contrib = _select_all(exp.to_identifier("__units"))
+        contrib.expressions.append(_as(_least(exp.column("__n"), exp.Literal.number(
+            row_cap(plan.table))), "__c"))
+    query = query.with_("__contrib", as_=contrib, copy=False).from_(
+        exp.to_identifier("__contrib"), copy=False)
+    if keys:
+        query = query.group_by(*[k.copy() for k in keys], copy=False)
+    return query
+
+
+def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
+    """Per unit and group, per measurement: COUNT(x) for a count of values, the exact SUM of
+    the row terms for a sum (integers, see :func:`_sum_term`)."""
+    out: list[exp.Expr] = []
+    for m in plan.measurements:
+        x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+        if m.kind == "count" and x is not None:
+            out.append(_as(exp.Count(this=x), f"__p{m.index}"))
+        elif m.kind == "sum":
+            out.append(_as(exp.Sum(this=_sum_term(m, x)), f"__p{m.index}"))
+    return out
+
+
+def _unit_order(plan: Plan) -> exp.Order:
+    """A unit's groups in a secret random order: by a hash of the salt, the unit and the key
+    (ties, impossible but for hash collisions, broken by the keys: a total order)."""
+    keys = [exp.column(k.name) for k in plan.keys]
+    return exp.Order(expressions=[exp.Ordered(this=_hash([SALT, exp.column("__unit"), *keys])),
+                                  *[exp.Ordered(this=k) for k in keys]])
+
+
+def _ranked(plan: Plan) -> exp.Select:
+    """Each (unit, group) with its rank ``__r`` in the unit's random order of groups and the
+    unit's rows up to it, ``__cum`` (one sort of the unit's groups, not of its rows)."""
+    rank = exp.Window(this=exp.Anonymous(this="row_number"),
+                      partition_by=[exp.column("__unit")], order=_unit_order(plan))
+    cum = _cast(exp.Window(
+        this=exp.Sum(this=exp.column("__n")), partition_by=[exp.column("__unit")],
+        order=_unit_order(plan), spec=exp.WindowSpec(
+            kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")),
+        "BIGINT")  # a count of rows: a BIGINT, cheaper than the HUGEINT of SUM
+    out = _select_all(exp.to_identifier("__units"))
+    out.expressions.extend([_as(rank, "__r"), _as(cum, "__cum")])
+    return out
+
+
+def _kept(plan: Plan) -> exp.Select:
+    """The unit's first g' groups, with ``__tot``, its rows in them."""
+    tot = _cast(exp.Window(this=exp.Sum(this=exp.column("__n")),
+                              partition_by=[exp.column("__unit")]), "BIGINT")
+    out = _select_all(exp.to_identifier("__ranked")).where(exp.LTE(
+        this=exp.column("__r"), expression=exp.Literal.number(group_cap(plan.table))),
+        copy=False)
+    # The unit's secret offset in [0, 1] for _allocated, from the salted hash of the unit.
+    uniform = exp.Div(this=_cast(_hash([SALT, exp.column("__unit")]), "DOUBLE"),
+                      expression=_cast(exp.Literal.number(2**64), "DOUBLE"))
+    out.expressions.extend([_as(tot, "__tot"), _as(uniform, "__u")])
+    return out
+
+
+def _allocated(k: int) -> exp.Expression:
+    """The rows a kept group contributes: ``K = min(tot, k)`` split over the unit's kept groups
+    in proportion to their rows, by systematic rounding with a secret offset ``U`` in [0, 1)
+    (from the salted hash of the unit): ``c_j = F(cum_j) - F(cum_j - n_j)`` with
+
+        F(0) = 0,  F(tot) = K,  else F(x) = clamp(floor(K * x / tot + U), 0, K)
+
+    ``F`` is one deterministic, non-decreasing function (IEEE operations are monotone), so
+    every ``c_j >= 0`` and the sum over the kept groups telescopes to ``F(tot) - F(0) = K``
+    exactly, whatever the rounding of the DOUBLE arithmetic. Each ``c_j`` is ``floor`` or
+    ``ceil`` of ``K n_j / tot`` (up to that rounding) and its mean over ``U`` is ``K n_j /
+    tot``: the expected count of a uniform K-row sample of the kept groups' rows."""
+    tot, big_k = exp.column("__tot"), _least(exp.column("__tot"), exp.Literal.number(k))
+
+    def f(x: exp.Expression) -> exp.Expression:
+        share = exp.Div(this=exp.Mul(this=_cast(big_k.copy(), "DOUBLE"), expression=x),
+                        expression=tot.copy())
+        floor = _cast(exp.Floor(this=exp.Add(this=share, expression=exp.column("__u"))),
+                         "BIGINT")
+        middle = _least(exp.Anonymous(this="greatest", expressions=[
+            floor, exp.Literal.number(0)]), big_k.copy())
+        return exp.Case(ifs=[
+            exp.If(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
+                   true=exp.Literal.number(0)),
+            exp.If(this=exp.EQ(this=x.copy(), expression=tot.copy()), true=big_k.copy())],
+            default=middle)
+
+    before = exp.Paren(this=exp.Sub(this=exp.column("__cum"), expression=exp.column("__n")))
+    return exp.Sub(this=f(exp.column("__cum")), expression=f(before))
+
+
+def _contribution(m: Measurement) -> exp.Expression:
+    """Measurement ``m`` over the kept (unit, group) rows of ``__contrib``: each contributes
+    ``__c`` rows, its aggregates scaled by ``__c / __n`` when it has more (module docstring)."""
+    if m.kind == "units":
+        return exp.Count(this=exp.Star())
+    if m.kind == "count" and m.arg is None:
+        return _or_zero(exp.Sum(this=exp.column("__c")))
+    p = exp.column(f"__p{m.index}")
+    if m.kind == "count":
+        return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
+    lo, hi = _term_range(m)
+    return _or_zero(exp.Sum(this=_scaled(p, "HUGEINT", lo, hi)))
+
+
+def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
+    """``p`` (an exact aggregate of a group's ``__n`` rows, each row's term in [lo, hi]) as the
+    contribution of ``__c`` of them: ``p`` itself when ``__c = __n``, else
+    ``clamp(round(p * __c / __n), __c * lo, __c * hi)``: a deterministic integer in the range
+    of any ``__c`` rows' terms, whatever the rounding of the DOUBLE product."""
+    c, n = exp.column("__c"), exp.column("__n")
+    ratio = exp.Div(this=exp.Mul(this=_cast(p.copy(), "DOUBLE"), expression=c.copy()),
+                    expression=n.copy())
+    rounded = _cast(exp.Anonymous(this="round", expressions=[ratio]), kind)
+    wide_c = _cast(c.copy(), "HUGEINT")
+    low = exp.Anonymous(this="greatest", expressions=[
+        rounded, exp.Mul(this=wide_c, expression=_integer(lo))])
+    bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=_integer(hi)))
+    return exp.Case(ifs=[exp.If(this=exp.EQ(this=c.copy(), expression=n.copy()), true=p)],
+                    default=bounded)
+
+
+def _integer(value: int) -> exp.Expression:
+    """An exact integer literal of any size (a HUGEINT beyond BIGINT), never a DOUBLE: the
+    scaled sums must stay integer sums (dpsql.aggregates, "Exact sums")."""
+    literal = exp.Literal.number(value)
+    return exp.Paren(this=literal) if value < 0 else literal
+
+
+def _as(value: exp.Expression, name: str) -> exp.Expression:
+    """value AS name, without sqlglot's copy of ``value``."""
+    return exp.Alias(this=value, alias=exp.to_identifier(name))
+
+
+def _cast(value: exp.Expression, to: str) -> exp.Expression:
+    """CAST(value AS to) without sqlglot's copy and type parsing (a fixed-cost saving)."""
+    return exp.Cast(this=value, to=exp.DataType(this=_TYPES[to]))
+
+
+_TYPES = {"DOUBLE": exp.DataType.Type.DOUBLE, "BIGINT": exp.DataType.Type.BIGINT,
+          "HUGEINT": exp.DataType.Type.INT128}
+
+
+def _least(a: exp.Expression, b: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this="least", expressions=[a, b])
+
+
+def _or_zero(value: exp.Expression) -> exp.Expression:
+    return exp.Coalesce(this=value, expressions=[exp.Literal.number(0)])
+
+
 def _select_all(source: exp.Expression) -> exp.Select:
     """SELECT * FROM source, built without parsing text."""
     return exp.Select(expressions=[exp.Star()], from_=exp.From(this=source))
@@ -211,6 +430,12 @@ def _distinct(m: Measurement, x: exp.Expression | None) -> exp.Expression:
 
 
 def _sum(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Coalesce(this=exp.Sum(this=_sum_term(m, x)), expressions=[exp.Literal.number(0)])
+
+
+def _sum_term(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    """One row's term of a sum measurement: the clamped input, centred and squared when asked,
+    on the fixed-point grid when the sum is real-valued (an integer in ``m.units``)."""
     # Sum and histogram measurements are built (dpsql.aggregates) only for arguments that
     # numeric_bound accepted, so never for a missing one.
     assert x is not None
@@ -223,7 +448,7 @@ def _sum(m: Measurement, x: exp.Expression | None) -> exp.Expression:
         term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
     if m.step:
         term = _quantised(term, x, m)
-    return exp.Coalesce(this=exp.Sum(this=term), expressions=[exp.Literal.number(0)])
+    return term
 
 
 def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:

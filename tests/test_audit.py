@@ -88,7 +88,7 @@ def test_scenarios_cover_issue_3() -> None:
 #: Scenarios whose neighbour reaches the full sensitivity of one noisy cell: there, a correct
 #: mechanism must also show a clearly positive bound, or the audit has no power.
 TIGHT = {"count", "count_where", "sum_clamped", "group_public", "sum_case", "sum_product",
-         "join_private", "join_public_many", "semi_join", "join_public_domain"}
+         "join_private", "join_public_many", "semi_join", "join_public_domain", "sum_scaled"}
 
 
 @pytest.mark.parametrize("name", list(A.SCENARIOS))
@@ -162,9 +162,9 @@ def _bounding_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     salt_used = exp.Not(this=exp.Is(this=dpsql.rewrite.SALT.copy(), expression=exp.Null()))
     monkeypatch.setattr(dpsql.rewrite, "_bounded", lambda plan, inputs, *a: exp.select(
         "*").from_("__rows").where(salt_used.copy()))
-    # COUNT(*) alone is bounded per unit without sampling (LEAST(n, k)): route it through
+    # Counts and sums are bounded on per-unit aggregates without sampling: route them through
     # the unbounded sample too.
-    monkeypatch.setattr(dpsql.rewrite, "_counts_rows_only", lambda plan: False)
+    monkeypatch.setattr(dpsql.rewrite, "aggregated", lambda plan: False)
     # Joins of private tables also sample each table before the join (bounding the work).
     monkeypatch.setattr(dpsql.joins, "prebound", lambda select, source: select)
 
@@ -178,6 +178,27 @@ def _bounded_before_join(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dpsql.joins, "_multiplicity", lambda *a: 1)
 
 
+def _rows_uncapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpsql.rewrite
+
+    # Per-unit aggregates: each unit contributes all its rows (k is 10^9 in the SQL).
+    monkeypatch.setattr(dpsql.rewrite, "row_cap", lambda table: 10**9)
+
+
+def _groups_uncapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpsql.rewrite
+
+    # Per-unit aggregates: each unit keeps all its groups (its k rows still allocated).
+    monkeypatch.setattr(dpsql.rewrite, "group_cap", lambda table: 10**9)
+
+
+def _scaling_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpsql.rewrite
+
+    # Per-unit aggregates: counts capped at k, but a unit's sums not scaled down to k rows.
+    monkeypatch.setattr(dpsql.rewrite, "_scaled", lambda p, kind, lo, hi: p)
+
+
 MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "bounded_before_join": _bounded_before_join,
     "noise_halved": _noise_halved,
@@ -185,6 +206,9 @@ MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "clamping_removed": _clamping_removed,
     "threshold_removed": _threshold_removed,
     "bounding_removed": _bounding_removed,
+    "rows_uncapped": _rows_uncapped,
+    "groups_uncapped": _groups_uncapped,
+    "scaling_removed": _scaling_removed,
 }
 #: (mutant, scenario, runs per side): a gross break is caught with few runs; a halved noise
 #: scale (true epsilon 2 against a declared 1) needs more.
@@ -203,6 +227,10 @@ CAUGHT = [
     ("bounding_removed", "group_public", 300),
     ("bounding_removed", "join_private", 300),
     ("bounded_before_join", "join_public_many", 300),
+    ("rows_uncapped", "sum_scaled", 300),
+    ("rows_uncapped", "count_where", 300),
+    ("groups_uncapped", "units_grouped", 1000),
+    ("scaling_removed", "sum_scaled", 300),
 ]
 
 

@@ -164,8 +164,9 @@ def many(kit: SimpleNamespace) -> tuple[duckdb.DuckDBPyConnection, Metadata]:
 
 def test_bounding_keeps_at_most_k_rows_and_g_groups(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
+    """The sampled rows (MEDIAN needs rows): k rows in g groups per unit."""
     con, md = many
-    p = prepare("SELECT cat, SUM(amount) FROM v GROUP BY cat", md)
+    p = prepare("SELECT cat, MEDIAN(amount) FROM v GROUP BY cat", md)
     sql = cte(p, "SELECT __unit, COUNT(*) AS rows, COUNT(DISTINCT __k0) AS groups "
               "FROM __bounded GROUP BY __unit", "__bounded")
     for salt in (1, 2, 3):
@@ -173,9 +174,26 @@ def test_bounding_keeps_at_most_k_rows_and_g_groups(
         assert len(per_unit) == 60  # every unit keeps something
         assert all(rows == 4 and groups == 2 for _, rows, groups in per_unit)
     # Without GROUP BY: k rows per unit, whatever their categories.
-    p = prepare("SELECT SUM(amount) FROM v", md)
+    p = prepare("SELECT MEDIAN(amount) FROM v", md)
     sql = cte(p, "SELECT __unit, COUNT(*) FROM __bounded GROUP BY __unit", "__bounded")
     assert {n for _, n in con.execute(sql, [9]).fetchall()} == {4}
+
+
+def test_per_unit_aggregates_keep_k_rows_in_g_groups(
+        many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
+    """Counts and sums bound each unit on its (unit, group) aggregates: g groups per unit,
+    k rows allocated over them in proportion to their rows (2 + 2 rows -> 2 + 2)."""
+    con, md = many
+    p = prepare("SELECT cat, SUM(amount), COUNT(*) FROM v GROUP BY cat", md)
+    sql = cte(p, "SELECT __unit, SUM(__c) AS rows, COUNT(*) AS groups, MIN(__c) "
+              "FROM __contrib GROUP BY __unit", "__contrib")
+    for salt in (1, 2, 3):
+        per_unit = con.execute(sql, [salt]).fetchall()
+        assert len(per_unit) == 60
+        assert all(rows == 4 and groups == 2 and low == 2 for _, rows, groups, low in per_unit)
+    p = prepare("SELECT SUM(amount) FROM v", md)
+    sql = cte(p, "SELECT DISTINCT __c FROM __contrib", "__contrib")
+    assert con.execute(sql).fetchall() == [(4,)] and "$1" not in sql
 
 
 def test_count_alone_is_bounded_per_unit_without_sampling(kit: SimpleNamespace) -> None:
@@ -191,9 +209,9 @@ def test_count_alone_is_bounded_per_unit_without_sampling(kit: SimpleNamespace) 
     assert "$1" not in sql and "row_number" not in sql.lower()
     # rows with i >= 1 per unit: 2, 5, 8, 11, 14 -> min(n, 4): 2, 4, 4, 4, 4
     assert run(con, p) == [(18, 5)]
-    # With a SUM as well, the rows are sampled as usual.
+    # With a SUM as well: each unit's sum scaled by min(1, k / n), still no sample.
     p = prepare("SELECT COUNT(*), SUM(i) FROM v WHERE i >= 1", md)
-    assert "$1" in rewrite(p).sql(dialect="duckdb") and run(con, p)[0][0] == 18
+    assert "$1" not in rewrite(p).sql(dialect="duckdb") and run(con, p)[0][0] == 18
 
 
 def test_bounding_keeps_whole_units_below_the_bounds(kit: SimpleNamespace) -> None:
@@ -217,7 +235,7 @@ def test_each_unit_samples_its_own_groups(
     sample keyed on the group alone would keep the same two categories for every unit."""
     con, md = many
     p = prepare("SELECT cat, COUNT(DISTINCT u) FROM v GROUP BY cat", md)
-    sql = cte(p, "SELECT __k0, COUNT(DISTINCT __unit) FROM __bounded GROUP BY __k0", "__bounded")
+    sql = cte(p, "SELECT __k0, COUNT(DISTINCT __unit) FROM __contrib GROUP BY __k0", "__contrib")
     kept = dict(con.execute(sql, [424242]).fetchall())
     assert sum(kept.values()) == 60 * 2
     # Expected 24 units per category (binomial sd ~3.8); all in two would be 60 and 0.
@@ -227,7 +245,7 @@ def test_each_unit_samples_its_own_groups(
 def test_the_sample_depends_on_the_salt(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
     con, md = many
-    p = prepare("SELECT SUM(amount) FROM v", md)
+    p = prepare("SELECT MEDIAN(amount) FROM v", md)
     sql = cte(p, "SELECT __x0 FROM __bounded ORDER BY __x0", "__bounded")
     samples = {tuple(r[0] for r in con.execute(sql, [salt]).fetchall()) for salt in range(20)}
     assert len(samples) > 10
@@ -250,7 +268,7 @@ def test_the_salt_is_fresh_and_secret_per_query(make_db: Any, kit: SimpleNamespa
         return original(sql, parameters)
 
     db.engine.execute = spy  # type: ignore[method-assign]
-    p = prepare("SELECT SUM(amount) FROM v", db.metadata)
+    p = prepare("SELECT MEDIAN(amount) FROM v", db.metadata)
     for _ in range(5):
         answer(p, db.engine)
     sqls = {s for s, _ in seen}
