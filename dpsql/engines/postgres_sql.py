@@ -92,7 +92,12 @@ def _fix(node: exp.Expression) -> exp.Expression:
         if name == "hash":
             salt, *parts = [_fixed(p) for p in node.expressions]
             row = exp.Anonymous(this="ROW", expressions=parts)
-            return exp.Anonymous(this="hash_record_extended", expressions=[row, salt])
+            # DuckDB's hash is a UBIGINT in [0, 2^64); PostgreSQL's is a signed BIGINT. Shifted
+            # into DuckDB's range, so that the rewrite's uniform offset (hash / 2^64, see
+            # dpsql.rewrite._kept) lies in [0, 1) on both.
+            signed = exp.Anonymous(this="hash_record_extended", expressions=[row, salt])
+            return exp.Paren(this=exp.Add(this=exp.cast(signed, _NUMERIC),
+                                          expression=exp.Literal.number(2**63)))
         if name == "isnan":
             return _is_nan(_fixed(node.expressions[0]))
         if name == "histogram":
@@ -103,6 +108,9 @@ def _fix(node: exp.Expression) -> exp.Expression:
         return _is_nan(_fixed(node.this))
     if isinstance(node, exp.TryCast):
         return _safe_cast(_fixed(node.this), node.to)
+    if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.INT128:
+        # DuckDB's HUGEINT (exact per-unit sums): PostgreSQL's NUMERIC is exact, and wider.
+        return exp.cast(_fixed(node.this), _NUMERIC)
     if isinstance(node, exp.Round):
         return _round(node)
     if isinstance(node, exp.IntDiv):
