@@ -26,7 +26,8 @@ from dpsql.budget import BudgetStatus, Ledger
 from dpsql.database import Answer, Database, ledger_path, open_ledger, sample_paths
 from dpsql.errors import BudgetExhausted, Error
 from dpsql.explain import render
-from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
+from dpsql.metadata import Metadata, load_metadata
+from dpsql.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.postprocess import Result
 from dpsql.texttable import format_table
 

@@ -64,7 +64,8 @@ from dpsql.errors import (
     QueryTimeout,
 )
 from dpsql.limits import Deadline, owner_log, pad_to_grid
-from dpsql.metadata import EVERY_OTHER_ANALYST, Metadata, load_metadata
+from dpsql.metadata import Metadata, load_metadata
+from dpsql.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
 from dpsql.pipeline import Explanation, answer, engine_sql, explain
 from dpsql.plan import Plan

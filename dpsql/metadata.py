@@ -80,17 +80,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpsql.accounting import Allowance
 from dpsql.cache import LRU
 from dpsql.errors import MetadataError
+from dpsql.owner_settings import (
+    Budget,
+    ServerSettings,
+    parse_budget,
+    parse_server,
+)
 from dpsql.toml_values import (
     check_unit_path,
     description_of,
     flag,
     no_unknown_keys,
     positive_int,
-    relative_to,
-    seconds,
     unit_path,
 )
 
@@ -106,37 +109,7 @@ _PRIVATE_ONLY_KEYS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit"
                       "one_row_per_unit", "unit_path")
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description",
                 "unique"}
-_BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
-_ANALYST_KEYS = {"epsilon", "delta", "description"}
-_SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "description"}
 _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
-DEFAULT_STATEMENT_TIMEOUT = 300.0
-#: The default answer-time grid of a metered database, in seconds.
-#:
-#: *What it protects.* One person's bounded rows change a query's running time by microseconds
-#: (benchmarks/bench_timing.py: +63 +- 76 us, not significant). A difference of d seconds moves
-#: an answer to the next grid point with probability about d / g: the chance that one charged
-#: query's answer time shows the difference is about 0.4% for d = 0.2 ms at 50 ms, and three
-#: times that at 16 ms.
-#:
-#: *What it costs.* The grid delays each fresh answer (25 ms on average at 50 ms; reused
-#: answers and refusals read no data and are not padded). It does not serialise the server:
-#: queries waiting for their grid point hold no lock and not the GIL, each on its own thread
-#: (the server runs one per connection), so the server's throughput is bounded by its CPU, not
-#: by the grid (benchmarks/bench_server.py, two cores shared with other jobs: 32 clients got
-#: 439 fresh answers per second at 50 ms and 450 with no grid). What the grid does bound is a
-#: client that waits for each answer before sending the next: at most 1 / g fresh answers per
-#: second, so c such clients at most c / g -- 160 for 8 clients at 50 ms. Serving 500 fresh
-#: answers per second to 8 such clients would need g <= 16 ms, three times the timing leak
-#: above; the default keeps 50 ms and leaves that trade to the owner, who can set
-#: ``[server] time_grid`` knowing it (or have more clients in flight).
-#:
-#: An unmetered database gets no grid unless the owner sets one: nothing bounds its total
-#: privacy loss, so padding buys no guarantee there (and it would slow the bulk queries of
-#: tests and audits).
-DEFAULT_TIME_GRID = 0.05
-DEFAULT_LEDGER = "dpsql-ledger.sqlite"
-EVERY_OTHER_ANALYST = "*"
 PLAN_CACHE_SIZE = 512  # prepared plans kept per Metadata object
 
 Scalar = int | float | str | bool | dt.date
@@ -237,42 +210,6 @@ class Table:
         return self.columns.get(name.lower())
 
 
-@dataclass(frozen=True)
-class Budget:
-    """The ``[budget]`` and ``[analysts.*]`` sections: who may spend how much, and where the
-    spending is recorded."""
-
-    ledger: Path  # as declared, ~ expanded, made absolute against the metadata file's folder
-    analysts: Mapping[str, Allowance]
-    default: Allowance | None = None  # [analysts."*"]: each analyst not listed gets this much
-    accounting: str = "basic"
-    reuse_answers: bool = True
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """The ``[server]`` section: the data owner's settings of every front door.
-
-    ``statement_timeout`` bounds the running time of every private query, whichever door it
-    came through (:meth:`dpsql.Database.run` stops the engine); an analyst cannot shorten it,
-    because a limit the analyst chooses turns a data-dependent running time into a
-    data-dependent error. ``time_grid`` (0: off) releases every freshly computed answer,
-    failure or timeout only at the next multiple of the grid after the query started.
-    """
-
-    passwords: Path | None = None  # as declared, ~ expanded, absolute against the file's folder
-    statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT
-    time_grid: float | None = None  # None: not declared (see grid)
-    description: str | None = None
-
-    def grid(self, metered: bool) -> float:
-        """The time grid in force: as declared, else :data:`DEFAULT_TIME_GRID` when the
-        database is metered and 0 (none) when it is not."""
-        if self.time_grid is not None:
-            return self.time_grid
-        return DEFAULT_TIME_GRID if metered else 0.0
-
-
 @dataclass(eq=False)
 class PublicData:
     """The engine the public tables are read from when planning (None: not opened yet). Public
@@ -331,93 +268,10 @@ def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
         tables[name.lower()] = table
     for table in tables.values():
         check_unit_path(table, tables, f"{source}: table {table.name!r}")
-    budget = _parse_budget(data, source, path)
+    budget = parse_budget(data, source, path)
     description_of(data, source)
     return Metadata(tables=tables, source=source, path=path, raw=dict(data), budget=budget,
-                    server=_parse_server(data.get("server", {}), source, path))
-
-
-def _parse_server(spec: Any, source: str, path: Path | None) -> ServerSettings:
-    where = f"{source}: [server]"
-    if not isinstance(spec, dict):
-        raise MetadataError(f"{where} must be a section of settings")
-    no_unknown_keys(spec, _SERVER_KEYS, where)
-    passwords = spec.get("passwords")
-    passwords_path = None
-    if passwords is not None:
-        if not isinstance(passwords, str) or not passwords.strip():
-            raise MetadataError(f"{where}: passwords must be the path of the passwords file, "
-                                f"such as \"dpsql-passwords.toml\", not {passwords!r}")
-        passwords_path = relative_to(passwords, path)
-    timeout = seconds(spec, "statement_timeout", DEFAULT_STATEMENT_TIMEOUT, where)
-    if timeout <= 0:
-        raise MetadataError(f"{where}: statement_timeout must be a number of seconds > 0, such "
-                            f"as 300, not {timeout!r}")
-    grid = seconds(spec, "time_grid", 0.0, where) if "time_grid" in spec else None
-    return ServerSettings(passwords=passwords_path, statement_timeout=timeout, time_grid=grid,
-                          description=description_of(spec, where))
-
-
-def _parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Budget | None:
-    settings = data.get("budget", {})
-    where = f"{source}: [budget]"
-    if not isinstance(settings, dict):
-        raise MetadataError(f"{where} must be a section of settings")
-    no_unknown_keys(settings, _BUDGET_KEYS, where)
-    analysts_raw = data.get("analysts", {})
-    if not isinstance(analysts_raw, dict):
-        raise MetadataError(f"{source}: [analysts] must hold one [analysts.NAME] section per "
-                            "analyst, e.g. [analysts.alice] with epsilon = 1.0")
-    if not analysts_raw:
-        if settings:
-            raise MetadataError(
-                f"{where} is declared but no analyst has a budget; add an [analysts.NAME] "
-                "section with epsilon (and delta), or [analysts.\"*\"] for everyone")
-        return None
-    accounting = settings.get("accounting", "basic")
-    if accounting not in ("basic", "zcdp"):
-        raise MetadataError(f"{where}: accounting must be \"basic\" or \"zcdp\", "
-                            f"not {accounting!r}")
-    reuse = flag({"reuse_answers": settings.get("reuse_answers", True)}, "reuse_answers", where)
-    ledger = settings.get("ledger", DEFAULT_LEDGER)
-    if not isinstance(ledger, str) or not ledger.strip():
-        raise MetadataError(f"{where}: ledger must be the path of the ledger file, such as "
-                            f"\"{DEFAULT_LEDGER}\", not {ledger!r}")
-    ledger_path = relative_to(ledger, path)
-    description_of(settings, where)
-    analysts: dict[str, Allowance] = {}
-    for name, spec in analysts_raw.items():
-        analysts[name] = _parse_allowance(name, spec, accounting, f"{source}: analyst {name!r}")
-    default = analysts.pop(EVERY_OTHER_ANALYST, None)
-    return Budget(ledger=ledger_path, analysts=analysts, default=default, accounting=accounting,
-                  reuse_answers=reuse)
-
-
-def _parse_allowance(name: str, spec: Any, accounting: str, where: str) -> Allowance:
-    if not name.strip():
-        raise MetadataError(f"{where}: an analyst name must not be empty")
-    if not isinstance(spec, dict):
-        raise MetadataError(f"{where}: must be a section such as [analysts.{name}] with "
-                            "epsilon = 1.0 and delta = 1e-6")
-    no_unknown_keys(spec, _ANALYST_KEYS, where)
-    description_of(spec, where)
-    if "epsilon" not in spec:
-        raise MetadataError(f"{where}: declare the analyst's total epsilon, e.g. epsilon = 1.0")
-    values = {}
-    for key in ("epsilon", "delta"):
-        value = spec.get(key, 0.0)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise MetadataError(f"{where}: {key} must be a number, not {value!r}")
-        if not math.isfinite(value) or value < 0:
-            raise MetadataError(f"{where}: {key} must be a finite number >= 0, not {value!r}")
-        values[key] = float(value)
-    if values["delta"] >= 1:
-        raise MetadataError(f"{where}: delta must be < 1 (a small value such as 1e-6), "
-                            f"not {values['delta']!r}")
-    if accounting == "zcdp" and values["delta"] == 0:
-        raise MetadataError(f"{where}: zcdp accounting needs a delta > 0 in every budget; "
-                            "give a delta such as 1e-6 or use accounting = \"basic\"")
-    return Allowance(values["epsilon"], values["delta"])
+                    server=parse_server(data.get("server", {}), source, path))
 
 
 def _parse_table(name: str, spec: Any, where: str) -> Table:

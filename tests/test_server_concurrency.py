@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from dpsql import Database
 from dpsql.server import ServerConfig, serve_in_thread
@@ -22,7 +23,11 @@ GRID = 10.0  # seconds: far longer than connecting and charging twelve small que
 CLIENTS = 12
 
 
-def test_queries_waiting_for_their_grid_point_do_not_hold_back_others(tmp_path: Path) -> None:
+def test_queries_waiting_for_their_grid_point_do_not_hold_back_others(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sandbox's own ledger, not the test run's shared one (conftest.py sets DPSQL_LEDGER),
+    # where other tests' charges of "alice" would be counted too.
+    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
     setup = sandbox(tmp_path, {"alice": ("pw", 1000.0, 0.0)})
     setup.metadata.write_text(setup.metadata.read_text() + f"\n[server]\ntime_grid = {GRID}\n")
     answered: list[int] = []

@@ -37,6 +37,7 @@ from dpsql.bounds import bound
 from dpsql.cache import LRU
 from dpsql.engines.postgres_sql import postgres_sql
 from dpsql.errors import EngineError, QueryRefused, UnsupportedQuery
+from dpsql.owner_settings import DEFAULT_STATEMENT_TIMEOUT
 
 if TYPE_CHECKING:
     from dpsql.plan import Plan
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 REWRITTEN_CACHE_SIZE = 512
 MINIMUM_VERSION = 140000
 CANCEL_RETRY, CANCEL_RETRIES = 0.02, 100  # a lost cancel request is repeated for up to 2 s
-DEFAULT_STATEMENT_TIMEOUT = 300.0  # seconds, when the owner sets none
 # PostgreSQL's types in DuckDB's names (the rewrite's vocabulary); others are kept as spelled
 # (and refused by check_metadata if declared).
 _TYPES = {"bigint": "BIGINT", "integer": "INTEGER", "smallint": "SMALLINT",
