@@ -64,8 +64,9 @@ def _remedy(e: Error) -> str:
 def database_options(fn: F) -> F:
     fn = click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
                       help="The data owner's metadata TOML (default: the sample data's).")(fn)
-    fn = click.option("--database", "-d", type=click.Path(path_type=Path),
-                      help="A DuckDB file or a folder of CSV/Parquet files "
+    fn = click.option("--database", "-d", type=str,
+                      help="A DuckDB file, a folder of CSV/Parquet files, or a Spark URL "
+                           "(spark:local?folder=PATH, sc://host:15002; docs/engines.md) "
                            "(default: the bundled sample data).")(fn)
     return fn
 
@@ -82,7 +83,7 @@ def privacy_options(fn: F) -> F:
     return fn
 
 
-def open_database(database: Path | None, metadata: Path | None,
+def open_database(database: str | Path | None, metadata: Path | None,
                   analyst: str | None = None) -> Database:
     if (database is None) != (metadata is None):
         raise click.UsageError("pass both --database and --metadata, or neither for the "
@@ -112,7 +113,7 @@ def main() -> None:
               help="Who is asking, charged for the query (default: $DPSQL_ANALYST, else the "
                    "operating-system user).")
 @user_errors
-def query(sql: str, database: Path | None, metadata: Path | None, epsilon: float, delta: float,
+def query(sql: str, database: str | None, metadata: Path | None, epsilon: float, delta: float,
           mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget."""
     with open_database(database, metadata, analyst) as db:
@@ -150,7 +151,7 @@ def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
 @database_options
 @privacy_options
 @user_errors
-def explain(sql: str, database: Path | None, metadata: Path | None, epsilon: float,
+def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float,
             delta: float, mechanism: str) -> None:
     """Show the rewritten SQL and each cell's noise, without reading data."""
     with open_database(database, metadata) as db:
@@ -281,7 +282,7 @@ def budget_reset(ctx: click.Context, analyst: str, metadata: Path | None, yes: b
 @click.option("--workers", type=click.IntRange(min=0), default=0,
               help="Threads answering queries (default: 4 per CPU, at most 32).")
 @user_errors
-def serve(database: Path | None, metadata: Path | None, host: str, port: int,
+def serve(database: str | None, metadata: Path | None, host: str, port: int,
           passwords: Path | None, tls_cert: Path | None, tls_key: Path | None,
           require_tls: bool, epsilon: float, delta: float, mechanism: str,
           statement_timeout: float, max_connections: int, workers: int) -> None:

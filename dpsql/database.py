@@ -55,6 +55,7 @@ from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
 from dpsql.engines import DuckDBEngine, Engine, check_metadata
+from dpsql.engines.spark import SparkEngine, is_spark
 from dpsql.errors import (
     EngineError,
     EngineFailure,
@@ -82,6 +83,14 @@ def sample_paths() -> tuple[Path, Path]:
     """The bundled sample database folder and its metadata file."""
     folder = Path(str(resources.files("dpsql.sample_data")))
     return folder, folder / "metadata.toml"
+
+
+def open_engine(database: str | Path) -> Engine:
+    """The engine a database argument names: a Spark URL (``spark:local``, ``spark://``,
+    ``sc://``: :mod:`dpsql.engines.spark`), else a DuckDB file or folder."""
+    if is_spark(database):  # PySpark is imported when a session starts, not before
+        return SparkEngine(str(database))
+    return DuckDBEngine(database)
 
 
 # --- the database -----------------------------------------------------------------------------
@@ -163,7 +172,7 @@ class Database:
         if analyst is not None:
             resolve_analyst(analyst)  # refuse an invalid name now
         self.analyst = analyst
-        self.engine: Engine = engine if engine is not None else DuckDBEngine(database)
+        self.engine: Engine = engine if engine is not None else open_engine(database)
         try:
             # Every declared table, column and type against the engine's, before any query
             # can be charged (see dpsql.engines.check_metadata).

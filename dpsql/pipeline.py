@@ -11,7 +11,7 @@ anything runs; :func:`prepare` is those six. :func:`answer` runs the rest for a 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import duckdb
@@ -103,18 +103,22 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
         schema = engine.schema.get(p.table.name.lower(), {})
-        sql, salted = _engine_sql(p, schema, engine.dialect)
+        sql, salted = _engine_sql(p, schema, engine.dialect, getattr(engine, "generate", None))
         entry = engine.rewritten.put(id(p), (p, sql, salted))
     return entry[1], entry[2]
 
 
-def _engine_sql(p: Plan, schema: Mapping[str, str], dialect: str) -> tuple[str, bool]:
+def _engine_sql(p: Plan, schema: Mapping[str, str], dialect: str,
+                generate: Callable[[exp.Select], str] | None = None) -> tuple[str, bool]:
+    """``generate``: an engine's own SQL for the tree (its compensations, its plan-time
+    check, e.g. ``SparkEngine.generate``); otherwise sqlglot's text in ``dialect``."""
     tree = rewrite(p, schema)
     salted = tree.find(exp.Placeholder) is not None
-    sql = tree.sql(dialect=dialect, copy=False)
-    check_engine_query(p, sql if dialect == "duckdb" else tree.sql(dialect="duckdb"), salted,
-                       schema)
-    return sql, salted
+    duck = tree.sql(dialect="duckdb")
+    check_engine_query(p, duck, salted, schema)
+    if generate is not None:
+        return generate(tree), salted
+    return (duck if dialect == "duckdb" else tree.sql(dialect=dialect, copy=False)), salted
 
 
 def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str]) -> None:
