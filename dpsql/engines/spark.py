@@ -149,7 +149,7 @@ class SparkEngine:
         except EngineError:
             self.close()
             raise
-        except Exception as e:  # noqa: BLE001 -- PySpark raises many types; none quotes data
+        except Exception as e:
             self.close()
             raise EngineError(f"cannot open the Spark database {self.path}: {e}") from None
         self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
@@ -195,7 +195,7 @@ class SparkEngine:
     def _analyse(self, sql: str) -> Any:
         try:
             return self._session.sql(sql, args={SALT_NAME: 0}).schema
-        except Exception as e:  # noqa: BLE001 -- analysis reads no rows: it quotes the query
+        except Exception as e:
             raise UnsupportedQuery(f"the engine cannot run this query: "
                                    f"{str(e).splitlines()[0]}; check the types of the "
                                    "expressions it computes") from None
@@ -219,7 +219,7 @@ class SparkEngine:
             frame = self._session.sql(sql, args=args)
             names = list(frame.columns)
             rows = [tuple(_value(v) for v in row) for row in frame.collect()]
-        except Exception as e:  # noqa: BLE001 -- see below
+        except Exception as e:
             interrupted = token is not None and token.fired
             # The message of an error raised while reading rows may quote a private value
             # (ANSI errors do): the analyst gets no detail, the owner's log does.
@@ -239,7 +239,7 @@ class SparkEngine:
             for table in self._session.catalog.listTables():
                 if table.isTemporary:
                     self._session.catalog.dropTempView(table.name)
-        except Exception:  # noqa: BLE001,S110 -- closing must not raise
+        except Exception:
             pass
 
 

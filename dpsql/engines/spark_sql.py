@@ -46,8 +46,9 @@ def spark_tree(tree: exp.Select, integral_sums: Collection[str] = ()) -> exp.Exp
     """The rewritten query for Spark. ``integral_sums`` names the output columns whose SUM
     adds integers (found by analysing the query once, see ``SparkEngine.generate``): their
     terms are summed as DECIMAL(38, 0)."""
-    tree = tree.copy().transform(_node, copy=False)
-    assert isinstance(tree, exp.Select)
+    copied = tree.copy().transform(_node, copy=False)
+    assert isinstance(copied, exp.Select)
+    tree = copied
     for salt in list(tree.find_all(exp.Placeholder)):
         salt.replace(exp.Placeholder(this=SALT_NAME))
     _exact_sums(tree, set(integral_sums))
@@ -85,8 +86,9 @@ def _node(node: exp.Expression) -> exp.Expression:
         return exp.Paren(this=exp.Div(this=exp.Round(this=exp.Mul(
             this=exp.Paren(this=_spark(node.this)), expression=scale)),
             expression=scale.copy()))
-    if isinstance(node, exp.Least | exp.Greatest):
-        # sqlglot writes them for DuckDB as NULL if any argument is NULL; Spark's skip NULLs.
+    if isinstance(node, exp.Least | exp.Greatest) and not node.args.get("ignore_nulls"):
+        # The rewrite's own LEAST: sqlglot writes it for DuckDB as NULL if any argument is
+        # NULL; Spark's skips NULLs (as an analyst's LEAST, ignore_nulls, does in both).
         parts = [_spark(a) for a in (node.this, *node.expressions)]
         null = exp.or_(*[exp.Is(this=a.copy(), expression=exp.Null()) for a in parts])
         name = "least" if isinstance(node, exp.Least) else "greatest"
@@ -129,7 +131,8 @@ def _exact_sums(query: exp.Select, integral: set[str]) -> None:
 def _histogram_arg(projection: exp.Expression) -> exp.Expression | None:
     value = projection.this if isinstance(projection, exp.Alias) else None
     if isinstance(value, exp.Anonymous) and value.name.lower() == "histogram":
-        return value.expressions[0]
+        arg: exp.Expression = value.expressions[0]
+        return arg
     return None
 
 
@@ -163,7 +166,7 @@ def _histograms(query: exp.Select) -> exp.Select:
         if keys:
             gathered = gathered.group_by(*[exp.column(k) for k in keys])
         ctes.append((f"__h{i}", gathered))
-        on: exp.Expression = exp.and_(*[exp.NullSafeEQ(
+        on: exp.Expr = exp.and_(*[exp.NullSafeEQ(
             this=exp.column(k, table="__main"), expression=exp.column(k, table=f"__h{i}"))
             for k in keys]) if keys else exp.EQ(this=exp.Literal.number(1),
                                                 expression=exp.Literal.number(1))
