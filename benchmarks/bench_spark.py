@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"session and tables opened in {time.perf_counter() - started:.1f} s",
           file=sys.stderr)
     session = db.engine._session  # type: ignore[attr-defined]
-    print(f"| table | query | raw Spark ms | dpsql ms | ratio |\n|---|---|---|---|---|")
+    print("| table | query | raw Spark ms | dpsql ms | ratio |\n|---|---|---|---|---|")
     for q in bench.QUERIES:
         def raw(q: bench.Query = q) -> object:
             return session.sql(q.sql).collect()

@@ -29,7 +29,9 @@ default, set deliberately). Each difference, and what this module does about it:
   ``map_from_entries(collect_list(struct(...)))``, and LEFT JOINed to the other measurements
   on the keys with NULL-safe equality (a missing group is the empty histogram, as in DuckDB).
 * **Dates**: ``date - DATE '1970-01-01'`` (a day count in DuckDB, an interval in Spark) is
-  ``DATEDIFF``.
+  ``DATEDIFF``; TRY_STRPTIME is ``TRY_TO_TIMESTAMP`` with the format in Java's letters
+  (sqlglot's mapping; Java's parser may accept a malformed text DuckDB rejects or the reverse:
+  a different, still total answer); the day of week counts from 0 (Sunday) as in DuckDB.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 
+_SPARK = Spark().generator()  # for its format_time: DuckDB's strptime formats in Java's
 SALT_NAME = "dpsql_salt"  # the salt's named parameter (:dpsql_salt)
 EXACT_SUM = exp.DataType.build("DECIMAL(38, 0)")
 
@@ -97,7 +101,18 @@ def _node(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.TryCast):
         node.set("safe", True)  # TRY_CAST, not CAST: ANSI casts raise
     elif isinstance(node, exp.StrToDate | exp.StrToTime):
-        node.set("safe", True)
+        # TRY_TO_TIMESTAMP (Spark 3.5+): NULL where the text does not parse, as DuckDB's
+        # TRY_STRPTIME; TO_DATE would raise under ANSI, quoting the value.
+        fmt = exp.Literal.string(_SPARK.format_time(node) or "")
+        parsed = exp.Anonymous(this="try_to_timestamp", expressions=[_spark(node.this), fmt])
+        return exp.cast(parsed, "DATE") if isinstance(node, exp.StrToDate) else parsed
+    elif isinstance(node, exp.Extract) and node.name.upper() in ("DOW", "DAYOFWEEK"):
+        # Spark's day of week is 1 (Sunday) to 7, DuckDB's 0 (Sunday) to 6.
+        return exp.Paren(this=exp.Sub(this=exp.Extract(this=node.this, expression=_spark(
+            node.expression)), expression=exp.Literal.number(1)))
+    elif isinstance(node, exp.DayOfWeek):
+        return exp.Paren(this=exp.Sub(this=exp.DayOfWeek(this=_spark(node.this)),
+                                      expression=exp.Literal.number(1)))
     elif isinstance(node, exp.Sub) and _is_date_literal(node.expression):
         return exp.DateDiff(this=_spark(node.this), expression=node.expression,
                             unit=exp.var("DAY"))
