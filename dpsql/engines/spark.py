@@ -30,8 +30,9 @@ does).
 **The salt** of contribution bounding is the named parameter ``:dpsql_salt``
 (``spark.sql(args=...)``, Spark 3.4+): it goes to the engine with the query and nowhere else.
 
-**Time.** :meth:`SparkEngine.cancel_token` tags the calling thread's jobs (``addTag``); the
-owner's deadline interrupts that tag (``interruptTag``), which cancels its running jobs.
+**Time.** :meth:`SparkEngine.cancel_token` tags the calling thread's jobs (a job group on a
+classic session, an operation tag on Spark Connect); the owner's deadline cancels them. An
+answer that arrives after the deadline fired is dropped: the limit alone decides.
 """
 
 from __future__ import annotations
@@ -116,14 +117,35 @@ def _session(master: str) -> Any:
 
 
 class _TagCancel:
-    """Interrupts the jobs the calling thread runs under its tag (see the module docstring)."""
+    """Cancels the jobs the calling thread runs under its tag: a job group on a classic
+    session (``setJobGroup`` / ``cancelJobGroup``, which interrupt running tasks; its
+    ``interruptTag`` does not reach SQL jobs), an operation tag on Spark Connect."""
 
     def __init__(self, session: Any, tag: str) -> None:
         self.session, self.tag, self.fired = session, tag, False
+        # Classic sessions have a SparkContext; Spark Connect sessions do not.
+        self.context = None if _is_connect(session) else session.sparkContext
+
+    def start(self) -> None:
+        if self.context is not None:
+            self.context.setJobGroup(self.tag, "dpsql query", interruptOnCancel=True)
+        else:
+            self.session.addTag(self.tag)
+
+    def stop(self) -> None:
+        if self.context is None:
+            self.session.removeTag(self.tag)
 
     def cancel(self) -> None:
         self.fired = True
-        self.session.interruptTag(self.tag)
+        if self.context is not None:
+            self.context.cancelJobGroup(self.tag)
+        else:
+            self.session.interruptTag(self.tag)
+
+
+def _is_connect(session: Any) -> bool:
+    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 class SparkEngine:
@@ -214,7 +236,7 @@ class SparkEngine:
             raise EngineError("the query was interrupted", interrupted=True)
         args = {SALT_NAME: parameters[0]} if parameters else None
         if token is not None:
-            self._session.addTag(token.tag)
+            token.start()
         try:
             frame = self._session.sql(sql, args=args)
             names = list(frame.columns)
@@ -229,7 +251,10 @@ class SparkEngine:
                               interrupted=interrupted) from None
         finally:
             if token is not None:
-                self._session.removeTag(token.tag)
+                token.stop()
+                self._local.token = None  # a token serves one execution
+        if token is not None and token.fired:  # the deadline passed as the last job ended
+            raise EngineError("the query was interrupted", interrupted=True)
         return names, rows
 
     def close(self) -> None:
