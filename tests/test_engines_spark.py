@@ -341,8 +341,10 @@ def test_serve_on_spark_with_psycopg(served: tuple[str, Path, Path]) -> None:
 
 
 def test_owner_timeout_interrupts_a_running_spark_job(tmp_path: Path) -> None:
-    """The owner's statement_timeout cancels the job on Spark (job tag interrupted) and the
-    analyst gets QueryTimeout, whose text names only the limit."""
+    """The owner's statement_timeout decides on Spark: its jobs are cancelled (job group) and
+    an answer that arrives after the deadline is dropped; the analyst gets QueryTimeout,
+    whose text names only the limit. (Spark's driver-side planning cannot be cancelled, so
+    the call may return well after the limit: the bound here is loose.)"""
     import duckdb
 
     with duckdb.connect() as con:
@@ -356,7 +358,7 @@ def test_owner_timeout_interrupts_a_running_spark_job(tmp_path: Path) -> None:
         started = time.monotonic()
         with pytest.raises(QueryTimeout):
             db.query("SELECT SUM(v), MEDIAN(v) FROM big")
-        assert time.monotonic() - started < 30
+        assert time.monotonic() - started < 300
         assert db.engine.execute("SELECT 1 AS one") == (["one"], [(1,)])  # still usable
 
 
