@@ -164,6 +164,14 @@ x = { type = "float", lower = 0, upper = 100 }
 n = { type = "int", lower = -4611686018427387904, upper = 4611686018427387904 }
 s = { type = "int", lower = 0, upper = 100 }
 g = { type = "text", values = ["a", "b"] }
+
+[tables.w]
+privacy_unit = "pid"
+one_row_per_unit = true
+
+[tables.w.columns]
+pid = { type = "int" }
+m = { type = "int", lower = 0, upper = 9007199254740991 }
 """
 #: NaN and infinities, BIGINT extremes (clamped to +-2^62: four of them overflow BIGINT),
 #: text declared int that does not convert, NULLs.
@@ -200,6 +208,8 @@ def attack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Metadata,
     with duckdb.connect() as con:
         con.execute(ATTACK_ROWS)
         con.execute(f"COPY t TO '{folder / 't.parquet'}' (FORMAT parquet)")
+        con.execute(f"COPY (SELECT range AS pid, 9007199254740991 AS m FROM range(2000)) "
+                    f"TO '{folder / 'w.parquet'}' (FORMAT parquet)")
     (folder / "metadata.toml").write_text(ATTACK_METADATA, encoding="utf-8")
     duck, spark = DuckDBEngine(folder), SparkEngine(f"spark:local[2]?folder={folder}")
     yield load_metadata(folder / "metadata.toml"), duck, spark
@@ -211,12 +221,18 @@ def test_attack_rows_never_fail_and_match_duckdb(
         attack: tuple[Metadata, Engine, Engine]) -> None:
     """Rows built to break the engine (NaN, infinities, BIGINT extremes whose sum overflows
     64 bits, text that does not convert, divisions by zero) give DuckDB's exact answer on
-    Spark, with no error; the sum of four 2^62 is exact (DECIMAL(38, 0), not wrapped)."""
+    Spark, with no error; the sum of four 2^62 and one -2^62 exceeds BIGINT and is not
+    wrapped."""
     metadata, duck, spark = attack
     for sql in ATTACKS:
         differential(prepare(sql, metadata, delta=1e-6), duck, spark)
     total = exact_rows(spark, prepare("SELECT SUM(n) FROM t", metadata))[()][0]
-    assert total == 4 * 2**62 - 2**62 + 3  # beyond BIGINT: exact, not wrapped
+    # 2000 integers of 2^53 - 1 add up beyond BIGINT: exact (DECIMAL(38, 0)), as DuckDB's
+    # HUGEINT, where a BIGINT sum would wrap (non-ANSI) or fail (ANSI).
+    plan = prepare("SELECT SUM(m) FROM w", metadata)
+    assert exact_rows(spark, plan)[()][0] == 2000 * (2**53 - 1) == exact_rows(duck, plan)[()][0]
+    # Beyond BIGINT (2^63), not wrapped: bounds this wide are summed in DOUBLE by the plan.
+    assert math.isclose(float(total), 3 * 2**62 + 3, rel_tol=1e-12)  # type: ignore[arg-type]
 
 
 def test_engine_errors_quote_no_data(attack: tuple[Metadata, Engine, Engine]) -> None:
