@@ -111,8 +111,16 @@ def _session(master: str) -> Any:
                 "spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
             if master.startswith("local"):  # small local data: few shuffle partitions
                 builder = builder.config("spark.sql.shuffle.partitions", "4")
-            _root = builder.getOrCreate()
+            try:
+                _root = builder.getOrCreate()
+            except Exception as e:
+                raise EngineError(f"cannot start Spark ({master}): {e}; the Spark engine "
+                                  "needs a JDK (17+ for Spark 4) on PATH or JAVA_HOME") from None
             _root.sparkContext.setLogLevel("ERROR")
+        running = _root.sparkContext.master
+        if running != master:  # one SparkContext per process (one JVM)
+            raise EngineError(f"this process already runs Spark on {running}; it cannot also "
+                              f"open {master} (use sc:// for a second cluster)")
         return _root.newSession()
 
 
