@@ -66,10 +66,11 @@ def _remedy(e: Error) -> str:
 def database_options(fn: F) -> F:
     fn = click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
                       help="The data owner's metadata TOML (default: the sample data's).")(fn)
-    # A string, not a click.Path: a postgresql:// URL must reach the engine as written.
+    # A string, not a click.Path: a URL must reach the engine as written (Path makes sc:// sc:/).
     fn = click.option("--database", "-d", type=str,
-                      help="A DuckDB file, a folder of CSV/Parquet files or a postgresql:// "
-                           "URL (default: the bundled sample data).")(fn)
+                      help="A DuckDB file, a folder of CSV/Parquet files, a postgresql:// URL "
+                           "or a Spark URL (spark:local?folder=PATH, sc://host:15002; "
+                           "docs/engines.md) (default: the bundled sample data).")(fn)
     return fn
 
 

@@ -55,6 +55,7 @@ from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
 from dpsql.engines import CursorCancel, Engine, check_metadata, is_url, open_engine
+from dpsql.engines.spark import is_spark
 from dpsql.errors import (
     EngineError,
     EngineFailure,
@@ -86,6 +87,7 @@ def sample_paths() -> tuple[Path, Path]:
     """The bundled sample database folder and its metadata file."""
     folder = Path(str(resources.files("dpsql.sample_data")))
     return folder, folder / "metadata.toml"
+
 
 
 # --- the database -----------------------------------------------------------------------------
@@ -183,7 +185,8 @@ class Database:
             self.engine.close()
             raise
         tables = json.dumps(self.metadata.raw.get("tables"), sort_keys=True, default=str)
-        where = self.engine.path if is_url(database) else self.engine.path.resolve()
+        where = (self.engine.path if is_url(database) or is_spark(database)
+                 else self.engine.path.resolve())
         self._scope = hashlib.sha256(f"{where}\0{tables}".encode()).hexdigest()
         # (SQL text, parameters) -> (normalised text, answer-key text): see _texts.
         self._memo: LRU[tuple[object, ...], tuple[str, str]] = LRU(_MEMO_SIZE)

@@ -225,12 +225,19 @@ def _postgres(url: str, metadata: Metadata | None) -> Engine:
     return PostgresEngine(url, tables=tables, statement_timeout=timeout)
 
 
+def _spark(url: str, metadata: Metadata | None) -> Engine:
+    from dpsql.engines.spark import SparkEngine
+
+    return SparkEngine(url)
+
+
 #: URL scheme -> how to open that engine (the URL, the metadata); anything without a scheme
 #: is a DuckDB file or folder. One line per engine.
 ENGINES: dict[str, Callable[[str, Metadata | None], Engine]] = {
     "postgresql": _postgres,
     "postgres": _postgres,
-    # "sc": _spark, "spark": _spark,  (dpsql/engines/spark.py)
+    "sc": _spark,  # Spark Connect
+    "spark": _spark,  # a Spark cluster's master
 }
 
 
@@ -243,6 +250,10 @@ def open_engine(database: str | Path, metadata: Metadata | None = None) -> Engin
     """The engine ``database`` names: a ``scheme://`` URL of :data:`ENGINES`, else a DuckDB
     file or folder of CSV/Parquet files. ``metadata`` gives a server engine the declared
     tables and the owner's statement timeout."""
+    from dpsql.engines.spark import is_spark  # also spark:local, local[N]: no "://"
+
+    if is_spark(database):
+        return _spark(str(database), metadata)
     if not is_url(database):
         return DuckDBEngine(database)
     scheme = str(database).split("://", 1)[0].lower()
