@@ -20,6 +20,9 @@ from typing import Generic, TypeVar
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+#: Rewritten queries each engine keeps (``Engine.rewritten``): one per cached plan.
+REWRITTEN_CACHE_SIZE = 512
+
 
 class LRU(Generic[K, V]):
     """A mapping of at most ``size`` entries; the least recently used one goes first."""

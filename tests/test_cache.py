@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 import dpsql
-from dpsql.cache import LRU
-from dpsql.engines import REWRITTEN_CACHE_SIZE
+from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.metadata import PLAN_CACHE_SIZE, Metadata
 from dpsql.pipeline import engine_sql, prepare
 

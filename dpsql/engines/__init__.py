@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
-from dpsql.cache import LRU
+from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.errors import EngineError, MetadataError
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ _LOCKED = {"autoinstall_known_extensions": False, "autoload_known_extensions": F
 # DuckDB turns the row_number() <= k of contribution bounding into a per-unit top-k aggregate,
 # which measured 1.7x slower than the sorted window on 10M rows (benchmarks/bench_bounding.py).
 _DISABLED_OPTIMIZERS = "top_n_window_elimination"
-REWRITTEN_CACHE_SIZE = 512  # rewritten queries kept per engine (one per cached plan)
 
 
 class CancelToken(Protocol):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlglot import exp
 
 from dpsql.bounds import bound
-from dpsql.cache import LRU
+from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines.postgres_sql import postgres_sql
 from dpsql.errors import EngineError, QueryRefused, UnsupportedQuery
 from dpsql.owner_settings import DEFAULT_STATEMENT_TIMEOUT
@@ -42,7 +42,6 @@ from dpsql.owner_settings import DEFAULT_STATEMENT_TIMEOUT
 if TYPE_CHECKING:
     from dpsql.plan import Plan
 
-REWRITTEN_CACHE_SIZE = 512
 MINIMUM_VERSION = 140000
 CANCEL_RETRY, CANCEL_RETRIES = 0.02, 100  # a lost cancel request is repeated for up to 2 s
 # PostgreSQL's types in DuckDB's names (the rewrite's vocabulary); others are kept as spelled

@@ -42,16 +42,18 @@ import threading
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from sqlglot import exp
 
-from dpsql.cache import LRU
-from dpsql.engines import REWRITTEN_CACHE_SIZE, CancelToken
+from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines.spark_sql import SALT_NAME, spark_tree
 from dpsql.errors import EngineError, UnsupportedQuery
-from dpsql.plan import Plan
+
+if TYPE_CHECKING:  # dpsql.engines opens this module: no import back at run time
+    from dpsql.engines import CancelToken
+    from dpsql.plan import Plan
 
 #: Spark's types (``DataType.simpleString()``) as the DuckDB type names that the metadata
 #: check and the rewrite's column reader know; anything else keeps its name (and is refused
