@@ -275,10 +275,12 @@ class ServerSettings:
 
 @dataclass(eq=False)
 class PublicData:
-    """The engine the public tables are read from when planning (None: not opened yet). Public
-    tables protect no one, so reading them to plan leaks nothing."""
+    """Where plans read public tables (None: no database opened them yet): an object with
+    ``read(sql) -> rows`` running DuckDB's SQL on a copy of the public tables typed as
+    declared (:class:`dpsql.public.PublicStore`, which the engine filled through its own
+    ``read_public``). Public tables protect no one, so reading them to plan leaks nothing."""
 
-    engine: Any = None
+    store: Any = None
 
 
 @dataclass(frozen=True)
@@ -295,7 +297,7 @@ class Metadata:
     plans: LRU[tuple[object, ...], Any] = field(
         default_factory=lambda: LRU(PLAN_CACHE_SIZE), compare=False, repr=False)
     # Where plans read public tables (dpsql.joins: join multiplicities, key domains, bounds);
-    # the Database that opens an engine sets it.
+    # the Database that opens an engine sets its store.
     public_data: PublicData = field(default_factory=lambda: PublicData(), compare=False,
                                     repr=False)
 

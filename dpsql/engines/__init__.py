@@ -90,6 +90,17 @@ class Engine(Protocol):
         :class:`~dpsql.errors.UnsupportedQuery` for what the engine cannot run."""
         ...
 
+    def read_public(self, table: str, columns: Mapping[str, str]
+                    ) -> list[tuple[object, ...]]:
+        """Every row of the public ``table``, the ``columns`` (name -> declared type: int,
+        float, text, bool, date, timestamp) in that order, each read as its declared type
+        (:data:`~dpsql.metadata.ENGINE_TYPES`; NULL where a value does not convert, never an
+        error). The only plan-time read of data: :class:`~dpsql.public.PublicStore` copies
+        public tables with it, and joins and exact public reads run on that copy. Public
+        tables protect no one, so reading them leaks nothing; the SQL is the engine's own
+        (:func:`public_select` spells it for DuckDB's semantics)."""
+        ...
+
     def cancel_token(self) -> CancelToken: ...
 
     def close(self) -> None: ...
@@ -178,6 +189,12 @@ class DuckDBEngine:
         """A token that interrupts what this thread runs on the engine (its own cursor)."""
         return CursorCancel(self.cursor())
 
+    def read_public(self, table: str, columns: Mapping[str, str]
+                    ) -> list[tuple[object, ...]]:
+        """Every row of a public table, as the declared types (:meth:`Engine.read_public`)."""
+        select = public_select(table, columns, self.schema.get(table.lower(), {}))
+        return self.execute(select.sql(dialect="duckdb"))[1]
+
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]:
         """Run one checked, rewritten query and return its column names and rows."""
@@ -212,6 +229,29 @@ class DuckDBEngine:
         self._connection.close()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def public_select(table: str, columns: Mapping[str, str], stored: Mapping[str, str]
+                  ) -> exp.Select:
+    """``SELECT`` of every row of ``table`` with each of ``columns`` (name -> declared type)
+    read as its declared type, written for DuckDB's semantics (an engine's compile spells it):
+    a plain cast where the physical type (``stored``, DuckDB's names) converts without fail,
+    TRY_CAST otherwise (text, or an instant whose date depends on the time zone), as the
+    rewrite reads private columns."""
+    from sqlglot import exp
+
+    from dpsql.metadata import ENGINE_TYPES
+
+    types = {k.lower(): v.upper() for k, v in stored.items()}
+    projections = []
+    for name, declared in columns.items():
+        physical = types.get(name.lower(), "VARCHAR")
+        kind = exp.Cast if compatible(declared, physical) and physical not in (
+            "VARCHAR", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ") else exp.TryCast
+        cast = kind(this=exp.column(name, quoted=True),
+                    to=exp.DataType.build(ENGINE_TYPES[declared]))
+        projections.append(exp.alias_(cast, name, quoted=True))
+    return exp.select(*projections).from_(exp.Table(this=exp.to_identifier(table, quoted=True)))
 
 
 # --- which engine a database argument names ----------------------------------------------
