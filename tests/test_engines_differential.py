@@ -268,3 +268,20 @@ def test_text_that_does_not_convert_never_fails(cast: str,
     reference = next(iter(answers.values()))
     assert len(reference) == len(WELL_FORMED & set(NASTY)), reference
     assert all(a == reference for a in answers.values()), answers
+
+
+@pytest.mark.parametrize("declared", ["int", "float", "date", "bool", "text"])
+def test_a_public_read_of_text_never_fails(declared: str,
+                                           cast_engines: dict[str, Engine]) -> None:
+    """Engine.read_public (how the public store and the plans of joins read public tables)
+    on every engine: text that does not convert is NULL, never an error, and well-formed text
+    reads as the same value everywhere."""
+    answers = {}
+    for name, engine in cast_engines.items():
+        rows = engine.read_public("t", {"id": "int", "code": declared})
+        assert len(rows) == len(NASTY), name
+        answers[name] = {NASTY[i]: _canonical(v) for i, v in rows  # type: ignore[index]
+                         if NASTY[i] in WELL_FORMED}  # type: ignore[index]
+    reference = next(iter(answers.values()))
+    assert any(v is not None for v in reference.values()) or declared == "bool", reference
+    assert all(a == reference for a in answers.values()), answers
