@@ -35,7 +35,7 @@ from sqlglot import exp
 
 from dpsql.bounds import bound
 from dpsql.cache import LRU
-from dpsql.engines import public_select
+from dpsql.engines.physical import public_select
 from dpsql.engines.postgres_sql import postgres_sql
 from dpsql.errors import EngineError, QueryRefused, UnsupportedQuery
 from dpsql.joins import empty_tables, physical
