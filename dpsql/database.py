@@ -173,8 +173,6 @@ class Database:
         self.analyst = analyst
         self.engine: Engine = engine if engine is not None else open_engine(database,
                                                                              self.metadata)
-        # Plans of joins read public tables (multiplicities, key domains: dpsql.joins).
-        self.metadata.public_data.engine = self.engine
         try:
             # Every declared table, column and type against the engine's, before any query
             # can be charged (see dpsql.engines.check_metadata).
@@ -191,6 +189,8 @@ class Database:
         # (SQL text, parameters) -> (normalised text, answer-key text): see _texts.
         self._memo: LRU[tuple[object, ...], tuple[str, str]] = LRU(_MEMO_SIZE)
         self._public = PublicStore(self.metadata, self.engine)  # loaded on first use
+        # Plans of joins read public tables (multiplicities, key domains: dpsql.joins).
+        self.metadata.public_data.store = self._public
 
     @property
     def metered(self) -> bool:

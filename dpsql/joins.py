@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from dpsql.errors import JoinRefused
 from dpsql.metadata import ENGINE_TYPES, MAX_DOMAIN_SIZE, Column, Metadata, Table
@@ -208,9 +209,8 @@ def _multiplicity(source: Source, relation: Relation, metadata: Metadata) -> int
     else:
         keys = _key_columns(source, relation.sources[:index])
     ref = _ref(source.table)
-    if keys:  # grouped as the columns are read (dpsql.total.Reader: TRY_CAST to their type)
-        cols = ", ".join(exp.TryCast(this=exp.column(c, quoted=True), to=exp.DataType.build(
-            ENGINE_TYPES[source.table.columns[c].type])).sql("duckdb") for c in keys)
+    if keys:  # grouped as the columns are read: the public store holds them as declared
+        cols = ", ".join(exp.column(c, quoted=True).sql("duckdb") for c in keys)
         sql = f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {ref} GROUP BY {cols})"
     else:
         sql = f"SELECT COUNT(*) FROM {ref}"
@@ -243,12 +243,41 @@ def _ref(table: Table) -> str:
 
 
 def _read(sql: str, metadata: Metadata) -> list[tuple[object, ...]]:
-    engine = metadata.public_data.engine
-    if engine is None:
+    """Rows of DuckDB's ``sql`` over the public tables, on the store's typed copy of them
+    (whatever the engine: it copied them with its own SQL, ``Engine.read_public``)."""
+    store = metadata.public_data.store
+    if store is None:
         raise JoinRefused("joining a public table needs its data to plan (its multiplicities "
                           "and key domains); query through a Database that opened the data")
-    _, rows = engine.execute(sql, [])
-    return list(rows)
+    return list(store.read(sql))
+
+
+def empty_tables(relation: Relation | None, table: Table, schema: Mapping[str, str]
+                 ) -> list[tuple[str, exp.Select]]:
+    """Every declared table the rewritten query reads (``table`` alone without a join; every
+    source and semi-join's table with one), each as a typed ``SELECT`` of no row: its columns
+    as ``schema``'s physical types (keyed by joined column names, :func:`physical`; the
+    declared types where unknown). An engine's query run over these instead of the tables
+    reads no data, so an error it raises is one it would raise on any data: a refusal before
+    the charge (:func:`dpsql.pipeline.check_engine_query`, each engine's ``compile``)."""
+    tables = relation.tables() if relation is not None else [table]
+    out = []
+    for t in tables:
+        prefix = "" if relation is None else next(
+            s.prefix for s in relation.sources + tuple(j.source for j in relation.semijoins)
+            if s.table is t)
+        empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical_type(
+            schema, prefix + c.name, c.type)), c.name, quoted=True)
+            for c in t.columns.values()]).where(exp.false())
+        out.append((t.name, empty))
+    return out
+
+
+def _physical_type(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:
+    try:
+        return exp.DataType.build(schema.get(column, ENGINE_TYPES[declared]), dialect="duckdb")
+    except (SqlglotError, ValueError):  # a type sqlglot cannot spell: read as declared
+        return exp.DataType.build(ENGINE_TYPES[declared])
 
 
 def physical(relation: Relation, schema: Mapping[str, Mapping[str, str]]) -> dict[str, str]:

@@ -73,7 +73,6 @@ Validation errors name the file, the table, the column (or the analyst) and what
 from __future__ import annotations
 
 import datetime as dt
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -89,11 +88,14 @@ from dpsql.owner_settings import (
     parse_server,
 )
 from dpsql.toml_values import (
+    Scalar,
     check_unit_path,
     description_of,
     flag,
     no_unknown_keys,
     positive_int,
+    typed_bound,
+    typed_values,
     unit_path,
 )
 
@@ -112,7 +114,6 @@ _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", 
 _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
 PLAN_CACHE_SIZE = 512  # prepared plans kept per Metadata object
 
-Scalar = int | float | str | bool | dt.date
 
 
 @dataclass(frozen=True)
@@ -212,10 +213,12 @@ class Table:
 
 @dataclass(eq=False)
 class PublicData:
-    """The engine the public tables are read from when planning (None: not opened yet). Public
-    tables protect no one, so reading them to plan leaks nothing."""
+    """Where plans read public tables (None: no database opened them yet): an object with
+    ``read(sql) -> rows`` running DuckDB's SQL on a copy of the public tables typed as
+    declared (:class:`dpsql.public.PublicStore`, which the engine filled through its own
+    ``read_public``). Public tables protect no one, so reading them to plan leaks nothing."""
 
-    engine: Any = None
+    store: Any = None
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,7 @@ class Metadata:
     plans: LRU[tuple[object, ...], Any] = field(
         default_factory=lambda: LRU(PLAN_CACHE_SIZE), compare=False, repr=False)
     # Where plans read public tables (dpsql.joins: join multiplicities, key domains, bounds);
-    # the Database that opens an engine sets it.
+    # the Database that opens an engine sets its store.
     public_data: PublicData = field(default_factory=lambda: PublicData(), compare=False,
                                     repr=False)
 
@@ -315,12 +318,12 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
     ctype = spec.get("type")
     if ctype not in COLUMN_TYPES:
         raise MetadataError(f"{where}: type {ctype!r} is not one of {', '.join(COLUMN_TYPES)}")
-    lower, upper = (_bound(spec, key, ctype, where) for key in ("lower", "upper"))
+    lower, upper = (typed_bound(spec, key, ctype, where) for key in ("lower", "upper"))
     if (lower is None) != (upper is None):
         raise MetadataError(f"{where}: declare both lower and upper, or neither")
     if lower is not None and upper is not None and lower > upper:  # type: ignore[operator]
         raise MetadataError(f"{where}: lower {lower!r} is greater than upper {upper!r}")
-    values = _values(spec, ctype, where)
+    values = typed_values(spec, ctype, MAX_DOMAIN_SIZE, where)
     public_range = flag(spec, "public_range", where)
     if public_range:
         if ctype not in ("int", "date", "timestamp") or lower is None or upper is None:
@@ -334,58 +337,3 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
                   nullable=flag(spec, "nullable", where), values=values,
                   public_range=public_range, description=description_of(spec, where),
                   unique=flag(spec, "unique", where))
-
-
-def _bound(spec: Mapping[str, Any], key: str, ctype: str, where: str) -> Scalar | None:
-    value = spec.get(key)
-    if value is None:
-        return None
-    if ctype == "date":
-        if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
-            raise MetadataError(f"{where}: {key} must be a TOML date such as 2025-01-01")
-        return value
-    if ctype == "timestamp":
-        return _instant(value, f"{where}: {key}")
-    if ctype not in ("int", "float"):
-        raise MetadataError(f"{where}: {key} is only for int, float, date and timestamp columns")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise MetadataError(f"{where}: {key} must be a finite number, not {value!r}")
-    if ctype == "int" and not float(value).is_integer():
-        raise MetadataError(f"{where}: {key} of an int column must be a whole number")
-    return int(value) if ctype == "int" else float(value)
-
-
-def _values(spec: Mapping[str, Any], ctype: str, where: str) -> tuple[Scalar, ...] | None:
-    values = spec.get("values")
-    if values is None:
-        return None
-    if not isinstance(values, list) or not values:
-        raise MetadataError(f"{where}: values must be a non-empty list of the column's keys")
-    if len(values) > MAX_DOMAIN_SIZE:
-        raise MetadataError(f"{where}: values has more than {MAX_DOMAIN_SIZE} keys")
-    expected: tuple[type, ...] = {"int": (int,), "float": (int, float), "text": (str,),
-                                  "bool": (bool,), "date": (dt.date,),
-                                  "timestamp": (dt.date,)}[ctype]
-    if ctype == "timestamp":
-        values = [_instant(v, f"{where}: value {v!r} in values") for v in values]
-    for v in values:
-        if not isinstance(v, expected) or (ctype != "bool" and isinstance(v, bool)):
-            raise MetadataError(f"{where}: value {v!r} in values is not of type {ctype}")
-    if len(set(values)) != len(values):
-        raise MetadataError(f"{where}: values lists a key twice")
-    return tuple(values)
-
-
-
-
-def _instant(value: Any, where: str) -> dt.datetime:
-    """A timestamp bound or key: a TOML datetime (an offset one read as the UTC instant it
-    denotes, so the bound does not depend on a session's time zone) or a date (its midnight)."""
-    if isinstance(value, dt.datetime):
-        instant: dt.datetime = value
-        if instant.tzinfo is not None:
-            instant = instant.astimezone(dt.UTC).replace(tzinfo=None)
-        return instant
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day)
-    raise MetadataError(f"{where} must be a TOML datetime such as 2025-01-01T00:00:00")

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import duckdb
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from dpsql.aggregates import Measurement
 from dpsql.bind import bind
@@ -27,9 +26,9 @@ from dpsql.cost import check_cost
 from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
 from dpsql.errors import QueryRefused, UnsupportedQuery
-from dpsql.joins import physical
+from dpsql.joins import empty_tables, physical
 from dpsql.mechanisms import accuracy, validate_privacy_parameters
-from dpsql.metadata import ENGINE_TYPES, Metadata
+from dpsql.metadata import Metadata
 from dpsql.parse import parse
 from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan, calibrated, plan
@@ -84,13 +83,6 @@ def _as_written(arg: object) -> object:
     """A refusal's text with the joined relation's column names (``alias__column``, see
     :mod:`dpsql.bind_joins`) spelt as the analyst wrote them, ``alias.column``."""
     return _JOINED_NAME.sub(r"\1.\2", arg) if isinstance(arg, str) else arg
-
-
-def _physical(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:
-    try:
-        return exp.DataType.build(schema.get(column, ENGINE_TYPES[declared]), dialect="duckdb")
-    except (SqlglotError, ValueError):  # a type sqlglot cannot spell: read as declared
-        return exp.DataType.build(ENGINE_TYPES[declared])
 
 
 def answer(p: Plan, engine: Engine) -> Result:
@@ -150,18 +142,9 @@ def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str
     of the engine's physical types (its declared ones where unknown), so that an error the
     engine raises whatever the data (a type it will not accept) is a refusal before anything
     is charged, never an engine error after it."""
-    relation = p.query.relation
-    tables = relation.tables() if relation is not None else [p.table]
-    empties = []
-    for table in tables:
-        prefix = "" if relation is None else next(
-            s.prefix for s in relation.sources + tuple(j.source for j in relation.semijoins)
-            if s.table is table)
-        empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical(
-            schema, prefix + c.name, c.type)), c.name, quoted=True)
-            for c in table.columns.values()]).limit(0)
-        name = exp.to_identifier(table.name, quoted=True).sql(dialect="duckdb")
-        empties.append(f"{name} AS ({empty.sql(dialect='duckdb')})")
+    empties = [f"{exp.to_identifier(name, quoted=True).sql(dialect='duckdb')} AS "
+               f"({empty.sql(dialect='duckdb')})"
+               for name, empty in empty_tables(p.query.relation, p.table, schema)]
     assert sql.startswith("WITH "), "the rewritten query starts with its CTEs"
     dry = f"WITH {', '.join(empties)}, {sql[len('WITH '):]}"
     try:

@@ -230,7 +230,9 @@ class PublicStore:
         for name in _all_public(self._metadata):
             table = self._metadata.tables[name]
             con.execute(f"CREATE TABLE {_name(table.name)} ({_column_list(table)})")
-            _, rows = self._engine.execute(_load_sql(table, self._engine.dialect))
+            # The engine spells its own SQL (Engine.read_public): never DuckDB's text.
+            rows = self._engine.read_public(
+                table.name, {c.name: c.type for c in table.columns.values()})
             if rows:
                 marks = ", ".join("?" for _ in table.columns)
                 con.executemany(f"INSERT INTO {_name(table.name)} VALUES ({marks})",
@@ -238,18 +240,20 @@ class PublicStore:
         _lock(con)
         return con
 
+    def read(self, sql: str) -> list[tuple[object, ...]]:
+        """Rows of ``sql`` (DuckDB's SQL over the public tables, typed as declared) on this
+        copy: how plans read public data (:mod:`dpsql.joins`: multiplicities, key domains,
+        bounds), the same values on every engine."""
+        try:
+            return self.cursor().execute(sql).fetchall()
+        except duckdb.Error as e:  # public data only: the message may be shown as it is
+            raise DataError(f"reading public tables failed: {str(e).splitlines()[0]}") from None
+
     def close(self) -> None:
         with self._lock:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
-
-
-def _load_sql(table: Table, dialect: str) -> str:
-    columns = [exp.alias_(exp.TryCast(this=exp.column(c.name, quoted=True),
-                                      to=exp.DataType.build(ENGINE_TYPES[c.type])),
-                          c.name, quoted=True) for c in table.columns.values()]
-    return exp.select(*columns).from_(exp.to_table(table.name, quoted=True)).sql(dialect=dialect)
 
 
 def answer_public(read: PublicRead, cursor: duckdb.DuckDBPyConnection) -> Result:

@@ -3,6 +3,7 @@ and range, and raises a :class:`~dpsql.errors.MetadataError` naming where it was
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import math
 from collections.abc import Mapping
@@ -105,3 +106,61 @@ def check_unit_path(table: Any, tables: Mapping[str, Any], where: str) -> None:
         raise MetadataError(f"{where}: unit_path leads to {name}.{column}, which must be a "
                             "declared column with unique = true (one row per value)")
 
+
+Scalar = int | float | str | bool | dt.date
+
+
+def typed_bound(spec: Mapping[str, Any], key: str, ctype: str, where: str) -> Scalar | None:
+    """A column's ``lower`` or ``upper``, checked against its type ``ctype``."""
+    value = spec.get(key)
+    if value is None:
+        return None
+    if ctype == "date":
+        if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
+            raise MetadataError(f"{where}: {key} must be a TOML date such as 2025-01-01")
+        return value
+    if ctype == "timestamp":
+        return instant(value, f"{where}: {key}")
+    if ctype not in ("int", "float"):
+        raise MetadataError(f"{where}: {key} is only for int, float, date and timestamp columns")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MetadataError(f"{where}: {key} must be a finite number, not {value!r}")
+    if ctype == "int" and not float(value).is_integer():
+        raise MetadataError(f"{where}: {key} of an int column must be a whole number")
+    return int(value) if ctype == "int" else float(value)
+
+
+def typed_values(spec: Mapping[str, Any], ctype: str, max_size: int, where: str
+                 ) -> tuple[Scalar, ...] | None:
+    """A column's ``values`` (its public keys), each of type ``ctype``, at most ``max_size``."""
+    values = spec.get("values")
+    if values is None:
+        return None
+    if not isinstance(values, list) or not values:
+        raise MetadataError(f"{where}: values must be a non-empty list of the column's keys")
+    if len(values) > max_size:
+        raise MetadataError(f"{where}: values has more than {max_size} keys")
+    expected: tuple[type, ...] = {"int": (int,), "float": (int, float), "text": (str,),
+                                  "bool": (bool,), "date": (dt.date,),
+                                  "timestamp": (dt.date,)}[ctype]
+    if ctype == "timestamp":
+        values = [instant(v, f"{where}: value {v!r} in values") for v in values]
+    for v in values:
+        if not isinstance(v, expected) or (ctype != "bool" and isinstance(v, bool)):
+            raise MetadataError(f"{where}: value {v!r} in values is not of type {ctype}")
+    if len(set(values)) != len(values):
+        raise MetadataError(f"{where}: values lists a key twice")
+    return tuple(values)
+
+
+def instant(value: Any, where: str) -> dt.datetime:
+    """A timestamp bound or key: a TOML datetime (an offset one read as the UTC instant it
+    denotes, so the bound does not depend on a session's time zone) or a date (its midnight)."""
+    if isinstance(value, dt.datetime):
+        instant: dt.datetime = value
+        if instant.tzinfo is not None:
+            instant = instant.astimezone(dt.UTC).replace(tzinfo=None)
+        return instant
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day)
+    raise MetadataError(f"{where} must be a TOML datetime such as 2025-01-01T00:00:00")

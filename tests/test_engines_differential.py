@@ -22,17 +22,20 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
+from dpsql.cache import LRU
 from dpsql.database import sample_paths
 from dpsql.engines import Engine, check_metadata, open_engine
 from dpsql.errors import QueryRefused
-from dpsql.metadata import Metadata, load_metadata
+from dpsql.metadata import PLAN_CACHE_SIZE, Metadata, PublicData, load_metadata
 from dpsql.pipeline import engine_sql, prepare
+from dpsql.public import PublicStore
 from grammar_tests.corpus import Case, load_corpus
 
 Loader = Callable[[pytest.FixtureRequest, Path, str], str]
@@ -62,7 +65,8 @@ CASES = [c for c in load_corpus() if c.verdict in ("accepted", "refused")]
 
 
 def _sample_within_bounds(folder: Path) -> Path:
-    """The sample tables, visits cut to the first 3 of each person (max_groups_per_unit)."""
+    """The sample tables, visits cut to the first 3 of each person (max_groups_per_unit),
+    prescriptions to the bounds they reach their person with."""
     sample, _ = sample_paths()
     path = folder / "sample.duckdb"
     with duckdb.connect(str(path)) as con:
@@ -72,6 +76,15 @@ def _sample_within_bounds(folder: Path) -> Path:
                 query += (" QUALIFY row_number() OVER (PARTITION BY person_id ORDER BY visit_id)"
                           " <= 3")
             con.execute(f'CREATE TABLE "{file.stem}" AS {query}')
+        # prescriptions reach their person through a kept visit; each person keeps at most
+        # max_rows_per_unit = 20 of them, of at most max_groups_per_unit = 3 drugs.
+        con.execute("""CREATE TABLE kept AS SELECT r.* FROM prescriptions r
+            JOIN visits v USING (visit_id)
+            QUALIFY dense_rank() OVER (PARTITION BY v.person_id ORDER BY r.drug) <= 3""")
+        con.execute("""CREATE OR REPLACE TABLE prescriptions AS SELECT r.* FROM kept r
+            JOIN visits v USING (visit_id) QUALIFY row_number() OVER (
+                PARTITION BY v.person_id ORDER BY r.prescription_id) <= 20""")
+        con.execute("DROP TABLE kept")
     return path
 
 
@@ -122,10 +135,19 @@ def _opened(request: pytest.FixtureRequest, path: Path, name: str, metadata: Met
         for engine, database in databases.items():
             engines[engine] = open_engine(database, metadata)
             check_metadata(metadata, engines[engine].schema, engine)
+            # Joins plan from the public tables, copied by each engine (Engine.read_public).
+            STORES[id(engines[engine])] = PublicStore(metadata, engines[engine])
         yield engines
     finally:
         for opened in engines.values():
+            store = STORES.pop(id(opened), None)
+            if store is not None:
+                store.close()
             opened.close()
+
+
+#: id(engine) -> the public tables as that engine reads them, for plans of public joins.
+STORES: dict[int, PublicStore] = {}
 
 
 # --- outcomes --------------------------------------------------------------------------------
@@ -133,7 +155,10 @@ def _opened(request: pytest.FixtureRequest, path: Path, name: str, metadata: Met
 
 def outcome(engine: Engine, metadata: Metadata, sql: str, options: Mapping[str, Any]
             ) -> tuple[str, object]:
-    """("refused", class name) or ("rows", the exact rows in a canonical order)."""
+    """("refused", class name) or ("rows", the exact rows in a canonical order). Each engine
+    plans with its own copy of the public tables (and its own plan cache)."""
+    metadata = replace(metadata, plans=LRU(PLAN_CACHE_SIZE),
+                       public_data=PublicData(STORES.get(id(engine))))
     try:
         plan = prepare(sql, metadata, **options)
         text, salted = engine_sql(plan, engine)
@@ -242,4 +267,21 @@ def test_text_that_does_not_convert_never_fails(cast: str,
                          if row[0] in WELL_FORMED}
     reference = next(iter(answers.values()))
     assert len(reference) == len(WELL_FORMED & set(NASTY)), reference
+    assert all(a == reference for a in answers.values()), answers
+
+
+@pytest.mark.parametrize("declared", ["int", "float", "date", "bool", "text"])
+def test_a_public_read_of_text_never_fails(declared: str,
+                                           cast_engines: dict[str, Engine]) -> None:
+    """Engine.read_public (how the public store and the plans of joins read public tables)
+    on every engine: text that does not convert is NULL, never an error, and well-formed text
+    reads as the same value everywhere."""
+    answers = {}
+    for name, engine in cast_engines.items():
+        rows = engine.read_public("t", {"id": "int", "code": declared})
+        assert len(rows) == len(NASTY), name
+        answers[name] = {NASTY[i]: _canonical(v) for i, v in rows  # type: ignore[index]
+                         if NASTY[i] in WELL_FORMED}  # type: ignore[index]
+    reference = next(iter(answers.values()))
+    assert any(v is not None for v in reference.values()) or declared == "bool", reference
     assert all(a == reference for a in answers.values()), answers

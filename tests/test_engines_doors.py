@@ -18,6 +18,7 @@ from dpsql.database import sample_paths
 from dpsql.engines import open_engine
 from dpsql.engines.pgcluster import Cluster
 from dpsql.errors import EngineError
+from dpsql.plan import Plan
 from dpsql.server.testing import served_sandbox
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")
@@ -115,3 +116,46 @@ def test_metadata_init_reads_a_postgresql_schema(sample_url: str) -> None:
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "[tables.people" in result.output and "income" in result.output
+
+
+# --- public tables on PostgreSQL: exact reads, and the public data plans read -------------------
+
+
+def test_an_exact_public_read_answers_from_postgresql(sample_url: str, metadata: Path) -> None:
+    """``SELECT * FROM states`` through Database.query on a postgresql:// database: the
+    public store was copied in PostgreSQL's own SQL, exact, free, as on DuckDB."""
+    sql = "SELECT * FROM states ORDER BY state"
+    pg = dpsql.Database(sample_url, metadata)
+    duck = dpsql.Database(sample_paths()[0], metadata)
+    try:
+        answer = pg.run(sql)
+        assert answer.cost is None and len(answer.result.rows) == 51
+        assert answer.result.rows == duck.query(sql).rows
+        covered = "SELECT category, covered, base_fee FROM categories ORDER BY category"
+        assert pg.query(covered).rows == duck.query(covered).rows
+    finally:
+        pg.close()
+        duck.close()
+
+
+def test_a_public_join_plans_from_postgresql_public_data(sample_url: str,
+                                                         metadata: Path) -> None:
+    """Multiplicities, key domains and bounds of a public join are read through the engine:
+    the same plan on PostgreSQL as on DuckDB, and an answer."""
+    sql = ("SELECT s.region, COUNT(*), SUM(c.base_fee) FROM visits v JOIN people p USING "
+           "(person_id) JOIN states s ON p.state = s.state JOIN categories c USING (category) "
+           "GROUP BY s.region")
+    pg = dpsql.Database(sample_url, metadata)
+    duck = dpsql.Database(sample_paths()[0], metadata)
+    try:
+        plans = [db.plan(sql, epsilon=1.0) for db in (pg, duck)]
+        facts = []
+        for p in plans:
+            assert isinstance(p, Plan)
+            facts.append((p.table.rows_per_unit, p.domain, [m.l1 for m in p.measurements]))
+        assert facts[0] == facts[1] and facts[0][1] is not None  # regions: a public domain
+        assert {row[0] for row in pg.query(sql, epsilon=5.0).rows} <= {
+            "Midwest", "Northeast", "South", "West"}
+    finally:
+        pg.close()
+        duck.close()

@@ -26,6 +26,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
+from dpsql.engines.physical import INTEGER_TYPES as INTEGER_TYPES
+from dpsql.engines.physical import compatible as compatible
+from dpsql.engines.physical import declared_type as declared_type
+from dpsql.engines.physical import public_select
 from dpsql.errors import EngineError, MetadataError
 
 if TYPE_CHECKING:
@@ -87,6 +91,17 @@ class Engine(Protocol):
         """The engine's SQL for the rewritten tree of ``plan`` (written for DuckDB's
         semantics), checked on empty tables of the engine's physical types: raises
         :class:`~dpsql.errors.UnsupportedQuery` for what the engine cannot run."""
+        ...
+
+    def read_public(self, table: str, columns: Mapping[str, str]
+                    ) -> list[tuple[object, ...]]:
+        """Every row of the public ``table``, the ``columns`` (name -> declared type: int,
+        float, text, bool, date, timestamp) in that order, each read as its declared type
+        (:data:`~dpsql.metadata.ENGINE_TYPES`; NULL where a value does not convert, never an
+        error). The only plan-time read of data: :class:`~dpsql.public.PublicStore` copies
+        public tables with it, and joins and exact public reads run on that copy. Public
+        tables protect no one, so reading them leaks nothing; the SQL is the engine's own
+        (:func:`public_select` spells it for DuckDB's semantics)."""
         ...
 
     def cancel_token(self) -> CancelToken: ...
@@ -177,6 +192,12 @@ class DuckDBEngine:
         """A token that interrupts what this thread runs on the engine (its own cursor)."""
         return CursorCancel(self.cursor())
 
+    def read_public(self, table: str, columns: Mapping[str, str]
+                    ) -> list[tuple[object, ...]]:
+        """Every row of a public table, as the declared types (:meth:`Engine.read_public`)."""
+        select = public_select(table, columns, self.schema.get(table.lower(), {}))
+        return self.execute(select.sql(dialect="duckdb"))[1]
+
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]:
         """Run one checked, rewritten query and return its column names and rows."""
@@ -265,10 +286,6 @@ def open_engine(database: str | Path, metadata: Metadata | None = None) -> Engin
 
 # --- declared types against physical types ---------------------------------------------------
 
-INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
-                       "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"})
-_FLOATS = frozenset({"FLOAT", "REAL", "DOUBLE"})
-_TIMESTAMPS = frozenset({"TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"})
 #: What each declared type may be stored as, and what the owner reads in the error message.
 _STORED_AS = {
     "int": "an integer type, DECIMAL(p, 0) or VARCHAR",
@@ -278,35 +295,6 @@ _STORED_AS = {
     "date": "DATE, TIMESTAMP (without time zone) or VARCHAR",
     "timestamp": "TIMESTAMP, TIMESTAMP WITH TIME ZONE (read in UTC), DATE or VARCHAR",
 }
-
-
-def declared_type(stored: str) -> str | None:
-    """The declared type a physical DuckDB type reads as exactly, or None if there is none."""
-    base = stored.split("(")[0].strip()
-    if base in INTEGER_TYPES:
-        return "int"
-    if base == "DECIMAL":
-        return "int" if re.fullmatch(r"DECIMAL\(\d+,\s*0\)", stored) else "float"
-    if base in _FLOATS:
-        return "float"
-    if stored == "VARCHAR":
-        return "text"
-    if stored == "BOOLEAN":
-        return "bool"
-    if stored == "DATE" or stored in _TIMESTAMPS:
-        return "date"
-    return None
-
-
-def compatible(declared: str, stored: str) -> bool:
-    """Whether a column declared ``declared`` (int, float, text, bool, date) may be stored as
-    the DuckDB type ``stored`` (see :func:`check_metadata` for the rule)."""
-    kind = declared_type(stored.upper())
-    if kind == declared or stored.upper() == "VARCHAR":
-        return True
-    if declared == "timestamp":  # any instant or day, read as a UTC TIMESTAMP (dpsql.total)
-        return kind == "date" or stored.upper() in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
-    return declared == "float" and kind == "int"
 
 
 def check_metadata(metadata: Metadata, schema: Mapping[str, Mapping[str, str]],

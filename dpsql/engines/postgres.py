@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import decimal
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,8 +35,10 @@ from sqlglot import exp
 
 from dpsql.bounds import bound
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
+from dpsql.engines.physical import public_select
 from dpsql.engines.postgres_sql import postgres_sql
 from dpsql.errors import EngineError, QueryRefused, UnsupportedQuery
+from dpsql.joins import empty_tables, physical
 from dpsql.owner_settings import DEFAULT_STATEMENT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -187,14 +189,16 @@ class PostgresEngine:
         physical types (its declared ones where unknown) so that a type error is a refusal,
         before any charge (see :func:`dpsql.pipeline.check_engine_query` for DuckDB)."""
         _refuse_float_overflow(plan)
-        table = plan.table
         sql = postgres_sql(tree)
-        empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _pg_type(
-            self.schema.get(table.name.lower(), {}).get(c.name.lower()), c.type)), c.name,
-            quoted=True) for c in table.columns.values()]).where(exp.false())
-        name = exp.to_identifier(table.name, quoted=True).sql(dialect="postgres")
+        relation = plan.query.relation
+        schema = physical(relation, self.schema) if relation is not None else \
+            self.schema.get(plan.table.name.lower(), {})
+        # Every table the query reads, joined ones too, replaced by an empty one.
+        empties = [f"{exp.to_identifier(name, quoted=True).sql(dialect='postgres')} AS "
+                   f"({empty.sql(dialect='postgres')})"
+                   for name, empty in empty_tables(relation, plan.table, schema)]
         assert sql.startswith("WITH "), "the rewritten query starts with its CTEs"
-        dry = f"WITH {name} AS ({empty.sql(dialect='postgres')}), {sql[len('WITH '):]}"
+        dry = f"WITH {', '.join(empties)}, {sql[len('WITH '):]}"
         psycopg = _psycopg()
         try:
             self.session().execute(dry, [0] if salted else None).fetchall()
@@ -203,6 +207,13 @@ class PostgresEngine:
             raise UnsupportedQuery(f"PostgreSQL cannot run this query: {message}; check the "
                                    "types of the expressions it computes") from None
         return sql
+
+    def read_public(self, table: str, columns: Mapping[str, str]
+                    ) -> list[tuple[object, ...]]:
+        """Every row of a public table, as the declared types (:meth:`dpsql.engines.Engine.
+        read_public`), in PostgreSQL's SQL: the same total casts as the private queries'."""
+        select = public_select(table, columns, self.schema.get(table.lower(), {}))
+        return self.execute(postgres_sql(select))[1]
 
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]:
@@ -265,16 +276,6 @@ def _value(value: object) -> object:
     if isinstance(value, decimal.Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     return value
-
-
-_DECLARED = {"int": "BIGINT", "float": "DOUBLE PRECISION", "text": "TEXT", "bool": "BOOLEAN",
-             "date": "DATE"}
-
-
-def _pg_type(physical: str | None, declared: str) -> exp.DataType:
-    if physical is None:
-        return exp.DataType.build(_DECLARED[declared], dialect="postgres")
-    return exp.DataType.build(physical, dialect="duckdb")
 
 
 def _redacted(url: str) -> str:
