@@ -31,6 +31,7 @@ from dpsql.keys import canonical
 from dpsql.metadata import Metadata, load_metadata
 from dpsql.pipeline import engine_sql, prepare
 from dpsql.plan import Plan
+from dpsql.public import PublicStore
 from dpsql.routes import prepare_query
 from grammar_tests.corpus import Case, load_corpus
 
@@ -141,7 +142,8 @@ def test_corpus_refused_the_same_way(engines: tuple[Engine, Engine]) -> None:
     """Every refused case is refused with the same class on both engines, before any data."""
     duck, spark = engines
     metadata = load_metadata(SAMPLE / "metadata.toml")
-    metadata.public_data.engine = duck  # joins plan with public data, as an open Database does
+    # Joins plan with public data, as an open Database does (its store, read from DuckDB).
+    metadata.public_data.store = PublicStore(metadata, duck)
     for case in REFUSED:
         errors = []
         for engine in (duck, spark):
