@@ -297,12 +297,13 @@ def _check_outer_part(node: exp.Expression, clause: str, aliases: set[str]) -> N
             raise NonAggregatedColumn(
                 f"column {sub.sql(dialect='duckdb')} appears outside an aggregate; aggregate it "
                 f"(for example AVG({sub.sql(dialect='duckdb')})) or add it to GROUP BY")
-        name = _function_name(sub)
+        name = function_name(sub)
         if name in _FORBIDDEN_OUTER:
             raise ForbiddenFunction(f"function {name}() is not allowed in dpsql queries")
 
 
-def _function_name(node: exp.Expr) -> str | None:
+def function_name(node: exp.Expr) -> str | None:
+    """The upper-case name of a function call (also of one sqlglot does not know), else None."""
     if isinstance(node, exp.Anonymous):
         return str(node.this).upper()
     if isinstance(node, exp.Func):

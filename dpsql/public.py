@@ -42,6 +42,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from dpsql.check import function_name
 from dpsql.engines import Engine
 from dpsql.errors import (
     DataError,
@@ -148,17 +149,10 @@ def _check(tree: exp.Query) -> None:
         raise NotASingleSelect("SELECT ... INTO would create a table; only SELECT queries are "
                                "answered, and dpsql never changes data")
     for node in tree.walk():
-        name = _function_name(node)
+        name = function_name(node)
         if name in _FORBIDDEN:
             raise ForbiddenFunction(f"function {name}() is not allowed in dpsql queries")
 
-
-def _function_name(node: exp.Expr) -> str | None:
-    if isinstance(node, exp.Anonymous):
-        return str(node.this).upper()
-    if isinstance(node, exp.Func):
-        return node.sql_name().upper()
-    return None
 
 
 def _dry_run(sql: str, tables: list[Table]) -> tuple[ResultColumn, ...]:
