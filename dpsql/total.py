@@ -3,10 +3,12 @@
 :func:`total` rewrites a checked row-level expression (see :mod:`dpsql.bounds`, the allow list)
 so that the engine evaluates it without an error for every row: columns are read widened and
 clamped to their declared bounds (:class:`Reader`), casts become TRY_CASTs to wide types, a
-division by zero is NULL, integer literals are BIGINT. :func:`clamp` keeps a value inside an
-interval, NULL kept and NaN read as NULL. The rewrite pass (:mod:`dpsql.rewrite`), the constants
-pass (:mod:`dpsql.constants`) and public domains (:mod:`dpsql.domains`) all build on them, so
-the engine, the plan-time evaluation of constants and the domains agree on every value.
+division by zero is NULL, integer literals are BIGINT, ``ROUND(x, d)`` is spelled out
+(:func:`round_digits`, the one rounding rule of every engine). :func:`clamp` keeps a value
+inside an interval, NULL kept and NaN read as NULL. The rewrite pass (:mod:`dpsql.rewrite`),
+the constants pass (:mod:`dpsql.constants`) and public domains (:mod:`dpsql.domains`) all
+build on them, so the engine, the plan-time evaluation of constants and the domains agree on
+every value.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import cast
 
 from sqlglot import exp
 
-from dpsql.bounds import COMPARISONS
+from dpsql.bounds import COMPARISONS, bound
+from dpsql.bounds.core import literal_value
 from dpsql.metadata import Column, Table
 
 
@@ -89,6 +92,8 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             return _from_epoch(total(n.this, table, reader, filtering))
         if isinstance(n, exp.Literal) and not n.is_string:
             return _typed_number(n)
+        if isinstance(n, exp.Round) and n.args.get("decimals") is not None:
+            return round_digits(n, table, total(n.this, table, reader, filtering))
         if isinstance(n, exp.Sign):  # DuckDB's SIGN is a TINYINT: SIGN(a) + SIGN(b) + ...
             return exp.cast(exp.Sign(this=total(n.this, table, reader, filtering)), "BIGINT")
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
@@ -99,6 +104,39 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
         return n
 
     return node.copy().transform(fix, copy=False)
+
+
+def round_digits(node: exp.Round, table: Table, value: exp.Expression) -> exp.Expression:
+    """``ROUND(x, d)`` of a row-level ``x`` (``value``, already made total), for a literal
+    ``d`` (:mod:`dpsql.bounds` refuses any other), by one rule that every engine computes bit
+    for bit, rather than each engine's own ROUND (DuckDB 1.x and 2.x, PostgreSQL and Spark all
+    differ on ties and on how they read a double's digits):
+
+    * a real ``x``: ``round(x * 10^d) / 10^d`` for ``d >= 0``, ``round(x / 10^-d) * 10^-d``
+      for ``d < 0``, in IEEE double arithmetic, where ``10^|d|`` is the double nearest to it
+      and ``round`` rounds a double to the nearest whole number, ties away from zero. The
+      product and the quotient are correctly rounded on every engine; whole-number rounding
+      is exact (DuckDB's and Spark's one-argument ROUND; PostgreSQL's is spelled out in
+      :mod:`dpsql.engines.postgres_sql`). This is DuckDB 1.x's ROUND: ``ROUND(0.15, 1)`` is
+      0.2 (0.15 * 10 is exactly 1.5 in doubles), where DuckDB 2.x rounds the binary value of
+      0.15 (0.1499999...) to 0.1;
+    * an integer ``x``: itself for ``d >= 0``; for ``d < 0`` the nearest multiple of
+      ``10^-d``, ties away from zero, in exact integer arithmetic, which every engine's ROUND
+      of an integer computes (and :mod:`dpsql.bounds` keeps inside 64 bits).
+
+    Either way the result is a multiple of ``10^-d`` up to one rounding of the division, next
+    to ``x``: :func:`dpsql.bounds.numbers._round` widens ``x``'s interval to the multiples of
+    ``10^-d`` around it, and the aggregate's clamp absorbs the last ulp."""
+    places = int(literal_value(node.args["decimals"], "ROUND's number of digits"))
+    if bound(node.this, table).kind != "float":
+        return value if places >= 0 else exp.Round(this=value, decimals=exp.Literal.number(places))
+    scale = exp.cast(exp.Literal.number(f"1e{abs(places)}"), "DOUBLE")
+    operand = exp.Paren(this=value)
+    if places >= 0:
+        whole = exp.Anonymous(this="round", expressions=[exp.Mul(this=operand, expression=scale)])
+        return exp.Paren(this=exp.Div(this=whole, expression=scale.copy()))
+    whole = exp.Anonymous(this="round", expressions=[exp.Div(this=operand, expression=scale)])
+    return exp.Paren(this=exp.Mul(this=whole, expression=scale.copy()))
 
 
 def _is_shift(node: exp.Expression) -> bool:
