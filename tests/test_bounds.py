@@ -247,3 +247,40 @@ def test_magnitude() -> None:
     assert Bound("int", -7, 3).magnitude == 7
     assert Bound("float", 2, 5).magnitude == 5
     assert Bound("float", 2, 5).finite and not Bound("float", 2, INF).finite
+
+
+def _rounded(x: float, digits: int) -> float:
+    """dpsql.total.round_digits's rule, in Python's IEEE doubles."""
+    scale = float(10 ** abs(digits))
+    v = x * scale if digits >= 0 else x / scale
+    whole = math.trunc(v) + (math.copysign(1.0, v) if abs(v - math.trunc(v)) >= 0.5 else 0.0)
+    return whole / scale if digits >= 0 else whole * scale
+
+
+@pytest.mark.parametrize("digits", [0, 1, 2, 3, -1])
+def test_round_with_digits_is_the_documented_rule_on_duckdb(digits: int, t: Table) -> None:
+    """ROUND(x, d) of a real is spelled out (dpsql.total.round_digits), not left to DuckDB's
+    ROUND, which changed between 1.x and 2.x on ties such as 0.15 and 2.675; every value also
+    stays inside the interval dpsql.bounds derives."""
+    import duckdb
+
+    from dpsql.total import total
+
+    node = sqlglot.parse_one(f"ROUND(x, {digits})", read="duckdb")
+    sql = total(node, t).sql(dialect="duckdb")
+    values = [0.15, -0.15, 2.675, 1.005, 0.285, 1.25, -0.25, 0.49999999999999994, 3.45, 2.5]
+    b = bound(node, t)
+    with duckdb.connect() as con:
+        for x in values:
+            got = con.execute(f"SELECT {sql} FROM (SELECT ?::DOUBLE AS x)", [x]).fetchone()
+            assert got == (_rounded(x, digits),), (x, digits, got)
+            assert b.lo <= got[0] <= b.hi
+    assert _rounded(0.15, 1) == 0.2 and _rounded(2.675, 2) == 2.68  # not 0.1, 2.67
+
+
+def test_round_of_an_integer_keeps_it_an_integer(t: Table) -> None:
+    from dpsql.total import total
+
+    assert "ROUND" not in total(sqlglot.parse_one("ROUND(a, 2)"), t).sql(dialect="duckdb")
+    assert bnd("ROUND(a, 2)", t).kind == "int"
+    assert "ROUND" in total(sqlglot.parse_one("ROUND(big, -3)"), t).sql(dialect="duckdb")
