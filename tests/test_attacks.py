@@ -50,7 +50,7 @@ from dpsql.errors import (
     UnknownTable,
     UnsupportedQuery,
 )
-from dpsql.limits import Deadline
+from dpsql.limits import Deadline, pad_to_grid
 from dpsql.metadata import parse_metadata
 from dpsql.pipeline import prepare
 from dpsql.server import ServerConfig, serve_in_thread
@@ -863,25 +863,9 @@ def test_a_refused_constant_is_not_charged(victim_dbs: SimpleNamespace, tmp_path
         assert status is not None and status.spent.epsilon == 0
 
 
-#: The costliest per-row work the cost model admits, on the victim's row only.
-COSTLY = (f"SELECT COUNT(*) FROM people WHERE CASE WHEN {GUARD} THEN name || '{'a' * 60}' LIKE "
-          f"'%{'_' * 60}b' ELSE FALSE END")
-
-
-def test_the_victims_branch_costs_no_visible_time(victim_dbs: SimpleNamespace) -> None:
-    """Timing, the third channel: with per-row work bounded by the cost model, the median time
-    of a query whose only costly branch is the victim's differs between D and D' by less than
-    a stated tolerance (2 ms, far above the ~0.1 ms the model admits, far below the 300 ms the
-    unbounded attack took)."""
-    times: dict[int, list[float]] = {0: [], 1: []}
-    dbs = (victim_dbs.d, victim_dbs.d_prime)
-    for _ in range(15):
-        for i, db in enumerate(dbs):  # interleaved, so that drift hits both alike
-            start = time.perf_counter()
-            db.query(COSTLY, epsilon=1.0)
-            times[i].append(time.perf_counter() - start)
-    gap = abs(float(np.median(times[0])) - float(np.median(times[1])))
-    assert gap < 0.002, f"median times differ by {gap * 1000:.2f} ms"
+# The timing channel of the costliest per-row work the cost model admits (a LIKE on the
+# victim's row only) is measured by benchmarks/bench_timing.py --query like: a wall-clock
+# limit in a test fails on a busy machine.
 
 
 #: The victim's guard without the privacy unit (GROUP BY may not read it): only the victim is 30.
@@ -1074,20 +1058,51 @@ def test_an_engine_failure_is_released_on_the_grid(tmp_path: Path) -> None:
         assert time.monotonic() - start >= 0.25
 
 
-def test_answers_are_released_on_the_owners_time_grid(tmp_path: Path) -> None:
+def test_answers_are_released_on_the_owners_time_grid(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A fresh answer waits for the next grid point after the query began (the lower bound is
-    exact: the padding never wakes early); a reused answer reads no data and is not padded."""
+    exact: the padding never wakes early; which grid point: test_pad_to_grid_...); a reused
+    answer reads no data and is not padded."""
+    import dpsql.database
+
+    padded: list[float] = []
+
+    def pad(started: float, grid: float) -> None:
+        padded.append(grid)
+        pad_to_grid(started, grid)
+
+    monkeypatch.setattr(dpsql.database, "pad_to_grid", pad)
     with leaky_database(tmp_path, grid=0.25) as db:
         db.engine.close()
         db.engine = DuckDBEngine(tmp_path / "leaky.duckdb")
         for sql in ("SELECT COUNT(*) FROM people", "SELECT SUM(age) FROM people"):
             start = time.monotonic()
             db.query(sql, epsilon=1.0)
-            elapsed = time.monotonic() - start
-            assert 0.25 <= elapsed < 0.5, elapsed
-        start = time.monotonic()
+            assert time.monotonic() - start >= 0.25
+        assert padded == [0.25, 0.25]
         assert db.run("SELECT COUNT(*) FROM people", epsilon=1.0).reused
-        assert time.monotonic() - start < 0.25
+        assert padded == [0.25, 0.25]  # the reused answer was not padded
+
+
+def test_pad_to_grid_waits_for_the_next_grid_point_only(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """On a fake clock: released at the first multiple of the grid after the start that is
+    not before now (at least one grid step), never a later one, and not at all with g = 0."""
+    import dpsql.limits
+
+    now = [100.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    monkeypatch.setattr(dpsql.limits, "time", SimpleNamespace(monotonic=lambda: now[0],
+                                                              sleep=sleep))
+    for took, released in ((0.0, 0.25), (0.1, 0.25), (0.3, 0.5), (0.74, 0.75), (1.0, 1.0)):
+        now[0] = 100.0 + took
+        pad_to_grid(100.0, 0.25)
+        assert now[0] == pytest.approx(100.0 + released), (took, now[0])
+    pad_to_grid(now[0] - 0.1, 0.0)
+    assert now[0] == pytest.approx(101.0)
 
 
 def test_an_analysts_statement_timeout_does_not_stop_a_private_query(

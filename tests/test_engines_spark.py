@@ -17,7 +17,6 @@ import math
 import os
 import re
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -377,10 +376,8 @@ def test_owner_timeout_interrupts_a_running_spark_job(tmp_path: Path) -> None:
                         '"pid"\nmax_rows_per_unit = 2\n\n[tables.big.columns]\npid = { type = '
                         '"int" }\nv = { type = "int", lower = 0, upper = 100 }\n')
     with dpsql.Database(f"spark:local[2]?folder={tmp_path}", metadata) as db:
-        started = time.monotonic()
         with pytest.raises(QueryTimeout):
             db.query("SELECT SUM(v), MEDIAN(v) FROM big")
-        assert time.monotonic() - started < 300
         assert db.engine.execute("SELECT 1 AS one") == (["one"], [(1,)])  # still usable
 
 

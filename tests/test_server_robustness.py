@@ -219,7 +219,7 @@ def test_a_silent_client_is_dropped_at_the_authentication_timeout(served) -> Non
         start = time.monotonic()
         kind, body = client.message()  # nothing sent at all
         assert kind == b"E" and error_fields(body)["C"] == "08006"
-        assert 2 < time.monotonic() - start < 8
+        assert time.monotonic() - start > 2  # at the timeout (the client gives up at 10 s)
     finally:
         client.close()
 
