@@ -246,6 +246,7 @@ BLOW_UPS_REFUSED = [
 ]
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("sql", BLOW_UPS_ANSWERED)
 def test_expression_blow_up_is_answered_with_matching_noise(sql: str) -> None:
     """A huge constant or product inside an aggregate widens the derived bound, so the noise
@@ -296,6 +297,7 @@ POSTPROCESSING = [
 ]
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("sql", POSTPROCESSING)
 def test_outer_query_sees_noisy_cells_only(sql: str) -> None:
     """HAVING, ORDER BY, LIMIT, OFFSET, outer expressions and windows over aggregates: D' adds
@@ -408,6 +410,7 @@ _REFUSALS = (UnboundedExpression, ForbiddenFunction, KeyReleaseRefused, Unsuppor
              NonAggregatedColumn, UnknownColumn, InvalidConstant, QueryTooComplex)
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("sql", [
     "SELECT COUNT(*) FROM people WHERE CAST(age AS TINYINT) + CAST(age AS TINYINT) > 0",
     "SELECT COUNT(*) FROM people WHERE CASE name WHEN 5 THEN TRUE ELSE FALSE END",
@@ -452,6 +455,7 @@ def test_null_nan_and_infinities_in_every_aggregate(dbs: SimpleNamespace,
                     assert -10 <= value <= 10, (sql, row)
 
 
+@pytest.mark.audit
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, None])
 def test_special_values_are_clamped_not_leaked(value: float | None) -> None:
     """A neighbour whose score is NaN, +-Inf or NULL moves SUM(score) by at most the bound."""
@@ -1140,6 +1144,7 @@ def test_type_errors_of_the_engine_are_refused_before_the_charge(
         assert status is not None and status.spent.epsilon == 0
 
 
+@pytest.mark.audit
 def test_latest_date_hides_the_newcomer() -> None:
     """MAX of a date column: the exponential mechanism over the declared days, so a neighbour
     born on the upper bound (far after everyone else) moves the released date by no more than

@@ -38,6 +38,8 @@ from dpsql.pipeline import engine_sql, prepare
 from dpsql.public import PublicStore
 from grammar_tests.corpus import Case, load_corpus
 
+pytestmark = pytest.mark.pg  # every test here runs on every engine: PostgreSQL too
+
 Loader = Callable[[pytest.FixtureRequest, Path, str], str]
 
 

@@ -21,7 +21,7 @@ from dpsql.errors import EngineError
 from dpsql.plan import Plan
 from dpsql.server.testing import served_sandbox
 
-pytestmark = pytest.mark.usefixtures("seeded_randomness")
+pytestmark = [pytest.mark.usefixtures("seeded_randomness"), pytest.mark.pg]
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,8 @@ from dpsql.public import PublicStore
 from dpsql.routes import prepare_query
 from grammar_tests.corpus import Case, load_corpus
 
+pytestmark = pytest.mark.spark
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
 SPARK_URL = f"spark:local[2]?folder={SAMPLE}"

@@ -27,7 +27,7 @@ from test_attacks import _REFUSALS, DATA_DEPENDENT, TRIGGERS, outcome, scenario
 import dpsql
 from dpsql import audit as A
 
-pytestmark = pytest.mark.usefixtures("seeded_randomness")
+pytestmark = [pytest.mark.usefixtures("seeded_randomness"), pytest.mark.spark, pytest.mark.audit]
 
 _copies = itertools.count()
 
