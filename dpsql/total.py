@@ -129,7 +129,8 @@ def round_digits(node: exp.Round, table: Table, value: exp.Expression) -> exp.Ex
     ``10^-d`` around it, and the aggregate's clamp absorbs the last ulp."""
     places = int(literal_value(node.args["decimals"], "ROUND's number of digits"))
     if bound(node.this, table).kind != "float":
-        return value if places >= 0 else exp.Round(this=value, decimals=exp.Literal.number(places))
+        return value if places >= 0 else exp.Round(this=value,
+                                                   decimals=node.args["decimals"].copy())
     scale = exp.cast(exp.Literal.number(f"1e{abs(places)}"), "DOUBLE")
     operand = exp.Paren(this=value)
     if places >= 0:
