@@ -24,7 +24,7 @@ import click
 
 from dpsql.budget import BudgetStatus, Ledger
 from dpsql.database import Answer, Database, ledger_path, open_ledger, sample_paths
-from dpsql.errors import BudgetExhausted, Error
+from dpsql.errors import BudgetExhausted, Error, internal_error
 from dpsql.explain import render
 from dpsql.metadata import Metadata, load_metadata
 from dpsql.owner_settings import EVERY_OTHER_ANALYST
@@ -49,8 +49,8 @@ def user_errors(fn: F) -> F:
         except Exception as e:  # a bug: one line for the user, the traceback on request
             if os.environ.get("DPSQL_DEBUG"):
                 raise
-            click.echo(f"dpsql: InternalError: {type(e).__name__}: {e} (this is a bug in "
-                       "dpsql; set DPSQL_DEBUG=1 to see the traceback)", err=True)
+            click.echo(f"dpsql: InternalError: {internal_error(e)} (set DPSQL_DEBUG=1 to see "
+                       "the traceback)", err=True)
             sys.exit(3)
 
     return wrapper  # type: ignore[return-value]

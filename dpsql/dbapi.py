@@ -59,6 +59,7 @@ from dpsql.errors import (
     OperationalError,
     ProgrammingError,
     Warning,
+    internal_error,
 )
 from dpsql.mechanisms import validate_privacy_parameters
 from dpsql.metadata import Metadata
@@ -321,7 +322,7 @@ class Cursor:
             _add_remedy(e)
             raise
         except Exception as e:  # a bug: still a DB-API error for the caller
-            raise InternalError(f"internal error in dpsql: {type(e).__name__}: {e}") from e
+            raise internal_error(e, operation[:200]) from None
 
     def _show(self, answers: list[Answer]) -> None:
         first = answers[0].result

@@ -26,6 +26,7 @@ value, goes only to the data owner's log (logger ``dpsql.owner``, see :mod:`dpsq
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 
@@ -86,6 +87,19 @@ class InternalError(DatabaseError):
     """An internal error of dpsql: a bug, never the analyst's fault (PEP 249)."""
 
     sqlstate = "XX000"
+    MESSAGE = ("internal error in dpsql (a bug, not the query's fault; the details are in the "
+               "log of the process that ran it, logger 'dpsql.owner')")
+
+
+def internal_error(e: BaseException, context: str = "") -> InternalError:
+    """The one policy of every front door (CLI, DB-API, server) for an unexpected exception:
+    its traceback goes to the owner's log (logger ``dpsql.owner``), and the analyst gets a
+    fixed message. An exception's text can carry data (an engine's "could not convert
+    'Alice'", a value in a traceback), and what text a bug shows could then depend on one
+    person's rows: a side channel the noise does not cover."""
+    logging.getLogger("dpsql.owner").error("internal error%s", f" on {context}" if context else "",
+                                     exc_info=e)
+    return InternalError(InternalError.MESSAGE)
 
 
 class ProgrammingError(DatabaseError):

@@ -23,6 +23,7 @@ import duckdb
 import pytest
 from click.testing import CliRunner, Result
 
+import dpsql
 from dpsql.cli import main
 from dpsql.metadata import load_metadata
 
@@ -323,3 +324,19 @@ def test_console_script(schema_db: Path) -> None:
     assert proc.returncode == 2 and "metadata file not found" in proc.stderr
     assert "Traceback" not in proc.stderr
 
+
+
+def test_an_unexpected_error_shows_a_fixed_message_and_logs_the_details(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A bug's text can carry data (an engine's "could not convert 'Alice'"): every door shows
+    the one fixed message and the owner's log gets the traceback (dpsql.errors.internal_error)."""
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("could not convert 'Alice Smith'")
+
+    monkeypatch.setattr(dpsql.Database, "run", broken)
+    monkeypatch.delenv("DPSQL_DEBUG", raising=False)
+    result = CliRunner().invoke(main, ["query", "SELECT COUNT(*) FROM people"])
+    assert result.exit_code == 3
+    assert "dpsql: InternalError: internal error in dpsql" in result.stderr
+    assert "Alice" not in result.stderr + result.stdout
+    assert "Alice Smith" in caplog.text

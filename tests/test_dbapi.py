@@ -393,3 +393,17 @@ def test_pandas_sees_refusals_as_errors(conn: dpsql.Connection) -> None:
             pd.read_sql("SELECT age FROM people", conn)
     error = info.value  # pandas 3 lets it through; older pandas wraps it in its DatabaseError
     assert isinstance(error, dpsql.QueryRefused) or isinstance(error.__cause__, dpsql.QueryRefused)
+
+
+def test_an_unexpected_error_is_an_internal_error_without_its_text(
+        conn: dpsql.Connection, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("could not convert 'Alice Smith'")
+
+    monkeypatch.setattr(conn.database, "run", broken)
+    with pytest.raises(dpsql.InternalError) as raised:
+        conn.cursor().execute("SELECT COUNT(*) FROM people")
+    assert "Alice" not in str(raised.value)
+    assert raised.value.__suppress_context__  # the original text is not shown either
+    assert "Alice Smith" in caplog.text

@@ -34,6 +34,7 @@ from dpsql.server.auth import (
     read_passwords,
     set_password,
 )
+from dpsql.server.classify import Classifier, clean
 from dpsql.server.testing import RawClient, ServerClosed, error_fields, message, sandbox
 
 ANALYSTS = {"alice": ("secret", 100000.0, 0.5), "bob": ("bob-pw", 1.5, 0.0),
@@ -79,6 +80,23 @@ def test_statement_splitting_respects_quotes_and_comments() -> None:
     assert sqltext.substitute("SELECT a-$1", lambda n: "(-1)") == "SELECT a-(-1)"
     with pytest.raises(sqltext.SQLTextError):
         sqltext.split("SELECT 'unterminated")
+
+
+def test_cleaning_edits_sql_code_never_literals_comments_or_names() -> None:
+    """PostgreSQL-only spellings are rewritten for sqlglot in the code alone: a string constant
+    that happens to contain them reaches the library as written."""
+    literal = "SELECT COUNT(*) FROM people WHERE sex = 'F COLLATE default'"
+    assert clean(literal) == literal
+    assert clean('SELECT sex COLLATE "default" FROM people') == "SELECT sex FROM people"
+    assert clean("SELECT a OPERATOR(pg_catalog.~) 'OPERATOR(pg_catalog.~)'") == \
+        "SELECT a ~ 'OPERATOR(pg_catalog.~)'"
+    assert clean("SELECT $1::oid[], E'x\\'::oid[]' -- ::oid[]") == \
+        "SELECT $1:: pg_catalog.oid[], E'x\\'::oid[]' -- ::oid[]"
+    assert clean('SELECT 1 AS "x COLLATE default", $$ COLLATE default $$') == \
+        'SELECT 1 AS "x COLLATE default", $$ COLLATE default $$'
+    assert clean("SELECT 'unterminated COLLATE default") == "SELECT 'unterminated COLLATE default"
+    statement = Classifier({"people"}, set()).classify(literal)
+    assert "'F COLLATE default'" in statement.engine_sql
 
 
 def test_set_parsing_and_privacy_settings() -> None:

@@ -221,9 +221,15 @@ _SPECIAL_TARGETS = {("TRANSACTION",): "transaction_isolation", ("TIME", "ZONE"):
 
 
 def clean(text: str) -> str:
-    """The text as sqlglot can parse it: PostgreSQL-only spellings sqlglot misreads rewritten."""
-    text = _COLLATE.sub("", _OPERATOR.sub(r"\1", text))
-    return _CATALOG_ARRAY.sub(r"\1 pg_catalog.\2[]", text)
+    """The text as sqlglot can parse it: PostgreSQL-only spellings sqlglot misreads rewritten,
+    in the SQL code only (never inside a string constant, a comment or a quoted name)."""
+    try:
+        sqltext.quoted_spans(text)
+    except sqltext.SQLTextError:  # unterminated: the parse that follows refuses it
+        return text
+    text = sqltext.sub_code(_OPERATOR, r"\1", text)
+    text = sqltext.sub_code(_COLLATE, "", text)
+    return sqltext.sub_code(_CATALOG_ARRAY, r"\1 pg_catalog.\2[]", text)
 
 
 def _target(text: str) -> str:

@@ -410,9 +410,9 @@ class Machine:
             raise
         except errors.Error as e:
             raise from_dpsql(e) from None
-        except Exception:
-            log.exception("session %d: internal error on %r", self.pid, statement.text[:200])
-            raise PgError("XX000", "internal error in the dpsql server; see its log") from None
+        except Exception as e:
+            raise from_dpsql(errors.internal_error(
+                e, f"session {self.pid}: {statement.text[:200]!r}")) from None
 
     async def run_private(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:

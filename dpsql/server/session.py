@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from dpsql import errors
 from dpsql.server import protocol as p
 from dpsql.server import settings as st
 from dpsql.server.auth import MECHANISM, AuthenticationFailed, ScramExchange
@@ -133,9 +134,9 @@ class Session:
             await self.fatal(e.sqlstate, str(e))
         except (asyncio.IncompleteReadError, ConnectionError, Terminate):
             pass
-        except Exception:  # never let one connection take the server down
-            log.exception("session %d (%s): internal error", self.pid, self.peer)
-            await self.fatal("XX000", "internal error in the dpsql server; see its log")
+        except Exception as e:  # never let one connection take the server down
+            error = errors.internal_error(e, f"session {self.pid} ({self.peer})")
+            await self.fatal(error.sqlstate, str(error))
         finally:
             if self.running is not None:
                 self.running.interrupt()

@@ -127,23 +127,61 @@ def is_blank(sql: str) -> bool:
 
 
 def strip_comments(sql: str) -> str:
-    out, i, n = [], 0, len(sql)
+    """``sql`` with each comment replaced by one space (quoted text kept verbatim)."""
+    out, last = [], 0
+    for start, end, kind in quoted_spans(sql):
+        if kind == "-":
+            out += [sql[last:start], " "]
+            last = end
+    out.append(sql[last:])
+    return "".join(out)
+
+
+def quoted_spans(sql: str) -> list[tuple[int, int, str]]:
+    """The ``(start, end, kind)`` of every string constant (``'``), dollar-quoted string
+    (``$``), quoted identifier (``"``) and comment (``-``) of ``sql``, in order."""
+    spans: list[tuple[int, int, str]] = []
+    i, n = 0, len(sql)
     while i < n:
         if sql.startswith("--", i):
             end = sql.find("\n", i)
-            i = n if end == -1 else end + 1
-            out.append(" ")
+            j = n if end == -1 else end + 1
+            spans.append((i, j, "-"))
         elif sql.startswith("/*", i):
-            i = _skip_comment(sql, i)
-            out.append(" ")
-        elif sql[i] in "'\"$":
-            # Copy quoted text verbatim up to where scan() would continue.
+            j = _skip_comment(sql, i)
+            spans.append((i, j, "-"))
+        elif sql[i] in "'\"$" and not (sql[i] == "$" and _PARAM.match(sql, i)):
             j = _end_of_quoted(sql, i)
-            out.append(sql[i:j])
-            i = j
+            if j > i + 1:
+                spans.append((i, j, sql[i]))
         else:
-            out.append(sql[i])
-            i += 1
+            j = i + 1
+        i = j
+    return spans
+
+
+def sub_code(pattern: re.Pattern[str], repl: str, sql: str) -> str:
+    """``pattern.sub(repl, sql)`` where a match lies in SQL code only: never inside a string
+    constant or a comment, and never starting or ending inside a quoted identifier (a match
+    may take whole quoted identifiers, as ``COLLATE "default"`` does). Text edited blindly
+    would change what a literal says (``'a COLLATE default'``)."""
+    spans = quoted_spans(sql)
+    masked = list(sql)
+    for start, end, kind in spans:
+        if kind != '"':
+            masked[start:end] = "\0" * (end - start)
+    inside = [(s, e) for s, e, kind in spans if kind == '"']
+    out, last = [], 0
+    for m in pattern.finditer("".join(masked)):
+        if any(s < m.start() < e or s < m.end() < e for s, e in inside):
+            continue
+        original = pattern.fullmatch(sql, m.start(), m.end())
+        if original is None:  # the match ran over masked text: leave it alone
+            continue
+        out.append(sql[last:m.start()])
+        out.append(original.expand(repl))
+        last = m.end()
+    out.append(sql[last:])
     return "".join(out)
 
 
