@@ -16,8 +16,40 @@ anything. Then every joined row that has a unit (the first non-NULL unit column 
 private tables, ``__join_unit``) is made of rows of that unit and public rows only, and whether
 it exists depends on nothing else: removing a unit removes exactly its joined rows, and at most
 adds rows with no unit (a public row, or a row of another side, left without a match), which are
-dropped before bounding, as rows with a NULL unit are in a single table. Semi- and anti-joins
-filter a unit's rows by that unit's own rows elsewhere, so they change nothing else either.
+dropped before bounding, as rows with a NULL unit are in a single table.
+
+**One canonical unit.** "The rows of a unit" means the rows whose unit column *reads as* that
+unit through :meth:`dpsql.total.Reader.unit`: the stored value typed as declared, never
+clamped, NULL when it does not convert (and for NaN). Everything that decides which unit a row
+belongs to reads it there: the NULL filter and the partitions of bounding
+(:mod:`dpsql.rewrite`), :func:`prebound`, ``__join_unit``, both sides of a semi-join, and
+every AND-ed equality of two unit columns or of a ``unit_path`` link in ON
+(:func:`identity_on`; the other conditions are read as filters are, clamped). So ``'99'``,
+``'099'`` and ``' 99'`` stored as text in a column declared int are one unit in bounding as in
+``WHERE pid = 99``; ``'abc'`` is a NULL unit; and two units beyond a column's declared bounds
+are never joined as one (a join on clamped values would hand one person's rows to another, or
+lead a ``unit_path`` link to someone else's row). Units joined or compared must be declared
+with one type (refused otherwise, before any charge).
+
+**Semi- and anti-joins** (``outer [NOT] IN (SELECT unit FROM t WHERE p)``, ``[NOT] EXISTS
+(SELECT 1 FROM t WHERE t.unit = outer AND p)``) are written ``outer IN (S)`` with ``S`` the
+canonical units of t's rows that satisfy p, NULL units removed (:func:`_semi`). The outer unit
+column of a joined row is either NULL (an outer join NULL-filled its table, or a NULL-unit row
+of a ``one_row_per_unit`` table) or equal to the row's unit ``u`` (every private table joins an
+earlier one on the unit). The filter's value for a row:
+
+* outer = u, not NULL: ``u IN S`` is TRUE exactly when *u's own* rows of t satisfy p, FALSE
+  otherwise (S holds no NULL, so never NULL): a function of u's rows alone;
+* outer NULL (:func:`null_outer`): IN and EXISTS drop the row (SQL's answer); NOT EXISTS keeps
+  it (SQL's answer: no row of t equals NULL); NOT IN drops it. SQL's ``NULL NOT IN (S)`` is NULL
+  when S has a row and TRUE when S is empty: the row would pass or fail by whether *anyone*
+  satisfies p, the leak of issue 17 (a LEFT JOIN that NULL-fills every row, then ``NOT IN
+  (SELECT unit ... WHERE unit = 9 AND ...)`` counts every row or none, by person 9's data).
+  dpsql defines it as NULL, SQL's answer whenever S is not empty (write ``NOT EXISTS`` to keep
+  such rows). The same on every engine: the filter is written with an explicit ``IS NULL``.
+
+Either way a row's fate is a function of its own unit's rows (or of nothing), so adding or
+removing a unit changes no other unit's rows.
 
 **Bounding after the join.** Contribution bounding (k rows in g groups per unit, by the salted
 hash of :mod:`dpsql.rewrite`) runs on the joined rows, after the join and before aggregation. So
