@@ -28,7 +28,9 @@ import tomli_w
 from test_engines_differential import ENGINES
 
 import dpsql
+from dpsql.errors import JoinRefused, MetadataError
 from dpsql.pipeline import engine_sql
+from dpsql.series import two_releases
 
 SALT = 424242
 ENGINE_NAMES = ["duckdb", "postgres"]
@@ -345,3 +347,60 @@ def test_on_spark_a_null_outer_unit_never_depends_on_who_matches(
 def test_on_spark_spellings_of_one_unit_are_one_unit(
         request: pytest.FixtureRequest, make_db: Callable[..., Any], sql: str) -> None:
     test_spellings_of_one_unit_are_one_unit(request, make_db, "spark", sql)
+
+
+def test_units_of_different_declared_types_are_refused(make_db: Callable[..., Any],
+                                                       kit: Any) -> None:
+    """A unit is one typed value: joining or semi-joining a unit declared int with one
+    declared text is refused before anything runs (the engine would compare them by an
+    implicit cast of its own), and so is a unit_path linking columns of two types."""
+    text_people = {**PEOPLE, "columns": {**PEOPLE["columns"], "pid": {"type": "text"}}}
+    db = make_db(["CREATE TABLE people (pid VARCHAR, age BIGINT)",
+                  "CREATE TABLE visits (vid BIGINT, pid BIGINT, amount DOUBLE)"],
+                 {"people": text_people, "visits": VISITS}).db
+    for sql, words in [
+            ("SELECT COUNT(*) FROM visits v JOIN people p ON v.pid = p.pid", "different types"),
+            ("SELECT COUNT(*) FROM visits WHERE pid IN (SELECT pid FROM people)", "one type"),
+            ("SELECT COUNT(*) FROM people p WHERE NOT EXISTS (SELECT 1 FROM visits v WHERE "
+             "v.pid = p.pid)", "one type")]:
+        with pytest.raises(JoinRefused, match=words):
+            db.plan(sql)
+    items = {**ITEMS, "columns": {**ITEMS["columns"], "vid": {"type": "text"}}}
+    with pytest.raises(MetadataError, match="declare both with one type"):
+        kit.metadata_from({"visits": VISITS, "items": items})
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_both_releases_of_a_series_limit_bound_one_unit(
+        request: pytest.FixtureRequest, make_db: Callable[..., Any], engine: str) -> None:
+    """A series limit (dpsql.series) is two ordinary plans: the inner aggregate, and the outer
+    query filtered by the keys the inner released (public constants; here the stand-in key).
+    Each bounds the 10 spellings of person 99 as one unit."""
+    visits = {**VISITS, "columns": {**VISITS["columns"], "cat": {
+        "type": "text", "values": ["a", "b"], "nullable": True}}}
+
+    def data(extra: bool) -> list[str]:
+        rows = [f"({i}, '{i}', 10.0, '{'ab'[i % 2]}')" for i in range(1, 21)]
+        rows += [f"({100 + j}, '{s}', 40.0, NULL)" for j, s in enumerate(SPELLINGS * 3)] \
+            if extra else []
+        return ["CREATE TABLE visits (vid BIGINT, pid VARCHAR, amount DOUBLE, cat VARCHAR)",
+                f"INSERT INTO visits VALUES {', '.join(rows)}"]
+
+    d, d_prime = pair(request, make_db, engine, data(False), data(True), {"visits": visits})
+    sql = ("SELECT cat, COUNT(*) AS n FROM visits WHERE cat IN (SELECT cat FROM visits "
+           "GROUP BY cat ORDER BY COUNT(*) DESC LIMIT 1) OR cat IS NULL GROUP BY cat")
+    releases = two_releases(sql, d.metadata, 1.0, 0.0, "laplace")
+    assert releases is not None
+    for plan in (releases.inner, releases.outer):
+        a, b = (_measured_plan(db, plan) for db in (d, d_prime))
+        for m in plan.measurements:
+            moved = sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in {*a, *b} if k[0] == m.name)
+            assert moved <= m.l1, (m.name, a, b)
+
+
+def _measured_plan(db: dpsql.Database, plan: Any) -> dict[tuple[object, ...], float]:
+    text, salted = engine_sql(plan, db.engine)
+    rows = db.engine.execute(text, [SALT] if salted else [])[1]
+    nkeys = len(plan.keys)
+    return {(m.name, *row[:nkeys]): float(v or 0) for row in rows
+            for m, v in zip(plan.measurements, row[nkeys:], strict=True)}
