@@ -80,6 +80,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import cast
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -382,14 +383,14 @@ def identity_on(on: exp.Expression, identity: frozenset[str],
     beyond a column's declared bounds would meet (two people's rows joined as one's, or a
     path leading to several rows), and spellings of one unit would meet here but be several
     units in bounding."""
-    parts = []
+    parts: list[exp.Expression] = []
     for part in conjuncts(on):
         if _identity_equality(part, identity, reader):
             parts.append(exp.EQ(this=reader.unit(part.this.name),
                                 expression=reader.unit(part.expression.name)))
         else:
             parts.append(condition(part))
-    return parts[0] if len(parts) == 1 else exp.and_(*parts, copy=False)
+    return parts[0] if len(parts) == 1 else cast(exp.Expression, exp.and_(*parts, copy=False))
 
 
 def _identity_equality(part: exp.Expression, identity: frozenset[str], reader: Reader) -> bool:
@@ -480,4 +481,4 @@ def null_outer(j: SemiJoin, outer: exp.Expression, test: exp.Expression) -> exp.
     missing = outer.copy().is_(exp.null())
     if j.exists:
         return exp.Paren(this=exp.or_(missing, exp.Not(this=test), copy=False))
-    return exp.and_(exp.Not(this=missing), exp.Not(this=test), copy=False)
+    return cast(exp.Expression, exp.and_(exp.Not(this=missing), exp.Not(this=test), copy=False))
