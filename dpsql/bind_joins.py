@@ -163,6 +163,11 @@ def _check_units(sources: list[Source], metadata: Metadata) -> None:
     if len(units) > 1:
         raise JoinRefused(f"the joined tables protect different units ({', '.join(units)}); "
                           "private tables can be joined only when they share a privacy unit")
+    types = sorted({_declared_types(sources)[s.unit] for s in sources if s.unit is not None})
+    if len(types) > 1:
+        raise JoinRefused(f"the joined tables declare their unit {units[0]!r} with different "
+                          f"types ({', '.join(types)}); a unit is one typed value everywhere "
+                          "(dpsql.joins): declare it with one type in every table")
     for index, s in enumerate(sources):
         before = sources[:index]
         if _keeps_public_rows(s, before):
@@ -176,6 +181,11 @@ def _check_units(sources: list[Source], metadata: Metadata) -> None:
                 f"{s.table.name!r} is refused: one person's rows could meet another's, so no "
                 "contribution bound holds. Join private tables on the privacy unit, e.g. "
                 f"ON {s.alias}.{units[0]} = {private[0].alias}.{units[0]}")
+
+
+def _declared_types(sources: list[Source]) -> dict[str, str]:
+    """The declared type of every joined column, by joined name."""
+    return {s.name(c): column.type for s in sources for c, column in s.table.columns.items()}
 
 
 def _keeps_public_rows(source: Source, before: list[Source]) -> bool:
@@ -296,12 +306,18 @@ def _semijoins(select: exp.Select, outer: Namespace, sources: list[Source],
     semis: list[SemiJoin] = []
     units = {s.unit for s in sources if s.unit and not s.table.public and not s.hidden}
     unit = unit_name(next(s.table for s in sources if not s.table.public), metadata)
+    types = _declared_types(sources)
     for part in conjuncts(where.this):
         semi = _semijoin(part, outer, units, unit, metadata, len(semis))
         if semi is None:
             keep.append(part)
-        else:
-            semis.append(semi)
+            continue
+        inner = semi.source.table.columns[str(semi.source.table.privacy_unit)].type
+        if inner != types[semi.outer]:
+            raise JoinRefused(f"the semi-join compares the unit declared {types[semi.outer]} "
+                              f"outside with {semi.source.table.name}.{unit} declared {inner}; "
+                              "a unit is one typed value everywhere: declare it with one type")
+        semis.append(semi)
     select.set("where", exp.Where(this=exp.and_(*keep)) if keep else None)
     return semis
 
@@ -336,7 +352,7 @@ def _semijoin(part: exp.Expression, outer: Namespace, units: set[str], unit: str
             outer_unit = _correlation(f, namespace, outer, source, units)
             if outer_unit is not None:
                 return SemiJoin(source, outer_unit, _and(filters[:i] + filters[i + 1:],
-                                                         namespace), anti)
+                                                         namespace), anti, exists=True)
         raise JoinRefused("EXISTS must correlate on the privacy unit: EXISTS (SELECT 1 FROM "
                           f"{source.table.name} t WHERE t.{source.table.privacy_unit} = "
                           f"outer.{source.table.privacy_unit} AND ...)")

@@ -16,8 +16,40 @@ anything. Then every joined row that has a unit (the first non-NULL unit column 
 private tables, ``__join_unit``) is made of rows of that unit and public rows only, and whether
 it exists depends on nothing else: removing a unit removes exactly its joined rows, and at most
 adds rows with no unit (a public row, or a row of another side, left without a match), which are
-dropped before bounding, as rows with a NULL unit are in a single table. Semi- and anti-joins
-filter a unit's rows by that unit's own rows elsewhere, so they change nothing else either.
+dropped before bounding, as rows with a NULL unit are in a single table.
+
+**One canonical unit.** "The rows of a unit" means the rows whose unit column *reads as* that
+unit through :meth:`dpsql.total.Reader.unit`: the stored value typed as declared, never
+clamped, NULL when it does not convert (and for NaN). Everything that decides which unit a row
+belongs to reads it there: the NULL filter and the partitions of bounding
+(:mod:`dpsql.rewrite`), :func:`prebound`, ``__join_unit``, both sides of a semi-join, and
+every AND-ed equality of two unit columns or of a ``unit_path`` link in ON
+(:func:`identity_on`; the other conditions are read as filters are, clamped). So ``'99'``,
+``'099'`` and ``' 99'`` stored as text in a column declared int are one unit in bounding as in
+``WHERE pid = 99``; ``'abc'`` is a NULL unit; and two units beyond a column's declared bounds
+are never joined as one (a join on clamped values would hand one person's rows to another, or
+lead a ``unit_path`` link to someone else's row). Units joined or compared must be declared
+with one type (refused otherwise, before any charge).
+
+**Semi- and anti-joins** (``outer [NOT] IN (SELECT unit FROM t WHERE p)``, ``[NOT] EXISTS
+(SELECT 1 FROM t WHERE t.unit = outer AND p)``) are written ``outer IN (S)`` with ``S`` the
+canonical units of t's rows that satisfy p, NULL units removed (:func:`_semi`). The outer unit
+column of a joined row is either NULL (an outer join NULL-filled its table, or a NULL-unit row
+of a ``one_row_per_unit`` table) or equal to the row's unit ``u`` (every private table joins an
+earlier one on the unit). The filter's value for a row:
+
+* outer = u, not NULL: ``u IN S`` is TRUE exactly when *u's own* rows of t satisfy p, FALSE
+  otherwise (S holds no NULL, so never NULL): a function of u's rows alone;
+* outer NULL (:func:`null_outer`): IN and EXISTS drop the row (SQL's answer); NOT EXISTS keeps
+  it (SQL's answer: no row of t equals NULL); NOT IN drops it. SQL's ``NULL NOT IN (S)`` is NULL
+  when S has a row and TRUE when S is empty: the row would pass or fail by whether *anyone*
+  satisfies p, the leak of issue 17 (a LEFT JOIN that NULL-fills every row, then ``NOT IN
+  (SELECT unit ... WHERE unit = 9 AND ...)`` counts every row or none, by person 9's data).
+  dpsql defines it as NULL, SQL's answer whenever S is not empty (write ``NOT EXISTS`` to keep
+  such rows). The same on every engine: the filter is written with an explicit ``IS NULL``.
+
+Either way a row's fate is a function of its own unit's rows (or of nothing), so adding or
+removing a unit changes no other unit's rows.
 
 **Bounding after the join.** Contribution bounding (k rows in g groups per unit, by the salted
 hash of :mod:`dpsql.rewrite`) runs on the joined rows, after the join and before aggregation. So
@@ -48,12 +80,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import cast
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpsql.errors import JoinRefused
 from dpsql.metadata import ENGINE_TYPES, MAX_DOMAIN_SIZE, Column, Metadata, Table
+from dpsql.total import Reader
 
 #: The most rows one unit may have in a joined relation (the noise grows with it).
 MAX_JOIN_ROWS = 1000
@@ -85,6 +119,7 @@ class SemiJoin:
     outer: str  # the outer unit column (joined name)
     predicate: exp.Expression | None
     anti: bool
+    exists: bool = False  # written [NOT] EXISTS (else [NOT] IN): decides NULL outer units
 
 
 @dataclass(frozen=True)
@@ -291,28 +326,84 @@ def physical(relation: Relation, schema: Mapping[str, Mapping[str, str]]) -> dic
     return out
 
 
-def relation_sql(relation: Relation, condition: Callable[[exp.Expression], exp.Expression]
-                 ) -> exp.Expression:
+def relation_sql(relation: Relation, condition: Callable[[exp.Expression], exp.Expression],
+                 reader: Reader | None = None) -> exp.Expression:
     """The joined rows, as the FROM of ``__rows``: each source renamed to its joined column
-    names, joined as written (``condition`` makes each ON and filter total), the semi-joins
-    as IN / NOT IN over the unit, and ``__join_unit``, the first non-NULL unit column."""
+    names, joined as written (``condition`` makes each ON and filter total; equalities of
+    units and of ``unit_path`` links compare canonical units, :func:`identity_on`), the
+    semi-joins as IN / NOT IN over the unit (:func:`_semi`), and ``__join_unit``, the first
+    non-NULL canonical unit. ``reader`` reads the joined table (:class:`dpsql.total.Reader`:
+    its :meth:`~dpsql.total.Reader.unit` is the one canonical unit)."""
+    reader = reader or Reader(joined_columns(relation), {})
+    identity = identity_columns(relation)
     first, *rest = relation.sources
     several = sum(1 for s in relation.sources if s.table.needs_bounding and not s.hidden) > 1
-    select = exp.select(exp.Star(), copy=False).from_(_renamed(first, several), copy=False)
+    select = exp.select(exp.Star(), copy=False).from_(_renamed(first, several, reader),
+                                                      copy=False)
     for s in rest:
-        on = condition(s.on) if s.on is not None else exp.true()
-        select = select.join(_renamed(s, several), on=on, join_type=s.side or "INNER",
+        on = identity_on(s.on, identity, condition, reader) if s.on is not None else exp.true()
+        select = select.join(_renamed(s, several, reader), on=on, join_type=s.side or "INNER",
                              copy=False)
-    units = [exp.column(s.unit, quoted=True) for s in relation.sources if s.unit is not None]
+    units = [reader.unit(s.unit) for s in relation.sources if s.unit is not None]
     unit: exp.Expression = units[0] if len(units) == 1 else exp.Coalesce(
         this=units[0], expressions=units[1:])
     select = select.select(exp.alias_(unit, UNIT, quoted=True), copy=False)
     for j in relation.semijoins:
-        select = select.where(_semi(j, condition), copy=False)
+        select = select.where(_semi(j, condition, reader.unit), copy=False)
     return exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier("__joined")))
 
 
-def _renamed(source: Source, several: bool = False) -> exp.Expression:
+def joined_columns(relation: Relation) -> Table:
+    """A table of every joined column under its joined name (the declared types: what
+    :class:`~dpsql.total.Reader` needs when no joined table is at hand)."""
+    columns = {s.name(c.name): replace(c, name=s.name(c.name))
+               for s in [*relation.sources, *(j.source for j in relation.semijoins)]
+               for c in s.table.columns.values()}
+    return Table(name="__joined", columns=columns)
+
+
+def identity_columns(relation: Relation) -> frozenset[str]:
+    """The joined names of the columns that name a unit: every unit column, and both ends of
+    each ``unit_path`` link (the hidden target's ON). Equalities between them compare
+    identities, so they are read as canonical units (:func:`identity_on`), never clamped."""
+    names = {s.unit for s in [*relation.sources, *(j.source for j in relation.semijoins)]
+             if s.unit is not None}
+    for s in relation.sources:
+        if s.hidden:
+            names.update(c.name for c in (s.on.find_all(exp.Column) if s.on else ()))
+    return frozenset(names)
+
+
+def identity_on(on: exp.Expression, identity: frozenset[str],
+                condition: Callable[[exp.Expression], exp.Expression], reader: Reader
+                ) -> exp.Expression:
+    """An ON clause with each AND-ed equality of two identity columns of one declared type
+    (units, ``unit_path`` links) comparing canonical units (:meth:`Reader.unit`), the rest
+    made total by ``condition``. Joined through the typed, clamped read of a filter, units
+    beyond a column's declared bounds would meet (two people's rows joined as one's, or a
+    path leading to several rows), and spellings of one unit would meet here but be several
+    units in bounding."""
+    parts: list[exp.Expression] = []
+    for part in conjuncts(on):
+        if _identity_equality(part, identity, reader):
+            parts.append(exp.EQ(this=reader.unit(part.this.name),
+                                expression=reader.unit(part.expression.name)))
+        else:
+            parts.append(condition(part))
+    return parts[0] if len(parts) == 1 else cast(exp.Expression, exp.and_(*parts, copy=False))
+
+
+def _identity_equality(part: exp.Expression, identity: frozenset[str], reader: Reader) -> bool:
+    if not (isinstance(part, exp.EQ) and isinstance(part.this, exp.Column)
+            and isinstance(part.expression, exp.Column)):
+        return False
+    a, b = reader.table.column(part.this.name), reader.table.column(part.expression.name)
+    return (part.this.name in identity and part.expression.name in identity
+            and a is not None and b is not None and a.type == b.type)
+
+
+def _renamed(source: Source, several: bool = False, reader: Reader | None = None
+             ) -> exp.Expression:
     """One source under its joined column names; joined to other tables that need bounding,
     a table that needs bounding keeps at most its own k rows per unit before the join too
     (:func:`prebound`)."""
@@ -321,24 +412,34 @@ def _renamed(source: Source, several: bool = False) -> exp.Expression:
     inner = exp.select(*projections, copy=False).from_(
         exp.Table(this=exp.to_identifier(source.table.name, quoted=True)), copy=False)
     if several and source.table.needs_bounding and not source.hidden:
-        inner = prebound(inner, source)
+        inner = prebound(inner, source, _source_reader(source, reader))
     return exp.Subquery(this=inner, alias=exp.TableAlias(
         this=exp.to_identifier(source.prefix + "t", quoted=True)))
+
+
+def _source_reader(source: Source, reader: Reader | None) -> Reader:
+    """A reader of one source's stored columns, with the physical types of their joined
+    names."""
+    physical = reader.physical if reader is not None else {}
+    return Reader(source.table, {c: physical[source.name(c)] for c in source.table.columns
+                                 if source.name(c) in physical})
 
 
 #: The secret salt of the query ($1, as in dpsql.rewrite): it keys the samples.
 SALT = exp.Placeholder(this="1")
 
 
-def prebound(select: exp.Select, source: Source) -> exp.Select:
+def prebound(select: exp.Select, source: Source, reader: Reader | None = None) -> exp.Select:
     """At most k rows per unit of one private table, before it is joined to another private
     table that needs bounding too. Not the guarantee -- bounding after the join is (module
     docstring) -- but it bounds the work one unit can cause: with n rows in each of two tables
     has n * n joined rows before bounding, and the running time would depend on one person's
     rows far beyond k. With it, a unit has at most the joined k rows whenever the public
-    multiplicities hold, so bounding after the join rarely drops more."""
+    multiplicities hold, so bounding after the join rarely drops more. Partitioned by the
+    canonical unit (``reader``, over the stored columns), as bounding is."""
     assert source.table.privacy_unit is not None  # needs_bounding implies a unit
-    unit = exp.column(source.table.privacy_unit, quoted=True)  # the stored columns
+    reader = reader or Reader(source.table, {})
+    unit = reader.unit(source.table.privacy_unit)
     order = exp.Anonymous(this="hash", expressions=[SALT.copy(), *(
         exp.column(c, quoted=True) for c in source.table.columns)])
     rank = exp.Window(this=exp.Anonymous(this="row_number"), partition_by=[unit],
@@ -347,15 +448,37 @@ def prebound(select: exp.Select, source: Source) -> exp.Select:
         source.table.max_rows_per_unit)), copy=False)
 
 
-def _semi(j: SemiJoin, condition: Callable[[exp.Expression], exp.Expression]
-          ) -> exp.Expression:
-    """The semi-join's filter. The subquery's NULL units are dropped: rows of no unit belong to
-    no one, and one NULL in NOT IN would otherwise empty the whole answer."""
+def stored_unit(name: str) -> exp.Expression:
+    """A unit column as stored (what a unit read without :meth:`Reader.unit` would be)."""
+    return exp.column(name, quoted=True)
+
+
+def _semi(j: SemiJoin, condition: Callable[[exp.Expression], exp.Expression],
+          unit: Callable[[str], exp.Expression] = stored_unit) -> exp.Expression:
+    """The semi-join's filter, ``outer IN (SELECT inner FROM source WHERE inner IS NOT NULL
+    AND predicate)`` over canonical units (``unit``), its NULL outer units decided by
+    :func:`null_outer`. The subquery's NULL units are dropped: rows of no unit belong to no
+    one, and one NULL in NOT IN would otherwise empty the whole answer."""
     assert j.source.unit is not None  # bind accepts semi-joins over private tables only
-    inner_unit = exp.column(j.source.unit, quoted=True)
+    inner_unit = unit(j.source.unit)
     sub = exp.select(inner_unit, copy=False).from_(_renamed(j.source), copy=False).where(
-        inner_unit.is_(exp.null()).not_(), copy=False)
+        inner_unit.copy().is_(exp.null()).not_(), copy=False)
     if j.predicate is not None:
         sub = sub.where(condition(j.predicate), copy=False)
-    test = exp.In(this=exp.column(j.outer, quoted=True), query=exp.Subquery(this=sub))
-    return exp.Not(this=test) if j.anti else test
+    outer = unit(j.outer)
+    return null_outer(j, outer, exp.In(this=outer, query=exp.Subquery(this=sub)))
+
+
+def null_outer(j: SemiJoin, outer: exp.Expression, test: exp.Expression) -> exp.Expression:
+    """The semi-join's filter from ``test = outer IN (subquery of non-NULL units)``, with the
+    fate of a row whose outer unit is NULL fixed by that row alone (module docstring, "Semi-
+    and anti-joins"): IN and EXISTS drop it (``test`` is NULL), NOT EXISTS keeps it (SQL's
+    own answer: no row equals NULL), NOT IN drops it (SQL's answer whenever the subquery has
+    a row; SQL keeps it when the subquery is empty, which would make it depend on whether
+    *anyone* matches). For a non-NULL outer unit, ``test`` is TRUE or FALSE, never NULL."""
+    if not j.anti:
+        return test
+    missing = outer.copy().is_(exp.null())
+    if j.exists:
+        return exp.Paren(this=exp.or_(missing, exp.Not(this=test), copy=False))
+    return cast(exp.Expression, exp.and_(exp.Not(this=missing), exp.Not(this=test), copy=False))

@@ -88,8 +88,7 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     if table.needs_bounding:
         assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
         # Rows of no identifiable unit are dropped (see the module docstring).
-        rows = rows.where(exp.column(table.privacy_unit, quoted=True).is_(exp.null()).not_(),
-                          copy=False)
+        rows = rows.where(reader.unit(table.privacy_unit).is_(exp.null()).not_(), copy=False)
     if plan.query.where is not None:
         rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
     if table.needs_bounding and aggregated(plan):
@@ -113,7 +112,8 @@ def _source(plan: Plan, reader: Reader) -> exp.Expression:
     relation = plan.query.relation
     if relation is None:
         return _table_ref(plan.table)
-    return relation_sql(relation, lambda c: total(c, plan.table, reader, filtering=True))
+    return relation_sql(relation, lambda c: total(c, plan.table, reader, filtering=True),
+                        reader)
 
 
 def _table_ref(table: Table) -> exp.Table:
@@ -135,7 +135,9 @@ def _row_projections(plan: Plan, inputs: dict[str, str], reader: Reader
     projections: list[exp.Expr] = []
     if table.needs_bounding:
         assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
-        projections.append(exp.alias_(exp.column(table.privacy_unit, quoted=True), "__unit"))
+        # The canonical unit (Reader.unit): what bounding partitions by and COUNT(DISTINCT
+        # unit) counts, the unit filters and joins see.
+        projections.append(exp.alias_(reader.unit(table.privacy_unit), "__unit"))
     for k in plan.keys:
         projections.append(exp.alias_(total(k.expression, table, reader), k.name))
     done: set[str] = set()

@@ -105,6 +105,11 @@ def check_unit_path(table: Any, tables: Mapping[str, Any], where: str) -> None:
     if declared is None or not declared.unique:
         raise MetadataError(f"{where}: unit_path leads to {name}.{column}, which must be a "
                             "declared column with unique = true (one row per value)")
+    own = table.column(table.unit_path[0])
+    if own is not None and own.type != declared.type:
+        # The link compares identities (dpsql.total.Reader.unit): one typed value each side.
+        raise MetadataError(f"{where}: unit_path links {table.unit_path[0]} ({own.type}) to "
+                            f"{name}.{column} ({declared.type}); declare both with one type")
 
 
 Scalar = int | float | str | bool | dt.date

@@ -265,6 +265,45 @@ class Reader:
         stored = self.physical.get(column.name.lower(), "")
         return meta is not None and stored.split("(")[0] in _COMPARABLE.get(meta.type, set())
 
+    def unit(self, name: str) -> exp.Expression:
+        """The canonical identity of a unit column (or of a ``unit_path`` link): the stored
+        value read as its declared type, *never clamped*, NULL where it does not convert (and
+        for NaN). Every reader of a unit's identity goes through here -- the NULL filter of
+        ``__rows``, the unit bounding partitions by, ``COUNT(DISTINCT unit)``, ``prebound``,
+        ``__join_unit``, equalities of units and links in ON, both sides of a semi-join
+        (:mod:`dpsql.rewrite`, :mod:`dpsql.joins`) -- so that:
+
+        * all spellings of one value are one unit: ``'99'``, ``'099'``, ``'+99'``, ``' 99'``
+          stored as text in a column declared int are the unit 99, the row that
+          ``WHERE pid = 99`` (read through :meth:`read`) matches, bounded together to k rows;
+        * a value that does not convert (``'abc'`` declared int) is a NULL unit, dropped as
+          NULL units are, not a unit of its own;
+        * two distinct values are never merged: a unit is an identity, not a value to clamp
+          (clamping to declared bounds would merge units beyond them into one, whose sample a
+          newly added person would then change).
+
+        A column read as stored (text, the declared type already, or a column of no declared
+        type such as ``__join_unit``, built from these) is its own identity."""
+        meta = self.table.column(name)
+        ref = exp.column(name, quoted=True)
+        stored = self.physical.get(name.lower(), "").split("(")[0]
+        if meta is None or meta.type == "text":
+            return ref
+        if meta.type == "int":
+            return ref if stored in _INTEGER_TYPES else exp.TryCast(
+                this=ref, to=exp.DataType.build("BIGINT"))
+        if meta.type == "float":
+            value: exp.Expression = ref if stored == "DOUBLE" else exp.TryCast(
+                this=ref, to=exp.DataType.build("DOUBLE"))
+            return exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"),
+                                                              "DOUBLE"))
+        if meta.type == "timestamp" and (stored.startswith("TIMESTAMP WITH TIME ZONE")
+                                         or stored == "TIMESTAMPTZ"):
+            return exp.AtTimeZone(this=ref, zone=exp.Literal.string("UTC"))
+        typed = {"bool": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP"}[meta.type]
+        return ref if stored == typed else exp.TryCast(this=ref,
+                                                       to=exp.DataType.build(typed))
+
     def read(self, column: exp.Column, widen: bool = True) -> exp.Expression:
         meta = self.table.column(column.name)
         ref = exp.column(column.name, quoted=True)
