@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from dpsql.engines.ir import SaltedHash
 from dpsql.errors import JoinRefused
 from dpsql.metadata import ENGINE_TYPES, MAX_DOMAIN_SIZE, Column, Metadata, Table
 
@@ -339,9 +340,9 @@ def prebound(select: exp.Select, source: Source) -> exp.Select:
     multiplicities hold, so bounding after the join rarely drops more."""
     assert source.table.privacy_unit is not None  # needs_bounding implies a unit
     unit = exp.column(source.table.privacy_unit, quoted=True)  # the stored columns
-    order = exp.Anonymous(this="hash", expressions=[SALT.copy(), *(
+    order = SaltedHash(expressions=[SALT.copy(), *(
         exp.column(c, quoted=True) for c in source.table.columns)])
-    rank = exp.Window(this=exp.Anonymous(this="row_number"), partition_by=[unit],
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[unit],
                       order=exp.Order(expressions=[exp.Ordered(this=order)]))
     return select.qualify(exp.LTE(this=rank, expression=exp.Literal.number(
         source.table.max_rows_per_unit)), copy=False)
