@@ -23,7 +23,6 @@ from dpsql.errors import (
     KeyReleaseRefused,
     NestedAggregate,
     NonAggregatedColumn,
-    NotOnThisEngine,
     QueryRefused,
     UnsupportedAggregate,
     UnsupportedQuery,
@@ -344,7 +343,7 @@ def refuse_float_overflow(expressions: Iterable[exp.Expression | None], table: T
             except QueryRefused:
                 continue
             if b.kind == "float" and not b.finite:
-                raise NotOnThisEngine(
+                raise UnsupportedQuery(
                     f"on {engine}, {node.sql(dialect='duckdb')} could overflow a double (its "
                     "range cannot be bounded from the declared bounds); declare lower and upper "
                     "bounds on its columns, or compute with smaller constants")
