@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from sqlglot import exp
 
@@ -337,7 +338,7 @@ def refuse_float_overflow(expressions: Iterable[exp.Expression | None], table: T
             continue
         for node in expression.find_all(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Pow):
             try:
-                b = bound(node, table)
+                b = bound(cast(exp.Expression, node), table)
                 if isinstance(node, exp.Div) and not b.finite and _int_divisor(node, table):
                     continue
             except QueryRefused:

@@ -136,7 +136,7 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
     if engine is not None and engine.raises_on_float_overflow:
         refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
                                *[m.arg for m in p.measurements]], p.table,
-                              getattr(engine.dialect.Generator, "ENGINE", engine.name))
+                              getattr(engine.dialect.generator_class, "ENGINE", engine.name))
     if engine is not None and engine.name != "duckdb":
         sql = engine.compile(tree, p, salted)  # its own SQL, checked on empty tables
     return sql, salted

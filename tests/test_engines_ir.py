@@ -116,7 +116,7 @@ def test_each_node_is_spelled_by_each_dialect(name: str, dialect: str) -> None:
 
 def test_every_dialect_has_a_spelling_or_a_refusal_for_every_node() -> None:
     for name, dialect in DIALECTS.items():
-        transforms = dialect.Generator.TRANSFORMS
+        transforms = dialect.generator_class.TRANSFORMS
         missing = [n.__name__ for n in ir.NODES if n not in transforms]
         assert missing == ([] if name != "spark" else ["Histogram"]), (name, missing)
 

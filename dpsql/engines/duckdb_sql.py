@@ -9,11 +9,13 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.generator import Generator
+from sqlglot.generators.duckdb import DuckDBGenerator
 
 from dpsql.engines import ir
 
 
-def _days(generator: Any, node: ir.DaysSinceEpoch) -> str:
+def _days(generator: Generator, node: ir.DaysSinceEpoch) -> str:
     # DATE minus DATE is a BIGINT number of days in DuckDB.
     return generator.sql(exp.Paren(this=exp.Sub(this=node.this, expression=ir.EPOCH.copy())))
 
@@ -22,10 +24,10 @@ class DuckDBDialect(DuckDB):
     """DuckDB, with the IR: ``hash`` is a UBIGINT in [0, 2^64), HUGEINT is exact to 1.7e38,
     ``histogram`` is a MAP, ``TRY_CAST`` is NULL where a value does not convert."""
 
-    class Generator(ir.Spelling, DuckDB.Generator):
+    class Generator(ir.Spelling, DuckDBGenerator):
         ENGINE = "DuckDB"
         TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
-            **DuckDB.Generator.TRANSFORMS, **ir.COMMON,
+            **DuckDBGenerator.TRANSFORMS, **ir.COMMON,
             ir.SaltedHash: lambda self, e: self.func("hash", *e.expressions),
             ir.SafeCast: lambda self, e: self.trycast_sql(e),
             ir.ExactInteger: lambda self, e: f"CAST({self.sql(e, 'this')} AS HUGEINT)",

@@ -111,7 +111,7 @@ def least_or_greatest(generator: Generator, node: exp.Least | exp.Greatest) -> s
 
 
 #: The spellings that do not differ between the engines (each dialect includes them).
-COMMON: dict[type[exp.Expression], Any] = {
+COMMON: dict[type[exp.Expr], Any] = {
     StrictLeast: strict, StrictGreatest: strict,
     exp.Least: least_or_greatest, exp.Greatest: least_or_greatest}
 

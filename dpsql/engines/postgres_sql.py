@@ -41,6 +41,8 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.generator import Generator
+from sqlglot.generators.postgres import PostgresGenerator
 
 from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery
@@ -65,7 +67,7 @@ _INTEGER_RANGES = {exp.DataType.Type.TINYINT: 2**7, exp.DataType.Type.SMALLINT: 
                    exp.DataType.Type.INT128: 2**63}
 
 
-def _hash(generator: Any, node: ir.SaltedHash) -> str:
+def _hash(generator: Generator, node: ir.SaltedHash) -> str:
     # hash_record_extended is a signed BIGINT: shifted into [0, 2^64), the IR's range.
     salt, *parts = node.expressions
     row = exp.Anonymous(this="ROW", expressions=parts)
@@ -85,10 +87,10 @@ def _preprocess(tree: exp.Expression) -> exp.Expression:
 class PostgresDialect(Postgres):
     """PostgreSQL 14+, with the IR (see the module docstring)."""
 
-    class Generator(ir.Spelling, Postgres.Generator):
+    class Generator(ir.Spelling, PostgresGenerator):
         ENGINE = "PostgreSQL"
         TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
-            **Postgres.Generator.TRANSFORMS, **ir.COMMON,
+            **PostgresGenerator.TRANSFORMS, **ir.COMMON,
             exp.Placeholder: lambda self, e: f"${e.this}",
             ir.SaltedHash: _hash,
             ir.SafeCast: lambda self, e: self.sql(_safe_cast(e.this, e.to)),

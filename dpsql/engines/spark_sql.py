@@ -48,6 +48,8 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
+from sqlglot.generator import Generator
+from sqlglot.generators.spark import SparkGenerator
 
 from dpsql.engines import ir
 
@@ -107,7 +109,7 @@ def _node(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _hash(generator: Any, node: ir.SaltedHash) -> str:
+def _hash(generator: Generator, node: ir.SaltedHash) -> str:
     # xxhash64 is a signed BIGINT: shifted into [0, 2^64), the IR's range.
     signed = exp.Anonymous(this="xxhash64", expressions=node.expressions)
     return generator.sql(exp.Paren(this=exp.Add(
@@ -115,7 +117,7 @@ def _hash(generator: Any, node: ir.SaltedHash) -> str:
         expression=exp.cast(exp.Literal.number(2**63), "DECIMAL(20, 0)"))))
 
 
-def _strptime(generator: Any, node: exp.StrToDate | exp.StrToTime) -> str:
+def _strptime(generator: Generator, node: exp.StrToDate | exp.StrToTime) -> str:
     # TRY_TO_TIMESTAMP (Spark 3.5+): NULL where the text does not parse, as DuckDB's
     # TRY_STRPTIME; TO_DATE would raise under ANSI, quoting the value.
     fmt = exp.Literal.string(_SPARK.format_time(node) or "")
@@ -124,7 +126,7 @@ def _strptime(generator: Any, node: exp.StrToDate | exp.StrToTime) -> str:
                          parsed)
 
 
-def _try_cast(generator: Any, node: exp.TryCast) -> str:
+def _try_cast(generator: Generator, node: exp.TryCast) -> str:
     return f"TRY_CAST({generator.sql(node, 'this')} AS {generator.sql(node, 'to')})"
 
 
@@ -133,10 +135,10 @@ class SparkDialect(Spark):
     spelling of :class:`~dpsql.engines.ir.Histogram` inside an expression: :func:`spark_tree`
     turns the rewrite's histogram columns into joins first."""
 
-    class Generator(ir.Spelling, Spark.Generator):
+    class Generator(ir.Spelling, SparkGenerator):
         ENGINE = "Spark"
         TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
-            **Spark.Generator.TRANSFORMS, **ir.COMMON,
+            **SparkGenerator.TRANSFORMS, **ir.COMMON,
             exp.Placeholder: lambda self, e: f":{SALT_NAME}",
             ir.SaltedHash: _hash,
             ir.SafeCast: _try_cast,
