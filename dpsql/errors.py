@@ -196,11 +196,6 @@ class UnsupportedQuery(QueryRefused, NotSupportedError):
     sqlstate = "0A000"
 
 
-class NotOnThisEngine(UnsupportedQuery):
-    """The query needs an operation (an IR node of :mod:`dpsql.engines.ir`) that the database's
-    engine has no spelling for: refused when the engine's SQL is generated, before any charge."""
-
-
 class UnsupportedAggregate(UnsupportedQuery):
     """An aggregate function that has no differentially private implementation here."""
 
@@ -277,7 +272,6 @@ __all__ = [
     "NestedAggregate",
     "NonAggregatedColumn",
     "NotASingleSelect",
-    "NotOnThisEngine",
     "NotSupportedError",
     "OperationalError",
     "ProgrammingError",

@@ -68,7 +68,7 @@ from sqlglot import exp
 
 from dpsql.aggregates import Measurement
 from dpsql.bounds import bound
-from dpsql.engines.ir import DaysSinceEpoch, ExactInteger, Histogram, SaltedHash, StrictLeast
+from dpsql.engines import ir
 from dpsql.joins import relation_sql
 from dpsql.metadata import Table
 from dpsql.plan import Plan
@@ -331,7 +331,7 @@ def _allocated(k: int) -> exp.Expression:
                         expression=tot.copy())
         floor = _cast(exp.Floor(this=exp.Add(this=share, expression=exp.column("__u"))),
                          "BIGINT")
-        middle = _least(_greatest(floor, exp.Literal.number(0)), big_k.copy())
+        middle = _least(ir.greatest(floor, exp.Literal.number(0)), big_k.copy())
         return exp.Case(ifs=[
             exp.If(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
                    true=exp.Literal.number(0)),
@@ -366,7 +366,7 @@ def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
                     expression=n.copy())
     rounded = _cast(exp.Anonymous(this="round", expressions=[ratio]), kind)
     wide_c = _cast(c.copy(), "HUGEINT")
-    low = _greatest(rounded, exp.Mul(this=wide_c, expression=_integer(lo)))
+    low = ir.greatest(rounded, exp.Mul(this=wide_c, expression=_integer(lo)))
     bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=_integer(hi)))
     return exp.Case(ifs=[exp.If(this=exp.EQ(this=c.copy(), expression=n.copy()), true=p)],
                     default=bounded)
@@ -385,24 +385,14 @@ def _as(value: exp.Expression, name: str) -> exp.Expression:
 
 
 def _cast(value: exp.Expression, to: str) -> exp.Expression:
-    """CAST(value AS to) without sqlglot's copy and type parsing (a fixed-cost saving);
-    HUGEINT is the engine's widest exact integer (:class:`~dpsql.engines.ir.ExactInteger`)."""
+    """CAST(value AS to) without sqlglot's copy and type parsing (a fixed-cost saving)."""
     if to == "HUGEINT":
-        return ExactInteger(this=value)
+        return ir.ExactInteger(this=value)
     return exp.Cast(this=value, to=exp.DataType(this=_TYPES[to]))
 
 
 _TYPES = {"DOUBLE": exp.DataType.Type.DOUBLE, "BIGINT": exp.DataType.Type.BIGINT}
-
-
-def _least(a: exp.Expression, b: exp.Expression) -> exp.Expression:
-    """LEAST that skips NULLs, as every engine's own does."""
-    return exp.Least(this=a, expressions=[b], ignore_nulls=True)
-
-
-def _greatest(a: exp.Expression, b: exp.Expression) -> exp.Expression:
-    """GREATEST that skips NULLs, as every engine's own does."""
-    return exp.Greatest(this=a, expressions=[b], ignore_nulls=True)
+_least = ir.least  # NULL-skipping, as every engine's own LEAST
 
 
 def _or_zero(value: exp.Expression) -> exp.Expression:
@@ -416,7 +406,7 @@ def _select_all(source: exp.Expression) -> exp.Select:
 
 def _hash(parts: list[exp.Expression]) -> exp.Expression:
     """The salted hash of ``parts`` (the salt first): an integer in [0, 2^64)."""
-    return SaltedHash(expressions=[p.copy() for p in parts])
+    return ir.SaltedHash(expressions=[p.copy() for p in parts])
 
 
 def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
@@ -461,7 +451,7 @@ def _sum_term(m: Measurement, x: exp.Expression | None) -> exp.Expression:
 
 def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
     assert x is not None  # a histogram's argument, as for a sum
-    return Histogram(this=_bucket(m, x))
+    return ir.Histogram(this=_bucket(m, x))
 
 
 #: How the engine computes each kind of measurement (MeasurementSpec.kind), per group.
@@ -482,7 +472,7 @@ def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.E
     the input is (it is finite arithmetic on the clamped, NaN-free input)."""
     scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
     rounded = exp.cast(exp.Anonymous(this="round", expressions=[scaled]), "BIGINT")
-    low = _greatest(rounded, number(m.units[0]))
+    low = ir.greatest(rounded, number(m.units[0]))
     clamped = _least(low, number(m.units[1]))
     present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
     return exp.Case(ifs=[exp.If(this=present, true=clamped)])
@@ -493,12 +483,12 @@ def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
     if hi <= lo:
         return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
                                     true=exp.Literal.number(0))])
-    if m.dates:  # a date's day number (EPOCH_DAY is 1970-01-01)
-        x = DaysSinceEpoch(this=x)
+    if m.dates:  # a date's day number
+        x = ir.DaysSinceEpoch(this=x)
     if m.instants:  # a timestamp's seconds since 1970-01-01 (a DOUBLE in DuckDB)
         x = exp.TimeToUnix(this=x)
     scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
                                                  expression=number(lo))),
                      expression=number(m.buckets / (hi - lo)))
     index = exp.cast(exp.Floor(this=scaled), "BIGINT")
-    return StrictLeast(this=index, expressions=[exp.Literal.number(m.buckets - 1)])
+    return ir.StrictLeast(this=index, expressions=[exp.Literal.number(m.buckets - 1)])

@@ -18,7 +18,7 @@ from typing import cast
 from sqlglot import exp
 
 from dpsql.bounds import COMPARISONS
-from dpsql.engines.ir import SafeCast
+from dpsql.engines.ir import SafeCast, greatest
 from dpsql.metadata import Column, Table
 
 
@@ -43,8 +43,7 @@ def clamp(value: exp.Expression, lo: float, hi: float, nan: bool = True) -> exp.
     if nan:
         high = exp.Case(ifs=[exp.If(this=exp.IsNan(this=value.copy()), true=exp.Null())],
                         default=number(hi))
-    # GREATEST that skips NULLs, as every engine's own does (not sqlglot's NULL-propagating).
-    inside = exp.Greatest(this=value.copy(), expressions=[number(lo)], ignore_nulls=True)
+    inside = greatest(value.copy(), number(lo))
     return exp.Case(ifs=[
         exp.If(this=exp.LTE(this=value.copy(), expression=number(hi)), true=inside),
         exp.If(this=exp.GT(this=value.copy(), expression=number(hi)), true=high)])

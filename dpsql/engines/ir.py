@@ -12,7 +12,7 @@ once; each engine's sqlglot dialect spells it in its Generator's ``TRANSFORMS``:
 * :class:`dpsql.engines.spark_sql.SparkDialect`.
 
 A node that a dialect does not spell is refused when the engine's SQL is generated
-(:class:`~dpsql.errors.NotOnThisEngine`, before anything is charged), never sent to the
+(:class:`~dpsql.errors.UnsupportedQuery`, before anything is charged), never sent to the
 engine under a made-up name. To add an engine: subclass sqlglot's dialect for it, give its
 Generator a ``TRANSFORMS`` entry for each node of :data:`NODES` it can compute with the
 semantics below, and inherit :class:`Spelling` first.
@@ -25,7 +25,7 @@ from typing import Any, ClassVar, NoReturn
 from sqlglot import exp
 from sqlglot.generator import Generator
 
-from dpsql.errors import NotOnThisEngine
+from dpsql.errors import UnsupportedQuery
 
 #: The salted hash's values are the integers in [0, HASH_RANGE).
 HASH_RANGE = 2**64
@@ -90,6 +90,16 @@ NODES: tuple[type[EngineNode], ...] = (SaltedHash, SafeCast, ExactInteger, Histo
 EPOCH = exp.cast(exp.Literal.string("1970-01-01"), "DATE")
 
 
+def least(*args: exp.Expression) -> exp.Expression:
+    """LEAST that skips NULLs, as every engine's own does (sqlglot's default propagates)."""
+    return exp.Least(this=args[0], expressions=list(args[1:]), ignore_nulls=True)
+
+
+def greatest(*args: exp.Expression) -> exp.Expression:
+    """GREATEST that skips NULLs, as every engine's own does."""
+    return exp.Greatest(this=args[0], expressions=list(args[1:]), ignore_nulls=True)
+
+
 def strict(generator: Generator, node: exp.Expression) -> str:
     """StrictLeast / StrictGreatest (and sqlglot's LEAST without ``ignore_nulls``) as a CASE
     around the engine's own LEAST (which skips NULLs in DuckDB, PostgreSQL and Spark)."""
@@ -130,6 +140,6 @@ class Spelling(Generator):
 
 
 def unspelled(engine: str, node: exp.Expression) -> NoReturn:
-    raise NotOnThisEngine(f"{engine} cannot compute {type(node).__name__} (in "
+    raise UnsupportedQuery(f"{engine} cannot compute {type(node).__name__} (in "
                           f"{node.sql(dialect='duckdb')[:80]}), which this query needs; "
                           "run it on another engine")
