@@ -1,7 +1,7 @@
 """The Spark SQL engine: data that lives in a Spark cluster (or Databricks), or Parquet files
 read by a local Spark session, answered without copying it.
 
-A database argument names it (see :func:`is_spark` and ``dpsql.engines.open_engine``)::
+A database argument names it (``dpsql.engines.url_scheme`` and ``open_engine``)::
 
     spark:local                      a local session on every core (local[*])
     spark:local[2]                   a local session on 2 cores
@@ -68,12 +68,6 @@ _TYPES = {"tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER", "bigin
 _lock = threading.Lock()
 _root: Any = None  # the process's one local SparkSession (one JVM), shared by engines
 _tags = itertools.count()
-
-
-def is_spark(database: object) -> bool:
-    """Whether a database argument names a Spark engine: a text that starts with ``spark:``
-    or ``sc://``. A :class:`~pathlib.Path` never does (a folder may be named ``local``)."""
-    return isinstance(database, str) and database.startswith(("spark:", "sc://"))
 
 
 def spark_type(simple: str) -> str:
