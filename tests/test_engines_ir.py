@@ -135,6 +135,9 @@ def test_the_engine_specific_spellings() -> None:
     assert "TRY_CAST" in cast.sql(dialect=SparkDialect)
     assert "TRY_CAST" not in cast.sql(dialect=PostgresDialect)  # a regular expression test
     assert "DATEDIFF" in _per_row(CASES["days since epoch"][0]).sql(dialect=SparkDialect)
+    parsed = exp.StrToDate(this=column("s"), format=exp.Literal.string("%Y-%m-%d"), safe=True)
+    # The format is a value, not quoted twice (Spark would look for quote characters).
+    assert "TRY_TO_TIMESTAMP(`s`, 'yyyy-M-d')" in parsed.sql(dialect=SparkDialect)
 
 
 # --- each node, run -----------------------------------------------------------------------

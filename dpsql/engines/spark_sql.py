@@ -120,7 +120,9 @@ def _hash(generator: Generator, node: ir.SaltedHash) -> str:
 def _strptime(generator: Generator, node: exp.StrToDate | exp.StrToTime) -> str:
     # TRY_TO_TIMESTAMP (Spark 3.5+): NULL where the text does not parse, as DuckDB's
     # TRY_STRPTIME; TO_DATE would raise under ANSI, quoting the value.
-    fmt = exp.Literal.string(_SPARK.format_time(node) or "")
+    # format_time gives the format as quoted SQL text ('yyyy-M-d'): its value is unquoted.
+    quoted = _SPARK.format_time(node) or "''"
+    fmt = exp.Literal.string(quoted[1:-1].replace("\\'", "'"))
     parsed = exp.Anonymous(this="try_to_timestamp", expressions=[node.this, fmt])
     return generator.sql(exp.cast(parsed, "DATE") if isinstance(node, exp.StrToDate) else
                          parsed)
