@@ -42,6 +42,7 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_engine import ensure_data, machine
 
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.metadata import load_metadata
 from dpsql.pipeline import prepare
 from dpsql.rewrite import rewrite
@@ -220,7 +221,7 @@ def fast_path(con: duckdb.DuckDBPyConnection, metadata: Path, runs: int) -> list
         p = prepare(raw, md, 1.0, 0.0)
         schema = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns"
                                   " WHERE table_name = ?", [p.table.name]).fetchall())
-        sql = rewrite(p, schema).sql(dialect="duckdb")
+        sql = rewrite(p, schema).sql(dialect=DuckDBDialect)
         for name, q in (("raw", raw), ("dpsql's rewrite", sql), *variants):
             best, median, result = timed(con, q, None, runs)
             lines.append(f"| {label} | {name} | {best:.0f} | {median:.0f} | "

@@ -10,7 +10,9 @@ post-processing part is refused: it would reach the output without noise.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from sqlglot import exp
 
@@ -22,6 +24,7 @@ from dpsql.errors import (
     KeyReleaseRefused,
     NestedAggregate,
     NonAggregatedColumn,
+    QueryRefused,
     UnsupportedAggregate,
     UnsupportedQuery,
     WindowOverPrivateRows,
@@ -318,3 +321,35 @@ def _no_aggregate_message(select: exp.Select) -> str:
     first = select.expressions[0].sql(dialect="duckdb") if select.expressions else "?"
     return (f"the query releases {first} without aggregating it; dpsql answers aggregate "
             "queries: use COUNT, SUM, AVG, ... and GROUP BY")
+
+
+def refuse_float_overflow(expressions: Iterable[exp.Expression | None], table: Table,
+                          engine: str) -> None:
+    """For an engine that raises where DOUBLE arithmetic overflows (its
+    ``raises_on_float_overflow``; DuckDB and Spark give Infinity, which the clamps handle),
+    every such operation of the private part must have a finite bound, derived from the
+    declared bounds (:mod:`dpsql.bounds`); otherwise the query is refused before any charge,
+    naming the expression: an error on some rows only would tell whether they exist.
+
+    A division needs no bound of its own when it divides a finite dividend by an integer: the
+    rewrite NULLs a zero divisor, so ``|divisor| >= 1`` and ``|quotient| <= |dividend|``."""
+    for expression in expressions:
+        if expression is None:
+            continue
+        for node in expression.find_all(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Pow):
+            try:
+                b = bound(cast(exp.Expression, node), table)
+                if isinstance(node, exp.Div) and not b.finite and _int_divisor(node, table):
+                    continue
+            except QueryRefused:
+                continue
+            if b.kind == "float" and not b.finite:
+                raise UnsupportedQuery(
+                    f"on {engine}, {node.sql(dialect='duckdb')} could overflow a double (its "
+                    "range cannot be bounded from the declared bounds); declare lower and upper "
+                    "bounds on its columns, or compute with smaller constants")
+
+
+def _int_divisor(node: exp.Div, table: Table) -> bool:
+    dividend, divisor = bound(node.this, table), bound(node.expression, table)
+    return divisor.kind in ("int", "bool") and dividend.finite

@@ -35,6 +35,7 @@ from dpsql.bounds import COMPARISONS, RULES, bound
 from dpsql.check import CheckedQuery
 from dpsql.dates import date_text, timestamp_text, written
 from dpsql.engines import INTEGER_TYPES, scratch
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.errors import InvalidConstant
 from dpsql.metadata import Table
 from dpsql.total import DATE_RANGE, total
@@ -150,7 +151,7 @@ def _evaluate(node: exp.Expression, table: Table) -> tuple[object, str, str | No
     engine query."""
     value = exp.Paren(this=total(node, table))
     sql = exp.select(exp.alias_(value, "v"), exp.alias_(exp.cast(value.copy(), "VARCHAR"),
-                                                         "t")).sql(dialect="duckdb")
+                                                         "t")).sql(dialect=DuckDBDialect)
     return _run(sql, node)
 
 

@@ -54,8 +54,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
-from dpsql.engines import CursorCancel, Engine, check_metadata, is_url, open_engine
-from dpsql.engines.spark import is_spark
+from dpsql.engines import CursorCancel, Engine, check_metadata, open_engine
 from dpsql.errors import (
     EngineError,
     EngineFailure,
@@ -162,7 +161,7 @@ class Database:
                  metadata: str | Path | Metadata | None = None,
                  analyst: str | None = None, engine: Engine | None = None) -> None:
         if engine is not None and database is None:
-            database = engine.path
+            database = engine.location
         if database is None and metadata is None:
             database, metadata = sample_paths()
         elif database is None or metadata is None:
@@ -183,9 +182,7 @@ class Database:
             self.engine.close()
             raise
         tables = json.dumps(self.metadata.raw.get("tables"), sort_keys=True, default=str)
-        where = (self.engine.path if is_url(database) or is_spark(database)
-                 else self.engine.path.resolve())
-        self._scope = hashlib.sha256(f"{where}\0{tables}".encode()).hexdigest()
+        self._scope = hashlib.sha256(f"{self.engine.location}\0{tables}".encode()).hexdigest()
         # (SQL text, parameters) -> (normalised text, answer-key text): see _texts.
         self._memo: LRU[tuple[object, ...], tuple[str, str]] = LRU(_MEMO_SIZE)
         self._public = PublicStore(self.metadata, self.engine)  # loaded on first use

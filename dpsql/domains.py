@@ -16,6 +16,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpsql.engines import run_on_cells
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.keys import distinct
 from dpsql.metadata import MAX_DOMAIN_SIZE, Column, Table
 from dpsql.total import total
@@ -54,7 +55,7 @@ def _image_of_domains(expression: exp.Expression, table: Table) -> tuple[object,
         return None
     product = list(itertools.product(*(d or () for d in domains)))
     data = {n: np.array([row[i] for row in product], dtype=object) for i, n in enumerate(names)}
-    sql = (f"SELECT DISTINCT {total(expression, table).sql(dialect='duckdb')} AS k "
+    sql = (f"SELECT DISTINCT {total(expression, table).sql(dialect=DuckDBDialect)} AS k "
            "FROM __domain ORDER BY k NULLS LAST")
     _, _, rows = run_on_cells(sql, "__domain", data)
     image = tuple(v for (v,) in distinct((r[0],) for r in rows))

@@ -85,6 +85,7 @@ from typing import cast
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from dpsql.engines.ir import SaltedHash
 from dpsql.errors import JoinRefused
 from dpsql.metadata import ENGINE_TYPES, MAX_DOMAIN_SIZE, Column, Metadata, Table
 from dpsql.total import Reader
@@ -440,9 +441,9 @@ def prebound(select: exp.Select, source: Source, reader: Reader | None = None) -
     assert source.table.privacy_unit is not None  # needs_bounding implies a unit
     reader = reader or Reader(source.table, {})
     unit = reader.unit(source.table.privacy_unit)
-    order = exp.Anonymous(this="hash", expressions=[SALT.copy(), *(
+    order = SaltedHash(expressions=[SALT.copy(), *(
         exp.column(c, quoted=True) for c in source.table.columns)])
-    rank = exp.Window(this=exp.Anonymous(this="row_number"), partition_by=[unit],
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[unit],
                       order=exp.Order(expressions=[exp.Ordered(this=order)]))
     return select.qualify(exp.LTE(this=rank, expression=exp.Literal.number(
         source.table.max_rows_per_unit)), copy=False)

@@ -20,11 +20,12 @@ from sqlglot import exp
 
 from dpsql.aggregates import Measurement
 from dpsql.bind import bind
-from dpsql.check import check
+from dpsql.check import check, refuse_float_overflow
 from dpsql.constants import fold_constants
 from dpsql.cost import check_cost
 from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.errors import QueryRefused, UnsupportedQuery
 from dpsql.joins import empty_tables, physical
 from dpsql.mechanisms import accuracy, validate_privacy_parameters
@@ -130,9 +131,13 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
     salted = tree.find(exp.Placeholder) is not None
     # DuckDB's semantics are the reference: every engine's query is checked there too, so a
     # query is refused the same way whatever the engine.
-    sql = tree.sql(dialect="duckdb")
+    sql = tree.sql(dialect=DuckDBDialect)
     check_engine_query(p, sql, salted, schema)
-    if engine is not None and engine.dialect != "duckdb":
+    if engine is not None and engine.raises_on_float_overflow:
+        refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
+                               *[m.arg for m in p.measurements]], p.table,
+                              getattr(engine.dialect.generator_class, "ENGINE", engine.name))
+    if engine is not None and engine.name != "duckdb":
         sql = engine.compile(tree, p, salted)  # its own SQL, checked on empty tables
     return sql, salted
 
@@ -179,8 +184,8 @@ class Explanation:
 
 def explain(p: Plan, engine: Engine | None = None) -> Explanation:
     """What a plan will do, without reading data."""
-    sql = rewrite(p, _schema(p, engine)).sql(dialect="duckdb", pretty=True)
-    if engine is not None and engine.dialect != "duckdb":
+    sql = rewrite(p, _schema(p, engine)).sql(dialect=DuckDBDialect, pretty=True)
+    if engine is not None and engine.name != "duckdb":
         sql = engine_sql(p, engine)[0]  # what that engine runs (its dialect, one line)
     cells = []
     for cell in p.cells:

@@ -66,8 +66,9 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
-from dpsql.aggregates import EPOCH_DAY, Measurement
+from dpsql.aggregates import Measurement
 from dpsql.bounds import bound
+from dpsql.engines import ir
 from dpsql.joins import relation_sql
 from dpsql.metadata import Table
 from dpsql.plan import Plan
@@ -171,7 +172,7 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
     source: exp.Expression = exp.to_identifier("__rows")
     if keys and table.max_groups_per_unit < table.max_rows_per_unit:
         group_rank = exp.Window(
-            this=exp.Anonymous(this="dense_rank"),
+            this=exp.DenseRank(),
             partition_by=[exp.column("__unit")],
             # The unit is hashed too: each unit keeps its own random g groups, not the same
             # g keys for every unit (which would bias some groups' answers towards zero).
@@ -185,7 +186,7 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
     row_columns = [exp.column("__unit"), *keys, *[exp.column(n) for n in sorted(set(
         inputs.values()))]]
     row_rank = exp.Window(
-        this=exp.Anonymous(this="row_number"),
+        this=exp.RowNumber(),
         partition_by=[exp.column("__unit")],
         order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal, *row_columns]))]))
     return _select_all(source).qualify(
@@ -287,7 +288,7 @@ def _unit_order(plan: Plan) -> exp.Order:
 def _ranked(plan: Plan) -> exp.Select:
     """Each (unit, group) with its rank ``__r`` in the unit's random order of groups and the
     unit's rows up to it, ``__cum`` (one sort of the unit's groups, not of its rows)."""
-    rank = exp.Window(this=exp.Anonymous(this="row_number"),
+    rank = exp.Window(this=exp.RowNumber(),
                       partition_by=[exp.column("__unit")], order=_unit_order(plan))
     cum = _cast(exp.Window(
         this=exp.Sum(this=exp.column("__n")), partition_by=[exp.column("__unit")],
@@ -332,8 +333,7 @@ def _allocated(k: int) -> exp.Expression:
                         expression=tot.copy())
         floor = _cast(exp.Floor(this=exp.Add(this=share, expression=exp.column("__u"))),
                          "BIGINT")
-        middle = _least(exp.Anonymous(this="greatest", expressions=[
-            floor, exp.Literal.number(0)]), big_k.copy())
+        middle = _least(ir.greatest(floor, exp.Literal.number(0)), big_k.copy())
         return exp.Case(ifs=[
             exp.If(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
                    true=exp.Literal.number(0)),
@@ -368,8 +368,7 @@ def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
                     expression=n.copy())
     rounded = _cast(exp.Anonymous(this="round", expressions=[ratio]), kind)
     wide_c = _cast(c.copy(), "HUGEINT")
-    low = exp.Anonymous(this="greatest", expressions=[
-        rounded, exp.Mul(this=wide_c, expression=_integer(lo))])
+    low = ir.greatest(rounded, exp.Mul(this=wide_c, expression=_integer(lo)))
     bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=_integer(hi)))
     return exp.Case(ifs=[exp.If(this=exp.EQ(this=c.copy(), expression=n.copy()), true=p)],
                     default=bounded)
@@ -389,15 +388,13 @@ def _as(value: exp.Expression, name: str) -> exp.Expression:
 
 def _cast(value: exp.Expression, to: str) -> exp.Expression:
     """CAST(value AS to) without sqlglot's copy and type parsing (a fixed-cost saving)."""
+    if to == "HUGEINT":
+        return ir.ExactInteger(this=value)
     return exp.Cast(this=value, to=exp.DataType(this=_TYPES[to]))
 
 
-_TYPES = {"DOUBLE": exp.DataType.Type.DOUBLE, "BIGINT": exp.DataType.Type.BIGINT,
-          "HUGEINT": exp.DataType.Type.INT128}
-
-
-def _least(a: exp.Expression, b: exp.Expression) -> exp.Expression:
-    return exp.Anonymous(this="least", expressions=[a, b])
+_TYPES = {"DOUBLE": exp.DataType.Type.DOUBLE, "BIGINT": exp.DataType.Type.BIGINT}
+_least = ir.least  # NULL-skipping, as every engine's own LEAST
 
 
 def _or_zero(value: exp.Expression) -> exp.Expression:
@@ -410,7 +407,8 @@ def _select_all(source: exp.Expression) -> exp.Select:
 
 
 def _hash(parts: list[exp.Expression]) -> exp.Expression:
-    return exp.Anonymous(this="hash", expressions=[p.copy() for p in parts])
+    """The salted hash of ``parts`` (the salt first): an integer in [0, 2^64)."""
+    return ir.SaltedHash(expressions=[p.copy() for p in parts])
 
 
 def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
@@ -455,7 +453,7 @@ def _sum_term(m: Measurement, x: exp.Expression | None) -> exp.Expression:
 
 def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
     assert x is not None  # a histogram's argument, as for a sum
-    return exp.Anonymous(this="histogram", expressions=[_bucket(m, x)])
+    return ir.Histogram(this=_bucket(m, x))
 
 
 #: How the engine computes each kind of measurement (MeasurementSpec.kind), per group.
@@ -476,8 +474,8 @@ def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.E
     the input is (it is finite arithmetic on the clamped, NaN-free input)."""
     scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
     rounded = exp.cast(exp.Anonymous(this="round", expressions=[scaled]), "BIGINT")
-    low = exp.Anonymous(this="greatest", expressions=[rounded, number(m.units[0])])
-    clamped = exp.Anonymous(this="least", expressions=[low, number(m.units[1])])
+    low = ir.greatest(rounded, number(m.units[0]))
+    clamped = _least(low, number(m.units[1]))
     present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
     return exp.Case(ifs=[exp.If(this=present, true=clamped)])
 
@@ -487,13 +485,12 @@ def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
     if hi <= lo:
         return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
                                     true=exp.Literal.number(0))])
-    if m.dates:  # a date's day number: DATE minus DATE is a BIGINT in DuckDB
-        x = exp.Paren(this=exp.Sub(this=x, expression=exp.cast(
-            exp.Literal.string(EPOCH_DAY.isoformat()), "DATE")))
+    if m.dates:  # a date's day number
+        x = ir.DaysSinceEpoch(this=x)
     if m.instants:  # a timestamp's seconds since 1970-01-01 (a DOUBLE in DuckDB)
         x = exp.TimeToUnix(this=x)
     scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
                                                  expression=number(lo))),
                      expression=number(m.buckets / (hi - lo)))
     index = exp.cast(exp.Floor(this=scaled), "BIGINT")
-    return exp.Least(this=index, expressions=[exp.Literal.number(m.buckets - 1)])
+    return ir.StrictLeast(this=index, expressions=[exp.Literal.number(m.buckets - 1)])

@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from dpsql.bounds import COMPARISONS, bound
 from dpsql.bounds.core import literal_value
+from dpsql.engines.ir import SafeCast, greatest
 from dpsql.metadata import Column, Table
 
 
@@ -43,10 +44,9 @@ def clamp(value: exp.Expression, lo: float, hi: float, nan: bool = True) -> exp.
     """
     high: exp.Expression = number(hi)
     if nan:
-        high = exp.Case(ifs=[exp.If(this=exp.Anonymous(this="isnan", expressions=[
-            value.copy()]), true=exp.Null())], default=number(hi))
-    # Anonymous GREATEST: sqlglot would otherwise transpile it into a NULL-propagating CASE.
-    inside = exp.Anonymous(this="greatest", expressions=[value.copy(), number(lo)])
+        high = exp.Case(ifs=[exp.If(this=exp.IsNan(this=value.copy()), true=exp.Null())],
+                        default=number(hi))
+    inside = greatest(value.copy(), number(lo))
     return exp.Case(ifs=[
         exp.If(this=exp.LTE(this=value.copy(), expression=number(hi)), true=inside),
         exp.If(this=exp.GT(this=value.copy(), expression=number(hi)), true=high)])
@@ -74,7 +74,7 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             # overflow a narrow type.
             return reader.read(n, widen=n.parent is not None)
         if isinstance(n, exp.Cast):  # CAST, ::, TRY_CAST: never fails, never narrow
-            return _wide(exp.TryCast(this=total(n.this, table, reader, filtering),
+            return _wide(SafeCast(this=total(n.this, table, reader, filtering),
                                      to=n.to.copy()))
 
         if isinstance(n, exp.StrToDate | exp.StrToTime):  # TRY_STRPTIME: NULL, not an error
@@ -237,9 +237,9 @@ def _wide(cast: exp.TryCast) -> exp.Expression:
     if target in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP):
         return clamp_date(cast, *temporal_range(target.value), kind=target.value)
     if target in _NARROW_INTEGERS:
-        return exp.TryCast(this=cast, to=exp.DataType.build("BIGINT"))
+        return SafeCast(this=cast, to=exp.DataType.build("BIGINT"))
     if target == exp.DataType.Type.DECIMAL:
-        return exp.TryCast(this=cast, to=exp.DataType.build("DOUBLE"))
+        return SafeCast(this=cast, to=exp.DataType.build("DOUBLE"))
     return cast
 
 
@@ -315,17 +315,17 @@ class Reader:
         if meta is not None and meta.type == "bool" and stored not in _COMPARABLE["bool"]:
             # Text declared as bool would be cast row by row, and fail on some rows only
             # (WHERE flag: "Could not convert string 'maybe' to BOOL"): NULL instead.
-            return exp.TryCast(this=ref, to=exp.DataType.build("BOOLEAN"))
+            return SafeCast(this=ref, to=exp.DataType.build("BOOLEAN"))
         if meta is None or meta.type not in ("int", "float"):
             return ref
         value: exp.Expression = ref
         if meta.type == "int":
             if stored != "BIGINT" and (widen or stored not in _INTEGER_TYPES):
-                cast = exp.Cast if stored in _INTEGER_TYPES else exp.TryCast
+                cast = exp.Cast if stored in _INTEGER_TYPES else SafeCast
                 value = cast(this=ref, to=exp.DataType.build("BIGINT"))
         elif stored != "DOUBLE":
             safe = stored in _FLOAT_TYPES or stored in _INTEGER_TYPES or stored == "DECIMAL"
-            value = (exp.Cast if safe else exp.TryCast)(this=ref, to=exp.DataType.build("DOUBLE"))
+            value = (exp.Cast if safe else SafeCast)(this=ref, to=exp.DataType.build("DOUBLE"))
         if not meta.bounded:
             if meta.type == "float":
                 value = exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"),
@@ -342,7 +342,7 @@ class Reader:
         with TRY_CAST (NULL where it does not convert)."""
         value: exp.Expression = ref
         if stored not in _COMPARABLE["date"]:
-            value = exp.TryCast(this=ref, to=exp.DataType.build("DATE"))
+            value = SafeCast(this=ref, to=exp.DataType.build("DATE"))
         lo, hi = DATE_RANGE
         if isinstance(meta.lower, dt.date) and isinstance(meta.upper, dt.date):
             lo, hi = max(meta.lower, lo), min(meta.upper, hi)
@@ -360,7 +360,7 @@ class Reader:
         elif stored == "DATE" or stored.startswith("TIMESTAMP_"):
             value = exp.Cast(this=ref, to=exp.DataType.build("TIMESTAMP"))
         elif stored not in _COMPARABLE["timestamp"]:
-            value = exp.TryCast(this=ref, to=exp.DataType.build("TIMESTAMP"))
+            value = SafeCast(this=ref, to=exp.DataType.build("TIMESTAMP"))
         lo, hi = TIMESTAMP_RANGE
         if isinstance(meta.lower, dt.datetime) and isinstance(meta.upper, dt.datetime):
             lo, hi = max(meta.lower, lo), min(meta.upper, hi)

@@ -23,6 +23,7 @@ import pytest
 import tomli_w
 
 import dpsql
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.metadata import Metadata, parse_metadata
 from dpsql.plan import Plan
 from dpsql.rewrite import rewrite
@@ -79,7 +80,7 @@ def run_rewritten(con: duckdb.DuckDBPyConnection, plan: Plan, salt: int = 12345,
                   sql: str | None = None) -> list[tuple[object, ...]]:
     """Run the rewritten query of ``plan`` (or ``sql``, a part of it) on ``con``, binding the
     salt parameter when the query has one."""
-    text = sql if sql is not None else rewrite(plan).sql(dialect="duckdb")
+    text = sql if sql is not None else rewrite(plan).sql(dialect=DuckDBDialect)
     parameters = [salt] if "$1" in text else None
     return con.execute(text, parameters).fetchall()
 

@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.metadata import Metadata
 from dpsql.pipeline import prepare
 from dpsql.plan import Plan
@@ -53,7 +54,7 @@ def database(with_attacker: bool) -> duckdb.DuckDBPyConnection:
 
 def measurements(p: Plan, con: duckdb.DuckDBPyConnection, salt: int
                  ) -> dict[tuple[Any, ...], Sequence[Any]]:
-    sql = rewrite(p).sql(dialect="duckdb")
+    sql = rewrite(p).sql(dialect=DuckDBDialect)
     rows = con.execute(sql, [salt] if "$1" in sql else None).fetchall()
     width = len(p.keys)
     return {tuple(r[:width]): r[width:] for r in rows}
@@ -98,7 +99,7 @@ def duckdb_query(final: str, tree: Any) -> str:
 
     query = exp.maybe_parse(final, dialect="duckdb")
     query.set("with_", tree.args["with_"].copy())
-    return str(query.sql(dialect="duckdb"))
+    return str(query.sql(dialect=DuckDBDialect))
 
 
 def test_allocation_follows_the_groups_rows(kit: SimpleNamespace) -> None:
@@ -115,7 +116,7 @@ def test_allocation_follows_the_groups_rows(kit: SimpleNamespace) -> None:
                                       "amount": {"type": "float", "lower": 0, "upper": 1}}}})
     p = prepare("SELECT cat, COUNT(*), AVG(amount) FROM v GROUP BY cat", md)
     for salt in range(10):
-        rows = dict((k, v) for k, v, *_ in con.execute(rewrite(p).sql(dialect="duckdb"),
+        rows = dict((k, v) for k, v, *_ in con.execute(rewrite(p).sql(dialect=DuckDBDialect),
                                                        [salt]).fetchall())
         assert rows == {0: 9, 1: 1}
 
@@ -135,9 +136,9 @@ def test_selective_where_keeps_the_rows_it_keeps(kit: SimpleNamespace) -> None:
                                       "qty": {"type": "int", "lower": 0, "upper": 9}}}})
     exact = con.execute("SELECT COUNT(*), SUM(qty) FROM v WHERE i = 7").fetchone()
     p = prepare("SELECT COUNT(*), SUM(qty) FROM v WHERE i = 7", md)
-    assert tuple(con.execute(rewrite(p).sql(dialect="duckdb")).fetchone()) == exact
+    assert tuple(con.execute(rewrite(p).sql(dialect=DuckDBDialect)).fetchone()) == exact
     p = prepare("SELECT cat, COUNT(*), SUM(qty) FROM v WHERE i = 7 GROUP BY cat", md)
-    got = con.execute(rewrite(p).sql(dialect="duckdb"), [3]).fetchall()
+    got = con.execute(rewrite(p).sql(dialect=DuckDBDialect), [3]).fetchall()
     want = con.execute("SELECT cat, COUNT(*), SUM(qty) FROM v WHERE i = 7 GROUP BY cat"
                        ).fetchall()
     assert sorted(got) == sorted(want)

@@ -391,9 +391,12 @@ def test_urls_and_refusals(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match=r"no \.parquet"):
         SparkEngine(f"spark:local[2]?folder={tmp_path}")
     from dpsql.database import open_engine
-    from dpsql.engines.spark import is_spark, spark_type
+    from dpsql.engines import ENGINES, _spark, url_scheme
+    from dpsql.engines.spark import spark_type
 
-    assert all(is_spark(u) for u in ("spark:local", "local[2]", "sc://h:15002", "spark://h:1"))
-    assert not is_spark(SAMPLE) and isinstance(open_engine(SAMPLE), DuckDBEngine)
+    assert all(ENGINES[str(url_scheme(u))] is _spark
+               for u in ("spark:local", "spark:local[2]", "sc://h:15002", "spark://h:1"))
+    assert url_scheme("local[2]") is None  # a path: Spark is named spark:local[2]
+    assert url_scheme(SAMPLE) is None and isinstance(open_engine(SAMPLE), DuckDBEngine)
     assert spark_type("int") == "INTEGER" and spark_type("decimal(10,2)") == "DECIMAL(10,2)"
     assert spark_type("timestamp") == "TIMESTAMP WITH TIME ZONE"  # refused for dates

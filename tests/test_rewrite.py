@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from sqlglot import exp
 
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.metadata import Metadata
 from dpsql.pipeline import answer, prepare
 from dpsql.plan import Plan
@@ -45,7 +46,7 @@ def md(kit: SimpleNamespace) -> Metadata:
 
 
 def run(con: duckdb.DuckDBPyConnection, p: Plan, salt: int = 7) -> list[tuple[Any, ...]]:
-    sql = rewrite(p).sql(dialect="duckdb")
+    sql = rewrite(p).sql(dialect=DuckDBDialect)
     return con.execute(sql, [salt] if "$1" in sql else None).fetchall()
 
 
@@ -56,7 +57,7 @@ def cte(p: Plan, final: str, name: str) -> str:
     assert isinstance(query, exp.Select)
     query.set("with_", tree.args["with_"].copy())
     assert name in [c.alias for c in tree.args["with_"].expressions]
-    return query.sql(dialect="duckdb")
+    return query.sql(dialect=DuckDBDialect)
 
 
 @pytest.mark.parametrize("sql", [
@@ -119,7 +120,7 @@ def test_clamping_of_derived_intervals(con: duckdb.DuckDBPyConnection, md: Metad
 
 def test_bare_column_input_is_read_clamped(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
     p = prepare("SELECT MIN(age), MAX(age), MEDIAN(income) FROM people", md)
-    assert "TRY_CAST" in rewrite(p).sql(dialect="duckdb")
+    assert "TRY_CAST" in rewrite(p).sql(dialect=DuckDBDialect)
     # ages 150 and -5 are read as 100 and 0: every bucket of MIN/MAX's histogram is in range.
     histogram = run(con, p)[0][0]
     assert set(histogram) <= set(range(101)) and histogram[100] == 2 and histogram[0] == 2
@@ -127,7 +128,7 @@ def test_bare_column_input_is_read_clamped(con: duckdb.DuckDBPyConnection, md: M
 
 def test_total_operations(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
     p = prepare("SELECT SUM(LEAST(GREATEST(income / kids, -10), 10)) FROM people", md)
-    sql = rewrite(p).sql(dialect="duckdb")
+    sql = rewrite(p).sql(dialect=DuckDBDialect)
     assert "NULLIF(" in sql  # a zero divisor gives NULL, never an error
     assert "TRY_CAST" in sql and re.search(r"(?<!TRY_)CAST\(\"", sql) is None
     run(con, p)
@@ -205,13 +206,13 @@ def test_count_alone_is_bounded_per_unit_without_sampling(kit: SimpleNamespace) 
                                   "columns": {"u": {"type": "int"},
                                               "i": {"type": "int", "lower": 0, "upper": 20}}}})
     p = prepare("SELECT COUNT(*), COUNT(DISTINCT u) FROM v WHERE i >= 1", md)
-    sql = rewrite(p).sql(dialect="duckdb")
+    sql = rewrite(p).sql(dialect=DuckDBDialect)
     assert "$1" not in sql and "row_number" not in sql.lower()
     # rows with i >= 1 per unit: 2, 5, 8, 11, 14 -> min(n, 4): 2, 4, 4, 4, 4
     assert run(con, p) == [(18, 5)]
     # With a SUM as well: each unit's sum scaled by min(1, k / n), still no sample.
     p = prepare("SELECT COUNT(*), SUM(i) FROM v WHERE i >= 1", md)
-    assert "$1" not in rewrite(p).sql(dialect="duckdb") and run(con, p)[0][0] == 18
+    assert "$1" not in rewrite(p).sql(dialect=DuckDBDialect) and run(con, p)[0][0] == 18
 
 
 def test_bounding_keeps_whole_units_below_the_bounds(kit: SimpleNamespace) -> None:
@@ -296,7 +297,7 @@ def adversarial(con: duckdb.DuckDBPyConnection, name: str, values: list[tuple[in
 
 def exact_sums(con: duckdb.DuckDBPyConnection, p: Plan, table: str) -> list[Fraction]:
     """Every real sum measurement of ``p`` on ``table``, in value units, exactly."""
-    sql = rewrite(p).sql(dialect="duckdb").replace('"t"', f'"{table}"')
+    sql = rewrite(p).sql(dialect=DuckDBDialect).replace('"t"', f'"{table}"')
     row = con.execute(sql, [7] if "$1" in sql else None).fetchall()[0]
     out = []
     for m, value in zip(p.measurements, row, strict=True):
@@ -379,7 +380,7 @@ def test_integer_sums_stay_exact_hugeints(kit: SimpleNamespace, md: Metadata) ->
     p = prepare("SELECT SUM(age), SUM(kids * 2 + 1), SUM(CASE WHEN age > 60 THEN 1 ELSE 0 END),"
                 " SUM(age // 3), SUM(ABS(kids - 2)), SUM(married::INTEGER), SUM(ROUND(age)), "
                 "SUM(income), AVG(age) FROM people", md)
-    sql = rewrite(p).sql(dialect="duckdb")
+    sql = rewrite(p).sql(dialect=DuckDBDialect)
     types = [str(d[1]) for d in con.execute(sql, [7] if "$1" in sql else None).description]
     for m, sql_type in zip(p.measurements, types, strict=True):
         if m.kind == "sum":  # quantised real sums are HUGEINT too
@@ -394,7 +395,7 @@ def test_quantised_terms_are_clamped_in_grid_units_and_keep_null() -> None:
 
     m = Measurement("sum", exp.column("x"), -10.0, 10.0, integer=False, step=0.5, units=(-4, 6),
                     name="__m0", index=0, epsilon=1.0, noise=None)
-    sql = exp.select(_measure(m, {"x": "x"})).from_("t").sql(dialect="duckdb")
+    sql = exp.select(_measure(m, {"x": "x"})).from_("t").sql(dialect=DuckDBDialect)
     con = duckdb.connect()
     con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (-10.0), (0.2), (1.3), (10.0), "
                 "(NULL), (NULL)) v(x)")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.engines.physical import INTEGER_TYPES as INTEGER_TYPES
 from dpsql.engines.physical import compatible as compatible
 from dpsql.engines.physical import declared_type as declared_type
@@ -35,6 +36,7 @@ from dpsql.errors import EngineError, MetadataError
 if TYPE_CHECKING:
     import numpy as np
     from sqlglot import exp
+    from sqlglot.dialects.dialect import Dialect
 
     from dpsql.metadata import Metadata
     from dpsql.plan import Plan
@@ -66,17 +68,28 @@ class Engine(Protocol):
     pipeline ask of it. The engine computes exact per-group measurements and nothing else;
     noise, thresholds, the budget and post-processing stay in dpsql.
 
-    ``dialect`` is the sqlglot dialect that the rewritten query is generated in; ``schema``
+    ``name`` is the engine's identity (``"duckdb"``, ``"postgres"``, ``"spark"``); ``dialect``
+    is the sqlglot dialect that spells the rewritten query and its IR nodes
+    (:mod:`dpsql.engines.ir`); ``raises_on_float_overflow`` says that DOUBLE arithmetic that
+    overflows raises instead of giving Infinity, so the checker refuses what could
+    (:func:`dpsql.check.refuse_float_overflow`); ``location`` names the database (a resolved
+    path, or a URL without its password: the scope of stored answers). ``schema``
     maps each table to its columns' physical types (lower-case names), read once when the
     engine opens; ``rewritten`` caches the generated SQL per plan (:func:`dpsql.pipeline.
     engine_sql`). ``execute`` runs one checked, rewritten query with its parameters and raises
     :class:`~dpsql.errors.EngineError` (``interrupted`` when a cancel token stopped it)."""
 
     @property
-    def dialect(self) -> str: ...
+    def name(self) -> str: ...
 
     @property
-    def path(self) -> Path: ...
+    def dialect(self) -> type[Dialect]: ...
+
+    @property
+    def raises_on_float_overflow(self) -> bool: ...
+
+    @property
+    def location(self) -> str: ...
 
     @property
     def schema(self) -> Mapping[str, Mapping[str, str]]: ...
@@ -123,10 +136,13 @@ class DuckDBEngine:
     """A read-only DuckDB database shared by threads; each call uses its own cursor. The
     default :class:`Engine`."""
 
-    dialect = "duckdb"
+    name = "duckdb"
+    dialect = DuckDBDialect
+    raises_on_float_overflow = False  # a double overflows to Infinity
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.location = str(self.path.resolve())
         if not self.path.exists():
             raise EngineError(f"database {self.path} does not exist; pass a DuckDB file or a "
                               "folder of CSV/Parquet files")
@@ -186,7 +202,7 @@ class DuckDBEngine:
 
     def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
         """DuckDB's text of the tree (the pipeline checks it on an empty table)."""
-        return tree.sql(dialect="duckdb")
+        return tree.sql(dialect=DuckDBDialect)
 
     def cancel_token(self) -> CancelToken:
         """A token that interrupts what this thread runs on the engine (its own cursor)."""
@@ -196,7 +212,7 @@ class DuckDBEngine:
                     ) -> list[tuple[object, ...]]:
         """Every row of a public table, as the declared types (:meth:`Engine.read_public`)."""
         select = public_select(table, columns, self.schema.get(table.lower(), {}))
-        return self.execute(select.sql(dialect="duckdb"))[1]
+        return self.execute(select.sql(dialect=DuckDBDialect))[1]
 
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]:
@@ -251,32 +267,43 @@ def _spark(url: str, metadata: Metadata | None) -> Engine:
     return SparkEngine(url)
 
 
-#: URL scheme -> how to open that engine (the URL, the metadata); anything without a scheme
-#: is a DuckDB file or folder. One line per engine.
+#: URL scheme -> how to open that engine (the URL, the metadata); anything else is a DuckDB
+#: file or folder. One line per engine.
 ENGINES: dict[str, Callable[[str, Metadata | None], Engine]] = {
     "postgresql": _postgres,
     "postgres": _postgres,
     "sc": _spark,  # Spark Connect
-    "spark": _spark,  # a Spark cluster's master
+    "spark": _spark,  # a Spark cluster's master (spark://host), or spark:local[N]
 }
+#: Schemes written without "//" (``spark:local``).
+_BARE = ("spark",)
+
+
+def url_scheme(database: str | Path) -> str | None:
+    """The scheme of a database URL (``postgresql://...``, ``sc://...``, ``spark:local``),
+    lower-case; None for a path. A :class:`~pathlib.Path` is always a path, so a folder may
+    be named ``local`` or ``spark:x``; a text is a URL only when it starts with a scheme and
+    ``://``, or with ``spark:``."""
+    if not isinstance(database, str):
+        return None
+    found = re.match(r"^([a-z][a-z0-9+.-]*):(//)?", database, re.I)
+    if found is None or (found.group(2) is None and found.group(1).lower() not in _BARE):
+        return None
+    return found.group(1).lower()
 
 
 def is_url(database: str | Path) -> bool:
-    """Whether ``database`` names a server by URL (``scheme://...``) rather than a path."""
-    return re.match(r"^[a-z][a-z0-9+.-]*://", str(database), re.I) is not None
+    """Whether ``database`` names a server by URL rather than a path (:func:`url_scheme`)."""
+    return url_scheme(database) is not None
 
 
 def open_engine(database: str | Path, metadata: Metadata | None = None) -> Engine:
-    """The engine ``database`` names: a ``scheme://`` URL of :data:`ENGINES`, else a DuckDB
-    file or folder of CSV/Parquet files. ``metadata`` gives a server engine the declared
-    tables and the owner's statement timeout."""
-    from dpsql.engines.spark import is_spark  # also spark:local, local[N]: no "://"
-
-    if is_spark(database):
-        return _spark(str(database), metadata)
-    if not is_url(database):
+    """The engine ``database`` names: a URL of :data:`ENGINES` (kept as text, never made a
+    :class:`~pathlib.Path`), else a DuckDB file or folder of CSV/Parquet files. ``metadata``
+    gives a server engine the declared tables and the owner's statement timeout."""
+    scheme = url_scheme(database)
+    if scheme is None:
         return DuckDBEngine(database)
-    scheme = str(database).split("://", 1)[0].lower()
     opener = ENGINES.get(scheme)
     if opener is None:
         raise EngineError(f"unknown database URL scheme {scheme!r}: use a DuckDB file or "

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
+from dpsql.engines.ir import SafeCast
 from dpsql.metadata import ENGINE_TYPES
 
 INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -50,14 +51,14 @@ def public_select(table: str, columns: Mapping[str, str], stored: Mapping[str, s
     """``SELECT`` of every row of ``table`` with each of ``columns`` (name -> declared type)
     read as its declared type, written for DuckDB's semantics (an engine's compile spells it):
     a plain cast where the physical type (``stored``, DuckDB's names) converts without fail,
-    TRY_CAST otherwise (text, or an instant whose date depends on the time zone), as the
-    rewrite reads private columns."""
+    a :class:`~dpsql.engines.ir.SafeCast` otherwise (text, or an instant whose date depends
+    on the time zone), as the rewrite reads private columns."""
     types = {k.lower(): v.upper() for k, v in stored.items()}
     projections = []
     for name, declared in columns.items():
         physical = types.get(name.lower(), "VARCHAR")
         kind = exp.Cast if compatible(declared, physical) and physical not in (
-            "VARCHAR", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ") else exp.TryCast
+            "VARCHAR", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ") else SafeCast
         cast = kind(this=exp.column(name, quoted=True),
                     to=exp.DataType.build(ENGINE_TYPES[declared]))
         projections.append(exp.alias_(cast, name, quoted=True))

@@ -11,8 +11,8 @@ dates in ISO style. The schema (each declared table's columns and their types) i
 ``information_schema`` when the engine opens and spelled in DuckDB's type names, which the
 rewrite and :func:`~dpsql.engines.check_metadata` speak.
 
-The rewritten query is generated for PostgreSQL by :func:`~dpsql.engines.postgres_sql.
-postgres_sql`, which keeps it total there (safe casts, NaN, sums, the bounding hash); before
+The rewritten query is generated for PostgreSQL in :class:`~dpsql.engines.postgres_sql.
+PostgresDialect`, which keeps it total there (safe casts, NaN, sums, the bounding hash); before
 anything is charged, :meth:`PostgresEngine.compile` runs it with every table replaced by an
 empty table of its physical types, so that an error PostgreSQL raises whatever the data is a
 refusal. Parameters are sent as PostgreSQL's own ``$1`` (psycopg's raw cursor), never pasted.
@@ -28,16 +28,14 @@ from __future__ import annotations
 import decimal
 import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from dpsql.bounds import bound
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines.physical import public_select
-from dpsql.engines.postgres_sql import postgres_sql
-from dpsql.errors import EngineError, QueryRefused, UnsupportedQuery
+from dpsql.engines.postgres_sql import PostgresDialect
+from dpsql.errors import EngineError, UnsupportedQuery
 from dpsql.joins import empty_tables, physical
 from dpsql.owner_settings import DEFAULT_STATEMENT_TIMEOUT
 
@@ -102,12 +100,15 @@ class PostgresEngine:
     """A PostgreSQL database behind a ``postgresql://`` URL; one read-only session per
     thread, all opened with the same settings."""
 
-    dialect = "postgres"
+    name = "postgres"
+    dialect = PostgresDialect
+    #: DOUBLE PRECISION arithmetic that overflows raises (DuckDB and Spark give Infinity).
+    raises_on_float_overflow = True
 
     def __init__(self, url: str, tables: Sequence[str] | None = None,
                  statement_timeout: float | None = None) -> None:
         self.url = url
-        self.path = Path(_redacted(url))
+        self.location = _redacted(url)
         # A backstop a second after dpsql's own deadline (dpsql.limits), which cancels first.
         seconds = statement_timeout or DEFAULT_STATEMENT_TIMEOUT
         self._timeout_ms = int((seconds + 1.0) * 1000)
@@ -116,7 +117,7 @@ class PostgresEngine:
         self._sessions: list[Any] = []
         version = self._fetch("SELECT current_setting('server_version_num')::int")[0][0]
         if version < MINIMUM_VERSION:  # hash_record_extended, NUMERIC infinities
-            raise EngineError(f"{self.path} runs PostgreSQL {version // 10000}; dpsql needs "
+            raise EngineError(f"{self.location} runs PostgreSQL {version // 10000}; dpsql needs "
                               "PostgreSQL 14 or later")
         self.schema = self._schema(tables)
         self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
@@ -136,7 +137,7 @@ class PostgresEngine:
                                           "-c DateStyle=ISO -c TimeZone=UTC "
                                           "-c extra_float_digits=3"))
             except psycopg.Error as e:
-                raise EngineError(f"cannot connect to {self.path}: {e}") from None
+                raise EngineError(f"cannot connect to {self.location}: {e}") from None
             self._local.session = con
             with self._lock:
                 self._sessions.append(con)
@@ -180,7 +181,7 @@ class PostgresEngine:
                 sql, list(parameters) or None).fetchall()
             return rows
         except psycopg.Error as e:
-            raise EngineError(f"cannot read the schema of {self.path}: {e}") from None
+            raise EngineError(f"cannot read the schema of {self.location}: {e}") from None
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -188,8 +189,7 @@ class PostgresEngine:
         """PostgreSQL's SQL for the rewritten ``tree``, run once on an empty table of the
         physical types (its declared ones where unknown) so that a type error is a refusal,
         before any charge (see :func:`dpsql.pipeline.check_engine_query` for DuckDB)."""
-        _refuse_float_overflow(plan)
-        sql = postgres_sql(tree)
+        sql = tree.sql(dialect=PostgresDialect)
         relation = plan.query.relation
         schema = physical(relation, self.schema) if relation is not None else \
             self.schema.get(plan.table.name.lower(), {})
@@ -213,7 +213,7 @@ class PostgresEngine:
         """Every row of a public table, as the declared types (:meth:`dpsql.engines.Engine.
         read_public`), in PostgreSQL's SQL: the same total casts as the private queries'."""
         select = public_select(table, columns, self.schema.get(table.lower(), {}))
-        return self.execute(postgres_sql(select))[1]
+        return self.execute(select.sql(dialect=PostgresDialect))[1]
 
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]:
@@ -238,38 +238,6 @@ class PostgresEngine:
             if token is not None:
                 with token.lock:  # no repeated cancel request can follow
                     token.finished.set()
-
-
-def _refuse_float_overflow(plan: Plan) -> None:
-    """PostgreSQL raises where DOUBLE PRECISION arithmetic overflows
-    (DuckDB gives infinity, which the clamps handle), so on PostgreSQL such an operation must
-    have a finite bound, derived from the declared bounds (:mod:`dpsql.bounds`); otherwise the
-    query is refused before any charge, naming the expression: an error on some rows only
-    would tell whether they exist."""
-    expressions = [plan.query.where, *[k.expression for k in plan.keys],
-                   *[m.arg for m in plan.measurements]]
-    for expression in expressions:
-        if expression is None:
-            continue
-        for node in expression.find_all(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Pow):
-            try:
-                b = bound(cast(exp.Expression, node), plan.table)
-                if isinstance(node, exp.Div) and not b.finite and _int_divisor(node, plan):
-                    continue  # a nonzero integer divisor: |quotient| <= |dividend|
-            except QueryRefused:
-                continue
-            if b.kind == "float" and not b.finite:
-                raise UnsupportedQuery(
-                    f"on PostgreSQL, {node.sql(dialect='duckdb')} could overflow a double (its "
-                    "range cannot be bounded from the declared bounds); declare lower and upper "
-                    "bounds on its columns, or compute with smaller constants")
-
-
-def _int_divisor(node: exp.Div, plan: Plan) -> bool:
-    """Whether ``node`` divides a finite dividend by an integer (zero is NULL'd by the rewrite,
-    so the divisor's magnitude is at least 1 and the quotient cannot overflow)."""
-    dividend, divisor = bound(node.this, plan.table), bound(node.expression, plan.table)
-    return divisor.kind in ("int", "bool") and dividend.finite
 
 
 def _value(value: object) -> object:

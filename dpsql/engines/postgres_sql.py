@@ -1,18 +1,21 @@
-"""The rewritten query (a sqlglot tree written for DuckDB's semantics) as PostgreSQL SQL with
-the same total, error-free semantics.
+"""PostgreSQL's spelling of the engine IR (:mod:`dpsql.engines.ir`) and of the rewritten query
+(a sqlglot tree written for DuckDB's semantics), with the same total, error-free semantics.
 
-:func:`postgres_sql` transforms a copy of the tree, then lets sqlglot's PostgreSQL generator
-spell it. What differs between the engines, and what this module does about it:
+:class:`PostgresDialect` is sqlglot's PostgreSQL dialect whose Generator spells each IR node
+(``TRANSFORMS``) and, before generating, fixes the few operations whose PostgreSQL semantics
+differ (:func:`_fix`, in ``preprocess``). What differs between the engines, and what this
+module does about it:
 
-* **The bounding hash.** DuckDB's ``hash(salt, a, b)`` has no PostgreSQL equivalent; the sample
-  is keyed by ``hash_record_extended(ROW(a, b), $1)`` (PostgreSQL 14 and later), a 64-bit hash
+* **The bounding hash** (:class:`~dpsql.engines.ir.SaltedHash`). The sample is keyed by
+  ``hash_record_extended(ROW(a, b), $1)`` (PostgreSQL 14 and later), a 64-bit hash
   of the row's values salted by the secret 63-bit salt ($1); hashing the values directly
   measured ~25% faster than hashing the row's text with ``hashtextextended``. Its quality
   matters only for the sample's randomness, never for the bounds: ties are broken
   arbitrarily and still keep at most k rows per unit. The two engines therefore draw
   different samples of a unit that exceeds its bounds; the distribution of answers is the
   same (each unit keeps a uniformly random k of its rows).
-* **TRY_CAST** does not exist. A cast that may fail is spelled as a ``CASE`` that tests the
+* **TRY_CAST** (:class:`~dpsql.engines.ir.SafeCast`) does not exist. A cast that may fail is
+  spelled as a ``CASE`` that tests the
   value's text against a regular expression of what converts without error, and casts only
   then: NULL otherwise, never an error. It accepts a subset of what DuckDB accepts (decimal
   digits, an optional sign, surrounding blanks; ``YYYY-MM-DD`` dates checked day by day);
@@ -20,12 +23,13 @@ spell it. What differs between the engines, and what this module does about it:
 * **NaN.** PostgreSQL orders NaN above every number and NaN = NaN, as DuckDB does, so clamps and
   ``NULLIF(x, 'NaN')`` work unchanged; ``isnan(x)`` becomes ``x = 'NaN'``.
 * **Sums.** DuckDB sums BIGINT into HUGEINT; PostgreSQL sums BIGINT into NUMERIC, exact as
-  well (the engine returns it as a Python int).
-* **histogram()** becomes a per-group JSON object of bucket -> count (keys as text, which the
-  perturb pass reads with ``int()``).
+  well (the engine returns it as a Python int); :class:`~dpsql.engines.ir.ExactInteger` is
+  NUMERIC.
+* :class:`~dpsql.engines.ir.Histogram` becomes a per-group JSON object of bucket -> count
+  (keys as text, which the perturb pass reads with ``int()``).
 * **ROUND** of a double rounds half to even in PostgreSQL and has no digits form: it is
   computed as DuckDB does, half away from zero, on the exact fractional part (:func:`_round`).
-* **QUALIFY** becomes a subquery (sqlglot's ``eliminate_qualify``, in its generator).
+* **QUALIFY** becomes a subquery (:func:`_unqualify`, in ``preprocess``).
 * Integer division (``//``) is ``DIV`` in NUMERIC, read back as BIGINT; ``/`` divides in
   DOUBLE PRECISION (sqlglot's generator); a division by zero is already ``NULLIF``'d by
   :mod:`dpsql.total`.
@@ -33,10 +37,14 @@ spell it. What differs between the engines, and what this module does about it:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.generator import Generator
+from sqlglot.generators.postgres import PostgresGenerator
 
+from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery
 
 _DOUBLE = exp.DataType.build("DOUBLE PRECISION", dialect="postgres")
@@ -59,13 +67,46 @@ _INTEGER_RANGES = {exp.DataType.Type.TINYINT: 2**7, exp.DataType.Type.SMALLINT: 
                    exp.DataType.Type.INT128: 2**63}
 
 
-def postgres_sql(tree: exp.Expression) -> str:
-    """PostgreSQL's text of the rewritten query ``tree`` (see the module docstring)."""
-    fixed = tree.copy().transform(_fix, copy=False)
+def _hash(generator: Generator, node: ir.SaltedHash) -> str:
+    # hash_record_extended is a signed BIGINT: shifted into [0, 2^64), the IR's range.
+    salt, *parts = node.expressions
+    row = exp.Anonymous(this="ROW", expressions=parts)
+    signed = exp.Anonymous(this="hash_record_extended", expressions=[row, salt])
+    return generator.sql(exp.Paren(this=exp.Add(this=exp.cast(signed, _NUMERIC),
+                                                expression=exp.Literal.number(2**63))))
+
+
+def _preprocess(tree: exp.Expression) -> exp.Expression:
+    fixed = tree.transform(_fix, copy=False)
     for i, select in enumerate(list(fixed.find_all(exp.Select))):
         if select.args.get("qualify") is not None:
             _unqualify(select, f"__w{i}")
-    return fixed.sql(dialect="postgres")
+    return fixed
+
+
+class PostgresDialect(Postgres):
+    """PostgreSQL 14+, with the IR (see the module docstring)."""
+
+    class Generator(ir.Spelling, PostgresGenerator):
+        ENGINE = "PostgreSQL"
+        TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
+            **PostgresGenerator.TRANSFORMS, **ir.COMMON,
+            exp.Placeholder: lambda self, e: f"${e.this}",
+            ir.SaltedHash: _hash,
+            ir.SafeCast: lambda self, e: self.sql(_safe_cast(e.this, e.to)),
+            exp.TryCast: lambda self, e: self.sql(_safe_cast(e.this, e.to)),
+            ir.ExactInteger: lambda self, e: self.sql(exp.cast(e.this, _NUMERIC)),
+            ir.Histogram: lambda self, e: self.sql(_histogram(e.this)),
+            # DATE minus DATE is an integer number of days in PostgreSQL too.
+            ir.DaysSinceEpoch: lambda self, e: self.sql(exp.Paren(this=exp.Sub(
+                this=e.this, expression=ir.EPOCH.copy()))),
+            exp.IsNan: lambda self, e: self.sql(_is_nan(e.this)),
+            exp.StrToDate: lambda self, e: self.sql(_strptime(e)),
+            exp.StrToTime: lambda self, e: self.sql(_strptime(e)),
+        }
+
+        def preprocess(self, expression: exp.Expr) -> exp.Expr:
+            return super().preprocess(_preprocess(expression))  # type: ignore[arg-type]
 
 
 def _unqualify(select: exp.Select, name: str) -> None:
@@ -85,44 +126,18 @@ def _unqualify(select: exp.Select, name: str) -> None:
 def _fix(node: exp.Expression) -> exp.Expression:
     # transform() visits children after the node is replaced only if they are new; each
     # replacement below builds its operands with postgres-ready copies of the children.
-    if isinstance(node, exp.Placeholder):
-        return exp.var(f"${node.this}")
     if isinstance(node, exp.Anonymous):
         name = str(node.this).lower()
-        if name == "hash":
-            salt, *parts = [_fixed(p) for p in node.expressions]
-            row = exp.Anonymous(this="ROW", expressions=parts)
-            # DuckDB's hash is a UBIGINT in [0, 2^64); PostgreSQL's is a signed BIGINT. Shifted
-            # into DuckDB's range, so that the rewrite's uniform offset (hash / 2^64, see
-            # dpsql.rewrite._kept) lies in [0, 1) on both.
-            signed = exp.Anonymous(this="hash_record_extended", expressions=[row, salt])
-            return exp.Paren(this=exp.Add(this=exp.cast(signed, _NUMERIC),
-                                          expression=exp.Literal.number(2**63)))
-        if name == "isnan":
-            return _is_nan(_fixed(node.expressions[0]))
-        if name == "histogram":
-            return _histogram(_fixed(node.expressions[0]))
         if name == "round" and len(node.expressions) == 1:  # the grid of exact sums
             return _half_away(_fixed(node.expressions[0]))
-    if isinstance(node, exp.IsNan):
-        return _is_nan(_fixed(node.this))
-    if isinstance(node, exp.TryCast):
-        return _safe_cast(_fixed(node.this), node.to)
-    if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.INT128:
-        # DuckDB's HUGEINT (exact per-unit sums): PostgreSQL's NUMERIC is exact, and wider.
-        return exp.cast(_fixed(node.this), _NUMERIC)
     if isinstance(node, exp.Round):
         return _round(node)
     if isinstance(node, exp.IntDiv):
         return exp.cast(exp.Anonymous(this="div", expressions=[
             exp.cast(_fixed(node.this), _NUMERIC), exp.cast(_fixed(node.expression), _NUMERIC)]),
             "BIGINT")
-    if isinstance(node, exp.StrToDate | exp.StrToTime):
-        return _strptime(node)
     if isinstance(node, exp.Substring):
         return _substring(node)
-    if isinstance(node, exp.Least | exp.Greatest) and not node.args.get("ignore_nulls"):
-        return _null_propagating(node)
     if isinstance(node, exp.Sqrt | exp.Ln | exp.Log | exp.Exp):
         return _ieee(node)
     return node
@@ -162,16 +177,6 @@ def _guarded_log(kind: type[exp.Ln] | type[exp.Log], value: exp.Expression) -> e
                true=_special("-Infinity")),
         exp.If(this=exp.LT(this=value.copy(), expression=exp.Literal.number(0)),
                true=_special("NaN"))], default=kind(this=value.copy()))
-
-
-def _null_propagating(node: exp.Least | exp.Greatest) -> exp.Expression:
-    """sqlglot's LEAST/GREATEST without ``ignore_nulls`` is NULL when an argument is (the
-    rewrite's histogram bucket relies on it); PostgreSQL's skips NULLs, as DuckDB's SQL does."""
-    args = [_fixed(a) for a in [node.this, *node.expressions]]
-    spelled = exp.Anonymous(this="least" if isinstance(node, exp.Least) else "greatest",
-                            expressions=args)
-    missing = exp.or_(*[exp.Is(this=a.copy(), expression=exp.Null()) for a in args])
-    return exp.Case(ifs=[exp.If(this=missing, true=exp.Null())], default=spelled)
 
 
 def _round(node: exp.Round) -> exp.Expression:
@@ -333,7 +338,7 @@ def _strptime(node: exp.StrToDate | exp.StrToTime) -> exp.Expression:
                                "'%Y-%m-%d' only; cast the text to DATE instead")
     target = exp.DataType.Type.DATE if isinstance(node, exp.StrToDate) else \
         exp.DataType.Type.TIMESTAMP
-    return _safe_date(exp.cast(_fixed(node.this), _TEXT), target)
+    return _safe_date(exp.cast(node.this, _TEXT), target)
 
 
 def _matches(text: exp.Expression, pattern: str) -> exp.Expression:

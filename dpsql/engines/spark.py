@@ -1,10 +1,10 @@
 """The Spark SQL engine: data that lives in a Spark cluster (or Databricks), or Parquet files
 read by a local Spark session, answered without copying it.
 
-A database argument names it (see :func:`is_spark` and ``dpsql.database.open_engine``)::
+A database argument names it (``dpsql.engines.url_scheme`` and ``open_engine``)::
 
     spark:local                      a local session on every core (local[*])
-    spark:local[2]  /  local[2]      a local session on 2 cores
+    spark:local[2]                   a local session on 2 cores
     spark://host:7077                a standalone cluster's master
     sc://host:15002                  a Spark Connect server (Spark 3.4+; Databricks Connect)
 
@@ -49,7 +49,7 @@ from sqlglot import exp
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines.physical import public_select
-from dpsql.engines.spark_sql import SALT_NAME, spark_tree
+from dpsql.engines.spark_sql import SALT_NAME, SparkDialect, spark_tree
 from dpsql.errors import EngineError, UnsupportedQuery
 
 if TYPE_CHECKING:  # dpsql.engines opens this module: no import back at run time
@@ -68,12 +68,6 @@ _TYPES = {"tinyint": "TINYINT", "smallint": "SMALLINT", "int": "INTEGER", "bigin
 _lock = threading.Lock()
 _root: Any = None  # the process's one local SparkSession (one JVM), shared by engines
 _tags = itertools.count()
-
-
-def is_spark(database: object) -> bool:
-    """Whether a database argument names a Spark engine."""
-    text = str(database)
-    return text.startswith(("spark:", "sc://")) or text == "local" or text.startswith("local[")
 
 
 def spark_type(simple: str) -> str:
@@ -163,13 +157,15 @@ def _is_connect(session: Any) -> bool:
 class SparkEngine:
     """A Spark session seen as an :class:`~dpsql.engines.Engine` (see the module docstring)."""
 
-    dialect = "spark"
+    name = "spark"
+    dialect = SparkDialect
+    raises_on_float_overflow = False  # a double overflows to Infinity, even in ANSI mode
 
     def __init__(self, url: str) -> None:
         master, options = _parse(url)
         folder = options.get("folder")
         # The engine's identity (the scope of stored answers): no Connect token in it.
-        self.path = Path(folder).resolve() if folder else Path(url.split(";")[0])
+        self.location = str(Path(folder).resolve()) if folder else url.split(";")[0]
         self._session = _session(master)
         try:
             for key, value in (("spark.sql.ansi.enabled", "true"),
@@ -185,7 +181,7 @@ class SparkEngine:
             raise
         except Exception as e:
             self.close()
-            raise EngineError(f"cannot open the Spark database {self.path}: {e}") from None
+            raise EngineError(f"cannot open the Spark database {self.location}: {e}") from None
         self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
         self._local = threading.local()
 
@@ -224,10 +220,10 @@ class SparkEngine:
         cannot analyse is refused (:class:`~dpsql.errors.UnsupportedQuery`) before anything
         is charged. Analysed twice: once to find which SUMs add integers (their output type),
         then the final text, summing those exactly."""
-        first = spark_tree(tree).sql(dialect="spark")
+        first = spark_tree(tree).sql(dialect=SparkDialect)
         integral = {f.name for f in self._analyse(first).fields
                     if f.dataType.simpleString() in ("tinyint", "smallint", "int", "bigint")}
-        sql = spark_tree(tree, integral).sql(dialect="spark")
+        sql = spark_tree(tree, integral).sql(dialect=SparkDialect)
         self._analyse(sql)
         return sql
 
@@ -249,7 +245,7 @@ class SparkEngine:
         """Every row of a public table, as the declared types (:meth:`dpsql.engines.Engine.
         read_public`), in Spark's SQL: the same total casts as the private queries'."""
         select = public_select(table, columns, self.schema.get(table.lower(), {}))
-        return self.execute(spark_tree(select).sql(dialect="spark"))[1]
+        return self.execute(spark_tree(select).sql(dialect=SparkDialect))[1]
 
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]:

@@ -1,10 +1,13 @@
-"""The rewritten query (a DuckDB-flavoured sqlglot tree) in Spark SQL, with the same total,
-error-free semantics (design section "Engines": where an engine differs, the engine's
-rewrite compensates).
+"""Spark's spelling of the engine IR (:mod:`dpsql.engines.ir`) and of the rewritten query (a
+DuckDB-flavoured sqlglot tree), with the same total, error-free semantics (design section
+"Engines": where an engine differs, the engine's dialect compensates).
 
-:func:`spark_tree` is a pure tree-to-tree transform; :class:`dpsql.engines.spark.SparkEngine`
-generates its text and runs it in **ANSI mode** (``spark.sql.ansi.enabled = true``, Spark 4's
-default, set deliberately). Each difference, and what this module does about it:
+:func:`spark_tree` restructures the query (histograms, exact sums, QUALIFY);
+:class:`SparkDialect` spells the IR nodes (``TRANSFORMS``) and fixes the few operations whose
+Spark semantics differ (:func:`_node`, in ``preprocess``);
+:class:`dpsql.engines.spark.SparkEngine` generates its text and runs it in **ANSI mode**
+(``spark.sql.ansi.enabled = true``, Spark 4's default, set deliberately). Each difference,
+and what this module does about it:
 
 * **Overflow.** ANSI Spark raises on integer overflow and on a DECIMAL sum beyond 38 digits;
   non-ANSI Spark wraps integers silently and turns decimal overflow into NULL. The rewrite
@@ -13,23 +16,27 @@ default, set deliberately). Each difference, and what this module does about it:
   EngineFailure, the owner the detail) instead of releasing a wrapped sum whose sensitivity is
   wrong. DuckDB sums integers into HUGEINT; Spark's SUM of BIGINT is a BIGINT, so every integer
   SUM is made exact here as ``SUM(CAST(x AS DECIMAL(38, 0)))``: exact below 10^38, which
-  bounded BIGINT terms cannot reach before 10^19 rows.
+  bounded BIGINT terms cannot reach before 10^19 rows. :class:`~dpsql.engines.ir.ExactInteger`
+  is DECIMAL(38, 0) too.
 * **Casts.** sqlglot writes ``TRY_CAST`` as ``CAST`` for Spark (right only without ANSI);
-  here every TRY_CAST stays a ``TRY_CAST`` (Spark 3.4+), NULL where the value does not convert.
+  here every :class:`~dpsql.engines.ir.SafeCast` (and TryCast) is a ``TRY_CAST`` (Spark 3.4+),
+  NULL where the value does not convert.
 * **Division by zero** is NULL already (``NULLIF(divisor, 0)``); integer division ``//`` is
   Spark's ``DIV``, which truncates towards zero as DuckDB's does; ``/`` is real division in
   both.
 * **NaN**: in both engines NaN = NaN and NaN sorts above every number, so the clamps of
   :mod:`dpsql.total` (``isnan`` on the branch above the upper bound) hold unchanged.
-* **The bounding hash**: DuckDB's ``hash(salt, ...)`` is Spark's ``xxhash64(salt, ...)``;
-  the salt is the named parameter ``:dpsql_salt`` (never text in the query).
+* **The bounding hash** (:class:`~dpsql.engines.ir.SaltedHash`) is Spark's
+  ``xxhash64(salt, ...)`` shifted into [0, 2^64); the salt is the named parameter
+  ``:dpsql_salt`` (never text in the query).
 * **QUALIFY** (not in Spark) becomes a subquery filtered on the window's value.
-* **DuckDB's ``histogram(bucket)``** (a MAP per group) has no Spark counterpart: each
+* :class:`~dpsql.engines.ir.Histogram` (a MAP per group) has no Spark counterpart: each
   histogram is computed as ``GROUP BY keys, bucket`` (``COUNT(*)``), gathered per group with
   ``map_from_entries(collect_list(struct(...)))``, and LEFT JOINed to the other measurements
   on the keys with NULL-safe equality (a missing group is the empty histogram, as in DuckDB).
 * **Dates**: ``date - DATE '1970-01-01'`` (a day count in DuckDB, an interval in Spark) is
-  ``DATEDIFF``; TRY_STRPTIME is ``TRY_TO_TIMESTAMP`` with the format in Java's letters
+  ``DATEDIFF`` (so is :class:`~dpsql.engines.ir.DaysSinceEpoch`); TRY_STRPTIME is
+  ``TRY_TO_TIMESTAMP`` with the format in Java's letters
   (sqlglot's mapping; Java's parser may accept a malformed text DuckDB rejects or the reverse:
   a different, still total answer); the day of week counts from 0 (Sunday) as in DuckDB.
 """
@@ -37,9 +44,14 @@ default, set deliberately). Each difference, and what this module does about it:
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any, ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
+from sqlglot.generator import Generator
+from sqlglot.generators.spark import SparkGenerator
+
+from dpsql.engines import ir
 
 _SPARK = Spark().generator()  # for its format_time: DuckDB's strptime formats in Java's
 SALT_NAME = "dpsql_salt"  # the salt's named parameter (:dpsql_salt)
@@ -50,11 +62,7 @@ def spark_tree(tree: exp.Select, integral_sums: Collection[str] = ()) -> exp.Exp
     """The rewritten query for Spark. ``integral_sums`` names the output columns whose SUM
     adds integers (found by analysing the query once, see ``SparkEngine.generate``): their
     terms are summed as DECIMAL(38, 0)."""
-    copied = tree.copy().transform(_node, copy=False)
-    assert isinstance(copied, exp.Select)
-    tree = copied
-    for salt in list(tree.find_all(exp.Placeholder)):
-        salt.replace(exp.Placeholder(this=SALT_NAME))
+    tree = tree.copy()
     _exact_sums(tree, set(integral_sums))
     tree = _histograms(tree)
     for i, select in enumerate(reversed(list(tree.find_all(exp.Select)))):
@@ -81,17 +89,6 @@ def _no_qualify(select: exp.Select, name: str) -> None:
 
 
 def _node(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, exp.Anonymous) and node.name.lower() == "hash":
-        # DuckDB's hash is a UBIGINT in [0, 2^64), Spark's xxhash64 a signed BIGINT: shifted
-        # into DuckDB's range, so that the rewrite's uniform offset (hash / 2^64, see
-        # dpsql.rewrite._kept) lies in [0, 1) on both.
-        signed = exp.Anonymous(this="xxhash64", expressions=node.expressions)
-        return exp.Paren(this=exp.Add(this=exp.cast(signed, "DECIMAL(20, 0)"),
-                                      expression=exp.cast(exp.Literal.number(2**63),
-                                                          "DECIMAL(20, 0)")))
-    if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.INT128:
-        # DuckDB's HUGEINT (exact per-unit sums): Spark's widest exact integer.
-        return exp.cast(_spark(node.this), "DECIMAL(38, 0)")
     if isinstance(node, exp.Round) and _positive_literal(node.args.get("decimals")):
         # DuckDB: round(x * 10^d) / 10^d in binary floating point; Spark rounds the decimal
         # text of x (ROUND(1.005, 2) is 1.0 in DuckDB, 1.01 in Spark): DuckDB's way here.
@@ -99,23 +96,7 @@ def _node(node: exp.Expression) -> exp.Expression:
         return exp.Paren(this=exp.Div(this=exp.Round(this=exp.Mul(
             this=exp.Paren(this=_spark(node.this)), expression=scale)),
             expression=scale.copy()))
-    if isinstance(node, exp.Least | exp.Greatest) and not node.args.get("ignore_nulls"):
-        # The rewrite's own LEAST: sqlglot writes it for DuckDB as NULL if any argument is
-        # NULL; Spark's skips NULLs (as an analyst's LEAST, ignore_nulls, does in both).
-        parts = [_spark(a) for a in (node.this, *node.expressions)]
-        null = exp.or_(*[exp.Is(this=a.copy(), expression=exp.Null()) for a in parts])
-        name = "least" if isinstance(node, exp.Least) else "greatest"
-        return exp.Case(ifs=[exp.If(this=null, true=exp.Null())],
-                        default=exp.Anonymous(this=name, expressions=parts))
-    if isinstance(node, exp.TryCast):
-        node.set("safe", True)  # TRY_CAST, not CAST: ANSI casts raise
-    elif isinstance(node, exp.StrToDate | exp.StrToTime):
-        # TRY_TO_TIMESTAMP (Spark 3.5+): NULL where the text does not parse, as DuckDB's
-        # TRY_STRPTIME; TO_DATE would raise under ANSI, quoting the value.
-        fmt = exp.Literal.string(_SPARK.format_time(node) or "")
-        parsed = exp.Anonymous(this="try_to_timestamp", expressions=[_spark(node.this), fmt])
-        return exp.cast(parsed, "DATE") if isinstance(node, exp.StrToDate) else parsed
-    elif isinstance(node, exp.Extract) and node.name.upper() in ("DOW", "DAYOFWEEK"):
+    if isinstance(node, exp.Extract) and node.name.upper() in ("DOW", "DAYOFWEEK"):
         # Spark's day of week is 1 (Sunday) to 7, DuckDB's 0 (Sunday) to 6.
         return exp.Paren(this=exp.Sub(this=exp.Extract(this=node.this, expression=_spark(
             node.expression)), expression=exp.Literal.number(1)))
@@ -126,6 +107,53 @@ def _node(node: exp.Expression) -> exp.Expression:
         return exp.DateDiff(this=_spark(node.this), expression=node.expression,
                             unit=exp.var("DAY"))
     return node
+
+
+def _hash(generator: Generator, node: ir.SaltedHash) -> str:
+    # xxhash64 is a signed BIGINT: shifted into [0, 2^64), the IR's range.
+    signed = exp.Anonymous(this="xxhash64", expressions=node.expressions)
+    return generator.sql(exp.Paren(this=exp.Add(
+        this=exp.cast(signed, "DECIMAL(20, 0)"),
+        expression=exp.cast(exp.Literal.number(2**63), "DECIMAL(20, 0)"))))
+
+
+def _strptime(generator: Generator, node: exp.StrToDate | exp.StrToTime) -> str:
+    # TRY_TO_TIMESTAMP (Spark 3.5+): NULL where the text does not parse, as DuckDB's
+    # TRY_STRPTIME; TO_DATE would raise under ANSI, quoting the value.
+    # format_time gives the format as quoted SQL text ('yyyy-M-d'): its value is unquoted.
+    quoted = _SPARK.format_time(node) or "''"
+    fmt = exp.Literal.string(quoted[1:-1].replace("\\'", "'"))
+    parsed = exp.Anonymous(this="try_to_timestamp", expressions=[node.this, fmt])
+    return generator.sql(exp.cast(parsed, "DATE") if isinstance(node, exp.StrToDate) else
+                         parsed)
+
+
+def _try_cast(generator: Generator, node: exp.TryCast) -> str:
+    return f"TRY_CAST({generator.sql(node, 'this')} AS {generator.sql(node, 'to')})"
+
+
+class SparkDialect(Spark):
+    """Spark SQL 3.5+ in ANSI mode, with the IR (see the module docstring). It has no
+    spelling of :class:`~dpsql.engines.ir.Histogram` inside an expression: :func:`spark_tree`
+    turns the rewrite's histogram columns into joins first."""
+
+    class Generator(ir.Spelling, SparkGenerator):
+        ENGINE = "Spark"
+        TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
+            **SparkGenerator.TRANSFORMS, **ir.COMMON,
+            exp.Placeholder: lambda self, e: f":{SALT_NAME}",
+            ir.SaltedHash: _hash,
+            ir.SafeCast: _try_cast,
+            exp.TryCast: _try_cast,
+            ir.ExactInteger: lambda self, e: self.sql(exp.cast(e.this, EXACT_SUM)),
+            ir.DaysSinceEpoch: lambda self, e: self.sql(exp.DateDiff(
+                this=e.this, expression=ir.EPOCH.copy(), unit=exp.var("DAY"))),
+            exp.StrToDate: _strptime,
+            exp.StrToTime: _strptime,
+        }
+
+        def preprocess(self, expression: exp.Expr) -> exp.Expr:
+            return super().preprocess(expression.transform(_node, copy=False))
 
 
 def _spark(node: exp.Expression) -> exp.Expression:
@@ -154,8 +182,8 @@ def _exact_sums(query: exp.Select, integral: set[str]) -> None:
 
 def _histogram_arg(projection: exp.Expression) -> exp.Expression | None:
     value = projection.this if isinstance(projection, exp.Alias) else None
-    if isinstance(value, exp.Anonymous) and value.name.lower() == "histogram":
-        arg: exp.Expression = value.expressions[0]
+    if isinstance(value, ir.Histogram):
+        arg: exp.Expression = value.this
         return arg
     return None
 

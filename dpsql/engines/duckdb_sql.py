@@ -1,0 +1,36 @@
+"""DuckDB's spelling of the engine IR (:mod:`dpsql.engines.ir`): the reference dialect. Every
+engine's query is also generated in it and checked on empty tables
+(:func:`dpsql.pipeline.check_engine_query`), so a query is refused the same way on every
+engine; :meth:`dpsql.engines.DuckDBEngine.compile` runs it."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.generator import Generator
+from sqlglot.generators.duckdb import DuckDBGenerator
+
+from dpsql.engines import ir
+
+
+def _days(generator: Generator, node: ir.DaysSinceEpoch) -> str:
+    # DATE minus DATE is a BIGINT number of days in DuckDB.
+    return generator.sql(exp.Paren(this=exp.Sub(this=node.this, expression=ir.EPOCH.copy())))
+
+
+class DuckDBDialect(DuckDB):
+    """DuckDB, with the IR: ``hash`` is a UBIGINT in [0, 2^64), HUGEINT is exact to 1.7e38,
+    ``histogram`` is a MAP, ``TRY_CAST`` is NULL where a value does not convert."""
+
+    class Generator(ir.Spelling, DuckDBGenerator):
+        ENGINE = "DuckDB"
+        TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
+            **DuckDBGenerator.TRANSFORMS, **ir.COMMON,
+            ir.SaltedHash: lambda self, e: self.func("hash", *e.expressions),
+            ir.SafeCast: lambda self, e: self.trycast_sql(e),
+            ir.ExactInteger: lambda self, e: f"CAST({self.sql(e, 'this')} AS HUGEINT)",
+            ir.Histogram: lambda self, e: self.func("histogram", e.this),
+            ir.DaysSinceEpoch: _days,
+        }
