@@ -237,3 +237,35 @@ def _query(gen: _Gen) -> tuple[str, float, float, str]:
         a = aliases[0]
         sql = sql.replace(f"FROM {source}", f"FROM (SELECT * FROM {a.table}) AS {a.name}")
     return sql, 1.0, delta, mechanism
+
+
+#: Queries of :data:`METADATA` that exhibit the leak classes of issue 17 (the tests assert
+#: that the harness finds each one when the class's bug is present, and that each passes
+#: once it is fixed). Class 1: three-valued logic of a rewritten anti-join whose outer unit is
+#: NULL (a NULL-filled LEFT JOIN side, or NULL-unit rows of a one_row_per_unit table): the
+#: row's fate depends on whether *anyone* matches. Class 2: a unit's identity differs between
+#: bounding (the stored text) and filters (the typed value): needs ``text_units``. Class 3:
+#: a ``unit_path`` table read through a CTE or a subquery in FROM is planned with k = 1.
+LEAK_CLASSES: dict[int, tuple[str, ...]] = {
+    1: ("SELECT COUNT(*) FROM people p LEFT JOIN visits v ON v.pid = p.pid AND v.vid < 0 "
+        "WHERE v.pid NOT IN (SELECT pid FROM visits WHERE pid = 2 AND qty >= 0)",
+        "SELECT COUNT(*) FROM people p WHERE p.pid NOT IN (SELECT pid FROM visits WHERE "
+        "pid = 2)",
+        "SELECT COUNT(*) FROM people p LEFT JOIN visits v ON v.pid = p.pid AND v.vid < 0 "
+        "WHERE NOT EXISTS (SELECT 1 FROM visits w WHERE w.pid = v.pid AND w.qty > 10)"),
+    2: ("SELECT COUNT(*) FROM visits WHERE pid = 99",
+        "SELECT SUM(qty) FROM visits",
+        "SELECT COUNT(*) FROM visits v JOIN people p ON v.pid = p.pid"),
+    3: ("WITH t AS (SELECT * FROM rx) SELECT COUNT(*) FROM t",
+        "SELECT SUM(dose) FROM (SELECT * FROM rx) AS r"),
+}
+
+
+def leak_class(sql: str) -> int | None:
+    """The known leak class a generated query's shape may hit (None: no known class), so that
+    a test can tell known violations from new ones."""
+    if "NOT IN" in sql or "NOT EXISTS" in sql:
+        return 1
+    if "(SELECT * FROM rx)" in sql:
+        return 3
+    return None

@@ -59,10 +59,11 @@ from typing import Any
 import duckdb
 
 from dpsql.aggregates import Measurement
+from dpsql.audit_scenarios import Scenario, TableRows
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import _DISABLED_OPTIMIZERS, DuckDBEngine, Engine
 from dpsql.errors import Error, QueryRefused
-from dpsql.metadata import ENGINE_TYPES, Metadata, PublicData, Table
+from dpsql.metadata import ENGINE_TYPES, Metadata, PublicData, Table, parse_metadata
 from dpsql.perturb import _by_key
 from dpsql.pipeline import engine_sql
 from dpsql.plan import Plan
@@ -340,6 +341,22 @@ def _public_rows(table: Table, rng: random.Random) -> list[tuple[object, ...]]:
                 row.append(_ordinary(dataclasses.replace(c, nullable=False), rng, j))
         rows.append(tuple(row))
     return rows
+
+
+def scenario_world(scenario: Scenario) -> World:
+    """The statistical audit's own pair as a world: the scenario's D, and D plus the rows of
+    its neighbour unit (:mod:`dpsql.audit_scenarios`); no one else is removed."""
+    import tomllib
+
+    md = parse_metadata(tomllib.loads(scenario.metadata), source=scenario.name)
+    tables = {}
+    for t in [TableRows(scenario.table, scenario.columns, scenario.rows, scenario.neighbour),
+              *scenario.more]:
+        declared = md.tables[t.table]
+        types = [ENGINE_TYPES[declared.columns[c].type] for c in t.columns]
+        rows = [*((None, r) for r in t.rows), *((ADVERSARY, r) for r in t.neighbour)]
+        tables[t.table] = TableData(t.table, list(t.columns), types, rows)
+    return World(md, tables, [], [n for n, t in md.tables.items() if t.public])
 
 
 # ============================================================================ engines
