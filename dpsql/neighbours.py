@@ -729,3 +729,61 @@ def format_verdicts(verdicts: Sequence[Verdict]) -> str:
         ratio = "-" if v.status in ("refused", "public") else f"{v.worst:.3g}"
         lines.append(f"| {text} | {what} | {ratio} |")
     return "\n".join(lines)
+
+
+# ============================================================================ the owner's run
+
+#: How the synthetic worlds store the owner's columns: as declared, and with int units (and
+#: unit paths) as VARCHAR, the way a CSV file holds them.
+STORAGES = {"typed": False, "text": True}
+
+
+def audit_queries(metadata: Metadata, queries: Sequence[str], epsilon: float = 1.0,
+                  delta: float = 0.0, mechanism: str = "laplace",
+                  storages: Sequence[str] = tuple(STORAGES), seed: int = 0) -> list[Verdict]:
+    """The neighbour test of the owner's ``queries`` on synthetic adversarial worlds built from
+    ``metadata`` alone (never the owner's data), once per storage of :data:`STORAGES`; each
+    query's verdict is its worst over them (a violation's pairs say which storage)."""
+    worst: list[Verdict] = []
+    for storage in storages:
+        hood = duckdb_neighbourhood(synthesize(metadata, seed=seed,
+                                               text_units=STORAGES[storage]))
+        try:
+            verdicts = [check_query(q, hood, epsilon, delta, mechanism) for q in queries]
+        finally:
+            hood.close()
+        for v in verdicts:
+            for violation in v.violations:
+                violation.pair = f"{storage} storage, {violation.pair}"
+        worst = verdicts if not worst else [_worse(a, b) for a, b in zip(worst, verdicts,
+                                                                          strict=True)]
+    return worst
+
+
+def _worse(a: Verdict, b: Verdict) -> Verdict:
+    if b.status == "violation" and a.status == "violation":
+        a.violations += b.violations
+        a.worst = max(a.worst, b.worst)
+        return a
+    if b.status == "violation" or (a.status == b.status and b.worst > a.worst):
+        return b
+    return a
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a SQL file: split at semicolons outside quotes, ``--`` comment lines
+    dropped, empty statements skipped."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    out, current, quote = [], [], ""
+    for ch in "\n".join(lines):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == ";":
+            out.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    out.append("".join(current))
+    return [" ".join(s.split()) for s in out if s.strip()]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -343,3 +344,29 @@ def test_generated_text_units_all_clean(text_units: Neighbourhood) -> None:
     summary = check_queries(generate(N_GENERATED // 3, seed=29), text_units)
     report(summary, f"{N_GENERATED // 3} generated queries, text units")
     assert not summary.violations, summary.report()
+
+
+# ------------------------------------------------------------------------- the owner's CLI
+
+
+def test_cli_neighbour_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+    from test_audit import MUTANTS
+
+    from dpsql.cli import main
+
+    queries = tmp_path / "queries.sql"
+    queries.write_text("-- two queries\nSELECT category, SUM(amount) FROM visits\n"
+                       "GROUP BY category;\nSELECT email FROM people;\n", encoding="utf-8")
+    args = ["audit", "--neighbours", "--metadata", str(sample_paths()[1]), "--queries",
+            str(queries)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "worst moved / sensitivity" in result.stdout
+    assert "passed" in result.stdout and "refused (NonAggregatedColumn)" in result.stdout
+    MUTANTS["clamping_removed"](monkeypatch)
+    broken = CliRunner().invoke(main, args)
+    assert broken.exit_code == 1 and "violation" in broken.stdout
+    assert "SUM(amount)" in broken.stderr and "adversary added" in broken.stderr
+    missing = CliRunner().invoke(main, ["audit", "--neighbours"])
+    assert missing.exit_code == 2 and "--queries" in missing.output
