@@ -397,6 +397,15 @@ class _SchemaDuckDB(DuckDBEngine):
 
 def duckdb_neighbourhood(world: World) -> Neighbourhood:
     """Every neighbour of ``world`` in one in-memory DuckDB, external access off."""
+    con = _duckdb_world(world)
+    con.execute("SET enable_external_access = false")
+    engine = _SchemaDuckDB(con, world.schema())
+    engine.use(BASE)
+    return _finish(world, engine, engine.use, engine.close)
+
+
+def _duckdb_world(world: World) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the public tables in ``main`` and one schema per neighbour."""
     # One thread: the tables are tiny, and a query's fixed cost is what counts here.
     con = duckdb.connect(":memory:", config={"disabled_optimizers": _DISABLED_OPTIMIZERS,
                                              "threads": 1})
@@ -415,10 +424,35 @@ def duckdb_neighbourhood(world: World) -> Neighbourhood:
                         f"({who}) ORDER BY __row")
     for t in private:
         con.execute(f'DROP TABLE "main"."__staging_{t.name}"')
-    con.execute("SET enable_external_access = false")
-    engine = _SchemaDuckDB(con, world.schema())
-    engine.use(BASE)
-    return _finish(world, engine, engine.use, engine.close)
+    return con
+
+
+def spark_neighbourhood(world: World, folder: Path, master: str = "local[2]"
+                        ) -> Neighbourhood:
+    """Every neighbour of ``world`` as Parquet files under ``folder`` (written by DuckDB), read
+    by one local Spark session through :class:`~dpsql.engines.spark.SparkEngine`; a neighbour
+    is chosen by pointing the private tables' temporary views at its files."""
+    from dpsql.engines.spark import SparkEngine
+
+    con = _duckdb_world(world)
+    private = [t.name for t in world.tables.values() if t.name not in world.public]
+    for schema in world.neighbours():
+        (folder / schema).mkdir(parents=True, exist_ok=True)
+        for name in private + (world.public if schema == BASE else []):
+            where = "main" if name in world.public else schema
+            con.execute(f'COPY "{where}"."{name}" TO \'{folder / schema / name}.parquet\' '
+                        "(FORMAT parquet)")
+    con.close()
+    engine = SparkEngine(f"spark:{master}?folder={folder / BASE}")
+    session = engine._session
+    frames = {schema: {name: session.read.parquet(str(folder / schema / f"{name}.parquet"))
+                       for name in private} for schema in world.neighbours()}
+
+    def use(schema: str) -> None:
+        for name, frame in frames[schema].items():
+            frame.createOrReplaceTempView(name)
+
+    return _finish(world, engine, use, engine.close)
 
 
 def _duckdb_table(con: duckdb.DuckDBPyConnection, schema: str, t: TableData,
