@@ -80,7 +80,9 @@ _NUMERIC = {"people": {"age": (0, 100), "income": (0, 1000)},
             "cities": {}}
 _PUBLIC_KEYS = {"people": ["sex", "age"], "visits": ["grp"], "rx": ["drug"],
                 "cities": ["region"]}
-_PRIVATE_KEYS = {"people": ["city"], "visits": ["day"], "rx": [], "cities": []}
+#: Keys without a public domain (thresholding): NULL texts, NaN and infinite floats reach them.
+_PRIVATE_KEYS = {"people": ["city", "income"], "visits": ["day", "amount"], "rx": [],
+                 "cities": []}
 _UNIT = {"people": "pid", "visits": "pid"}
 
 #: FROM clauses: the text and its aliases. ``{x}`` is an optional extra ON condition.

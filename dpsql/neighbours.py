@@ -62,8 +62,9 @@ from dpsql.aggregates import Measurement
 from dpsql.audit_scenarios import Scenario, TableRows
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import _DISABLED_OPTIMIZERS, DuckDBEngine, Engine
-from dpsql.errors import Error, QueryRefused
+from dpsql.errors import Error, ProgrammingError, QueryRefused
 from dpsql.metadata import ENGINE_TYPES, Metadata, PublicData, Table, parse_metadata
+from dpsql.parameters import Parameters, bind_parameters
 from dpsql.perturb import _by_key
 from dpsql.pipeline import engine_sql
 from dpsql.plan import Plan
@@ -557,11 +558,14 @@ Outcome = tuple[str, list[tuple[object, ...]]]  # ("answer", rows) or (error cla
 
 
 def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: float = 0.0,
-                mechanism: str = "laplace") -> Verdict:
-    """The neighbour test of one query on every neighbour pair of ``hood`` (module docstring)."""
+                mechanism: str = "laplace", parameters: Parameters = None) -> Verdict:
+    """The neighbour test of one query on every neighbour pair of ``hood`` (module docstring),
+    prepared as :meth:`dpsql.Database.plan` prepares it for every front door (``parameters``
+    bound as the DB-API and the server's extended protocol bind them)."""
     try:
-        prepared = prepare_query(sql, hood.metadata, epsilon, delta, mechanism)
-    except QueryRefused as e:
+        prepared = prepare_query(bind_parameters(sql, parameters), hood.metadata, epsilon,
+                                 delta, mechanism)
+    except ProgrammingError as e:  # a refusal, or parameters that cannot be bound
         return Verdict(sql, "refused", refusal=type(e).__name__)
     if isinstance(prepared, PublicRead):
         return Verdict(sql, "public")

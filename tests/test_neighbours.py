@@ -36,6 +36,7 @@ from dpsql.neighbours import (
     scenario_world,
     synthesize,
 )
+from dpsql.parameters import Parameters
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import EVENTS
 
@@ -51,17 +52,17 @@ CLASS_3 = ("issue 17 class 3, found by this harness: a unit_path table read thro
 
 
 def assert_finds(hood: Neighbourhood, sql: str, epsilon: float = 1.0, delta: float = 0.0,
-                 mechanism: str = "laplace") -> Verdict:
+                 mechanism: str = "laplace", parameters: Parameters = None) -> Verdict:
     """The harness reports a violation for ``sql`` on ``hood`` (a leak is there)."""
-    verdict = check_query(sql, hood, epsilon, delta, mechanism)
+    verdict = check_query(sql, hood, epsilon, delta, mechanism, parameters)
     assert verdict.status == "violation", f"no violation found:\n{verdict.sql} ({verdict.status})"
     return verdict
 
 
 def assert_clean(hood: Neighbourhood, sql: str, epsilon: float = 1.0, delta: float = 0.0,
-                 mechanism: str = "laplace") -> Verdict:
+                 mechanism: str = "laplace", parameters: Parameters = None) -> Verdict:
     """``sql`` is accepted and passes the neighbour test on ``hood``."""
-    verdict = check_query(sql, hood, epsilon, delta, mechanism)
+    verdict = check_query(sql, hood, epsilon, delta, mechanism, parameters)
     assert verdict.status == "passed", verdict.report() + f"\n({verdict.status})"
     return verdict
 
@@ -162,6 +163,14 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
         assert verdict.releases == 1 and verdict.engine_errors == 0
         # The adversary reaches the bound of some measurement: the check is not vacuous.
         assert 0 < verdict.worst <= 1 + 1e-9
+
+
+def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
+    """The DB-API's and the server's parameters take the same path (bind, then prepare)."""
+    assert_clean(typed, "SELECT grp, SUM(qty) FROM visits WHERE amount > ? AND pid <> ? "
+                 "GROUP BY grp", parameters=[50.0, 2])
+    assert check_query("SELECT COUNT(*) FROM visits WHERE qty > ?", typed,
+                       parameters=[]).status == "refused"
 
 
 def test_refusals_are_counted_not_tested(typed: Neighbourhood) -> None:
