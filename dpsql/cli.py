@@ -345,6 +345,7 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
                    err=True)
 
 @main.command("audit")
+@user_errors
 @click.argument("scenarios", nargs=-1, metavar="[SCENARIO]...")
 @click.option("--runs", "-n", type=click.IntRange(min=10), default=None,
               help="Runs per database per scenario (default: DPSQL_AUDIT_N, else 1000); more "
@@ -354,22 +355,15 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown"]), default="table",
               show_default=True)
 @click.option("--list", "list_only", is_flag=True, help="List the built-in scenarios.")
-@click.option("--neighbours", is_flag=True,
-              help="Instead: the neighbour test of --queries on synthetic adversarial "
-                   "databases built from --metadata (never your data): every exact "
-                   "measurement, before noise, must move by at most its sensitivity.")
+@click.option("--neighbours", is_flag=True, help="Instead: the neighbour test of --queries on "
+              "synthetic adversarial databases built from --metadata (never your data).")
 @click.option("--metadata", "metadata_path", type=click.Path(exists=True, dir_okay=False,
-                                                             path_type=Path),
-              help="With --neighbours: the metadata TOML (default: the sample data's).")
+              path_type=Path), help="With --neighbours: the metadata (default: the sample's).")
 @click.option("--queries", "queries_path", type=click.Path(exists=True, dir_okay=False,
-                                                           path_type=Path),
-              help="With --neighbours: a file of SQL queries separated by semicolons.")
-@click.option("--epsilon", type=float, default=1.0, show_default=True,
-              help="With --neighbours: the epsilon the queries are planned with.")
-@click.option("--delta", type=float, default=0.0, show_default=True,
-              help="With --neighbours: the delta (thresholded GROUP BY needs delta > 0).")
-@click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]), default="laplace",
-              show_default=True, help="With --neighbours: the noise mechanism planned.")
+              path_type=Path), help="With --neighbours: SQL queries separated by ';'.")
+@click.option("--epsilon", type=float, default=1.0, show_default=True)
+@click.option("--delta", type=float, default=0.0, show_default=True)
+@click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]), default="laplace")
 def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: float, fmt: str,
                   list_only: bool, neighbours: bool, metadata_path: Path | None,
                   queries_path: Path | None, epsilon: float, delta: float,
@@ -379,11 +373,8 @@ def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: floa
     print a lower confidence bound on the privacy loss. A scenario passes when the bound does
     not exceed the declared epsilon. Exit status 1 if any fails.
 
-    With --neighbours, test your own queries instead: each runs without noise on synthetic
-    databases built from your metadata's declarations and on their neighbours (one adversarial
-    person added, each person removed); it passes when every measurement moves by at most its
-    sensitivity, keys appear only where thresholding protects them and the outcome (answer or
-    error) is the same. Exit status 1 on any violation."""
+    With --neighbours, test your own queries without noise on synthetic databases built from
+    your metadata and on their neighbours (docs/audit.md). Exit status 1 on a violation."""
     from dpsql import audit as auditing
 
     if neighbours:
@@ -418,26 +409,15 @@ def _neighbour_audit(metadata_path: Path | None, queries_path: Path | None, epsi
                      delta: float, mechanism: str, fmt: str) -> None:
     from dpsql import neighbours as nb
 
-    if queries_path is None:
+    queries = nb.split_statements(queries_path.read_text("utf-8")) if queries_path else []
+    if not queries:
         raise click.UsageError("--neighbours needs --queries FILE (SQL separated by ';')")
     md = load_metadata(metadata_path if metadata_path is not None else sample_paths()[1])
-    queries = nb.split_statements(queries_path.read_text(encoding="utf-8"))
-    if not queries:
-        raise click.UsageError(f"{queries_path} holds no query")
-    try:
-        verdicts = nb.audit_queries(md, queries, epsilon, delta, mechanism)
-    except Error as e:
-        raise click.ClickException(str(e)) from None
-    for v in verdicts:
-        if v.violations:
-            click.echo(v.report(), err=True)
-    if fmt == "markdown":
-        click.echo(nb.format_verdicts(verdicts))
-    else:
-        click.echo(format_table(["query", "verdict", "worst moved / sensitivity"], [
-            [" ".join(v.sql.split())[:70], v.status if v.refusal is None else
-             f"refused ({v.refusal})", "-" if v.status in ("refused", "public") else
-             f"{v.worst:.3g}"] for v in verdicts]))
+    verdicts = nb.audit_queries(md, queries, epsilon, delta, mechanism)
+    for v in (v for v in verdicts if v.violations):
+        click.echo(v.report(), err=True)
+    click.echo(nb.format_verdicts(verdicts) if fmt == "markdown" else
+               format_table(nb.VERDICT_COLUMNS, nb.verdict_rows(verdicts)))
     sys.exit(1 if any(v.status == "violation" for v in verdicts) else 0)
 
 
