@@ -92,13 +92,41 @@ def issue_example() -> Neighbourhood:
 # ------------------------------------------------------------------ the known leak classes
 
 
+def _semi_before_fix17(j, condition):  # type: ignore[no-untyped-def]
+    """dpsql.joins._semi as it was when issue 17 was filed (class 1): the outer unit tested
+    with NOT IN, so a row whose outer unit is NULL is kept only when no unit matches."""
+    from sqlglot import exp
+
+    from dpsql.joins import _renamed
+
+    inner_unit = exp.column(j.source.unit, quoted=True)
+    sub = exp.select(inner_unit, copy=False).from_(_renamed(j.source), copy=False).where(
+        inner_unit.is_(exp.null()).not_(), copy=False)
+    if j.predicate is not None:
+        sub = sub.where(condition(j.predicate), copy=False)
+    test = exp.In(this=exp.column(j.outer, quoted=True), query=exp.Subquery(this=sub))
+    return exp.Not(this=test) if j.anti else test
+
+
+def class_1_mutant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Class 1 back in (a no-op before branch fix17 is merged: the same function). If the fix
+    lives elsewhere than dpsql.joins._semi, this mutant must put that code back instead."""
+    import dpsql.joins
+
+    monkeypatch.setattr(dpsql.joins, "_semi", _semi_before_fix17)
+
+
 @pytest.mark.parametrize("sql", LEAK_CLASSES[1])
-def test_finds_class_1(typed: Neighbourhood, sql: str) -> None:
-    verdict = assert_finds(typed, sql)
+def test_finds_class_1(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
+    class_1_mutant(monkeypatch)
+    hood = duckdb_neighbourhood(synthesize(metadata(), seed=3))  # plans made with the mutant
+    verdict = assert_finds(hood, sql)
     assert any(v.what == "sensitivity" for v in verdict.violations)
 
 
-def test_finds_class_1_in_the_issue_example(issue_example: Neighbourhood) -> None:
+def test_finds_class_1_in_the_issue_example(monkeypatch: pytest.MonkeyPatch,
+                                            issue_example: Neighbourhood) -> None:
+    class_1_mutant(monkeypatch)
     assert_finds(issue_example, "SELECT COUNT(*) FROM people p LEFT JOIN visits v ON "
                  "v.person_id = p.person_id AND v.visit_id < 0 WHERE v.person_id NOT IN "
                  "(SELECT person_id FROM visits WHERE person_id = 2 AND amount >= 0)")
