@@ -150,7 +150,7 @@ def postgres_neighbourhood(world: World, url: str, prefix: str = "nb") -> Neighb
             con.execute(f'CREATE SCHEMA "{full}"')
             for t in world.tables.values():
                 if t.name not in world.public:
-                    _pg_table(con, full, t, lambda o, m=members: o is None or o in m)
+                    _pg_table(con, full, t, _member_of(members))
     engine = PostgresEngine(url)
     engine.schema = world.schema()  # the neighbours' tables live outside current_schema()
 
@@ -159,6 +159,11 @@ def postgres_neighbourhood(world: World, url: str, prefix: str = "nb") -> Neighb
 
     use(BASE)
     return _finish(world, engine, use, engine.close)
+
+
+def _member_of(members: set[str]) -> Callable[[str | None], bool]:
+    """Whether a row (by its person; None: no one's) belongs to a neighbour of ``members``."""
+    return lambda owner: owner is None or owner in members
 
 
 def _pg_table(con: Any, schema: str, t: TableData, keep: Callable[[str | None], bool]) -> None:

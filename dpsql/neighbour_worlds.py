@@ -268,9 +268,9 @@ def _extreme(declared: str, j: int, physical: str) -> object:
 def _public_rows(table: Table, rng: random.Random) -> list[tuple[object, ...]]:
     """A public table: every domain value, each text value of the shared vocabulary (and the
     adversary's outside value) in 1 to 3 rows (join keys that match many rows)."""
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for j in range(12):
-        row = []
+        row: list[object] = []
         for c in table.columns.values():
             if c.type == "text" and not c.values:
                 row.append(f"{c.name}{(j // 3) % 3}" if j < 9 else "zz_outside")

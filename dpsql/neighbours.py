@@ -227,7 +227,8 @@ def _moved(p: Plan, m: Measurement, ea: Exact, eb: Exact) -> tuple[float, float]
             ha, hb = _histogram(ea, k, m), _histogram(eb, k, m)
             total += sum(abs(ha.get(x, 0) - hb.get(x, 0)) for x in ha.keys() | hb.keys())
         return total, m.l1
-    diffs = [_value(ea, k, m) - _value(eb, k, m) for k in keys]
+    scale = m.step or 1.0
+    diffs = [float(_value(ea, k, m) - _value(eb, k, m)) * scale for k in keys]
     if any(not math.isfinite(d) for d in diffs):
         return math.inf, m.l1
     if m.mechanism == "gaussian":
@@ -235,13 +236,13 @@ def _moved(p: Plan, m: Measurement, ea: Exact, eb: Exact) -> tuple[float, float]
     return float(sum(abs(d) for d in diffs)), m.l1
 
 
-def _value(exact: Exact, key: tuple[object, ...], m: Measurement) -> float:
+def _value(exact: Exact, key: tuple[object, ...], m: Measurement) -> int | float:
+    """The exact value (a fixed-point sum in grid units: Python ints subtract exactly)."""
     row = exact.get(key)
     value = row[m.index] if row is not None else None
     if value is None:
-        return 0.0
-    number = float(value) if not isinstance(value, int) else value
-    return float(number * m.step) if m.step else float(number)
+        return 0
+    return value if isinstance(value, int) else float(value)  # type: ignore[arg-type]
 
 
 def _histogram(exact: Exact, key: tuple[object, ...], m: Measurement) -> dict[Any, int]:
@@ -375,7 +376,9 @@ def split_statements(text: str) -> list[str]:
     """The statements of a SQL file: split at semicolons outside quotes, ``--`` comment lines
     dropped, empty statements skipped."""
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
-    out, current, quote = [], [], ""
+    out: list[str] = []
+    current: list[str] = []
+    quote = ""
     for ch in "\n".join(lines):
         if quote:
             quote = "" if ch == quote else quote
