@@ -345,6 +345,7 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
                    err=True)
 
 @main.command("audit")
+@user_errors
 @click.argument("scenarios", nargs=-1, metavar="[SCENARIO]...")
 @click.option("--runs", "-n", type=click.IntRange(min=10), default=None,
               help="Runs per database per scenario (default: DPSQL_AUDIT_N, else 1000); more "
@@ -354,14 +355,31 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown"]), default="table",
               show_default=True)
 @click.option("--list", "list_only", is_flag=True, help="List the built-in scenarios.")
+@click.option("--neighbours", is_flag=True, help="Instead: the neighbour test of --queries on "
+              "synthetic adversarial databases built from --metadata (never your data).")
+@click.option("--metadata", "metadata_path", type=click.Path(exists=True, dir_okay=False,
+              path_type=Path), help="With --neighbours: the metadata (default: the sample's).")
+@click.option("--queries", "queries_path", type=click.Path(exists=True, dir_okay=False,
+              path_type=Path), help="With --neighbours: SQL queries separated by ';'.")
+@click.option("--epsilon", type=float, default=1.0, show_default=True)
+@click.option("--delta", type=float, default=0.0, show_default=True)
+@click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]), default="laplace")
 def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: float, fmt: str,
-                  list_only: bool) -> None:
+                  list_only: bool, neighbours: bool, metadata_path: Path | None,
+                  queries_path: Path | None, epsilon: float, delta: float,
+                  mechanism: str) -> None:
     """Audit the privacy guarantee statistically: answer each built-in scenario's query many
     times on a database and on its worst neighbour (one more person, beyond every bound), and
     print a lower confidence bound on the privacy loss. A scenario passes when the bound does
-    not exceed the declared epsilon. Exit status 1 if any fails."""
+    not exceed the declared epsilon. Exit status 1 if any fails.
+
+    With --neighbours, test your own queries without noise on synthetic databases built from
+    your metadata and on their neighbours (docs/audit.md). Exit status 1 on a violation."""
     from dpsql import audit as auditing
 
+    if neighbours:
+        _neighbour_audit(metadata_path, queries_path, epsilon, delta, mechanism, fmt)
+        return
     if list_only:
         click.echo(format_table(["scenario", "query", "epsilon", "delta"], [
             [s.name, s.sql, f"{s.epsilon:g}", f"{s.delta:g}"]
@@ -385,6 +403,22 @@ def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: floa
             [[r.scenario, r.declared, f"{r.epsilon_lb:.3f}", r.n, "yes" if r.passed else "NO"]
              for r in results]))
     sys.exit(0 if all(r.passed for r in results) else 1)
+
+
+def _neighbour_audit(metadata_path: Path | None, queries_path: Path | None, epsilon: float,
+                     delta: float, mechanism: str, fmt: str) -> None:
+    from dpsql import neighbours as nb
+
+    queries = nb.split_statements(queries_path.read_text("utf-8")) if queries_path else []
+    if not queries:
+        raise click.UsageError("--neighbours needs --queries FILE (SQL separated by ';')")
+    md = load_metadata(metadata_path if metadata_path is not None else sample_paths()[1])
+    verdicts = nb.audit_queries(md, queries, epsilon, delta, mechanism)
+    for v in (v for v in verdicts if v.violations):
+        click.echo(v.report(), err=True)
+    click.echo(nb.format_verdicts(verdicts) if fmt == "markdown" else
+               format_table(nb.VERDICT_COLUMNS, nb.verdict_rows(verdicts)))
+    sys.exit(1 if any(v.status == "violation" for v in verdicts) else 0)
 
 
 def _budget_metadata(metadata: Path | None) -> Metadata:

@@ -1,0 +1,44 @@
+"""Neighbour testing by execution on Spark (dpsql.neighbours.spark_neighbourhood): a few
+dozen queries at most (a Spark query takes about a second per neighbour on 2 cores), marked
+``spark`` so that ``-m "not spark"`` deselects them; DPSQL_SLOW=1 runs more generated ones."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dpsql.neighbour_queries import LEAK_CLASSES, generate, leak_class, metadata
+from dpsql.neighbours import (
+    Neighbourhood,
+    check_queries,
+    check_query,
+    spark_neighbourhood,
+    synthesize,
+)
+
+pytestmark = pytest.mark.spark
+N_GENERATED = 60 if os.environ.get("DPSQL_SLOW") == "1" else 8
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neighbourhood]:
+    hood = spark_neighbourhood(synthesize(metadata(), seed=3),
+                               Path(tmp_path_factory.mktemp("spark-neighbours")))
+    yield hood
+    hood.close()
+
+
+@pytest.mark.parametrize("sql", [LEAK_CLASSES[1][0], LEAK_CLASSES[3][0]])
+def test_finds_classes_1_and_3(typed: Neighbourhood, sql: str) -> None:
+    assert check_query(sql, typed).status == "violation"
+
+
+def test_generated(typed: Neighbourhood) -> None:
+    summary = check_queries(generate(N_GENERATED, seed=17), typed)
+    print(f"\n[neighbours, spark] {N_GENERATED} generated queries: {summary.line()}")
+    assert summary.accepted >= 0.9 * len(summary.verdicts), summary.line()
+    new = [v for v in summary.violations if leak_class(v.sql) is None]
+    assert not new, "\n".join(v.report() for v in new[:5])
