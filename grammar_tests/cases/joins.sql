@@ -218,3 +218,15 @@ SELECT COUNT(*) FROM visits v JOIN people p ON v.person_id = p.person_id AND p.a
 -- case: semi join filter constant evaluated at plan time
 -- expect: refused InvalidConstant
 SELECT COUNT(*) FROM people WHERE person_id IN (SELECT person_id FROM visits WHERE amount > CAST('x' AS DOUBLE));
+
+-- case: foreign key path table read through a CTE
+-- expect: refused UnsupportedQuery mentions=unit_path
+WITH t AS (SELECT * FROM prescriptions) SELECT COUNT(*) FROM t;
+
+-- case: foreign key path table read through a subquery in FROM
+-- expect: refused UnsupportedQuery mentions=unit_path
+SELECT COUNT(*) FROM (SELECT drug, cost FROM prescriptions WHERE cost > 10) r;
+
+-- case: foreign key path table read through a nested CTE and grouped
+-- expect: refused UnsupportedQuery mentions=unit_path
+WITH a AS (SELECT * FROM prescriptions), b AS (SELECT drug FROM a) SELECT drug, COUNT(*) FROM b GROUP BY drug;
