@@ -179,7 +179,7 @@ def _bounding_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     # the unbounded sample too.
     monkeypatch.setattr(dpsql.rewrite, "aggregated", lambda plan: False)
     # Joins of private tables also sample each table before the join (bounding the work).
-    monkeypatch.setattr(dpsql.joins, "prebound", lambda select, source: select)
+    monkeypatch.setattr(dpsql.joins, "prebound", lambda select, source, *a: select)
 
 
 def _bounded_before_join(monkeypatch: pytest.MonkeyPatch) -> None:
