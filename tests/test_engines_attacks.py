@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,7 +21,9 @@ from test_attacks import (
     _REFUSALS,
     AGGREGATES,
     DATA_DEPENDENT,
+    FULL,
     TRIGGERS,
+    gross_n,
     outcome,
     scenario,
 )
@@ -75,13 +76,15 @@ def test_null_nan_and_infinities_in_every_aggregate(dbs: SimpleNamespace,
 @pytest.mark.parametrize("engine", OTHERS)
 @pytest.mark.parametrize("name", list(A.SCENARIOS))
 def test_audit_scenario_passes(request: pytest.FixtureRequest, engine: str, name: str) -> None:
-    """Each built-in scenario, D and D' copied into the engine, at N = 100 per side (200 with
-    DPSQL_SLOW=1): the engine's SQL keeps the neighbour within the noise's sensitivity."""
+    """Each built-in scenario, D and D' copied into the engine, at the N that catches a gross
+    failure (test_attacks.gross_n; 200 with DPSQL_SLOW=1): the engine's SQL keeps the
+    neighbour within the noise's sensitivity."""
     def copy(path: Path) -> str:
         return ENGINES[engine](request, path, f"audit_{name}_{next(_copies)}")
 
-    n = 200 if os.environ.get("DPSQL_SLOW") == "1" else 100
-    result = A.audit(A.SCENARIOS[name], n, n_select=100, engine=copy)
+    scenario = A.SCENARIOS[name]
+    result = A.audit(scenario, gross_n(scenario.epsilon), n_select=100 if FULL else 20,
+                     engine=copy)
     assert result.passed, (f"{engine}: {name}: audited epsilon >= {result.epsilon_lb:.3f} > "
                            f"{result.epsilon}")
 

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import duckdb
 import pytest
-from test_attacks import _REFUSALS, DATA_DEPENDENT, TRIGGERS, outcome, scenario
+from test_attacks import _REFUSALS, DATA_DEPENDENT, TRIGGERS, gross_n, outcome, scenario
 
 import dpsql
 from dpsql import audit as A
@@ -34,14 +34,14 @@ _copies = itertools.count()
 #: One scenario per kind of measurement and bounding (all of them run on DuckDB and
 #: PostgreSQL): a clamped sum, a histogram under k and g bounding, thresholded groups, a
 #: quantile, per-unit bounding of a sum, a join of two private tables. A Spark query takes
-#: about 0.1-0.25 s on 2 cores, so CI runs N = 80 per side (20 more to select events; 12-45 s
-#: a scenario, 2.5 min in all), which detects gross failures (a missing clamp or bound) but
-#: not a small excess over epsilon; DPSQL_SLOW=1 runs N = 200 (100 to select) and adds the
-#: plain count and the public groups.
+#: about 0.1-0.25 s on 2 cores, so CI runs the smallest N that still catches a gross failure
+#: (test_attacks.gross_n: 40 per side for epsilon 1, 80 for the median's 2; 20 more to select
+#: events). DPSQL_SLOW=1 runs N = 200 (100 to select) and adds the plain count and the public
+#: groups.
 FULL = os.environ.get("DPSQL_SLOW") == "1"
 AUDITED = ["sum_clamped", "user_bounds", "group_threshold", "median", "sum_scaled",
            "join_private"] + (["count", "group_public"] if FULL else [])
-N, N_SELECT = (200, 100) if FULL else (80, 20)
+N_SELECT = 100 if FULL else 20
 
 
 def spark_copy(path: Path, folder: Path) -> str:
@@ -64,7 +64,8 @@ def test_audit_scenario_passes_on_spark(tmp_path: Path, name: str) -> None:
     def copy(path: Path) -> str:
         return spark_copy(path, tmp_path / f"spark_{path.stem}_{next(_copies)}")
 
-    result = A.audit(A.SCENARIOS[name], N, n_select=N_SELECT, engine=copy)
+    scenario = A.SCENARIOS[name]
+    result = A.audit(scenario, gross_n(scenario.epsilon), n_select=N_SELECT, engine=copy)
     print(f"spark {name}: epsilon >= {result.epsilon_lb:.3f} (declared {result.epsilon}), "
           f"{result.seconds:.1f} s")
     assert result.passed, (f"spark: {name}: audited epsilon >= {result.epsilon_lb:.3f} > "
