@@ -163,15 +163,21 @@ def _table_source(item: exp.Table, alias: str, ctes: dict[str, exp.Select],
     if table is None:
         raise UnknownTable(f"table {item.name!r} is not declared in the metadata; "
                            f"declared tables: {', '.join(sorted(metadata.tables))}")
+    refuse_unit_path(table)
+    columns: dict[str, exp.Expression] = {c: exp.column(c) for c in table.columns}
+    return _Source(table=table, alias=alias, columns=columns, where=None)
+
+
+def refuse_unit_path(table: Table) -> None:
+    """A table read as one table (not joined by :mod:`dpsql.bind_joins`) must have its own
+    unit: only the joined path follows a ``unit_path`` to the unit. Read here, each row of a
+    ``unit_path`` table would be a unit of its own (k = 1, no bounding), while one person can
+    have any number of such rows (issue 17, class 3: a CTE or a subquery in FROM)."""
     if table.unit_path is not None:
-        # Only the joined path (dpsql.bind_joins) follows a unit_path to the unit; read here
-        # as one table, each of its rows would be a unit of its own (k = 1, no bounding).
         raise UnsupportedQuery(
             f"{table.name!r} reaches its privacy unit along its unit_path, so it cannot be read "
             "through a CTE or a subquery in FROM; read it by name in the outer query's FROM "
             f"(SELECT ... FROM {table.name} WHERE ...)")
-    columns: dict[str, exp.Expression] = {c: exp.column(c) for c in table.columns}
-    return _Source(table=table, alias=alias, columns=columns, where=None)
 
 
 def _row_level(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata,

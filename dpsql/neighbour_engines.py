@@ -31,6 +31,12 @@ class Neighbourhood:
     metadata: Metadata  # the world's metadata, its public data read from this engine
     close: Callable[[], None] = lambda: None
 
+    def forget(self) -> None:
+        """Drop the plans and engine SQL cached so far: a test that patches the planner (a
+        mutant) must neither reuse a clean test's nor leave its own behind."""
+        self.metadata.plans.clear()
+        self.engine.rewritten.clear()
+
 
 def _own_metadata(metadata: Metadata) -> Metadata:
     """A copy whose plan cache and public data are this neighbourhood's own."""

@@ -8,9 +8,10 @@ world of its metadata), series limits (both releases), and a seeded random gener
 (dpsql.neighbour_queries); DPSQL_SLOW=1 runs ten times as many generated queries, and the
 corpus on a world whose units are stored as text too.
 
-The known leak classes of issue 17 are tested both ways: ``assert_finds`` (the harness finds
-the leak: it must, while the bug is there; the lead turns these into mutant tests once the
-fixes are merged) and ``assert_clean`` (the query passes: xfail until the fix is merged).
+The known leak classes of issue 17 are tested both ways: with each fix reverted (a mutant,
+as the statistical audit keeps them: ``LEAK_MUTANTS``), the harness finds the leak, by the
+class's example queries and by the generator on its own; with the fixes, every query passes
+(or, class 3, is refused before any charge).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from leak_mutants import LEAK_MUTANTS
 
 from dpsql.audit_scenarios import SCENARIOS
 from dpsql.database import sample_paths
@@ -42,10 +44,6 @@ from grammar_tests.databases import EVENTS
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 3000 if SLOW else 300
-CLASS_1 = "issue 17 class 1 (three-valued logic of anti-joins), fixed on branch fix17"
-CLASS_2 = "issue 17 class 2 (unit spellings: bounding vs typed filters), fixed on branch fix17"
-CLASS_3 = ("issue 17 class 3, found by this harness: a unit_path table read through a CTE or "
-           "a FROM subquery is planned with k = 1 and no bounding; not fixed yet")
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -71,6 +69,12 @@ def report(summary: Summary, what: str) -> None:
     print(f"\n[neighbours, duckdb] {what}: {summary.line()}")
 
 
+def fresh(text_units: bool = False) -> Neighbourhood:
+    """The generator's world in a neighbourhood of its own: plans and engine SQL are cached
+    per metadata and engine, so a mutant's test must not reuse those of a clean test."""
+    return duckdb_neighbourhood(synthesize(metadata(), seed=3, text_units=text_units))
+
+
 @pytest.fixture(scope="module")
 def typed() -> Neighbourhood:
     """The generator's world, every column stored as its declared type."""
@@ -83,82 +87,51 @@ def text_units() -> Neighbourhood:
     return duckdb_neighbourhood(synthesize(metadata(), seed=3, text_units=True))
 
 
-@pytest.fixture(scope="module")
-def issue_example() -> Neighbourhood:
-    """A world of the sample data's metadata (the issue's example of class 1 runs on it)."""
-    return duckdb_neighbourhood(synthesize(load_metadata(sample_paths()[1]), seed=5))
-
-
 # ------------------------------------------------------------------ the known leak classes
-
-
-def _semi_before_fix17(j, condition):  # type: ignore[no-untyped-def]
-    """dpsql.joins._semi as it was when issue 17 was filed (class 1): the outer unit tested
-    with NOT IN, so a row whose outer unit is NULL is kept only when no unit matches."""
-    from sqlglot import exp
-
-    from dpsql.joins import _renamed
-
-    inner_unit = exp.column(j.source.unit, quoted=True)
-    sub = exp.select(inner_unit, copy=False).from_(_renamed(j.source), copy=False).where(
-        inner_unit.is_(exp.null()).not_(), copy=False)
-    if j.predicate is not None:
-        sub = sub.where(condition(j.predicate), copy=False)
-    test = exp.In(this=exp.column(j.outer, quoted=True), query=exp.Subquery(this=sub))
-    return exp.Not(this=test) if j.anti else test
-
-
-def class_1_mutant(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Class 1 back in (a no-op before branch fix17 is merged: the same function). If the fix
-    lives elsewhere than dpsql.joins._semi, this mutant must put that code back instead."""
-    import dpsql.joins
-
-    monkeypatch.setattr(dpsql.joins, "_semi", _semi_before_fix17)
 
 
 @pytest.mark.parametrize("sql", LEAK_CLASSES[1])
 def test_finds_class_1(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
-    class_1_mutant(monkeypatch)
-    hood = duckdb_neighbourhood(synthesize(metadata(), seed=3))  # plans made with the mutant
-    verdict = assert_finds(hood, sql)
+    LEAK_MUTANTS[1](monkeypatch)
+    verdict = assert_finds(fresh(), sql)
     assert any(v.what == "sensitivity" for v in verdict.violations)
 
 
-def test_finds_class_1_in_the_issue_example(monkeypatch: pytest.MonkeyPatch,
-                                            issue_example: Neighbourhood) -> None:
-    class_1_mutant(monkeypatch)
+def test_finds_class_1_in_the_issue_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    LEAK_MUTANTS[1](monkeypatch)
+    issue_example = duckdb_neighbourhood(synthesize(load_metadata(sample_paths()[1]), seed=5))
     assert_finds(issue_example, "SELECT COUNT(*) FROM people p LEFT JOIN visits v ON "
                  "v.person_id = p.person_id AND v.visit_id < 0 WHERE v.person_id NOT IN "
                  "(SELECT person_id FROM visits WHERE person_id = 2 AND amount >= 0)")
 
 
 @pytest.mark.parametrize("sql", LEAK_CLASSES[2])
-def test_finds_class_2(text_units: Neighbourhood, sql: str) -> None:
-    verdict = assert_finds(text_units, sql)
+def test_finds_class_2(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
+    LEAK_MUTANTS[2](monkeypatch)
+    verdict = assert_finds(fresh(text_units=True), sql)
     assert any(v.pair == "adversary added" for v in verdict.violations)
 
 
 @pytest.mark.parametrize("sql", LEAK_CLASSES[3])
-def test_finds_class_3(typed: Neighbourhood, sql: str) -> None:
-    assert_finds(typed, sql)
+def test_finds_class_3(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
+    LEAK_MUTANTS[3](monkeypatch)
+    assert_finds(fresh(), sql)
 
 
-@pytest.mark.xfail(strict=True, reason=CLASS_1)
 @pytest.mark.parametrize("sql", LEAK_CLASSES[1])
 def test_class_1_fixed(typed: Neighbourhood, sql: str) -> None:
     assert_clean(typed, sql)
 
 
-@pytest.mark.xfail(strict=True, reason=CLASS_2)
 @pytest.mark.parametrize("sql", LEAK_CLASSES[2])
 def test_class_2_fixed(text_units: Neighbourhood, sql: str) -> None:
     assert_clean(text_units, sql)
 
 
-@pytest.mark.xfail(strict=True, reason=CLASS_3)
 @pytest.mark.parametrize("sql", LEAK_CLASSES[3])
-def test_class_3_fixed(typed: Neighbourhood, sql: str) -> None:
-    assert_clean(typed, sql)
+def test_class_3_refused(typed: Neighbourhood, sql: str) -> None:
+    verdict = check_query(sql, typed)
+    assert (verdict.status, verdict.refusal) == ("refused", "UnsupportedQuery")
 
 
 @pytest.mark.parametrize("sql", [LEAK_CLASSES[2][0], LEAK_CLASSES[2][1]])
@@ -168,8 +141,10 @@ def test_spellings_are_no_leak_when_stored_typed(typed: Neighbourhood, sql: str)
     assert_clean(typed, sql)
 
 
-def test_report_names_query_neighbour_measurement_and_sensitivity(typed: Neighbourhood
-                                                                  ) -> None:
+def test_report_names_query_neighbour_measurement_and_sensitivity(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    LEAK_MUTANTS[1](monkeypatch)
+    typed = fresh()
     verdict = assert_finds(typed, LEAK_CLASSES[1][1])
     text = verdict.report()
     assert LEAK_CLASSES[1][1] in text
@@ -283,7 +258,6 @@ def test_corpus(database: str) -> None:
 
 
 @pytest.mark.skipif(not SLOW, reason="DPSQL_SLOW=1: the corpus on text-stored units")
-@pytest.mark.xfail(strict=True, reason=CLASS_2)
 def test_corpus_text_units() -> None:
     hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["sample"](), seed=5,
                                            text_units=True))
@@ -358,29 +332,29 @@ def test_generated_mostly_accepted(generated: Summary) -> None:
     assert generated.accepted >= 0.9 * len(generated.verdicts), generated.line()
 
 
-def test_generated_no_new_violation(generated: Summary) -> None:
-    """No violation outside the known classes' shapes (a new leak fails here)."""
-    new = [v for v in generated.violations if leak_class(v.sql) is None]
-    assert not new, "\n".join(v.report() for v in new[:5])
-
-
-def test_generated_finds_the_known_classes(generated: Summary) -> None:
-    """The generator reaches the known classes on its own (the harness would have found them
-    without being told where to look)."""
-    found = {leak_class(v.sql) for v in generated.violations}
-    assert {1, 3} <= found, found
-
-
-@pytest.mark.xfail(strict=True, reason=f"{CLASS_1}; {CLASS_3}")
 def test_generated_all_clean(generated: Summary) -> None:
     assert not generated.violations, generated.report()
 
 
-@pytest.mark.xfail(strict=True, reason=f"{CLASS_2}; {CLASS_1}; {CLASS_3}")
 def test_generated_text_units_all_clean(text_units: Neighbourhood) -> None:
     summary = check_queries(generate(N_GENERATED // 5, seed=29), text_units)
     report(summary, f"{N_GENERATED // 5} generated queries, text units")
     assert not summary.violations, summary.report()
+
+
+def test_generated_finds_the_reverted_classes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every fix of issue 17 reverted, the generator reaches each class on its own: the
+    harness would have found them without being told where to look."""
+    for mutant in LEAK_MUTANTS.values():
+        mutant(monkeypatch)
+    # Of the generated queries, those of a known class's shape (the rest cost time and,
+    # clean, find nothing: test_generated_all_clean runs them).
+    shaped = [q for seed, n in ((17, 100), (3, 80)) for q in generate(n, seed=seed)
+              if leak_class(q[0]) is not None]
+    found = {leak_class(v.sql) for v in check_queries(shaped, fresh()).violations}
+    if check_queries(generate(20, seed=29), fresh(text_units=True)).violations:
+        found.add(2)
+    assert found >= {1, 2, 3}, found
 
 
 # ------------------------------------------------------------------------- the owner's CLI
