@@ -140,6 +140,22 @@ def test_corpus_accepted_same_measurements(engines: tuple[Engine, Engine],
     assert not failures, f"{len(failures)} of {len(ACCEPTED)}:\n" + "\n".join(failures)
 
 
+STRPTIME = ["SELECT COUNT(*) FROM people WHERE TO_DATE(CAST(signup_date AS VARCHAR), "
+             "'YYYY-MM-DD') >= DATE '2023-06-01'",
+             "SELECT COUNT(*) FROM people WHERE STRPTIME(CAST(signup_date AS VARCHAR), "
+             "'%Y-%m-%d') >= TIMESTAMP '2023-06-01 00:00:00'"]
+
+
+@pytest.mark.parametrize("sql", STRPTIME)
+def test_text_parsed_as_a_date_as_on_duckdb(sql: str, engines: tuple[Engine, Engine],
+                                            loose: Metadata) -> None:
+    """TO_DATE / STRPTIME read the dates on Spark (TRY_TO_TIMESTAMP's format was once quoted
+    twice, and every text read as NULL)."""
+    plan = prepare(sql, loose, epsilon=1.0)
+    differential(plan, *engines)
+    assert next(iter(exact_rows(engines[1], plan).values()))[0] > 0
+
+
 def test_corpus_refused_the_same_way(engines: tuple[Engine, Engine]) -> None:
     """Every refused case is refused with the same class on both engines, before any data."""
     duck, spark = engines
