@@ -366,7 +366,7 @@ def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
     c, n = exp.column("__c"), exp.column("__n")
     ratio = exp.Div(this=exp.Mul(this=_cast(p.copy(), "DOUBLE"), expression=c.copy()),
                     expression=n.copy())
-    rounded = _cast(exp.Anonymous(this="round", expressions=[ratio]), kind)
+    rounded = _cast(ir.RoundHalfAway(this=ratio), kind)
     wide_c = _cast(c.copy(), "HUGEINT")
     low = ir.greatest(rounded, exp.Mul(this=wide_c, expression=_integer(lo)))
     bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=_integer(hi)))
@@ -473,7 +473,7 @@ def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.E
     and LEAST skip NULLs, so NULL is kept by the CASE instead: the term is NULL exactly when
     the input is (it is finite arithmetic on the clamped, NaN-free input)."""
     scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
-    rounded = exp.cast(exp.Anonymous(this="round", expressions=[scaled]), "BIGINT")
+    rounded = exp.cast(ir.RoundHalfAway(this=scaled), "BIGINT")
     low = ir.greatest(rounded, number(m.units[0]))
     clamped = _least(low, number(m.units[1]))
     present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))

@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from dpsql.bounds import COMPARISONS, bound
 from dpsql.bounds.core import literal_value
-from dpsql.engines.ir import SafeCast, greatest
+from dpsql.engines.ir import RoundHalfAway, SafeCast, greatest
 from dpsql.metadata import Column, Table
 
 
@@ -114,12 +114,11 @@ def round_digits(node: exp.Round, table: Table, value: exp.Expression) -> exp.Ex
 
     * a real ``x``: ``round(x * 10^d) / 10^d`` for ``d >= 0``, ``round(x / 10^-d) * 10^-d``
       for ``d < 0``, in IEEE double arithmetic, where ``10^|d|`` is the double nearest to it
-      and ``round`` rounds a double to the nearest whole number, ties away from zero. The
-      product and the quotient are correctly rounded on every engine; whole-number rounding
-      is exact (DuckDB's and Spark's one-argument ROUND; PostgreSQL's is spelled out in
-      :mod:`dpsql.engines.postgres_sql`). This is DuckDB 1.x's ROUND: ``ROUND(0.15, 1)`` is
-      0.2 (0.15 * 10 is exactly 1.5 in doubles), where DuckDB 2.x rounds the binary value of
-      0.15 (0.1499999...) to 0.1;
+      and ``round`` rounds a double to the nearest whole number, ties away from zero
+      (:class:`~dpsql.engines.ir.RoundHalfAway`). The product and the quotient are correctly
+      rounded on every engine; whole-number rounding is exact (each dialect spells it).
+      This is DuckDB 1.x's ROUND: ``ROUND(0.15, 1)`` is 0.2 (0.15 * 10 is exactly 1.5 in
+      doubles), where DuckDB 2.x rounds the binary value of 0.15 (0.1499999...) to 0.1;
     * an integer ``x``: itself for ``d >= 0``; for ``d < 0`` the nearest multiple of
       ``10^-d``, ties away from zero, in exact integer arithmetic, which every engine's ROUND
       of an integer computes (and :mod:`dpsql.bounds` keeps inside 64 bits).
@@ -134,9 +133,9 @@ def round_digits(node: exp.Round, table: Table, value: exp.Expression) -> exp.Ex
     scale = exp.cast(exp.Literal.number(f"1e{abs(places)}"), "DOUBLE")
     operand = exp.Paren(this=value)
     if places >= 0:
-        whole = exp.Anonymous(this="round", expressions=[exp.Mul(this=operand, expression=scale)])
+        whole = RoundHalfAway(this=exp.Mul(this=operand, expression=scale))
         return exp.Paren(this=exp.Div(this=whole, expression=scale.copy()))
-    whole = exp.Anonymous(this="round", expressions=[exp.Div(this=operand, expression=scale)])
+    whole = RoundHalfAway(this=exp.Div(this=operand, expression=scale))
     return exp.Paren(this=exp.Mul(this=whole, expression=scale.copy()))
 
 
@@ -217,9 +216,8 @@ def _from_epoch(seconds: exp.Expression) -> exp.Expression:
     """TO_TIMESTAMP(seconds) that cannot fail: the seconds clamped to :data:`EPOCH_RANGE` (NaN
     as NULL), converted to whole microseconds, made a TIMESTAMP (DuckDB's MAKE_TIMESTAMP)."""
     clamped = clamp(exp.cast(seconds, "DOUBLE"), *EPOCH_RANGE)
-    micros = exp.cast(exp.Anonymous(this="round", expressions=[
-        exp.Mul(this=exp.Paren(this=clamped), expression=exp.Literal.number(1000000))]),
-        "BIGINT")
+    micros = exp.cast(RoundHalfAway(this=exp.Mul(
+        this=exp.Paren(this=clamped), expression=exp.Literal.number(1000000))), "BIGINT")
     return clamp_date(exp.UnixToTime(this=micros, scale=exp.UnixToTime.MICROS),
                       *TIMESTAMP_RANGE, kind="TIMESTAMP")
 

@@ -22,7 +22,8 @@ def _days(generator: Generator, node: ir.DaysSinceEpoch) -> str:
 
 class DuckDBDialect(DuckDB):
     """DuckDB, with the IR: ``hash`` is a UBIGINT in [0, 2^64), HUGEINT is exact to 1.7e38,
-    ``histogram`` is a MAP, ``TRY_CAST`` is NULL where a value does not convert."""
+    ``histogram`` is a MAP, ``TRY_CAST`` is NULL where a value does not convert, ``ROUND(x)`` of
+    a double rounds ties away from zero."""
 
     class Generator(ir.Spelling, DuckDBGenerator):
         ENGINE = "DuckDB"
@@ -33,4 +34,6 @@ class DuckDBDialect(DuckDB):
             ir.ExactInteger: lambda self, e: f"CAST({self.sql(e, 'this')} AS HUGEINT)",
             ir.Histogram: lambda self, e: self.func("histogram", e.this),
             ir.DaysSinceEpoch: _days,
+            # ROUND of a double without digits ties away from zero (1.x and 2.x alike).
+            ir.RoundHalfAway: lambda self, e: self.func("ROUND", e.this),
         }

@@ -85,8 +85,20 @@ class DaysSinceEpoch(EngineNode):
     arg_types: ClassVar[dict[str, bool]] = {"this": True}
 
 
+class RoundHalfAway(EngineNode):
+    """The DOUBLE ``x`` rounded to the nearest whole number, ties away from zero, as a DOUBLE:
+    ``sign(x) * floor(|x| + 1/2)`` computed exactly (no rounding of ``|x| + 1/2``), so
+    ``-2.5 -> -3``, ``0.49999999999999994 -> 0``, ``2^52 - 0.5 -> 2^52``; NULL for NULL, NaN
+    and the infinities for themselves. Exact on every engine: the one rounding step of
+    :func:`dpsql.total.round_digits`, of the fixed-point grid (:mod:`dpsql.rewrite`) and of
+    TO_TIMESTAMP's microseconds (:func:`dpsql.total._from_epoch`)."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True}
+
+
 NODES: tuple[type[EngineNode], ...] = (SaltedHash, SafeCast, ExactInteger, Histogram,
-                                       StrictLeast, StrictGreatest, DaysSinceEpoch)
+                                       StrictLeast, StrictGreatest, DaysSinceEpoch,
+                                       RoundHalfAway)
 EPOCH = exp.cast(exp.Literal.string("1970-01-01"), "DATE")
 
 

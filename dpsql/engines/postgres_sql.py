@@ -27,8 +27,10 @@ module does about it:
   NUMERIC.
 * :class:`~dpsql.engines.ir.Histogram` becomes a per-group JSON object of bucket -> count
   (keys as text, which the perturb pass reads with ``int()``).
-* **ROUND** of a double rounds half to even in PostgreSQL and has no digits form: it is
-  computed as DuckDB does, half away from zero, on the exact fractional part (:func:`_round`).
+* **ROUND** of a double rounds half to even in PostgreSQL and has no digits form:
+  :class:`~dpsql.engines.ir.RoundHalfAway` and the analyst's ``ROUND(x)`` are computed as
+  DuckDB does, half away from zero, on the exact fractional part (:func:`_half_away`,
+  :func:`_round`).
 * **QUALIFY** becomes a subquery (:func:`_unqualify`, in ``preprocess``).
 * Integer division (``//``) is ``DIV`` in NUMERIC, read back as BIGINT; ``/`` divides in
   DOUBLE PRECISION (sqlglot's generator); a division by zero is already ``NULLIF``'d by
@@ -100,6 +102,7 @@ class PostgresDialect(Postgres):
             # DATE minus DATE is an integer number of days in PostgreSQL too.
             ir.DaysSinceEpoch: lambda self, e: self.sql(exp.Paren(this=exp.Sub(
                 this=e.this, expression=ir.EPOCH.copy()))),
+            ir.RoundHalfAway: lambda self, e: self.sql(_half_away(e.this)),
             exp.IsNan: lambda self, e: self.sql(_is_nan(e.this)),
             exp.StrToDate: lambda self, e: self.sql(_strptime(e)),
             exp.StrToTime: lambda self, e: self.sql(_strptime(e)),
@@ -126,11 +129,7 @@ def _unqualify(select: exp.Select, name: str) -> None:
 def _fix(node: exp.Expression) -> exp.Expression:
     # transform() visits children after the node is replaced only if they are new; each
     # replacement below builds its operands with postgres-ready copies of the children.
-    if isinstance(node, exp.Anonymous):
-        name = str(node.this).lower()
-        if name == "round" and len(node.expressions) == 1:  # the grid of exact sums
-            return _half_away(_fixed(node.expressions[0]))
-    if isinstance(node, exp.Round):
+    if isinstance(node, exp.Round):  # the analyst's ROUND(x) and ROUND(integer, -d)
         return _round(node)
     if isinstance(node, exp.IntDiv):
         return exp.cast(exp.Anonymous(this="div", expressions=[
@@ -200,6 +199,9 @@ def _round(node: exp.Round) -> exp.Expression:
 
 
 def _half_away(value: exp.Expression) -> exp.Expression:
+    """:class:`~dpsql.engines.ir.RoundHalfAway`: ``trunc(x) + (sign(x) if |x - trunc(x)| >=
+    0.5 else 0)``. ``x - trunc(x)`` is exact in doubles, so the half-way test is too (adding
+    0.5 first would round 0.49999999999999994 up); NaN and the infinities stay themselves."""
     whole = exp.Anonymous(this="trunc", expressions=[exp.Paren(this=value.copy())])
     fraction = exp.Abs(this=exp.Sub(this=exp.Paren(this=value.copy()), expression=whole.copy()))
     step = exp.Case(ifs=[exp.If(this=exp.GTE(this=fraction, expression=exp.Literal.number(0.5)),

@@ -148,6 +148,9 @@ class SparkDialect(Spark):
             ir.ExactInteger: lambda self, e: self.sql(exp.cast(e.this, EXACT_SUM)),
             ir.DaysSinceEpoch: lambda self, e: self.sql(exp.DateDiff(
                 this=e.this, expression=ir.EPOCH.copy(), unit=exp.var("DAY"))),
+            # ROUND of a double without digits is HALF_UP on its shortest decimal text, which
+            # lies on the same side of every tie (x.5 is a double): ties away from zero.
+            ir.RoundHalfAway: lambda self, e: self.func("ROUND", e.this),
             exp.StrToDate: _strptime,
             exp.StrToTime: _strptime,
         }
