@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,12 @@ from grammar_tests.corpus import load_corpus
 
 DIALECTS: dict[str, type[Dialect]] = {"duckdb": DuckDBDialect, "postgres": PostgresDialect,
                                       "spark": SparkDialect}
-# The test table: a BIGINT, a text that converts or not, a date; NULLs in each.
-ROWS = [(1, "12", dt.date(1970, 1, 11)), (2 ** 40, " -7 ", dt.date(1969, 12, 31)),
-        (None, "x1", None), (5, None, dt.date(2025, 3, 1))]
+# The test table: a BIGINT, a text that converts or not, a date, a DOUBLE; NULLs in each.
+# The doubles: a negative tie, the double just below 1/2 (which 0.5 + x rounds up to 1), and
+# a tie whose 0.5 + x is not a double (2^52 - 1/2).
+ROWS = [(1, "12", dt.date(1970, 1, 11), -2.5),
+        (2 ** 40, " -7 ", dt.date(1969, 12, 31), 0.49999999999999994),
+        (None, "x1", None, None), (5, None, dt.date(2025, 3, 1), 2.0 ** 52 - 0.5)]
 SALT = 987654321
 
 
@@ -61,6 +65,9 @@ CASES: dict[str, tuple[exp.Expression, Callable[[list[Any]], bool]]] = {
         exp.Literal.number(3)]), lambda got: got == [3, 2 ** 40, None, 5]),
     "days since epoch": (ir.DaysSinceEpoch(this=column("d")),
                          lambda got: got == [10, -1, None, 20148]),
+    "round half away": (ir.RoundHalfAway(this=column("x")),
+                        lambda got: got == [-3.0, 0.0, None, 2.0 ** 52] and
+                        all(isinstance(v, float) for v in got if v is not None)),
 }
 HISTOGRAM = ir.Histogram(this=ir.StrictLeast(this=column("a"), expressions=[
     exp.Literal.number(6)]))
@@ -86,8 +93,8 @@ def _as_dict(value: object) -> dict[int, int]:
 def duck(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("ir") / "ir.duckdb"
     with duckdb.connect(str(path)) as con:
-        con.execute("CREATE TABLE t (i INTEGER, a BIGINT, s VARCHAR, d DATE)")
-        con.executemany("INSERT INTO t VALUES (?, ?, ?, ?)",
+        con.execute("CREATE TABLE t (i INTEGER, a BIGINT, s VARCHAR, d DATE, x DOUBLE)")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)",
                         [(i, *row) for i, row in enumerate(ROWS)])
     yield path
 
@@ -135,6 +142,11 @@ def test_the_engine_specific_spellings() -> None:
     assert "TRY_CAST" in cast.sql(dialect=SparkDialect)
     assert "TRY_CAST" not in cast.sql(dialect=PostgresDialect)  # a regular expression test
     assert "DATEDIFF" in _per_row(CASES["days since epoch"][0]).sql(dialect=SparkDialect)
+    rounded = _per_row(CASES["round half away"][0])
+    assert 'ROUND("x")' in rounded.sql(dialect=DuckDBDialect)
+    assert "ROUND(`x`)" in rounded.sql(dialect=SparkDialect)
+    spelled = rounded.sql(dialect=PostgresDialect)  # PostgreSQL's ROUND ties to even
+    assert "TRUNC(" in spelled and "ROUND(" not in spelled
     parsed = exp.StrToDate(this=column("s"), format=exp.Literal.string("%Y-%m-%d"), safe=True)
     # The format is a value, not quoted twice (Spark would look for quote characters).
     assert "TRY_TO_TIMESTAMP(`s`, 'yyyy-M-d')" in parsed.sql(dialect=SparkDialect)
@@ -160,6 +172,16 @@ def test_the_histogram_counts_the_non_null_buckets(engine: str,
     opened = engines[engine]
     (value,), = opened.execute(_histogram().sql(dialect=opened.dialect))[1]
     assert _as_dict(value) == {1: 1, 6: 1, 5: 1}
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_rounding_keeps_nan_and_the_infinities(engine: str, engines: dict[str, Any]) -> None:
+    opened = engines[engine]
+    specials = ["NaN", "Infinity", "-Infinity"]
+    query = exp.select(*[ir.RoundHalfAway(this=exp.cast(exp.Literal.string(v), "DOUBLE"))
+                         for v in specials])
+    (nan, up, down), = opened.execute(query.sql(dialect=opened.dialect))[1]
+    assert math.isnan(nan) and up == math.inf and down == -math.inf
 
 
 def test_the_salted_hash_depends_on_the_salt(engines: dict[str, Any]) -> None:
@@ -193,9 +215,6 @@ def test_spark_refuses_a_histogram_inside_an_expression() -> None:
 
 
 ENGINE_FACING = (exp.Anonymous, exp.AnonymousAggFunc)
-#: ROUND of the fixed-point grid and of TO_TIMESTAMP's micros stays anonymous until the ROUND
-#: semantics of DuckDB 2 are settled (branch ``ci``): every dialect spells it the same.
-PENDING = {"round"}
 
 
 def _accepted_plans() -> Iterator[tuple[str, Plan, dpsql.Database]]:
@@ -228,11 +247,11 @@ def test_the_rewritten_corpus_holds_no_anonymous_function() -> None:
         tree = rewrite(plan, schema)
         count += 1
         for node in tree.find_all(*ENGINE_FACING):
-            assert node.name.lower() in PENDING, f"{case}: {node.sql(dialect='duckdb')}"
+            raise AssertionError(f"{case}: {node.sql(dialect='duckdb')}")
         seen.update(type(n) for n in tree.find_all(ir.EngineNode))
     assert count > 100  # the corpus's accepted cases on the sample data
     assert {ir.SaltedHash, ir.SafeCast, ir.ExactInteger, ir.Histogram,
-            ir.StrictLeast} <= seen
+            ir.StrictLeast, ir.RoundHalfAway} <= seen
 
 
 # --- engine identity and what the checker reads ---------------------------------------------
