@@ -90,7 +90,11 @@ def seeded_randomness(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow`` tests (full-size runs on the operating system's randomness) only with
-    DPSQL_SLOW=1."""
+    DPSQL_SLOW=1. Under pytest-xdist (``-n 2 --dist loadgroup``, as scripts/test runs), every
+    ``spark`` test goes to one worker: one JVM, one local Spark session, not one per worker."""
+    for item in items:
+        if "spark" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("spark"))
     if os.environ.get("DPSQL_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: set DPSQL_SLOW=1 to run")

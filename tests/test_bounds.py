@@ -10,6 +10,7 @@ import pytest
 import sqlglot
 
 from dpsql.bounds import INT_LIMIT, Bound, bound, numeric_bound
+from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.errors import ForbiddenFunction, UnboundedExpression
 from dpsql.metadata import Table
 
@@ -267,7 +268,7 @@ def test_round_with_digits_is_the_documented_rule_on_duckdb(digits: int, t: Tabl
     from dpsql.total import total
 
     node = sqlglot.parse_one(f"ROUND(x, {digits})", read="duckdb")
-    sql = total(node, t).sql(dialect="duckdb")
+    sql = total(node, t).sql(dialect=DuckDBDialect)
     values = [0.15, -0.15, 2.675, 1.005, 0.285, 1.25, -0.25, 0.49999999999999994, 3.45, 2.5]
     b = bound(node, t)
     with duckdb.connect() as con:
@@ -281,6 +282,6 @@ def test_round_with_digits_is_the_documented_rule_on_duckdb(digits: int, t: Tabl
 def test_round_of_an_integer_keeps_it_an_integer(t: Table) -> None:
     from dpsql.total import total
 
-    assert "ROUND" not in total(sqlglot.parse_one("ROUND(a, 2)"), t).sql(dialect="duckdb")
+    assert "ROUND" not in total(sqlglot.parse_one("ROUND(a, 2)"), t).sql(dialect=DuckDBDialect)
     assert bnd("ROUND(a, 2)", t).kind == "int"
-    assert "ROUND" in total(sqlglot.parse_one("ROUND(big, -3)"), t).sql(dialect="duckdb")
+    assert "ROUND" in total(sqlglot.parse_one("ROUND(big, -3)"), t).sql(dialect=DuckDBDialect)

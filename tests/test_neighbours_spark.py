@@ -21,7 +21,7 @@ from dpsql.neighbours import (
 )
 
 pytestmark = pytest.mark.spark
-N_GENERATED = 60 if os.environ.get("DPSQL_SLOW") == "1" else 8
+N_GENERATED = 60 if os.environ.get("DPSQL_SLOW") == "1" else 4
 
 
 @pytest.fixture(scope="module")

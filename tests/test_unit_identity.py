@@ -337,12 +337,14 @@ def test_null_keys_of_a_public_join_depend_on_the_row_alone(
         assert_neighbours(d, d_prime, sql)
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("sql", [SEMI_QUERIES[0], SEMI_QUERIES[6]])
 def test_on_spark_a_null_outer_unit_never_depends_on_who_matches(
         request: pytest.FixtureRequest, make_db: Callable[..., Any], sql: str) -> None:
     test_a_null_outer_unit_never_depends_on_who_matches(request, make_db, "spark", sql)
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("sql", UNIT_QUERIES[:1])
 def test_on_spark_spellings_of_one_unit_are_one_unit(
         request: pytest.FixtureRequest, make_db: Callable[..., Any], sql: str) -> None:
