@@ -5,7 +5,7 @@ change only where thresholding protects them, the outcome class is the same.
 What runs: the grammar corpus (every accepted case, on a world synthesised from its
 metadata), every statistical-audit scenario (on its own D / D' pair and on a synthetic
 world of its metadata), series limits (both releases), and a seeded random generator
-(dpsql.neighbour_queries: 1,000 per run, and 125 on text-stored units; DPSQL_SLOW=1 runs ten
+(dpsql.neighbour_queries: 2,000 per run, and 125 on text-stored units; DPSQL_SLOW=1 runs ten
 times as many, and the corpus on a world whose units are stored as text too).
 
 The known leak classes of issue 17 are tested both ways: with each fix reverted (a mutant,
@@ -44,7 +44,7 @@ from grammar_tests.databases import EVENTS
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 2500 if SLOW else 250  # per chunk
-CHUNKS = 4
+CHUNKS = 8
 
 
 # ---------------------------------------------------------------------------- helpers
