@@ -10,7 +10,11 @@ from typing import Any, ClassVar
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.generator import Generator
-from sqlglot.generators.duckdb import DuckDBGenerator
+
+try:
+    from sqlglot.generators.duckdb import DuckDBGenerator
+except ImportError:  # sqlglot < 30 (Superset 6.1's environment pins < 29): on the dialect
+    DuckDBGenerator = DuckDB.Generator  # type: ignore[misc]
 
 from dpsql.engines import ir
 

@@ -31,7 +31,13 @@ from dpsql.errors import UnsupportedQuery
 HASH_RANGE = 2**64
 
 
-class EngineNode(exp.Expression, exp.Func):
+# sqlglot 30 makes Func a trait beside Expression; before (28, which Superset 6.1's environment
+# pins and dpsql's SQLAlchemy dialect is imported in), Func is an Expression already.
+_NODE_BASES: tuple[type, ...] = (
+    (exp.Func,) if issubclass(exp.Func, exp.Expression) else (exp.Expression, exp.Func))
+
+
+class EngineNode(*_NODE_BASES):  # type: ignore[misc]
     """An operation whose spelling differs between engines (the base of the IR nodes)."""
 
 

@@ -44,7 +44,11 @@ from typing import Any, ClassVar
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.generator import Generator
-from sqlglot.generators.postgres import PostgresGenerator
+
+try:
+    from sqlglot.generators.postgres import PostgresGenerator
+except ImportError:  # sqlglot < 30 (Superset 6.1's environment pins < 29): on the dialect
+    PostgresGenerator = Postgres.Generator  # type: ignore[misc]
 
 from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery

@@ -49,7 +49,11 @@ from typing import Any, ClassVar
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.generator import Generator
-from sqlglot.generators.spark import SparkGenerator
+
+try:
+    from sqlglot.generators.spark import SparkGenerator
+except ImportError:  # sqlglot < 30 (Superset 6.1's environment pins < 29): on the dialect
+    SparkGenerator = Spark.Generator  # type: ignore[misc]
 
 from dpsql.engines import ir
 
