@@ -17,6 +17,7 @@ import duckdb
 import pytest
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from test_engines_attacks import UNBOUNDED_META
 
 import dpsql
 from dpsql.database import sample_paths
@@ -257,17 +258,6 @@ def test_the_rewritten_corpus_holds_no_anonymous_function() -> None:
 # --- engine identity and what the checker reads ---------------------------------------------
 
 
-UNBOUNDED = """
-[tables.t]
-privacy_unit = "id"
-one_row_per_unit = true
-
-[tables.t.columns]
-id = { type = "int" }
-x = { type = "float", nullable = true }
-"""
-
-
 class RaisingDuckDB(DuckDBEngine):
     """DuckDB declared to raise where a double overflows, as PostgreSQL does."""
 
@@ -276,7 +266,7 @@ class RaisingDuckDB(DuckDBEngine):
 
 def test_float_overflow_is_refused_only_where_the_engine_raises(tmp_path: Path) -> None:
     path, meta = tmp_path / "t.duckdb", tmp_path / "meta.toml"
-    meta.write_text(UNBOUNDED)
+    meta.write_text(UNBOUNDED_META)  # test_engines_attacks' table
     with duckdb.connect(str(path)) as con:
         con.execute("CREATE TABLE t AS SELECT i AS id, i::DOUBLE AS x FROM range(20) r(i)")
     sql = "SELECT COUNT(*) FROM t WHERE x * 1e300 > 1"
