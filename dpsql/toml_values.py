@@ -132,7 +132,26 @@ def typed_bound(spec: Mapping[str, Any], key: str, ctype: str, where: str) -> Sc
         raise MetadataError(f"{where}: {key} must be a finite number, not {value!r}")
     if ctype == "int" and not float(value).is_integer():
         raise MetadataError(f"{where}: {key} of an int column must be a whole number")
-    return int(value) if ctype == "int" else float(value)
+    if ctype == "int":
+        return within_bigint(int(value), f"{where}: {key}")
+    return float(value)
+
+
+#: What every engine reads an ``int`` column as (the rewrite widens it to BIGINT; a larger
+#: value reads as NULL, see dpsql.engines.check_metadata).
+BIGINT_RANGE = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def within_bigint(value: int, where: str) -> int:
+    """``value``, refused when an ``int`` column cannot hold it: a bound beyond BIGINT would
+    clamp nothing and calibrate noise to a range no value reaches, and the engine's sums and
+    casts of it overflow (an int upper bound of 2^70 made SUM answer near 2^63)."""
+    lo, hi = BIGINT_RANGE
+    if not lo <= value <= hi:
+        raise MetadataError(f"{where} = {value} is beyond what an int column holds: int columns "
+                            f"are read as BIGINT, from {lo} to {hi}; declare a bound in that "
+                            "range (or the column as float)")
+    return value
 
 
 def typed_values(spec: Mapping[str, Any], ctype: str, max_size: int, where: str
@@ -153,6 +172,8 @@ def typed_values(spec: Mapping[str, Any], ctype: str, max_size: int, where: str
     for v in values:
         if not isinstance(v, expected) or (ctype != "bool" and isinstance(v, bool)):
             raise MetadataError(f"{where}: value {v!r} in values is not of type {ctype}")
+        if ctype == "int":
+            within_bigint(v, f"{where}: value in values")
     if len(set(values)) != len(values):
         raise MetadataError(f"{where}: values lists a key twice")
     return tuple(values)
