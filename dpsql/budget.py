@@ -25,6 +25,12 @@ Storage. One SQLite file, shared by every process and thread that serves queries
 * triggers make the ``charges`` and ``resets`` tables append-only (the only update allowed is to
   attach an answer, once), as a second wall behind the API.
 
+Failing closed (:mod:`dpsql.ledger_identity`): a ledger has an identity, recorded next to it
+when it is first opened; a missing, emptied or replaced ledger is refused
+(:class:`~dpsql.errors.LedgerUnavailable`), never started afresh, and each charge and each read
+of remaining budget first checks that the file is still the one opened. An error reaching an
+analyst names no file: the ledger's path and the cause go to the data owner's log.
+
 WAL needs a local file system (not NFS/SMB). ``":memory:"`` works but is neither durable nor
 shared; use it in tests only.
 
@@ -58,10 +64,12 @@ from dpsql.accounting import (
 from dpsql.errors import (
     InterfaceError,
     InvalidPrivacyParameter,
-    MetadataError,
-    OperationalError,
+    LedgerError,
+    LedgerUnavailable,
 )
 from dpsql.group_commit import GroupCommit
+from dpsql.ledger_identity import Identity, Watch, check_against_record, read_record
+from dpsql.ledger_open import SCHEMA_VERSION, open_file, open_reader
 from dpsql.ledger_writes import (
     AttachRequest,
     ChargeRequest,
@@ -73,46 +81,7 @@ from dpsql.ledger_writes import (
 )
 from dpsql.plan import Plan
 
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 30.0
-
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    # AUTOINCREMENT: ids are never reused, so "after the latest reset" is "id > a marker".
-    """CREATE TABLE IF NOT EXISTS charges (
-        id        INTEGER PRIMARY KEY AUTOINCREMENT,
-        analyst   TEXT NOT NULL,
-        at        TEXT NOT NULL,
-        sql       TEXT NOT NULL,
-        epsilon   REAL NOT NULL CHECK (epsilon >= 0),
-        delta     REAL NOT NULL CHECK (delta >= 0 AND delta < 1),
-        rho       REAL NOT NULL CHECK (rho >= 0),
-        cache_key TEXT,
-        answer    BLOB
-    )""",
-    "CREATE INDEX IF NOT EXISTS charges_by_analyst ON charges (analyst, id)",
-    "CREATE INDEX IF NOT EXISTS charges_by_cache_key ON charges (analyst, cache_key, id)",
-    """CREATE TABLE IF NOT EXISTS resets (
-        id           INTEGER PRIMARY KEY AUTOINCREMENT,
-        analyst      TEXT NOT NULL,
-        at           TEXT NOT NULL,
-        after_charge INTEGER NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS resets_by_analyst ON resets (analyst, after_charge)",
-    """CREATE TRIGGER IF NOT EXISTS charges_are_never_deleted BEFORE DELETE ON charges
-       BEGIN SELECT RAISE(ABORT, 'dpsql ledger: charges are never deleted'); END""",
-    """CREATE TRIGGER IF NOT EXISTS charges_are_never_changed BEFORE UPDATE ON charges
-       WHEN OLD.answer IS NOT NULL OR NEW.id IS NOT OLD.id OR NEW.analyst IS NOT OLD.analyst
-         OR NEW.at IS NOT OLD.at OR NEW.sql IS NOT OLD.sql OR NEW.epsilon IS NOT OLD.epsilon
-         OR NEW.delta IS NOT OLD.delta OR NEW.rho IS NOT OLD.rho
-         OR NEW.cache_key IS NOT OLD.cache_key
-       BEGIN SELECT RAISE(ABORT, 'dpsql ledger: only an answer may be attached, once'); END""",
-    """CREATE TRIGGER IF NOT EXISTS resets_are_never_deleted BEFORE DELETE ON resets
-       BEGIN SELECT RAISE(ABORT, 'dpsql ledger: resets are never deleted'); END""",
-    """CREATE TRIGGER IF NOT EXISTS resets_are_never_changed BEFORE UPDATE ON resets
-       BEGIN SELECT RAISE(ABORT, 'dpsql ledger: resets are never changed'); END""",
-)
 
 _ENTRY_COLUMNS = "id, analyst, at, sql, epsilon, delta, rho, cache_key"
 
@@ -172,9 +141,12 @@ class Ledger:
         *,
         accounting: Accounting = "basic",
         default: Allowance | None = None,
+        create: bool = True,
     ) -> None:
         """``allowances`` maps analysts to their totals; ``default``, if given, is the total of
-        every analyst not listed there (each gets their own budget of that size)."""
+        every analyst not listed there (each gets their own budget of that size). ``create``:
+        whether a ledger that never existed at ``path`` (no identity record) may be created;
+        one that existed is never created again (see :mod:`dpsql.ledger_identity`)."""
         if accounting not in ("basic", "zcdp"):
             raise InvalidPrivacyParameter(
                 f"unknown accounting {accounting!r}; use 'basic' or 'zcdp'"
@@ -189,7 +161,8 @@ class Ledger:
         self._accounting: Accounting = accounting
         self._lock = threading.RLock()
         self._pid = os.getpid()
-        self._conn: sqlite3.Connection | None = self._open()
+        self._watch: Watch | None = None  # set by _open, for a file
+        self._conn: sqlite3.Connection | None = self._open(create)
         self._commits: GroupCommit[Write, int | BaseException] = GroupCommit(self._apply)
         self._spent = SpentCache()  # used by one group-commit leader at a time
         # ":memory:" is one database per connection: there the writer reads too.
@@ -202,6 +175,11 @@ class Ledger:
         return self._path
 
     @property
+    def identity(self) -> Identity | None:
+        """The ledger's identity (None for ":memory:"): see :mod:`dpsql.ledger_identity`."""
+        return self._watch.identity if self._watch is not None else None
+
+    @property
     def commits(self) -> GroupCommit[Write, int | BaseException]:
         """The group commit of this ledger's writes (its ``batches`` count transactions)."""
         return self._commits
@@ -212,84 +190,25 @@ class Ledger:
 
     # -- opening
 
-    def _open(self) -> sqlite3.Connection:
-        try:
-            # isolation_level=None: we issue BEGIN IMMEDIATE ourselves; check_same_thread=False
-            # because threads share this connection under self._lock.
-            conn = sqlite3.connect(
-                self._path,
-                timeout=BUSY_TIMEOUT_SECONDS,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise MetadataError(f"cannot open the budget ledger {self._path}: {exc}") from exc
-        try:
-            self._prepare(conn)
-        except sqlite3.Error as exc:
-            conn.close()
-            raise MetadataError(
-                f"{self._path} is not a usable dpsql budget ledger: {exc}"
-            ) from exc
-        except BaseException:
-            conn.close()
-            raise
+    def _open(self, create: bool) -> sqlite3.Connection:
+        conn, self._watch = open_file(self._path, self._accounting, create,
+                                      BUSY_TIMEOUT_SECONDS)
         return conn
 
     def _open_reader(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(self._path, timeout=BUSY_TIMEOUT_SECONDS,
-                                   isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        except sqlite3.Error as exc:
+            return open_reader(self._path, BUSY_TIMEOUT_SECONDS)
+        except BaseException:
             if self._conn is not None:
                 self._conn.close()
-            raise MetadataError(f"cannot open the budget ledger {self._path}: {exc}") from exc
-        return conn
-
-    def _prepare(self, conn: sqlite3.Connection) -> None:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("BEGIN IMMEDIATE")  # two processes creating the schema must not interleave
-        try:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            self._check_settings(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
-
-    def _check_settings(self, conn: sqlite3.Connection) -> None:
-        conn.execute(
-            "INSERT INTO schema_version (version) SELECT ? "
-            "WHERE NOT EXISTS (SELECT 1 FROM schema_version)",
-            (SCHEMA_VERSION,),
-        )
-        conn.execute(
-            "INSERT OR IGNORE INTO settings (key, value) VALUES ('accounting', ?)",
-            (self._accounting,),
-        )
-        (version,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        if version != SCHEMA_VERSION:
-            raise MetadataError(
-                f"the budget ledger {self._path} has schema version {version}; this dpsql "
-                f"reads version {SCHEMA_VERSION}"
-            )
-        (stored,) = conn.execute("SELECT value FROM settings WHERE key = 'accounting'").fetchone()
-        if stored != self._accounting:
-            raise MetadataError(
-                f"the budget ledger {self._path} uses {stored} accounting, not "
-                f"{self._accounting}; open it with accounting={stored!r} or start a new ledger"
-            )
 
     # -- connection and transactions
 
     def _connection(self, conn: sqlite3.Connection | None = None) -> sqlite3.Connection:
         conn = self._conn if conn is None else conn
         if conn is None or self._conn is None:
-            raise InterfaceError(f"the budget ledger {self._path} is closed")
+            raise InterfaceError("the budget ledger is closed")
         if os.getpid() != self._pid:
             # SQLite connections must not cross fork(); the child must open its own Ledger.
             raise InterfaceError("a Ledger cannot be used across fork(); open one per process")
@@ -317,7 +236,7 @@ class Ledger:
                     if conn.in_transaction:  # an exception, or a failed COMMIT
                         conn.execute("ROLLBACK")
             except sqlite3.Error as exc:
-                raise OperationalError(f"budget ledger {self._path}: {exc}") from exc
+                raise LedgerError(owner_detail=f"budget ledger {self._path}: {exc}") from exc
             finally:
                 if not durable:
                     conn.execute("PRAGMA synchronous = FULL")
@@ -326,9 +245,16 @@ class Ledger:
         with self._read_lock:
             conn = self._connection(self._reader)
             try:
+                self._check(conn)
                 return conn.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                raise OperationalError(f"budget ledger {self._path}: {exc}") from exc
+                raise LedgerError(owner_detail=f"budget ledger {self._path}: {exc}") from exc
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        """Before a charge or a read: the ledger is still the one opened (a deleted or replaced
+        file is refused, never charged into or read as a reset)."""
+        if self._watch is not None:
+            self._watch.check(conn)
 
     def _allowance(self, analyst: str) -> Allowance:
         try:
@@ -347,6 +273,7 @@ class Ledger:
         durable = any(isinstance(request, ChargeRequest) for request in batch)
         seen: dict[str, Known] = {}
         with self._write(durable) as conn:
+            self._check(conn)
             outcomes = apply_batch(conn, batch, self._accounting, self._spent, seen)
         self._spent.keep(seen)  # committed
         return outcomes
@@ -414,9 +341,11 @@ class Ledger:
         total = self._allowance(analyst)
         with self._read_lock:
             try:
-                used = spent(self._connection(self._reader), analyst)
+                conn = self._connection(self._reader)
+                self._check(conn)
+                used = spent(conn, analyst)
             except sqlite3.Error as exc:
-                raise OperationalError(f"budget ledger {self._path}: {exc}") from exc
+                raise LedgerError(owner_detail=f"budget ledger {self._path}: {exc}") from exc
         return budget_status(analyst, total, used, self._accounting)
 
     def all_status(self) -> list[BudgetStatus]:
@@ -455,6 +384,7 @@ class Ledger:
         """
         self._allowance(analyst)
         with self._write() as conn:
+            self._check(conn)
             conn.execute(
                 "INSERT INTO resets (analyst, at, after_charge) "
                 "VALUES (?, ?, (SELECT COALESCE(MAX(id), 0) FROM charges))",
@@ -463,10 +393,22 @@ class Ledger:
 
     def close(self) -> None:
         with self._lock, self._read_lock:
+            self._remember()
             for conn in {id(c): c for c in (self._conn, self._reader) if c is not None}.values():
                 if os.getpid() == self._pid:
                     conn.close()
             self._conn = self._reader = None
+
+    def _remember(self) -> None:
+        """Record how far this ledger got, so that an older copy put back later is refused."""
+        if self._watch is None or self._reader is None or os.getpid() != self._pid:
+            return
+        try:
+            recorded = read_record(self._watch.path)
+            self._watch.check(self._reader)
+            check_against_record(self._watch.path, self._watch.identity, recorded)
+        except (LedgerUnavailable, OSError, sqlite3.Error):
+            pass  # the next open or charge reports it; closing must not fail
 
     def __enter__(self) -> Ledger:
         return self
@@ -481,6 +423,7 @@ class Ledger:
 
 
 __all__ = [
+    "SCHEMA_VERSION",
     "Accounting",
     "Allowance",
     "BudgetStatus",

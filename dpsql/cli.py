@@ -22,8 +22,16 @@ from typing import Any, TypeVar
 
 import click
 
-from dpsql.budget import BudgetStatus, Ledger
-from dpsql.database import Answer, Database, ledger_path, open_ledger, sample_paths
+from dpsql.budget import BudgetStatus
+from dpsql.budget_report import budget_report
+from dpsql.database import (
+    Answer,
+    Database,
+    init_ledger,
+    ledger_path,
+    open_ledger,
+    sample_paths,
+)
 from dpsql.errors import BudgetExhausted, Error, internal_error
 from dpsql.explain import render
 from dpsql.metadata import Metadata, load_metadata
@@ -215,7 +223,7 @@ def budget(ctx: click.Context, metadata: Path | None, analyst: str | None, limit
     with ledger:
         statuses = ([ledger.status(analyst)] if analyst is not None else ledger.all_status())
         history = ledger.history(analyst, limit)
-    click.echo(_budget_report(md, ledger, statuses, history, limit))
+    click.echo(budget_report(md, ledger, statuses, history, limit))
 
 
 @budget.command("reset")
@@ -249,6 +257,30 @@ def budget_reset(ctx: click.Context, analyst: str, metadata: Path | None, yes: b
         left = ledger.status(analyst).remaining
     click.echo(f"reset {analyst!r}: epsilon={left.epsilon:g}, delta={left.delta:g} available "
                "(earlier charges are kept in the ledger)")
+
+
+@budget.command("init")
+@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
+              help="The data owner's metadata TOML (default: the sample data's).")
+@click.option("--start-over", is_flag=True,
+              help="The recorded ledger is lost: start a new one (every spending from zero).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+@user_errors
+def budget_init(ctx: click.Context, metadata: Path | None, start_over: bool, yes: bool) -> None:
+    """Create the budget ledger that the metadata declares, and record its identity next to
+    it: from then on a missing, emptied or replaced ledger is refused, never started afresh.
+    """
+    md = _budget_metadata(metadata if metadata is not None else ctx.obj)
+    if start_over and not yes:
+        click.confirm(f"Start a new, empty budget ledger at {ledger_path(md)}? Every analyst's "
+                      "spending starts from zero; the answers already released stay released",
+                      abort=True)
+    ledger, retired = init_ledger(md, start_over=start_over)
+    with ledger:
+        assert ledger.identity is not None
+        click.echo(f"created the budget ledger {ledger.path} (id {ledger.identity.ledger_id})"
+                   + (f"; the lost ledger's record is kept as {retired}" if retired else ""))
 
 
 
@@ -423,47 +455,6 @@ def _neighbour_audit(metadata_path: Path | None, queries_path: Path | None, epsi
 
 def _budget_metadata(metadata: Path | None) -> Metadata:
     return load_metadata(metadata if metadata is not None else sample_paths()[1])
-
-
-def _budget_report(md: Metadata, ledger: Ledger, statuses: list[BudgetStatus],
-                   history: list[Any], limit: int) -> str:
-    assert md.budget is not None
-    declared = md.budget.analysts
-    zcdp = ledger.accounting == "zcdp"
-    lines = [f"Ledger: {ledger.path} ({ledger.accounting} accounting; repeated queries "
-             f"{'reuse their stored answer' if md.budget.reuse_answers else 'are charged again'})"]
-    if md.budget.default is not None:
-        lines.append(f'Every analyst not listed gets [analysts."*"]: '
-                     f"epsilon={md.budget.default.epsilon:g}, delta={md.budget.default.delta:g}")
-    lines.append("")
-    header = ["analyst", "granted by", "epsilon total", "spent", "remaining", "delta total",
-              "spent", "remaining"]
-    if zcdp:
-        header += ["rho spent", "rho remaining"]
-    rows: list[list[object]] = []
-    for st in statuses:
-        source = f"[analysts.{st.analyst}]" if st.analyst in declared else '[analysts."*"]'
-        row: list[object] = [st.analyst, source, f"{st.total.epsilon:g}", f"{st.spent.epsilon:.6g}",
-                             f"{st.remaining.epsilon:.6g}", f"{st.total.delta:g}",
-                             f"{st.spent.delta:.6g}", f"{st.remaining.delta:.6g}"]
-        if zcdp:
-            row += [f"{st.spent.rho:.6g}", f"{st.remaining.rho:.6g}"]
-        rows.append(row)
-    lines.append(format_table(header, rows) if rows else "(no analyst has queried yet)")
-    lines.append("")
-    if not history:
-        lines.append("No queries charged yet.")
-    else:
-        lines.append(f"Recent queries (latest {limit}, most recent first):")
-        rows = [[e.id, e.at.astimezone().strftime("%Y-%m-%d %H:%M:%S"), e.analyst,
-                 f"{e.cost.epsilon:g}", f"{e.cost.delta:g}", _shorten(e.sql)] for e in history]
-        lines.append(format_table(["#", "at", "analyst", "epsilon", "delta", "sql"], rows))
-    return "\n".join(lines)
-
-
-def _shorten(sql: str, width: int = 70) -> str:
-    sql = " ".join(sql.split())
-    return sql if len(sql) <= width else sql[:width - 3] + "..."
 
 
 def _tabulate(result: Result, accuracy: bool) -> tuple[list[str], list[list[object]]]:

@@ -60,9 +60,11 @@ from dpsql.errors import (
     EngineFailure,
     Error,
     InterfaceError,
+    MetadataError,
     OperationalError,
     QueryTimeout,
 )
+from dpsql.ledger_identity import read_record, retire_record, unavailable
 from dpsql.limits import Deadline, owner_log, pad_to_grid
 from dpsql.metadata import Metadata, load_metadata
 from dpsql.owner_settings import EVERY_OTHER_ANALYST
@@ -144,6 +146,30 @@ def open_ledger(metadata: Metadata) -> Ledger | None:
     budget = metadata.budget
     return Ledger(path, budget.analysts, accounting=budget.accounting,  # type: ignore[arg-type]
                   default=budget.default)
+
+
+def init_ledger(metadata: Metadata, start_over: bool = False) -> tuple[Ledger, Path | None]:
+    """``dpsql budget init``: create the metadata's ledger explicitly (refused if one exists).
+
+    Where a recorded ledger is missing, a new one is created only with ``start_over``, the
+    owner's decision that it is lost (see :mod:`dpsql.ledger_identity`); its record is kept,
+    renamed, and returned. The ledger is returned open.
+    """
+    path = ledger_path(metadata)
+    if path is None or metadata.budget is None:
+        raise MetadataError(f"{metadata.source} declares no analyst, so there is no budget "
+                            "ledger to create; add an [analysts.NAME] section first")
+    if path.exists():
+        raise MetadataError(f"the budget ledger {path} already exists; `dpsql budget -m "
+                            f"{metadata.source}` shows it")
+    retired = None
+    if read_record(path) is not None:
+        if not start_over:
+            raise unavailable(path, "it is missing (deleted or moved)", read_record(path))
+        retired = retire_record(path)
+    ledger = open_ledger(metadata)
+    assert ledger is not None
+    return ledger, retired
 
 
 class Database:

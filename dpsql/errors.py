@@ -16,6 +16,10 @@ Stable SQLSTATE codes (documented in the README):
 * ``22P02`` -- a constant that cannot be converted or evaluated (refused at plan time)
 * ``54001`` -- row-level work beyond the cost model (long literals or patterns, deep nesting)
 * ``53400`` -- the analyst's privacy budget is exhausted
+* ``55000`` -- the budget ledger is missing, emptied or replaced (:class:`LedgerUnavailable`):
+  nothing is answered until the data owner restores it
+* ``58030`` -- the budget ledger could not be read or written (:class:`LedgerError`: disk full,
+  read-only); the query was not run
 * ``57014`` -- the query ran into the data owner's ``statement_timeout`` (:class:`QueryTimeout`)
 * ``XX000`` -- the engine failed on a checked query, a dpsql bug (:class:`EngineFailure`)
 
@@ -166,6 +170,35 @@ class QueryTimeout(OperationalError):
         self.seconds = seconds
 
 
+class LedgerError(OperationalError):
+    """The budget ledger could not be read or written (disk full, read-only file, I/O error).
+    Nothing was answered. The text is the analyst's and names no file; ``owner_detail`` (the
+    ledger's path and the cause) goes to the data owner's log (logger ``dpsql.owner``) when
+    the error is raised."""
+
+    sqlstate = "58030"
+    MESSAGE = ("the privacy budget ledger could not be read or written, so the query was not "
+               "run and nothing was charged; the data owner's log has the details")
+
+    def __init__(self, message: str = "", *, owner_detail: str | None = None) -> None:
+        super().__init__(message or self.MESSAGE)
+        self.owner_detail = owner_detail
+        if owner_detail is not None:
+            logging.getLogger("dpsql.owner").error("%s", owner_detail)
+
+
+class LedgerUnavailable(LedgerError):
+    """The budget ledger is missing, empty, or not the one this deployment created (replaced by
+    another or by an older copy). dpsql never starts a fresh ledger in its place: that would
+    reset every analyst's spending. ``owner_detail`` says what was found and how to restore
+    it."""
+
+    sqlstate = "55000"
+    MESSAGE = ("the privacy budget ledger is unavailable (missing, emptied or replaced), so no "
+               "query is answered until the data owner restores it; the data owner's log has "
+               "the details")
+
+
 class BudgetExhausted(OperationalError):
     """The query costs more privacy budget than the analyst has left. Nothing was charged."""
 
@@ -282,6 +315,8 @@ __all__ = [
     "InvalidConstant",
     "InvalidPrivacyParameter",
     "KeyReleaseRefused",
+    "LedgerError",
+    "LedgerUnavailable",
     "MetadataError",
     "NestedAggregate",
     "NonAggregatedColumn",

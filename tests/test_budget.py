@@ -26,8 +26,9 @@ from dpsql.errors import (
     BudgetExhausted,
     InterfaceError,
     InvalidPrivacyParameter,
+    LedgerError,
+    LedgerUnavailable,
     MetadataError,
-    OperationalError,
     Remedy,
 )
 from dpsql.ledger_writes import AttachRequest, ChargeRequest, Write, apply_batch
@@ -435,10 +436,12 @@ def test_schema_and_wal_mode(path: Path) -> None:
     raw.close()
 
 
-def test_not_a_ledger_file_is_a_metadata_error(path: Path) -> None:
+def test_not_a_ledger_file_is_refused_not_replaced(path: Path) -> None:
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(MetadataError, match="ledger"):
+    with pytest.raises(LedgerUnavailable) as refused:
         _ledger(path)
+    assert "not a dpsql budget ledger" in str(refused.value.owner_detail)
+    assert path.read_bytes() == b"this is not a database" * 100
 
 
 def test_accounting_mode_is_fixed_by_the_file(path: Path) -> None:
@@ -463,8 +466,10 @@ def test_lock_wait_gives_up_with_an_operational_error(
         blocker = sqlite3.connect(path, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")  # another process holding the write lock
         try:
-            with pytest.raises(OperationalError, match="locked"):
+            with pytest.raises(LedgerError) as failed:
                 ledger.charge("alice", Cost(0.1, 0.0), sql="SELECT 1")
+            assert "locked" in str(failed.value.owner_detail)
+            assert str(path) not in str(failed.value)  # the analyst's text names no file
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()
