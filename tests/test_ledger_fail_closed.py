@@ -324,3 +324,40 @@ def test_budget_init_creates_once_and_starts_over_only_when_told(tmp_path: Path)
     assert list(tmp_path.glob(".ledger.sqlite.identity.lost-*"))
     fresh = runner.invoke(main, ["budget", "-m", str(metadata)])
     assert fresh.exit_code == 0 and "No queries charged yet" in fresh.output
+
+
+# --- over the wire ----------------------------------------------------------------------------
+
+
+def test_the_server_refuses_with_a_sqlstate_and_no_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from dpsql.server import ServerConfig, serve_in_thread
+    from dpsql.server.testing import sandbox
+
+    setup = sandbox(tmp_path, {"alice": ("secret", 10.0, 0.0)})
+    db = Database(setup.database, setup.metadata)
+    try:
+        with serve_in_thread(db, ServerConfig(port=0, passwords=setup.passwords)) as running, \
+                psycopg.connect(host="127.0.0.1", port=running.port, user="alice",
+                                password="secret", dbname="dpsql", autocommit=True) as conn:
+            conn.execute(COUNT).fetchall()
+            monkeypatch.setattr(dpsql.budget, "apply_batch", _disk_full)
+            with pytest.raises(psycopg.Error) as failed:
+                conn.execute("SELECT COUNT(*) FROM visits")
+            assert failed.value.sqlstate == "58030"
+            monkeypatch.undo()
+            setup.ledger.unlink()
+            for sql in ("SELECT COUNT(*) FROM visits", "SHOW dpsql.budget"):
+                with pytest.raises(psycopg.Error) as refused:
+                    conn.execute(sql)
+                assert refused.value.sqlstate == "55000", sql
+                assert str(tmp_path) not in str(refused.value)
+            assert str(tmp_path) not in str(failed.value)
+            assert conn.execute("SELECT 1").fetchone() == (1,)  # the session goes on
+    finally:
+        db.close()
+
+
+def _disk_full(*args: object, **kwargs: object) -> object:
+    raise sqlite3.OperationalError("database or disk is full")
