@@ -60,6 +60,7 @@ from dpsql.errors import (
     EngineFailure,
     Error,
     InterfaceError,
+    LedgerError,
     MetadataError,
     OperationalError,
     QueryTimeout,
@@ -134,15 +135,17 @@ def ledger_path(metadata: Metadata) -> Path | None:
 
 
 def open_ledger(metadata: Metadata) -> Ledger | None:
-    """Open (creating if needed) the ledger the metadata declares; None when unmetered."""
+    """Open the ledger the metadata declares; None when unmetered. It is created only where
+    none was ever recorded (see :mod:`dpsql.ledger_identity`): a missing, emptied or replaced
+    ledger is :class:`~dpsql.errors.LedgerUnavailable`."""
     path = ledger_path(metadata)
     if path is None or metadata.budget is None:
         return None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as e:
-        raise OperationalError(f"cannot create the folder of the budget ledger {path}: "
-                               f"{e.strerror or e}") from None
+        raise LedgerError(owner_detail=f"cannot create the folder of the budget ledger {path}: "
+                          f"{e.strerror or e}") from None
     budget = metadata.budget
     return Ledger(path, budget.analysts, accounting=budget.accounting,  # type: ignore[arg-type]
                   default=budget.default)
