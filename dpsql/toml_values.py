@@ -172,7 +172,7 @@ def typed_values(spec: Mapping[str, Any], ctype: str, max_size: int, where: str
     for v in values:
         if not isinstance(v, expected) or (ctype != "bool" and isinstance(v, bool)):
             raise MetadataError(f"{where}: value {v!r} in values is not of type {ctype}")
-        if ctype == "int":
+        if ctype == "int" and isinstance(v, int):
             within_bigint(v, f"{where}: value in values")
     if len(set(values)) != len(values):
         raise MetadataError(f"{where}: values lists a key twice")
