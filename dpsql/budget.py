@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -82,6 +83,9 @@ from dpsql.ledger_writes import (
 from dpsql.plan import Plan
 
 BUSY_TIMEOUT_SECONDS = 30.0
+#: How often (seconds) a process that charges records how far the ledger got, so that an older
+#: copy put back later is refused even if the process was killed (see dpsql.ledger_identity).
+RECORD_EVERY_SECONDS = 30.0
 
 _ENTRY_COLUMNS = "id, analyst, at, sql, epsilon, delta, rho, cache_key"
 
@@ -161,6 +165,7 @@ class Ledger:
         self._accounting: Accounting = accounting
         self._lock = threading.RLock()
         self._pid = os.getpid()
+        self._recorded_at = time.monotonic()
         self._watch: Watch | None = None  # set by _open, for a file
         self._conn: sqlite3.Connection | None = self._open(create)
         self._commits: GroupCommit[Write, int | BaseException] = GroupCommit(self._apply)
@@ -276,6 +281,10 @@ class Ledger:
             self._check(conn)
             outcomes = apply_batch(conn, batch, self._accounting, self._spent, seen)
         self._spent.keep(seen)  # committed
+        if durable and time.monotonic() - self._recorded_at >= RECORD_EVERY_SECONDS:
+            self._recorded_at = time.monotonic()
+            with self._read_lock:
+                self._remember()
         return outcomes
 
     # -- charging

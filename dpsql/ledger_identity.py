@@ -12,9 +12,10 @@ not take it along). From then on, opening the path expects that ledger:
 * **replaced by another ledger** (a different ``ledger_id``, or a file without one, or not a
   ledger at all): refused;
 * **replaced by an older copy of itself**: the record keeps a *generation*, the highest charge
-  id a process saw when it opened or closed the ledger (charge ids only grow: ``AUTOINCREMENT``,
-  append-only); a copy whose highest charge id is below it is refused. A copy taken after the
-  last open or close of every process is not detected across a restart.
+  id a process saw when it opened or closed the ledger, and every ``RECORD_EVERY_SECONDS`` (30)
+  while it charges (charge ids only grow: ``AUTOINCREMENT``, append-only); a copy whose highest
+  charge id is below it is refused. A copy less than that old is not detected across a
+  restart.
 
 An open :class:`Watch` checks before each charge and each read of remaining budget: the path
 still names the file that was opened (same device and inode, not 0 bytes), and inside the

@@ -29,7 +29,7 @@ from dpsql.budget import Allowance, Cost, Ledger
 from dpsql.cli import main
 from dpsql.database import Database, sample_paths
 from dpsql.errors import BudgetExhausted, LedgerError, LedgerUnavailable
-from dpsql.ledger_identity import record_path
+from dpsql.ledger_identity import read_record, record_path
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE, SAMPLE_METADATA = sample_paths()
@@ -110,6 +110,28 @@ def test_an_older_copy_in_its_place_is_refused(path: Path, tmp_path: Path) -> No
     shutil.copy(path, backup)
     _spent_ledger(path, charges=3)  # three more charges, recorded when it closed
     shutil.copy(backup, path)
+    _refused(path, "older copy")
+
+
+def test_a_charging_process_records_how_far_it_got_without_closing(
+        path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server killed with -9 never closes: its charges are recorded every
+    RECORD_EVERY_SECONDS, so an older copy put back after it is still refused."""
+    monkeypatch.setattr(dpsql.budget, "RECORD_EVERY_SECONDS", 0.0)
+    ledger = Ledger(path, ALICE)
+    ledger.charge("alice", Cost(1.0, 0.0), sql="SELECT 1")
+    older = tmp_path / "older.sqlite"
+    raw = sqlite3.connect(path)
+    raw.execute(f"VACUUM INTO '{older}'")
+    raw.close()
+    for i in range(2):
+        ledger.charge("alice", Cost(1.0, 0.0), sql=f"SELECT {i + 2}")
+    recorded = read_record(path)
+    assert recorded is not None and recorded.generation == 3  # before any close
+    ledger.close()
+    for leftover in path.parent.glob(path.name + "-*"):
+        leftover.unlink()
+    os.replace(older, path)
     _refused(path, "older copy")
 
 
