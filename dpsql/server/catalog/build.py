@@ -9,7 +9,8 @@ import duckdb
 
 from dpsql.metadata import Column, Metadata, Table
 from dpsql.server import types as t
-from dpsql.server.catalog.functions import _MACROS
+from dpsql.server.catalog.functions import _MACROS, TABLE_MACROS
+from dpsql.server.catalog.keywords import keyword_rows
 from dpsql.server.catalog.tables import (
     _KNOWN_OIDS,
     CATALOG_OID,
@@ -76,6 +77,11 @@ def build(con: duckdb.DuckDBPyConnection, metadata: Metadata,
     for name, overloads in _MACROS.items():
         bodies = ", ".join(f"({params}) AS {body}" for params, body in overloads)
         con.execute(f"CREATE MACRO {PG_SCHEMA}.{name} {bodies}")
+    con.execute(f"CREATE TABLE {PG_SCHEMA}.__keywords (word VARCHAR, catcode VARCHAR, "
+                "barelabel BOOLEAN, catdesc VARCHAR, baredesc VARCHAR)")
+    _insert(con, f"{PG_SCHEMA}.__keywords", keyword_rows())
+    for name, (params, body) in TABLE_MACROS.items():
+        con.execute(f"CREATE MACRO {PG_SCHEMA}.{name}({params}) AS TABLE {body}")
     _fill(metadata, table_oids, con)
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Sequence[object]],
@@ -147,6 +153,12 @@ def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyCo
     _insert(con, f"{pg}.pg_attribute", attributes)
     _insert(con, f"{pg}.pg_description", descriptions)
     _insert(con, f"{pg}.pg_tables", tables)
+    # Every counter zero and never analyzed, as PostgreSQL shows a table nobody has read or
+    # vacuumed: n_live_tup (Metabase's "estimated row count") would otherwise be a count of
+    # the private rows, an exact aggregate released without noise.
+    _insert(con, f"{pg}.pg_stat_user_tables", [
+        (table_oids[tname], "public", tname, *([0] * 12), None, None, None, None, 0, 0, 0, 0)
+        for tname in md.tables])
     _insert(con, f"{IS_SCHEMA}.tables", info_tables)
     _insert(con, f"{IS_SCHEMA}.columns", info_columns)
     _insert(con, f"{IS_SCHEMA}.schemata", [

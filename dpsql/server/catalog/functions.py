@@ -21,9 +21,9 @@ _MACROS: dict[str, list[tuple[str, str]]] = {
                       '???') END""")],
     "pg_get_userbyid": [("r", f"CASE WHEN r = {OWNER_OID} THEN '{OWNER}' "
                               "ELSE 'unknown (OID=' || r || ')' END")],
-    "pg_table_is_visible": [("o", "true")],
-    "pg_type_is_visible": [("o", "true")],
-    "pg_function_is_visible": [("o", "true")],
+    **{f"pg_{kind}_is_visible": [("o", "true")]
+       for kind in ("table", "type", "function", "collation", "opclass", "operator",
+                    "conversion", "ts_config")},
     "pg_get_expr": [("e, r", "CAST(NULL AS VARCHAR)"), ("e, r, p", "CAST(NULL AS VARCHAR)")],
     "obj_description": [
         ("o", f"(SELECT d.description FROM {PG_SCHEMA}.pg_description d "
@@ -53,6 +53,11 @@ _MACROS: dict[str, list[tuple[str, str]]] = {
     "pg_indexes_size": [("o", "CAST(NULL AS BIGINT)")],
     "pg_database_size": [("o", "CAST(NULL AS BIGINT)")],
     "pg_size_pretty": [("s", "CAST(s AS VARCHAR) || ' bytes'")],
+    # Activity counters (scans, tuples read): zero, as on a server that just started; they
+    # count what queries did, which follows from the data.
+    **{f"pg_stat_get_{counter}": [("o", "CAST(0 AS BIGINT)")]
+       for counter in ("numscans", "tuples_returned", "tuples_fetched", "live_tuples",
+                       "dead_tuples", "blocks_fetched", "blocks_hit")},
     "pg_is_in_recovery": [("", "false")],
     "pg_relation_is_publishable": [("o", "false")],
     "txid_current": [("", "1")],
@@ -72,6 +77,10 @@ _MACROS: dict[str, list[tuple[str, str]]] = {
                     "has_any_column_privilege", "has_language_privilege",
                     "has_tablespace_privilege", "has_type_privilege")},
     "has_column_privilege": [("a, b, c", "true"), ("a, b, c, d", "true")],
+}
+# Set-returning functions answered by table macros in PG_SCHEMA (name -> (parameters, body)).
+TABLE_MACROS: dict[str, tuple[str, str]] = {
+    "pg_get_keywords": ("", f"SELECT * FROM {PG_SCHEMA}.__keywords"),
 }
 _REG_NAMESPACE_TYPES = {"regclass", "regtype", "regproc", "regprocedure", "regnamespace",
                         "regoper", "regoperator", "regrole", "regconfig", "regdictionary",
@@ -152,6 +161,8 @@ def _function(node: exp.Func, info: SessionInfo) -> exp.Expr:
         implicit = bool(args) and isinstance(args[0], exp.Boolean) and args[0].this
         schemas = ["pg_catalog", "public"] if implicit else ["public"]
         return exp.Array(expressions=[exp.Literal.string(s) for s in schemas])
+    if name == "json_build_object":  # variadic, so no macro: DuckDB's json_object
+        return exp.Anonymous(this="json_object", expressions=[a.copy() for a in args])
     if name in _MACROS:
         call = node.copy() if isinstance(node, exp.Anonymous) else exp.Anonymous(
             this=name, expressions=[a.copy() for a in args])

@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from dpsql.server import types as t
 from dpsql.server.catalog.casts import _array_cast, _cast, _is_quantified, _quantified
-from dpsql.server.catalog.functions import _function, _session_value
+from dpsql.server.catalog.functions import TABLE_MACROS, _function, _session_value
 from dpsql.server.catalog.model import SessionInfo
 from dpsql.server.catalog.tables import (
     ANALYST_OID,
@@ -57,6 +57,11 @@ def _rewrite_node(node: exp.Expr, ctes: set[str],
 
 def _table(node: exp.Table, ctes: set[str], info: SessionInfo) -> exp.Expression:
     schema, name = node.db.lower(), node.name.lower()
+    function = node.this.name.lower() if isinstance(node.this, exp.Anonymous) else None
+    if function in TABLE_MACROS and schema in ("", "pg_catalog"):  # pg_get_keywords()
+        node.set("db", exp.to_identifier(PG_SCHEMA))
+        node.set("catalog", None)
+        return node
     if not name and schema == "pg_catalog":  # a table function: generate_series, unnest
         node.set("db", None)
         node.set("catalog", None)

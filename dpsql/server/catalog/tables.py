@@ -177,7 +177,14 @@ TABLES: dict[str, str] = {
                                "from_sql BOOLEAN"),
     "pg_locks": ("locktype VARCHAR, database BIGINT, relation BIGINT, pid INTEGER, "
                  "mode VARCHAR, granted BOOLEAN"),
-    "pg_stat_user_tables": "relid BIGINT, schemaname VARCHAR, relname VARCHAR",
+    "pg_stat_user_tables": (
+        "relid BIGINT, schemaname VARCHAR, relname VARCHAR, seq_scan BIGINT, "
+        "seq_tup_read BIGINT, idx_scan BIGINT, idx_tup_fetch BIGINT, n_tup_ins BIGINT, "
+        "n_tup_upd BIGINT, n_tup_del BIGINT, n_tup_hot_upd BIGINT, n_live_tup BIGINT, "
+        "n_dead_tup BIGINT, n_mod_since_analyze BIGINT, n_ins_since_vacuum BIGINT, "
+        "last_vacuum TIMESTAMPTZ, last_autovacuum TIMESTAMPTZ, last_analyze TIMESTAMPTZ, "
+        "last_autoanalyze TIMESTAMPTZ, vacuum_count BIGINT, autovacuum_count BIGINT, "
+        "analyze_count BIGINT, autoanalyze_count BIGINT"),
     # per-session tables
     "pg_database": (
         "oid BIGINT, datname VARCHAR, datdba BIGINT, encoding INTEGER, datlocprovider VARCHAR, "
