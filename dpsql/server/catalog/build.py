@@ -9,7 +9,14 @@ import duckdb
 
 from dpsql.metadata import Column, Metadata, Table
 from dpsql.server import types as t
-from dpsql.server.catalog.functions import _MACROS, TABLE_MACROS
+from dpsql.server.catalog.functions import _MACROS, INFO_MACROS, TABLE_MACROS
+from dpsql.server.catalog.keys import (
+    constraint_definition,
+    constraint_rows,
+    declared_keys,
+    index_definition,
+    info_rows,
+)
 from dpsql.server.catalog.keywords import keyword_rows
 from dpsql.server.catalog.tables import (
     _KNOWN_OIDS,
@@ -25,6 +32,11 @@ from dpsql.server.catalog.tables import (
     TABLES,
     TOAST_OID,
 )
+
+FIRST_FUNCTION_OID = 40000
+# relacl and attacl of the declared tables: the owner reads, and PUBLIC (every analyst) may
+# SELECT; nothing else (pgjdbc's getTablePrivileges, DBeaver's permissions tab)
+_ACL = [f"{OWNER}=r/{OWNER}", f"=r/{OWNER}"]  # pg_proc: after the tables, indexes and constraints
 
 
 def _table_oids(metadata: Metadata) -> dict[str, int]:
@@ -74,12 +86,16 @@ def build(con: duckdb.DuckDBPyConnection, metadata: Metadata,
     type_names += [(ty.array_oid, ty.sql_name + "[]") for ty in t.TYPES.values()
                    if ty.array_oid]
     _insert(con, f"{PG_SCHEMA}.__type_names", type_names)
+    con.execute(f"CREATE TABLE {PG_SCHEMA}.__definitions (oid BIGINT, num INTEGER, "
+                "definition VARCHAR)")
     for name, overloads in _MACROS.items():
         bodies = ", ".join(f"({params}) AS {body}" for params, body in overloads)
         con.execute(f"CREATE MACRO {PG_SCHEMA}.{name} {bodies}")
     con.execute(f"CREATE TABLE {PG_SCHEMA}.__keywords (word VARCHAR, catcode VARCHAR, "
                 "barelabel BOOLEAN, catdesc VARCHAR, baredesc VARCHAR)")
     _insert(con, f"{PG_SCHEMA}.__keywords", keyword_rows())
+    for name, (params, body) in INFO_MACROS.items():
+        con.execute(f"CREATE MACRO {IS_SCHEMA}.{name}({params}) AS {body}")
     for name, (params, body) in TABLE_MACROS.items():
         con.execute(f"CREATE MACRO {PG_SCHEMA}.{name}({params}) AS TABLE {body}")
     _fill(metadata, table_oids, con)
@@ -131,7 +147,8 @@ def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyCo
         classes.append(_class_row(oid, name, CATALOG_OID, "r", TABLES[name].count(",") + 1))
     for tname, table in md.tables.items():
         oid = table_oids[tname]
-        classes.append(_class_row(oid, tname, PUBLIC_OID, "r", len(table.columns)))
+        classes.append((*_class_row(oid, tname, PUBLIC_OID, "r", len(table.columns))[:30],
+                        _ACL, None, None, False))
         descriptions.append((oid, 1259, 0, _table_comment(table)))
         tables.append(("public", tname, OWNER, None, False, False, False, False))
         info_tables.append((None, "public", tname, "BASE TABLE", None, None, None, None,
@@ -144,12 +161,18 @@ def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyCo
                 (oid, cname, oid_type, ty.length, num, -1, -1, 0, ty.length > 0,
                  "d" if ty.length == 8 else "i", "x" if ty.length < 0 else "p", "",
                  not column.nullable, False, False, "", "", False, True, 0, -1, collation,
-                 None, None, None, None))
+                 _ACL, None, None, None))
             comment = _column_comment(column)
             if comment:
                 descriptions.append((oid, 1259, num, comment))
             info_columns.append(_info_column(tname, cname, num, column, ty))
+    _fill_keys(con, metadata, table_oids, classes, attributes)
     _insert(con, f"{pg}.pg_class", classes)
+    _insert(con, f"{pg}.pg_proc", [  # the functions the catalog answers (getFunctions)
+        (FIRST_FUNCTION_OID + i, name, CATALOG_OID, OWNER_OID, 14, 1.0, 0.0, 0, None, "f",
+         False, False, False, False, "s", "s", 0, 0, 0, [], None, None, None, None, None,
+         name, None, None, None, None)
+        for i, name in enumerate(sorted(_MACROS))])
     _insert(con, f"{pg}.pg_attribute", attributes)
     _insert(con, f"{pg}.pg_description", descriptions)
     _insert(con, f"{pg}.pg_tables", tables)
@@ -198,3 +221,39 @@ def _info_column(table: str, name: str, num: int, column: Column,
             None, None, None, None, "pg_catalog", ty.name, None, None, None, None, str(num),
             "NO", "NO", None, None, None, None, None, "NO", "NEVER", None, "NO")
 
+
+
+def _fill_keys(con: duckdb.DuckDBPyConnection, metadata: Metadata, table_oids: dict[str, int],
+               classes: list[tuple[object, ...]], attributes: list[tuple[object, ...]]) -> None:
+    """The declared keys (:mod:`.keys`): constraints, their indexes and definitions."""
+    pg, info = PG_SCHEMA, IS_SCHEMA
+    keys = declared_keys(metadata)
+    by_attribute = {(a[0], a[4]): a for a in attributes}
+    indexed = set()
+    definitions: list[tuple[object, ...]] = []
+    for key in keys:
+        table_oid = table_oids[key.table]
+        _insert(con, f"{pg}.pg_constraint", [constraint_rows(key, PUBLIC_OID, table_oids)])
+        definitions.append((key.oid, 0, constraint_definition(key)))
+        for table, rows in info_rows(key).items():
+            _insert(con, f"{info}.{table}", [rows])
+        if key.kind == "f":
+            continue
+        indexed.add(table_oid)
+        classes.append(_class_row(key.index_oid, key.index_name, PUBLIC_OID, "i", 1))
+        column = by_attribute[(table_oid, key.attnum)]
+        attributes.append((key.index_oid, key.column, *column[2:4], 1, *column[5:]))
+        _insert(con, f"{pg}.pg_index", [(
+            key.index_oid, table_oid, 1, 1, True, False, key.kind == "p", False, True, False,
+            True, False, True, True, False, [key.attnum], [0], [0], [0], None, None)])
+        _insert(con, f"{pg}.pg_indexes", [("public", key.table, key.index_name, None,
+                                            index_definition(key))])
+        definitions += [(key.index_oid, 0, index_definition(key)),
+                        (key.index_oid, 1, key.column)]
+    _insert(con, f"{pg}.__definitions", definitions)
+    for i, row in enumerate(classes):  # relhasindex, relam: as PostgreSQL sets them
+        if row[0] in indexed or row[16] == "i":
+            changed = list(row)
+            changed[13] = row[16] != "i"
+            changed[6] = 403 if row[16] == "i" else row[6]
+            classes[i] = tuple(changed)

@@ -10,6 +10,9 @@ from dpsql.server.catalog.model import SessionInfo
 from dpsql.server.catalog.tables import OWNER, OWNER_OID, PG_SCHEMA
 
 # Functions answered by macros in PG_SCHEMA (name -> list of (parameters, body)).
+_DEFINITION = (f"(SELECT d.definition FROM {PG_SCHEMA}.__definitions d "
+               "WHERE d.oid = o AND d.num = {num})")
+_READ = "regexp_matches(lower({p}), 'select|usage|connect|execute')"
 _MACROS: dict[str, list[tuple[str, str]]] = {
     "format_type": [("t, m", f"""CASE
         WHEN t IS NULL THEN NULL
@@ -33,9 +36,11 @@ _MACROS: dict[str, list[tuple[str, str]]] = {
     "col_description": [("o, n", f"(SELECT d.description FROM {PG_SCHEMA}.pg_description d "
                                   "WHERE d.objoid = o AND d.objsubid = n LIMIT 1)")],
     "shobj_description": [("o, c", "CAST(NULL AS VARCHAR)")],
-    "pg_get_indexdef": [("o", "CAST(NULL AS VARCHAR)"), ("o, c, p", "CAST(NULL AS VARCHAR)")],
-    "pg_get_constraintdef": [("o", "CAST(NULL AS VARCHAR)"),
-                             ("o, p", "CAST(NULL AS VARCHAR)")],
+    # the definitions of the declared keys and their indexes (.keys), column c of an index
+    "pg_get_indexdef": [("o", _DEFINITION.format(num="0")), ("o, c, p", _DEFINITION.format(
+        num="c"))],
+    "pg_get_constraintdef": [("o", _DEFINITION.format(num="0")),
+                             ("o, p", _DEFINITION.format(num="0"))],
     "pg_get_viewdef": [("o", "CAST(NULL AS VARCHAR)"), ("o, p", "CAST(NULL AS VARCHAR)")],
     "pg_get_triggerdef": [("o", "CAST(NULL AS VARCHAR)"), ("o, p", "CAST(NULL AS VARCHAR)")],
     "pg_get_ruledef": [("o", "CAST(NULL AS VARCHAR)"), ("o, p", "CAST(NULL AS VARCHAR)")],
@@ -71,16 +76,26 @@ _MACROS: dict[str, list[tuple[str, str]]] = {
     "to_regtype": [("s", f"(SELECT ty.oid FROM {PG_SCHEMA}.pg_type ty "
                          "WHERE ty.typname = s LIMIT 1)")],
     "pg_has_role": [("a, b", "true"), ("a, b, c", "true")],
-    **{name: [("a, b", "true"), ("a, b, c", "true")]
+    # An analyst may read (SELECT, USAGE, CONNECT, EXECUTE) and never write: Metabase and
+    # DBeaver offer editing only where these say so.
+    **{name: [("a, b", _READ.format(p="b")), ("a, b, c", _READ.format(p="c"))]
        for name in ("has_table_privilege", "has_schema_privilege", "has_database_privilege",
                     "has_function_privilege", "has_sequence_privilege",
                     "has_any_column_privilege", "has_language_privilege",
                     "has_tablespace_privilege", "has_type_privilege")},
-    "has_column_privilege": [("a, b, c", "true"), ("a, b, c, d", "true")],
+    "has_column_privilege": [("a, b, c", _READ.format(p="c")),
+                             ("a, b, c, d", _READ.format(p="d"))],
 }
 # Set-returning functions answered by table macros in PG_SCHEMA (name -> (parameters, body)).
 TABLE_MACROS: dict[str, tuple[str, str]] = {
     "pg_get_keywords": ("", f"SELECT * FROM {PG_SCHEMA}.__keywords"),
+}
+# information_schema's functions (name -> (parameters, body)). _pg_expandarray(a) is
+# PostgreSQL's set-returning (x, n): each element with its 1-based position; pgjdbc's
+# getPrimaryKeys and getIndexInfo read keys with it.
+INFO_MACROS: dict[str, tuple[str, str]] = {
+    "_pg_expandarray": ("a", "struct_pack(x := unnest(a), "
+                             "n := CAST(unnest(range(1, len(a) + 1)) AS INTEGER))"),
 }
 _REG_NAMESPACE_TYPES = {"regclass", "regtype", "regproc", "regprocedure", "regnamespace",
                         "regoper", "regoperator", "regrole", "regconfig", "regdictionary",

@@ -9,13 +9,14 @@ from sqlglot import exp
 
 from dpsql.server import types as t
 from dpsql.server.catalog.casts import _array_cast, _cast, _is_quantified, _quantified
-from dpsql.server.catalog.functions import TABLE_MACROS, _function, _session_value
+from dpsql.server.catalog.functions import INFO_MACROS, TABLE_MACROS, _function, _session_value
 from dpsql.server.catalog.model import SessionInfo
 from dpsql.server.catalog.tables import (
     ANALYST_OID,
     DATABASE_OID,
     INFO_TABLES,
     IS_SCHEMA,
+    OWNER,
     OWNER_OID,
     PG_SCHEMA,
     SESSION_TABLES,
@@ -46,6 +47,12 @@ def _rewrite_node(node: exp.Expr, ctes: set[str],
     if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and \
             node.this.name.lower() == "pg_catalog" and isinstance(node.expression, exp.Func):
         return _function(node.expression, info)
+    if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and \
+            node.this.name.lower() == "information_schema" and \
+            isinstance(node.expression, exp.Anonymous) and \
+            node.expression.name.lower() in INFO_MACROS:
+        node.set("this", exp.to_identifier(IS_SCHEMA))
+        return node
     if isinstance(node, exp.Func) and not isinstance(node.parent, exp.Dot):
         return _function(node, info)
     if isinstance(node, exp.Collate):
@@ -160,8 +167,11 @@ def _session_rows(name: str, info: SessionInfo) -> list[tuple[object, ...]]:
         return [(DATABASE_OID, info.database, OWNER_OID, 6, "c", False, True, -1, 0, 0, 1663,
                  "C", "C", None, None, None, None)]
     if name in ("pg_roles", "pg_authid"):
+        # the analyst, and the owner of every table (pg_class.relowner)
         return [(ANALYST_OID, info.user, False, True, False, False, True, False, -1,
-                 "********", None, False, None)]
+                 "********", None, False, None),
+                (OWNER_OID, OWNER, False, True, False, False, False, False, -1, "********",
+                 None, False, None)]
     if name == "pg_user":
         return [(info.user, ANALYST_OID, False, False, False, False, "********", None, None)]
     if name == "pg_settings":
