@@ -11,12 +11,14 @@ access disabled and its configuration locked. Row counts, sizes and statistics a
 A catalog query is parsed with sqlglot's PostgreSQL dialect and rewritten for DuckDB:
 ``pg_catalog.X`` and ``information_schema.X`` name the tables and macros here; casts to
 ``regclass``/``regtype``/``oid``/``name`` become lookups or plain types; session functions
-(``current_user``, ``current_setting('...')``, ``version()``, ...) become literals. If DuckDB
-still cannot run it, the answer is an empty result with the query's column names, which is
-what clients probing for optional features expect.
+(``current_user``, ``current_setting('...')``, ``version()``, ...) become literals. What the
+catalog cannot answer is decided from the rewritten tree before it runs (a function the
+catalog DuckDB lacks) or by DuckDB refusing it, and is always an error the client shows
+(SQLSTATE 0A000 naming what is unsupported), never an empty answer: an empty table list looks
+like an empty database to the admin of a BI tool.
 
 Modules: :mod:`.tables` (the tables' columns and fixed OIDs), :mod:`.build` (the catalog DuckDB
-and its rows), :mod:`.rewrite` with :mod:`.casts` and :mod:`.functions` (the query rewrite),
+and its rows), :mod:`.keys` (keys from ``unique`` and ``unit_path``), :mod:`.keywords`, :mod:`.rewrite` with :mod:`.casts` and :mod:`.functions` (the query rewrite),
 :mod:`.names` (PostgreSQL's column names), :mod:`.model` (what a query depends on and answers).
 """
 

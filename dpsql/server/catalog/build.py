@@ -136,8 +136,9 @@ def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyCo
             types.append(_type_row(ty.array_oid, "_" + ty.name, -1, "b", "A", ty.oid, 0,
                                    "array_in", False))
     _insert(con, f"{pg}.pg_type", types)
-    classes, attributes, descriptions, tables, info_tables, info_columns = \
-        [], [], [], [], [], []
+    classes: list[tuple[object, ...]] = []
+    attributes: list[tuple[object, ...]] = []
+    descriptions, tables, info_tables, info_columns = [], [], [], []
     catalog_names = list(TABLES)
     next_oid = 13500
     for name in catalog_names:

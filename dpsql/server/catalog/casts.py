@@ -45,6 +45,12 @@ def _cast(node: exp.Cast) -> exp.Expr:
             name = _unqualify(inner.name)
             new = _lookup_oid(name, table, column)
             new.meta["reg_literal"] = name
+        elif _is_text(inner):  # format('%I.%I', schema, name)::regclass (Metabase)
+            table, column = {"regclass": ("pg_class", "relname"),
+                             "regnamespace": ("pg_namespace", "nspname"),
+                             "regtype": ("pg_type", "typname")}[target]
+            new = _lookup_oid_of(inner, table, column)
+            new.meta["reg_source"] = inner.copy()
         else:
             new = exp.cast(inner.copy(), "BIGINT")
             new.meta["reg_source"] = inner.copy()
@@ -121,6 +127,29 @@ def _lookup_oid(name: str, table: str, column: str) -> exp.Expr:
     return sqlglot.parse_one(
         f"(SELECT x.oid FROM {PG_SCHEMA}.{table} x WHERE x.{column} = "
         f"{exp.Literal.string(name).sql('duckdb')} LIMIT 1)", read="duckdb")
+
+
+def _is_text(node: exp.Expression) -> bool:
+    """Whether a catalog query's expression is text by its form (a concatenation, or a cast
+    to text): cast to regclass, it names a relation rather than giving its oid."""
+    if isinstance(node, exp.DPipe | exp.Concat) or (
+            isinstance(node, exp.Anonymous) and node.name.lower() == "concat"):
+        return True
+    to = node.args.get("to") if isinstance(node, exp.Cast) else None
+    return to is not None and _type_name(to) in ("text", "varchar", "name")
+
+
+def _lookup_oid_of(text: exp.Expression, table: str, column: str) -> exp.Expr:
+    """The oid of the object a text names (``schema.name``, either part quoted): the last
+    part, unquoted; NULL when there is none."""
+    query = sqlglot.parse_one(
+        f"(SELECT x.oid FROM {PG_SCHEMA}.{table} x WHERE x.{column} = "
+        "replace(trim(regexp_extract(__t, '(\"(?:[^\"]|\"\")*\"|[^.]*)$'), '\"'), "
+        "'\"\"', '\"') LIMIT 1)", read="duckdb")
+    for col in list(query.find_all(exp.Column)):
+        if col.name == "__t":
+            col.replace(text.copy())
+    return query
 
 
 def _lookup_name(oid: exp.Expression, table: str, column: str) -> exp.Expr:

@@ -4,9 +4,11 @@ names as DuckDB's."""
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 
-from dpsql.server.catalog.model import SessionInfo
+from dpsql.server.catalog.model import CatalogError, SessionInfo
 from dpsql.server.catalog.tables import OWNER, OWNER_OID, PG_SCHEMA
 
 # Functions answered by macros in PG_SCHEMA (name -> list of (parameters, body)).
@@ -69,6 +71,8 @@ _MACROS: dict[str, list[tuple[str, str]]] = {
     "pg_current_xact_id": [("", "1")],
     "array_upper": [("a, d", "CASE WHEN a IS NULL OR len(a) = 0 THEN NULL ELSE len(a) END")],
     "array_lower": [("a, d", "CASE WHEN a IS NULL OR len(a) = 0 THEN NULL ELSE 1 END")],
+    "quote_literal": [("s", "CASE WHEN s IS NULL THEN 'NULL' ELSE chr(39) || "
+                            "replace(s, chr(39), chr(39) || chr(39)) || chr(39) END")],
     "quote_ident": [("s", "CASE WHEN regexp_full_match(s, '[a-z_][a-z0-9_$]*') THEN s "
                           "ELSE '\"' || replace(s, '\"', '\"\"') || '\"' END")],
     "to_regclass": [("s", f"(SELECT c.oid FROM {PG_SCHEMA}.pg_class c "
@@ -167,6 +171,8 @@ def _function(node: exp.Func, info: SessionInfo) -> exp.Expr:
         return value
     args = node.expressions if isinstance(node, exp.Anonymous) else \
         [a for a in node.args.values() if isinstance(a, exp.Expression)]
+    if isinstance(node, exp.Format):  # the format string, then its values
+        args = [node.this, *node.expressions]
     if name == "current_setting":  # the session's settings, never the catalog engine's
         if not args or not isinstance(args[0], exp.Literal):
             return exp.Null()
@@ -176,6 +182,8 @@ def _function(node: exp.Func, info: SessionInfo) -> exp.Expr:
         implicit = bool(args) and isinstance(args[0], exp.Boolean) and args[0].this
         schemas = ["pg_catalog", "public"] if implicit else ["public"]
         return exp.Array(expressions=[exp.Literal.string(s) for s in schemas])
+    if name == "format":
+        return _format(node, args)
     if name == "json_build_object":  # variadic, so no macro: DuckDB's json_object
         return exp.Anonymous(this="json_object", expressions=[a.copy() for a in args])
     if name in _MACROS:
@@ -202,3 +210,32 @@ def function_name(node: exp.Func) -> str:
             return name
     return node.sql_name().lower()
 
+
+
+def _format(node: exp.Func, args: list[exp.Expression]) -> exp.Expr:
+    """PostgreSQL's ``format('%I.%I', a, b)`` as a concatenation: ``%s`` the value as text
+    (NULL as nothing), ``%I`` quoted as an identifier where needed, ``%L`` as a literal,
+    ``%%`` a percent sign. Only a constant format string (Metabase's field sync)."""
+    if not args or not isinstance(args[0], exp.Literal) or not args[0].is_string:
+        raise CatalogError("format() with a format string that is not a constant is not "
+                           "supported in dpsql's catalog")
+    text, values = args[0].name, list(args[1:])
+    parts: list[exp.Expression] = []
+    for literal, spec in re.findall(r"([^%]*)(%.|$)", text):
+        if literal:
+            parts.append(exp.Literal.string(literal))
+        if spec == "%%":
+            parts.append(exp.Literal.string("%"))
+        elif spec in ("%s", "%I", "%L"):
+            if not values:
+                raise CatalogError("too few arguments for format()", "22023")
+            value: exp.Expression = exp.cast(values.pop(0).copy(), "VARCHAR")
+            if spec != "%s":
+                macro = "quote_ident" if spec == "%I" else "quote_literal"
+                value = exp.Dot(this=exp.to_identifier(PG_SCHEMA),
+                                expression=exp.Anonymous(this=macro, expressions=[value]))
+            parts.append(value)
+        elif spec:
+            raise CatalogError(f"format() specifier {spec} is not supported in dpsql's "
+                               "catalog")
+    return exp.Anonymous(this="concat", expressions=parts or [exp.Literal.string("")])

@@ -66,12 +66,12 @@ def declared_keys(metadata: Metadata) -> list[Key]:
     for tname, table in metadata.tables.items():
         if table.unit_path is None:
             continue
-        column, target, target_column = table.unit_path
+        source, target, target_column = table.unit_path
         referenced = unique.get((target, target_column))
         if referenced is None:  # the metadata check requires it; never invent a key
             continue
-        keys.append(Key(FIRST_CONSTRAINT_OID + len(keys), f"{tname}_{column}_fkey", "f", tname,
-                        column, _attnum(metadata, tname, column), referenced.index_oid,
+        keys.append(Key(FIRST_CONSTRAINT_OID + len(keys), f"{tname}_{source}_fkey", "f", tname,
+                        source, _attnum(metadata, tname, source), referenced.index_oid,
                         referenced.index_name, target, target_column,
                         _attnum(metadata, target, target_column), referenced.name))
     return keys
