@@ -17,9 +17,10 @@ catalog DuckDB lacks) or by DuckDB refusing it, and is always an error the clien
 (SQLSTATE 0A000 naming what is unsupported), never an empty answer: an empty table list looks
 like an empty database to the admin of a BI tool.
 
-Modules: :mod:`.tables` (the tables' columns and fixed OIDs), :mod:`.build` (the catalog DuckDB
-and its rows), :mod:`.keys` (keys from ``unique`` and ``unit_path``), :mod:`.keywords`, :mod:`.rewrite` with :mod:`.casts` and :mod:`.functions` (the query rewrite),
-:mod:`.names` (PostgreSQL's column names), :mod:`.model` (what a query depends on and answers).
+Modules: :mod:`.tables` (the tables' columns and fixed OIDs), :mod:`.build` (the catalog
+DuckDB and its rows), :mod:`.keys` (keys from ``unique`` and ``unit_path``), :mod:`.keywords`,
+:mod:`.rewrite` with :mod:`.casts` and :mod:`.functions` (the query rewrite), :mod:`.names`
+(PostgreSQL's column names), :mod:`.model` (what a query depends on and answers).
 """
 
 from __future__ import annotations
@@ -90,15 +91,20 @@ class Catalog:
 
     def _prepare(self, tree: exp.Expression, info: SessionInfo) -> CatalogQuery:
         names = pg_column_names(tree)
-        rewritten = rewrite(tree.copy(), info)
-        missing = self._unsupported(rewritten)
-        if missing:
-            raise CatalogError(f"dpsql's catalog has no function {missing}(): this catalog "
-                               "query is not supported")
         try:
-            text = rewritten.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE)
-        except SqlglotError as e:
-            raise CatalogError(f"dpsql's catalog cannot answer this query: {e}") from None
+            rewritten = rewrite(tree.copy(), info)
+            missing = self._unsupported(rewritten)
+            if missing:
+                raise CatalogError(f"dpsql's catalog has no function {missing}(): this "
+                                   "catalog query is not supported")
+            try:
+                text = rewritten.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE)
+            except SqlglotError as e:
+                raise CatalogError("dpsql's catalog cannot answer this query: "
+                                   f"{_first_line(e)}") from None
+        except CatalogError as e:
+            log.info("catalog query not answered: %s", str(e)[:200])
+            raise
         return CatalogQuery(text, names)
 
     def _unsupported(self, tree: exp.Expr) -> str | None:

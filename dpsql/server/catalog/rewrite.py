@@ -10,7 +10,7 @@ from sqlglot import exp
 from dpsql.server import types as t
 from dpsql.server.catalog.casts import _array_cast, _cast, _is_quantified, _quantified
 from dpsql.server.catalog.functions import INFO_MACROS, TABLE_MACROS, _function, _session_value
-from dpsql.server.catalog.model import SessionInfo
+from dpsql.server.catalog.model import CatalogError, SessionInfo
 from dpsql.server.catalog.tables import (
     ANALYST_OID,
     DATABASE_OID,
@@ -82,9 +82,9 @@ def _table(node: exp.Table, ctes: set[str], info: SessionInfo) -> exp.Expression
         node.set("catalog", None)
     elif schema == "information_schema" and name in INFO_TABLES:
         return _info_table(name, node, info)
-    elif schema == "information_schema":
-        node.set("db", exp.to_identifier(IS_SCHEMA))
-        node.set("catalog", None)
+    elif schema in ("pg_catalog", "information_schema"):
+        # decided here, before running: pg_stats and its kin would hold data
+        raise CatalogError(f"{schema}.{name} is not supported in dpsql's catalog")
     return node
 
 
