@@ -22,8 +22,10 @@ class SessionInfo:
         return (self.user, self.database, self.pid, tuple(sorted(self.settings.items())))
 
 
-@dataclass
+@dataclass(frozen=True)
 class CatalogQuery:
+    """A rewritten catalog query; cached and shared by sessions, so never changed."""
+
     sql: str  # DuckDB SQL over the catalog
     names: list[str] | None  # PostgreSQL's column names, when they can be computed
 
