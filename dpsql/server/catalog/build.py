@@ -72,9 +72,9 @@ def _table_comment(table: Table) -> str:
     return "; ".join(parts)
 
 
-
 def build(con: duckdb.DuckDBPyConnection, metadata: Metadata,
           table_oids: dict[str, int]) -> None:
+    """Create the catalog's schemas, tables and macros on ``con`` and fill them."""
     con.execute(f"CREATE SCHEMA {PG_SCHEMA}")
     con.execute(f"CREATE SCHEMA {IS_SCHEMA}")
     for name, columns in TABLES.items():
@@ -100,6 +100,7 @@ def build(con: duckdb.DuckDBPyConnection, metadata: Metadata,
         con.execute(f"CREATE MACRO {PG_SCHEMA}.{name}({params}) AS TABLE {body}")
     _fill(metadata, table_oids, con)
 
+
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Sequence[object]],
             columns: Sequence[str] | None = None) -> None:
     if not rows:
@@ -107,6 +108,7 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Sequence[
     names = f" ({', '.join(columns)})" if columns else ""
     marks = ", ".join("?" for _ in rows[0])
     con.executemany(f"INSERT INTO {table}{names} VALUES ({marks})", [list(r) for r in rows])
+
 
 def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyConnection) -> None:
     pg, md = PG_SCHEMA, metadata
@@ -221,7 +223,6 @@ def _info_column(table: str, name: str, num: int, column: Column,
             0 if ty.oid == t.DATE else None, None, None, None, None, None, None, None, None,
             None, None, None, None, "pg_catalog", ty.name, None, None, None, None, str(num),
             "NO", "NO", None, None, None, None, None, "NO", "NEVER", None, "NO")
-
 
 
 def _fill_keys(con: duckdb.DuckDBPyConnection, metadata: Metadata, table_oids: dict[str, int],

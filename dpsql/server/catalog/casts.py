@@ -115,7 +115,6 @@ def _array_of(items: list[Any]) -> exp.Expression:
         else exp.Literal.string(item) for item in items])
 
 
-
 def _unqualify(name: str) -> str:
     last = name.split(".")[-1].strip()
     if last.startswith('"') and last.endswith('"'):

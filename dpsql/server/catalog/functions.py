@@ -116,7 +116,6 @@ _PLAIN_TYPES = {
 }
 
 
-
 _DUCK_NAMES = {
     "int2": "SMALLINT", "smallint": "SMALLINT", "int4": "INTEGER", "int": "INTEGER",
     "integer": "INTEGER", "int8": "BIGINT", "bigint": "BIGINT", "float4": "FLOAT",
@@ -141,7 +140,6 @@ def _duck_type(name: str) -> str | None:
     if name in _REG_NAMESPACE_TYPES:
         return "BIGINT"
     return _DUCK_NAMES.get(name)
-
 
 
 def _session_value(name: str, info: SessionInfo) -> exp.Expression | None:
@@ -209,7 +207,6 @@ def function_name(node: exp.Func) -> str:
         if isinstance(node, cls):
             return name
     return node.sql_name().lower()
-
 
 
 def _format(node: exp.Func, args: list[exp.Expression]) -> exp.Expr:

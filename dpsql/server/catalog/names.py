@@ -30,7 +30,6 @@ def _type_name(to: exp.Expression) -> str:
     return text.strip()
 
 
-
 # -- names -----------------------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ def rewrite(tree: exp.Expr, info: SessionInfo) -> exp.Expr:
                 node.replace(new)
     return tree
 
+
 def _rewrite_node(node: exp.Expr, ctes: set[str],
                   info: SessionInfo) -> exp.Expr:
     if isinstance(node, exp.Table):
@@ -61,6 +62,7 @@ def _rewrite_node(node: exp.Expr, ctes: set[str],
     if isinstance(node, exp.Column):
         return _column(node, info)
     return node
+
 
 def _table(node: exp.Table, ctes: set[str], info: SessionInfo) -> exp.Expression:
     schema, name = node.db.lower(), node.name.lower()
@@ -88,7 +90,6 @@ def _table(node: exp.Table, ctes: set[str], info: SessionInfo) -> exp.Expression
     return node
 
 
-
 # -- rewriting pieces ------------------------------------------------------------------------
 
 _BARE_FUNCTIONS = {"current_user", "session_user", "user", "current_role", "current_catalog",
@@ -107,7 +108,6 @@ def _column(node: exp.Column, info: SessionInfo) -> exp.Expression:
             node.set("db", exp.to_identifier(PG_SCHEMA if schema == "pg_catalog" else IS_SCHEMA))
         node.set("catalog", None)
     return node
-
 
 
 def _session_table(name: str, node: exp.Table, info: SessionInfo) -> exp.Expression:
