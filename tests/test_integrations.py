@@ -106,10 +106,16 @@ def test_dialect_reflects_the_catalog(served, scheme: str) -> None:
         assert isinstance(columns["income"]["type"], sa.Float)
         assert "declared bounds 18 .. 95" in columns["age"]["comment"]
         for table in ("people", "visits"):
-            assert inspector.get_pk_constraint(table)["constrained_columns"] == []
-            assert inspector.get_foreign_keys(table) == []
-            assert inspector.get_indexes(table) == []
             assert "privacy unit person_id" in inspector.get_table_comment(table)["text"]
+        # keys from the declarations: visit_id is unique = true, prescriptions' unit_path
+        assert inspector.get_pk_constraint("people")["constrained_columns"] == []
+        primary = inspector.get_pk_constraint("visits")
+        assert (primary["constrained_columns"], primary["name"]) == (["visit_id"], "visits_pkey")
+        assert [(fk["constrained_columns"], fk["referred_table"], fk["referred_columns"])
+                for fk in inspector.get_foreign_keys("prescriptions")] == [
+            (["visit_id"], "visits", ["visit_id"])]
+        assert inspector.get_foreign_keys("visits") == []
+        assert inspector.get_indexes("people") == []
     finally:
         eng.dispose()
 

@@ -6,7 +6,7 @@ behaviour by dialect name (Apache Superset's engine specs, see
 :mod:`dpsql.integrations.superset`) can tell a dpsql server from a PostgreSQL one. Reflection
 (``get_table_names``, ``get_columns``, ``get_pk_constraint``, ``get_foreign_keys``,
 ``get_indexes``) runs the PostgreSQL dialect's own catalog queries, which the server answers from
-the metadata only (dpsql/server/catalog.py): table and column names, types, nullability, and
+the metadata only (dpsql/server/catalog/): table and column names, types, nullability, and
 the declared bounds and domains as column comments. All of that is public by the privacy model
 (the metadata is the owner's public declaration), so reflecting costs no budget.
 

@@ -36,6 +36,12 @@ _COLLATE = re.compile(r"\s+COLLATE\s+(pg_catalog\s*\.\s*)?\"?default\"?", re.I)
 # schema-qualified, the same type parses (asyncpg's type introspection writes ``$1::oid[]``).
 _CATALOG_ARRAY = re.compile(r"(::|\bAS)\s*(?<!\.)\b(oid|xid|cid|tid|aclitem|reg[a-z]+)\s*\[\s*\]",
                             re.I)
+# A keyword after AS is a column name to PostgreSQL; sqlglot reads it as the keyword, so it is
+# quoted (lower case, as PostgreSQL folds it): Metabase's table-privileges query says
+# "... as select, ... as delete". AS before a statement keyword starts nothing else in a SELECT
+# (a CTE's body is parenthesised).
+_KEYWORD_ALIASES = [(re.compile(rf"(\bAS\s+){word}\b", re.I), rf'\1"{word}"')
+                    for word in ("select", "insert", "update", "delete", "table")]
 # Functions a catalog query may not call (engine internals, files, settings, secrets).
 _DENIED_FUNCTIONS = {"query", "query_table", "glob", "which_secret", "getenv", "setseed",
                      "checkpoint", "force_checkpoint", "enable_profiling", "disable_profiling",
@@ -229,6 +235,8 @@ def clean(text: str) -> str:
         return text
     text = sqltext.sub_code(_OPERATOR, r"\1", text)
     text = sqltext.sub_code(_COLLATE, "", text)
+    for pattern, quoted in _KEYWORD_ALIASES:
+        text = sqltext.sub_code(pattern, quoted, text)
     return sqltext.sub_code(_CATALOG_ARRAY, r"\1 pg_catalog.\2[]", text)
 
 
