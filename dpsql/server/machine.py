@@ -26,6 +26,7 @@ from sqlglot.errors import SqlglotError
 
 from dpsql import errors
 from dpsql.explain import render
+from dpsql.parse import check_size
 from dpsql.server import commands, cursors, paramtypes, sqltext
 from dpsql.server import protocol as p
 from dpsql.server import settings as st
@@ -141,9 +142,13 @@ class Machine:
     async def on_query(self, body: p.Reader) -> bool:
         text = p.parse_query(body)
         try:
-            parts = sqltext.split(text)
+            parts = await self.classified(text)
         except sqltext.SQLTextError as e:
             self.send_error(PgError("42601", str(e)))
+            self.send(p.ready_for_query(self.status))
+            return True
+        except PgError as e:  # cancelled while being read
+            self.send_error(e)
             self.send(p.ready_for_query(self.status))
             return True
         if not parts:
@@ -158,10 +163,28 @@ class Machine:
         self.send(p.ready_for_query(self.status))
         return True
 
-    async def _run_parts(self, parts: list[str]) -> bool:
+    async def classified(self, text: str, infer: bool = False) -> list[Statement]:
+        """The statements of ``text``, split and classified in the pool: their cost grows with
+        the text, and nothing that does may run on the event loop, which serves every other
+        connection. ``infer``: their parameter types are inferred there too (cached)."""
+        def work() -> list[Statement]:
+            classifier = self.server.classifier
+            try:  # the whole message, before it is even split (dpsql.parse.check_size)
+                check_size(text)
+            except errors.QueryTooComplex as e:
+                raise from_dpsql(e) from None
+            statements = [classifier.classify(part) for part in sqltext.split(text)]
+            if infer:
+                for statement in statements:
+                    classifier.inferred(statement)
+            return statements
+
+        result: list[Statement] = await self.blocking(work, timed=False)
+        return result
+
+    async def _run_parts(self, parts: list[Statement]) -> bool:
         """Run a simple Query's statements up to the first error; whether all succeeded."""
-        for part in parts:
-            statement = self.server.classifier.classify(part)
+        for statement in parts:
             try:
                 outcome = await self.execute(statement, [], privacy=self.privacy())
                 if outcome.fields is not None:
@@ -194,12 +217,12 @@ class Machine:
         if msg.name and msg.name in self.statements:
             raise PgError("42P05", f'prepared statement "{msg.name}" already exists')
         try:
-            parts = sqltext.split(msg.query)
+            parts = await self.classified(msg.query, infer=True)
         except sqltext.SQLTextError as e:
             raise PgError("42601", str(e)) from None
         if len(parts) > 1:
             raise PgError("42601", "cannot insert multiple commands into a prepared statement")
-        statement = self.server.classifier.classify(parts[0] if parts else "")
+        statement = parts[0] if parts else self.server.classifier.classify("")
         inferred = self.server.classifier.inferred(statement)
         param_types = paramtypes.combine(msg.param_types, statement.nparams, inferred)
         self.statements[msg.name] = Prepared(statement, param_types, inferred=inferred)
