@@ -482,10 +482,15 @@ class Machine:
     async def run_catalog(self, statement: Statement, params: Sequence[object],
                           param_types: Sequence[int], describe_only: bool = False) -> Outcome:
         catalog = self.server.catalog
-        try:
+        info = self.session_info()
+
+        def prepare() -> Any:  # in the pool: the parameters' text may be long
             tree, key = _catalog_tree(statement, params, param_types)
-            query = catalog.prepare(key, tree, self.session_info())
-        except (SqlglotError, ValueError) as e:
+            return catalog.prepare(key, tree, info)
+
+        try:
+            query = await self.blocking(prepare, timed=False)
+        except (SqlglotError, ValueError, RecursionError) as e:
             raise PgError("42601", f"cannot parse the catalog query: {e}") from None
         except CatalogError as e:
             raise PgError(e.sqlstate, str(e)) from None
