@@ -9,9 +9,14 @@ where.
 
 from __future__ import annotations
 
+import base64
 import logging
+import secrets
+import socket
+import struct
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,7 +24,8 @@ import pytest
 import dpsql
 from dpsql.parse import check_size
 from dpsql.server import ServerConfig, machine, serve_in_thread
-from dpsql.server.testing import RawClient, error_fields, sandbox
+from dpsql.server.auth import set_password
+from dpsql.server.testing import RawClient, ServerClosed, error_fields, message, sandbox
 
 PASSWORD = "hostile-test-password"
 
@@ -31,10 +37,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace
                              "bob": (PASSWORD, 100000.0, 0.5)})
     db = dpsql.Database(setup.database, setup.metadata)
     config = ServerConfig(port=0, passwords=setup.passwords, auth_failure_delay=0.0)
+    # A second server on the same database, with short timeouts and few tries.
+    short = ServerConfig(port=0, passwords=setup.passwords, auth_failure_delay=0.0,
+                         auth_timeout=0.5, idle_timeout=0.5, failed_logins_per_source=3,
+                         failed_logins_per_name=3)
     try:
-        with serve_in_thread(db, config) as running:
+        with serve_in_thread(db, config) as running, serve_in_thread(db, short) as strict:
             yield SimpleNamespace(port=running.port, server=running.server, setup=setup,
-                                  folder=folder)
+                                  folder=folder, db=db, strict=strict)
     finally:
         db.close()
 
@@ -132,3 +142,121 @@ def test_the_statement_cache_is_bounded_by_bytes(served: SimpleNamespace,
         client.close()
     assert 0 < cache.bytes <= cache.max_bytes
     assert len(cache) < 12
+
+
+# -- 3. authentication as PostgreSQL does it -----------------------------------------------------
+
+
+def _server_first(port: int, user: str) -> tuple[bytes, int]:
+    """The salt and iteration count the server offers ``user`` (the exchange is then left)."""
+    client = RawClient(port)
+    try:
+        client.send(RawClient.startup_packet(user))
+        kind, body = client.message()
+        assert kind == b"R" and struct.unpack("!i", body[:4])[0] == 10
+        first = b"n,,n=,r=" + base64.b64encode(secrets.token_bytes(18))
+        client.send(message(b"p", b"SCRAM-SHA-256\0" + struct.pack("!i", len(first)) + first))
+        kind, body = client.message()
+        assert kind == b"R" and struct.unpack("!i", body[:4])[0] == 11
+        attrs = dict(part.split("=", 1) for part in body[4:].decode().split(","))
+        return base64.b64decode(attrs["s"]), int(attrs["i"])
+    finally:
+        client.close()
+
+
+def test_unknown_names_get_a_stable_salt_and_the_analysts_iteration_count(
+        served: SimpleNamespace, tmp_path: Path) -> None:
+    """Across a restart an unknown name keeps its fake salt, as a real analyst keeps hers, and
+    its iteration count is the one the analysts' verifiers use. Before, the fake salt came from
+    a per-process secret and the count was always 4096."""
+    passwords = tmp_path / "passwords.toml"
+    set_password(passwords, "carol", "pw", iterations=5000)
+    set_password(passwords, "dave", "pw", iterations=5000)
+    offered = []
+    for _ in range(2):  # two servers, one after the other: a restart
+        with serve_in_thread(served.db, ServerConfig(port=0, passwords=passwords)) as running:
+            offered.append((_server_first(running.port, "carol"),
+                            _server_first(running.port, "nobody")))
+    (carol, nobody), (carol_again, nobody_again) = offered
+    assert carol == carol_again and nobody == nobody_again
+    assert carol[0] != nobody[0] and carol[1] == nobody[1] == 5000
+    assert len(carol[0]) == len(nobody[0])
+
+
+def test_a_long_sasl_message_is_refused_from_its_header(served: SimpleNamespace) -> None:
+    """A SASL message announcing 1 MiB is refused at once, before its body is sent. Before,
+    the server waited to read up to 1 MiB from a client that had not logged in."""
+    client = RawClient(served.port)
+    try:
+        client.send(RawClient.startup_packet("alice"))
+        assert client.message()[0] == b"R"
+        client.send(b"p" + struct.pack("!i", 1 << 20))  # the header alone
+        kind, body = client.message()
+    finally:
+        client.close()
+    assert kind == b"E" and error_fields(body)["C"] == "54000", error_fields(body)
+
+
+def test_silent_connections_do_not_lock_analysts_out(served: SimpleNamespace,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """100 TCP connections that never say a word, then an analyst logs in and is answered.
+    Before, they held every one of the 100 connection slots: 53300 for 30 s."""
+    caplog.set_level(logging.INFO, logger="dpsql.server")
+    silent = [socket.create_connection(("127.0.0.1", served.port)) for _ in range(100)]
+    try:
+        client = _client(served)
+        try:
+            assert client.query("SELECT 1")[-1][0] == b"Z"
+        finally:
+            client.close()
+    finally:
+        for sock in silent:
+            sock.close()
+    assert any("still logging in" in r.getMessage() for r in caplog.records)
+
+
+def test_a_client_that_does_not_log_in_is_closed(served: SimpleNamespace) -> None:
+    client = RawClient(served.strict.port)
+    try:
+        client.send(RawClient.startup_packet("alice"))
+        assert client.message()[0] == b"R"
+        kind, body = client.message()  # nothing sent: the authentication timeout
+    finally:
+        client.close()
+    assert kind == b"E" and error_fields(body)["C"] == "08006"
+
+
+def test_an_idle_session_is_closed_at_the_owners_timeout(served: SimpleNamespace) -> None:
+    """Before, a logged-in connection that said nothing held its slot for ever."""
+    client = RawClient(served.strict.port)
+    try:
+        client.login("alice", PASSWORD)
+        kind, body = client.message()  # nothing sent: the idle timeout
+        with pytest.raises((ServerClosed, OSError)):
+            client.message()
+    finally:
+        client.close()
+    assert kind == b"E" and error_fields(body)["C"] == "57P05", error_fields(body)
+
+
+def test_failed_logins_are_logged_once_and_rate_limited(
+        served: SimpleNamespace, caplog: pytest.LogCaptureFixture) -> None:
+    """Each failure is one log line that tells the owner whether the name exists; after three
+    failures from this address, even the right password is refused at once, with a message
+    that says why. Before, failures were unlimited and the log did not tell unknown names
+    from analysts."""
+    caplog.set_level(logging.INFO, logger="dpsql.server")
+    throttle = served.strict.server.throttle
+    try:
+        for user in ("alice", "nobody", "alice"):
+            with pytest.raises(ServerClosed, match="password authentication failed"):
+                RawClient(served.strict.port).login(user, "wrong password")
+        with pytest.raises(ServerClosed, match="too many failed logins"):
+            RawClient(served.strict.port).login("bob", PASSWORD)
+    finally:
+        throttle._failures.clear()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("failed login")]
+    assert len(lines) == 3, lines
+    assert "analyst 'alice'" in lines[0] and "wrong password" in lines[0]
+    assert "unknown name 'nobody'" in lines[1] and "no such analyst" in lines[1]
+    assert not _tracebacks(caplog)
