@@ -12,8 +12,10 @@ from __future__ import annotations
 import base64
 import logging
 import secrets
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +24,11 @@ from types import SimpleNamespace
 import pytest
 
 import dpsql
+from dpsql import errors
 from dpsql.parse import check_size
 from dpsql.server import ServerConfig, machine, serve_in_thread
 from dpsql.server.auth import set_password
+from dpsql.server.outcome import OWNER_SIDE
 from dpsql.server.testing import RawClient, ServerClosed, error_fields, message, sandbox
 
 PASSWORD = "hostile-test-password"
@@ -59,6 +63,17 @@ def _error(messages: list[tuple[bytes, bytes]]) -> dict[str, str]:
     found = [error_fields(body) for kind, body in messages if kind == b"E"]
     assert found, messages
     return found[0]
+
+
+def _wait_for(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRecord]:
+    """The records holding ``text``, once there is one (the server's thread logs them after
+    the client has seen the connection close); at most 100 waits of 0.1 s."""
+    for _ in range(100):
+        found = [r for r in caplog.records if text in r.getMessage()]
+        if found:
+            return found
+        threading.Event().wait(0.1)
+    return []
 
 
 def _tracebacks(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -259,4 +274,66 @@ def test_failed_logins_are_logged_once_and_rate_limited(
     assert len(lines) == 3, lines
     assert "analyst 'alice'" in lines[0] and "wrong password" in lines[0]
     assert "unknown name 'nobody'" in lines[1] and "no such analyst" in lines[1]
+    assert not _tracebacks(caplog)
+
+
+# -- 4. logs an owner can read -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_port(served: SimpleNamespace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    openssl = shutil.which("openssl")
+    assert openssl, "openssl is needed to make a test certificate (apt-get install openssl)"
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    config = ServerConfig(port=0, passwords=served.setup.passwords, tls_cert=cert, tls_key=key)
+    with serve_in_thread(served.db, config) as running:
+        yield running.port
+
+
+@pytest.mark.parametrize("hello", [b"this is not a TLS ClientHello" * 4, b""],
+                         ids=["garbage", "hang-up"])
+def test_a_failed_tls_handshake_is_one_line_without_traceback(
+        tls_port: int, caplog: pytest.LogCaptureFixture, hello: bytes) -> None:
+    """Before, each one logged an internal error with a 3.6 KB traceback, no login needed."""
+    caplog.set_level(logging.INFO)
+    with socket.create_connection(("127.0.0.1", tls_port), timeout=10) as sock:
+        sock.sendall(struct.pack("!ii", 8, 80877103))  # SSLRequest
+        assert sock.recv(1) == b"S"
+        if hello:
+            sock.sendall(hello)
+            while sock.recv(4096):  # until the server closes
+                pass
+    if hello:
+        served_log = _wait_for(caplog, "TLS handshake failed")
+        assert len(served_log) == 1 and served_log[0].levelno == logging.INFO, served_log
+    assert not _tracebacks(caplog)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_an_owner_side_failure_shows_the_analyst_no_path(
+        served: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An engine, metadata or ledger failure names files and hosts: the analyst gets a fixed
+    message with its SQLSTATE, the owner's log the text (one line, no traceback)."""
+    secret_path = "/srv/owner-only/ledger.sqlite"
+
+    def failing(*args: object, **kwargs: object) -> object:
+        raise errors.OperationalError(f"cannot open the budget ledger {secret_path}: gone")
+
+    monkeypatch.setattr(served.server, "run_query", failing)
+    caplog.set_level(logging.INFO)
+    client = _client(served)
+    try:
+        error = _error(client.query("SELECT COUNT(*) FROM people"))
+    finally:
+        client.close()
+    assert error["C"] == "58000" and error["M"] == OWNER_SIDE
+    assert secret_path not in str(error)
+    owner = [r for r in caplog.records if secret_path in r.getMessage()]
+    assert len(owner) == 1 and owner[0].name == "dpsql.owner"
     assert not _tracebacks(caplog)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import ssl
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -214,7 +215,14 @@ class Session:
             return
         self.writer.write(b"S")
         await self.writer.drain()
-        await self.writer.start_tls(self.server.ssl_context)
+        try:
+            await self.writer.start_tls(self.server.ssl_context)
+        except (ssl.SSLError, ConnectionError, OSError) as e:
+            # A client's doing (a scanner, an old client, a wrong certificate): one line, no
+            # traceback; the connection is closed (nothing can be said in the clear now).
+            log.info("session from %s: TLS handshake failed: %s", self.peer,
+                     getattr(e, "reason", None) or type(e).__name__)
+            raise Terminate from None
         self.tls = True
 
     def refusal(self, startup: p.Startup) -> tuple[str, str] | None:
