@@ -30,17 +30,17 @@ DEFAULT_IDLE_TIMEOUT = 1800.0
 #: query's answer time shows the difference is about 0.4% for d = 0.2 ms at 50 ms, and three
 #: times that at 16 ms.
 #:
-#: *What it costs.* The grid delays each fresh answer (25 ms on average at 50 ms; reused
-#: answers and refusals read no data and are not padded). It does not serialise the server:
-#: queries waiting for their grid point hold no lock and not the GIL, each on its own thread
-#: (the server runs one per connection), so the server's throughput is bounded by its CPU, not
-#: by the grid (benchmarks/bench_server.py, two cores shared with other jobs: 32 clients got
-#: 439 fresh answers per second at 50 ms and 450 with no grid). What the grid does bound is a
-#: client that waits for each answer before sending the next: at most 1 / g fresh answers per
-#: second, so c such clients at most c / g -- 160 for 8 clients at 50 ms. Serving 500 fresh
-#: answers per second to 8 such clients would need g <= 16 ms, three times the timing leak
-#: above; the default keeps 50 ms and leaves that trade to the owner, who can set
-#: ``[server] time_grid`` knowing it (or have more clients in flight).
+#: *What it costs.* The grid delays each fresh answer (25 ms on average at 50 ms; reused answers and
+#: refusals read no data and are not padded). It does not serialise the server: queries waiting for
+#: their grid point hold no lock and not the GIL (the server waits for them on its event loop,
+#: holding no thread), so the server's throughput is bounded by its CPU, not by the grid
+#: (benchmarks/bench_server.py, two cores shared with other jobs: 32 clients got 439 fresh answers
+#: per second at 50 ms and 450 with no grid). What the grid does bound is a client that waits for
+#: each answer before sending the next: at most 1 / g fresh answers per second, so c such clients at
+#: most c / g -- 160 for 8 clients at 50 ms. Serving 500 fresh answers per second to 8 such clients
+#: would need g <= 16 ms, three times the timing leak above; the default keeps 50 ms and leaves that
+#: trade to the owner, who can set ``[server] time_grid`` knowing it (or have more clients in
+#: flight).
 #:
 #: An unmetered database gets no grid unless the owner sets one: nothing bounds its total
 #: privacy loss, so padding buys no guarantee there (and it would slow the bulk queries of

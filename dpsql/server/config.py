@@ -60,7 +60,7 @@ class ServerConfig:
     failed_logins_per_name: int = 30
     failed_login_window: float = 60.0
     max_message_size: int = p.DEFAULT_MAX_MESSAGE
-    workers: int = 0  # threads answering queries; 0: max_connections (at least 4 per CPU)
+    workers: int = 0  # threads answering queries; 0: 8 per core, 8 to 32 (default_workers)
 
 
 class ServerLike(Protocol):
@@ -88,7 +88,8 @@ class ServerLike(Protocol):
     def idle_timeout(self) -> float: ...
 
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
-                  parameters: Sequence[object] | None, analyst: str) -> Any: ...
+                  parameters: Sequence[object] | None, analyst: str,
+                  release: list[float] | None = None) -> Any: ...
 
     def budget(self, analyst: str) -> Any: ...
 

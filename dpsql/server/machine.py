@@ -16,7 +16,9 @@ no privacy decision.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -450,15 +452,20 @@ class Machine:
         still running when the cancel came, finer than the answer time on the owner's grid.
         """
         epsilon, delta, mechanism = privacy
+        release: list[float] = []
 
         def answer() -> Any:
-            return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
-                                         params or None, self.user)
+            try:
+                return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
+                                             params or None, self.user, release)
+            except errors.Error as e:  # released on the grid too, as an answer is
+                return e
 
-        try:
-            result = await self.blocking(answer, timed=False)
-        except errors.Error as e:
-            raise from_dpsql(e) from None
+        result = await self.blocking(answer, timed=False)
+        if release:  # the library's time grid, waited for here without holding a thread
+            await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
+        if isinstance(result, errors.Error):
+            raise from_dpsql(result)
         columns = [(c.name, c.type) for c in result.columns]
         fields = fields_of(columns, statement.names)
         return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}")

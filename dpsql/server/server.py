@@ -61,12 +61,12 @@ class Server:
                    for name, table in db.metadata.tables.items()}
         self.classifier = Classifier(set(db.metadata.tables), self.catalog.catalog_tables,
                                      columns=columns)
-        # A connection has at most one query in flight, and a fresh answer holds its thread
-        # while it waits for its grid point (dpsql.limits.pad_to_grid): with a thread per
-        # allowed connection, no query waits for a thread while others sleep out their grid.
-        # Threads start only when needed (ThreadPoolExecutor), so idle ones cost nothing.
-        workers = self.config.workers or max(min(32, 4 * (os.cpu_count() or 2)),
-                                             self.config.max_connections)
+        # Threads do CPU work only (parsing, planning, the engine, the ledger's fsync): a fresh
+        # answer waits for its grid point on the event loop, not on a thread (Database.run's
+        # ``release``). More threads than that only contend for the GIL and the cores:
+        # benchmarks/bench_server.py measured throughput falling from 167 to 66 queries/s
+        # between 50 and 200 connections with a thread per connection.
+        workers = self.config.workers or default_workers()
         self.executor = concurrent.futures.ThreadPoolExecutor(workers,
                                                               thread_name_prefix="dpsql-query")
         self.sessions: dict[int, Session] = {}
@@ -135,11 +135,14 @@ class Server:
         return len(self.sessions) >= self.config.max_connections
 
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
-                  parameters: Sequence[object] | None, analyst: str) -> Any:
-        """One private query through the library, charged to ``analyst``."""
+                  parameters: Sequence[object] | None, analyst: str,
+                  release: list[float] | None = None) -> Any:
+        """One private query through the library, charged to ``analyst``; ``release``: see
+        :meth:`dpsql.Database.run` (the session waits for the time grid without a thread)."""
         cap = self.config.statement_timeout
-        return self.db.query(sql, epsilon, delta, mechanism, parameters=parameters,
-                             analyst=analyst, timeout=cap if cap > 0 else None)
+        return self.db.run(sql, epsilon, delta, mechanism, parameters=parameters,
+                           analyst=analyst, timeout=cap if cap > 0 else None,
+                           release=release).result
 
     def budget(self, analyst: str) -> Any:
         budget = getattr(self.db, "budget", None)
@@ -232,6 +235,13 @@ class Server:
             await self._server.wait_closed()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.catalog.close()
+
+
+def default_workers() -> int:
+    """Threads answering queries: eight per core, between 8 and 32. They compute, and wait
+    for the ledger's fsync (group commit batches the charges of the threads waiting at once)
+    and the engine; many more only contend for the GIL (benchmarks/bench_server.py)."""
+    return min(32, max(8, 8 * (os.cpu_count() or 2)))
 
 
 @dataclass
