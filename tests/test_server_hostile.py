@@ -27,7 +27,7 @@ import dpsql
 from dpsql import errors
 from dpsql.parse import check_size
 from dpsql.server import ServerConfig, machine, serve_in_thread
-from dpsql.server.auth import set_password
+from dpsql.server.auth import LoginThrottle, secret_path, server_secret, set_password
 from dpsql.server.outcome import OWNER_SIDE
 from dpsql.server.testing import RawClient, ServerClosed, error_fields, message, sandbox
 
@@ -337,3 +337,28 @@ def test_an_owner_side_failure_shows_the_analyst_no_path(
     owner = [r for r in caplog.records if secret_path in r.getMessage()]
     assert len(owner) == 1 and owner[0].name == "dpsql.owner"
     assert not _tracebacks(caplog)
+
+
+def test_the_login_throttle_forgets_after_its_window_and_bounds_its_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    throttle = LoginThrottle(per_source=2, per_name=3, window=60.0)
+    throttle.failed("10.0.0.1", "alice", now=0.0)
+    assert throttle.wait("10.0.0.1", "bob", now=1.0) == 0.0
+    throttle.failed("10.0.0.1", "bob", now=1.0)
+    assert throttle.wait("10.0.0.1", "carol", now=2.0) == pytest.approx(58.0)  # per source
+    assert throttle.wait("10.0.0.2", "alice", now=2.0) == 0.0
+    throttle.failed("10.0.0.2", "alice", now=2.0)
+    throttle.failed("10.0.0.3", "alice", now=3.0)
+    assert throttle.wait("10.0.0.4", "alice", now=4.0) == pytest.approx(56.0)  # per name
+    assert throttle.wait("10.0.0.4", "alice", now=61.0) == 0.0  # the window has passed
+    monkeypatch.setattr(LoginThrottle, "MAX_KEYS", 8)
+    for i in range(100):  # random names from random addresses: memory stays bounded
+        throttle.failed(f"10.1.0.{i}", f"name{i}", now=100.0 + i)
+    assert len(throttle._failures) <= 8
+
+
+def test_the_server_secret_is_kept_private_and_reused(tmp_path: Path) -> None:
+    passwords = tmp_path / "dpsql-passwords.toml"
+    first = server_secret(passwords)
+    assert server_secret(passwords) == first and len(first) == 32
+    assert secret_path(passwords).stat().st_mode & 0o777 == 0o600

@@ -300,19 +300,19 @@ class LoginThrottle:
 
     def failed(self, source: str, name: str, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        if len(self._failures) >= self.MAX_KEYS:
-            self._forget(now)
         for key in (("source", source), ("name", name)):
             limit = self.limits[key[0]]
             if limit > 0:
                 times = self._failures.setdefault(key, collections.deque(maxlen=limit))
                 times.append(now)
+        if len(self._failures) > self.MAX_KEYS:
+            self._forget(now)
 
     def _forget(self, now: float) -> None:
         stale = [k for k, t in self._failures.items() if not t or t[-1] + self.window < now]
         for key in stale:
             del self._failures[key]
-        while len(self._failures) >= self.MAX_KEYS:  # all recent: the oldest keys go
+        while len(self._failures) > self.MAX_KEYS:  # all recent: the oldest keys go
             del self._failures[next(iter(self._failures))]
 
 
