@@ -285,6 +285,9 @@ class Session:
 
     async def begin_session(self, params: dict[str, str]) -> bool:
         machine = self.machine
+        if self.server.full():  # taken while this client logged in
+            await self.fatal("53300", "sorry, too many clients already")
+            return False
         try:
             machine.login(self.user, self.database, params)
         except st.SettingError as e:
