@@ -159,6 +159,29 @@ def test_the_statement_cache_is_bounded_by_bytes(served: SimpleNamespace,
     assert len(cache) < 12
 
 
+def test_named_prepared_statements_are_bounded_per_session(served: SimpleNamespace) -> None:
+    """Each named statement holds its parse: a session cannot pile them up without limit."""
+    client = _client(served)
+    filler = "x" * 60_000
+    try:
+        errors_seen = []
+        for i in range(6):  # 6 x 60,000 characters: over the 256 KiB a session may hold
+            sql = f"SELECT '{filler}' AS v{i}"
+            client.send(message(b"P", f"s{i}\0{sql}\0".encode() + struct.pack("!h", 0))
+                        + message(b"S", b""))
+            answer = client.until(b"Z")
+            errors_seen += [error_fields(b)["C"] for k, b in answer if k == b"E"]
+        client.send(message(b"Q", b"DEALLOCATE ALL\0"))
+        client.until(b"Z")
+        client.send(message(b"P", f"again\0SELECT '{filler}'\0".encode()
+                            + struct.pack("!h", 0)) + message(b"S", b""))
+        again = client.until(b"Z")
+    finally:
+        client.close()
+    assert errors_seen == ["54000", "54000"], errors_seen
+    assert not any(k == b"E" for k, _ in again)
+
+
 # -- 3. authentication as PostgreSQL does it -----------------------------------------------------
 
 

@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpsql.server")
 
 FLUSH_AT = 64 * 1024  # bytes of output after which rows are written out before the rest
+# Named prepared statements one session may hold, and their total SQL text.
+MAX_PREPARED = 1000
+MAX_PREPARED_TEXT = 256 * 1024
 
 
 class Blocking(Protocol):
@@ -225,11 +228,22 @@ class Machine:
         if len(parts) > 1:
             raise PgError("42601", "cannot insert multiple commands into a prepared statement")
         statement = parts[0] if parts else self.server.classifier.classify("")
+        if msg.name:
+            self._room_for(statement.text)
         inferred = self.server.classifier.inferred(statement)
         param_types = paramtypes.combine(msg.param_types, statement.nparams, inferred)
         self.statements[msg.name] = Prepared(statement, param_types, inferred=inferred)
         self.send(p.PARSE_COMPLETE)
         return False
+
+    def _room_for(self, text: str) -> None:
+        """Refuse (54000) a named prepared statement beyond the session's bounds: each holds
+        its parse, which the server's byte-bounded caches cannot free while it is held."""
+        held = sum(len(s.statement.text) for s in self.statements.values())
+        if len(self.statements) >= MAX_PREPARED or held + len(text) > MAX_PREPARED_TEXT:
+            raise PgError("54000", f"this session holds {len(self.statements)} prepared "
+                                   f"statements ({held} characters of SQL), the most the server "
+                                   "keeps per session; DEALLOCATE the ones no longer used")
 
     async def on_bind(self, body: p.Reader) -> bool:
         msg = p.parse_bind(body)
