@@ -1,7 +1,8 @@
 """`dpsql serve` under load: metered queries per second and latency over loopback.
 
-    PYTHONPATH=. python benchmarks/bench_server.py           # grids 0.05, 0; 1, 8, 32 clients
+    PYTHONPATH=. python benchmarks/bench_server.py           # grids 0.05, 0; 8, 50, 200 clients
     PYTHONPATH=. python benchmarks/bench_server.py --seconds 3 --clients 1 8 --grid 0
+    PYTHONPATH=. python benchmarks/bench_server.py --workloads charged --grid 0.05 --workers 4 32
 
 **Server.** ``dpsql serve`` on the sample data in a child process on 127.0.0.1, metered: one
 analyst with an effectively unlimited budget in a throw-away ledger (``synchronous=FULL``: every
@@ -22,16 +23,20 @@ next query (no pipelining). Three workloads:
 - *mix*: as *new*, but every other query repeats the client's previous one, which is answered
   from its stored answer (free, not charged, not padded: it reads no data).
 
-**Measured**, per (grid, workload, clients), for ``--seconds`` after a warm-up: completed
-queries per second, and p50 / p99 latency from send to the last row. ``raw DuckDB`` is the
+**Measured**, per (grid, workers, workload, clients), for ``--seconds`` after a warm-up:
+completed queries per second, p50 / p99 latency from send to the last row, and the server
+process's CPU time per answered query (logins and warm-up included), which a busy shared
+machine changes less than it changes the throughput. ``raw DuckDB`` is the
 fresh SQL on a DuckDB connection to the same Parquet files (one thread and cursor per client,
 in this process; no privacy, no protocol), for scale. Clients and server share the machine's
 cores; the load average is printed before and after.
 
 **What bounds it.** With a grid of g seconds, a client that waits for each answer gets at most
 1/g fresh answers per second, so c such clients at most c/g: 160 for 8 clients at 50 ms. The
-grid pads each answer's release but does not hold the server: queries in flight are padded in
-parallel (the sleeping threads hold no lock and not the GIL), which the 32-client rows show.
+grid pads each answer's release but does not hold the server: an answer waits for its grid
+point on the server's event loop, holding no thread, so the server's few worker threads (two
+per core) only compute. ``--workers`` compares pool sizes (a thread per connection was the
+server's default before).
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ from pathlib import Path
 from dpsql.server import ServerConfig, serve_in_thread
 db = dpsql.Database(Path(sys.argv[1]), Path(sys.argv[2]))
 with serve_in_thread(db, ServerConfig(port=0, passwords=Path(sys.argv[3]),
-                                      max_connections=200)) as running:
+                                      max_connections=250, login_slots=250,
+                                      workers=int(sys.argv[4]))) as running:
     print(running.port, flush=True)
     sys.stdin.read()
 commits = getattr(db.ledger, "commits", None)  # None: unmetered, or no group commit
@@ -142,14 +148,15 @@ async def over_the_wire(port: int, clients: int, seconds: float, workload: str) 
     return summarize(latencies, elapsed)
 
 
-def serve(folder: Path, grid: float, reuse: bool, metered: bool
+def serve(folder: Path, grid: float, reuse: bool, metered: bool, workers: int
           ) -> tuple[subprocess.Popen[str], int]:
     setup = sandbox(folder, {"bench": ("bench", 1e12, 0.0)}, reuse_answers=reuse,
                     metered=metered)
     setup.metadata.write_text(setup.metadata.read_text() + f"\n[server]\ntime_grid = {grid}\n")
     server = subprocess.Popen(
         [sys.executable, "-c", _SERVER, str(setup.database), str(setup.metadata),
-         str(setup.passwords)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+         str(setup.passwords), str(workers)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     return server, int(server.stdout.readline())
 
@@ -163,6 +170,15 @@ def stop(server: subprocess.Popen[str]) -> str:
     return f"{charges} charges in {transactions} ledger transactions"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cell(stats: Stats) -> str:
     qps, p50, p99 = stats
     return f"{qps:,.0f} | {p50:.2f} / {p99:.2f}"
@@ -170,36 +186,48 @@ def cell(stats: Stats) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--clients", type=int, nargs="+", default=[8, 50, 200])
+    parser.add_argument("--workers", type=int, nargs="+", default=[0],
+                        help="the server's worker threads (0: its default, two per core)")
     parser.add_argument("--grid", type=float, nargs="+", default=[0.05, 0.0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--unmetered", action="store_true",
                         help="declare no budget: nothing charged, no ledger (the cost of the "
                              "ledger is the difference)")
     parser.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
+    parser.add_argument("--no-raw", action="store_true", help="skip the raw DuckDB rows")
     args = parser.parse_args()
     os.environ.pop("DPSQL_LEDGER", None)
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"dpsql {dpsql.__version__}, {os.cpu_count()} CPUs, load average {load} at start, "
           f"{args.seconds:g} s per cell, {'unmetered' if args.unmetered else 'metered'}; QPS, "
           "then p50 / p99 latency in ms\n")
-    print("| time_grid | workload | clients | server QPS | server p50 / p99 ms |")
-    print("|---:|---|---:|---:|---:|")
+    print("| time_grid | workers | workload | clients | server QPS | server p50 / p99 ms "
+          "| server CPU ms per query |")
+    print("|---:|---:|---|---:|---:|---:|---:|")
     notes = []
-    for grid, reuse in itertools.product(args.grid, (False, True)):
+    for grid, workers, reuse in itertools.product(args.grid, args.workers, (False, True)):
         workloads = [w for w in args.workloads if (w == "charged") != reuse]
         if not workloads:
             continue
         with tempfile.TemporaryDirectory(prefix="dpsql-bench-") as tmp:
-            server, port = serve(Path(tmp), grid, reuse, not args.unmetered)
+            server, port = serve(Path(tmp), grid, reuse, not args.unmetered, workers)
             try:
                 for workload, n in itertools.product(workloads, args.clients):
+                    cpu = cpu_seconds(server.pid)
                     stats = asyncio.run(over_the_wire(port, n, args.seconds, workload))
-                    print(f"| {grid * 1000:g} ms | {workload} | {n} | {cell(stats)} |",
-                          flush=True)
+                    # connecting and the warm-up included: a bound on the CPU per answer
+                    per_query = (cpu_seconds(server.pid) - cpu) / max(1, stats[0] *
+                                                                     args.seconds + n)
+                    print(f"| {grid * 1000:g} ms | {workers or 'default'} | {workload} | {n} "
+                          f"| {cell(stats)} | {per_query * 1000:.1f} |", flush=True)
             finally:
-                notes.append(f"time_grid {grid * 1000:g} ms, {'/'.join(workloads)}: "
-                             f"{stop(server)}")
+                notes.append(f"time_grid {grid * 1000:g} ms, {workers or 'default'} workers, "
+                             f"{'/'.join(workloads)}: {stop(server)}")
+    if args.no_raw:
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+        print(f"\nLoad average at end: {load}. " + "; ".join(notes) + ".")
+        return
     setup = sandbox(Path(tempfile.mkdtemp(prefix="dpsql-bench-")), {})
     engine = DuckDBEngine(setup.database)
 
@@ -208,7 +236,8 @@ def main() -> None:
         return lambda q: cur.execute(q).fetchall()
 
     for n in args.clients:
-        print(f"| raw DuckDB | fresh | {n} | {cell(threaded(n, args.seconds, raw))} |")
+        print(f"| raw DuckDB | - | fresh | {n} | {cell(threaded(n, args.seconds, raw))} "
+              "| - |")
     engine.close()
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\nLoad average at end: {load}. " + "; ".join(notes) + ".")

@@ -283,7 +283,6 @@ def budget_init(ctx: click.Context, metadata: Path | None, start_over: bool, yes
                    + (f"; the lost ledger's record is kept as {retired}" if retired else ""))
 
 
-
 @main.command()
 @database_options
 @click.option("--host", default="127.0.0.1", show_default=True,
@@ -299,19 +298,18 @@ def budget_init(ctx: click.Context, metadata: Path | None, start_over: bool, yes
 @click.option("--require-tls", is_flag=True, help="Refuse unencrypted connections.")
 @privacy_options
 @click.option("--statement-timeout", type=click.FloatRange(min=0), default=300.0,
-              show_default=True, help="Seconds a private query may run, capping the "
-                                      "metadata's [server] statement_timeout (0: no cap); a "
-                                      "session's SET statement_timeout limits catalog queries "
-                                      "only.")
+              show_default=True, help="Seconds a private query may run, capping [server] "
+              "statement_timeout (0: no cap); SET statement_timeout limits catalog queries only.")
 @click.option("--max-connections", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--idle-timeout", type=click.FloatRange(min=0), help="Seconds a session may stay "
+              "silent (0: no limit; default: [server] idle_timeout).")
 @click.option("--workers", type=click.IntRange(min=0), default=0,
-              help="Threads answering queries (default: one per allowed connection, "
-                   "at least 4 per CPU).")
+              help="Threads answering queries (default: one per allowed connection).")
 @user_errors
 def serve(database: str | None, metadata: Path | None, host: str, port: int,
           passwords: Path | None, tls_cert: Path | None, tls_key: Path | None,
-          require_tls: bool, epsilon: float, delta: float, mechanism: str,
-          statement_timeout: float, max_connections: int, workers: int) -> None:
+          require_tls: bool, epsilon: float, delta: float, mechanism: str, statement_timeout:
+          float, max_connections: int, idle_timeout: float | None, workers: int) -> None:
     """Serve the database over the PostgreSQL protocol, for psql, JDBC and BI tools.
 
     Analysts log in with the password set by `dpsql analyst add NAME` (SCRAM-SHA-256); every
@@ -330,7 +328,8 @@ def serve(database: str | None, metadata: Path | None, host: str, port: int,
                              tls_key=tls_key, require_tls=require_tls, epsilon=epsilon,
                              delta=delta, mechanism=mechanism,
                              statement_timeout=statement_timeout,
-                             max_connections=max_connections, workers=workers))
+                             max_connections=max_connections, workers=workers,
+                             idle_timeout=idle_timeout))
 
 
 @main.group()

@@ -66,7 +66,7 @@ from dpsql.errors import (
     QueryTimeout,
 )
 from dpsql.ledger_identity import read_record, retire_record, unavailable
-from dpsql.limits import Deadline, owner_log, pad_to_grid
+from dpsql.limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.metadata import Metadata, load_metadata
 from dpsql.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
@@ -245,7 +245,8 @@ class Database:
 
     def run(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
             mechanism: str = "laplace", parameters: Parameters = None,
-            analyst: str | None = None, *, timeout: float | None = None) -> Answer:
+            analyst: str | None = None, *, timeout: float | None = None,
+            release: list[float] | None = None) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
 
         **Time.** The data owner's ``[server] statement_timeout`` bounds the engine's running
@@ -256,7 +257,11 @@ class Database:
         :class:`~dpsql.errors.QueryTimeout` (charged; its text names only the limit). With
         ``[server] time_grid = g > 0`` a freshly computed outcome -- answer, engine failure
         or timeout -- is returned only at the next multiple of ``g`` after this call began, so
-        the answer time shows only which grid cell the running time fell in.
+        the answer time shows only which grid cell the running time fell in. A front door
+        that must not hold its thread for that wait (the server, whose threads serve every
+        connection) passes a list as ``release``: the outcome then returns at once, the time
+        (``time.monotonic()``) before which it must not be released -- answer or error -- is
+        appended to the list, and the front door waits for it without a thread.
 
         **LIMIT 0.** A query whose outer ``LIMIT`` is 0 (BI tools probe column types so)
         is planned and checked like any other -- refused if it would be -- and then answered
@@ -282,7 +287,7 @@ class Database:
         if reads_nothing(private):  # LIMIT 0: the empty answer is known without data (free)
             return Answer(typed_empty(private), normalised, self._known(analyst), None)
         if ledger is None:
-            result = self._compute(p, normalised, None, None, timeout, started)
+            result = self._compute(p, normalised, None, None, timeout, started, release)
             return Answer(result, normalised, None, None)
         who = resolve_analyst(analyst, self.analyst)
         key = self._answer_key(key_text, p)
@@ -294,7 +299,7 @@ class Database:
             query_cost(p, ledger.accounting)
         entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
         # the charge stands even if what follows fails
-        result = self._compute(p, normalised, who, entry.id, timeout, started)
+        result = self._compute(p, normalised, who, entry.id, timeout, started, release)
         return Answer(result, normalised, who, cost)
 
     def _known(self, analyst: str | None) -> str | None:
@@ -329,7 +334,8 @@ class Database:
             min(timeout, settings.statement_timeout)
 
     def _compute(self, p: Plan | TwoReleases, sql: str, who: str | None, entry_id: int | None,
-                 timeout: float | None, started: float) -> Result:
+                 timeout: float | None, started: float, release: list[float] | None = None
+                 ) -> Result:
         """Answer a charged plan under the owner's time limit, store the outcome with its
         charge (``entry_id``), and return on the owner's time grid (see :meth:`run`)."""
         settings = self.metadata.server
@@ -340,7 +346,10 @@ class Database:
                 self._store(entry_id, result)
             return result
         finally:
-            pad_to_grid(started, settings.grid(self.metered))
+            if release is None:
+                pad_to_grid(started, settings.grid(self.metered))
+            else:  # the caller waits (see run)
+                release.append(grid_point(started, settings.grid(self.metered)))
 
     def _answer_within(self, p: Plan | TwoReleases, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:

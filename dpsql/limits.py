@@ -107,13 +107,20 @@ _WATCHDOG = _Watchdog()
 atexit.register(_WATCHDOG.close)
 
 
+def grid_point(started: float, grid: float) -> float:
+    """The next multiple of ``grid`` seconds after ``started`` (time.monotonic()), from now:
+    when an outcome computed since ``started`` may be released, so that its release time
+    shows only which grid cell its running time fell in. ``grid = 0``: now."""
+    now = time.monotonic()
+    if grid <= 0:
+        return now
+    return started + max(1, math.ceil((now - started) / grid)) * grid
+
+
 def pad_to_grid(started: float, grid: float) -> None:
-    """Sleep until the next multiple of ``grid`` seconds after ``started`` (time.monotonic()),
-    so that when an outcome is released shows only which grid cell its running time fell in.
-    ``grid = 0``: return at once."""
+    """Sleep until :func:`grid_point` (``grid = 0``: return at once)."""
     if grid <= 0:
         return
-    elapsed = time.monotonic() - started
-    target = started + max(1, math.ceil(elapsed / grid)) * grid
+    target = grid_point(started, grid)
     while (left := target - time.monotonic()) > 0:  # sleep may wake early on some platforms
         time.sleep(left)

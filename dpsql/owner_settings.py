@@ -16,8 +16,12 @@ from dpsql.toml_values import description_of, flag, no_unknown_keys, relative_to
 
 _BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
 _ANALYST_KEYS = {"epsilon", "delta", "description"}
-_SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "description"}
+_SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "idle_timeout", "description"}
 DEFAULT_STATEMENT_TIMEOUT = 300.0
+#: Seconds a logged-in server session may stay silent before it is closed (57P05): long enough
+#: for a person reading a result, short enough that forgotten connections give their slots
+#: back. BI tools' connection pools reconnect.
+DEFAULT_IDLE_TIMEOUT = 1800.0
 #: The default answer-time grid of a metered database, in seconds.
 #:
 #: *What it protects.* One person's bounded rows change a query's running time by microseconds
@@ -26,17 +30,17 @@ DEFAULT_STATEMENT_TIMEOUT = 300.0
 #: query's answer time shows the difference is about 0.4% for d = 0.2 ms at 50 ms, and three
 #: times that at 16 ms.
 #:
-#: *What it costs.* The grid delays each fresh answer (25 ms on average at 50 ms; reused
-#: answers and refusals read no data and are not padded). It does not serialise the server:
-#: queries waiting for their grid point hold no lock and not the GIL, each on its own thread
-#: (the server runs one per connection), so the server's throughput is bounded by its CPU, not
-#: by the grid (benchmarks/bench_server.py, two cores shared with other jobs: 32 clients got
-#: 439 fresh answers per second at 50 ms and 450 with no grid). What the grid does bound is a
-#: client that waits for each answer before sending the next: at most 1 / g fresh answers per
-#: second, so c such clients at most c / g -- 160 for 8 clients at 50 ms. Serving 500 fresh
-#: answers per second to 8 such clients would need g <= 16 ms, three times the timing leak
-#: above; the default keeps 50 ms and leaves that trade to the owner, who can set
-#: ``[server] time_grid`` knowing it (or have more clients in flight).
+#: *What it costs.* The grid delays each fresh answer (25 ms on average at 50 ms; reused answers and
+#: refusals read no data and are not padded). It does not serialise the server: queries waiting for
+#: their grid point hold no lock and not the GIL (the server waits for them on its event loop,
+#: holding no thread), so the server's throughput is bounded by its CPU, not by the grid
+#: (benchmarks/bench_server.py, two cores shared with other jobs: 32 clients got 439 fresh answers
+#: per second at 50 ms and 450 with no grid). What the grid does bound is a client that waits for
+#: each answer before sending the next: at most 1 / g fresh answers per second, so c such clients at
+#: most c / g -- 160 for 8 clients at 50 ms. Serving 500 fresh answers per second to 8 such clients
+#: would need g <= 16 ms, three times the timing leak above; the default keeps 50 ms and leaves that
+#: trade to the owner, who can set ``[server] time_grid`` knowing it (or have more clients in
+#: flight).
 #:
 #: An unmetered database gets no grid unless the owner sets one: nothing bounds its total
 #: privacy loss, so padding buys no guarantee there (and it would slow the bulk queries of
@@ -72,6 +76,7 @@ class ServerSettings:
     passwords: Path | None = None  # as declared, ~ expanded, absolute against the file's folder
     statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT
     time_grid: float | None = None  # None: not declared (see grid)
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # dpsql serve's silent sessions; 0: none
     description: str | None = None
 
     def grid(self, metered: bool) -> float:
@@ -99,8 +104,9 @@ def parse_server(spec: Any, source: str, path: Path | None) -> ServerSettings:
         raise MetadataError(f"{where}: statement_timeout must be a number of seconds > 0, such "
                             f"as 300, not {timeout!r}")
     grid = seconds(spec, "time_grid", 0.0, where) if "time_grid" in spec else None
+    idle = seconds(spec, "idle_timeout", DEFAULT_IDLE_TIMEOUT, where)
     return ServerSettings(passwords=passwords_path, statement_timeout=timeout, time_grid=grid,
-                          description=description_of(spec, where))
+                          idle_timeout=idle, description=description_of(spec, where))
 
 
 def parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Budget | None:

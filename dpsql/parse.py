@@ -8,18 +8,52 @@ here, before any name is resolved.
 from __future__ import annotations
 
 import logging
+import re
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from dpsql.dates import spelled
-from dpsql.errors import NotASingleSelect, SQLSyntaxError, UnsupportedQuery
+from dpsql.errors import NotASingleSelect, QueryTooComplex, SQLSyntaxError, UnsupportedQuery
 
 # sqlglot logs a warning when it falls back to a generic Command; the refusal says enough.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
+# The limits checked on the raw text before sqlglot sees it (:func:`check_size`): sqlglot's
+# parser recurses about twenty Python frames per parenthesis (it overflows Python's stack near
+# 45 levels) and takes ~0.2 ms per token, so these bound a parse's time, memory and stack.
 MAX_SQL_LENGTH = 100_000
+MAX_NESTING = 32  # parentheses
+MAX_TOKENS = 10_000
+# Levels of the parsed tree (an OR chain of n terms is n deep): the passes after the parse
+# recurse over it. The cost model's limit on row-level expressions is tighter (dpsql.cost).
+MAX_TREE_DEPTH = 200
+# Quoted text and comments, skipped by the scan (an unterminated one counts as code).
+_NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_PAREN = re.compile(r"[()]")
+
+
+def check_size(sql: str) -> None:
+    """Refuse (:class:`QueryTooComplex`, 54001) a text too long, too deeply parenthesised or of
+    too many tokens to parse in bounded time and stack, with one linear scan that does not
+    recurse: every front door runs it before any parse."""
+    if len(sql) > MAX_SQL_LENGTH:
+        raise QueryTooComplex(f"the query is longer than {MAX_SQL_LENGTH} characters; shorten "
+                              "it (long IN lists and OR chains are better as a public table)")
+    code = _NOT_CODE.sub(" ", sql)
+    depth = 0
+    for m in _PAREN.finditer(code):
+        depth += 1 if m.group() == "(" else -1
+        if depth > MAX_NESTING:
+            raise QueryTooComplex(f"the query nests parentheses deeper than {MAX_NESTING} "
+                                  "levels; flatten it")
+    tokens = sum(1 for _ in _TOKEN.finditer(code))
+    if tokens > MAX_TOKENS:
+        raise QueryTooComplex(f"the query has {tokens} tokens, more than the {MAX_TOKENS} "
+                              "allowed; shorten it (long IN lists and OR chains are better as "
+                              "a public table)")
 
 
 def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
@@ -32,12 +66,14 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
     (answered only over public tables: :mod:`dpsql.public`)."""
     if not isinstance(sql, str) or not sql.strip():
         raise SQLSyntaxError("the query is empty; send one SELECT statement")
-    if len(sql) > MAX_SQL_LENGTH:
-        raise SQLSyntaxError(f"the query is longer than {MAX_SQL_LENGTH} characters")
+    check_size(sql)
     try:
         # A comment after the last ";" comes back as a Semicolon node: not a statement.
         statements = [s for s in sqlglot.parse(sql, read=dialect)
                       if s is not None and not isinstance(s, exp.Semicolon)]
+    except RecursionError:  # nesting check_size cannot see (NOT NOT ..., - - ...)
+        raise QueryTooComplex("the query nests its expressions too deeply to be read; flatten "
+                              "it") from None
     except (ParseError, TokenError) as e:
         keyword = _leading_keyword(sql, dialect)
         if keyword in _OTHER_STATEMENTS:  # e.g. EXPORT DATABASE, which sqlglot cannot parse
@@ -49,10 +85,23 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
         raise NotASingleSelect(
             f"the text holds {len(statements)} statements; send exactly one SELECT statement")
     statement = statements[0]
+    check_tree_depth(statement)
     if not isinstance(statement, exp.SetOperation):
         statement = _only_select(statement)
     spelled(statement)  # date functions whose text sqlglot would rewrite (dpsql.dates)
     return statement
+
+
+def check_tree_depth(tree: exp.Expr) -> None:
+    """Refuse a tree deeper than :data:`MAX_TREE_DEPTH` (measured without recursion)."""
+    stack: list[tuple[exp.Expr, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            raise QueryTooComplex(f"the query's expressions nest deeper than {MAX_TREE_DEPTH} "
+                                  "levels (a long chain of OR, AND or +, say); flatten it, "
+                                  "for example with IN (...)")
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
 
 
 def _only_select(statement: exp.Expr) -> exp.Select:

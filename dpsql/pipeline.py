@@ -26,7 +26,7 @@ from dpsql.cost import check_cost
 from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_sql import DuckDBDialect
-from dpsql.errors import QueryRefused, UnsupportedQuery
+from dpsql.errors import QueryRefused, QueryTooComplex, UnsupportedQuery
 from dpsql.joins import empty_tables, physical
 from dpsql.mechanisms import accuracy, validate_privacy_parameters
 from dpsql.metadata import Metadata
@@ -73,6 +73,9 @@ def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechani
         if tree.find(exp.Join, exp.Subquery) is not None:
             e.args = tuple(_as_written(a) for a in e.args)
         raise
+    except RecursionError:  # a shape parse's depth limit lets through: refused, not a crash
+        raise QueryTooComplex("the query's expressions nest too deeply to be checked; flatten "
+                              "them") from None
     check_outer(result)
     return result
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import dpsql
-from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
+from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE, weigh
 from dpsql.metadata import PLAN_CACHE_SIZE, Metadata
 from dpsql.pipeline import engine_sql, prepare
 
@@ -184,3 +184,15 @@ def test_cached_plans_are_not_mutated_by_answering(make_db: Callable[..., Any],
     assert "TRY_CAST" not in narrow_sql and "TRY_CAST" in text_sql
     assert engine_sql(p, narrow.engine)[0] is narrow_sql  # cached per engine
     assert vars(p) == before
+
+
+def test_bounded_by_estimated_bytes_not_only_entries() -> None:
+    """A few long texts evict short ones instead of pinning their parses; one heavier than the
+    whole budget is not kept at all."""
+    cache: LRU[str, int] = LRU(1000, max_bytes=weigh("x" * 1000, 0) * 3)
+    for i in range(10):
+        cache.put(f"{i:04d}" + "x" * 996, i)
+    assert len(cache) == 3 and cache.bytes <= cache.max_bytes
+    assert cache.get("0009" + "x" * 996) == 9 and cache.get("0000" + "x" * 996) is None
+    huge = "y" * 10_000
+    assert cache.put(huge, 1) == 1 and huge not in cache and len(cache) == 3

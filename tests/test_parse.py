@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp
 
-from dpsql.errors import NotASingleSelect, QueryRefused, SQLSyntaxError, UnsupportedQuery
+from dpsql.errors import (
+    NotASingleSelect,
+    QueryRefused,
+    QueryTooComplex,
+    SQLSyntaxError,
+    UnsupportedQuery,
+)
 from dpsql.parse import MAX_SQL_LENGTH, parse
 
 
@@ -41,8 +47,25 @@ def test_non_string_query() -> None:
 
 def test_too_long() -> None:
     sql = "SELECT COUNT(*) FROM people WHERE " + " OR ".join(["age = 1"] * (MAX_SQL_LENGTH // 7))
-    with pytest.raises(SQLSyntaxError, match="longer than"):
+    with pytest.raises(QueryTooComplex, match="longer than"):
         parse(sql)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM people WHERE " + "(" * 5000 + "age = 1" + ")" * 5000,
+    "SELECT COUNT(*) FROM people WHERE " + " OR ".join(["age = 1"] * 3000),
+    "SELECT COUNT(*) FROM people WHERE " + "NOT " * 5000 + "age = 1",
+    "SELECT COUNT(*) FROM people WHERE age = " + "- " * 5000 + "1",
+])
+def test_too_complex_is_54001_before_or_during_the_parse(sql: str) -> None:
+    with pytest.raises(QueryTooComplex) as info:
+        parse(sql)
+    assert info.value.sqlstate == "54001"
+
+
+def test_parentheses_in_strings_and_comments_do_not_count() -> None:
+    deep = "(" * 200
+    parse(f"SELECT COUNT(*) FROM people WHERE name <> '{deep}' -- {deep}\n")
 
 
 @pytest.mark.parametrize("sql", [

@@ -31,8 +31,10 @@ def test_queries_waiting_for_their_grid_point_do_not_hold_back_others(
     setup = sandbox(tmp_path, {"alice": ("pw", 1000.0, 0.0)})
     setup.metadata.write_text(setup.metadata.read_text() + f"\n[server]\ntime_grid = {GRID}\n")
     answered: list[int] = []
+    # Two worker threads for twelve clients: a query waiting for its grid point holds none
+    # (it waits on the event loop), so the pool never makes one query wait for another's grid.
     with Database(setup.database, setup.metadata) as db, serve_in_thread(
-            db, ServerConfig(port=0, passwords=setup.passwords)) as running:
+            db, ServerConfig(port=0, passwords=setup.passwords, workers=2)) as running:
         assert db.ledger is not None
 
         def ask(k: int) -> None:

@@ -160,7 +160,8 @@ def _exchange(port: int, data: bytes, login: bool) -> None:
         client.close()
 
 
-def test_fuzz_random_truncated_and_malformed_messages(served) -> None:
+def test_fuzz_random_truncated_and_malformed_messages(served, caplog) -> None:
+    caplog.set_level("INFO")
     rng = random.Random(20251121)
     kinds = b"QPBDESCHXFpdcfv?\0"
     cases: list[tuple[bytes, bool]] = []
@@ -196,6 +197,9 @@ def test_fuzz_random_truncated_and_malformed_messages(served) -> None:
         t.join(30)
     still_serves(served.port)
     assert served.server.connections <= 1
+    # Anything a client sends is a one-line log at most: a traceback means a dpsql bug.
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records
+                                                           if r.exc_info]
 
 
 def test_oversized_message_closes_only_that_connection(served) -> None:

@@ -19,18 +19,27 @@ The SCRAM arithmetic, SASLprep and the parsing of the client's messages are the 
 around it: the user name comes from the startup packet, not from the SCRAM message, and an
 unknown user goes through the same exchange with a fake salt derived from a server secret, so a
 client cannot tell unknown analysts from wrong passwords.
+
+As in PostgreSQL, an unknown name's fake salt is stable: it is an HMAC of the name under a
+server secret kept next to the passwords file (:func:`server_secret`), so it is the same after
+a restart, as a real analyst's salt is, and its iteration count is the one the real verifiers
+use (:func:`mock_iterations`). Failed logins are counted per source address and per name
+(:class:`LoginThrottle`).
 """
 
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import hashlib
 import hmac
+import logging
 import os
 import secrets
+import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -198,6 +207,115 @@ def passwords_path(metadata_path: Path | None) -> Path:
     return base / PASSWORDS_FILE
 
 
+# -- what unknown names get ------------------------------------------------------------------
+
+_SECRET_BYTES = 32
+log = logging.getLogger("dpsql.server")
+
+
+def secret_path(passwords: Path) -> Path:
+    """Where the server secret of a passwords file is kept: ``<passwords file>.secret``."""
+    return passwords.with_name(passwords.name + ".secret")
+
+
+def server_secret(passwords: Path) -> bytes:
+    """The secret that fake verifiers are derived from: 32 random bytes kept in
+    :func:`secret_path` (mode 0600), created on first use and read on every later start, so
+    an unknown name's salt does not change across restarts (a changing one told it apart).
+
+    Where it cannot be kept (a read-only folder), it is derived from the passwords file's
+    bytes, stable until that file changes; with no passwords file either, it is a per-process
+    secret (logged: an unknown name's salt then changes on restart)."""
+    path = secret_path(passwords)
+    with contextlib.suppress(FileNotFoundError):
+        return _read_secret(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another server created it meanwhile
+        return _read_secret(path)
+    except OSError as e:
+        try:
+            return _hmac(passwords.read_bytes(), b"dpsql server secret")
+        except OSError:
+            log.warning("cannot keep the server secret in %s (%s): unknown names' SCRAM salts "
+                        "will change when the server restarts", path, e.strerror)
+            return secrets.token_bytes(_SECRET_BYTES)
+    secret = secrets.token_bytes(_SECRET_BYTES)
+    with os.fdopen(fd, "wb") as f:
+        f.write(secret.hex().encode("ascii") + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return secret
+
+
+def _read_secret(path: Path) -> bytes:
+    text = path.read_text(encoding="ascii", errors="replace").strip()
+    try:
+        secret = bytes.fromhex(text)
+    except ValueError:
+        secret = b""
+    if len(secret) < 16:
+        raise ValueError(f"{path}: not a dpsql server secret (64 hexadecimal digits); delete "
+                         "it and restart the server to make a new one")
+    return secret
+
+
+def mock_iterations(verifiers: Mapping[str, Verifier]) -> int:
+    """The iteration count fake verifiers use: the one most real verifiers use (the larger on
+    a tie), so that the count does not tell unknown names from analysts."""
+    counts = collections.Counter(v.iterations for v in verifiers.values())
+    if not counts:
+        return DEFAULT_ITERATIONS
+    return max(counts, key=lambda n: (counts[n], n))
+
+
+class LoginThrottle:
+    """Failed logins in the last ``window`` seconds, per source address and per name.
+
+    A source with ``per_source`` failures, or a name with ``per_name`` (0: no limit), is
+    refused at once, before any exchange, until its oldest failure leaves the window: password
+    guessing gets that many tries a window. Unknown names are counted as analysts are, so a
+    refusal tells nothing about whether a name exists. The per-name limit lets anyone who knows
+    a name hold its analyst out while they keep failing: the owner trades that against
+    guessing spread over many addresses (set it to 0 to count sources only)."""
+
+    MAX_KEYS = 10_000  # names and addresses remembered, so random names cannot fill memory
+
+    def __init__(self, per_source: int, per_name: int, window: float = 60.0) -> None:
+        self.limits = {"source": per_source, "name": per_name}
+        self.window = window
+        self._failures: dict[tuple[str, str], collections.deque[float]] = {}
+
+    def wait(self, source: str, name: str, now: float | None = None) -> float:
+        """Seconds until a login from ``source`` as ``name`` is allowed again (0: now)."""
+        now = time.monotonic() if now is None else now
+        wait = 0.0
+        for key in (("source", source), ("name", name)):
+            limit = self.limits[key[0]]
+            times = self._failures.get(key)
+            if limit > 0 and times is not None and len(times) >= limit:
+                wait = max(wait, times[-limit] + self.window - now)
+        return max(wait, 0.0)
+
+    def failed(self, source: str, name: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for key in (("source", source), ("name", name)):
+            limit = self.limits[key[0]]
+            if limit > 0:
+                times = self._failures.setdefault(key, collections.deque(maxlen=limit))
+                times.append(now)
+        if len(self._failures) > self.MAX_KEYS:
+            self._forget(now)
+
+    def _forget(self, now: float) -> None:
+        stale = [k for k, t in self._failures.items() if not t or t[-1] + self.window < now]
+        for key in stale:
+            del self._failures[key]
+        while len(self._failures) > self.MAX_KEYS:  # all recent: the oldest keys go
+            del self._failures[next(iter(self._failures))]
+
+
 # -- the exchange ----------------------------------------------------------------------------
 
 
@@ -208,13 +326,14 @@ class ScramExchange:
     always fails at the end, in the same way and time as a wrong password.
     """
 
-    def __init__(self, user: str, verifier: Verifier | None, mock_secret: bytes) -> None:
+    def __init__(self, user: str, verifier: Verifier | None, mock_secret: bytes,
+                 iterations: int = DEFAULT_ITERATIONS) -> None:
         self.user = user
         self.real = verifier is not None
         if verifier is None:
             fake_salt = _hmac(mock_secret, b"salt:" + user.encode("utf-8"))[:16]
             fake_key = _hmac(mock_secret, b"key:" + user.encode("utf-8"))
-            verifier = Verifier(DEFAULT_ITERATIONS, fake_salt, fake_key, fake_key)
+            verifier = Verifier(iterations, fake_salt, fake_key, fake_key)
         self.verifier = verifier
         v = verifier
         # The startup packet named the user (as in PostgreSQL): whatever name the SCRAM

@@ -27,6 +27,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
+from dpsql.errors import QueryTooComplex
+from dpsql.parse import check_size, check_tree_depth
 from dpsql.server import cursors, paramtypes, sqltext
 from dpsql.server.catalog import function_name, pg_column_names
 
@@ -106,6 +108,12 @@ class Classifier:
 
     def _classify(self, text: str) -> Statement:
         try:
+            # Before any scan or parse: too long or too deep goes to the library as written,
+            # which refuses it with the same check (54001).
+            check_size(text)
+        except QueryTooComplex:
+            return Statement(text, "query", engine_sql=text)
+        try:
             if sqltext.is_blank(text):
                 return Statement(text, "empty")
             nparams = sqltext.parameters(text)
@@ -147,15 +155,20 @@ class Classifier:
         try:
             # cast: sqlglot types parse results as its Expr trait; every node is an Expression
             tree = cast(exp.Expression, sqlglot.parse_one(cleaned, read="postgres"))
-        except (SqlglotError, ValueError, RecursionError):
+            if tree is not None:
+                check_tree_depth(tree)
+        except (SqlglotError, ValueError, RecursionError, QueryTooComplex):
             tree = None
         if tree is None:
             return Statement(text, "query", engine_sql=text, nparams=nparams)
-        if isinstance(tree, exp.Select | exp.SetOperation) and self._is_catalog(tree):
-            return Statement(text, "catalog", tree=tree, nparams=nparams)
-        names = pg_column_names(tree)
-        return Statement(text, "query", tree=tree, engine_sql=self._engine_sql(text, tree),
-                         names=names, nparams=nparams)
+        try:
+            if isinstance(tree, exp.Select | exp.SetOperation) and self._is_catalog(tree):
+                return Statement(text, "catalog", tree=tree, nparams=nparams)
+            names = pg_column_names(tree)
+            return Statement(text, "query", tree=tree, engine_sql=self._engine_sql(text, tree),
+                             names=names, nparams=nparams)
+        except RecursionError:  # the library reads it again, and refuses it (54001)
+            return Statement(text, "query", engine_sql=text, nparams=nparams)
 
     def _is_catalog(self, tree: exp.Expression) -> bool:
         """No table other than catalog tables (or CTEs), and no engine or file function:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dpsql.cache import LRU
 from dpsql.database import Database
 from dpsql.server import protocol as p
-from dpsql.server.auth import Verifier
+from dpsql.server.auth import LoginThrottle, Verifier
 from dpsql.server.catalog import Catalog
 
 if TYPE_CHECKING:
@@ -42,11 +42,25 @@ class ServerConfig:
     # query (the smaller applies), and the cap of SET statement_timeout for catalog queries,
     # which read no private data. An analyst's SET never shortens a private query. 0: none.
     statement_timeout: float = 300.0
+    # Seconds a client has from connecting to being logged in (PostgreSQL's
+    # authentication_timeout); then 08006 and the connection is closed.
     auth_timeout: float = 30.0
     auth_failure_delay: float = 1.0
+    # Logged-in sessions; more get 53300. Clients still logging in have their own slots
+    # (login_slots): when they are all taken, the oldest is closed to make room, so silent
+    # connections can neither fill max_connections nor keep an analyst from logging in.
     max_connections: int = 100
+    login_slots: int = 32
+    # Seconds a logged-in session may stay silent (57P05 then); None: the metadata's [server]
+    # idle_timeout (dpsql.owner_settings); 0: none.
+    idle_timeout: float | None = None
+    # Failed logins allowed per source address and per analyst name in a sliding window of
+    # failed_login_window seconds before further logins are refused at once (0: no limit).
+    failed_logins_per_source: int = 10
+    failed_logins_per_name: int = 30
+    failed_login_window: float = 60.0
     max_message_size: int = p.DEFAULT_MAX_MESSAGE
-    workers: int = 0  # threads answering queries; 0: max_connections (at least 4 per CPU)
+    workers: int = 0  # threads answering queries; 0: 8 per core, 8 to 32 (default_workers)
 
 
 class ServerLike(Protocol):
@@ -59,6 +73,7 @@ class ServerLike(Protocol):
     executor: concurrent.futures.ThreadPoolExecutor
     describe_cache: LRU[tuple[object, ...], list[tuple[str, str]]]
     mock_secret: bytes
+    throttle: LoginThrottle
     ssl_context: ssl.SSLContext | None
     start_time: dt.datetime
     version: str
@@ -66,8 +81,15 @@ class ServerLike(Protocol):
 
     def verifier(self, user: str) -> Verifier | None: ...
 
+    def mock_iterations(self) -> int: ...
+
+    def full(self) -> bool: ...
+
+    def idle_timeout(self) -> float: ...
+
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
-                  parameters: Sequence[object] | None, analyst: str) -> Any: ...
+                  parameters: Sequence[object] | None, analyst: str,
+                  release: list[float] | None = None) -> Any: ...
 
     def budget(self, analyst: str) -> Any: ...
 

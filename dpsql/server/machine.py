@@ -16,7 +16,9 @@ no privacy decision.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -26,6 +28,7 @@ from sqlglot.errors import SqlglotError
 
 from dpsql import errors
 from dpsql.explain import render
+from dpsql.parse import check_size
 from dpsql.server import commands, cursors, paramtypes, sqltext
 from dpsql.server import protocol as p
 from dpsql.server import settings as st
@@ -55,6 +58,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpsql.server")
 
 FLUSH_AT = 64 * 1024  # bytes of output after which rows are written out before the rest
+# Named prepared statements one session may hold, and their total SQL text.
+MAX_PREPARED = 1000
+MAX_PREPARED_TEXT = 256 * 1024
 
 
 class Blocking(Protocol):
@@ -141,9 +147,13 @@ class Machine:
     async def on_query(self, body: p.Reader) -> bool:
         text = p.parse_query(body)
         try:
-            parts = sqltext.split(text)
+            parts = await self.classified(text)
         except sqltext.SQLTextError as e:
             self.send_error(PgError("42601", str(e)))
+            self.send(p.ready_for_query(self.status))
+            return True
+        except PgError as e:  # cancelled while being read
+            self.send_error(e)
             self.send(p.ready_for_query(self.status))
             return True
         if not parts:
@@ -158,10 +168,28 @@ class Machine:
         self.send(p.ready_for_query(self.status))
         return True
 
-    async def _run_parts(self, parts: list[str]) -> bool:
+    async def classified(self, text: str, infer: bool = False) -> list[Statement]:
+        """The statements of ``text``, split and classified in the pool: their cost grows with
+        the text, and nothing that does may run on the event loop, which serves every other
+        connection. ``infer``: their parameter types are inferred there too (cached)."""
+        def work() -> list[Statement]:
+            classifier = self.server.classifier
+            try:  # the whole message, before it is even split (dpsql.parse.check_size)
+                check_size(text)
+            except errors.QueryTooComplex as e:
+                raise from_dpsql(e) from None
+            statements = [classifier.classify(part) for part in sqltext.split(text)]
+            if infer:
+                for statement in statements:
+                    classifier.inferred(statement)
+            return statements
+
+        result: list[Statement] = await self.blocking(work, timed=False)
+        return result
+
+    async def _run_parts(self, parts: list[Statement]) -> bool:
         """Run a simple Query's statements up to the first error; whether all succeeded."""
-        for part in parts:
-            statement = self.server.classifier.classify(part)
+        for statement in parts:
             try:
                 outcome = await self.execute(statement, [], privacy=self.privacy())
                 if outcome.fields is not None:
@@ -194,17 +222,28 @@ class Machine:
         if msg.name and msg.name in self.statements:
             raise PgError("42P05", f'prepared statement "{msg.name}" already exists')
         try:
-            parts = sqltext.split(msg.query)
+            parts = await self.classified(msg.query, infer=True)
         except sqltext.SQLTextError as e:
             raise PgError("42601", str(e)) from None
         if len(parts) > 1:
             raise PgError("42601", "cannot insert multiple commands into a prepared statement")
-        statement = self.server.classifier.classify(parts[0] if parts else "")
+        statement = parts[0] if parts else self.server.classifier.classify("")
+        if msg.name:
+            self._room_for(statement.text)
         inferred = self.server.classifier.inferred(statement)
         param_types = paramtypes.combine(msg.param_types, statement.nparams, inferred)
         self.statements[msg.name] = Prepared(statement, param_types, inferred=inferred)
         self.send(p.PARSE_COMPLETE)
         return False
+
+    def _room_for(self, text: str) -> None:
+        """Refuse (54000) a named prepared statement beyond the session's bounds: each holds
+        its parse, which the server's byte-bounded caches cannot free while it is held."""
+        held = sum(len(s.statement.text) for s in self.statements.values())
+        if len(self.statements) >= MAX_PREPARED or held + len(text) > MAX_PREPARED_TEXT:
+            raise PgError("54000", f"this session holds {len(self.statements)} prepared "
+                                   f"statements ({held} characters of SQL), the most the server "
+                                   "keeps per session; DEALLOCATE the ones no longer used")
 
     async def on_bind(self, body: p.Reader) -> bool:
         msg = p.parse_bind(body)
@@ -427,15 +466,20 @@ class Machine:
         still running when the cancel came, finer than the answer time on the owner's grid.
         """
         epsilon, delta, mechanism = privacy
+        release: list[float] = []
 
         def answer() -> Any:
-            return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
-                                         params or None, self.user)
+            try:
+                return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
+                                             params or None, self.user, release)
+            except errors.Error as e:  # released on the grid too, as an answer is
+                return e
 
-        try:
-            result = await self.blocking(answer, timed=False)
-        except errors.Error as e:
-            raise from_dpsql(e) from None
+        result = await self.blocking(answer, timed=False)
+        if release:  # the library's time grid, waited for here without holding a thread
+            await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
+        if isinstance(result, errors.Error):
+            raise from_dpsql(result)
         columns = [(c.name, c.type) for c in result.columns]
         fields = fields_of(columns, statement.names)
         return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}")
@@ -459,10 +503,15 @@ class Machine:
     async def run_catalog(self, statement: Statement, params: Sequence[object],
                           param_types: Sequence[int], describe_only: bool = False) -> Outcome:
         catalog = self.server.catalog
-        try:
+        info = self.session_info()
+
+        def prepare() -> Any:  # in the pool: the parameters' text may be long
             tree, key = _catalog_tree(statement, params, param_types)
-            query = catalog.prepare(key, tree, self.session_info())
-        except (SqlglotError, ValueError) as e:
+            return catalog.prepare(key, tree, info)
+
+        try:
+            query = await self.blocking(prepare, timed=False)
+        except (SqlglotError, ValueError, RecursionError) as e:
             raise PgError("42601", f"cannot parse the catalog query: {e}") from None
         except CatalogError as e:
             raise PgError(e.sqlstate, str(e)) from None

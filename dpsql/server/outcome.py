@@ -3,6 +3,7 @@ portals, a statement's outcome, and the result columns (names, types and formats
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -11,6 +12,8 @@ from dpsql.server import protocol as p
 from dpsql.server import settings as st
 from dpsql.server import types as t
 from dpsql.server.classify import Statement
+
+owner_log = logging.getLogger("dpsql.owner")
 
 
 class PgError(Exception):
@@ -73,6 +76,26 @@ def aborted() -> PgError:
                             "transaction block")
 
 
+#: What an analyst is told of an error on the owner's side (an engine that cannot be reached,
+#: metadata or a ledger that cannot be read): its text names files, hosts and settings, which
+#: are the owner's business, so it goes to the owner's log instead.
+OWNER_SIDE = ("the server cannot answer now because of a problem on the data owner's side "
+              "(the details are in the server's log); try again later, or tell the data owner")
+
+
+def analyst_text(e: errors.Error) -> str:
+    """The message an analyst sees for ``e``: its own, unless it is about the owner's setup
+    (an engine, metadata or ledger failure, :data:`OWNER_SIDE`). Fixed texts (a bug, a
+    timeout) and refusals, which are about the query, are kept."""
+    if isinstance(e, errors.EngineFailure) or not (
+            isinstance(e, errors.EngineError | errors.MetadataError)
+            or type(e) is errors.OperationalError):
+        return str(e) or type(e).__name__
+    owner_log.error("%s (shown to the analyst as a problem on the owner's side): %s",
+                    type(e).__name__, e)
+    return OWNER_SIDE
+
+
 def from_dpsql(e: errors.Error) -> PgError:
     sqlstate = getattr(e, "sqlstate", "XX000") or "XX000"
     said = [f"SET dpsql.{r.parameter} = {r.example:g}" if r.example is not None else
@@ -80,7 +103,7 @@ def from_dpsql(e: errors.Error) -> PgError:
     if isinstance(e, errors.BudgetExhausted):
         said.insert(0, "SHOW dpsql.budget tells what is left")
     hint = "; ".join(said) or None
-    return PgError(sqlstate, str(e) or type(e).__name__, hint=hint,
+    return PgError(sqlstate, analyst_text(e), hint=hint,
                    detail=f"dpsql {type(e).__name__}")
 
 

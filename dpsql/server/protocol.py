@@ -19,6 +19,9 @@ GSSENC_REQUEST = 80877104
 CANCEL_REQUEST = 80877102
 
 MAX_STARTUP_LENGTH = 10_000  # as PostgreSQL's MAX_STARTUP_PACKET_LENGTH
+# A SASL message before login: a SCRAM one is ~100 bytes; a larger one is refused from its
+# header, before its body is read (PostgreSQL refuses long ones at once too).
+MAX_AUTH_MESSAGE = 4096
 DEFAULT_MAX_MESSAGE = 1 << 20  # 1 MiB: ten times dpsql's longest accepted SQL text
 
 _I16 = struct.Struct("!h")

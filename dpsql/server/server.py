@@ -29,7 +29,14 @@ from typing import Any
 from dpsql import __version__
 from dpsql.cache import LRU
 from dpsql.database import Database
-from dpsql.server.auth import Verifier, passwords_for, read_passwords
+from dpsql.server.auth import (
+    LoginThrottle,
+    Verifier,
+    mock_iterations,
+    passwords_for,
+    read_passwords,
+    server_secret,
+)
 from dpsql.server.catalog import Catalog
 from dpsql.server.classify import Classifier
 from dpsql.server.config import ServerConfig
@@ -54,22 +61,27 @@ class Server:
                    for name, table in db.metadata.tables.items()}
         self.classifier = Classifier(set(db.metadata.tables), self.catalog.catalog_tables,
                                      columns=columns)
-        # A connection has at most one query in flight, and a fresh answer holds its thread
-        # while it waits for its grid point (dpsql.limits.pad_to_grid): with a thread per
-        # allowed connection, no query waits for a thread while others sleep out their grid.
-        # Threads start only when needed (ThreadPoolExecutor), so idle ones cost nothing.
-        workers = self.config.workers or max(min(32, 4 * (os.cpu_count() or 2)),
-                                             self.config.max_connections)
+        # Threads do CPU work only (parsing, planning, the engine, the ledger's fsync): a fresh
+        # answer waits for its grid point on the event loop, not on a thread (Database.run's
+        # ``release``). More threads than that only contend for the GIL and the cores:
+        # benchmarks/bench_server.py measured throughput falling from 167 to 66 queries/s
+        # between 50 and 200 connections with a thread per connection.
+        workers = self.config.workers or default_workers()
         self.executor = concurrent.futures.ThreadPoolExecutor(workers,
                                                               thread_name_prefix="dpsql-query")
-        self.mock_secret = secrets.token_bytes(32)
         self.sessions: dict[int, Session] = {}
+        self.logging_in: dict[Session, None] = {}  # oldest first: the one evicted when full
         self.describe_cache: LRU[tuple[object, ...], list[tuple[str, str]]] = LRU(2048)
         self.connections = 0
         self.ssl_context = self._ssl_context()
         self.passwords_file = self.config.passwords or passwords_for(db.metadata)
+        self.mock_secret = server_secret(self.passwords_file)
+        self.throttle = LoginThrottle(self.config.failed_logins_per_source,
+                                      self.config.failed_logins_per_name,
+                                      self.config.failed_login_window)
         self._verifiers: dict[str, Verifier] = {}
         self._verifiers_stamp: tuple[float, int] | None = None
+        self._mock_iterations = mock_iterations({})
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -104,14 +116,33 @@ class Server:
                 log.error("cannot read the passwords file: %s", e)
                 self._verifiers = {}
             self._verifiers_stamp = stamp
+            self._mock_iterations = mock_iterations(self._verifiers)
         return self._verifiers.get(user)
 
+    def mock_iterations(self) -> int:
+        """The iteration count of unknown names' fake verifiers (see :func:`mock_iterations`)."""
+        return self._mock_iterations
+
+    def idle_timeout(self) -> float:
+        """Seconds a logged-in session may stay silent (0: no limit): the server's setting,
+        else the metadata's ``[server] idle_timeout``."""
+        if self.config.idle_timeout is not None:
+            return self.config.idle_timeout
+        return float(self.db.metadata.server.idle_timeout)
+
+    def full(self) -> bool:
+        """Whether every logged-in slot is taken (those logging in have their own)."""
+        return len(self.sessions) >= self.config.max_connections
+
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
-                  parameters: Sequence[object] | None, analyst: str) -> Any:
-        """One private query through the library, charged to ``analyst``."""
+                  parameters: Sequence[object] | None, analyst: str,
+                  release: list[float] | None = None) -> Any:
+        """One private query through the library, charged to ``analyst``; ``release``: see
+        :meth:`dpsql.Database.run` (the session waits for the time grid without a thread)."""
         cap = self.config.statement_timeout
-        return self.db.query(sql, epsilon, delta, mechanism, parameters=parameters,
-                             analyst=analyst, timeout=cap if cap > 0 else None)
+        return self.db.run(sql, epsilon, delta, mechanism, parameters=parameters,
+                           analyst=analyst, timeout=cap if cap > 0 else None,
+                           release=release).result
 
     def budget(self, analyst: str) -> Any:
         budget = getattr(self.db, "budget", None)
@@ -120,6 +151,7 @@ class Server:
     # --- connections
 
     def register(self, session: Session) -> tuple[int, int]:
+        self.logging_in.pop(session, None)
         while True:
             pid = secrets.randbelow(2**31 - 2) + 1
             if pid not in self.sessions:
@@ -144,16 +176,29 @@ class Server:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        session = Session(self, reader, writer)
         try:
-            session = Session(self, reader, writer)
-            # Over the limit, the session still negotiates TLS and reads the startup packet,
-            # then says "too many clients" (as PostgreSQL does), so that clients report it.
-            session.overflow = self.connections > self.config.max_connections
+            self._admit(session)
+            # With every logged-in slot taken, the session still negotiates TLS and reads the
+            # startup packet, then says "too many clients" (as PostgreSQL does).
             await session.run()
         finally:
+            self.logging_in.pop(session, None)
             self.connections -= 1
             if task is not None:
                 self._tasks.discard(task)
+
+    def _admit(self, session: Session) -> None:
+        """Give ``session`` a login slot, closing the oldest client still logging in when all
+        are taken: a client that logs in takes milliseconds, so a flood of silent connections
+        only evicts itself."""
+        while len(self.logging_in) >= max(1, self.config.login_slots):
+            oldest = next(iter(self.logging_in))
+            del self.logging_in[oldest]
+            log.info("closing the connection from %s, still logging in, to make room for "
+                     "%s (%d login slots)", oldest.peer, session.peer, self.config.login_slots)
+            oldest.writer.transport.abort()
+        self.logging_in[session] = None
 
     async def start(self) -> int:
         """Start listening; returns the port (useful with port 0)."""
@@ -190,6 +235,13 @@ class Server:
             await self._server.wait_closed()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.catalog.close()
+
+
+def default_workers() -> int:
+    """Threads answering queries: eight per core, between 8 and 32. They compute, and wait
+    for the ledger's fsync (group commit batches the charges of the threads waiting at once)
+    and the engine; many more only contend for the GIL (benchmarks/bench_server.py)."""
+    return min(32, max(8, 8 * (os.cpu_count() or 2)))
 
 
 @dataclass

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import ssl
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -77,10 +79,10 @@ class Session:
         self.secret = 0
         self.tls = False
         self.running: _Running | None = None
-        self.overflow = False  # over max_connections: refuse after the startup packet
         self.cancelled: asyncio.Future[None] | None = None
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # throttled by
 
     @property
     def user(self) -> str:
@@ -101,15 +103,19 @@ class Session:
             self.out.clear()
         await self.writer.drain()
 
-    async def read_message(self) -> tuple[bytes, p.Reader]:
-        header = await self.reader.readexactly(5)
+    async def read_message(self, limit: int | None = None, first: bytes = b""
+                           ) -> tuple[bytes, p.Reader]:
+        """The next message; ``limit``: its largest body (the server's limit by default);
+        ``first``: its first byte, already read."""
+        header = first + await self.reader.readexactly(5 - len(first))
         kind, length = header[:1], int.from_bytes(header[1:], "big", signed=True)
         if length < 4:
             raise p.ProtocolViolation(f"invalid message length {length}")
-        if length - 4 > self.server.config.max_message_size:
+        limit = self.server.config.max_message_size if limit is None else limit
+        if length - 4 > limit:  # refused from its header, before its body is read
             raise p.ProtocolViolation(
-                f"message of {length} bytes is larger than the server's limit of "
-                f"{self.server.config.max_message_size}", "54000")
+                f"message of {length} bytes is larger than the server's limit of {limit}",
+                "54000")
         body = await self.reader.readexactly(length - 4)
         return kind, p.Reader(body)
 
@@ -209,13 +215,20 @@ class Session:
             return
         self.writer.write(b"S")
         await self.writer.drain()
-        await self.writer.start_tls(self.server.ssl_context)
+        try:
+            await self.writer.start_tls(self.server.ssl_context)
+        except (ssl.SSLError, ConnectionError, OSError) as e:
+            # A client's doing (a scanner, an old client, a wrong certificate): one line, no
+            # traceback; the connection is closed (nothing can be said in the clear now).
+            log.info("session from %s: TLS handshake failed: %s", self.peer,
+                     getattr(e, "reason", None) or type(e).__name__)
+            raise Terminate from None
         self.tls = True
 
     def refusal(self, startup: p.Startup) -> tuple[str, str] | None:
         """Why this connection is refused before authentication (SQLSTATE, message), if it is."""
         params = startup.parameters
-        if self.overflow:
+        if self.server.full():
             return "53300", "sorry, too many clients already"
         if startup.major != 3:
             return "0A000", (f"unsupported frontend protocol {startup.major}.{startup.minor}: "
@@ -229,12 +242,21 @@ class Session:
         return None
 
     async def authenticate(self) -> bool:
+        throttle = self.server.throttle
+        wait = throttle.wait(self.host, self.user)
+        if wait > 0:
+            log.warning("login of %r from %s refused: too many failed logins from this address "
+                        "or for this name", self.user, self.peer)
+            await self.fatal("28000", "too many failed logins from this address or for this "
+                                      f"user; try again in {math.ceil(wait)} s")
+            return False
         verifier = self.server.verifier(self.user)
-        exchange = ScramExchange(self.user, verifier, self.server.mock_secret)
+        exchange = ScramExchange(self.user, verifier, self.server.mock_secret,
+                                 self.server.mock_iterations())
         self.send(p.auth_sasl([MECHANISM]))
         await self.flush()
         try:
-            kind, body = await self.read_message()
+            kind, body = await self.read_message(p.MAX_AUTH_MESSAGE)
             if kind != b"p":
                 raise p.ProtocolViolation("expected a SASL initial response")
             initial = p.parse_sasl_initial(body)
@@ -242,12 +264,18 @@ class Session:
                 raise AuthenticationFailed(f"unsupported SASL mechanism {initial.mechanism!r}")
             self.send(p.auth_sasl_continue(exchange.first(initial.data)))
             await self.flush()
-            kind, body = await self.read_message()
+            kind, body = await self.read_message(p.MAX_AUTH_MESSAGE)
             if kind != b"p":
                 raise p.ProtocolViolation("expected a SASL response")
             final = exchange.final(body.rest())
         except AuthenticationFailed as e:
-            log.warning("authentication of %r from %s failed: %s", self.user, self.peer, e)
+            throttle.failed(self.host, self.user)
+            # One line, for the owner: whether the name exists (the client cannot tell).
+            reason = ("no such analyst" if not exchange.real else
+                      "wrong password" if "invalid-proof" in str(e) else str(e))
+            log.warning("failed login of %s %r from %s: %s",
+                        "analyst" if exchange.real else "unknown name", self.user, self.peer,
+                        reason)
             await asyncio.sleep(self.server.config.auth_failure_delay)
             await self.fatal("28P01", f'password authentication failed for user "{self.user}"')
             return False
@@ -257,6 +285,9 @@ class Session:
 
     async def begin_session(self, params: dict[str, str]) -> bool:
         machine = self.machine
+        if self.server.full():  # taken while this client logged in
+            await self.fatal("53300", "sorry, too many clients already")
+            return False
         try:
             machine.login(self.user, self.database, params)
         except st.SettingError as e:
@@ -274,8 +305,17 @@ class Session:
     # --- the main loop
 
     async def serve(self) -> None:
+        idle = self.server.idle_timeout()
         while True:
-            kind, body = await self.read_message()
+            try:  # only between messages: never while one is half read
+                async with asyncio.timeout(idle if idle > 0 else None):
+                    first = await self.reader.readexactly(1)
+            except TimeoutError:
+                log.info("session %d: %s from %s closed after %g s idle", self.pid, self.user,
+                         self.peer, idle)
+                await self.fatal("57P05", "terminating connection due to idle-session timeout")
+                return
+            kind, body = await self.read_message(first=first)
             if await self.machine.handle(kind, body) or len(self.out) > FLUSH_AT:
                 await self.flush()
 

@@ -201,7 +201,7 @@ SELECT AVG(age) FROM people;
 
 -- case: query longer than the limit
 -- text: "SELECT COUNT(*) FROM people WHERE " + "age > 1 AND " * 10000 + "TRUE"
--- expect: refused SQLSyntaxError mentions=longer
+-- expect: refused QueryTooComplex mentions=longer
 
 -- case: misspelt select
 -- expect: refused SQLSyntaxError
@@ -234,3 +234,11 @@ SELECT SUM(CASE WHEN age > 60 THEN 1 ELSE 0) FROM people;
 -- case: limit without count
 -- expect: refused SQLSyntaxError
 SELECT COUNT(*) FROM people LIMIT;
+
+-- case: parentheses nested deeper than the limit
+-- text: "SELECT COUNT(*) FROM people WHERE " + "(" * 40 + "age > 1" + ")" * 40
+-- expect: refused QueryTooComplex mentions=parentheses
+
+-- case: an OR chain deeper than the tree limit
+-- text: "SELECT COUNT(*) FROM people WHERE " + "age = 1 OR " * 250 + "TRUE"
+-- expect: refused QueryTooComplex mentions=deeper
