@@ -17,7 +17,15 @@ from typing import cast
 from sqlglot import exp
 
 from dpsql.errors import JoinRefused, UnknownColumn, UnknownTable, UnsupportedQuery
-from dpsql.joins import Relation, SemiJoin, Source, conjuncts, joined_table, unit_name
+from dpsql.joins import (
+    PublicRows,
+    Relation,
+    SemiJoin,
+    Source,
+    conjuncts,
+    joined_table,
+    unit_name,
+)
 from dpsql.metadata import Metadata, Table
 
 _PLAIN_ALIAS = re.compile(r"[a-z][a-z0-9_]*")
@@ -52,8 +60,8 @@ def is_joined(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadat
     return table is not None and table.unit_path is not None
 
 
-def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata
-                  ) -> tuple[Namespace, Relation]:
+def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata,
+                  public: PublicRows | None) -> tuple[Namespace, Relation]:
     if select.args.get("laterals") or select.args.get("from_") is None:
         raise UnsupportedQuery("LATERAL and a query without FROM cannot be joined; join "
                                "declared tables by name")
@@ -74,7 +82,7 @@ def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Met
     outer = _namespace(sources, using, sources[0].table)
     semis = _semijoins(select, outer, sources, metadata)
     relation = Relation(tuple(sources), tuple(semis))
-    outer.table = joined_table(relation, metadata)
+    outer.table = joined_table(relation, public)
     return outer, relation
 
 

@@ -24,7 +24,7 @@ MAX_SQL_LENGTH = 100_000
 
 def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     """Parse ``sql`` and return its only statement, which must be a SELECT."""
-    return _only_select(parse_query(sql, dialect))
+    return only_select(parse_query(sql, dialect))
 
 
 def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperation:
@@ -50,12 +50,13 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
             f"the text holds {len(statements)} statements; send exactly one SELECT statement")
     statement = statements[0]
     if not isinstance(statement, exp.SetOperation):
-        statement = _only_select(statement)
+        statement = only_select(statement)
     spelled(statement)  # date functions whose text sqlglot would rewrite (dpsql.dates)
     return statement
 
 
-def _only_select(statement: exp.Expr) -> exp.Select:
+def only_select(statement: exp.Expr) -> exp.Select:
+    """``statement`` (from :func:`parse_query`) if it is a SELECT; else the refusal."""
     if isinstance(statement, exp.Select):
         return statement
     if isinstance(statement, exp.SetOperation):

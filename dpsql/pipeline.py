@@ -5,15 +5,17 @@
 
 Each pass is a module with one main function from the previous pass's output to its own. The
 first six never read data, so a query's cost is known, and every refusal happens, before
-anything runs; :func:`prepare` is those six. :func:`answer` runs the rest for a prepared plan.
+anything runs; :func:`prepare_plan` is those six (a :class:`~dpsql.planner.Planner` caches
+what it prepares). :func:`answer` runs the rest for a prepared plan.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 from sqlglot import exp
@@ -27,47 +29,38 @@ from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.errors import QueryRefused, UnsupportedQuery
-from dpsql.joins import empty_tables, physical
-from dpsql.mechanisms import accuracy, validate_privacy_parameters
+from dpsql.joins import PublicRows, empty_tables, physical
+from dpsql.mechanisms import accuracy
 from dpsql.metadata import Metadata
-from dpsql.parse import parse
+from dpsql.parse import only_select, parse
 from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan, calibrated, plan
 from dpsql.postprocess import Result, check_outer, postprocess
 from dpsql.quantiles import quantile_rank_accuracy
 from dpsql.rewrite import rewrite
 
-PASSES = ("parse", "bind", "check", "constants", "cost", "plan", "rewrite", "execute", "perturb",
-          "postprocess")
+#: The passes, in the order the pipeline runs them: :func:`prepare_plan` runs parse to plan
+#: (no data read), :func:`answer` runs rewrite to post-process (``execute`` is the engine's
+#: :meth:`~dpsql.engines.Engine.execute`). docs/architecture.md's table lists them so.
+PASSES: tuple[Callable[..., Any], ...] = (
+    parse, bind, check, fold_constants, check_cost, plan, rewrite, Engine.execute,
+    perturb_cells, postprocess)
 
 
+def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
+                 epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "laplace",
+                 dialect: str = "duckdb") -> Plan:
+    """parse -> bind -> check -> constants -> cost -> plan: every refusal, no private data
+    read (a join with a public table reads ``public``: :mod:`dpsql.joins`). ``sql`` is the
+    text, or its tree already parsed (:func:`dpsql.parse.parse_query`), which this mutates.
 
-
-def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0.0,
-            mechanism: str = "laplace", dialect: str = "duckdb") -> Plan:
-    """parse -> bind -> check -> plan: every refusal, no data read.
-
-    Plans depend only on the SQL text, the parameters and the metadata, never on data, so they
-    are cached per metadata object (``metadata.plans``, a thread-safe LRU; BI tools repeat
-    their queries). A cached plan is shared by threads and never mutated: randomness enters
-    only when a plan is answered, and its engine SQL is cached by the engine (:func:`engine_sql`).
-    Refusals are not cached.
+    Not cached: :class:`dpsql.planner.Planner` caches what it prepares, so call
+    :meth:`~dpsql.planner.Planner.prepare`.
     """
-    # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
-    # otherwise find the plan cached for a valid one.
-    validate_privacy_parameters(epsilon, delta, mechanism)
-    key = (sql, epsilon, delta, mechanism, dialect)
-    result: Plan = metadata.plans.get_or_compute(
-        key, lambda: _prepare(sql, metadata, epsilon, delta, mechanism, dialect))
-    return result
-
-
-def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechanism: str,
-             dialect: str) -> Plan:
-    tree = parse(sql, dialect)
+    tree = parse(sql, dialect) if isinstance(sql, str) else only_select(sql)
     normalise(tree)  # date functions as the checker knows them (dpsql.dates)
     try:
-        checked = check_cost(fold_constants(check(bind(tree, metadata))))
+        checked = check_cost(fold_constants(check(bind(tree, metadata, public))))
         result = plan(checked, epsilon, delta, mechanism)
     except QueryRefused as e:
         if tree.find(exp.Join, exp.Subquery) is not None:

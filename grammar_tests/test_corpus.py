@@ -18,7 +18,7 @@ import dpsql.errors
 from dpsql.errors import QueryRefused
 from dpsql.plan import Plan
 from dpsql.public import PublicRead
-from dpsql.routes import Prepared, prepare_query
+from dpsql.routes import Prepared
 from dpsql.series import TwoReleases
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
 from grammar_tests.databases import open_database
@@ -66,7 +66,7 @@ def test_case(case: Case, db: dpsql.Database) -> None:
     options = case.options
     # Both doors: the pipeline on the text as written, and the library API, which normalises
     # the text with sqlglot first (Database.plan); they must agree.
-    doors = {"prepare": lambda: prepare_query(case.sql, db.metadata, **options),
+    doors = {"prepare": lambda: db.planner.prepare_query(case.sql, **options),
              "Database.plan": lambda: db.plan(case.sql, **options)}
     if case.verdict == "refused":
         for door, fn in doors.items():

@@ -1,12 +1,19 @@
-"""The shape of the code: the passes in order, no import cycle, no module too long to read."""
+"""The shape of the code: the passes in order (and run so), no import cycle, no module too
+long to read."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import dpsql
 from dpsql import pipeline
+from dpsql.engines import Engine
+from dpsql.planner import Planner
 
 PACKAGE = Path(dpsql.__file__).parent
 #: Modules outside the wire server stay short enough to read in one sitting.
@@ -99,10 +106,32 @@ def test_modules_outside_the_server_stay_short() -> None:
     assert not long, f"split these modules: {long}"
 
 
-def test_every_pass_is_a_module_of_its_own() -> None:
-    for name in pipeline.PASSES:
-        if name != "execute":  # the engine's job (dpsql.engines)
-            assert (PACKAGE / f"{name}.py").exists(), name
+def test_every_pass_is_the_main_function_of_a_module_of_its_own() -> None:
+    modules = [f.__module__ for f in pipeline.PASSES]
+    assert len(set(modules)) == len(modules), modules
+    for f, module in zip(pipeline.PASSES, modules, strict=True):
+        assert module.startswith("dpsql.") and module != "dpsql.pipeline", f
+
+
+def test_the_pipeline_runs_its_passes_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``PASSES`` is what :mod:`dpsql.pipeline` calls, in that order, to prepare and answer a
+    query (the engine's execute included)."""
+    ran: list[str] = []
+
+    def recorded(f: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            ran.append(f.__qualname__)
+            return f(*args, **kwargs)
+        return run
+
+    with dpsql.Database() as db:
+        for f in pipeline.PASSES:
+            if f is not Engine.execute:
+                monkeypatch.setattr(pipeline, f.__name__, recorded(f))
+        monkeypatch.setattr(db.engine, "execute", recorded(db.engine.execute))
+        p = Planner(db.metadata).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex")
+        pipeline.answer(p, db.engine)
+    assert [name.split(".")[-1] for name in ran] == [f.__name__ for f in pipeline.PASSES]
 
 
 def test_every_package_is_installed() -> None:

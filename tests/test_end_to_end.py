@@ -17,7 +17,7 @@ from scipy import stats
 
 import dpsql
 from dpsql.mechanisms import NoiseSpec
-from dpsql.pipeline import answer, prepare
+from dpsql.pipeline import answer
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
 
@@ -153,8 +153,7 @@ def test_public_domain_releases_every_key_including_empty_groups(db: dpsql.Datab
 
 
 def test_key_of_fewer_units_than_the_threshold_never_appears(db: dpsql.Database) -> None:
-    p = prepare("SELECT city, COUNT(*) FROM t GROUP BY city", db.metadata, epsilon=1,
-                delta=1e-6)
+    p = db.planner.prepare("SELECT city, COUNT(*) FROM t GROUP BY city", epsilon=1, delta=1e-6)
     assert p.threshold is not None and 1 < p.threshold.tau < 99
     released: set[Any] = set()
     for _ in range(200):
@@ -166,8 +165,8 @@ def test_key_of_fewer_units_than_the_threshold_never_appears(db: dpsql.Database)
 
 def test_threshold_counts_units_not_rows(db: dpsql.Database) -> None:
     # 'lonely' has 40 rows of a single unit: never released; 'common' has 200 units.
-    p = prepare("SELECT kind, COUNT(*), SUM(amount) FROM v GROUP BY kind", db.metadata,
-                epsilon=1, delta=1e-7)
+    p = db.planner.prepare("SELECT kind, COUNT(*), SUM(amount) FROM v GROUP BY kind", epsilon=1,
+                           delta=1e-7)
     for _ in range(200):
         assert [r[0] for r in answer(p, db.engine).rows] == ["common"]
 
@@ -256,7 +255,7 @@ def assert_variance_in_band(errors: np.ndarray, variance: float, kurtosis: float
 
 def draws(db: dpsql.Database, sql: str, times: int, **privacy: Any
           ) -> tuple[np.ndarray, NoiseSpec]:
-    p = prepare(sql, db.metadata, **privacy)
+    p = db.planner.prepare(sql, **privacy)
     (m,) = p.measurements
     values = np.array([answer(p, db.engine).rows[0][0] for _ in range(times)], dtype=np.float64)
     return values, m.noise  # type: ignore[return-value]
