@@ -78,7 +78,7 @@ public table's data, read at plan time: they are public.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, cast
 
@@ -314,6 +314,19 @@ def empty_tables(relation: Relation | None, table: Table, schema: Mapping[str, s
             for c in t.columns.values()]).where(exp.false())
         out.append((t.name, empty))
     return out
+
+
+def with_empty(tree: exp.Query, empties: Sequence[tuple[str, exp.Select]]) -> exp.Query:
+    """A copy of ``tree`` in which each name of ``empties`` reads its empty, typed SELECT (a
+    CTE placed before ``tree``'s own, which may read it): the one way every dry run is built
+    (:func:`dpsql.pipeline.check_engine_query`, each engine's ``compile``, the outer query's
+    check), as a tree, never spliced as text."""
+    dry = tree.copy()
+    ctes = [exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
+            for name, empty in empties]
+    existing = dry.args.get("with_")
+    dry.set("with_", exp.With(expressions=ctes + (existing.expressions if existing else [])))
+    return dry
 
 
 def _physical_type(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:

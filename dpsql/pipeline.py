@@ -29,7 +29,7 @@ from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.errors import QueryRefused, UnsupportedQuery
-from dpsql.joins import PublicRows, empty_tables, physical
+from dpsql.joins import PublicRows, empty_tables, physical, with_empty
 from dpsql.mechanisms import accuracy
 from dpsql.metadata import Metadata
 from dpsql.parse import only_select, parse
@@ -124,8 +124,8 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
     salted = tree.find(exp.Placeholder) is not None
     # DuckDB's semantics are the reference: every engine's query is checked there too, so a
     # query is refused the same way whatever the engine.
+    check_engine_query(p, tree, salted, schema)
     sql = tree.sql(dialect=DuckDBDialect)
-    check_engine_query(p, sql, salted, schema)
     if engine is not None and engine.raises_on_float_overflow:
         refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
                                *[m.arg for m in p.measurements]], p.table,
@@ -135,16 +135,14 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
     return sql, salted
 
 
-def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str]) -> None:
-    """Run the engine query (DuckDB text, which opens with its WITH clause) on an empty table
-    of the engine's physical types (its declared ones where unknown), so that an error the
-    engine raises whatever the data (a type it will not accept) is a refusal before anything
-    is charged, never an engine error after it."""
-    empties = [f"{exp.to_identifier(name, quoted=True).sql(dialect='duckdb')} AS "
-               f"({empty.sql(dialect='duckdb')})"
-               for name, empty in empty_tables(p.query.relation, p.table, schema)]
-    assert sql.startswith("WITH "), "the rewritten query starts with its CTEs"
-    dry = f"WITH {', '.join(empties)}, {sql[len('WITH '):]}"
+def check_engine_query(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str]
+                       ) -> None:
+    """Run the engine query (the rewritten ``tree``, in DuckDB's SQL) on an empty table of the
+    engine's physical types (its declared ones where unknown), so that an error the engine
+    raises whatever the data (a type it will not accept) is a refusal before anything is
+    charged, never an engine error after it."""
+    dry = with_empty(tree, empty_tables(p.query.relation, p.table, schema)).sql(
+        dialect=DuckDBDialect)
     try:
         scratch().execute(dry, [0] if salted else []).fetchall()
     except duckdb.Error as e:

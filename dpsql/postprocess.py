@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from dpsql.engines import run_on_cells, scratch
 from dpsql.errors import UnsupportedQuery
+from dpsql.joins import with_empty
 from dpsql.metadata import ENGINE_TYPES
 from dpsql.perturb import NoisyCells, typed
 from dpsql.plan import Plan
@@ -177,9 +178,8 @@ def check_outer(plan: Plan) -> None:
         return
     typed = [exp.alias_(exp.cast(exp.Null(), _type_of(plan, name)), name)
              for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]]
-    empty = exp.select(*typed).limit(0)
-    sql = outer_sql(plan, []).with_(_CELLS, as_=empty, copy=False).sql(dialect="duckdb",
-                                                                       copy=False)
+    sql = with_empty(outer_sql(plan, []), [(_CELLS, exp.select(*typed).limit(0))]).sql(
+        dialect="duckdb", copy=False)
     try:
         scratch().execute(sql).fetchall()
     except duckdb.Error as e:

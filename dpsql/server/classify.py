@@ -23,19 +23,14 @@ from dataclasses import dataclass
 from typing import cast
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import Dialect, exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Token
 
 from dpsql.cache import LRU
 from dpsql.server import cursors, paramtypes, sqltext
 from dpsql.server.catalog import function_name, pg_column_names
 
-_OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^\s)]+)\s*\)", re.I)
-_COLLATE = re.compile(r"\s+COLLATE\s+(pg_catalog\s*\.\s*)?\"?default\"?", re.I)
-# sqlglot reads ``x::oid[]`` (and regtype[], regclass[], ...) as a subscript and fails;
-# schema-qualified, the same type parses (asyncpg's type introspection writes ``$1::oid[]``).
-_CATALOG_ARRAY = re.compile(r"(::|\bAS)\s*(?<!\.)\b(oid|xid|cid|tid|aclitem|reg[a-z]+)\s*\[\s*\]",
-                            re.I)
 # Functions a catalog query may not call (engine internals, files, settings, secrets).
 _DENIED_FUNCTIONS = {"query", "query_table", "glob", "which_secret", "getenv", "setseed",
                      "checkpoint", "force_checkpoint", "enable_profiling", "disable_profiling",
@@ -221,15 +216,74 @@ _SPECIAL_TARGETS = {("TRANSACTION",): "transaction_isolation", ("TIME", "ZONE"):
 
 
 def clean(text: str) -> str:
-    """The text as sqlglot can parse it: PostgreSQL-only spellings sqlglot misreads rewritten,
-    in the SQL code only (never inside a string constant, a comment or a quoted name)."""
+    """The text as sqlglot can parse it: PostgreSQL-only spellings sqlglot misreads rewritten.
+
+    Read as sqlglot's PostgreSQL tokens: a string constant (``'...'``, ``E'...'``,
+    ``$$...$$``) or a quoted name is one token, and a comment is no token at all, so only SQL
+    code is matched and only the matched tokens' span of the text is replaced; everything else
+    stays as written. A text that does not tokenize (an unterminated quote) is returned as it
+    is, for the parse that follows to refuse."""
     try:
-        sqltext.quoted_spans(text)
-    except sqltext.SQLTextError:  # unterminated: the parse that follows refuses it
+        tokens = _POSTGRES.tokenize(text)
+    except (SqlglotError, ValueError):
         return text
-    text = sqltext.sub_code(_OPERATOR, r"\1", text)
-    text = sqltext.sub_code(_COLLATE, "", text)
-    return sqltext.sub_code(_CATALOG_ARRAY, r"\1 pg_catalog.\2[]", text)
+    words = [text[t.start:t.end + 1] for t in tokens]  # as written: quotes included
+    edits: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(tokens):
+        for rule in (_operator, _collate, _catalog_array):
+            found = rule(text, tokens, words, i)
+            if found is not None:
+                edits.append(found[0])
+                i = found[1]
+                break
+        else:
+            i += 1
+    for start, end, replacement in reversed(edits):
+        text = text[:start] + replacement + text[end:]
+    return text
+
+
+_POSTGRES = Dialect.get_or_raise("postgres")
+_Edit = tuple[tuple[int, int, str], int]  # (start, end, replacement), the next token's index
+_CATALOG_TYPES = re.compile(r"(oid|xid|cid|tid|aclitem|reg[a-z]+)", re.I)
+
+
+def _is(words: list[str], i: int, *expected: str) -> bool:
+    """Whether the tokens from ``i`` are written as ``expected`` (case-insensitive)."""
+    return i + len(expected) <= len(words) and all(
+        w.upper() == e for w, e in zip(words[i:], expected, strict=False))
+
+
+def _operator(text: str, tokens: list[Token], words: list[str], i: int) -> _Edit | None:
+    """``OPERATOR(pg_catalog.~)`` -> ``~`` (psql's and JDBC's catalog queries)."""
+    if not _is(words, i, "OPERATOR", "(", "PG_CATALOG", "."):
+        return None
+    close = next((j for j in range(i + 5, min(i + 8, len(words))) if words[j] == ")"), None)
+    if close is None:
+        return None
+    operator = "".join(words[i + 4:close])
+    return (tokens[i].start, tokens[close].end + 1, operator), close + 1
+
+
+def _collate(text: str, tokens: list[Token], words: list[str], i: int) -> _Edit | None:
+    """`` COLLATE [pg_catalog.]"default"`` -> nothing (DuckDB has no such collation)."""
+    if i == 0 or not _is(words, i, "COLLATE"):
+        return None
+    j = i + 3 if _is(words, i + 1, "PG_CATALOG", ".") else i + 1
+    if j >= len(words) or words[j].strip('"').lower() != "default":
+        return None
+    return (tokens[i - 1].end + 1, tokens[j].end + 1, ""), j + 1
+
+
+def _catalog_array(text: str, tokens: list[Token], words: list[str], i: int) -> _Edit | None:
+    """``::oid[]`` -> ``:: pg_catalog.oid[]``: sqlglot reads an unqualified catalog type's
+    array as a subscript and fails; schema-qualified, it parses (asyncpg's type
+    introspection writes ``$1::oid[]``)."""
+    if words[i].upper() not in ("::", "AS") or not _is(words, i + 2, "[", "]") or \
+            not _CATALOG_TYPES.fullmatch(words[i + 1]):
+        return None
+    return (tokens[i].end + 1, tokens[i + 3].end + 1, f" pg_catalog.{words[i + 1]}[]"), i + 4
 
 
 def _target(text: str) -> str:
