@@ -265,7 +265,7 @@ def resolve_joined(column: exp.Column, source: Namespace, aliases: set[str]) -> 
         if name not in columns:
             raise UnknownColumn(f"column {column.name!r} is not declared for {qualifier!r}; its "
                                 f"columns: {', '.join(sorted(columns))}")
-        return columns[name].copy()
+        return _as_written(columns[name], column)
     if name in aliases:
         return column
     if name in source.ambiguous:
@@ -274,7 +274,15 @@ def resolve_joined(column: exp.Column, source: Namespace, aliases: set[str]) -> 
     if name not in source.columns:
         raise UnknownColumn(f"column {column.name!r} is not a column of any joined table "
                             f"({', '.join(source.qualified)})")
-    return source.columns[name].copy()
+    return _as_written(source.columns[name], column)
+
+
+def _as_written(joined: exp.Expression, column: exp.Column) -> exp.Expression:
+    """A copy of ``joined`` (a column under its joined name, ``alias__column``) that keeps
+    what the analyst wrote, which refusals quote (:func:`dpsql.dates.written`)."""
+    resolved = joined.copy()
+    resolved.meta["written"] = column.sql(dialect="duckdb")
+    return resolved
 
 
 def substitute(node: exp.Expression, namespace: Namespace, aliases: set[str]) -> exp.Expression:

@@ -11,7 +11,6 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from dpsql.cost import check_cost
 from dpsql.dates import normalise
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_sql import DuckDBDialect
-from dpsql.errors import QueryRefused, UnsupportedQuery
+from dpsql.errors import UnsupportedQuery
 from dpsql.joins import PublicRows, empty_tables, physical, with_empty
 from dpsql.mechanisms import accuracy
 from dpsql.metadata import Metadata
@@ -59,24 +58,11 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
     """
     tree = parse(sql, dialect) if isinstance(sql, str) else only_select(sql)
     normalise(tree)  # date functions as the checker knows them (dpsql.dates)
-    try:
-        checked = check_cost(fold_constants(check(bind(tree, metadata, public))))
-        result = plan(checked, epsilon, delta, mechanism)
-    except QueryRefused as e:
-        if tree.find(exp.Join, exp.Subquery) is not None:
-            e.args = tuple(_as_written(a) for a in e.args)
-        raise
+    # Refusals quote the analyst's text (dpsql.dates.written), joined columns included.
+    checked = check_cost(fold_constants(check(bind(tree, metadata, public))))
+    result = plan(checked, epsilon, delta, mechanism)
     check_outer(result)
     return result
-
-
-_JOINED_NAME = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*?)__([A-Za-z_][A-Za-z0-9_]*)\b")
-
-
-def _as_written(arg: object) -> object:
-    """A refusal's text with the joined relation's column names (``alias__column``, see
-    :mod:`dpsql.bind_joins`) spelt as the analyst wrote them, ``alias.column``."""
-    return _JOINED_NAME.sub(r"\1.\2", arg) if isinstance(arg, str) else arg
 
 
 def answer(p: Plan, engine: Engine) -> Result:
