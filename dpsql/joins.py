@@ -78,16 +78,15 @@ public table's data, read at plan time: they are public.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol, cast
 
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from dpsql.engines.ir import SaltedHash
 from dpsql.errors import JoinRefused
-from dpsql.metadata import ENGINE_TYPES, MAX_DOMAIN_SIZE, Column, Metadata, Table
+from dpsql.metadata import MAX_DOMAIN_SIZE, Column, Metadata, Table
 from dpsql.total import Reader
 
 #: The most rows one unit may have in a joined relation (the noise grows with it).
@@ -293,47 +292,6 @@ def _read(sql: str, store: PublicRows | None) -> list[tuple[object, ...]]:
         raise JoinRefused("joining a public table needs its data to plan (its multiplicities "
                           "and key domains); query through a Database that opened the data")
     return list(store.read(sql))
-
-
-def empty_tables(relation: Relation | None, table: Table, schema: Mapping[str, str]
-                 ) -> list[tuple[str, exp.Select]]:
-    """Every declared table the rewritten query reads (``table`` alone without a join; every
-    source and semi-join's table with one), each as a typed ``SELECT`` of no row: its columns
-    as ``schema``'s physical types (keyed by joined column names, :func:`physical`; the
-    declared types where unknown). An engine's query run over these instead of the tables
-    reads no data, so an error it raises is one it would raise on any data: a refusal before
-    the charge (:func:`dpsql.pipeline.check_engine_query`, each engine's ``compile``)."""
-    tables = relation.tables() if relation is not None else [table]
-    out = []
-    for t in tables:
-        prefix = "" if relation is None else next(
-            s.prefix for s in relation.sources + tuple(j.source for j in relation.semijoins)
-            if s.table is t)
-        empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical_type(
-            schema, prefix + c.name, c.type)), c.name, quoted=True)
-            for c in t.columns.values()]).where(exp.false())
-        out.append((t.name, empty))
-    return out
-
-
-def with_empty(tree: exp.Query, empties: Sequence[tuple[str, exp.Select]]) -> exp.Query:
-    """A copy of ``tree`` in which each name of ``empties`` reads its empty, typed SELECT (a
-    CTE placed before ``tree``'s own, which may read it): the one way every dry run is built
-    (:func:`dpsql.pipeline.check_engine_query`, each engine's ``compile``, the outer query's
-    check), as a tree, never spliced as text."""
-    dry = tree.copy()
-    ctes = [exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
-            for name, empty in empties]
-    existing = dry.args.get("with_")
-    dry.set("with_", exp.With(expressions=ctes + (existing.expressions if existing else [])))
-    return dry
-
-
-def _physical_type(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:
-    try:
-        return exp.DataType.build(schema.get(column, ENGINE_TYPES[declared]), dialect="duckdb")
-    except (SqlglotError, ValueError):  # a type sqlglot cannot spell: read as declared
-        return exp.DataType.build(ENGINE_TYPES[declared])
 
 
 def physical(relation: Relation, schema: Mapping[str, Mapping[str, str]]) -> dict[str, str]:

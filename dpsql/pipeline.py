@@ -25,10 +25,11 @@ from dpsql.check import check, refuse_float_overflow
 from dpsql.constants import fold_constants
 from dpsql.cost import check_cost
 from dpsql.dates import normalise
+from dpsql.dry_runs import empty_tables, with_empty
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.errors import UnsupportedQuery
-from dpsql.joins import PublicRows, empty_tables, physical, with_empty
+from dpsql.joins import PublicRows, physical
 from dpsql.mechanisms import accuracy
 from dpsql.metadata import Metadata
 from dpsql.parse import only_select, parse

@@ -1,4 +1,4 @@
-"""Pass 4, plan: bounds, sensitivities, key release, the split of the budget, noise per cell.
+"""Pass 6, plan: bounds, sensitivities, key release, the split of the budget, noise per cell.
 
 The plan is computed from the query and the metadata only, never from data, so its cost is
 known before anything runs.

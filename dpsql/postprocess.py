@@ -1,4 +1,4 @@
-"""Pass 8, post-process: the rest of the analyst's SELECT over the noisy cells only.
+"""Pass 10, post-process: the rest of the analyst's SELECT over the noisy cells only.
 
 Outer expressions, HAVING, ORDER BY, LIMIT/OFFSET, DISTINCT and windows over aggregates run in
 DuckDB on a scratch in-memory connection whose only table is the released groups with their
@@ -17,9 +17,9 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
+from dpsql.dry_runs import with_empty
 from dpsql.engines import run_on_cells, scratch
 from dpsql.errors import UnsupportedQuery
-from dpsql.joins import with_empty
 from dpsql.metadata import ENGINE_TYPES
 from dpsql.perturb import NoisyCells, typed
 from dpsql.plan import Plan

@@ -4,6 +4,7 @@ long to read."""
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,22 @@ def test_every_pass_is_the_main_function_of_a_module_of_its_own() -> None:
     assert len(set(modules)) == len(modules), modules
     for f, module in zip(pipeline.PASSES, modules, strict=True):
         assert module.startswith("dpsql.") and module != "dpsql.pipeline", f
+
+
+def test_docs_and_docstrings_number_the_passes_as_the_pipeline_runs_them() -> None:
+    """docs/architecture.md's table lists ``PASSES`` in order, and each pass module's docstring
+    opens with its number ("Pass 3, check: ...")."""
+    table = (PACKAGE.parent / "docs" / "architecture.md").read_text().split(
+        "## The passes and what flows between them")[1].split("\n\n")[1]
+    rows = [line.split("|")[1:4] for line in table.splitlines()[2:]]
+    functions = [f.__qualname__ for f in pipeline.PASSES]
+    assert [fn.strip().strip("`") for _, _, fn in rows] == functions
+    for number, ((name, module, _), f) in enumerate(zip(rows, pipeline.PASSES, strict=True), 1):
+        if f is Engine.execute:
+            continue
+        doc = sys.modules[f.__module__].__doc__ or ""
+        assert module.strip().startswith(f"`{f.__module__.split('.')[-1]}.py`"), (name, module)
+        assert doc.startswith(f"Pass {number}, {name.strip()}:"), (f.__module__, doc[:40])
 
 
 def test_the_pipeline_runs_its_passes_in_order(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
+from dpsql.dry_runs import empty_tables, with_empty
 from dpsql.engines.physical import public_select
 from dpsql.engines.postgres_sql import PostgresDialect
 from dpsql.errors import EngineError, UnsupportedQuery
-from dpsql.joins import empty_tables, physical, with_empty
+from dpsql.joins import physical
 from dpsql.owner_settings import DEFAULT_STATEMENT_TIMEOUT
 
 if TYPE_CHECKING:
