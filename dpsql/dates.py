@@ -67,7 +67,7 @@ def normalise(tree: exp.Expression) -> exp.Expression:
     return tree.transform(_normalised, copy=False)
 
 
-def written(node: exp.Expression) -> str:
+def written(node: exp.Expr) -> str:
     """What the analyst wrote for ``node``, as refusals quote it: its DuckDB SQL, where each
     part that remembers what the analyst wrote (``meta["written"]``: a date function before
     :func:`normalise`, a joined column before :mod:`dpsql.bind_joins` named it
@@ -81,7 +81,7 @@ def written(node: exp.Expression) -> str:
     return shown.sql(dialect="duckdb")
 
 
-def _written(node: exp.Expression) -> str:
+def _written(node: exp.Expr) -> str:
     meta = getattr(node, "_meta", None)  # read without creating it (node.meta would)
     return str(meta.get("written") or "") if meta else ""
 

@@ -25,7 +25,6 @@ from typing import cast
 import sqlglot
 from sqlglot import Dialect, exp
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import Token
 
 from dpsql.cache import LRU
 from dpsql.server import cursors, paramtypes, sqltext
@@ -227,12 +226,13 @@ def clean(text: str) -> str:
         tokens = _POSTGRES.tokenize(text)
     except (SqlglotError, ValueError):
         return text
-    words = [text[t.start:t.end + 1] for t in tokens]  # as written: quotes included
+    spans = [(t.start, t.end + 1) for t in tokens]
+    words = [text[start:end] for start, end in spans]  # as written: quotes included
     edits: list[tuple[int, int, str]] = []
     i = 0
     while i < len(tokens):
         for rule in (_operator, _collate, _catalog_array):
-            found = rule(text, tokens, words, i)
+            found = rule(spans, words, i)
             if found is not None:
                 edits.append(found[0])
                 i = found[1]
@@ -255,7 +255,7 @@ def _is(words: list[str], i: int, *expected: str) -> bool:
         w.upper() == e for w, e in zip(words[i:], expected, strict=False))
 
 
-def _operator(text: str, tokens: list[Token], words: list[str], i: int) -> _Edit | None:
+def _operator(spans: list[tuple[int, int]], words: list[str], i: int) -> _Edit | None:
     """``OPERATOR(pg_catalog.~)`` -> ``~`` (psql's and JDBC's catalog queries)."""
     if not _is(words, i, "OPERATOR", "(", "PG_CATALOG", "."):
         return None
@@ -263,27 +263,27 @@ def _operator(text: str, tokens: list[Token], words: list[str], i: int) -> _Edit
     if close is None:
         return None
     operator = "".join(words[i + 4:close])
-    return (tokens[i].start, tokens[close].end + 1, operator), close + 1
+    return (spans[i][0], spans[close][1], operator), close + 1
 
 
-def _collate(text: str, tokens: list[Token], words: list[str], i: int) -> _Edit | None:
+def _collate(spans: list[tuple[int, int]], words: list[str], i: int) -> _Edit | None:
     """`` COLLATE [pg_catalog.]"default"`` -> nothing (DuckDB has no such collation)."""
     if i == 0 or not _is(words, i, "COLLATE"):
         return None
     j = i + 3 if _is(words, i + 1, "PG_CATALOG", ".") else i + 1
     if j >= len(words) or words[j].strip('"').lower() != "default":
         return None
-    return (tokens[i - 1].end + 1, tokens[j].end + 1, ""), j + 1
+    return (spans[i - 1][1], spans[j][1], ""), j + 1
 
 
-def _catalog_array(text: str, tokens: list[Token], words: list[str], i: int) -> _Edit | None:
+def _catalog_array(spans: list[tuple[int, int]], words: list[str], i: int) -> _Edit | None:
     """``::oid[]`` -> ``:: pg_catalog.oid[]``: sqlglot reads an unqualified catalog type's
     array as a subscript and fails; schema-qualified, it parses (asyncpg's type
     introspection writes ``$1::oid[]``)."""
     if words[i].upper() not in ("::", "AS") or not _is(words, i + 2, "[", "]") or \
             not _CATALOG_TYPES.fullmatch(words[i + 1]):
         return None
-    return (tokens[i].end + 1, tokens[i + 3].end + 1, f" pg_catalog.{words[i + 1]}[]"), i + 4
+    return (spans[i][1], spans[i + 3][1], f" pg_catalog.{words[i + 1]}[]"), i + 4
 
 
 def _target(text: str) -> str:
