@@ -25,7 +25,7 @@ bounding (should be similar across days).
 
 **Fast path** (``people``, one row per person: no bounding, only clamping and total reads):
 dpsql's rewritten SQL for ``SUM(income)`` and ``COUNT(*) ... WHERE age >= 65`` (taken from
-``dpsql.pipeline.prepare``) next to cheaper forms with the same result.
+``dpsql.planner.Planner.prepare``) next to cheaper forms with the same result.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Run the grammar corpus (``cases/*.sql``): one test per case, id ``file:case name``.
 
-Accepted cases are checked against the plan (``dpsql.pipeline.prepare``, no data read) and,
-with ``run`` or ``rows=``, by answering them on the bundled sample data. Refused cases must
-raise exactly the named class of :mod:`dpsql.errors` with a message that says what to do.
+Accepted cases are checked against the plan (``dpsql.planner.Planner.prepare_query``, no data
+read) and, with ``run`` or ``rows=``, by answering them on the bundled sample data. Refused cases
+must raise exactly the named class of :mod:`dpsql.errors` with a message that says what to do.
 """
 
 from __future__ import annotations
