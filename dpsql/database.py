@@ -206,7 +206,7 @@ class Database:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
         (:class:`~dpsql.public.PublicRead`) or two private releases
-        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.routes`."""
+        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`."""
         normalised, _, tree = self._texts(sql, parameters)
         return self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree)
 

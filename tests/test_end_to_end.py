@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import sqlglot.parser
 from scipy import stats
 
 import dpsql
@@ -128,6 +129,24 @@ def test_every_aggregate_in_one_query(db: dpsql.Database) -> None:
     assert abs(total - float(truth(db, "SELECT SUM(x) FROM t"))) < 1000
     assert abs(sd - math.sqrt(var)) < 1e-6 and 600 < var < 1100
     assert 0 <= lo <= hi <= 10
+
+
+def test_a_query_is_parsed_once(db: dpsql.Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Database parses a query's text once; its paths (public read, two releases, the
+    passes) read copies of that tree, and a repetition parses nothing."""
+    parses: list[object] = []
+    parse = sqlglot.parser.Parser.parse
+
+    def counted(self: sqlglot.parser.Parser, *args: Any, **kwargs: Any) -> Any:
+        parses.append(args)
+        return parse(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqlglot.parser.Parser, "parse", counted)
+    sql = "SELECT city, COUNT(*), SUM(x) FROM t WHERE x > 12.5 GROUP BY city"
+    db.query(sql, epsilon=1.0, delta=1e-6)
+    assert len(parses) == 1
+    db.query(sql, epsilon=1.0, delta=1e-6)
+    assert len(parses) == 1
 
 
 def test_group_by_answers(db: dpsql.Database) -> None:
