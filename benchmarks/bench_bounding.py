@@ -25,7 +25,7 @@ bounding (should be similar across days).
 
 **Fast path** (``people``, one row per person: no bounding, only clamping and total reads):
 dpsql's rewritten SQL for ``SUM(income)`` and ``COUNT(*) ... WHERE age >= 65`` (taken from
-``dpsql.pipeline.prepare``) next to cheaper forms with the same result.
+``dpsql.planner.Planner.prepare``) next to cheaper forms with the same result.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from bench_engine import ensure_data, machine
 
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.metadata import load_metadata
-from dpsql.pipeline import prepare
+from dpsql.planner import Planner
 from dpsql.rewrite import rewrite
 
 SALT = 0x5DEECE66D1234567
@@ -218,7 +218,7 @@ def fast_path(con: duckdb.DuckDBPyConnection, metadata: Path, runs: int) -> list
     )
     lines = []
     for label, raw, variants in cases:
-        p = prepare(raw, md, 1.0, 0.0)
+        p = Planner(md).prepare(raw, 1.0, 0.0)
         schema = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns"
                                   " WHERE table_name = ?", [p.table.name]).fetchall())
         sql = rewrite(p, schema).sql(dialect=DuckDBDialect)

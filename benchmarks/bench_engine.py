@@ -80,7 +80,7 @@ sys.path.insert(0, str(HERE.parent))  # this checkout's dpsql, not another insta
 
 import dpsql  # noqa: E402
 from dpsql.ledger_identity import record_path  # noqa: E402
-from dpsql.pipeline import answer, prepare  # noqa: E402
+from dpsql.pipeline import answer  # noqa: E402
 
 DATA = HERE / "data"
 SEED = 20250101
@@ -328,7 +328,7 @@ class EngineTimer:
 
 def forget_plans(db: dpsql.Database) -> None:
     """Empty dpsql's plan cache, so that the next query is parsed, checked and planned anew."""
-    db.metadata.plans.clear()
+    db.planner.plans.clear()
     db._memo.clear()  # the bound query's texts, memoised per SQL text
     db.engine.rewritten.clear()  # the rewritten SQL per plan (a new plan misses it anyway)
 
@@ -440,9 +440,9 @@ delta = 0.5
             for i in range(runs + 1):
                 forget_plans(db)
                 t0 = time.perf_counter()
-                plan = prepare(q.sql, db.metadata, EPSILON, q.delta)
+                plan = db.planner.prepare(q.sql, EPSILON, q.delta)
                 t1 = time.perf_counter()
-                prepare(q.sql, db.metadata, EPSILON, q.delta)
+                db.planner.prepare(q.sql, EPSILON, q.delta)
                 t2 = time.perf_counter()
                 timer.elapsed = 0.0
                 answer(plan, db.engine)

@@ -42,7 +42,7 @@ def _raw(con: psycopg.Connection, sql: str) -> float:
 
 
 def _dpsql(db: dpsql.Database, sql: str, delta: float) -> float:
-    db.metadata.plans.clear()
+    db.planner.plans.clear()
     db._memo.clear()
     started = time.perf_counter()
     db.query(sql, epsilon=1.0, delta=delta)

@@ -90,6 +90,7 @@ import numpy as np
 from sqlglot import exp
 
 from dpsql.bounds import Bound, bound, numeric_bound
+from dpsql.dates import written
 from dpsql.errors import UnboundedExpression
 from dpsql.mechanisms import NoiseSpec
 from dpsql.metadata import Table
@@ -394,7 +395,7 @@ def _date_quantile(call: AggregateCall, table: Table) -> Cell:
     assert call.arg is not None
     column = table.column(call.arg.name) if isinstance(call.arg, exp.Column) else None
     if column is None or not column.bounded:
-        what = call.arg.sql(dialect="duckdb")
+        what = written(call.arg)
         raise UnboundedExpression(
             f"{call.text}: {what} needs declared date bounds (lower and upper in the metadata, "
             "the days a date quantile is drawn from); aggregate a date column that has them")
@@ -418,7 +419,7 @@ def _instant_quantile(call: AggregateCall, table: Table) -> Cell:
     assert call.arg is not None
     column = table.column(call.arg.name) if isinstance(call.arg, exp.Column) else None
     if column is None or not column.bounded:
-        what = call.arg.sql(dialect="duckdb")
+        what = written(call.arg)
         raise UnboundedExpression(
             f"{call.text}: {what} needs declared timestamp bounds (lower and upper in the "
             "metadata, the instants a quantile is drawn from); aggregate a timestamp column "

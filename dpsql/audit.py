@@ -10,7 +10,7 @@ event E, ``epsilon >= ln((P[M(D) in E] - delta) / P[M(D') in E])``. The auditor
    ``max_groups_per_unit``, with values far outside the declared bounds (the worst neighbour
    the metadata allows). Both directions of the inequality are tested, so "D' minus that unit"
    is covered too;
-2. prepares the query once (:func:`dpsql.pipeline.prepare`, no data read) and answers it
+2. prepares the query once (:meth:`dpsql.Database.plan`, no data read) and answers it
    ``n_select + n`` times on each database (:func:`dpsql.pipeline.answer`: rewrite, execute,
    perturb, post-process, exactly as :meth:`dpsql.Database.query` does);
 3. turns each answer into scalar features: every cell of every released group, each group's
@@ -147,7 +147,7 @@ def run(scenario: Scenario, db: Database, n: int) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for _ in range(n):
         try:
-            outcomes.append(answer_private(plan, db.engine, db.metadata))
+            outcomes.append(answer_private(plan, db.engine, db.planner))
         except Exception as e:  # a failure on one side only is itself a leak, so every
             outcomes.append(e)  # failure is an event of the answer, never a crash of the audit
     return outcomes

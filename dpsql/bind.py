@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from dpsql.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, UnsupportedQuery
-from dpsql.joins import Relation
+from dpsql.joins import PublicRows, Relation
 from dpsql.metadata import Metadata, Table
 from dpsql.parameters import parse_array_literal
 
@@ -46,14 +46,16 @@ class _Source:
     namespace: Namespace | None = None  # joins: the joined tables' columns (bind_joins)
 
 
-def bind(select: exp.Select, metadata: Metadata) -> BoundQuery:
-    """Resolve ``select`` against ``metadata``."""
+def bind(select: exp.Select, metadata: Metadata, public: PublicRows | None = None
+         ) -> BoundQuery:
+    """Resolve ``select`` against ``metadata``; a join with a public table reads ``public``
+    (its multiplicities, key domains and bounds: :mod:`dpsql.joins`)."""
     select = _quantified_to_in(select.copy())
     names = [output_name(e) for e in select.expressions]
     ctes = _collect_ctes(select, {})
     relation = None
     if is_joined(select, ctes, metadata):
-        namespace, relation = bind_relation(select, ctes, metadata)
+        namespace, relation = bind_relation(select, ctes, metadata, public)
         source = _Source(table=namespace.table, alias="", columns={}, where=None,
                          namespace=namespace)
     else:

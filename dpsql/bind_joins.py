@@ -17,7 +17,15 @@ from typing import cast
 from sqlglot import exp
 
 from dpsql.errors import JoinRefused, UnknownColumn, UnknownTable, UnsupportedQuery
-from dpsql.joins import Relation, SemiJoin, Source, conjuncts, joined_table, unit_name
+from dpsql.joins import (
+    PublicRows,
+    Relation,
+    SemiJoin,
+    Source,
+    conjuncts,
+    joined_table,
+    unit_name,
+)
 from dpsql.metadata import Metadata, Table
 
 _PLAIN_ALIAS = re.compile(r"[a-z][a-z0-9_]*")
@@ -52,8 +60,8 @@ def is_joined(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadat
     return table is not None and table.unit_path is not None
 
 
-def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata
-                  ) -> tuple[Namespace, Relation]:
+def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Metadata,
+                  public: PublicRows | None) -> tuple[Namespace, Relation]:
     if select.args.get("laterals") or select.args.get("from_") is None:
         raise UnsupportedQuery("LATERAL and a query without FROM cannot be joined; join "
                                "declared tables by name")
@@ -74,7 +82,7 @@ def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Met
     outer = _namespace(sources, using, sources[0].table)
     semis = _semijoins(select, outer, sources, metadata)
     relation = Relation(tuple(sources), tuple(semis))
-    outer.table = joined_table(relation, metadata)
+    outer.table = joined_table(relation, public)
     return outer, relation
 
 
@@ -257,7 +265,7 @@ def resolve_joined(column: exp.Column, source: Namespace, aliases: set[str]) -> 
         if name not in columns:
             raise UnknownColumn(f"column {column.name!r} is not declared for {qualifier!r}; its "
                                 f"columns: {', '.join(sorted(columns))}")
-        return columns[name].copy()
+        return _as_written(columns[name], column)
     if name in aliases:
         return column
     if name in source.ambiguous:
@@ -266,7 +274,15 @@ def resolve_joined(column: exp.Column, source: Namespace, aliases: set[str]) -> 
     if name not in source.columns:
         raise UnknownColumn(f"column {column.name!r} is not a column of any joined table "
                             f"({', '.join(source.qualified)})")
-    return source.columns[name].copy()
+    return _as_written(source.columns[name], column)
+
+
+def _as_written(joined: exp.Expression, column: exp.Column) -> exp.Expression:
+    """A copy of ``joined`` (a column under its joined name, ``alias__column``) that keeps
+    what the analyst wrote, which refusals quote (:func:`dpsql.dates.written`)."""
+    resolved = joined.copy()
+    resolved.meta["written"] = column.sql(dialect="duckdb")
+    return resolved
 
 
 def substitute(node: exp.Expression, namespace: Namespace, aliases: set[str]) -> exp.Expression:

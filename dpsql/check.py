@@ -19,6 +19,7 @@ from sqlglot import exp
 from dpsql.aggregates import AggregateCall, kind_of
 from dpsql.bind import BoundQuery
 from dpsql.bounds import bound, condition
+from dpsql.dates import written
 from dpsql.errors import (
     ForbiddenFunction,
     KeyReleaseRefused,
@@ -82,7 +83,7 @@ def check(query: BoundQuery) -> CheckedQuery:
         window = select.find(exp.Window)
         if window is not None:  # no aggregate: the window would run over the private rows
             raise WindowOverPrivateRows(
-                f"{window.sql(dialect='duckdb')} runs over private rows; dpsql answers "
+                f"{written(window)} runs over private rows; dpsql answers "
                 "aggregate queries, and a window may only read aggregates and GROUP BY keys")
         raise NonAggregatedColumn(_no_aggregate_message(select))
     _check_outer(select)
@@ -94,7 +95,7 @@ def check(query: BoundQuery) -> CheckedQuery:
 def _row_level(node: exp.Expression, table: Table, where: str) -> None:
     for sub in node.find_all(exp.AggFunc, exp.Window):
         kind = WindowOverPrivateRows if isinstance(sub, exp.Window) else UnsupportedQuery
-        raise kind(f"{where} cannot contain {sub.sql(dialect='duckdb')}; filter rows with "
+        raise kind(f"{where} cannot contain {written(sub)}; filter rows with "
                    "row-level predicates and put conditions on aggregates in HAVING")
     bound(node, table)
 
@@ -112,17 +113,16 @@ def _group_keys(select: exp.Select, table: Table) -> list[exp.Expression]:
     for item in items:
         if isinstance(item, exp.GroupingSets | exp.Rollup | exp.Cube):
             raise UnsupportedQuery(
-                f"GROUP BY {item.sql(dialect='duckdb')} is not supported; ask one GROUP BY "
+                f"GROUP BY {written(item)} is not supported; ask one GROUP BY "
                 "per grouping instead")
         key = _resolve_key(item, select)
         _row_level(key, table, "GROUP BY")
         units = {*table.unit_columns, table.privacy_unit}
-        unit = next((c.name.lower() for c in key.find_all(exp.Column)
-                     if c.name.lower() in units), None)
+        unit = next((c for c in key.find_all(exp.Column) if c.name.lower() in units), None)
         if unit is not None:
             raise KeyReleaseRefused(
-                f"GROUP BY {key.sql(dialect='duckdb')} groups by the privacy unit "
-                f"{unit!r}: every group would be one person. Group by a "
+                f"GROUP BY {written(key)} groups by the privacy unit "
+                f"{written(unit).lower()!r}: every group would be one person. Group by a "
                 "coarser column instead")
         if key.sql(dialect="duckdb") not in {k.sql(dialect="duckdb") for k in keys}:
             keys.append(key)
@@ -144,7 +144,7 @@ def _resolve_key(item: exp.Expression, select: exp.Select) -> exp.Expression:
                 break
     item = item.this if isinstance(item, exp.Alias) else item
     if item.find(exp.AggFunc):
-        raise NestedAggregate(f"GROUP BY {item.sql(dialect='duckdb')} contains an aggregate; "
+        raise NestedAggregate(f"GROUP BY {written(item)} contains an aggregate; "
                               "group by row-level expressions only")
     return item.copy()
 
@@ -188,7 +188,7 @@ def _is_aggregate(node: exp.Expression) -> bool:
 
 def _aggregate_call(node: exp.Expression, call: exp.Expression,
                     condition: exp.Expression | None, table: Table, index: int) -> AggregateCall:
-    text = node.sql(dialect="duckdb")
+    text = written(node)
     kind, arg, quantile = _kind_and_arg(call, text)
     distinct = isinstance(arg, exp.Distinct)
     if isinstance(arg, exp.Distinct):  # i.e. `if distinct`, spelled so that mypy narrows arg
@@ -199,7 +199,7 @@ def _aggregate_call(node: exp.Expression, call: exp.Expression,
     if arg is not None:
         for sub in arg.find_all(exp.AggFunc, exp.Window):
             error = NestedAggregate if isinstance(sub, exp.AggFunc) else WindowOverPrivateRows
-            raise error(f"{text} contains {sub.sql(dialect='duckdb')}; aggregates cannot be "
+            raise error(f"{text} contains {written(sub)}; aggregates cannot be "
                         "nested and windows cannot run over private rows")
         if isinstance(arg, exp.Star):
             arg = None
@@ -288,7 +288,7 @@ def _check_outer_part(node: exp.Expression, clause: str, aliases: set[str]) -> N
             and not (clause != "expressions" and sub.name.lower() in aliases))
         if private and (window := sub.find_ancestor(exp.Window)) is not None:
             raise WindowOverPrivateRows(
-                f"{window.sql(dialect='duckdb')} runs over private rows; "
+                f"{written(window)} runs over private rows; "
                 "a window may only read aggregates and GROUP BY keys, as in "
                 "SUM(COUNT(*)) OVER ()")
         if isinstance(sub, exp.Star):
@@ -298,8 +298,8 @@ def _check_outer_part(node: exp.Expression, clause: str, aliases: set[str]) -> N
             if clause != "expressions" and sub.name.lower() in aliases:
                 continue
             raise NonAggregatedColumn(
-                f"column {sub.sql(dialect='duckdb')} appears outside an aggregate; aggregate it "
-                f"(for example AVG({sub.sql(dialect='duckdb')})) or add it to GROUP BY")
+                f"column {written(sub)} appears outside an aggregate; aggregate it "
+                f"(for example AVG({written(sub)})) or add it to GROUP BY")
         name = function_name(sub)
         if name in _FORBIDDEN_OUTER:
             raise ForbiddenFunction(f"function {name}() is not allowed in dpsql queries")
@@ -318,7 +318,7 @@ def _no_aggregate_message(select: exp.Select) -> str:
     if any(e.find(exp.Star) for e in select.expressions):
         return ("SELECT * would release private rows; dpsql answers aggregate queries: select "
                 "aggregates such as COUNT(*) or AVG(age), with GROUP BY keys")
-    first = select.expressions[0].sql(dialect="duckdb") if select.expressions else "?"
+    first = written(select.expressions[0]) if select.expressions else "?"
     return (f"the query releases {first} without aggregating it; dpsql answers aggregate "
             "queries: use COUNT, SUM, AVG, ... and GROUP BY")
 
@@ -345,7 +345,7 @@ def refuse_float_overflow(expressions: Iterable[exp.Expression | None], table: T
                 continue
             if b.kind == "float" and not b.finite:
                 raise UnsupportedQuery(
-                    f"on {engine}, {node.sql(dialect='duckdb')} could overflow a double (its "
+                    f"on {engine}, {written(node)} could overflow a double (its "
                     "range cannot be bounded from the declared bounds); declare lower and upper "
                     "bounds on its columns, or compute with smaller constants")
 

@@ -186,7 +186,7 @@ def _value_literal(node: exp.Expression, value: object, sql_type: str,
     if temporal is not None and text is not None:
         return exp.cast(exp.Literal.string(text), temporal)
     raise InvalidConstant(
-        f"{node.sql(dialect='duckdb')} is a constant of type {sql_type}, which dpsql cannot "
+        f"{written(node)} is a constant of type {sql_type}, which dpsql cannot "
         "use in a query; use a number, text, a boolean or a date")
 
 

@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from dpsql.bounds import bound
 from dpsql.check import CheckedQuery
+from dpsql.dates import written
 from dpsql.errors import QueryTooComplex
 from dpsql.metadata import Table
 
@@ -98,7 +99,7 @@ def _pattern_length(node: exp.Expression, where: str) -> int:
     pattern = node.expression
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
         raise QueryTooComplex(
-            f"{where}: the pattern of {node.sql(dialect='duckdb')} must be a constant text; "
+            f"{where}: the pattern of {written(node)} must be a constant text; "
             "a pattern computed from rows would make the work per row depend on the data")
     if len(pattern.this) > MAX_PATTERN_LENGTH:
         raise QueryTooComplex(f"{where}: the pattern '{pattern.this[:20]}...' has "

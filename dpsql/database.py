@@ -69,13 +69,14 @@ from dpsql.ledger_identity import read_record, retire_record, unavailable
 from dpsql.limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.metadata import Metadata, load_metadata
 from dpsql.owner_settings import EVERY_OTHER_ANALYST
-from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
-from dpsql.pipeline import Explanation, answer, engine_sql, explain
+from dpsql.parameters import Parameters, bound_query, frozen_parameters
+from dpsql.pipeline import Explanation, engine_sql, explain
 from dpsql.plan import Plan
+from dpsql.planner import Planner, Prepared
 from dpsql.postprocess import Result, ResultColumn, reads_nothing, typed_empty
 from dpsql.public import PublicRead, PublicStore, answer_public
-from dpsql.routes import Prepared, prepare_query
-from dpsql.series import TwoReleases, answer_two, explain_two, release_cost
+from dpsql.routes import answer_private
+from dpsql.series import TwoReleases, explain_two, release_cost
 
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
@@ -83,6 +84,8 @@ _MEMO_SIZE = 1024
 ANALYST_ENV = "DPSQL_ANALYST"
 LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
+#: A bound query: its normalised text, its answer-key text and its tree (never mutated).
+_Statement = tuple[str, str, exp.Expression]
 
 
 def sample_paths() -> tuple[Path, Path]:
@@ -212,11 +215,11 @@ class Database:
             raise
         tables = json.dumps(self.metadata.raw.get("tables"), sort_keys=True, default=str)
         self._scope = hashlib.sha256(f"{self.engine.location}\0{tables}".encode()).hexdigest()
-        # (SQL text, parameters) -> (normalised text, answer-key text): see _texts.
-        self._memo: LRU[tuple[object, ...], tuple[str, str]] = LRU(_MEMO_SIZE)
+        # (SQL text, parameters) -> (normalised text, answer-key text, tree): see _texts.
+        self._memo: LRU[tuple[object, ...], _Statement] = LRU(_MEMO_SIZE)
         self._public = PublicStore(self.metadata, self.engine)  # loaded on first use
-        # Plans of joins read public tables (multiplicities, key domains: dpsql.joins).
-        self.metadata.public_data.store = self._public
+        # This database's plans: joins read its public tables (multiplicities, key domains).
+        self.planner = Planner(self.metadata, self._public)
 
     @property
     def metered(self) -> bool:
@@ -232,9 +235,9 @@ class Database:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
         (:class:`~dpsql.public.PublicRead`) or two private releases
-        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.routes`."""
-        return prepare_query(bind_parameters(sql, parameters), self.metadata, epsilon, delta,
-                             mechanism)
+        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`."""
+        normalised, _, tree = self._texts(sql, parameters)
+        return self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree)
 
     def query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
               mechanism: str = "laplace", parameters: Parameters = None,
@@ -275,8 +278,8 @@ class Database:
         answer, so the same query asked again returns the same error at no new charge.
         """
         started = time.monotonic()
-        normalised, key_text = self._texts(sql, parameters)
-        p = prepare_query(normalised, self.metadata, epsilon, delta, mechanism)
+        normalised, key_text, tree = self._texts(sql, parameters)
+        p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
@@ -355,9 +358,7 @@ class Database:
                        entry_id: int | None) -> Result:
         deadline = Deadline(self.engine.cancel_token(), limit)
         try:
-            if isinstance(p, TwoReleases):
-                return answer_two(p, self.engine, self.metadata)
-            return answer(p, self.engine)
+            return answer_private(p, self.engine, self.planner)
         except EngineError as e:
             if e.interrupted and deadline.fired:
                 owner_log.warning("query of %s stopped at the statement_timeout of %g s: %s",
@@ -385,10 +386,11 @@ class Database:
         except (Error, TypeError, ValueError) as e:
             log.warning("the answer to ledger entry %d was not stored: %s", entry_id, e)
 
-    def _texts(self, sql: str, parameters: Parameters) -> tuple[str, str]:
-        """The bound query's normalised text (what is planned) and the text its stored
-        answers are keyed by; memoised per SQL text and parameters, because BI tools and
-        dashboards send the same text again and again (parsing it twice costs ~0.5 ms)."""
+    def _texts(self, sql: str, parameters: Parameters) -> _Statement:
+        """The bound query's normalised text (what is planned, and the planner's cache key),
+        the text its stored answers are keyed by, and its tree (parsed once: the planner reads
+        copies); memoised per SQL text and parameters, because BI tools and dashboards send
+        the same text again and again."""
         try:
             memo: tuple[object, ...] | None = (sql, frozen_parameters(parameters))
             hash(memo)
@@ -398,9 +400,9 @@ class Database:
             return self._bound_texts(sql, parameters)
         return self._memo.get_or_compute(memo, lambda: self._bound_texts(sql, parameters))
 
-    def _bound_texts(self, sql: str, parameters: Parameters) -> tuple[str, str]:
-        tree = bind_tree(sql, parameters)
-        return tree.sql(dialect=_DIALECT, comments=False), self.key_text(tree)
+    def _bound_texts(self, sql: str, parameters: Parameters) -> _Statement:
+        text, tree = bound_query(sql, parameters)
+        return text, self.key_text(tree.copy()), tree
 
     def cache_key(self, tree: exp.Expression, p: Plan | TwoReleases) -> str:
         """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""

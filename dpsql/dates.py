@@ -67,9 +67,23 @@ def normalise(tree: exp.Expression) -> exp.Expression:
     return tree.transform(_normalised, copy=False)
 
 
-def written(node: exp.Expression) -> str:
-    """What the analyst wrote for ``node``: its text before this pass, else its DuckDB SQL."""
-    return str(node.meta.get("written") or node.sql(dialect="duckdb"))
+def written(node: exp.Expr) -> str:
+    """What the analyst wrote for ``node``, as refusals quote it: its DuckDB SQL, where each
+    part that remembers what the analyst wrote (``meta["written"]``: a date function before
+    :func:`normalise`, a joined column before :mod:`dpsql.bind_joins` named it
+    ``alias__column``) is shown as written."""
+    if _written(node):
+        return _written(node)
+    if not any(_written(n) for n in node.walk()):
+        return node.sql(dialect="duckdb")
+    shown = node.copy().transform(
+        lambda n: exp.Var(this=_written(n)) if _written(n) else n, copy=False)
+    return shown.sql(dialect="duckdb")
+
+
+def _written(node: exp.Expr) -> str:
+    meta = getattr(node, "_meta", None)  # read without creating it (node.meta would)
+    return str(meta.get("written") or "") if meta else ""
 
 
 _STRPTIME = {"TO_DATE": exp.StrToDate, "TO_TIMESTAMP": exp.StrToTime}

@@ -80,14 +80,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Protocol, cast
 
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from dpsql.engines.ir import SaltedHash
 from dpsql.errors import JoinRefused
-from dpsql.metadata import ENGINE_TYPES, MAX_DOMAIN_SIZE, Column, Metadata, Table
+from dpsql.metadata import MAX_DOMAIN_SIZE, Column, Metadata, Table
 from dpsql.total import Reader
 
 #: The most rows one unit may have in a joined relation (the noise grows with it).
@@ -158,7 +157,7 @@ def unit_name(table: Table, metadata: Metadata) -> str | None:
     return table.privacy_unit
 
 
-def joined_table(relation: Relation, metadata: Metadata) -> Table:
+def joined_table(relation: Relation, public: PublicRows | None) -> Table:
     """The one table every later pass sees: every source's columns under their joined names,
     the joined k and g (module docstring), public domains and bounds read from public data."""
     sources = [*relation.sources, *(j.source for j in relation.semijoins)]
@@ -167,10 +166,10 @@ def joined_table(relation: Relation, metadata: Metadata) -> Table:
     for s in sources:
         for column in s.table.columns.values():
             if s.table.public:
-                column = _public_column(s.table, column, metadata)
+                column = _public_column(s.table, column, public)
             columns[s.name(column.name)] = replace(
                 column, name=s.name(column.name), nullable=column.nullable or s.nullable)
-    multiplicities = [_multiplicity(s, relation, metadata) for s in relation.sources
+    multiplicities = [_multiplicity(s, relation, public) for s in relation.sources
                       if s.table.public]
     names = " JOIN ".join(s.table.name for s in relation.sources if not s.hidden)
     units = frozenset(s.unit for s in sources if s.unit is not None)
@@ -233,7 +232,7 @@ def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     return [node]
 
 
-def _multiplicity(source: Source, relation: Relation, metadata: Metadata) -> int:
+def _multiplicity(source: Source, relation: Relation, public: PublicRows | None) -> int:
     """How many rows of a public table one row of the others can match: the most rows sharing
     a value of its join key (its own ON's equalities with earlier sources; for the first source,
     the next ON's), or all of its rows."""
@@ -250,23 +249,23 @@ def _multiplicity(source: Source, relation: Relation, metadata: Metadata) -> int
         sql = f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {ref} GROUP BY {cols})"
     else:
         sql = f"SELECT COUNT(*) FROM {ref}"
-    (value,), = _read(sql, metadata)
+    (value,), = _read(sql, public)
     assert isinstance(value, int)  # a count
     return max(value, 1)
 
 
-def _public_column(table: Table, column: Column, metadata: Metadata) -> Column:
+def _public_column(table: Table, column: Column, public: PublicRows | None) -> Column:
     """A public column with its domain and (undeclared) bounds read from the public data."""
     ref, col = _ref(table), exp.column(column.name, quoted=True).sql("duckdb")
     if column.domain is None and column.type != "float":
-        rows = _read(f"SELECT DISTINCT {col} FROM {ref} LIMIT {MAX_DOMAIN_SIZE + 1}", metadata)
+        rows = _read(f"SELECT DISTINCT {col} FROM {ref} LIMIT {MAX_DOMAIN_SIZE + 1}", public)
         if len(rows) <= MAX_DOMAIN_SIZE:
             values = tuple(sorted(r[0] for r in rows if r[0] is not None))  # type: ignore
             if values:  # the types of the column (checked when the database opened)
                 column = replace(column, values=values,  # type: ignore[arg-type]
                                  nullable=column.nullable or len(values) < len(rows))
     if column.type in ("int", "float", "date") and not column.bounded:
-        (lo, hi), = _read(f"SELECT MIN({col}), MAX({col}) FROM {ref}", metadata)
+        (lo, hi), = _read(f"SELECT MIN({col}), MAX({col}) FROM {ref}", public)
         if lo is not None and hi is not None:
             # As declared bounds are typed (a DECIMAL column's min is a Decimal).
             kind = {"int": int, "float": float}.get(column.type, lambda v: v)
@@ -278,42 +277,21 @@ def _ref(table: Table) -> str:
     return exp.to_identifier(table.name, quoted=True).sql("duckdb")
 
 
-def _read(sql: str, metadata: Metadata) -> list[tuple[object, ...]]:
-    """Rows of DuckDB's ``sql`` over the public tables, on the store's typed copy of them
-    (whatever the engine: it copied them with its own SQL, ``Engine.read_public``)."""
-    store = metadata.public_data.store
+class PublicRows(Protocol):
+    """Where plans read public tables: DuckDB's SQL over a typed copy of them
+    (:class:`dpsql.public.PublicStore`, which the engine filled with its own SQL,
+    ``Engine.read_public``). Public tables protect no one, so reading them to plan leaks
+    nothing; the :class:`dpsql.planner.Planner` that holds one keys its plans to it."""
+
+    def read(self, sql: str) -> list[tuple[object, ...]]: ...
+
+
+def _read(sql: str, store: PublicRows | None) -> list[tuple[object, ...]]:
+    """Rows of DuckDB's ``sql`` over the public tables, on the planner's store."""
     if store is None:
         raise JoinRefused("joining a public table needs its data to plan (its multiplicities "
                           "and key domains); query through a Database that opened the data")
     return list(store.read(sql))
-
-
-def empty_tables(relation: Relation | None, table: Table, schema: Mapping[str, str]
-                 ) -> list[tuple[str, exp.Select]]:
-    """Every declared table the rewritten query reads (``table`` alone without a join; every
-    source and semi-join's table with one), each as a typed ``SELECT`` of no row: its columns
-    as ``schema``'s physical types (keyed by joined column names, :func:`physical`; the
-    declared types where unknown). An engine's query run over these instead of the tables
-    reads no data, so an error it raises is one it would raise on any data: a refusal before
-    the charge (:func:`dpsql.pipeline.check_engine_query`, each engine's ``compile``)."""
-    tables = relation.tables() if relation is not None else [table]
-    out = []
-    for t in tables:
-        prefix = "" if relation is None else next(
-            s.prefix for s in relation.sources + tuple(j.source for j in relation.semijoins)
-            if s.table is t)
-        empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical_type(
-            schema, prefix + c.name, c.type)), c.name, quoted=True)
-            for c in t.columns.values()]).where(exp.false())
-        out.append((t.name, empty))
-    return out
-
-
-def _physical_type(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:
-    try:
-        return exp.DataType.build(schema.get(column, ENGINE_TYPES[declared]), dialect="duckdb")
-    except (SqlglotError, ValueError):  # a type sqlglot cannot spell: read as declared
-        return exp.DataType.build(ENGINE_TYPES[declared])
 
 
 def physical(relation: Relation, schema: Mapping[str, Mapping[str, str]]) -> dict[str, str]:

@@ -79,7 +79,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpsql.cache import LRU
 from dpsql.errors import MetadataError
 from dpsql.owner_settings import (
     Budget,
@@ -112,7 +111,6 @@ _PRIVATE_ONLY_KEYS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit"
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description",
                 "unique"}
 _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
-PLAN_CACHE_SIZE = 512  # prepared plans kept per Metadata object
 
 
 
@@ -211,16 +209,6 @@ class Table:
         return self.columns.get(name.lower())
 
 
-@dataclass(eq=False)
-class PublicData:
-    """Where plans read public tables (None: no database opened them yet): an object with
-    ``read(sql) -> rows`` running DuckDB's SQL on a copy of the public tables typed as
-    declared (:class:`dpsql.public.PublicStore`, which the engine filled through its own
-    ``read_public``). Public tables protect no one, so reading them to plan leaks nothing."""
-
-    store: Any = None
-
-
 @dataclass(frozen=True)
 class Metadata:
     tables: Mapping[str, Table]
@@ -231,13 +219,6 @@ class Metadata:
     raw: Mapping[str, Any] = field(default_factory=dict)
     budget: Budget | None = None  # None: no analyst declared, nothing is metered
     server: ServerSettings = field(default_factory=ServerSettings)
-    # Prepared plans for this metadata (see dpsql.pipeline.prepare); not part of its value.
-    plans: LRU[tuple[object, ...], Any] = field(
-        default_factory=lambda: LRU(PLAN_CACHE_SIZE), compare=False, repr=False)
-    # Where plans read public tables (dpsql.joins: join multiplicities, key domains, bounds);
-    # the Database that opens an engine sets its store.
-    public_data: PublicData = field(default_factory=lambda: PublicData(), compare=False,
-                                    repr=False)
 
     def table(self, name: str) -> Table | None:
         return self.tables.get(name.lower())

@@ -5,7 +5,6 @@ temporary views, so that a query runs on a neighbour by switching the schema (or
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,8 +15,9 @@ import duckdb
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import _DISABLED_OPTIMIZERS, DuckDBEngine, Engine
-from dpsql.metadata import Metadata, PublicData
+from dpsql.metadata import Metadata
 from dpsql.neighbour_worlds import BASE, TableData, World
+from dpsql.planner import Planner
 from dpsql.public import PublicStore
 
 
@@ -28,19 +28,18 @@ class Neighbourhood:
     world: World
     engine: Engine
     use: Callable[[str], None]
-    metadata: Metadata  # the world's metadata, its public data read from this engine
+    planner: Planner  # the world's metadata, its public data read from this engine
     close: Callable[[], None] = lambda: None
+
+    @property
+    def metadata(self) -> Metadata:
+        return self.planner.metadata
 
     def forget(self) -> None:
         """Drop the plans and engine SQL cached so far: a test that patches the planner (a
         mutant) must neither reuse a clean test's nor leave its own behind."""
-        self.metadata.plans.clear()
+        self.planner.plans.clear()
         self.engine.rewritten.clear()
-
-
-def _own_metadata(metadata: Metadata) -> Metadata:
-    """A copy whose plan cache and public data are this neighbourhood's own."""
-    return dataclasses.replace(metadata, plans=LRU(512), public_data=PublicData())
 
 
 class _SchemaDuckDB(DuckDBEngine):
@@ -189,8 +188,7 @@ def _pg_value_row(row: tuple[object, ...]) -> list[object]:
 
 def _finish(world: World, engine: Engine, use: Callable[[str], None],
             close: Callable[[], None]) -> Neighbourhood:
-    metadata = _own_metadata(world.metadata)
-    metadata.public_data.store = PublicStore(metadata, engine)
-    return Neighbourhood(world, engine, use, metadata, close)
+    planner = Planner(world.metadata, PublicStore(world.metadata, engine))
+    return Neighbourhood(world, engine, use, planner, close)
 
 

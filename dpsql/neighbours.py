@@ -17,10 +17,11 @@ on data, without noise, so that a broken argument fails deterministically:
 2. The neighbours are D minus each person and D plus the adversary; each is materialised
    once as one schema of one engine database (:func:`duckdb_neighbourhood`,
    :func:`postgres_neighbourhood`), so a query runs on a neighbour by switching the schema.
-3. :func:`check_query` plans an accepted query (the same :func:`dpsql.routes.prepare_query`
-   as every front door), runs its noise-free engine query -- the exact per-group
-   measurements, the rewrite with ONE fixed salt for both sides, so the bounding sample of
-   every other unit is identical -- on each neighbour, and checks each pair (D, D'):
+3. :func:`check_query` plans an accepted query (the same
+   :meth:`dpsql.planner.Planner.prepare_query` as every front door), runs its noise-free
+   engine query -- the exact per-group measurements, the rewrite with ONE fixed salt for
+   both sides, so the bounding sample of every other unit is identical -- on each neighbour,
+   and checks each pair (D, D'):
 
    * **sensitivity**: for each measurement m of the plan, the vector over the groups that
      can be released (the public domain's keys, every engine key under thresholding, the one
@@ -61,12 +62,11 @@ from dpsql.neighbour_engines import (
     spark_neighbourhood,
 )
 from dpsql.neighbour_worlds import ADVERSARY, BASE, World, scenario_world, synthesize
-from dpsql.parameters import Parameters, bind_parameters
+from dpsql.parameters import Parameters, bound_query
 from dpsql.perturb import _by_key
 from dpsql.pipeline import engine_sql
 from dpsql.plan import Plan
 from dpsql.public import PublicRead
-from dpsql.routes import prepare_query
 from dpsql.series import TwoReleases, _fill, _max_keys, _prepare_filled, _released_groups_only
 
 __all__ = ["ADVERSARY", "BASE", "Neighbourhood", "Summary", "Verdict", "Violation", "World",
@@ -116,8 +116,8 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
     prepared as :meth:`dpsql.Database.plan` prepares it for every front door (``parameters``
     bound as the DB-API and the server's extended protocol bind them)."""
     try:
-        prepared = prepare_query(bind_parameters(sql, parameters), hood.metadata, epsilon,
-                                 delta, mechanism)
+        text, tree = bound_query(sql, parameters)
+        prepared = hood.planner.prepare_query(text, epsilon, delta, mechanism, tree=tree)
     except ProgrammingError as e:  # a refusal, or parameters that cannot be bound
         return Verdict(sql, "refused", refusal=type(e).__name__)
     if isinstance(prepared, PublicRead):
@@ -143,7 +143,8 @@ def _check_two(p: TwoReleases, hood: Neighbourhood, verdict: Verdict) -> None:
     nkeys = len(p.inner.keys)
     keys = sorted(_by_key(rows, nkeys), key=repr)[:_max_keys(p.inner)]
     released = [tuple(k[link.column] for link in p.links) for k in keys]
-    outer = _prepare_filled(_fill(p.template, p.links, released, p.in_list), hood.metadata, p)
+    outer = _prepare_filled(_fill(p.template, p.links, released, p.in_list), hood.planner,
+                            p)
     _check_plan(_released_groups_only(outer, p, released), hood, verdict, "release 2: ")
 
 

@@ -57,7 +57,18 @@ def bind_parameters(sql: str, parameters: Parameters = None) -> str:
     different spacing, keyword case or comments gives the same text. Parse errors and statements
     other than one SELECT are refused by :func:`dpsql.parse.parse`.
     """
-    return bind_tree(sql, parameters).sql(dialect=_DIALECT, comments=False, copy=False)
+    return bound_query(sql, parameters)[0]
+
+
+def bound_query(sql: str, parameters: Parameters = None
+                ) -> tuple[str, exp.Select | exp.SetOperation]:
+    """What is planned: the normalised text (:func:`bind_parameters`; the key of the plan
+    cache) and the bound tree it was written from, comments removed as from the text (pass
+    it to :meth:`dpsql.planner.Planner.prepare_query`, which then parses nothing)."""
+    tree = bind_tree(sql, parameters)
+    for node in tree.walk():
+        node.comments = None
+    return tree.sql(dialect=_DIALECT), tree
 
 
 def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select | exp.SetOperation:

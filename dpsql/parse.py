@@ -58,7 +58,7 @@ def check_size(sql: str) -> None:
 
 def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     """Parse ``sql`` and return its only statement, which must be a SELECT."""
-    return _only_select(parse_query(sql, dialect))
+    return only_select(parse_query(sql, dialect))
 
 
 def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperation:
@@ -87,7 +87,7 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
     statement = statements[0]
     check_tree_depth(statement)
     if not isinstance(statement, exp.SetOperation):
-        statement = _only_select(statement)
+        statement = only_select(statement)
     spelled(statement)  # date functions whose text sqlglot would rewrite (dpsql.dates)
     return statement
 
@@ -104,7 +104,8 @@ def check_tree_depth(tree: exp.Expr) -> None:
         stack.extend((child, depth + 1) for child in node.iter_expressions())
 
 
-def _only_select(statement: exp.Expr) -> exp.Select:
+def only_select(statement: exp.Expr) -> exp.Select:
+    """``statement`` (from :func:`parse_query`) if it is a SELECT; else the refusal."""
     if isinstance(statement, exp.Select):
         return statement
     if isinstance(statement, exp.SetOperation):

@@ -1,4 +1,4 @@
-"""Pass 7, perturb: exact per-group measurements -> released groups with noisy cells.
+"""Pass 9, perturb: exact per-group measurements -> released groups with noisy cells.
 
 This is the only pass that sees exact aggregates. It decides which groups are released (every
 key of a public domain, empty groups included; otherwise the groups whose noisy number of units

@@ -5,15 +5,16 @@
 
 Each pass is a module with one main function from the previous pass's output to its own. The
 first six never read data, so a query's cost is known, and every refusal happens, before
-anything runs; :func:`prepare` is those six. :func:`answer` runs the rest for a prepared plan.
+anything runs; :func:`prepare_plan` is those six (a :class:`~dpsql.planner.Planner` caches
+what it prepares). :func:`answer` runs the rest for a prepared plan.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 from sqlglot import exp
@@ -24,69 +25,49 @@ from dpsql.check import check, refuse_float_overflow
 from dpsql.constants import fold_constants
 from dpsql.cost import check_cost
 from dpsql.dates import normalise
+from dpsql.dry_runs import empty_tables, with_empty
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_sql import DuckDBDialect
-from dpsql.errors import QueryRefused, QueryTooComplex, UnsupportedQuery
-from dpsql.joins import empty_tables, physical
-from dpsql.mechanisms import accuracy, validate_privacy_parameters
+from dpsql.errors import QueryTooComplex, UnsupportedQuery
+from dpsql.joins import PublicRows, physical
+from dpsql.mechanisms import accuracy
 from dpsql.metadata import Metadata
-from dpsql.parse import parse
+from dpsql.parse import only_select, parse
 from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan, calibrated, plan
 from dpsql.postprocess import Result, check_outer, postprocess
 from dpsql.quantiles import quantile_rank_accuracy
 from dpsql.rewrite import rewrite
 
-PASSES = ("parse", "bind", "check", "constants", "cost", "plan", "rewrite", "execute", "perturb",
-          "postprocess")
+#: The passes, in the order the pipeline runs them: :func:`prepare_plan` runs parse to plan
+#: (no data read), :func:`answer` runs rewrite to post-process (``execute`` is the engine's
+#: :meth:`~dpsql.engines.Engine.execute`). docs/architecture.md's table lists them so.
+PASSES: tuple[Callable[..., Any], ...] = (
+    parse, bind, check, fold_constants, check_cost, plan, rewrite, Engine.execute,
+    perturb_cells, postprocess)
 
 
+def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
+                 epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "laplace",
+                 dialect: str = "duckdb") -> Plan:
+    """parse -> bind -> check -> constants -> cost -> plan: every refusal, no private data
+    read (a join with a public table reads ``public``: :mod:`dpsql.joins`). ``sql`` is the
+    text, or its tree already parsed (:func:`dpsql.parse.parse_query`), which this mutates.
 
-
-def prepare(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0.0,
-            mechanism: str = "laplace", dialect: str = "duckdb") -> Plan:
-    """parse -> bind -> check -> plan: every refusal, no data read.
-
-    Plans depend only on the SQL text, the parameters and the metadata, never on data, so they
-    are cached per metadata object (``metadata.plans``, a thread-safe LRU; BI tools repeat
-    their queries). A cached plan is shared by threads and never mutated: randomness enters
-    only when a plan is answered, and its engine SQL is cached by the engine (:func:`engine_sql`).
-    Refusals are not cached.
+    Not cached: :class:`dpsql.planner.Planner` caches what it prepares, so call
+    :meth:`~dpsql.planner.Planner.prepare`.
     """
-    # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
-    # otherwise find the plan cached for a valid one.
-    validate_privacy_parameters(epsilon, delta, mechanism)
-    key = (sql, epsilon, delta, mechanism, dialect)
-    result: Plan = metadata.plans.get_or_compute(
-        key, lambda: _prepare(sql, metadata, epsilon, delta, mechanism, dialect))
-    return result
-
-
-def _prepare(sql: str, metadata: Metadata, epsilon: float, delta: float, mechanism: str,
-             dialect: str) -> Plan:
-    tree = parse(sql, dialect)
+    tree = parse(sql, dialect) if isinstance(sql, str) else only_select(sql)
     normalise(tree)  # date functions as the checker knows them (dpsql.dates)
+    # Refusals quote the analyst's text (dpsql.dates.written), joined columns included.
     try:
-        checked = check_cost(fold_constants(check(bind(tree, metadata))))
+        checked = check_cost(fold_constants(check(bind(tree, metadata, public))))
         result = plan(checked, epsilon, delta, mechanism)
-    except QueryRefused as e:
-        if tree.find(exp.Join, exp.Subquery) is not None:
-            e.args = tuple(_as_written(a) for a in e.args)
-        raise
     except RecursionError:  # a shape parse's depth limit lets through: refused, not a crash
         raise QueryTooComplex("the query's expressions nest too deeply to be checked; flatten "
                               "them") from None
     check_outer(result)
     return result
-
-
-_JOINED_NAME = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*?)__([A-Za-z_][A-Za-z0-9_]*)\b")
-
-
-def _as_written(arg: object) -> object:
-    """A refusal's text with the joined relation's column names (``alias__column``, see
-    :mod:`dpsql.bind_joins`) spelt as the analyst wrote them, ``alias.column``."""
-    return _JOINED_NAME.sub(r"\1.\2", arg) if isinstance(arg, str) else arg
 
 
 def answer(p: Plan, engine: Engine) -> Result:
@@ -134,8 +115,8 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
     salted = tree.find(exp.Placeholder) is not None
     # DuckDB's semantics are the reference: every engine's query is checked there too, so a
     # query is refused the same way whatever the engine.
+    check_engine_query(p, tree, salted, schema)
     sql = tree.sql(dialect=DuckDBDialect)
-    check_engine_query(p, sql, salted, schema)
     if engine is not None and engine.raises_on_float_overflow:
         refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
                                *[m.arg for m in p.measurements]], p.table,
@@ -145,16 +126,14 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
     return sql, salted
 
 
-def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str]) -> None:
-    """Run the engine query (DuckDB text, which opens with its WITH clause) on an empty table
-    of the engine's physical types (its declared ones where unknown), so that an error the
-    engine raises whatever the data (a type it will not accept) is a refusal before anything
-    is charged, never an engine error after it."""
-    empties = [f"{exp.to_identifier(name, quoted=True).sql(dialect='duckdb')} AS "
-               f"({empty.sql(dialect='duckdb')})"
-               for name, empty in empty_tables(p.query.relation, p.table, schema)]
-    assert sql.startswith("WITH "), "the rewritten query starts with its CTEs"
-    dry = f"WITH {', '.join(empties)}, {sql[len('WITH '):]}"
+def check_engine_query(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str]
+                       ) -> None:
+    """Run the engine query (the rewritten ``tree``, in DuckDB's SQL) on an empty table of the
+    engine's physical types (its declared ones where unknown), so that an error the engine
+    raises whatever the data (a type it will not accept) is a refusal before anything is
+    charged, never an engine error after it."""
+    dry = with_empty(tree, empty_tables(p.query.relation, p.table, schema)).sql(
+        dialect=DuckDBDialect)
     try:
         scratch().execute(dry, [0] if salted else []).fetchall()
     except duckdb.Error as e:

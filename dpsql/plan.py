@@ -1,4 +1,4 @@
-"""Pass 4, plan: bounds, sensitivities, key release, the split of the budget, noise per cell.
+"""Pass 6, plan: bounds, sensitivities, key release, the split of the budget, noise per cell.
 
 The plan is computed from the query and the metadata only, never from data, so its cost is
 known before anything runs.
@@ -26,6 +26,7 @@ from sqlglot import exp
 from dpsql.aggregates import Cell, Measurement, MeasurementSpec, cell_for, units_measurement
 from dpsql.bounds import Bound, bound
 from dpsql.check import CheckedQuery
+from dpsql.dates import written
 from dpsql.domains import key_domain
 from dpsql.errors import KeyReleaseRefused, Remedy
 from dpsql.keys import distinct
@@ -142,7 +143,7 @@ def _full_domain(keys: list[Key]) -> list[tuple[object, ...]] | None:
 
 
 def _thresholding_needed(keys: list[Key]) -> str:
-    private = [k.expression.sql(dialect="duckdb") for k in keys if k.domain is None]
+    private = [written(k.expression) for k in keys if k.domain is None]
     what = ", ".join(private) if private else "the keys (too many combinations)"
     return (f"GROUP BY {what} has no public domain, so releasing which groups exist needs "
             "delta > 0 (thresholding, e.g. delta = 1e-6), or the data owner can declare "

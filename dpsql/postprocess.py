@@ -1,4 +1,4 @@
-"""Pass 8, post-process: the rest of the analyst's SELECT over the noisy cells only.
+"""Pass 10, post-process: the rest of the analyst's SELECT over the noisy cells only.
 
 Outer expressions, HAVING, ORDER BY, LIMIT/OFFSET, DISTINCT and windows over aggregates run in
 DuckDB on a scratch in-memory connection whose only table is the released groups with their
@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
+from dpsql.dry_runs import with_empty
 from dpsql.engines import run_on_cells, scratch
 from dpsql.errors import UnsupportedQuery
 from dpsql.metadata import ENGINE_TYPES
@@ -177,9 +178,8 @@ def check_outer(plan: Plan) -> None:
         return
     typed = [exp.alias_(exp.cast(exp.Null(), _type_of(plan, name)), name)
              for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]]
-    empty = exp.select(*typed).limit(0)
-    sql = outer_sql(plan, []).with_(_CELLS, as_=empty, copy=False).sql(dialect="duckdb",
-                                                                       copy=False)
+    sql = with_empty(outer_sql(plan, []), [(_CELLS, exp.select(*typed).limit(0))]).sql(
+        dialect="duckdb", copy=False)
     try:
         scratch().execute(sql).fetchall()
     except duckdb.Error as e:

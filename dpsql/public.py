@@ -38,9 +38,7 @@ import threading
 from dataclasses import dataclass
 
 import duckdb
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from dpsql.check import function_name
 from dpsql.engines import Engine
@@ -81,14 +79,12 @@ class PublicRead:
         return [c.name for c in self.columns]
 
 
-def public_read(sql: str, metadata: Metadata, dialect: str = "duckdb") -> PublicRead | None:
-    """The exact public read of ``sql``, or None when it reads anything but public tables (the
-    private pipeline then answers or refuses it). Refuses, before anything runs, a query over
-    public tables only that the gate does not allow (module docstring)."""
-    if not any(t.public for t in metadata.tables.values()):
-        return None
-    tree = _parse(sql, dialect)
-    if tree is None:
+def public_read(tree: exp.Expression, metadata: Metadata) -> PublicRead | None:
+    """The exact public read of ``tree`` (the parsed query, :func:`dpsql.parse.parse_query`;
+    read, not kept), or None when it reads anything but public tables (the private pipeline
+    then answers or refuses it). Refuses, before anything runs, a query over public tables
+    only that the gate does not allow (module docstring)."""
+    if not isinstance(tree, exp.Select | exp.SetOperation):
         return None
     tables = _public_tables(tree, metadata)
     if tables is None:
@@ -97,17 +93,6 @@ def public_read(sql: str, metadata: Metadata, dialect: str = "duckdb") -> Public
     text = tree.sql(dialect="duckdb")
     return PublicRead(text, tables, _dry_run(text, [metadata.tables[t] for t in
                                                     _all_public(metadata)]))
-
-
-def _parse(sql: str, dialect: str) -> exp.Query | None:
-    try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect)
-                      if s is not None and not isinstance(s, exp.Semicolon)]
-    except SqlglotError:
-        return None  # the private parse pass refuses it with its message
-    if len(statements) != 1 or not isinstance(statements[0], exp.Select | exp.SetOperation):
-        return None
-    return statements[0]
 
 
 def _all_public(metadata: Metadata) -> list[str]:

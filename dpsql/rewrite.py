@@ -1,4 +1,4 @@
-"""Pass 5, rewrite: the plan -> one SQL query (a sqlglot tree) that computes every measurement
+"""Pass 7, rewrite: the plan -> one SQL query (a sqlglot tree) that computes every measurement
 per group inside the engine, so that only aggregated cells ever reach Python.
 
 The query has three steps, each one or more CTEs:

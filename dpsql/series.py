@@ -40,7 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from sqlglot import exp
 
@@ -53,10 +53,13 @@ from dpsql.engines import Engine
 from dpsql.errors import InternalError, UnsupportedQuery
 from dpsql.metadata import Metadata
 from dpsql.parse import parse
-from dpsql.pipeline import Explanation, answer, explain, prepare
+from dpsql.pipeline import Explanation, answer, explain
 from dpsql.plan import Plan, plan
 from dpsql.postprocess import Result, made_up_answer
 from dpsql.public import reads_only_public
+
+if TYPE_CHECKING:
+    from dpsql.planner import Planner
 
 _ALIAS = "__dpsql_series"
 MAX_KEYS = 1000  # released keys the outer filter may list
@@ -98,17 +101,19 @@ class TwoReleases:
         return self.outer.query.output_names
 
 
-def two_releases(sql: str, metadata: Metadata, epsilon: float, delta: float,
+def two_releases(tree: exp.Expression, planner: Planner, epsilon: float, delta: float,
                  mechanism: str) -> TwoReleases | None:
-    """The two-release plan of ``sql``, or None when it holds no aggregate subquery in a JOIN
-    or an IN (the private pipeline then answers or refuses it)."""
-    tree = parse(sql)
-    found = _find(tree, metadata)
+    """The two-release plan of ``tree`` (the parsed query, which this mutates), or None when
+    it holds no aggregate subquery in a JOIN or an IN (the private pipeline then answers or
+    refuses it); both releases are prepared by ``planner``."""
+    if not isinstance(tree, exp.Select):
+        return None  # the private pipeline's parse refuses it
+    found = _find(tree, planner.metadata)
     if found is None:
         return None
     inner_tree, links, in_list = _split(tree, *found)
-    inner = prepare(inner_tree.sql(dialect="duckdb"), metadata, epsilon / 2, delta / 2,
-                    mechanism)
+    inner = planner.prepare(inner_tree.sql(dialect="duckdb"), epsilon / 2, delta / 2,
+                            mechanism, tree=inner_tree)
     names = [n.lower() for n in inner.query.output_names]
     resolved = tuple(_link(outer, column, names) for outer, column in links)
     _full_key_set(inner, resolved)
@@ -117,7 +122,7 @@ def two_releases(sql: str, metadata: Metadata, epsilon: float, delta: float,
     # longest filter the outer query can get, before anything is charged.
     stand_in = _fill(template, resolved, _stand_in(inner, resolved) * _max_keys(inner),
                      in_list, dedupe=False)
-    outer = prepare(stand_in, metadata, epsilon / 2, delta / 2, mechanism)
+    outer = planner.prepare(stand_in, epsilon / 2, delta / 2, mechanism)
     return TwoReleases(inner, outer, template, resolved, in_list, epsilon, delta, mechanism)
 
 
@@ -359,11 +364,11 @@ def release_cost(p: TwoReleases, accounting: str) -> Cost:
     return Cost(a.epsilon + b.epsilon, a.delta + b.delta, a.rho + b.rho)
 
 
-def answer_two(p: TwoReleases, engine: Engine, metadata: Metadata) -> Result:
+def answer_two(p: TwoReleases, engine: Engine, planner: Planner) -> Result:
     """Release the inner aggregate, then answer the outer query filtered by its keys."""
     released = answer(p.inner, engine)
     keys = [tuple(row[link.column] for link in p.links) for row in released.rows]
-    outer = _prepare_filled(_fill(p.template, p.links, keys, p.in_list), metadata, p)
+    outer = _prepare_filled(_fill(p.template, p.links, keys, p.in_list), planner, p)
     if (outer.cost_epsilon, outer.cost_delta, outer.rho) != (
             p.outer.cost_epsilon, p.outer.cost_delta, p.outer.rho):
         raise InternalError("the outer query's cost changed with the released keys (a bug)")
@@ -372,14 +377,15 @@ def answer_two(p: TwoReleases, engine: Engine, metadata: Metadata) -> Result:
     return result
 
 
-def _prepare_filled(sql: str, metadata: Metadata, p: TwoReleases) -> Plan:
-    """The passes of :func:`dpsql.pipeline.prepare` for the outer query with the released keys,
-    after the charge, so nothing here may refuse for a reason the plan did not check: the cost
-    model already saw :func:`_max_keys` stand-in keys, and the released keys' own text lengths
-    are the owner's data, which the model leaves out by design (:mod:`dpsql.cost`)."""
+def _prepare_filled(sql: str, planner: Planner, p: TwoReleases) -> Plan:
+    """The passes of :func:`dpsql.pipeline.prepare_plan` (not cached) for the outer query with
+    the released keys, after the charge, so nothing here may refuse for a reason the plan did
+    not check: the cost model already saw :func:`_max_keys` stand-in keys, and the released
+    keys' own text lengths are the owner's data, which the model leaves out by design
+    (:mod:`dpsql.cost`)."""
     tree = parse(sql)
     normalise(tree)
-    checked = fold_constants(check(bind(tree, metadata)))
+    checked = fold_constants(check(bind(tree, planner.metadata, planner.public_store)))
     return plan(checked, p.epsilon / 2, p.delta / 2, p.mechanism)
 
 

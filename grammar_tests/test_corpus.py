@@ -1,8 +1,8 @@
 """Run the grammar corpus (``cases/*.sql``): one test per case, id ``file:case name``.
 
-Accepted cases are checked against the plan (``dpsql.pipeline.prepare``, no data read) and,
-with ``run`` or ``rows=``, by answering them on the bundled sample data. Refused cases must
-raise exactly the named class of :mod:`dpsql.errors` with a message that says what to do.
+Accepted cases are checked against the plan (``dpsql.planner.Planner.prepare_query``, no data
+read) and, with ``run`` or ``rows=``, by answering them on the bundled sample data. Refused cases
+must raise exactly the named class of :mod:`dpsql.errors` with a message that says what to do.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import dpsql.errors
 from dpsql.errors import QueryRefused
 from dpsql.plan import Plan
 from dpsql.public import PublicRead
-from dpsql.routes import Prepared, prepare_query
+from dpsql.routes import Prepared
 from dpsql.series import TwoReleases
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
 from grammar_tests.databases import open_database
@@ -66,7 +66,7 @@ def test_case(case: Case, db: dpsql.Database) -> None:
     options = case.options
     # Both doors: the pipeline on the text as written, and the library API, which normalises
     # the text with sqlglot first (Database.plan); they must agree.
-    doors = {"prepare": lambda: prepare_query(case.sql, db.metadata, **options),
+    doors = {"prepare": lambda: db.planner.prepare_query(case.sql, **options),
              "Database.plan": lambda: db.plan(case.sql, **options)}
     if case.verdict == "refused":
         for door, fn in doors.items():

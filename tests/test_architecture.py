@@ -1,12 +1,20 @@
-"""The shape of the code: the passes in order, no import cycle, no module too long to read."""
+"""The shape of the code: the passes in order (and run so), no import cycle, no module too
+long to read."""
 
 from __future__ import annotations
 
 import ast
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import dpsql
 from dpsql import pipeline
+from dpsql.engines import Engine
+from dpsql.planner import Planner
 
 PACKAGE = Path(dpsql.__file__).parent
 #: Modules outside the wire server stay short enough to read in one sitting.
@@ -99,10 +107,48 @@ def test_modules_outside_the_server_stay_short() -> None:
     assert not long, f"split these modules: {long}"
 
 
-def test_every_pass_is_a_module_of_its_own() -> None:
-    for name in pipeline.PASSES:
-        if name != "execute":  # the engine's job (dpsql.engines)
-            assert (PACKAGE / f"{name}.py").exists(), name
+def test_every_pass_is_the_main_function_of_a_module_of_its_own() -> None:
+    modules = [f.__module__ for f in pipeline.PASSES]
+    assert len(set(modules)) == len(modules), modules
+    for f, module in zip(pipeline.PASSES, modules, strict=True):
+        assert module.startswith("dpsql.") and module != "dpsql.pipeline", f
+
+
+def test_docs_and_docstrings_number_the_passes_as_the_pipeline_runs_them() -> None:
+    """docs/architecture.md's table lists ``PASSES`` in order, and each pass module's docstring
+    opens with its number ("Pass 3, check: ...")."""
+    table = (PACKAGE.parent / "docs" / "architecture.md").read_text().split(
+        "## The passes and what flows between them")[1].split("\n\n")[1]
+    rows = [line.split("|")[1:4] for line in table.splitlines()[2:]]
+    functions = [f.__qualname__ for f in pipeline.PASSES]
+    assert [fn.strip().strip("`") for _, _, fn in rows] == functions
+    for number, ((name, module, _), f) in enumerate(zip(rows, pipeline.PASSES, strict=True), 1):
+        if f is Engine.execute:
+            continue
+        doc = sys.modules[f.__module__].__doc__ or ""
+        assert module.strip().startswith(f"`{f.__module__.split('.')[-1]}.py`"), (name, module)
+        assert doc.startswith(f"Pass {number}, {name.strip()}:"), (f.__module__, doc[:40])
+
+
+def test_the_pipeline_runs_its_passes_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``PASSES`` is what :mod:`dpsql.pipeline` calls, in that order, to prepare and answer a
+    query (the engine's execute included)."""
+    ran: list[str] = []
+
+    def recorded(f: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            ran.append(f.__qualname__)
+            return f(*args, **kwargs)
+        return run
+
+    with dpsql.Database() as db:
+        for f in pipeline.PASSES:
+            if f is not Engine.execute:
+                monkeypatch.setattr(pipeline, f.__name__, recorded(f))
+        monkeypatch.setattr(db.engine, "execute", recorded(db.engine.execute))
+        p = Planner(db.metadata).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex")
+        pipeline.answer(p, db.engine)
+    assert [name.split(".")[-1] for name in ran] == [f.__name__ for f in pipeline.PASSES]
 
 
 def test_every_package_is_installed() -> None:

@@ -53,7 +53,7 @@ from dpsql.errors import (
 )
 from dpsql.limits import Deadline, pad_to_grid
 from dpsql.metadata import parse_metadata
-from dpsql.pipeline import prepare
+from dpsql.planner import Planner
 from dpsql.server import ServerConfig, serve_in_thread
 from dpsql.server.testing import sandbox
 
@@ -445,7 +445,7 @@ def test_data_dependent_error_candidates_are_private(sql: str) -> None:
 
 def outcome_is_refusal(sql: str) -> bool:
     try:
-        prepare(sql, parse_metadata(tomllib.loads(META)), 1.0)
+        Planner(parse_metadata(tomllib.loads(META))).prepare(sql, 1.0)
     except QueryRefused:
         return True
     return False
@@ -926,7 +926,7 @@ def test_perturb_releases_the_same_order_for_every_engine_order() -> None:
     from dpsql import perturb
 
     metadata = parse_metadata(tomllib.loads(META))
-    p = prepare("SELECT score AS k, COUNT(*) FROM people GROUP BY k", metadata, 50.0, 0.05)
+    p = Planner(metadata).prepare("SELECT score AS k, COUNT(*) FROM people GROUP BY k", 50.0, 0.05)
     rows = [(math.nan, 1000), (-0.0, 1000), (None, 1000), (1.5, 1000), (float("nan"), 1000)]
     seen = set()
     for perm in itertools.permutations(rows[:4]):

@@ -15,8 +15,8 @@ import pytest
 
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.metadata import Metadata
-from dpsql.pipeline import prepare
 from dpsql.plan import Plan
+from dpsql.planner import Planner
 from dpsql.rewrite import aggregated, rewrite
 
 K, G, GROUPS = 7, 3, 50
@@ -63,7 +63,7 @@ def measurements(p: Plan, con: duckdb.DuckDBPyConnection, salt: int
 @pytest.mark.parametrize("sql", [GROUPED, UNGROUPED])
 def test_one_unit_moves_each_measurement_by_at_most_its_sensitivity(md: Metadata,
                                                                     sql: str) -> None:
-    p = prepare(sql, md)
+    p = Planner(md).prepare(sql)
     assert aggregated(p)  # every measurement here is a count or a sum: no row sample
     with_attacker, without = database(True), database(False)
     for salt in (1, 2, 3, 12345):
@@ -82,7 +82,7 @@ def test_one_unit_moves_each_measurement_by_at_most_its_sensitivity(md: Metadata
 
 
 def test_attacker_keeps_k_rows_in_g_groups(md: Metadata) -> None:
-    p = prepare(GROUPED, md)
+    p = Planner(md).prepare(GROUPED)
     sql = rewrite(p)
     query = ("SELECT __unit, SUM(__c), COUNT(*), MIN(__c), MAX(__c) FROM __contrib "
              "WHERE __unit = 1 GROUP BY __unit")
@@ -114,7 +114,7 @@ def test_allocation_follows_the_groups_rows(kit: SimpleNamespace) -> None:
                                       "cat": {"type": "int", "lower": 0, "upper": 1,
                                               "public_range": True},
                                       "amount": {"type": "float", "lower": 0, "upper": 1}}}})
-    p = prepare("SELECT cat, COUNT(*), AVG(amount) FROM v GROUP BY cat", md)
+    p = Planner(md).prepare("SELECT cat, COUNT(*), AVG(amount) FROM v GROUP BY cat")
     for salt in range(10):
         rows = dict((k, v) for k, v, *_ in con.execute(rewrite(p).sql(dialect=DuckDBDialect),
                                                        [salt]).fetchall())
@@ -135,9 +135,9 @@ def test_selective_where_keeps_the_rows_it_keeps(kit: SimpleNamespace) -> None:
                                               "public_range": True},
                                       "qty": {"type": "int", "lower": 0, "upper": 9}}}})
     exact = con.execute("SELECT COUNT(*), SUM(qty) FROM v WHERE i = 7").fetchone()
-    p = prepare("SELECT COUNT(*), SUM(qty) FROM v WHERE i = 7", md)
+    p = Planner(md).prepare("SELECT COUNT(*), SUM(qty) FROM v WHERE i = 7")
     assert tuple(con.execute(rewrite(p).sql(dialect=DuckDBDialect)).fetchone()) == exact
-    p = prepare("SELECT cat, COUNT(*), SUM(qty) FROM v WHERE i = 7 GROUP BY cat", md)
+    p = Planner(md).prepare("SELECT cat, COUNT(*), SUM(qty) FROM v WHERE i = 7 GROUP BY cat")
     got = con.execute(rewrite(p).sql(dialect=DuckDBDialect), [3]).fetchall()
     want = con.execute("SELECT cat, COUNT(*), SUM(qty) FROM v WHERE i = 7 GROUP BY cat"
                        ).fetchall()
@@ -150,7 +150,7 @@ def test_bounds_too_large_for_scaled_sums_take_the_sampled_rows(kit: SimpleNames
     huge = {"u": {"type": "int"}, "x": {"type": "int", "lower": 0, "upper": 2**100}}
     md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 2**30,
                                   "columns": huge}})
-    assert not aggregated(prepare("SELECT SUM(x) FROM v", md))
+    assert not aggregated(Planner(md).prepare("SELECT SUM(x) FROM v"))
     md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 3,
                                   "columns": huge}})
-    assert aggregated(prepare("SELECT SUM(x) FROM v", md))
+    assert aggregated(Planner(md).prepare("SELECT SUM(x) FROM v"))

@@ -12,8 +12,9 @@ import pytest
 
 import dpsql
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE, weigh
-from dpsql.metadata import PLAN_CACHE_SIZE, Metadata
-from dpsql.pipeline import engine_sql, prepare
+from dpsql.metadata import Metadata
+from dpsql.pipeline import engine_sql
+from dpsql.planner import PLAN_CACHE_SIZE, Planner
 
 THREADS = 8
 
@@ -122,22 +123,23 @@ class SizeWatch:
 
 
 def test_prepare_from_threads(kit: Any) -> None:
-    """8 threads preparing distinct queries on one metadata: no exception, the plan cache
+    """8 threads preparing distinct queries with one planner: no exception, the plan cache
     never above its cap, and each plan is the plan of its own query."""
     metadata: Metadata = kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
+    planner = Planner(metadata)
     per_thread = PLAN_CACHE_SIZE // 4  # twice the cap in all
 
     def work(t: int) -> None:
         for i in range(per_thread):
             n = t * per_thread + i
-            p = prepare(f"SELECT COUNT(*) FROM people WHERE age > {n}", metadata)
+            p = planner.prepare(f"SELECT COUNT(*) FROM people WHERE age > {n}")
             assert f"> {n}" in p.query.where.sql()  # type: ignore[union-attr]
-            assert prepare(f"SELECT COUNT(*) FROM people WHERE age > {n}", metadata) is p
+            assert planner.prepare(f"SELECT COUNT(*) FROM people WHERE age > {n}") is p
 
-    with SizeWatch({"plans": metadata.plans}) as watch:
+    with SizeWatch({"plans": planner.plans}) as watch:
         run_threads(work)
     assert watch.largest["plans"] <= PLAN_CACHE_SIZE
-    assert len(metadata.plans) == PLAN_CACHE_SIZE
+    assert len(planner.plans) == PLAN_CACHE_SIZE
 
 
 def test_one_database_from_threads(make_db: Callable[..., Any], kit: Any) -> None:
@@ -160,7 +162,7 @@ def test_one_database_from_threads(make_db: Callable[..., Any], kit: Any) -> Non
                 text, salted = engine_sql(db.plan(sql), db.engine)
                 assert f"< {n}" in text and not salted  # COUNT(*) per unit: no sample
 
-    caches = {"plans": db.metadata.plans, "texts": db._memo, "rewritten": db.engine.rewritten}
+    caches = {"plans": db.planner.plans, "texts": db._memo, "rewritten": db.engine.rewritten}
     with SizeWatch(caches) as watch:
         run_threads(work)
     assert watch.largest == {"plans": PLAN_CACHE_SIZE, "texts": db._memo.size,
@@ -177,7 +179,7 @@ def test_cached_plans_are_not_mutated_by_answering(make_db: Callable[..., Any],
                      tables, name="narrow").db
     text = make_db(["CREATE TABLE visits (pid BIGINT, cat VARCHAR, amount DOUBLE, n VARCHAR)"],
                    tables, name="text").db
-    p = prepare("SELECT SUM(n) FROM visits", metadata)
+    p = Planner(metadata).prepare("SELECT SUM(n) FROM visits")
     before = dict(vars(p))
     narrow_sql, _ = engine_sql(p, narrow.engine)
     text_sql, _ = engine_sql(p, text.engine)

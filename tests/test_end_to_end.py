@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import sqlglot.parser
 from scipy import stats
 
 import dpsql
 from dpsql.mechanisms import NoiseSpec
-from dpsql.pipeline import answer, prepare
+from dpsql.pipeline import answer
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
 
@@ -130,6 +131,24 @@ def test_every_aggregate_in_one_query(db: dpsql.Database) -> None:
     assert 0 <= lo <= hi <= 10
 
 
+def test_a_query_is_parsed_once(db: dpsql.Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Database parses a query's text once; its paths (public read, two releases, the
+    passes) read copies of that tree, and a repetition parses nothing."""
+    parses: list[object] = []
+    parse = sqlglot.parser.Parser.parse
+
+    def counted(self: sqlglot.parser.Parser, *args: Any, **kwargs: Any) -> Any:
+        parses.append(args)
+        return parse(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqlglot.parser.Parser, "parse", counted)
+    sql = "SELECT city, COUNT(*), SUM(x) FROM t WHERE x > 12.5 GROUP BY city"
+    db.query(sql, epsilon=1.0, delta=1e-6)
+    assert len(parses) == 1
+    db.query(sql, epsilon=1.0, delta=1e-6)
+    assert len(parses) == 1
+
+
 def test_group_by_answers(db: dpsql.Database) -> None:
     result = db.query("SELECT grp, COUNT(*) AS c, AVG(x) AS m FROM t GROUP BY grp ORDER BY grp",
                       epsilon=10)
@@ -153,8 +172,7 @@ def test_public_domain_releases_every_key_including_empty_groups(db: dpsql.Datab
 
 
 def test_key_of_fewer_units_than_the_threshold_never_appears(db: dpsql.Database) -> None:
-    p = prepare("SELECT city, COUNT(*) FROM t GROUP BY city", db.metadata, epsilon=1,
-                delta=1e-6)
+    p = db.planner.prepare("SELECT city, COUNT(*) FROM t GROUP BY city", epsilon=1, delta=1e-6)
     assert p.threshold is not None and 1 < p.threshold.tau < 99
     released: set[Any] = set()
     for _ in range(200):
@@ -166,8 +184,8 @@ def test_key_of_fewer_units_than_the_threshold_never_appears(db: dpsql.Database)
 
 def test_threshold_counts_units_not_rows(db: dpsql.Database) -> None:
     # 'lonely' has 40 rows of a single unit: never released; 'common' has 200 units.
-    p = prepare("SELECT kind, COUNT(*), SUM(amount) FROM v GROUP BY kind", db.metadata,
-                epsilon=1, delta=1e-7)
+    p = db.planner.prepare("SELECT kind, COUNT(*), SUM(amount) FROM v GROUP BY kind", epsilon=1,
+                           delta=1e-7)
     for _ in range(200):
         assert [r[0] for r in answer(p, db.engine).rows] == ["common"]
 
@@ -256,7 +274,7 @@ def assert_variance_in_band(errors: np.ndarray, variance: float, kurtosis: float
 
 def draws(db: dpsql.Database, sql: str, times: int, **privacy: Any
           ) -> tuple[np.ndarray, NoiseSpec]:
-    p = prepare(sql, db.metadata, **privacy)
+    p = db.planner.prepare(sql, **privacy)
     (m,) = p.measurements
     values = np.array([answer(p, db.engine).rows[0][0] for _ in range(times)], dtype=np.float64)
     return values, m.noise  # type: ignore[return-value]

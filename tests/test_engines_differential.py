@@ -22,19 +22,18 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from dpsql.cache import LRU
 from dpsql.database import sample_paths
 from dpsql.engines import Engine, check_metadata, open_engine
 from dpsql.errors import QueryRefused
-from dpsql.metadata import PLAN_CACHE_SIZE, Metadata, PublicData, load_metadata
-from dpsql.pipeline import engine_sql, prepare
+from dpsql.metadata import Metadata, load_metadata
+from dpsql.pipeline import engine_sql
+from dpsql.planner import Planner
 from dpsql.public import PublicStore
 from grammar_tests.corpus import Case, load_corpus
 
@@ -159,10 +158,8 @@ def outcome(engine: Engine, metadata: Metadata, sql: str, options: Mapping[str, 
             ) -> tuple[str, object]:
     """("refused", class name) or ("rows", the exact rows in a canonical order). Each engine
     plans with its own copy of the public tables (and its own plan cache)."""
-    metadata = replace(metadata, plans=LRU(PLAN_CACHE_SIZE),
-                       public_data=PublicData(STORES.get(id(engine))))
     try:
-        plan = prepare(sql, metadata, **options)
+        plan = Planner(metadata, STORES.get(id(engine))).prepare(sql, **options)
         text, salted = engine_sql(plan, engine)
     except QueryRefused as e:
         return "refused", type(e).__name__

@@ -28,10 +28,10 @@ from dpsql.engines.spark import SparkEngine
 from dpsql.errors import EngineError, QueryRefused, QueryTimeout
 from dpsql.keys import canonical
 from dpsql.metadata import Metadata, load_metadata
-from dpsql.pipeline import engine_sql, prepare
+from dpsql.pipeline import engine_sql
 from dpsql.plan import Plan
+from dpsql.planner import Planner
 from dpsql.public import PublicStore
-from dpsql.routes import prepare_query
 from grammar_tests.corpus import Case, load_corpus
 
 pytestmark = pytest.mark.spark
@@ -130,7 +130,7 @@ def test_corpus_accepted_same_measurements(engines: tuple[Engine, Engine],
     failures = []
     for case in ACCEPTED:
         try:
-            plan = prepare(case.sql, loose, **case.options)  # type: ignore[arg-type]
+            plan = Planner(loose).prepare(case.sql, **case.options)  # type: ignore[arg-type]
         except QueryRefused:  # accepted under the sample's bounds only (k, g): not here
             continue
         try:
@@ -151,7 +151,7 @@ def test_text_parsed_as_a_date_as_on_duckdb(sql: str, engines: tuple[Engine, Eng
                                             loose: Metadata) -> None:
     """TO_DATE / STRPTIME read the dates on Spark (TRY_TO_TIMESTAMP's format was once quoted
     twice, and every text read as NULL)."""
-    plan = prepare(sql, loose, epsilon=1.0)
+    plan = Planner(loose).prepare(sql, epsilon=1.0)
     differential(plan, *engines)
     assert next(iter(exact_rows(engines[1], plan).values()))[0] > 0
 
@@ -161,12 +161,12 @@ def test_corpus_refused_the_same_way(engines: tuple[Engine, Engine]) -> None:
     duck, spark = engines
     metadata = load_metadata(SAMPLE / "metadata.toml")
     # Joins plan with public data, as an open Database does (its store, read from DuckDB).
-    metadata.public_data.store = PublicStore(metadata, duck)
+    planner = Planner(metadata, PublicStore(metadata, duck))
     for case in REFUSED:
         errors = []
         for engine in (duck, spark):
-            try:  # the corpus's door (dpsql.routes: public reads and two releases too)
-                plan = prepare_query(case.sql, metadata, **case.options)  # type: ignore[arg-type]
+            try:  # the corpus's door (the planner: public reads and two releases too)
+                plan = planner.prepare_query(case.sql, **case.options)  # type: ignore[arg-type]
                 if isinstance(plan, Plan):
                     engine_sql(plan, engine)
             except QueryRefused as e:
@@ -248,11 +248,11 @@ def test_attack_rows_never_fail_and_match_duckdb(
     wrapped."""
     metadata, duck, spark = attack
     for sql in ATTACKS:
-        differential(prepare(sql, metadata, delta=1e-6), duck, spark)
-    total = exact_rows(spark, prepare("SELECT SUM(n) FROM t", metadata))[()][0]
+        differential(Planner(metadata).prepare(sql, delta=1e-6), duck, spark)
+    total = exact_rows(spark, Planner(metadata).prepare("SELECT SUM(n) FROM t"))[()][0]
     # 2000 integers of 2^53 - 1 add up beyond BIGINT: exact (DECIMAL(38, 0)), as DuckDB's
     # HUGEINT, where a BIGINT sum would wrap (non-ANSI) or fail (ANSI).
-    plan = prepare("SELECT SUM(m) FROM w", metadata)
+    plan = Planner(metadata).prepare("SELECT SUM(m) FROM w")
     assert exact_rows(spark, plan)[()][0] == 2000 * (2**53 - 1) == exact_rows(duck, plan)[()][0]
     # Beyond BIGINT (2^63), not wrapped: bounds this wide are summed in DOUBLE by the plan.
     assert math.isclose(float(total), 3 * 2**62 + 3, rel_tol=1e-12)  # type: ignore[arg-type]
@@ -307,8 +307,8 @@ def test_audit_neighbour_moves_measurements_within_sensitivity(
         with duckdb.connect(str(path), read_only=True) as con:
             con.execute(f"COPY {scenario.table} TO '{folder}/{scenario.table}.parquet'")
         engine = SparkEngine(f"spark:local[2]?folder={folder}")
-        plan = prepare(scenario.sql, load_metadata(metadata_path), scenario.epsilon,
-                       scenario.delta, scenario.mechanism)
+        plan = Planner(load_metadata(metadata_path)).prepare(scenario.sql, scenario.epsilon,
+                                                             scenario.delta, scenario.mechanism)
         measured.append(exact_rows(engine, plan, salt=salt))
         engine.close()
     before, after = measured

@@ -255,3 +255,25 @@ def test_multiplicity_counts_keys_as_read_not_as_stored(make_db: Callable[..., A
     assert (plan.table.rows_per_unit, plan.table.needs_bounding) == (2, True)
     other_type = db.plan("SELECT COUNT(*) FROM people p JOIN codes c ON p.city = c.label")
     assert other_type.table.rows_per_unit == 1  # text = text, unique labels
+
+
+def test_two_databases_sharing_one_metadata_plan_from_their_own_public_data(
+        make_db: Callable[..., Any]) -> None:
+    """Plans of joins read public data, so each Database plans with its own planner (store
+    and cache), even when both share one Metadata object: Dup matches two cities in one
+    database and one in the other."""
+    first = make_db(SQL, TABLES, name="first")
+    other = make_db([*SQL[:2], "CREATE TABLE cities AS SELECT * FROM (VALUES ('Ames', 'North', "
+                     "1.5), ('Dup', 'West', 3.0)) t(city, region, fee)", SQL[3]], TABLES,
+                    name="other")
+    second = dpsql.Database(other.path, first.db.metadata)
+    try:
+        assert second.metadata is first.db.metadata
+        sql = "SELECT SUM(c.fee) FROM visits v JOIN people p USING (pid) JOIN cities c " \
+              "USING (city)"
+        for _ in range(2):  # planned afresh, then from each planner's cache
+            assert first.db.plan(sql).table.rows_per_unit == 6  # k 3 times Dup's 2 rows
+            assert second.plan(sql).table.rows_per_unit == 3
+        assert first.db.planner.plans is not second.planner.plans
+    finally:
+        second.close()

@@ -221,10 +221,8 @@ def test_outcome_class_and_key_release_violations() -> None:
     md = metadata()
     hood = duckdb_neighbourhood(synthesize(md, seed=1, persons=1, crowd=2))
     from dpsql.neighbours import compare
-    from dpsql.routes import prepare_query
 
-    plan = prepare_query("SELECT city, COUNT(*) FROM people GROUP BY city", hood.metadata,
-                         1.0, 1e-6)
+    plan = hood.planner.prepare_query("SELECT city, COUNT(*) FROM people GROUP BY city", 1.0, 1e-6)
     answer = ("answer", [("x", 3, 3)])
     assert [v.what for v in compare(plan, answer, ("EngineError", []))] == ["outcome"]
     assert compare(plan, ("EngineError", []), ("EngineError", [])) == []

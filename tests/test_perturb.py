@@ -11,7 +11,7 @@ import pytest
 from dpsql.mechanisms import accuracy
 from dpsql.metadata import Metadata
 from dpsql.perturb import perturb_cells
-from dpsql.pipeline import prepare
+from dpsql.planner import Planner
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
 
@@ -22,7 +22,7 @@ def md(kit: SimpleNamespace) -> Metadata:
 
 
 def test_public_domain_fills_empty_groups(md: Metadata) -> None:
-    p = prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", md, epsilon=5)
+    p = Planner(md).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", epsilon=5)
     for _ in range(20):
         cells = perturb_cells(p, [("F", 1000)])  # no row at all for M
         assert cells.keys == [("F",), ("M",)]
@@ -34,14 +34,15 @@ def test_public_domain_fills_empty_groups(md: Metadata) -> None:
 
 
 def test_public_domain_of_several_keys(md: Metadata) -> None:
-    p = prepare("SELECT kids, married, SUM(age) FROM people GROUP BY kids, married", md)
+    p = Planner(md).prepare("SELECT kids, married, SUM(age) FROM people GROUP BY kids, married")
     cells = perturb_cells(p, [])
     assert len(cells.keys) == 8 and len(cells.values["__a0"]) == 8
 
 
 def test_thresholding_drops_groups_below_tau(md: Metadata) -> None:
     # delta = 1e-8: each one-unit group escapes with probability <= 1e-8 per run.
-    p = prepare("SELECT state, COUNT(*) FROM people GROUP BY state", md, epsilon=1, delta=1e-8)
+    p = Planner(md).prepare("SELECT state, COUNT(*) FROM people GROUP BY state", epsilon=1,
+                            delta=1e-8)
     assert p.threshold is not None
     tau = p.threshold.tau
     rows = [("CA", 10 * tau), ("NY", 3 * tau), ("VT", 1), ("AK", 1)]
@@ -54,7 +55,7 @@ def test_thresholding_drops_groups_below_tau(md: Metadata) -> None:
 
 
 def test_thresholding_with_a_separate_units_measurement(md: Metadata) -> None:
-    p = prepare("SELECT n, SUM(amount) FROM visits GROUP BY n", md, epsilon=1, delta=1e-8)
+    p = Planner(md).prepare("SELECT n, SUM(amount) FROM visits GROUP BY n", epsilon=1, delta=1e-8)
     assert p.threshold is not None and [m.kind for m in p.measurements] == ["sum", "units"]
     tau = p.threshold.tau
     rows = [(1, 100, 1), (2, 100, 10 * tau), (3, 0, 0)]  # real sums: integers of the grid
@@ -64,15 +65,15 @@ def test_thresholding_with_a_separate_units_measurement(md: Metadata) -> None:
 
 
 def test_global_aggregate_is_one_row(md: Metadata) -> None:
-    p = prepare("SELECT COUNT(*), SUM(income) FROM people", md)
+    p = Planner(md).prepare("SELECT COUNT(*), SUM(income) FROM people")
     cells = perturb_cells(p, [(0, 0)])
     assert cells.keys == [()]
     assert cells.values["__a0"].shape == (1,) and cells.values["__a1"].shape == (1,)
 
 
 def test_typed_cells_and_accuracy(md: Metadata) -> None:
-    p = prepare("SELECT COUNT(*), SUM(age), SUM(income), AVG(income), MEDIAN(age) FROM people",
-                md, epsilon=4)
+    p = Planner(md).prepare(
+        "SELECT COUNT(*), SUM(age), SUM(income), AVG(income), MEDIAN(age) FROM people", epsilon=4)
     income_sum, income_centred = p.measurements[2], p.measurements[4]
     cells = perturb_cells(p, [(100, 5000, round(30000.0 / income_sum.step), 100,
                                round(-20000.0 / income_centred.step), {30: 40, 60: 60})])
@@ -89,7 +90,7 @@ def test_typed_cells_and_accuracy(md: Metadata) -> None:
 
 
 def test_quantiles_follow_the_histogram(md: Metadata) -> None:
-    p = prepare("SELECT MIN(age), MEDIAN(age), MAX(age) FROM people", md, epsilon=30)
+    p = Planner(md).prepare("SELECT MIN(age), MEDIAN(age), MAX(age) FROM people", epsilon=30)
     histogram = {20: 500, 50: 500, 80: 500}
     got = np.array([[perturb_cells(p, [(histogram, histogram, histogram)]).values[f"__a{i}"][0]
                      for i in range(3)] for _ in range(20)])
@@ -100,8 +101,8 @@ def test_quantiles_follow_the_histogram(md: Metadata) -> None:
 
 
 def test_empty_and_null_measurements_never_fail(md: Metadata) -> None:
-    p = prepare("SELECT sex, SUM(age), AVG(income), VAR(income), MEDIAN(age) FROM people "
-                "GROUP BY sex", md)
+    p = Planner(md).prepare("SELECT sex, SUM(age), AVG(income), VAR(income), MEDIAN(age) "
+                            "FROM people GROUP BY sex")
     cells = perturb_cells(p, [("F", None, 0, None, None, None, None)])
     assert len(cells.keys) == 2
     for values in cells.values.values():
@@ -111,7 +112,7 @@ def test_empty_and_null_measurements_never_fail(md: Metadata) -> None:
 def test_huge_integer_sums_saturate(kit: SimpleNamespace) -> None:
     md = kit.metadata_from({"t": {"columns": {
         "x": {"type": "int", "lower": 0, "upper": 2**50}}}})
-    p = prepare("SELECT SUM(x) FROM t", md, epsilon=1)
+    p = Planner(md).prepare("SELECT SUM(x) FROM t", epsilon=1)
     cells = perturb_cells(p, [(2**70,)])  # a HUGEINT sum beyond int64
     assert cells.values["__a0"].dtype == np.int64 and cells.values["__a0"][0] > 2**60
 
@@ -119,7 +120,7 @@ def test_huge_integer_sums_saturate(kit: SimpleNamespace) -> None:
 def test_real_sums_arrive_as_exact_integers_of_their_grid(md: Metadata) -> None:
     """A real SUM comes from the engine as a HUGEINT in units of its step, possibly beyond
     int64; the noisy cell is a float near sum * step. A float from the engine is refused."""
-    p = prepare("SELECT SUM(income) FROM people", md, epsilon=1)
+    p = Planner(md).prepare("SELECT SUM(income) FROM people", epsilon=1)
     step = p.measurements[0].step
     cells = perturb_cells(p, [(2**70,)])
     value = cells.values["__a0"][0]

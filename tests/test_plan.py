@@ -11,8 +11,9 @@ import pytest
 from dpsql.errors import InvalidPrivacyParameter, KeyReleaseRefused, UnboundedExpression
 from dpsql.mechanisms import rho_for
 from dpsql.metadata import Metadata
-from dpsql.pipeline import explain, prepare
+from dpsql.pipeline import explain
 from dpsql.plan import Plan
+from dpsql.planner import Planner
 from dpsql.thresholds import threshold
 
 # VISITS (conftest): k = 3 rows per unit, g = 2 groups; amount in [-10, 40] (M = 40, c = 15,
@@ -48,20 +49,20 @@ def sens(p: Plan) -> list[tuple[str, float, float]]:
 ])
 def test_sensitivity_for_k_rows(sql: str, expected: list[tuple[str, float, float]],
                                 md: Metadata) -> None:
-    got = sens(prepare(sql, md))
+    got = sens(Planner(md).prepare(sql))
     assert [k for k, _, _ in got] == [k for k, _, _ in expected]
     for (_, l1, l2), (_, e1, e2) in zip(got, expected, strict=True):
         assert l1 == pytest.approx(e1) and l2 == pytest.approx(e2)
 
 
 def test_distinct_units_with_group_by(md: Metadata) -> None:
-    p = prepare("SELECT cat, COUNT(DISTINCT pid) FROM visits GROUP BY cat", md)
+    p = Planner(md).prepare("SELECT cat, COUNT(DISTINCT pid) FROM visits GROUP BY cat")
     (m,) = p.measurements
     assert m.kind == "units" and m.l1 == G and m.l2 == pytest.approx(math.sqrt(G))
 
 
 def test_sum_types_and_centering(md: Metadata) -> None:
-    p = prepare("SELECT SUM(n), SUM(amount), AVG(amount) FROM visits", md)
+    p = Planner(md).prepare("SELECT SUM(n), SUM(amount), AVG(amount) FROM visits")
     assert [c.type for c in p.cells] == ["BIGINT", "DOUBLE", "DOUBLE"]
     sum_n, sum_amount, count, centered = p.measurements
     assert sum_n.integer and not sum_amount.integer
@@ -70,7 +71,7 @@ def test_sum_types_and_centering(md: Metadata) -> None:
 
 
 def test_histogram_buckets(md: Metadata) -> None:
-    p = prepare("SELECT MEDIAN(n), MEDIAN(amount), QUANTILE_CONT(n, 0.9) FROM visits", md)
+    p = Planner(md).prepare("SELECT MEDIAN(n), MEDIAN(amount), QUANTILE_CONT(n, 0.9) FROM visits")
     per_value, real, other = p.measurements
     assert per_value.buckets == 6 and per_value.integer  # one bucket per value of 0..5
     assert real.buckets == 1000 and not real.integer
@@ -86,7 +87,7 @@ def test_histogram_buckets(md: Metadata) -> None:
 ])
 def test_epsilon_split_is_equal_and_sums_to_epsilon(sql: str, epsilon: float,
                                                     md: Metadata) -> None:
-    p = prepare(sql, md, epsilon=epsilon)
+    p = Planner(md).prepare(sql, epsilon=epsilon)
     shares = [m.epsilon for m in p.measurements]
     assert all(s == pytest.approx(shares[0]) for s in shares)
     assert sum(shares) == pytest.approx(epsilon)
@@ -94,7 +95,8 @@ def test_epsilon_split_is_equal_and_sums_to_epsilon(sql: str, epsilon: float,
 
 
 def test_measurements_are_shared(md: Metadata) -> None:
-    p = prepare("SELECT COUNT(amount), AVG(amount), VAR(amount), STDDEV(amount) FROM visits", md)
+    p = Planner(md).prepare(
+        "SELECT COUNT(amount), AVG(amount), VAR(amount), STDDEV(amount) FROM visits")
     # COUNT(amount) and the count of AVG/VAR/STDDEV are one measurement; the centred sum of AVG
     # is the first moment of VAR; STDDEV reuses all of VAR's.
     assert [m.kind for m in p.measurements] == ["count", "sum", "sum"]
@@ -103,7 +105,7 @@ def test_measurements_are_shared(md: Metadata) -> None:
 
 
 def test_noise_calibration(md: Metadata) -> None:
-    p = prepare("SELECT COUNT(*), SUM(amount) FROM visits", md, epsilon=2.0)
+    p = Planner(md).prepare("SELECT COUNT(*), SUM(amount) FROM visits", epsilon=2.0)
     count, total = p.measurements
     assert count.noise.mechanism == "laplace" and count.noise.integer  # type: ignore[attr-defined]
     assert count.noise.grid_scale == pytest.approx(K / 1.0)  # type: ignore[attr-defined]
@@ -113,8 +115,8 @@ def test_noise_calibration(md: Metadata) -> None:
 
 
 def test_gaussian_calibration(md: Metadata) -> None:
-    p = prepare("SELECT COUNT(*), SUM(amount) FROM visits", md, epsilon=1.0, delta=1e-6,
-                mechanism="gaussian")
+    p = Planner(md).prepare("SELECT COUNT(*), SUM(amount) FROM visits", epsilon=1.0, delta=1e-6,
+                            mechanism="gaussian")
     assert p.cost_delta == 1e-6 and p.cost_epsilon == 1.0
     assert p.rho == pytest.approx(rho_for(1.0, 1e-6))
     count, total = p.measurements
@@ -128,32 +130,33 @@ def test_gaussian_calibration(md: Metadata) -> None:
 
 
 def test_public_domain_needs_no_delta(md: Metadata) -> None:
-    p = prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", md)
+    p = Planner(md).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex")
     assert p.domain == (("F",), ("M",)) and p.threshold is None and p.cost_delta == 0
-    p = prepare("SELECT kids, married, COUNT(*) FROM people GROUP BY kids, married", md)
+    p = Planner(md).prepare("SELECT kids, married, COUNT(*) FROM people GROUP BY kids, married")
     assert p.domain is not None and len(p.domain) == 4 * 2
     assert (0, False) in p.domain and (3, True) in p.domain
     # Delta given but not needed is not spent.
-    p = prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", md, delta=1e-6)
+    p = Planner(md).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", delta=1e-6)
     assert p.cost_delta == 0
 
 
 def test_case_with_constant_branches_is_a_public_domain(md: Metadata) -> None:
-    p = prepare("SELECT CASE WHEN age > 50 THEN 'old' WHEN age > 20 THEN 'mid' END AS g, "
-                "COUNT(*) FROM people GROUP BY g", md)
+    p = Planner(md).prepare("SELECT CASE WHEN age > 50 THEN 'old' WHEN age > 20 THEN 'mid' "
+                            "END AS g, COUNT(*) FROM people GROUP BY g")
     assert p.domain == (("old",), ("mid",), (None,))
-    p = prepare("SELECT CASE WHEN age > 50 THEN 1 ELSE 0 END, COUNT(*) FROM people GROUP BY 1",
-                md)
+    p = Planner(md).prepare(
+        "SELECT CASE WHEN age > 50 THEN 1 ELSE 0 END, COUNT(*) FROM people GROUP BY 1")
     assert p.domain == ((1,), (0,))
 
 
 def test_image_of_a_public_domain(md: Metadata) -> None:
-    p = prepare("SELECT kids + 1, COUNT(*) FROM people GROUP BY 1", md)
+    p = Planner(md).prepare("SELECT kids + 1, COUNT(*) FROM people GROUP BY 1")
     assert p.domain == ((1,), (2,), (3,), (4,))
 
 
 def test_thresholding(md: Metadata) -> None:
-    p = prepare("SELECT state, COUNT(*) FROM people GROUP BY state", md, epsilon=1.0, delta=1e-6)
+    p = Planner(md).prepare("SELECT state, COUNT(*) FROM people GROUP BY state", epsilon=1.0,
+                            delta=1e-6)
     assert p.domain is None and p.threshold is not None
     units = p.threshold.measurement
     # One row per unit: the number of units is COUNT(*), shared with the query's own cell.
@@ -164,7 +167,7 @@ def test_thresholding(md: Metadata) -> None:
 
 
 def test_thresholding_with_contribution_bounds(md: Metadata) -> None:
-    p = prepare("SELECT n, SUM(amount) FROM visits GROUP BY n", md, epsilon=1.0, delta=1e-5)
+    p = Planner(md).prepare("SELECT n, SUM(amount) FROM visits GROUP BY n", epsilon=1.0, delta=1e-5)
     assert p.threshold is not None
     units = p.threshold.measurement
     assert units.kind == "units" and units.l1 == G
@@ -173,32 +176,33 @@ def test_thresholding_with_contribution_bounds(md: Metadata) -> None:
     _, tau = threshold(0.5, 1e-5, G)
     assert p.threshold.tau == tau
     # COUNT(DISTINCT pid) is the same measurement as the threshold's.
-    p = prepare("SELECT n, COUNT(DISTINCT pid) FROM visits GROUP BY n", md, delta=1e-5)
+    p = Planner(md).prepare("SELECT n, COUNT(DISTINCT pid) FROM visits GROUP BY n", delta=1e-5)
     assert len(p.measurements) == 1 and p.threshold.measurement is p.measurements[0]
 
 
 def test_one_private_key_means_thresholding(md: Metadata) -> None:
-    p = prepare("SELECT sex, state, COUNT(*) FROM people GROUP BY sex, state", md, delta=1e-6)
+    p = Planner(md).prepare("SELECT sex, state, COUNT(*) FROM people GROUP BY sex, state",
+                            delta=1e-6)
     assert p.domain is None and p.threshold is not None
 
 
 def test_no_domain_and_no_delta_is_refused_naming_both_remedies(md: Metadata) -> None:
     with pytest.raises(KeyReleaseRefused) as info:
-        prepare("SELECT state, COUNT(*) FROM people GROUP BY state", md)
+        Planner(md).prepare("SELECT state, COUNT(*) FROM people GROUP BY state")
     message = str(info.value)
     assert "state" in message and "delta" in message
     assert "values" in message and "public_range" in message
 
 
 def test_delta_split_between_threshold_and_gaussian(md: Metadata) -> None:
-    p = prepare("SELECT state, COUNT(*) FROM people GROUP BY state", md, epsilon=1.0,
-                delta=1e-6, mechanism="gaussian")
+    p = Planner(md).prepare("SELECT state, COUNT(*) FROM people GROUP BY state", epsilon=1.0,
+                            delta=1e-6, mechanism="gaussian")
     assert p.threshold is not None and p.threshold.delta == pytest.approx(5e-7)
     # The threshold's units count stays Laplace; the query's COUNT is Gaussian.
     assert sorted(m.mechanism for m in p.measurements) == ["gaussian", "laplace"]
     assert p.rho == pytest.approx(rho_for(0.5, 5e-7))
     assert p.cost_delta == pytest.approx(1e-6)
-    p = prepare("SELECT COUNT(*) FROM people", md, delta=1e-6, mechanism="gaussian")
+    p = Planner(md).prepare("SELECT COUNT(*) FROM people", delta=1e-6, mechanism="gaussian")
     assert p.threshold is None and p.rho == pytest.approx(rho_for(1.0, 1e-6))
 
 
@@ -210,21 +214,21 @@ def test_delta_split_between_threshold_and_gaussian(md: Metadata) -> None:
 def test_invalid_privacy_parameters(epsilon: float, delta: float, mechanism: str,
                                     md: Metadata) -> None:
     with pytest.raises(InvalidPrivacyParameter):
-        prepare("SELECT COUNT(*) FROM people", md, epsilon=epsilon, delta=delta,
-                mechanism=mechanism)
+        Planner(md).prepare("SELECT COUNT(*) FROM people", epsilon=epsilon, delta=delta,
+                            mechanism=mechanism)
 
 
 def test_unbounded_aggregate_names_column_and_bound(kit: SimpleNamespace) -> None:
     md = kit.metadata_from({"t": {"columns": {"x": {"type": "float"}, "y": {"type": "int"}}}})
     with pytest.raises(UnboundedExpression, match="column x of table 't' needs lower and upper"):
-        prepare("SELECT SUM(x) FROM t", md)
+        Planner(md).prepare("SELECT SUM(x) FROM t")
     with pytest.raises(UnboundedExpression, match="column y of table 't' needs lower and upper"):
-        prepare("SELECT AVG(y * 2) FROM t", md)
-    assert prepare("SELECT COUNT(x) FROM t", md).measurements[0].kind == "count"
+        Planner(md).prepare("SELECT AVG(y * 2) FROM t")
+    assert Planner(md).prepare("SELECT COUNT(x) FROM t").measurements[0].kind == "count"
 
 
 def test_distinct_of_public_keys_only(md: Metadata) -> None:
-    p = prepare("SELECT DISTINCT sex FROM people", md)
+    p = Planner(md).prepare("SELECT DISTINCT sex FROM people")
     assert p.measurements == () and p.domain == (("F",), ("M",))
 
 
@@ -232,8 +236,8 @@ def test_distinct_of_public_keys_only(md: Metadata) -> None:
 
 
 def test_explain_shows_every_share(md: Metadata) -> None:
-    e = explain(prepare("SELECT cat, COUNT(*), AVG(amount) FROM visits GROUP BY cat", md,
-                        epsilon=0.9))
+    e = explain(Planner(md).prepare("SELECT cat, COUNT(*), AVG(amount) FROM visits GROUP BY cat",
+                                    epsilon=0.9))
     assert [c.sensitivity for c in e.cells] == [K, K, K * 25]
     assert all(c.epsilon == pytest.approx(0.3) for c in e.cells)
     assert all(c.mechanism == "laplace" and c.accuracy > 0 for c in e.cells)
@@ -241,9 +245,11 @@ def test_explain_shows_every_share(md: Metadata) -> None:
     assert (e.rows_per_unit, e.groups_per_unit) == (K, G)
     assert "public domain" in e.key_release
     assert "$1" in e.sql  # the salt is a parameter, bound per run, never printed
-    e = explain(prepare("SELECT state, COUNT(*) FROM people GROUP BY state", md, delta=1e-6))
+    e = explain(Planner(md).prepare("SELECT state, COUNT(*) FROM people GROUP BY state",
+                                    delta=1e-6))
     # The noisy count of the COUNT(*) cell is the thresholded count: listed once, shared.
     assert "thresholding" in e.key_release and "shared with a cell" in e.key_release
     assert len(e.cells) == 1 and e.cells[0].output.startswith("COUNT(*)")
-    e = explain(prepare("SELECT state, SUM(age) FROM people GROUP BY state", md, delta=1e-6))
+    e = explain(Planner(md).prepare("SELECT state, SUM(age) FROM people GROUP BY state",
+                                    delta=1e-6))
     assert "shared" not in e.key_release and e.cells[-1].output.startswith("(key release)")

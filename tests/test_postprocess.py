@@ -10,7 +10,7 @@ import pytest
 
 from dpsql.metadata import Metadata
 from dpsql.perturb import NoisyCells
-from dpsql.pipeline import prepare
+from dpsql.planner import Planner
 from dpsql.postprocess import Result, postprocess, reads_nothing, typed_empty
 
 
@@ -21,7 +21,7 @@ def md(kit: SimpleNamespace) -> Metadata:
 
 def run(sql: str, md: Metadata, keys: list[tuple[object, ...]],
         values: dict[str, list[object]], delta: float = 0.0) -> Result:
-    p = prepare(sql, md, delta=delta)
+    p = Planner(md).prepare(sql, delta=delta)
     arrays = {k: np.asarray(v) for k, v in values.items()}
     accuracy = {k: np.full(len(keys), 1.5 + i) for i, k in enumerate(values)}
     return postprocess(p, NoisyCells(keys=keys, values=arrays, accuracy=accuracy))
@@ -117,7 +117,7 @@ def test_distinct_over_cells(md: Metadata) -> None:
     "ORDER BY s FETCH FIRST 0 ROWS ONLY",
 ])
 def test_limit_0_answer_has_the_planned_columns(sql: str, md: Metadata) -> None:
-    plan = prepare(sql, md, 1.0)
+    plan = Planner(md).prepare(sql, 1.0)
     assert reads_nothing(plan)
     empty = typed_empty(plan)
     assert empty.rows == [] and empty.accuracy == []
@@ -129,4 +129,4 @@ def test_limit_0_answer_has_the_planned_columns(sql: str, md: Metadata) -> None:
                                  "SELECT COUNT(*) FROM people",
                                  "SELECT COUNT(*) FROM people LIMIT '0'"])
 def test_only_a_zero_limit_reads_nothing(sql: str, md: Metadata) -> None:
-    assert not reads_nothing(prepare(sql, md, 1.0))
+    assert not reads_nothing(Planner(md).prepare(sql, 1.0))

@@ -14,8 +14,8 @@ import pytest
 
 import dpsql
 from dpsql.errors import Error, QueryRefused
+from dpsql.parse import parse_query
 from dpsql.public import PublicRead, PublicStore, public_read
-from dpsql.routes import prepare_query
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")
 
@@ -53,7 +53,7 @@ def db() -> dpsql.Database:
 def test_a_private_table_anywhere_leaves_the_exact_path(db: dpsql.Database, shape: str,
                                                         table: str) -> None:
     sql = shape.format(t=table)
-    assert public_read(sql, db.metadata) is None
+    assert public_read(parse_query(sql), db.metadata) is None
     try:
         prepared = db.plan(sql)
     except QueryRefused:
@@ -74,9 +74,9 @@ def test_a_private_table_anywhere_leaves_the_exact_path(db: dpsql.Database, shap
 ])
 def test_shadowing_and_table_functions_leave_the_exact_path(db: dpsql.Database,
                                                             sql: str) -> None:
-    assert public_read(sql, db.metadata) is None
+    assert public_read(parse_query(sql), db.metadata) is None
     with pytest.raises(QueryRefused):
-        prepare_query(sql, db.metadata)
+        db.planner.prepare_query(sql)
 
 
 @pytest.mark.parametrize("sql", [

@@ -17,8 +17,9 @@ from sqlglot import exp
 
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.metadata import Metadata
-from dpsql.pipeline import answer, prepare
+from dpsql.pipeline import answer
 from dpsql.plan import Plan
+from dpsql.planner import Planner
 from dpsql.rewrite import rewrite
 
 
@@ -85,7 +86,7 @@ def cte(p: Plan, final: str, name: str) -> str:
 ])
 def test_rewritten_sql_runs_on_hostile_data(sql: str, con: duckdb.DuckDBPyConnection,
                                             md: Metadata) -> None:
-    p = prepare(sql, md, delta=1e-6)
+    p = Planner(md).prepare(sql, delta=1e-6)
     rows = run(con, p)
     assert rows is not None
     if not p.keys:
@@ -94,14 +95,14 @@ def test_rewritten_sql_runs_on_hostile_data(sql: str, con: duckdb.DuckDBPyConnec
 
 def test_clamping_really_clamps(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
     # age declared 0..100: 150 -> 100, -5 -> 0; NULL stays out.
-    p = prepare("SELECT SUM(age), COUNT(age), AVG(income) FROM people", md)
+    p = Planner(md).prepare("SELECT SUM(age), COUNT(age), AVG(income) FROM people")
     assert run(con, p)[0][:2] == (30 + 100 + 0 + 0 + 100, 5)
     # The aggregated input itself never leaves its interval.
     values = [r[0] for r in con.execute(
         cte(p, "SELECT __x0 FROM __rows", "__rows")).fetchall()]
     assert sorted(v for v in values if v is not None) == [0, 0, 30, 100, 100]
     # income declared 0..1000: inf -> 1000, -inf -> 0, NaN and NULL -> NULL, 2000 -> 1000.
-    p = prepare("SELECT SUM(income), COUNT(income) FROM people", md)
+    p = Planner(md).prepare("SELECT SUM(income), COUNT(income) FROM people")
     total, count = run(con, p)[0]
     step = p.measurements[0].step  # a real sum: an exact integer of its fixed-point grid
     assert isinstance(total, int) and (total * step, count) == (500 + 1000 + 0 + 1000, 4)
@@ -109,17 +110,18 @@ def test_clamping_really_clamps(con: duckdb.DuckDBPyConnection, md: Metadata) ->
 
 def test_clamping_of_derived_intervals(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
     # kids is clamped to 0..3 when read: 9 -> 3, -1 -> 0; kids - 2 is then in [-2, 1].
-    p = prepare("SELECT SUM(kids - 2), SUM(kids * 2 + 1) FROM people", md)
+    p = Planner(md).prepare("SELECT SUM(kids - 2), SUM(kids * 2 + 1) FROM people")
     assert run(con, p)[0] == ((1 + 3 + 0 + 0 + 3) - 2 * 5, 2 * (1 + 3 + 0 + 0 + 3) + 5)
     # An expression clamped by the analyst: the derived interval [-10, 10] is enforced too.
-    p = prepare("SELECT SUM(LEAST(GREATEST(CAST(code AS INTEGER), 0), 100)) FROM people", md)
+    p = Planner(md).prepare(
+        "SELECT SUM(LEAST(GREATEST(CAST(code AS INTEGER), 0), 100)) FROM people")
     # '12' -> 12, 'abc' and '' and NULL -> NULL -> GREATEST skips NULL -> 0, '7.5' -> 8 (a
     # failed or rounding cast, never an error), '-3' -> 0.
     assert run(con, p)[0][0] == 12 + 8
 
 
 def test_bare_column_input_is_read_clamped(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
-    p = prepare("SELECT MIN(age), MAX(age), MEDIAN(income) FROM people", md)
+    p = Planner(md).prepare("SELECT MIN(age), MAX(age), MEDIAN(income) FROM people")
     assert "TRY_CAST" in rewrite(p).sql(dialect=DuckDBDialect)
     # ages 150 and -5 are read as 100 and 0: every bucket of MIN/MAX's histogram is in range.
     histogram = run(con, p)[0][0]
@@ -127,7 +129,7 @@ def test_bare_column_input_is_read_clamped(con: duckdb.DuckDBPyConnection, md: M
 
 
 def test_total_operations(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
-    p = prepare("SELECT SUM(LEAST(GREATEST(income / kids, -10), 10)) FROM people", md)
+    p = Planner(md).prepare("SELECT SUM(LEAST(GREATEST(income / kids, -10), 10)) FROM people")
     sql = rewrite(p).sql(dialect=DuckDBDialect)
     assert "NULLIF(" in sql  # a zero divisor gives NULL, never an error
     assert "TRY_CAST" in sql and re.search(r"(?<!TRY_)CAST\(\"", sql) is None
@@ -137,11 +139,11 @@ def test_total_operations(con: duckdb.DuckDBPyConnection, md: Metadata) -> None:
               "SELECT SUM(LEAST(GREATEST(age / 0, 0), 5)) FROM people",
               "SELECT SUM(kids % 0) FROM people",
               "SELECT COUNT(*) FROM people WHERE age / (kids - kids) > 1"):
-        run(con, prepare(q, md))
+        run(con, Planner(md).prepare(q))
 
 
 def test_no_bounding_for_one_row_per_unit(md: Metadata) -> None:
-    sql = rewrite(prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", md)).sql()
+    sql = rewrite(Planner(md).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex")).sql()
     assert "__bounded" not in sql and "$1" not in sql
 
 
@@ -167,7 +169,7 @@ def test_bounding_keeps_at_most_k_rows_and_g_groups(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
     """The sampled rows (MEDIAN needs rows): k rows in g groups per unit."""
     con, md = many
-    p = prepare("SELECT cat, MEDIAN(amount) FROM v GROUP BY cat", md)
+    p = Planner(md).prepare("SELECT cat, MEDIAN(amount) FROM v GROUP BY cat")
     sql = cte(p, "SELECT __unit, COUNT(*) AS rows, COUNT(DISTINCT __k0) AS groups "
               "FROM __bounded GROUP BY __unit", "__bounded")
     for salt in (1, 2, 3):
@@ -175,7 +177,7 @@ def test_bounding_keeps_at_most_k_rows_and_g_groups(
         assert len(per_unit) == 60  # every unit keeps something
         assert all(rows == 4 and groups == 2 for _, rows, groups in per_unit)
     # Without GROUP BY: k rows per unit, whatever their categories.
-    p = prepare("SELECT MEDIAN(amount) FROM v", md)
+    p = Planner(md).prepare("SELECT MEDIAN(amount) FROM v")
     sql = cte(p, "SELECT __unit, COUNT(*) FROM __bounded GROUP BY __unit", "__bounded")
     assert {n for _, n in con.execute(sql, [9]).fetchall()} == {4}
 
@@ -185,14 +187,14 @@ def test_per_unit_aggregates_keep_k_rows_in_g_groups(
     """Counts and sums bound each unit on its (unit, group) aggregates: g groups per unit,
     k rows allocated over them in proportion to their rows (2 + 2 rows -> 2 + 2)."""
     con, md = many
-    p = prepare("SELECT cat, SUM(amount), COUNT(*) FROM v GROUP BY cat", md)
+    p = Planner(md).prepare("SELECT cat, SUM(amount), COUNT(*) FROM v GROUP BY cat")
     sql = cte(p, "SELECT __unit, SUM(__c) AS rows, COUNT(*) AS groups, MIN(__c) "
               "FROM __contrib GROUP BY __unit", "__contrib")
     for salt in (1, 2, 3):
         per_unit = con.execute(sql, [salt]).fetchall()
         assert len(per_unit) == 60
         assert all(rows == 4 and groups == 2 and low == 2 for _, rows, groups, low in per_unit)
-    p = prepare("SELECT SUM(amount) FROM v", md)
+    p = Planner(md).prepare("SELECT SUM(amount) FROM v")
     sql = cte(p, "SELECT DISTINCT __c FROM __contrib", "__contrib")
     assert con.execute(sql).fetchall() == [(4,)] and "$1" not in sql
 
@@ -205,13 +207,13 @@ def test_count_alone_is_bounded_per_unit_without_sampling(kit: SimpleNamespace) 
     md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 4,
                                   "columns": {"u": {"type": "int"},
                                               "i": {"type": "int", "lower": 0, "upper": 20}}}})
-    p = prepare("SELECT COUNT(*), COUNT(DISTINCT u) FROM v WHERE i >= 1", md)
+    p = Planner(md).prepare("SELECT COUNT(*), COUNT(DISTINCT u) FROM v WHERE i >= 1")
     sql = rewrite(p).sql(dialect=DuckDBDialect)
     assert "$1" not in sql and "row_number" not in sql.lower()
     # rows with i >= 1 per unit: 2, 5, 8, 11, 14 -> min(n, 4): 2, 4, 4, 4, 4
     assert run(con, p) == [(18, 5)]
     # With a SUM as well: each unit's sum scaled by min(1, k / n), still no sample.
-    p = prepare("SELECT COUNT(*), SUM(i) FROM v WHERE i >= 1", md)
+    p = Planner(md).prepare("SELECT COUNT(*), SUM(i) FROM v WHERE i >= 1")
     assert "$1" not in rewrite(p).sql(dialect=DuckDBDialect) and run(con, p)[0][0] == 18
 
 
@@ -225,7 +227,7 @@ def test_bounding_keeps_whole_units_below_the_bounds(kit: SimpleNamespace) -> No
                                       "cat": {"type": "int", "lower": 0, "upper": 4,
                                               "public_range": True},
                                       "amount": {"type": "float", "lower": 0, "upper": 10}}}})
-    p = prepare("SELECT cat, SUM(amount) FROM v GROUP BY cat", md)
+    p = Planner(md).prepare("SELECT cat, SUM(amount) FROM v GROUP BY cat")
     step = p.measurements[0].step  # the real sum comes back in units of its grid
     assert sorted((cat, total * step) for cat, total in run(con, p)) == [(0, 4.0), (1, 2.0)]
 
@@ -235,7 +237,7 @@ def test_each_unit_samples_its_own_groups(
     """With g = 2 of 5 categories, every category must keep a fair share of the units: a
     sample keyed on the group alone would keep the same two categories for every unit."""
     con, md = many
-    p = prepare("SELECT cat, COUNT(DISTINCT u) FROM v GROUP BY cat", md)
+    p = Planner(md).prepare("SELECT cat, COUNT(DISTINCT u) FROM v GROUP BY cat")
     sql = cte(p, "SELECT __k0, COUNT(DISTINCT __unit) FROM __contrib GROUP BY __k0", "__contrib")
     kept = dict(con.execute(sql, [424242]).fetchall())
     assert sum(kept.values()) == 60 * 2
@@ -246,7 +248,7 @@ def test_each_unit_samples_its_own_groups(
 def test_the_sample_depends_on_the_salt(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
     con, md = many
-    p = prepare("SELECT MEDIAN(amount) FROM v", md)
+    p = Planner(md).prepare("SELECT MEDIAN(amount) FROM v")
     sql = cte(p, "SELECT __x0 FROM __bounded ORDER BY __x0", "__bounded")
     samples = {tuple(r[0] for r in con.execute(sql, [salt]).fetchall()) for salt in range(20)}
     assert len(samples) > 10
@@ -269,7 +271,7 @@ def test_the_salt_is_fresh_and_secret_per_query(make_db: Any, kit: SimpleNamespa
         return original(sql, parameters)
 
     db.engine.execute = spy  # type: ignore[method-assign]
-    p = prepare("SELECT MEDIAN(amount) FROM v", db.metadata)
+    p = db.planner.prepare("SELECT MEDIAN(amount) FROM v")
     for _ in range(5):
         answer(p, db.engine)
     sqls = {s for s, _ in seen}
@@ -335,7 +337,7 @@ def test_real_sums_are_exact_and_order_independent(kit: SimpleNamespace) -> None
     small = [(i, 1.5) for i in range(1, 1001)]
     adversarial(con, "d", [(0, BIG), *small, (1001, -BIG), (1002, 1.0), (1003, BIG)])
     adversarial(con, "reordered", [(1003, BIG), (1001, -BIG), *small, (1002, 1.0), (0, BIG)])
-    p = prepare(SUMS, sums_meta(kit, -BIG, 2 * BIG))  # centre 2**52, half-width 1.5 * 2**53
+    p = Planner(sums_meta(kit, -BIG, 2 * BIG)).prepare(SUMS)  # centre 2**52, half-width 1.5 * 2**53
     assert [m.step for m in p.measurements if m.step] == [8.0, 4.0, 2.0**56]
     assert exact_sums(con, p, "d") == exact_sums(con, p, "reordered")
 
@@ -354,7 +356,7 @@ def test_neighbouring_exact_sums_differ_by_at_most_the_sensitivity(
     rows = [(0, 1.5e16)] * k + [(1 + i // k, small) for i in range(999 * k)]
     rows += [(1000 + i // k, float(rng.choice([-1, 1]) * rng.choice(magnitudes)))
              for i in range(300 * k)]
-    p = prepare(SUMS, sums_meta(kit, -1e16, 1.5e16, k))  # AVG's sum is centred on 2.5e15
+    p = Planner(sums_meta(kit, -1e16, 1.5e16, k)).prepare(SUMS)  # AVG's sum is centred on 2.5e15
     real = [m for m in p.measurements if m.step]
     assert len(real) == 3 and real[0].l1 == k * 1.5e16
     con = duckdb.connect()
@@ -377,9 +379,10 @@ def test_integer_sums_stay_exact_hugeints(kit: SimpleNamespace, md: Metadata) ->
     con = duckdb.connect()
     con.execute("CREATE TABLE people (pid BIGINT, age INTEGER, income DOUBLE, sex VARCHAR, "
                 "state VARCHAR, kids INTEGER, married BOOLEAN, born DATE, code VARCHAR)")
-    p = prepare("SELECT SUM(age), SUM(kids * 2 + 1), SUM(CASE WHEN age > 60 THEN 1 ELSE 0 END),"
-                " SUM(age // 3), SUM(ABS(kids - 2)), SUM(married::INTEGER), SUM(ROUND(age)), "
-                "SUM(income), AVG(age) FROM people", md)
+    p = Planner(md).prepare(
+        "SELECT SUM(age), SUM(kids * 2 + 1), SUM(CASE WHEN age > 60 THEN 1 ELSE 0 END),"
+        " SUM(age // 3), SUM(ABS(kids - 2)), SUM(married::INTEGER), SUM(ROUND(age)), "
+        "SUM(income), AVG(age) FROM people")
     sql = rewrite(p).sql(dialect=DuckDBDialect)
     types = [str(d[1]) for d in con.execute(sql, [7] if "$1" in sql else None).description]
     for m, sql_type in zip(p.measurements, types, strict=True):

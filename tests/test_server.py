@@ -95,6 +95,14 @@ def test_cleaning_edits_sql_code_never_literals_comments_or_names() -> None:
     assert clean('SELECT 1 AS "x COLLATE default", $$ COLLATE default $$') == \
         'SELECT 1 AS "x COLLATE default", $$ COLLATE default $$'
     assert clean("SELECT 'unterminated COLLATE default") == "SELECT 'unterminated COLLATE default"
+    # a comment, a dollar-tagged string and a quoted name are never edited; code around is
+    assert clean("SELECT b OPERATOR(pg_catalog.!~~*) c /* OPERATOR(pg_catalog.=) */, "
+                 "$t$ COLLATE default $t$") == \
+        "SELECT b !~~* c /* OPERATOR(pg_catalog.=) */, $t$ COLLATE default $t$"
+    assert clean('SELECT n COLLATE pg_catalog."default", "OPERATOR"(pg_catalog.x), x AS '
+                 "regtype [ ] FROM t -- COLLATE default") == \
+        'SELECT n, "OPERATOR"(pg_catalog.x), x AS pg_catalog.regtype[] FROM t -- COLLATE default'
+    assert clean('SELECT n COLLATE "C" FROM t') == 'SELECT n COLLATE "C" FROM t'
     statement = Classifier({"people"}, set()).classify(literal)
     assert "'F COLLATE default'" in statement.engine_sql
 

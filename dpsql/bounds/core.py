@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dpsql.dates import written
 from dpsql.errors import ForbiddenFunction, UnboundedExpression
 from dpsql.metadata import Table
 
@@ -47,7 +48,7 @@ def bound(node: exp.Expression, table: Table) -> Bound:
     rule = RULES.get(type(node))
     if rule is None:
         raise ForbiddenFunction(
-            f"{_name(node)} is not allowed in dpsql queries (in {node.sql(dialect='duckdb')}); "
+            f"{_name(node)} is not allowed in dpsql queries (in {written(node)}); "
             "use arithmetic, CASE, COALESCE, CAST, comparisons, LEAST/GREATEST, ABS, ROUND and "
             "the other documented row-level functions")
     result = rule(node, table)
@@ -56,10 +57,10 @@ def bound(node: exp.Expression, table: Table) -> Bound:
         if not result.finite and _unbounded_columns(node, table):
             # Name the column that needs bounds, as for any expression without a bound.
             raise UnboundedExpression(
-                f"the range of {node.sql(dialect='duckdb')} cannot be derived from the declared "
+                f"the range of {written(node)} cannot be derived from the declared "
                 f"bounds{_missing_bounds(node, table)}")
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')} can exceed the 64-bit integer range; declare bounds "
+            f"{written(node)} can exceed the 64-bit integer range; declare bounds "
             "for its columns in the metadata or CAST it to DOUBLE")
     return result
 
@@ -68,17 +69,17 @@ def numeric_bound(node: exp.Expression, table: Table, what: str) -> Bound:
     """The bound of an expression that an aggregate sums: it must be numeric and finite."""
     b = bound(node, table)
     if not b.numeric:
-        raise UnboundedExpression(f"{what}: {node.sql(dialect='duckdb')} is {b.kind}, "
+        raise UnboundedExpression(f"{what}: {written(node)} is {b.kind}, "
                                   "not a number; aggregate a numeric expression")
     if not b.finite:
         raise UnboundedExpression(
-            f"{what}: the range of {node.sql(dialect='duckdb')} cannot be derived from the "
+            f"{what}: the range of {written(node)} cannot be derived from the "
             f"declared bounds{_missing_bounds(node, table)}; clamp it with LEAST/GREATEST")
     if b.magnitude > MAX_AGGREGATED:
         # A sum (of squares, for VAR) of such values overflows a double on some data only:
         # the engine would return an infinity, and the answer an error, that depend on the data.
         raise UnboundedExpression(
-            f"{what}: {node.sql(dialect='duckdb')} can reach {b.magnitude:.3g}, beyond the "
+            f"{what}: {written(node)} can reach {b.magnitude:.3g}, beyond the "
             f"{MAX_AGGREGATED:.0e} that an aggregate accepts; scale it down (e.g. divide it)")
     return b
 
@@ -88,7 +89,7 @@ def _unbounded_columns(node: exp.Expression, table: Table) -> list[str]:
     for col in node.find_all(exp.Column):
         meta = table.column(col.name)
         if meta is not None and meta.numeric and not meta.bounded:
-            missing.append(col.name)
+            missing.append(written(col))
     return missing
 
 
@@ -147,7 +148,7 @@ def apply(f: Callable[[float], float], x: float) -> float:
 def _column(node: exp.Expression, table: Table) -> Bound:
     meta = table.column(node.name)
     if meta is None:  # bind resolved every column; anything left is an output alias
-        raise UnboundedExpression(f"{node.sql(dialect='duckdb')} is not a column of "
+        raise UnboundedExpression(f"{written(node)} is not a column of "
                                   f"{table.name!r} here")
     nullable = meta.nullable or meta.type == "float"  # NaN is read as NULL
     if meta.type in ("int", "float"):
@@ -177,7 +178,7 @@ def predicate(node: exp.Expression, table: Table) -> Bound:
                                                                   *TEMPORAL}:
         # The engine would cast the text side row by row, and fail on some rows only.
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')} compares text with a number, date or boolean; "
+            f"{written(node)} compares text with a number, date or boolean; "
             "compare like with like, for example CAST(column AS INTEGER) or a quoted value")
     if isinstance(node, exp.And | exp.Or | exp.Not | exp.Xor) or (
             isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean)):
@@ -187,7 +188,7 @@ def predicate(node: exp.Expression, table: Table) -> Bound:
         _check_comparable(node, children, parts)
     if isinstance(node, exp.Like | exp.ILike) and kinds - {"text"}:
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')}: LIKE and ILIKE match text only; CAST the "
+            f"{written(node)}: LIKE and ILIKE match text only; CAST the "
             "value to VARCHAR first")
     return Bound("bool", 0.0, 1.0, any(p.nullable for p in parts))
 
@@ -201,7 +202,7 @@ def _check_comparable(node: exp.Expression, children: list[exp.Expression],
               if not (isinstance(c, exp.Literal) and c.is_string)}
     if others & TEMPORAL and others & {"int", "float"}:
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')} compares a date or a timestamp with a number; compare "
+            f"{written(node)} compares a date or a timestamp with a number; compare "
             "it with a date (DATE 'YYYY-MM-DD') or a timestamp (TIMESTAMP 'YYYY-MM-DD "
             "HH:MM:SS'), or a number with a part of it, e.g. YEAR(column) or EPOCH(column)")
 
@@ -222,8 +223,8 @@ def condition(node: exp.Expression, table: Table) -> Bound:
 def _require_condition(node: exp.Expression, b: Bound) -> None:
     if b.kind not in _CONDITION_KINDS:
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')} is {b.kind}, not a condition; compare it with a "
-            f"value, for example {node.sql(dialect='duckdb')} = '...'")
+            f"{written(node)} is {b.kind}, not a condition; compare it with a "
+            f"value, for example {written(node)} = '...'")
 
 
 def _paren(node: exp.Expression, table: Table) -> Bound:
@@ -236,10 +237,10 @@ def num(node: exp.Expression, table: Table) -> Bound:
         return Bound("int", 0.0, 0.0, True)
     if b.kind in TEMPORAL:
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')} is a {b.kind}, not a number; use DATE_DIFF('day', "
+            f"{written(node)} is a {b.kind}, not a number; use DATE_DIFF('day', "
             "a, b) for a difference, EPOCH(x) for seconds, or x + INTERVAL 1 DAY for a shift")
     if not b.numeric:
-        raise UnboundedExpression(f"{node.sql(dialect='duckdb')} is {b.kind}, not a number; "
+        raise UnboundedExpression(f"{written(node)} is {b.kind}, not a number; "
                                   "arithmetic needs numbers (CAST it first)")
     return b
 

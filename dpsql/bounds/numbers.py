@@ -18,6 +18,7 @@ from dpsql.bounds.core import (
     num,
     union,
 )
+from dpsql.dates import written
 from dpsql.errors import UnboundedExpression
 from dpsql.metadata import Table
 
@@ -58,7 +59,7 @@ def _no_overflow_by_minus_one(node: exp.Expression, a: Bound, b: Bound) -> None:
     rows holding that value cause. Refused when the dividend has no lower bound."""
     if a.kind == "int" and a.lo < -INT_LIMIT and b.lo <= -1 <= b.hi:
         raise UnboundedExpression(
-            f"{node.sql(dialect='duckdb')}: the divisor can be -1 and the dividend has no lower "
+            f"{written(node)}: the divisor can be -1 and the dividend has no lower "
             "bound; declare bounds for its columns in the metadata or use a positive divisor")
 
 

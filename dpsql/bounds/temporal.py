@@ -45,7 +45,7 @@ def _substring(node: exp.Expression, table: Table) -> Bound:
         b = num(arg, table)
         if not (b.lo >= -_SUBSTRING_LIMIT and b.hi <= _SUBSTRING_LIMIT):
             raise UnboundedExpression(
-                f"{node.sql(dialect='duckdb')}: the {key} of SUBSTRING must stay within "
+                f"{written(node)}: the {key} of SUBSTRING must stay within "
                 f"+-{_SUBSTRING_LIMIT:.0f}; use constants or columns with declared bounds")
     return _text_function(node, table)
 
@@ -94,7 +94,7 @@ def _date_trunc(node: exp.Expression, table: Table) -> Bound:
     if unit is not None and not (isinstance(unit, exp.Var) or (
             isinstance(unit, exp.Literal) and unit.is_string)):
         # A part computed from a row would be checked, and refused, row by row.
-        raise UnboundedExpression(f"{node.sql(dialect='duckdb')}: the part of DATE_TRUNC must "
+        raise UnboundedExpression(f"{written(node)}: the part of DATE_TRUNC must "
                                   "be a constant such as 'month'")
     a = bound(node.this, table)
     if a.kind not in TEMPORAL:

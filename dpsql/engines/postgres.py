@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
+from dpsql.dry_runs import empty_tables, with_empty
 from dpsql.engines.physical import public_select
 from dpsql.engines.postgres_sql import PostgresDialect
 from dpsql.errors import EngineError, UnsupportedQuery
-from dpsql.joins import empty_tables, physical
+from dpsql.joins import physical
 from dpsql.owner_settings import DEFAULT_STATEMENT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -194,11 +195,9 @@ class PostgresEngine:
         schema = physical(relation, self.schema) if relation is not None else \
             self.schema.get(plan.table.name.lower(), {})
         # Every table the query reads, joined ones too, replaced by an empty one.
-        empties = [f"{exp.to_identifier(name, quoted=True).sql(dialect='postgres')} AS "
-                   f"({empty.sql(dialect='postgres')})"
-                   for name, empty in empty_tables(relation, plan.table, schema)]
-        assert sql.startswith("WITH "), "the rewritten query starts with its CTEs"
-        dry = f"WITH {', '.join(empties)}, {sql[len('WITH '):]}"
+        assert isinstance(tree, exp.Query)  # the rewrite builds one SELECT
+        dry = with_empty(tree, empty_tables(relation, plan.table, schema)).sql(
+            dialect=PostgresDialect)
         psycopg = _psycopg()
         try:
             self.session().execute(dry, [0] if salted else None).fetchall()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import Dialect, exp
 from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
@@ -32,18 +32,6 @@ from dpsql.parse import check_size, check_tree_depth
 from dpsql.server import cursors, paramtypes, sqltext
 from dpsql.server.catalog import function_name, pg_column_names
 
-_OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^\s)]+)\s*\)", re.I)
-_COLLATE = re.compile(r"\s+COLLATE\s+(pg_catalog\s*\.\s*)?\"?default\"?", re.I)
-# sqlglot reads ``x::oid[]`` (and regtype[], regclass[], ...) as a subscript and fails;
-# schema-qualified, the same type parses (asyncpg's type introspection writes ``$1::oid[]``).
-_CATALOG_ARRAY = re.compile(r"(::|\bAS)\s*(?<!\.)\b(oid|xid|cid|tid|aclitem|reg[a-z]+)\s*\[\s*\]",
-                            re.I)
-# A keyword after AS is a column name to PostgreSQL; sqlglot reads it as the keyword, so it is
-# quoted (lower case, as PostgreSQL folds it): Metabase's table-privileges query says
-# "... as select, ... as delete". AS before a statement keyword starts nothing else in a SELECT
-# (a CTE's body is parenthesised).
-_KEYWORD_ALIASES = [(re.compile(rf"(\bAS\s+){word}\b", re.I), rf'\1"{word}"')
-                    for word in ("select", "insert", "update", "delete", "table")]
 # Functions a catalog query may not call (engine internals, files, settings, secrets).
 _DENIED_FUNCTIONS = {"query", "query_table", "glob", "which_secret", "getenv", "setseed",
                      "checkpoint", "force_checkpoint", "enable_profiling", "disable_profiling",
@@ -240,17 +228,17 @@ _SPECIAL_TARGETS = {("TRANSACTION",): "transaction_isolation", ("TIME", "ZONE"):
 
 
 def clean(text: str) -> str:
-    """The text as sqlglot can parse it: PostgreSQL-only spellings sqlglot misreads rewritten,
-    in the SQL code only (never inside a string constant, a comment or a quoted name)."""
+    """The text as sqlglot can parse it: PostgreSQL-only spellings sqlglot misreads rewritten.
+
+    Read as sqlglot's PostgreSQL tokens: a string constant (``'...'``, ``E'...'``,
+    ``$$...$$``) or a quoted name is one token, and a comment is no token at all, so only SQL
+    code is matched and only the matched tokens' span of the text is replaced; everything else
+    stays as written. A text that does not tokenize (an unterminated quote) is returned as it
+    is, for the parse that follows to refuse."""
     try:
-        sqltext.quoted_spans(text)
-    except sqltext.SQLTextError:  # unterminated: the parse that follows refuses it
+        tokens = _POSTGRES.tokenize(text)
+    except (SqlglotError, ValueError):
         return text
-    text = sqltext.sub_code(_OPERATOR, r"\1", text)
-    text = sqltext.sub_code(_COLLATE, "", text)
-    for pattern, quoted in _KEYWORD_ALIASES:
-        text = sqltext.sub_code(pattern, quoted, text)
-    return sqltext.sub_code(_CATALOG_ARRAY, r"\1 pg_catalog.\2[]", text)
 
 
 def _target(text: str) -> str:

@@ -160,31 +160,6 @@ def quoted_spans(sql: str) -> list[tuple[int, int, str]]:
     return spans
 
 
-def sub_code(pattern: re.Pattern[str], repl: str, sql: str) -> str:
-    """``pattern.sub(repl, sql)`` where a match lies in SQL code only: never inside a string
-    constant or a comment, and never starting or ending inside a quoted identifier (a match
-    may take whole quoted identifiers, as ``COLLATE "default"`` does). Text edited blindly
-    would change what a literal says (``'a COLLATE default'``)."""
-    spans = quoted_spans(sql)
-    masked = list(sql)
-    for start, end, kind in spans:
-        if kind != '"':
-            masked[start:end] = "\0" * (end - start)
-    inside = [(s, e) for s, e, kind in spans if kind == '"']
-    out, last = [], 0
-    for m in pattern.finditer("".join(masked)):
-        if any(s < m.start() < e or s < m.end() < e for s, e in inside):
-            continue
-        original = pattern.fullmatch(sql, m.start(), m.end())
-        if original is None:  # the match ran over masked text: leave it alone
-            continue
-        out.append(sql[last:m.start()])
-        out.append(original.expand(repl))
-        last = m.end()
-    out.append(sql[last:])
-    return "".join(out)
-
-
 def _end_of_quoted(sql: str, i: int) -> int:
     c = sql[i]
     if c == "'":

@@ -1,0 +1,109 @@
+"""The planner of one database: where every query is prepared, and its plans are cached.
+
+A plan depends on the SQL, the privacy parameters, the metadata and, for a join with a public
+table, on that table's data: its multiplicities, key domains and bounds (:mod:`dpsql.joins`),
+read from the database's :class:`~dpsql.public.PublicStore`. So a plan cache belongs to one
+(metadata, public store) pair, and that pair is a :class:`Planner`: each
+:class:`~dpsql.database.Database` owns one, and two databases sharing one
+:class:`~dpsql.metadata.Metadata` over different data plan apart. The metadata stays a plain
+value.
+
+:meth:`Planner.prepare_query` picks the path of a query, the one place that chooses:
+
+* :class:`~dpsql.public.PublicRead`: the query reads public tables only (exact, free);
+* :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
+  limit): two private releases, one charge;
+* :class:`~dpsql.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
+  :func:`dpsql.pipeline.prepare_plan`).
+
+The query is parsed once (by the caller, or here on a cache miss) and each path reads a copy
+of that tree. Plans and routes depend only on the SQL text, the privacy parameters and this
+planner's metadata and public data, never on private data, so they are cached in a locked LRU
+(:mod:`dpsql.cache`; BI tools repeat their queries) and never mutated: randomness enters only
+when a plan is answered. Refusals are not cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlglot import exp
+
+from dpsql.cache import LRU
+from dpsql.joins import PublicRows
+from dpsql.mechanisms import validate_privacy_parameters
+from dpsql.metadata import Metadata
+from dpsql.parse import parse_query
+from dpsql.pipeline import prepare_plan
+from dpsql.plan import Plan
+from dpsql.public import PublicRead, public_read
+from dpsql.series import TwoReleases, two_releases
+
+PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
+
+Prepared = Plan | PublicRead | TwoReleases
+
+
+class _Private:
+    """Cached for a text that takes the private pipeline (the cache holds no None)."""
+
+
+_PRIVATE = _Private()
+
+
+class Planner:
+    """Prepares queries against ``metadata``, reading public tables from ``public_store`` (None:
+    no data opened; a join with a public table is then refused), and caches what it prepared.
+    Shared by threads."""
+
+    def __init__(self, metadata: Metadata, public_store: PublicRows | None = None,
+                 cache_size: int = PLAN_CACHE_SIZE) -> None:
+        self.metadata = metadata
+        self.public_store = public_store
+        self.plans: LRU[tuple[object, ...], Any] = LRU(cache_size)
+
+    def prepare_query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+                      mechanism: str = "laplace", *, tree: exp.Expression | None = None
+                      ) -> Prepared:
+        """The prepared query on its path (module docstring); every refusal happens here,
+        nothing read or charged. ``tree``, when the caller has it, is ``sql`` parsed
+        (:func:`dpsql.parse.parse_query`): it is then not parsed again, and never mutated."""
+        validate_privacy_parameters(epsilon, delta, mechanism)
+        parsed: list[exp.Expression] = [] if tree is None else [tree]
+
+        def parsed_copy() -> exp.Expression:
+            if not parsed:
+                parsed.append(parse_query(sql))
+            return parsed[0].copy()
+
+        route = self.plans.get_or_compute(
+            ("public", sql), lambda: self._public(parsed_copy) or _PRIVATE)
+        if isinstance(route, PublicRead):
+            return route
+        series = self.plans.get_or_compute(
+            ("series", sql, epsilon, delta, mechanism),
+            lambda: two_releases(parsed_copy(), self, epsilon, delta, mechanism) or _PRIVATE)
+        if isinstance(series, TwoReleases):
+            return series
+        return self.prepare(sql, epsilon, delta, mechanism, tree=parsed[0] if parsed else None)
+
+    def _public(self, parsed: Callable[[], exp.Expression]) -> PublicRead | None:
+        if not any(t.public for t in self.metadata.tables.values()):
+            return None  # no public table: nothing to parse for this route
+        # A text that does not parse is refused here as the private parse pass would.
+        return public_read(parsed(), self.metadata)
+
+    def prepare(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+                mechanism: str = "laplace", dialect: str = "duckdb", *,
+                tree: exp.Expression | None = None) -> Plan:
+        """The private passes, parse to plan (:func:`dpsql.pipeline.prepare_plan`): every
+        refusal, no private data read. ``tree`` as for :meth:`prepare_query`."""
+        # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
+        # otherwise find the plan cached for a valid one.
+        validate_privacy_parameters(epsilon, delta, mechanism)
+        key = ("plan", sql, epsilon, delta, mechanism, dialect)
+        result: Plan = self.plans.get_or_compute(key, lambda: prepare_plan(
+            sql if tree is None else tree.copy(), self.metadata, self.public_store, epsilon,
+            delta, mechanism, dialect))
+        return result
