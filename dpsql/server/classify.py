@@ -239,6 +239,79 @@ def clean(text: str) -> str:
         tokens = _POSTGRES.tokenize(text)
     except (SqlglotError, ValueError):
         return text
+    spans = [(t.start, t.end + 1) for t in tokens]
+    words = [text[start:end] for start, end in spans]  # as written: quotes included
+    edits: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(tokens):
+        for rule in (_operator, _collate, _catalog_array, _keyword_alias):
+            found = rule(spans, words, i)
+            if found is not None:
+                edits.append(found[0])
+                i = found[1]
+                break
+        else:
+            i += 1
+    for start, end, replacement in reversed(edits):
+        text = text[:start] + replacement + text[end:]
+    return text
+
+
+_POSTGRES = Dialect.get_or_raise("postgres")
+_Edit = tuple[tuple[int, int, str], int]  # (start, end, replacement), the next token's index
+_CATALOG_TYPES = re.compile(r"(oid|xid|cid|tid|aclitem|reg[a-z]+)", re.I)
+
+
+def _is(words: list[str], i: int, *expected: str) -> bool:
+    """Whether the tokens from ``i`` are written as ``expected`` (case-insensitive)."""
+    return i + len(expected) <= len(words) and all(
+        w.upper() == e for w, e in zip(words[i:], expected, strict=False))
+
+
+def _operator(spans: list[tuple[int, int]], words: list[str], i: int) -> _Edit | None:
+    """``OPERATOR(pg_catalog.~)`` -> ``~`` (psql's and JDBC's catalog queries)."""
+    if not _is(words, i, "OPERATOR", "(", "PG_CATALOG", "."):
+        return None
+    close = next((j for j in range(i + 5, min(i + 8, len(words))) if words[j] == ")"), None)
+    if close is None:
+        return None
+    operator = "".join(words[i + 4:close])
+    return (spans[i][0], spans[close][1], operator), close + 1
+
+
+def _collate(spans: list[tuple[int, int]], words: list[str], i: int) -> _Edit | None:
+    """`` COLLATE [pg_catalog.]"default"`` -> nothing (DuckDB has no such collation)."""
+    if i == 0 or not _is(words, i, "COLLATE"):
+        return None
+    j = i + 3 if _is(words, i + 1, "PG_CATALOG", ".") else i + 1
+    if j >= len(words) or words[j].strip('"').lower() != "default":
+        return None
+    return (spans[i - 1][1], spans[j][1], ""), j + 1
+
+
+def _catalog_array(spans: list[tuple[int, int]], words: list[str], i: int) -> _Edit | None:
+    """``::oid[]`` -> ``:: pg_catalog.oid[]``: sqlglot reads an unqualified catalog type's
+    array as a subscript and fails; schema-qualified, it parses (asyncpg's type
+    introspection writes ``$1::oid[]``)."""
+    if words[i].upper() not in ("::", "AS") or not _is(words, i + 2, "[", "]") or \
+            not _CATALOG_TYPES.fullmatch(words[i + 1]):
+        return None
+    return (spans[i][1], spans[i + 3][1], f" pg_catalog.{words[i + 1]}[]"), i + 4
+
+
+# A keyword after AS is a column name to PostgreSQL; sqlglot reads it as the keyword, so it is
+# quoted (lower case, as PostgreSQL folds it): Metabase's table-privileges query says
+# "... as select, ... as delete". AS before a statement keyword starts nothing else in a SELECT
+# (a CTE's body is parenthesised).
+_ALIAS_KEYWORDS = ("select", "insert", "update", "delete", "table")
+
+
+def _keyword_alias(spans: list[tuple[int, int]], words: list[str], i: int) -> _Edit | None:
+    """``AS select`` -> ``AS "select"`` (Metabase's table-privileges query)."""
+    if words[i].upper() != "AS" or i + 1 >= len(words) \
+            or words[i + 1].lower() not in _ALIAS_KEYWORDS:
+        return None
+    return (spans[i + 1][0], spans[i + 1][1], f'"{words[i + 1].lower()}"'), i + 2
 
 
 def _target(text: str) -> str:
