@@ -71,6 +71,8 @@ from dpsql.pipeline import Explanation, answer, engine_sql, explain
 from dpsql.plan import Plan
 from dpsql.postprocess import Result, ResultColumn, reads_nothing, typed_empty
 from dpsql.public import PublicRead, PublicStore, answer_public
+from dpsql.randomness import Randomness
+from dpsql.randomness import default as default_randomness
 from dpsql.routes import Prepared, prepare_query
 from dpsql.series import TwoReleases, answer_two, explain_two, release_cost
 
@@ -154,12 +156,14 @@ class Database:
     ``analyst`` is who asks by default (see :func:`resolve_analyst`). A Database may be shared
     by threads; each process opens its own. ``engine``, an already opened engine, replaces
     opening ``database`` (the tests inject one whose queries wait to be interrupted); the
-    Database then owns it and closes it.
+    Database then owns it and closes it. ``randomness`` is where every noise draw and salt
+    comes from (:mod:`dpsql.randomness`): the operating system's CSPRNG unless given.
     """
 
     def __init__(self, database: str | Path | None = None,
                  metadata: str | Path | Metadata | None = None,
-                 analyst: str | None = None, engine: Engine | None = None) -> None:
+                 analyst: str | None = None, engine: Engine | None = None,
+                 randomness: Randomness | None = None) -> None:
         if engine is not None and database is None:
             database = engine.location
         if database is None and metadata is None:
@@ -170,6 +174,7 @@ class Database:
         if analyst is not None:
             resolve_analyst(analyst)  # refuse an invalid name now
         self.analyst = analyst
+        self._randomness = randomness
         self.engine: Engine = engine if engine is not None else open_engine(database,
                                                                              self.metadata)
         try:
@@ -188,6 +193,12 @@ class Database:
         self._public = PublicStore(self.metadata, self.engine)  # loaded on first use
         # Plans of joins read public tables (multiplicities, key domains: dpsql.joins).
         self.metadata.public_data.store = self._public
+
+    @property
+    def randomness(self) -> Randomness:
+        """The Randomness given to the constructor, else the process default
+        (:data:`dpsql.randomness.DEFAULT`, looked up on every answer)."""
+        return self._randomness if self._randomness is not None else default_randomness()
 
     @property
     def metered(self) -> bool:
@@ -318,8 +329,8 @@ class Database:
         deadline = Deadline(self.engine.cancel_token(), limit)
         try:
             if isinstance(p, TwoReleases):
-                return answer_two(p, self.engine, self.metadata)
-            return answer(p, self.engine)
+                return answer_two(p, self.engine, self.metadata, self.randomness)
+            return answer(p, self.engine, self.randomness)
         except EngineError as e:
             if e.interrupted and deadline.fired:
                 owner_log.warning("query of %s stopped at the statement_timeout of %g s: %s",

@@ -70,6 +70,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsql.errors import InvalidPrivacyParameter
+from dpsql.randomness import Randomness
 from dpsql.samplers import (
     MAX_GRID_SCALE,
     discrete_gaussian,
@@ -215,9 +216,10 @@ def _pow2_at_least(x: float) -> float:
 
 
 def perturb(
-    values: npt.ArrayLike, spec: NoiseSpec
+    values: npt.ArrayLike, spec: NoiseSpec, rng: Randomness
 ) -> npt.NDArray[np.int64] | npt.NDArray[np.float64]:
-    """``values`` plus independent noise per cell, as described by ``spec``.
+    """``values`` plus independent noise per cell (drawn from ``rng``), as described by
+    ``spec``.
 
     Integer spec (g = 1): ``x + Z`` as int64. Real spec: ``(round(x / g) + Z) * g`` as float64,
     an exact multiple of ``g``. ``Z`` is ``discrete_laplace(grid_scale)`` or
@@ -227,13 +229,13 @@ def perturb(
     are a bug of the caller (empty sums must be coalesced to zero before this point).
     """
     array = np.asarray(values)
-    noise = _noise(spec, array.size).reshape(array.shape)
+    noise = _noise(spec, array.size, rng).reshape(array.shape)
     if spec.integer:
         return _perturb_integer(array, spec.granularity, noise)
     return _perturb_real(array, spec.granularity, noise)
 
 
-def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec
+def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec, rng: Randomness
                   ) -> npt.NDArray[np.float64]:
     """Real cells given exactly as integers in units of ``step``: cell ``i`` is
     ``sums[i] * step``, an exact fixed-point sum (see dpsql.aggregates, "Exact sums").
@@ -251,7 +253,7 @@ def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec
     shift = math.frexp(spec.granularity)[1] - 1
     d = math.frexp(step)[1] - 1 - shift
     limit = 1 << min(1000, 1020 - shift)
-    noise = _noise(spec, len(sums))
+    noise = _noise(spec, len(sums), rng)
     out = np.empty(len(sums), dtype=np.float64)
     for i, item in enumerate(sums):
         exact = _exact_int(item)
@@ -273,12 +275,12 @@ def _is_pow2(x: float) -> bool:
     return x > 0 and math.isfinite(x) and math.frexp(x)[0] == 0.5
 
 
-def _noise(spec: NoiseSpec, size: int) -> npt.NDArray[np.int64]:
+def _noise(spec: NoiseSpec, size: int, rng: Randomness) -> npt.NDArray[np.int64]:
     """Integer noise in grid units for ``size`` cells."""
     if spec.mechanism == "laplace":
-        return discrete_laplace(spec.grid_scale, size)
+        return discrete_laplace(spec.grid_scale, size, rng)
     if spec.mechanism == "gaussian":
-        return discrete_gaussian(spec.grid_scale, size)
+        return discrete_gaussian(spec.grid_scale, size, rng)
     raise ValueError(f"unknown mechanism {spec.mechanism!r}")
 
 

@@ -31,6 +31,7 @@ from dpsql.mechanisms import (
 )
 from dpsql.plan import Plan, calibrated
 from dpsql.quantiles import quantile_from_histogram, quantile_rank_accuracy
+from dpsql.randomness import Randomness
 
 
 @dataclass
@@ -43,8 +44,10 @@ class NoisyCells:
     accuracy: dict[str, np.ndarray]
 
 
-def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
-    """Release groups and noisy cells from the engine's exact rows (keys, then measurements)."""
+def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]], rng: Randomness
+                  ) -> NoisyCells:
+    """Release groups and noisy cells from the engine's exact rows (keys, then measurements),
+    every draw from ``rng``."""
     nkeys = len(plan.keys)
     exact = _by_key(rows, nkeys)
     noisy: dict[str, np.ndarray] = {}
@@ -53,7 +56,7 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     elif plan.threshold is not None:
         keys = list(exact)
         units = plan.threshold.measurement
-        counts = perturb(_column(keys, exact, plan, units), _noise(units))
+        counts = perturb(_column(keys, exact, plan, units), _noise(units), rng)
         released = counts >= plan.threshold.tau
         # Released groups in key order: the engine's row order may depend on private data.
         order = sorted(np.flatnonzero(released), key=lambda i: key_order(keys[i]))
@@ -67,11 +70,11 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
         column = _column(keys, exact, plan, m)
         if m.kind == "histogram":
             assert m.quantile is not None  # a histogram is drawn for one quantile
-            noisy[m.name] = _quantiles(m, column, m.quantile)
+            noisy[m.name] = _quantiles(m, column, m.quantile, rng)
         elif m.step:  # an exact fixed-point sum: integers in units of m.step
-            noisy[m.name] = perturb_fixed(list(column), m.step, _noise(m))
+            noisy[m.name] = perturb_fixed(list(column), m.step, _noise(m), rng)
         else:
-            noisy[m.name] = perturb(column, _noise(m))
+            noisy[m.name] = perturb(column, _noise(m), rng)
     values: dict[str, np.ndarray] = {}
     accuracies: dict[str, np.ndarray] = {}
     for cell in plan.cells:
@@ -141,7 +144,8 @@ def _number(value: object) -> int | float:
     return value if isinstance(value, int) else float(value)  # type: ignore[arg-type]
 
 
-def _quantiles(m: Measurement, histograms: np.ndarray, q: float) -> np.ndarray:
+def _quantiles(m: Measurement, histograms: np.ndarray, q: float, rng: Randomness
+               ) -> np.ndarray:
     lo, hi = m.histogram_range
     out = np.empty(len(histograms), dtype=np.float64)
     for i, histogram in enumerate(histograms):
@@ -149,7 +153,7 @@ def _quantiles(m: Measurement, histograms: np.ndarray, q: float) -> np.ndarray:
         for bucket, count in histogram.items():
             if 0 <= int(bucket) < m.buckets:
                 counts[int(bucket)] = count
-        value = quantile_from_histogram(counts, lo, hi, q, m.epsilon, m.l1)
+        value = quantile_from_histogram(counts, lo, hi, q, m.epsilon, m.l1, rng)
         out[i] = min(float(np.floor(value)), m.hi) if m.integer else value
     return out
 

@@ -11,7 +11,6 @@ anything runs; :func:`prepare` is those six. :func:`answer` runs the rest for a 
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,6 +34,7 @@ from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan, calibrated, plan
 from dpsql.postprocess import Result, check_outer, postprocess
 from dpsql.quantiles import quantile_rank_accuracy
+from dpsql.randomness import Randomness
 from dpsql.rewrite import rewrite
 
 PASSES = ("parse", "bind", "check", "constants", "cost", "plan", "rewrite", "execute", "perturb",
@@ -86,13 +86,14 @@ def _as_written(arg: object) -> object:
     return _JOINED_NAME.sub(r"\1.\2", arg) if isinstance(arg, str) else arg
 
 
-def answer(p: Plan, engine: Engine) -> Result:
-    """rewrite -> execute -> perturb -> post-process for a prepared plan."""
+def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
+    """rewrite -> execute -> perturb -> post-process for a prepared plan, drawing the salt
+    and the noise from ``rng``."""
     sql, salted = engine_sql(p, engine)
     # The salt keys the contribution-bounding sample: fresh, secret, never shown.
-    parameters = [secrets.randbits(63)] if salted else []
+    parameters = [rng.salt()] if salted else []
     _, rows = engine.execute(sql, parameters)
-    result = postprocess(p, perturb_cells(p, rows))
+    result = postprocess(p, perturb_cells(p, rows, rng))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     return result
 

@@ -19,6 +19,7 @@ from dpsql.pipeline import answer, prepare
 from dpsql.plan import Plan
 from dpsql.postprocess import Result
 from dpsql.public import PublicRead, public_read
+from dpsql.randomness import Randomness
 from dpsql.series import TwoReleases, answer_two, two_releases
 
 Prepared = Plan | PublicRead | TwoReleases
@@ -47,10 +48,12 @@ def prepare_query(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: flo
     return prepare(sql, metadata, epsilon, delta, mechanism)
 
 
-def answer_private(p: Prepared, engine: Engine, metadata: Metadata) -> Result:
-    """Answer a prepared private query (one release or two) on ``engine``; no budget here."""
+def answer_private(p: Prepared, engine: Engine, metadata: Metadata, rng: Randomness
+                   ) -> Result:
+    """Answer a prepared private query (one release or two) on ``engine`` with ``rng``'s
+    randomness; no budget here."""
     if isinstance(p, TwoReleases):
-        return answer_two(p, engine, metadata)
+        return answer_two(p, engine, metadata, rng)
     if isinstance(p, PublicRead):
         raise UnsupportedQuery("an exact read of public tables is answered by the Database")
-    return answer(p, engine)
+    return answer(p, engine, rng)
