@@ -26,6 +26,7 @@ from dpsql.budget import BudgetStatus, Ledger
 from dpsql.database import Answer, Database, ledger_path, open_ledger, sample_paths
 from dpsql.errors import BudgetExhausted, Error, internal_error
 from dpsql.explain import render
+from dpsql.mechanisms import MECHANISMS
 from dpsql.metadata import Metadata, load_metadata
 from dpsql.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.postprocess import Result
@@ -75,9 +76,8 @@ def database_options(fn: F) -> F:
 
 
 def privacy_options(fn: F) -> F:
-    fn = click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]),
-                      default="laplace", show_default=True,
-                      help="Noise: Laplace (pure epsilon-DP) or Gaussian (needs --delta).")(fn)
+    fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0],
+                      show_default=True, help="Noise: Laplace or Gaussian (needs --delta).")(fn)
     fn = click.option("--delta", type=float, default=0.0, show_default=True,
                       help="Privacy delta: > 0 allows thresholded GROUP BY keys and Gaussian "
                            "noise.")(fn)
@@ -363,7 +363,7 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
               path_type=Path), help="With --neighbours: SQL queries separated by ';'.")
 @click.option("--epsilon", type=float, default=1.0, show_default=True)
 @click.option("--delta", type=float, default=0.0, show_default=True)
-@click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]), default="laplace")
+@click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0])
 def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: float, fmt: str,
                   list_only: bool, neighbours: bool, metadata_path: Path | None,
                   queries_path: Path | None, epsilon: float, delta: float,

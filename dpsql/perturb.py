@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsql.aggregates import EPOCH_DAY, Measurement
+from dpsql.aggregates import EPOCH_DAY, Measurement, MeasurementKind
 from dpsql.keys import canonical
 from dpsql.keys import order as key_order
 from dpsql.mechanisms import (
@@ -68,7 +68,7 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]], rng: Randomnes
         if m.name in noisy:
             continue
         column = _column(keys, exact, plan, m)
-        if m.kind == "histogram":
+        if m.kind == MeasurementKind.HISTOGRAM:
             assert m.quantile is not None  # a histogram is drawn for one quantile
             noisy[m.name] = _quantiles(m, column, m.quantile, rng)
         elif m.step:  # an exact fixed-point sum: integers in units of m.step
@@ -121,7 +121,7 @@ def _column(keys: list[tuple[object, ...]],
             exact: Mapping[tuple[object, ...], Sequence[object]],
             plan: Plan, m: Measurement) -> np.ndarray:
     index = m.index  # rows hold the keys, then the measurements in plan order
-    if m.kind == "histogram":
+    if m.kind == MeasurementKind.HISTOGRAM:
         out = np.empty(len(keys), dtype=object)
         for i, k in enumerate(keys):
             row = exact.get(k)
@@ -186,6 +186,6 @@ def instants(seconds: np.ndarray) -> np.ndarray:
 def _width(m: Measurement) -> float:
     """A measurement's 95% half-width: from its noise, or the exponential mechanism's rank
     error for a quantile."""
-    if m.kind == "histogram":
+    if m.kind == MeasurementKind.HISTOGRAM:
         return quantile_rank_accuracy(m.buckets, m.epsilon, m.l1)
     return accuracy(_noise(m))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import duckdb
 from sqlglot import exp
 
-from dpsql.aggregates import Measurement
+from dpsql.aggregates import Measurement, MeasurementKind
 from dpsql.bind import bind
 from dpsql.check import check, refuse_float_overflow
 from dpsql.constants import fold_constants
@@ -27,7 +27,7 @@ from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.errors import QueryRefused, UnsupportedQuery
 from dpsql.joins import empty_tables, physical
-from dpsql.mechanisms import accuracy, validate_privacy_parameters
+from dpsql.mechanisms import Mechanism, accuracy, validate_privacy_parameters
 from dpsql.metadata import Metadata
 from dpsql.parse import parse
 from dpsql.perturb import perturb_cells
@@ -211,16 +211,17 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
 
 def _explain_measurement(output: str, m: Measurement) -> CellExplanation:
     arg = m.arg.sql(dialect="duckdb") if m.arg is not None else "*"
-    what = {"count": f"COUNT({arg})", "units": "COUNT(DISTINCT unit)",
-            "distinct": f"COUNT(DISTINCT {arg})", "histogram": f"histogram({arg}, "
-            f"{m.buckets} buckets)"}.get(m.kind)
+    what = {MeasurementKind.COUNT: f"COUNT({arg})",
+            MeasurementKind.UNITS: "COUNT(DISTINCT unit)",
+            MeasurementKind.DISTINCT: f"COUNT(DISTINCT {arg})",
+            MeasurementKind.HISTOGRAM: f"histogram({arg}, {m.buckets} buckets)"}.get(m.kind)
     if what is None:
         term = f"{arg} - {m.center:g}" if m.center else arg
         what = f"SUM(({term})^2)" if m.power == 2 else f"SUM({term})"
-    if m.kind == "histogram":
+    if m.kind == MeasurementKind.HISTOGRAM:
         return CellExplanation(f"{output} [{m.name}]", what, m.l1, m.epsilon, "exponential",
                                None, quantile_rank_accuracy(m.buckets, m.epsilon, m.l1), "rank")
-    sensitivity = m.l2 if m.mechanism == "gaussian" else m.l1
+    sensitivity = m.l2 if m.mechanism == Mechanism.GAUSSIAN else m.l1
     assert m.noise is not None  # set by the plan for every measurement but histograms
     return CellExplanation(f"{output} [{m.name}]", what, sensitivity, m.epsilon, m.mechanism,
                            m.noise.scale, accuracy(m.noise), "value")

@@ -32,6 +32,7 @@ from dpsql.engines.physical import compatible as compatible
 from dpsql.engines.physical import declared_type as declared_type
 from dpsql.engines.physical import public_select
 from dpsql.errors import EngineError, MetadataError
+from dpsql.metadata import ColumnType
 
 if TYPE_CHECKING:
     import numpy as np
@@ -366,7 +367,7 @@ def check_metadata(metadata: Metadata, schema: Mapping[str, Mapping[str, str]],
             if not compatible(column.type, stored):
                 raise MetadataError(f"{where} is declared {column.type} but the database "
                                     f"stores it as {stored}; {_remedy(column.type, stored)}")
-            if column.type != "text" and stored.upper() == "VARCHAR":
+            if column.type != ColumnType.TEXT and stored.upper() == "VARCHAR":
                 warnings.append(f"{where} is declared {column.type} but stored as VARCHAR: "
                                 "a value that does not convert is read as NULL")
     return warnings

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import cast
 
 import sqlglot
@@ -49,13 +50,39 @@ _TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "e
 # -- statements ------------------------------------------------------------------------------
 
 
+class StatementKind(StrEnum):
+    """What a statement is to the server: which handler answers it (dpsql.server.commands,
+    machine). A query goes to Database; a catalog query to the catalog; the rest are
+    session commands and cursors."""
+
+    EMPTY = "empty"
+    QUERY = "query"
+    CATALOG = "catalog"
+    EXPLAIN = "explain"
+    SET = "set"
+    SHOW = "show"
+    RESET = "reset"
+    BEGIN = "begin"
+    COMMIT = "commit"
+    ROLLBACK = "rollback"
+    ROLLBACK_TO = "rollback_to"
+    SAVEPOINT = "savepoint"
+    RELEASE = "release"
+    DISCARD = "discard"
+    DEALLOCATE = "deallocate"
+    NOOP = "noop"
+    DECLARE = "declare"
+    FETCH = "fetch"
+    MOVE = "move"
+    CLOSE = "close"
+
+
 @dataclass
 class Statement:
     """One SQL statement, classified once (cached by text)."""
 
     text: str
-    kind: str  # empty, query, catalog, explain, set, show, reset, begin, commit, rollback,
-    #            savepoint, release, rollback_to, discard, deallocate, noop
+    kind: StatementKind
     tag: str = ""  # the CommandComplete tag of session commands
     tree: exp.Expression | None = None  # PostgreSQL-dialect parse (catalog and names)
     engine_sql: str = ""  # the text handed to Database (private queries)
@@ -66,6 +93,9 @@ class Statement:
     inner: Statement | None = None  # DECLARE: its query, classified
     direction: cursors.Direction | None = None  # FETCH/MOVE
     error: str = ""  # a cursor statement that cannot be read (sent as 42601 when run)
+
+    def __post_init__(self) -> None:
+        self.kind = StatementKind(self.kind)  # the classifier's words are the kinds' values
 
 
 _COMMANDS = {"BEGIN": ("begin", "BEGIN"), "START": ("begin", "START TRANSACTION"),
@@ -204,7 +234,7 @@ def _command(text: str, words: list[str], nparams: int) -> Statement:
     statement = Statement(text, kind, tag, nparams=nparams)
     if kind == "rollback" and (words[1:2] == ["TO"] or
                                words[1:3] in (["TRANSACTION", "TO"], ["WORK", "TO"])):
-        statement.kind = "rollback_to"
+        statement.kind = StatementKind.ROLLBACK_TO
     if kind in ("show", "reset", "deallocate", "discard"):
         statement.argument = _target(text)
         if kind == "discard":
