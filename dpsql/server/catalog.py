@@ -32,6 +32,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
+from dpsql.engines import locked
 from dpsql.metadata import Column, Metadata, Table
 from dpsql.parameters import parse_array_literal
 from dpsql.server import types as t
@@ -464,18 +465,12 @@ class Catalog:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._cache: LRU[tuple[object, ...], CatalogQuery] = LRU(1024)
-        con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                                 "autoload_known_extensions": False})
-        try:
+        def build(con: duckdb.DuckDBPyConnection) -> None:
             self._build(con)
             con.execute(f"SET memory_limit = '{memory_limit}'")
             con.execute("SET threads = 2")
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
-        except BaseException:
-            con.close()
-            raise
-        self._con = con
+
+        self._con = locked.in_memory(build)
         self.catalog_tables = set(TABLES)
         self.info_tables = set(INFO_TABLES)
 

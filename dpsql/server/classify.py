@@ -28,6 +28,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
+from dpsql.denied import CATALOG_ALLOWED, denied
 from dpsql.server import cursors, paramtypes, sqltext
 from dpsql.server.catalog import function_name, pg_column_names
 
@@ -37,12 +38,6 @@ _COLLATE = re.compile(r"\s+COLLATE\s+(pg_catalog\s*\.\s*)?\"?default\"?", re.I)
 # schema-qualified, the same type parses (asyncpg's type introspection writes ``$1::oid[]``).
 _CATALOG_ARRAY = re.compile(r"(::|\bAS)\s*(?<!\.)\b(oid|xid|cid|tid|aclitem|reg[a-z]+)\s*\[\s*\]",
                             re.I)
-# Functions a catalog query may not call (engine internals, files, settings, secrets).
-_DENIED_FUNCTIONS = {"query", "query_table", "glob", "which_secret", "getenv", "setseed",
-                     "checkpoint", "force_checkpoint", "enable_profiling", "disable_profiling",
-                     "load", "install", "test_all_types", "summary", "sql_auto_complete"}
-_DENIED_PREFIXES = ("duckdb_", "pragma_", "read_", "sniff_", "parquet_", "iceberg_",
-                    "delta_", "json_execute", "current_setting_", "icu_", "tpch", "tpcds")
 _TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "explode", "range",
                     "pg_get_keywords", "pg_show_all_settings", "json_each", "regexp_split_to_table",
                     "string_to_table"}
@@ -187,7 +182,7 @@ class Classifier:
         surface small and lets the library refuse such queries with its own message.)"""
         for fn in tree.find_all(exp.Func):
             name = function_name(fn)
-            if name in _DENIED_FUNCTIONS or name.startswith(_DENIED_PREFIXES):
+            if denied(name, CATALOG_ALLOWED):  # engine internals, files, settings, secrets
                 return False
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for table in tree.find_all(exp.Table):
