@@ -201,7 +201,7 @@ class Cell:
 
 Combine = Callable[[Cell, Sequence[np.ndarray]], np.ndarray]
 Accuracy = Callable[[Cell, Sequence[np.ndarray], Sequence[float]], np.ndarray]
-Measure = Callable[[AggregateCall, Table, bool, str], Cell]
+Measure = Callable[[AggregateCall, Table, bool, Mechanism], Cell]
 
 
 @dataclass(frozen=True)

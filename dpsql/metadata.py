@@ -115,9 +115,9 @@ class ColumnType(StrEnum):
 COLUMN_TYPES: tuple[str, ...] = tuple(t.value for t in ColumnType)
 #: The DuckDB type each declared column type is read as (dpsql.total.Reader), and that an empty
 #: table of the declared types has (plan-time checks, the audit's databases).
-ENGINE_TYPES = {ColumnType.INT: "BIGINT", ColumnType.FLOAT: "DOUBLE", ColumnType.TEXT: "VARCHAR",
-                ColumnType.BOOL: "BOOLEAN", ColumnType.DATE: "DATE",
-                ColumnType.TIMESTAMP: "TIMESTAMP"}
+ENGINE_TYPES: dict[str, str] = {
+    ColumnType.INT: "BIGINT", ColumnType.FLOAT: "DOUBLE", ColumnType.TEXT: "VARCHAR",
+    ColumnType.BOOL: "BOOLEAN", ColumnType.DATE: "DATE", ColumnType.TIMESTAMP: "TIMESTAMP"}
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
                "public", "columns", "description", "unit_path"}

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 #: In the config of every connection: extensions are neither installed nor loaded on demand.
-CONFIG: dict[str, object] = {"autoinstall_known_extensions": False,
+CONFIG: dict[str, Any] = {"autoinstall_known_extensions": False,
                              "autoload_known_extensions": False}
 #: The lock itself, as settings (in a connect config, or SET on an open connection).
-LOCK: dict[str, object] = {"enable_external_access": False, "lock_configuration": True}
+LOCK: dict[str, Any] = {"enable_external_access": False, "lock_configuration": True}
 
 
 def lock(con: duckdb.DuckDBPyConnection, allowed_directory: Path | None = None
@@ -36,10 +37,10 @@ def lock(con: duckdb.DuckDBPyConnection, allowed_directory: Path | None = None
 
 
 def in_memory(fill: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-              **settings: object) -> duckdb.DuckDBPyConnection:
+              **settings: Any) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with ``settings`` in its config, filled by ``fill`` (which may read
     what it needs), then locked (:func:`lock`). Closed again if filling fails."""
-    con = duckdb.connect(":memory:", config={**CONFIG, **settings})  # type: ignore[arg-type]
+    con = duckdb.connect(":memory:", config={**CONFIG, **settings})
     try:
         if fill is not None:
             fill(con)
@@ -49,14 +50,14 @@ def in_memory(fill: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
         raise
 
 
-def read_only(path: Path, allowed_directory: Path | None = None, **settings: object
+def read_only(path: Path, allowed_directory: Path | None = None, **settings: Any
               ) -> duckdb.DuckDBPyConnection:
     """A database file opened read-only and locked. Without ``allowed_directory`` the lock
     goes in the connect config, so that a second connection to a file this process already
     opened (one DuckDB instance per file) does not try to SET it again; with one (a private
     catalog of views over that folder, this process's only connection to it), it is SET."""
     config = {**CONFIG, **settings, **({} if allowed_directory is not None else LOCK)}
-    con = duckdb.connect(str(path), read_only=True, config=config)  # type: ignore[arg-type]
+    con = duckdb.connect(str(path), read_only=True, config=config)
     if allowed_directory is not None:
         lock(con, allowed_directory)
     return con

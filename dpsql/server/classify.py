@@ -89,9 +89,6 @@ class Statement:
     direction: cursors.Direction | None = None  # FETCH/MOVE
     error: str = ""  # a cursor statement that cannot be read (sent as 42601 when run)
 
-    def __post_init__(self) -> None:
-        self.kind = StatementKind(self.kind)  # the classifier's words are the kinds' values
-
 
 _COMMANDS = {"BEGIN": ("begin", "BEGIN"), "START": ("begin", "START TRANSACTION"),
              "COMMIT": ("commit", "COMMIT"), "END": ("commit", "COMMIT"),
@@ -126,10 +123,10 @@ class Classifier:
     def _classify(self, text: str) -> Statement:
         try:
             if sqltext.is_blank(text):
-                return Statement(text, "empty")
+                return Statement(text, StatementKind.EMPTY)
             nparams = sqltext.parameters(text)
         except sqltext.SQLTextError as e:
-            return Statement(text, "query", engine_sql=text, nparams=0, argument=str(e))
+            return Statement(text, StatementKind.QUERY, engine_sql=text, nparams=0, argument=str(e))
         words = sqltext.keywords(text, 4)
         first = words[0] if words else ""
         if first in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
@@ -140,12 +137,12 @@ class Classifier:
             body = re.sub(r"^\s*EXPLAIN(\s+\((?:[^)]*)\))?(\s+(ANALYZE|VERBOSE))*\s+", "",
                           sqltext.strip_comments(text), flags=re.I)
             inner = self._classify(body)
-            return Statement(text, "explain", engine_sql=inner.engine_sql or body,
+            return Statement(text, StatementKind.EXPLAIN, engine_sql=inner.engine_sql or body,
                              nparams=nparams)
         return self._query(text, nparams)
 
     def _cursor_statement(self, text: str, first: str, nparams: int) -> Statement:
-        statement = Statement(text, first.lower(), nparams=nparams)
+        statement = Statement(text, StatementKind(first.lower()), nparams=nparams)
         try:
             if first == "DECLARE":
                 statement.declaration = cursors.parse_declare(text)
@@ -169,12 +166,12 @@ class Classifier:
         except (SqlglotError, ValueError, RecursionError):
             tree = None
         if tree is None:
-            return Statement(text, "query", engine_sql=text, nparams=nparams)
+            return Statement(text, StatementKind.QUERY, engine_sql=text, nparams=nparams)
         if isinstance(tree, exp.Select | exp.SetOperation) and self._is_catalog(tree):
-            return Statement(text, "catalog", tree=tree, nparams=nparams)
+            return Statement(text, StatementKind.CATALOG, tree=tree, nparams=nparams)
         names = pg_column_names(tree)
-        return Statement(text, "query", tree=tree, engine_sql=self._engine_sql(text, tree),
-                         names=names, nparams=nparams)
+        return Statement(text, StatementKind.QUERY, tree=tree,
+                         engine_sql=self._engine_sql(text, tree), names=names, nparams=nparams)
 
     def _is_catalog(self, tree: exp.Expression) -> bool:
         """No table other than catalog tables (or CTEs), and no engine or file function:
@@ -226,7 +223,7 @@ class Classifier:
 def _command(text: str, words: list[str], nparams: int) -> Statement:
     """A session command, by its first keywords."""
     kind, tag = _COMMANDS[words[0]]
-    statement = Statement(text, kind, tag, nparams=nparams)
+    statement = Statement(text, StatementKind(kind), tag, nparams=nparams)
     if kind == "rollback" and (words[1:2] == ["TO"] or
                                words[1:3] in (["TRANSACTION", "TO"], ["WORK", "TO"])):
         statement.kind = StatementKind.ROLLBACK_TO
