@@ -24,7 +24,7 @@ import click
 
 from dpsql.budget import BudgetStatus, Ledger
 from dpsql.database import Answer, Database, ledger_path, open_ledger, sample_paths
-from dpsql.errors import BudgetExhausted, Error, internal_error
+from dpsql.errors import BudgetExhausted, Error, guarded
 from dpsql.explain import render
 from dpsql.mechanisms import MECHANISMS
 from dpsql.metadata import Metadata, load_metadata
@@ -40,21 +40,21 @@ def user_errors(fn: F) -> F:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
+        try:  # usage errors and a declined confirmation pass: click reports them
+            with guarded(passing=(Error, click.ClickException, click.exceptions.Abort,
+                                  click.exceptions.Exit), on_bug=_bug,
+                         debug=bool(os.environ.get("DPSQL_DEBUG"))):
+                return fn(*args, **kwargs)
         except Error as e:
             click.echo(f"dpsql: {type(e).__name__}: {e}{_remedy(e)}", err=True)
             sys.exit(1 if isinstance(e, BudgetExhausted) else 2)
-        except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
-            raise  # usage errors and a declined confirmation: click reports them
-        except Exception as e:  # a bug: one line for the user, the traceback on request
-            if os.environ.get("DPSQL_DEBUG"):
-                raise
-            click.echo(f"dpsql: InternalError: {internal_error(e)} (set DPSQL_DEBUG=1 to see "
-                       "the traceback)", err=True)
-            sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _bug(e: Error) -> None:  # a bug: one line for the user, the traceback on DPSQL_DEBUG=1
+    click.echo(f"dpsql: InternalError: {e} (set DPSQL_DEBUG=1 to see the traceback)", err=True)
+    sys.exit(3)
 
 
 def _remedy(e: Error) -> str:

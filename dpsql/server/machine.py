@@ -394,25 +394,24 @@ class Machine:
                       privacy: tuple[float, float, str],
                       param_types: Sequence[int] = ()) -> Outcome:
         kind = statement.kind
-        if self.status == "E" and kind not in ("rollback", "commit", "rollback_to"):
+        if self.status == "E" and kind not in (StatementKind.ROLLBACK, StatementKind.COMMIT,
+                                               StatementKind.ROLLBACK_TO):
             raise aborted()
         try:
-            if kind == StatementKind.EMPTY:
-                return Outcome(None, tag="")
-            if kind == StatementKind.QUERY:
-                return await self.run_private(statement, params, privacy)
-            if kind == StatementKind.CATALOG:
-                return await self.run_catalog(statement, params, param_types)
-            if kind == StatementKind.EXPLAIN:
-                return await self.run_explain(statement, params, privacy)
-            return await commands.run_command(self, statement, params, privacy, param_types)
-        except PgError:
-            raise
-        except errors.Error as e:
+            with errors.guarded(f"session {self.pid}: {statement.text[:200]!r}",
+                                passing=(PgError, errors.Error)):
+                if kind == StatementKind.EMPTY:
+                    return Outcome(None, tag="")
+                if kind == StatementKind.QUERY:
+                    return await self.run_private(statement, params, privacy)
+                if kind == StatementKind.CATALOG:
+                    return await self.run_catalog(statement, params, param_types)
+                if kind == StatementKind.EXPLAIN:
+                    return await self.run_explain(statement, params, privacy)
+                return await commands.run_command(self, statement, params, privacy,
+                                                  param_types)
+        except errors.Error as e:  # dpsql's own, or a bug the guard turned into InternalError
             raise from_dpsql(e) from None
-        except Exception as e:
-            raise from_dpsql(errors.internal_error(
-                e, f"session {self.pid}: {statement.text[:200]!r}")) from None
 
     async def run_private(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:
