@@ -7,11 +7,13 @@ fresh analyst name (``DPSQL_ANALYST``), hence its own full demo budget. Tests of
 itself set both explicitly.
 
 It also makes the statistical tests deterministic. A module (or test) that asks for
-``seeded_randomness`` runs on a fixed byte stream instead of the operating system's: every noise
-draw (``os.urandom``) and the salt of contribution bounding (``secrets.randbits``), seeded by the
-test's id. Its bands still catch a wrong distribution, but the verdict is the same on every run,
-so CI never fails by chance. The truly random runs are marked ``slow`` (skipped unless
-``DPSQL_SLOW=1``) and ``dpsql audit``.
+``seeded_randomness`` runs on a seeded :class:`~dpsql.randomness.Randomness` instead of the
+operating system's: every noise draw and the salt of contribution bounding of every Database
+built without its own (the process default, ``dpsql.randomness.DEFAULT``), seeded by the test's
+id; the ``randomness`` fixture is that same object, for the tests that pass it explicitly. Its
+bands still catch a wrong distribution, but the verdict is the same on every run, so CI never
+fails by chance. The truly random runs are marked ``slow`` (skipped unless ``DPSQL_SLOW=1``)
+and ``dpsql audit``.
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ import atexit
 import hashlib
 import importlib.util
 import os
-import secrets
 import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from dpsql.randomness import Randomness
 
 
 def _own_sample_data() -> None:
@@ -56,36 +60,29 @@ def _fresh_analyst(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def fixed_stream(seed: int) -> Callable[[int], bytes]:
-    """A stand-in for ``os.urandom``: a fixed byte stream (numpy's generator only fakes the
-    operating system; dpsql never sees it)."""
-    state = np.random.default_rng(seed)
-    return lambda n: state.bytes(n)
-
-
-@pytest.fixture(name="fixed_stream")
-def _fixed_stream() -> Callable[[int], Callable[[int], bytes]]:
-    return fixed_stream
+def _test_seed(request: pytest.FixtureRequest) -> int:
+    digest = hashlib.sha256(request.node.nodeid.encode()).digest()
+    return int.from_bytes(digest[:8], "little")
 
 
 @pytest.fixture
-def seeded_randomness(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-                      _fresh_analyst: None) -> None:
-    """dpsql's randomness from a stream seeded by this test's id (see the module docstring).
-    After ``_fresh_analyst``, whose uuid4 reads ``os.urandom`` and must stay unique. A test
-    marked ``slow`` keeps the operating system's randomness: that is its point."""
+def randomness(request: pytest.FixtureRequest) -> Randomness:
+    """A Randomness seeded by this test's id (the operating system's for a ``slow`` test:
+    true randomness is its point)."""
+    # Imported here: dpsql is imported after _own_sample_data has run.
+    from dpsql.randomness import Randomness
+
     if request.node.get_closest_marker("slow") is not None:
-        return
-    digest = hashlib.sha256(request.node.nodeid.encode()).digest()
-    stream = fixed_stream(int.from_bytes(digest[:8], "little"))
+        return Randomness()
+    return Randomness.seeded(_test_seed(request))
 
-    def randbits(k: int) -> int:
-        return int.from_bytes(stream((k + 7) // 8), "little") >> (-k % 8)
 
-    monkeypatch.setattr(os, "urandom", stream)
-    monkeypatch.setattr(secrets, "randbits", randbits)
-    # One stream shared by two threads would give each thread a run-dependent share of it.
-    monkeypatch.setattr("dpsql.audit.SIDES_IN_PARALLEL", False)
+@pytest.fixture
+def seeded_randomness(randomness: Randomness, monkeypatch: pytest.MonkeyPatch) -> Randomness:
+    """``randomness`` as the process default: every Database built without its own, through
+    any front door, draws from it (see the module docstring)."""
+    monkeypatch.setattr("dpsql.randomness.DEFAULT", randomness)
+    return randomness
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -445,7 +445,7 @@ delta = 0.5
                 db.planner.prepare(q.sql, EPSILON, q.delta)
                 t2 = time.perf_counter()
                 timer.elapsed = 0.0
-                answer(plan, db.engine)
+                answer(plan, db.engine, db.randomness)
                 t3 = time.perf_counter()
                 engine = timer.elapsed
                 forget_plans(db)

@@ -83,6 +83,7 @@ import datetime as dt
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from fractions import Fraction
 from functools import cached_property
 
@@ -92,7 +93,7 @@ from sqlglot import exp
 from dpsql.bounds import Bound, bound, numeric_bound
 from dpsql.dates import written
 from dpsql.errors import UnboundedExpression
-from dpsql.mechanisms import NoiseSpec
+from dpsql.mechanisms import Mechanism, NoiseSpec
 from dpsql.metadata import Table
 
 HISTOGRAM_BUCKETS = 1000
@@ -112,12 +113,22 @@ class AggregateCall:
     placeholder: str
 
 
+class MeasurementKind(StrEnum):
+    """What the engine computes per group for one measurement (see ``rewrite.MEASURES``)."""
+
+    COUNT = "count"  # rows (of a non-NULL argument)
+    UNITS = "units"  # distinct privacy units
+    DISTINCT = "distinct"  # distinct non-NULL values
+    SUM = "sum"  # a clamped sum (or of (x - center) ** power)
+    HISTOGRAM = "histogram"  # bucket counts, for the exponential mechanism
+
+
 @dataclass(frozen=True)
 class MeasurementSpec:
     """One exact per-group aggregate that the engine computes and the perturb pass noises, as
     an aggregate asks for it: what to compute, and its sensitivity."""
 
-    kind: str  # "count", "units", "distinct", "sum", "histogram" (see rewrite.MEASURES)
+    kind: MeasurementKind
     arg: exp.Expression | None  # row-level input over base columns (None: every row)
     lo: float = 0.0  # clamp interval of the input (sum, histogram)
     hi: float = 0.0
@@ -130,7 +141,7 @@ class MeasurementSpec:
     # histogram only: each quantile is its own exponential-mechanism draw, so its own
     # measurement (and its own share of epsilon), even over the same histogram
     quantile: float | None = None
-    mechanism: str = "laplace"
+    mechanism: Mechanism = Mechanism.LAPLACE
     # Real-valued sums only (see "Exact sums" above): the fixed-point grid (a power of two,
     # 0.0 when the sum is not quantised) and the integer range of one row's quantised term.
     step: float = 0.0
@@ -191,7 +202,7 @@ class Cell:
 
 Combine = Callable[[Cell, Sequence[np.ndarray]], np.ndarray]
 Accuracy = Callable[[Cell, Sequence[np.ndarray], Sequence[float]], np.ndarray]
-Measure = Callable[[AggregateCall, Table, bool, str], Cell]
+Measure = Callable[[AggregateCall, Table, bool, Mechanism], Cell]
 
 
 @dataclass(frozen=True)
@@ -207,7 +218,7 @@ class Aggregate:
     accuracy_unit: str = "value"  # or "rank" for the exponential mechanism
 
 
-def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """The measurements of one aggregate call, from its definition in :data:`AGGREGATES`."""
     return AGGREGATES[call.kind].measure(call, table, grouped, mechanism)
 
@@ -240,23 +251,25 @@ def fixed_point(term_lo: float, term_hi: float) -> tuple[float, tuple[int, int]]
 
 
 def _real_sum(arg: exp.Expression, b: Bound, term: tuple[float, float], k: int,
-              mechanism: str, center: float = 0.0, power: int = 1) -> MeasurementSpec:
+              mechanism: Mechanism, center: float = 0.0, power: int = 1) -> MeasurementSpec:
     """An exactly summed real-valued measurement whose per-row term lies in ``term``: its
     sensitivity is ``k * max(|term|)`` (L1 and L2), its grid from :func:`fixed_point`."""
     sens = k * max(abs(term[0]), abs(term[1]))
     step, units = fixed_point(*term)
-    return MeasurementSpec("sum", arg, b.lo, b.hi, center=center, power=power, integer=False,
-                           l1=sens, l2=sens, mechanism=mechanism, step=step, units=units)
+    return MeasurementSpec(MeasurementKind.SUM, arg, b.lo, b.hi, center=center, power=power,
+                           integer=False, l1=sens, l2=sens, mechanism=mechanism, step=step,
+                           units=units)
 
 
-def units_measurement(table: Table, groups: int, mechanism: str) -> MeasurementSpec:
+def units_measurement(table: Table, groups: int, mechanism: Mechanism) -> MeasurementSpec:
     """The number of distinct units per group: sensitivity g' in L1, sqrt(g') in L2.
 
     Without contribution bounding each row is a unit, so this is COUNT(*) with sensitivity 1.
     """
     if not table.needs_bounding:
-        return MeasurementSpec("count", None, l1=1, l2=1, mechanism=mechanism)
-    return MeasurementSpec("units", None, l1=groups, l2=math.sqrt(groups), mechanism=mechanism)
+        return MeasurementSpec(MeasurementKind.COUNT, None, l1=1, l2=1, mechanism=mechanism)
+    return MeasurementSpec(MeasurementKind.UNITS, None, l1=groups, l2=math.sqrt(groups),
+                           mechanism=mechanism)
 
 
 def _is_unit(arg: exp.Expression | None, table: Table) -> bool:
@@ -272,19 +285,20 @@ def _bound(call: AggregateCall, table: Table) -> Bound:
 # ------------------------------------------------------------------------- the aggregates
 
 
-def _count(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+def _count(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """COUNT(*), COUNT(x), COUNT_IF: rows, L1 = L2 = k. COUNT(DISTINCT unit): units per group,
     L1 = g', L2 = sqrt(g'). COUNT(DISTINCT x): L1 = L2 = k (k rows add at most k values)."""
     k = table.rows_per_unit
     if call.distinct and _is_unit(call.arg, table):
         m = units_measurement(table, table.groups_per_unit if grouped else 1, mechanism)
     else:
-        m = MeasurementSpec("distinct" if call.distinct else "count", call.arg, l1=k, l2=k,
+        m = MeasurementSpec(MeasurementKind.DISTINCT if call.distinct else MeasurementKind.COUNT,
+                            call.arg, l1=k, l2=k,
                             mechanism=mechanism)
     return Cell(call, COUNT, (m,), "BIGINT")
 
 
-def _sum(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+def _sum(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """SUM(x): the sum of clamp(x) to [L, U], L1 = L2 = k * M. Integer inputs are summed as
     they are (HUGEINT, exact); real ones on a fixed-point grid (see Exact sums)."""
     b, k = _bound(call, table), table.rows_per_unit
@@ -292,20 +306,20 @@ def _sum(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Ce
     integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
     if integer:
         sens = k * b.magnitude
-        m = MeasurementSpec("sum", call.arg, b.lo, b.hi, integer=True, l1=sens, l2=sens,
-                            mechanism=mechanism)
+        m = MeasurementSpec(MeasurementKind.SUM, call.arg, b.lo, b.hi, integer=True, l1=sens,
+                            l2=sens, mechanism=mechanism)
     else:
         m = _real_sum(call.arg, b, (b.lo, b.hi), k, mechanism)
     return Cell(call, SUM, (m,), "BIGINT" if integer else "DOUBLE", bound=b)
 
 
-def _avg(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+def _avg(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """AVG(x) = c + S / max(n, 1), clamped to [L, U]: n = COUNT(x) (L1 = k) and the centred sum
     S = sum(clamp(x) - c) (L1 = k * h), so a unit's rows move S by h each, not M."""
     b, k = _bound(call, table), table.rows_per_unit
     assert call.arg is not None
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
-    n = MeasurementSpec("count", call.arg, l1=k, l2=k, mechanism=mechanism)
+    n = MeasurementSpec(MeasurementKind.COUNT, call.arg, l1=k, l2=k, mechanism=mechanism)
     s = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
     return Cell(call, AVG, (n, s), "DOUBLE", bound=b)
 
@@ -326,14 +340,14 @@ def _accuracy_avg(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[floa
     return (widths[1] + np.abs(centered) * widths[0]) / count
 
 
-def _variance(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+def _variance(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """VAR_POP = S2/n - (S1/n)^2 clamped to [0, h^2], VAR_SAMP = VAR_POP * n/(n-1), STDDEV =
     sqrt(VAR): n (L1 = k), S1 = sum(y) (L1 = k * h) and S2 = sum(y^2) (L1 = k * h^2) for the
     centred y = clamp(x) - c."""
     b, k = _bound(call, table), table.rows_per_unit
     assert call.arg is not None
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
-    n = MeasurementSpec("count", call.arg, l1=k, l2=k, mechanism=mechanism)
+    n = MeasurementSpec(MeasurementKind.COUNT, call.arg, l1=k, l2=k, mechanism=mechanism)
     s1 = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
     s2 = _real_sum(call.arg, b, (0.0, h * h), k, mechanism, center=c, power=2)
     return Cell(call, AGGREGATES[call.kind], (n, s1, s2), "DOUBLE", bound=b)
@@ -365,7 +379,7 @@ def _accuracy_variance(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence
     return var_width
 
 
-def _quantile(call: AggregateCall, table: Table, grouped: bool, mechanism: str) -> Cell:
+def _quantile(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """MEDIAN, QUANTILE_CONT, PERCENTILE_CONT, MIN, MAX: a histogram of clamp(x) over B buckets
     and the exponential mechanism, utility sensitivity k (see the table above). The Laplace or
     Gaussian choice does not apply: the mechanism draws the value itself."""
@@ -377,8 +391,9 @@ def _quantile(call: AggregateCall, table: Table, grouped: bool, mechanism: str) 
     b, k = _bound(call, table), table.rows_per_unit
     per_value = b.kind == "int" and b.hi - b.lo + 1 <= HISTOGRAM_BUCKETS
     buckets = int(b.hi - b.lo + 1) if per_value else HISTOGRAM_BUCKETS
-    m = MeasurementSpec("histogram", call.arg, b.lo, b.hi, integer=per_value, l1=k, l2=k,
-                        buckets=buckets, quantile=call.quantile, mechanism="exponential")
+    m = MeasurementSpec(MeasurementKind.HISTOGRAM, call.arg, b.lo, b.hi, integer=per_value,
+                        l1=k, l2=k, buckets=buckets, quantile=call.quantile,
+                        mechanism=Mechanism.EXPONENTIAL)
     return Cell(call, QUANTILE, (m,), "DOUBLE", bound=b)
 
 
@@ -403,9 +418,10 @@ def _date_quantile(call: AggregateCall, table: Table) -> Cell:
     lo, hi = ((d - EPOCH_DAY).days for d in (column.lower, column.upper))
     per_value = hi - lo + 1 <= HISTOGRAM_BUCKETS
     k = table.rows_per_unit
-    m = MeasurementSpec("histogram", call.arg, float(lo), float(hi), integer=per_value, l1=k,
-                        l2=k, buckets=hi - lo + 1 if per_value else HISTOGRAM_BUCKETS,
-                        quantile=call.quantile, mechanism="exponential", dates=True)
+    m = MeasurementSpec(MeasurementKind.HISTOGRAM, call.arg, float(lo), float(hi),
+                        integer=per_value, l1=k, l2=k,
+                        buckets=hi - lo + 1 if per_value else HISTOGRAM_BUCKETS,
+                        quantile=call.quantile, mechanism=Mechanism.EXPONENTIAL, dates=True)
     return Cell(call, QUANTILE, (m,), "DATE", bound=bound(call.arg, table))
 
 
@@ -428,9 +444,9 @@ def _instant_quantile(call: AggregateCall, table: Table) -> Cell:
     epoch = dt.datetime.combine(EPOCH_DAY, dt.time())
     lo, hi = ((d - epoch).total_seconds() for d in (column.lower, column.upper))
     k = table.rows_per_unit
-    m = MeasurementSpec("histogram", call.arg, lo, hi, integer=False, l1=k, l2=k,
+    m = MeasurementSpec(MeasurementKind.HISTOGRAM, call.arg, lo, hi, integer=False, l1=k, l2=k,
                         buckets=HISTOGRAM_BUCKETS, quantile=call.quantile,
-                        mechanism="exponential", instants=True)
+                        mechanism=Mechanism.EXPONENTIAL, instants=True)
     return Cell(call, QUANTILE, (m,), "TIMESTAMP", bound=bound(call.arg, table))
 
 

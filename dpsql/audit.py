@@ -57,6 +57,8 @@ from dpsql.audit_scenarios import SCENARIOS, Scenario, TableRows
 from dpsql.database import Database
 from dpsql.metadata import ENGINE_TYPES
 from dpsql.postprocess import Result
+from dpsql.randomness import Randomness
+from dpsql.randomness import default as default_randomness
 from dpsql.routes import answer_private
 
 #: Evaluation runs per side; overridden by the environment variable DPSQL_AUDIT_N.
@@ -147,22 +149,20 @@ def run(scenario: Scenario, db: Database, n: int) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for _ in range(n):
         try:
-            outcomes.append(answer_private(plan, db.engine, db.planner))
+            outcomes.append(answer_private(plan, db.engine, db.planner, db.randomness))
         except Exception as e:  # a failure on one side only is itself a leak, so every
             outcomes.append(e)  # failure is an event of the answer, never a crash of the audit
     return outcomes
 
 
-#: Run the two sides in two threads (the engine releases the GIL while it reads, so a second
-#: core is put to use). The tests' seeded randomness turns it off: two threads drawing from one
-#: seeded stream interleave differently from run to run, and so would the verdict.
-SIDES_IN_PARALLEL = True
-
-
 def _run_both(scenario: Scenario, d: Database, d_prime: Database, n: int
               ) -> tuple[list[dict[Feature, float]], list[dict[Feature, float]]]:
-    """The features of ``n`` answers on each database (see :data:`SIDES_IN_PARALLEL`)."""
-    with ThreadPoolExecutor(2 if SIDES_IN_PARALLEL else 1) as pool:
+    """The features of ``n`` answers on each database. On the operating system's randomness
+    the two sides run in two threads (the engine releases the GIL while it reads, so a second
+    core is put to use); on a reproducible stream, one after the other: two threads drawing
+    from one stream would interleave differently from run to run, and so would the verdict."""
+    parallel = not (d.randomness.reproducible or d_prime.randomness.reproducible)
+    with ThreadPoolExecutor(2 if parallel else 1) as pool:
         sides = pool.map(lambda db: [features(o, scenario.keys) for o in run(scenario, db, n)],
                          (d, d_prime))
         on_d, on_d_prime = list(sides)
@@ -345,10 +345,13 @@ def audit(scenario: Scenario, n: int | None = None, *, n_select: int | None = No
           confidence: float = DEFAULT_CONFIDENCE, events: int = DEFAULT_EVENTS,
           folder: str | Path | None = None,
           progress: Callable[[str], None] | None = None,
-          engine: Callable[[Path], str | Path] | None = None) -> AuditResult:
+          engine: Callable[[Path], str | Path] | None = None,
+          randomness: Randomness | None = None) -> AuditResult:
     """Audit one scenario: ``n_select`` selection runs and ``n`` evaluation runs per side.
     ``engine`` maps each DuckDB file of D and D' to the database dpsql opens instead (a copy
-    in another engine: the tests audit PostgreSQL so)."""
+    in another engine: the tests audit PostgreSQL so). Both sides draw from ``randomness``
+    (the process default, :mod:`dpsql.randomness`, unless given): a seeded one makes the
+    verdict reproducible."""
     n = default_n() if n is None else n
     n_select = max(100, n // 4) if n_select is None else n_select
     if n < 10 or n_select < 10:
@@ -360,7 +363,9 @@ def audit(scenario: Scenario, n: int | None = None, *, n_select: int | None = No
         d_path, d_prime_path, metadata = build_databases(scenario, folder or tmp)
         if engine is not None:
             d_path, d_prime_path = engine(d_path), engine(d_prime_path)  # type: ignore[assignment]
-        with Database(d_path, metadata) as d, Database(d_prime_path, metadata) as d_prime:
+        rng = randomness or default_randomness()
+        with Database(d_path, metadata, randomness=rng) as d, \
+                Database(d_prime_path, metadata, randomness=rng) as d_prime:
             if progress:
                 progress(f"{scenario.name}: selecting events on {n_select} runs per side")
             select_d, select_p = _run_both(scenario, d, d_prime, n_select)

@@ -80,6 +80,7 @@ from dpsql.ledger_writes import (
     apply_batch,
     spent,
 )
+from dpsql.mechanisms import Mechanism
 from dpsql.plan import Plan
 
 BUSY_TIMEOUT_SECONDS = 30.0
@@ -114,7 +115,7 @@ def query_cost(plan: Plan, accounting: str = "basic") -> Cost:
     if accounting == "basic":
         return Cost(plan.cost_epsilon, plan.cost_delta, plan.rho)
     rho = plan.rho + sum(m.epsilon ** 2 / 2.0 for m in plan.measurements
-                         if m.mechanism != "gaussian")
+                         if m.mechanism != Mechanism.GAUSSIAN)
     delta = plan.threshold.delta if plan.threshold is not None else 0.0
     return Cost(plan.cost_epsilon, delta, rho)
 

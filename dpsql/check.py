@@ -20,6 +20,7 @@ from dpsql.aggregates import AggregateCall, kind_of
 from dpsql.bind import BoundQuery
 from dpsql.bounds import bound, condition
 from dpsql.dates import written
+from dpsql.denied import RANDOM, denied
 from dpsql.errors import (
     ForbiddenFunction,
     KeyReleaseRefused,
@@ -44,10 +45,6 @@ _OTHER_AGGREGATES = {"MEAN", "PRODUCT", "HISTOGRAM", "FSUM", "KAHAN_SUM", "SUMKA
                      "ENTROPY", "KURTOSIS_POP", "MAD", "BITSTRING_AGG", "QUANTILE_DISC",
                      "RESERVOIR_QUANTILE", "ARBITRARY", "BOOL_OR", "GEOMEAN", "GEOMETRIC_MEAN",
                      "WEIGHTED_AVG", "AVG_WEIGHTED", "SEM"}
-# Functions that must never run, not even in the post-processing query over noisy cells.
-_FORBIDDEN_OUTER = {"GETENV", "CURRENT_SETTING", "READ_CSV", "READ_PARQUET", "READ_JSON",
-                    "READ_TEXT", "READ_BLOB", "GLOB", "QUERY", "QUERY_TABLE", "SETSEED", "RANDOM",
-                    "RAND", "DUCKDB_TABLES", "DUCKDB_SETTINGS", "PRAGMA_VERSION"}
 
 
 @dataclass
@@ -301,7 +298,9 @@ def _check_outer_part(node: exp.Expression, clause: str, aliases: set[str]) -> N
                 f"column {written(sub)} appears outside an aggregate; aggregate it "
                 f"(for example AVG({written(sub)})) or add it to GROUP BY")
         name = function_name(sub)
-        if name in _FORBIDDEN_OUTER:
+        # Not even in the post-processing query over noisy cells (dpsql.denied), nor the
+        # engine's random numbers there.
+        if denied(name) or name in RANDOM:
             raise ForbiddenFunction(f"function {name}() is not allowed in dpsql queries")
 
 

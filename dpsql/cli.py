@@ -32,8 +32,9 @@ from dpsql.database import (
     open_ledger,
     sample_paths,
 )
-from dpsql.errors import BudgetExhausted, Error, internal_error
+from dpsql.errors import BudgetExhausted, Error, guarded
 from dpsql.explain import render
+from dpsql.mechanisms import MECHANISMS
 from dpsql.metadata import Metadata, load_metadata
 from dpsql.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.postprocess import Result
@@ -47,21 +48,21 @@ def user_errors(fn: F) -> F:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
+        try:  # usage errors and a declined confirmation pass: click reports them
+            with guarded(passing=(Error, click.ClickException, click.exceptions.Abort,
+                                  click.exceptions.Exit), on_bug=_bug,
+                         debug=bool(os.environ.get("DPSQL_DEBUG"))):
+                return fn(*args, **kwargs)
         except Error as e:
             click.echo(f"dpsql: {type(e).__name__}: {e}{_remedy(e)}", err=True)
             sys.exit(1 if isinstance(e, BudgetExhausted) else 2)
-        except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
-            raise  # usage errors and a declined confirmation: click reports them
-        except Exception as e:  # a bug: one line for the user, the traceback on request
-            if os.environ.get("DPSQL_DEBUG"):
-                raise
-            click.echo(f"dpsql: InternalError: {internal_error(e)} (set DPSQL_DEBUG=1 to see "
-                       "the traceback)", err=True)
-            sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _bug(e: Error) -> None:  # a bug: one line for the user, the traceback on DPSQL_DEBUG=1
+    click.echo(f"dpsql: InternalError: {e} (set DPSQL_DEBUG=1 to see the traceback)", err=True)
+    sys.exit(3)
 
 
 def _remedy(e: Error) -> str:
@@ -83,9 +84,8 @@ def database_options(fn: F) -> F:
 
 
 def privacy_options(fn: F) -> F:
-    fn = click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]),
-                      default="laplace", show_default=True,
-                      help="Noise: Laplace (pure epsilon-DP) or Gaussian (needs --delta).")(fn)
+    fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0],
+                      show_default=True, help="Noise: Laplace or Gaussian (needs --delta).")(fn)
     fn = click.option("--delta", type=float, default=0.0, show_default=True,
                       help="Privacy delta: > 0 allows thresholded GROUP BY keys and Gaussian "
                            "noise.")(fn)
@@ -394,7 +394,7 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
               path_type=Path), help="With --neighbours: SQL queries separated by ';'.")
 @click.option("--epsilon", type=float, default=1.0, show_default=True)
 @click.option("--delta", type=float, default=0.0, show_default=True)
-@click.option("--mechanism", type=click.Choice(["laplace", "gaussian"]), default="laplace")
+@click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0])
 def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: float, fmt: str,
                   list_only: bool, neighbours: bool, metadata_path: Path | None,
                   queries_path: Path | None, epsilon: float, delta: float,

@@ -34,7 +34,7 @@ from dpsql.bounds import bound
 from dpsql.check import CheckedQuery
 from dpsql.dates import written
 from dpsql.errors import QueryTooComplex
-from dpsql.metadata import Table
+from dpsql.metadata import ColumnType, Table
 
 MAX_LITERAL_LENGTH = 1_000
 MAX_PATTERN_LENGTH = 100
@@ -119,7 +119,7 @@ def text_length(node: exp.Expression, table: Table) -> int:
         return len(node.this)
     if isinstance(node, exp.Column):
         meta = table.column(node.name)
-        return ASSUMED_TEXT_LENGTH if meta is not None and meta.type == "text" else \
+        return ASSUMED_TEXT_LENGTH if meta is not None and meta.type == ColumnType.TEXT else \
             _NUMBER_TEXT_LENGTH
     if isinstance(node, exp.Concat | exp.DPipe):
         return sum(text_length(c, table) for c in node.iter_expressions())

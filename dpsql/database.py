@@ -75,6 +75,8 @@ from dpsql.plan import Plan
 from dpsql.planner import Planner, Prepared
 from dpsql.postprocess import Result, ResultColumn, reads_nothing, typed_empty
 from dpsql.public import PublicRead, PublicStore, answer_public
+from dpsql.randomness import Randomness
+from dpsql.randomness import default as default_randomness
 from dpsql.routes import answer_private
 from dpsql.series import TwoReleases, explain_two, release_cost
 
@@ -186,12 +188,14 @@ class Database:
     ``analyst`` is who asks by default (see :func:`resolve_analyst`). A Database may be shared
     by threads; each process opens its own. ``engine``, an already opened engine, replaces
     opening ``database`` (the tests inject one whose queries wait to be interrupted); the
-    Database then owns it and closes it.
+    Database then owns it and closes it. ``randomness`` is where every noise draw and salt
+    comes from (:mod:`dpsql.randomness`): the operating system's CSPRNG unless given.
     """
 
     def __init__(self, database: str | Path | None = None,
                  metadata: str | Path | Metadata | None = None,
-                 analyst: str | None = None, engine: Engine | None = None) -> None:
+                 analyst: str | None = None, engine: Engine | None = None,
+                 randomness: Randomness | None = None) -> None:
         if engine is not None and database is None:
             database = engine.location
         if database is None and metadata is None:
@@ -202,6 +206,7 @@ class Database:
         if analyst is not None:
             resolve_analyst(analyst)  # refuse an invalid name now
         self.analyst = analyst
+        self._randomness = randomness
         self.engine: Engine = engine if engine is not None else open_engine(database,
                                                                              self.metadata)
         try:
@@ -220,6 +225,12 @@ class Database:
         self._public = PublicStore(self.metadata, self.engine)  # loaded on first use
         # This database's plans: joins read its public tables (multiplicities, key domains).
         self.planner = Planner(self.metadata, self._public)
+
+    @property
+    def randomness(self) -> Randomness:
+        """The Randomness given to the constructor, else the process default
+        (:data:`dpsql.randomness.DEFAULT`, looked up on every answer)."""
+        return self._randomness if self._randomness is not None else default_randomness()
 
     @property
     def metered(self) -> bool:
@@ -358,7 +369,7 @@ class Database:
                        entry_id: int | None) -> Result:
         deadline = Deadline(self.engine.cancel_token(), limit)
         try:
-            return answer_private(p, self.engine, self.planner)
+            return answer_private(p, self.engine, self.planner, self.randomness)
         except EngineError as e:
             if e.interrupted and deadline.fired:
                 owner_log.warning("query of %s stopped at the statement_timeout of %g s: %s",

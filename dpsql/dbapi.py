@@ -59,7 +59,7 @@ from dpsql.errors import (
     OperationalError,
     ProgrammingError,
     Warning,
-    internal_error,
+    guarded,
 )
 from dpsql.mechanisms import validate_privacy_parameters
 from dpsql.metadata import Metadata
@@ -310,19 +310,18 @@ class Cursor:
     def _run(self, operation: str, parameters: Parameters, epsilon: float | None,
              delta: float | None, mechanism: str | None) -> Answer:
         conn = self.connection
-        try:
-            return conn.database.run(
-                operation,
-                epsilon=conn.epsilon if epsilon is None else epsilon,
-                delta=conn.delta if delta is None else delta,
-                mechanism=conn.mechanism if mechanism is None else mechanism,
-                parameters=parameters,
-            )
-        except Error as e:
-            _add_remedy(e)
-            raise
-        except Exception as e:  # a bug: still a DB-API error for the caller
-            raise internal_error(e, operation[:200]) from None
+        with guarded(operation[:200]):  # a bug: still a DB-API error for the caller
+            try:
+                return conn.database.run(
+                    operation,
+                    epsilon=conn.epsilon if epsilon is None else epsilon,
+                    delta=conn.delta if delta is None else delta,
+                    mechanism=conn.mechanism if mechanism is None else mechanism,
+                    parameters=parameters,
+                )
+            except Error as e:
+                _add_remedy(e)
+                raise
 
     def _show(self, answers: list[Answer]) -> None:
         first = answers[0].result

@@ -18,7 +18,7 @@ from sqlglot import exp
 from dpsql.engines import run_on_cells
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.keys import distinct
-from dpsql.metadata import MAX_DOMAIN_SIZE, Column, Table
+from dpsql.metadata import MAX_DOMAIN_SIZE, Column, ColumnType, Table
 from dpsql.total import total
 
 
@@ -84,7 +84,7 @@ def _inputs(column: Column, expression: exp.Expression) -> tuple[object, ...] | 
     if domain is not None or not (column.temporal and column.public_range):
         return domain
     step = _grain_step(expression)
-    if step is None or (step in _INSTANT_STEPS and column.type != "timestamp"):
+    if step is None or (step in _INSTANT_STEPS and column.type != ColumnType.TIMESTAMP):
         return None
     lower, upper = column.lower, column.upper
     assert isinstance(lower, dt.date) and isinstance(upper, dt.date)

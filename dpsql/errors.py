@@ -31,6 +31,8 @@ value, goes only to the data owner's log (logger ``dpsql.owner``, see :mod:`dpsq
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -104,6 +106,29 @@ def internal_error(e: BaseException, context: str = "") -> InternalError:
     logging.getLogger("dpsql.owner").error("internal error%s", f" on {context}" if context else "",
                                      exc_info=e)
     return InternalError(InternalError.MESSAGE)
+
+
+@contextmanager
+def guarded(context: str = "", *, passing: tuple[type[BaseException], ...] = (Error,),
+            on_bug: Callable[[InternalError], None] | None = None,
+            debug: bool = False) -> Iterator[None]:
+    """The one error guard of every front door (CLI, DB-API, server): ``passing`` leaves
+    unchanged (dpsql's own errors by default; a door adds what it handles itself, such as its
+    protocol's errors or click's exits); any other exception is a bug, turned into
+    :func:`internal_error` (traceback to the owner's log, the fixed message to the analyst),
+    handed to ``on_bug`` if given, and raised. ``debug`` (the CLI's ``DPSQL_DEBUG=1``)
+    re-raises a bug as it is instead."""
+    try:
+        yield
+    except passing:
+        raise
+    except Exception as e:
+        if debug:
+            raise
+        error = internal_error(e, context)
+        if on_bug is not None:
+            on_bug(error)
+        raise error from None
 
 
 class ProgrammingError(DatabaseError):

@@ -86,7 +86,7 @@ from sqlglot import exp
 
 from dpsql.engines.ir import SaltedHash
 from dpsql.errors import JoinRefused
-from dpsql.metadata import MAX_DOMAIN_SIZE, Column, Metadata, Table
+from dpsql.metadata import MAX_DOMAIN_SIZE, Column, ColumnType, Metadata, Table
 from dpsql.total import Reader
 
 #: The most rows one unit may have in a joined relation (the noise grows with it).
@@ -257,14 +257,14 @@ def _multiplicity(source: Source, relation: Relation, public: PublicRows | None)
 def _public_column(table: Table, column: Column, public: PublicRows | None) -> Column:
     """A public column with its domain and (undeclared) bounds read from the public data."""
     ref, col = _ref(table), exp.column(column.name, quoted=True).sql("duckdb")
-    if column.domain is None and column.type != "float":
+    if column.domain is None and column.type != ColumnType.FLOAT:
         rows = _read(f"SELECT DISTINCT {col} FROM {ref} LIMIT {MAX_DOMAIN_SIZE + 1}", public)
         if len(rows) <= MAX_DOMAIN_SIZE:
             values = tuple(sorted(r[0] for r in rows if r[0] is not None))  # type: ignore
             if values:  # the types of the column (checked when the database opened)
                 column = replace(column, values=values,  # type: ignore[arg-type]
                                  nullable=column.nullable or len(values) < len(rows))
-    if column.type in ("int", "float", "date") and not column.bounded:
+    if column.type in (ColumnType.INT, ColumnType.FLOAT, ColumnType.DATE) and not column.bounded:
         (lo, hi), = _read(f"SELECT MIN({col}), MAX({col}) FROM {ref}", public)
         if lo is not None and hi is not None:
             # As declared bounds are typed (a DECIMAL column's min is a Decimal).

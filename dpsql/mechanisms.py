@@ -63,18 +63,16 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
 from statistics import NormalDist
-from typing import Literal, SupportsInt, cast
+from typing import SupportsInt, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from dpsql.errors import InvalidPrivacyParameter
-from dpsql.samplers import (
-    MAX_GRID_SCALE,
-    discrete_gaussian,
-    discrete_laplace,
-)
+from dpsql.randomness import Randomness
+from dpsql.samplers import MAX_GRID_SCALE, discrete_gaussian, discrete_laplace
 
 #: The grid is this many binary orders of magnitude finer than the noise scale.
 GRID_BITS = 40
@@ -89,8 +87,18 @@ _MIN_GRANULARITY = 2.0**-1000
 _INT_SATURATION = 2**62
 _INT64_MAX = int(np.iinfo(np.int64).max)
 
-Mechanism = Literal["laplace", "gaussian"]
-MECHANISMS: frozenset[str] = frozenset({"laplace", "gaussian"})
+
+class Mechanism(StrEnum):
+    """How a measurement is released (Laplace, Gaussian: noise; exponential: quantiles), equal
+    to its name as a string wherever that is stored or shown."""
+
+    LAPLACE = "laplace"
+    GAUSSIAN = "gaussian"
+    EXPONENTIAL = "exponential"
+
+
+#: What an analyst may ask for, the default first, as strings (click matches an Enum's name).
+MECHANISMS: tuple[str, ...] = (Mechanism.LAPLACE.value, Mechanism.GAUSSIAN.value)
 
 
 # --------------------------------------------------------------------------- calibration
@@ -131,7 +139,7 @@ def calibrate_laplace(
     _check_cells(cells_per_unit)
     granularity = _granularity(sensitivity / epsilon, integer)
     grid_sens = _grid_sensitivity(sensitivity, granularity, integer, float(cells_per_unit))
-    return _spec("laplace", integer, granularity, grid_sens / epsilon)
+    return _spec(Mechanism.LAPLACE, integer, granularity, grid_sens / epsilon)
 
 
 def calibrate_gaussian(
@@ -153,7 +161,7 @@ def calibrate_gaussian(
     granularity = _granularity(sensitivity_l2 / root, integer)
     slack = math.sqrt(cells_per_unit)
     grid_sens = _grid_sensitivity(sensitivity_l2, granularity, integer, slack)
-    return _spec("gaussian", integer, granularity, grid_sens / root)
+    return _spec(Mechanism.GAUSSIAN, integer, granularity, grid_sens / root)
 
 
 def rho_for(epsilon: float, delta: float) -> float:
@@ -215,9 +223,10 @@ def _pow2_at_least(x: float) -> float:
 
 
 def perturb(
-    values: npt.ArrayLike, spec: NoiseSpec
+    values: npt.ArrayLike, spec: NoiseSpec, rng: Randomness
 ) -> npt.NDArray[np.int64] | npt.NDArray[np.float64]:
-    """``values`` plus independent noise per cell, as described by ``spec``.
+    """``values`` plus independent noise per cell (drawn from ``rng``), as described by
+    ``spec``.
 
     Integer spec (g = 1): ``x + Z`` as int64. Real spec: ``(round(x / g) + Z) * g`` as float64,
     an exact multiple of ``g``. ``Z`` is ``discrete_laplace(grid_scale)`` or
@@ -227,13 +236,13 @@ def perturb(
     are a bug of the caller (empty sums must be coalesced to zero before this point).
     """
     array = np.asarray(values)
-    noise = _noise(spec, array.size).reshape(array.shape)
+    noise = _noise(spec, array.size, rng).reshape(array.shape)
     if spec.integer:
         return _perturb_integer(array, spec.granularity, noise)
     return _perturb_real(array, spec.granularity, noise)
 
 
-def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec
+def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec, rng: Randomness
                   ) -> npt.NDArray[np.float64]:
     """Real cells given exactly as integers in units of ``step``: cell ``i`` is
     ``sums[i] * step``, an exact fixed-point sum (see dpsql.aggregates, "Exact sums").
@@ -251,7 +260,7 @@ def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec
     shift = math.frexp(spec.granularity)[1] - 1
     d = math.frexp(step)[1] - 1 - shift
     limit = 1 << min(1000, 1020 - shift)
-    noise = _noise(spec, len(sums))
+    noise = _noise(spec, len(sums), rng)
     out = np.empty(len(sums), dtype=np.float64)
     for i, item in enumerate(sums):
         exact = _exact_int(item)
@@ -273,12 +282,12 @@ def _is_pow2(x: float) -> bool:
     return x > 0 and math.isfinite(x) and math.frexp(x)[0] == 0.5
 
 
-def _noise(spec: NoiseSpec, size: int) -> npt.NDArray[np.int64]:
+def _noise(spec: NoiseSpec, size: int, rng: Randomness) -> npt.NDArray[np.int64]:
     """Integer noise in grid units for ``size`` cells."""
-    if spec.mechanism == "laplace":
-        return discrete_laplace(spec.grid_scale, size)
-    if spec.mechanism == "gaussian":
-        return discrete_gaussian(spec.grid_scale, size)
+    if spec.mechanism == Mechanism.LAPLACE:
+        return discrete_laplace(spec.grid_scale, size, rng)
+    if spec.mechanism == Mechanism.GAUSSIAN:
+        return discrete_gaussian(spec.grid_scale, size, rng)
     raise ValueError(f"unknown mechanism {spec.mechanism!r}")
 
 
@@ -390,7 +399,7 @@ def accuracy(spec: NoiseSpec, confidence: float = 0.95) -> float:
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if spec.mechanism == "laplace":
+    if spec.mechanism == Mechanism.LAPLACE:
         steps = _laplace_steps(spec.grid_scale, 1.0 - confidence)
     else:
         z = NormalDist().inv_cdf((1.0 + confidence) / 2.0)
@@ -442,7 +451,7 @@ def validate_privacy_parameters(epsilon: float, delta: float, mechanism: str) ->
         raise InvalidPrivacyParameter(
             f"Unknown noise mechanism {mechanism!r}: use 'laplace' (the default) or 'gaussian'."
         )
-    if mechanism == "gaussian" and dlt == 0.0:
+    if mechanism == Mechanism.GAUSSIAN and dlt == 0.0:
         raise InvalidPrivacyParameter(
             "The Gaussian mechanism needs delta > 0: set a small delta such as 1e-6, "
             "or use the 'laplace' mechanism for pure epsilon-DP."

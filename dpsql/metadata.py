@@ -76,6 +76,7 @@ import datetime as dt
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +99,24 @@ from dpsql.toml_values import (
     unit_path,
 )
 
-COLUMN_TYPES = ("int", "float", "text", "bool", "date", "timestamp")
+
+class ColumnType(StrEnum):
+    """A column's declared type, equal to its spelling in the metadata TOML."""
+
+    INT = "int"
+    FLOAT = "float"
+    TEXT = "text"
+    BOOL = "bool"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+
+
+COLUMN_TYPES: tuple[str, ...] = tuple(t.value for t in ColumnType)
 #: The DuckDB type each declared column type is read as (dpsql.total.Reader), and that an empty
 #: table of the declared types has (plan-time checks, the audit's databases).
-ENGINE_TYPES = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR", "bool": "BOOLEAN",
-                "date": "DATE", "timestamp": "TIMESTAMP"}
+ENGINE_TYPES: dict[str, str] = {
+    ColumnType.INT: "BIGINT", ColumnType.FLOAT: "DOUBLE", ColumnType.TEXT: "VARCHAR",
+    ColumnType.BOOL: "BOOLEAN", ColumnType.DATE: "DATE", ColumnType.TIMESTAMP: "TIMESTAMP"}
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
                "public", "columns", "description", "unit_path"}
@@ -117,7 +131,7 @@ _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
 @dataclass(frozen=True)
 class Column:
     name: str
-    type: str
+    type: ColumnType
     lower: Scalar | None = None
     upper: Scalar | None = None
     nullable: bool = False
@@ -128,11 +142,11 @@ class Column:
 
     @property
     def numeric(self) -> bool:
-        return self.type in ("int", "float")
+        return self.type in (ColumnType.INT, ColumnType.FLOAT)
 
     @property
     def temporal(self) -> bool:
-        return self.type in ("date", "timestamp")
+        return self.type in (ColumnType.DATE, ColumnType.TIMESTAMP)
 
     @property
     def bounded(self) -> bool:
@@ -144,13 +158,13 @@ class Column:
         values: tuple[Scalar | None, ...] | None = None
         if self.values is not None:
             values = self.values
-        elif self.type == "bool":
+        elif self.type == ColumnType.BOOL:
             values = (False, True)
-        elif self.public_range and self.type == "date":
+        elif self.public_range and self.type == ColumnType.DATE:
             values = public_days(self)
             if values is None:  # too many days to list: only coarser grains have a domain
                 return None
-        elif self.public_range and self.type == "timestamp":
+        elif self.public_range and self.type == ColumnType.TIMESTAMP:
             return None  # instants are never listed: their DATE_TRUNC grains are (domains.py)
         elif self.public_range:
             assert isinstance(self.lower, int) and isinstance(self.upper, int)
@@ -299,6 +313,7 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
     ctype = spec.get("type")
     if ctype not in COLUMN_TYPES:
         raise MetadataError(f"{where}: type {ctype!r} is not one of {', '.join(COLUMN_TYPES)}")
+    ctype = ColumnType(ctype)
     lower, upper = (typed_bound(spec, key, ctype, where) for key in ("lower", "upper"))
     if (lower is None) != (upper is None):
         raise MetadataError(f"{where}: declare both lower and upper, or neither")
@@ -307,11 +322,12 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
     values = typed_values(spec, ctype, MAX_DOMAIN_SIZE, where)
     public_range = flag(spec, "public_range", where)
     if public_range:
-        if ctype not in ("int", "date", "timestamp") or lower is None or upper is None:
+        if ctype not in (ColumnType.INT, ColumnType.DATE, ColumnType.TIMESTAMP) or \
+                lower is None or upper is None:
             raise MetadataError(f"{where}: public_range needs type int, date or timestamp with "
                                 "lower and upper")
         # A long date range is fine: its months, weeks or years are listed, not its days.
-        if ctype == "int" and upper - lower + 1 > MAX_DOMAIN_SIZE:  # type: ignore[operator]
+        if ctype == ColumnType.INT and upper - lower + 1 > MAX_DOMAIN_SIZE:  # type: ignore[operator]
             raise MetadataError(f"{where}: public_range {lower}..{upper} has more than "
                                 f"{MAX_DOMAIN_SIZE} keys; use thresholding (no domain) instead")
     return Column(name=name.lower(), type=ctype, lower=lower, upper=upper,

@@ -52,8 +52,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dpsql.aggregates import Measurement
+from dpsql.aggregates import Measurement, MeasurementKind
 from dpsql.errors import Error, ProgrammingError, QueryRefused
+from dpsql.mechanisms import Mechanism
 from dpsql.metadata import Metadata
 from dpsql.neighbour_engines import (
     Neighbourhood,
@@ -183,7 +184,7 @@ def compare(p: Plan, a: Outcome, b: Outcome) -> list[Violation]:
     for m in p.measurements:
         moved, bound = _moved(p, m, ea, eb)
         if not moved <= bound * (1 + _SLACK) + _SLACK:
-            norm = "L2" if m.mechanism == "gaussian" else "L1"
+            norm = "L2" if m.mechanism == Mechanism.GAUSSIAN else "L1"
             out.append(Violation("", "sensitivity", f"{m.name} ({_describe(m)}) moved by "
                                  f"{moved:g} ({norm} over groups), sensitivity {bound:g}",
                                  moved / bound if bound else math.inf))
@@ -222,7 +223,7 @@ def _released(p: Plan, ea: Exact, eb: Exact) -> list[tuple[object, ...]]:
 def _moved(p: Plan, m: Measurement, ea: Exact, eb: Exact) -> tuple[float, float]:
     """How far measurement ``m`` moved over the releasable groups, and its sensitivity."""
     keys = _released(p, ea, eb)
-    if m.kind == "histogram":
+    if m.kind == MeasurementKind.HISTOGRAM:
         total = 0.0
         for k in keys:
             ha, hb = _histogram(ea, k, m), _histogram(eb, k, m)
@@ -232,7 +233,7 @@ def _moved(p: Plan, m: Measurement, ea: Exact, eb: Exact) -> tuple[float, float]
     diffs = [float(_value(ea, k, m) - _value(eb, k, m)) * scale for k in keys]
     if any(not math.isfinite(d) for d in diffs):
         return math.inf, m.l1
-    if m.mechanism == "gaussian":
+    if m.mechanism == Mechanism.GAUSSIAN:
         return math.sqrt(sum(d * d for d in diffs)), m.l2
     return float(sum(abs(d) for d in diffs)), m.l1
 

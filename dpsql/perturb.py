@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsql.aggregates import EPOCH_DAY, Measurement
+from dpsql.aggregates import EPOCH_DAY, Measurement, MeasurementKind
 from dpsql.keys import canonical
 from dpsql.keys import order as key_order
 from dpsql.mechanisms import (
@@ -31,6 +31,7 @@ from dpsql.mechanisms import (
 )
 from dpsql.plan import Plan, calibrated
 from dpsql.quantiles import quantile_from_histogram, quantile_rank_accuracy
+from dpsql.randomness import Randomness
 
 
 @dataclass
@@ -43,8 +44,10 @@ class NoisyCells:
     accuracy: dict[str, np.ndarray]
 
 
-def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
-    """Release groups and noisy cells from the engine's exact rows (keys, then measurements)."""
+def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]], rng: Randomness
+                  ) -> NoisyCells:
+    """Release groups and noisy cells from the engine's exact rows (keys, then measurements),
+    every draw from ``rng``."""
     nkeys = len(plan.keys)
     exact = _by_key(rows, nkeys)
     noisy: dict[str, np.ndarray] = {}
@@ -53,7 +56,7 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
     elif plan.threshold is not None:
         keys = list(exact)
         units = plan.threshold.measurement
-        counts = perturb(_column(keys, exact, plan, units), _noise(units))
+        counts = perturb(_column(keys, exact, plan, units), _noise(units), rng)
         released = counts >= plan.threshold.tau
         # Released groups in key order: the engine's row order may depend on private data.
         order = sorted(np.flatnonzero(released), key=lambda i: key_order(keys[i]))
@@ -65,13 +68,13 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]]) -> NoisyCells:
         if m.name in noisy:
             continue
         column = _column(keys, exact, plan, m)
-        if m.kind == "histogram":
+        if m.kind == MeasurementKind.HISTOGRAM:
             assert m.quantile is not None  # a histogram is drawn for one quantile
-            noisy[m.name] = _quantiles(m, column, m.quantile)
+            noisy[m.name] = _quantiles(m, column, m.quantile, rng)
         elif m.step:  # an exact fixed-point sum: integers in units of m.step
-            noisy[m.name] = perturb_fixed(list(column), m.step, _noise(m))
+            noisy[m.name] = perturb_fixed(list(column), m.step, _noise(m), rng)
         else:
-            noisy[m.name] = perturb(column, _noise(m))
+            noisy[m.name] = perturb(column, _noise(m), rng)
     values: dict[str, np.ndarray] = {}
     accuracies: dict[str, np.ndarray] = {}
     for cell in plan.cells:
@@ -118,7 +121,7 @@ def _column(keys: list[tuple[object, ...]],
             exact: Mapping[tuple[object, ...], Sequence[object]],
             plan: Plan, m: Measurement) -> np.ndarray:
     index = m.index  # rows hold the keys, then the measurements in plan order
-    if m.kind == "histogram":
+    if m.kind == MeasurementKind.HISTOGRAM:
         out = np.empty(len(keys), dtype=object)
         for i, k in enumerate(keys):
             row = exact.get(k)
@@ -141,7 +144,8 @@ def _number(value: object) -> int | float:
     return value if isinstance(value, int) else float(value)  # type: ignore[arg-type]
 
 
-def _quantiles(m: Measurement, histograms: np.ndarray, q: float) -> np.ndarray:
+def _quantiles(m: Measurement, histograms: np.ndarray, q: float, rng: Randomness
+               ) -> np.ndarray:
     lo, hi = m.histogram_range
     out = np.empty(len(histograms), dtype=np.float64)
     for i, histogram in enumerate(histograms):
@@ -149,7 +153,7 @@ def _quantiles(m: Measurement, histograms: np.ndarray, q: float) -> np.ndarray:
         for bucket, count in histogram.items():
             if 0 <= int(bucket) < m.buckets:
                 counts[int(bucket)] = count
-        value = quantile_from_histogram(counts, lo, hi, q, m.epsilon, m.l1)
+        value = quantile_from_histogram(counts, lo, hi, q, m.epsilon, m.l1, rng)
         out[i] = min(float(np.floor(value)), m.hi) if m.integer else value
     return out
 
@@ -182,6 +186,6 @@ def instants(seconds: np.ndarray) -> np.ndarray:
 def _width(m: Measurement) -> float:
     """A measurement's 95% half-width: from its noise, or the exponential mechanism's rank
     error for a quantile."""
-    if m.kind == "histogram":
+    if m.kind == MeasurementKind.HISTOGRAM:
         return quantile_rank_accuracy(m.buckets, m.epsilon, m.l1)
     return accuracy(_noise(m))

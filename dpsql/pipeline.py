@@ -11,7 +11,6 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from dpsql.aggregates import Measurement
+from dpsql.aggregates import Measurement, MeasurementKind
 from dpsql.bind import bind
 from dpsql.check import check, refuse_float_overflow
 from dpsql.constants import fold_constants
@@ -30,13 +29,14 @@ from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.errors import QueryTooComplex, UnsupportedQuery
 from dpsql.joins import PublicRows, physical
-from dpsql.mechanisms import accuracy
+from dpsql.mechanisms import Mechanism, accuracy
 from dpsql.metadata import Metadata
 from dpsql.parse import only_select, parse
 from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan, calibrated, plan
 from dpsql.postprocess import Result, check_outer, postprocess
 from dpsql.quantiles import quantile_rank_accuracy
+from dpsql.randomness import Randomness
 from dpsql.rewrite import rewrite
 
 #: The passes, in the order the pipeline runs them: :func:`prepare_plan` runs parse to plan
@@ -70,13 +70,14 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
     return result
 
 
-def answer(p: Plan, engine: Engine) -> Result:
-    """rewrite -> execute -> perturb -> post-process for a prepared plan."""
+def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
+    """rewrite -> execute -> perturb -> post-process for a prepared plan, drawing the salt
+    and the noise from ``rng``."""
     sql, salted = engine_sql(p, engine)
     # The salt keys the contribution-bounding sample: fresh, secret, never shown.
-    parameters = [secrets.randbits(63)] if salted else []
+    parameters = [rng.salt()] if salted else []
     _, rows = engine.execute(sql, parameters)
-    result = postprocess(p, perturb_cells(p, rows))
+    result = postprocess(p, perturb_cells(p, rows, rng))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     return result
 
@@ -192,16 +193,17 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
 
 def _explain_measurement(output: str, m: Measurement) -> CellExplanation:
     arg = m.arg.sql(dialect="duckdb") if m.arg is not None else "*"
-    what = {"count": f"COUNT({arg})", "units": "COUNT(DISTINCT unit)",
-            "distinct": f"COUNT(DISTINCT {arg})", "histogram": f"histogram({arg}, "
-            f"{m.buckets} buckets)"}.get(m.kind)
+    what = {MeasurementKind.COUNT: f"COUNT({arg})",
+            MeasurementKind.UNITS: "COUNT(DISTINCT unit)",
+            MeasurementKind.DISTINCT: f"COUNT(DISTINCT {arg})",
+            MeasurementKind.HISTOGRAM: f"histogram({arg}, {m.buckets} buckets)"}.get(m.kind)
     if what is None:
         term = f"{arg} - {m.center:g}" if m.center else arg
         what = f"SUM(({term})^2)" if m.power == 2 else f"SUM({term})"
-    if m.kind == "histogram":
+    if m.kind == MeasurementKind.HISTOGRAM:
         return CellExplanation(f"{output} [{m.name}]", what, m.l1, m.epsilon, "exponential",
                                None, quantile_rank_accuracy(m.buckets, m.epsilon, m.l1), "rank")
-    sensitivity = m.l2 if m.mechanism == "gaussian" else m.l1
+    sensitivity = m.l2 if m.mechanism == Mechanism.GAUSSIAN else m.l1
     assert m.noise is not None  # set by the plan for every measurement but histograms
     return CellExplanation(f"{output} [{m.name}]", what, sensitivity, m.epsilon, m.mechanism,
                            m.noise.scale, accuracy(m.noise), "value")

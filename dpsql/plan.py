@@ -31,6 +31,7 @@ from dpsql.domains import key_domain
 from dpsql.errors import KeyReleaseRefused, Remedy
 from dpsql.keys import distinct
 from dpsql.mechanisms import (
+    Mechanism,
     calibrate_gaussian,
     calibrate_laplace,
     rho_for,
@@ -72,7 +73,7 @@ class Plan:
     threshold: Threshold | None
     epsilon: float
     delta: float
-    mechanism: str
+    mechanism: Mechanism
     cost_epsilon: float
     cost_delta: float
     rho: float = 0.0  # zCDP spent by the Gaussian measurements (0 for Laplace)
@@ -82,6 +83,7 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
          mechanism: str = "laplace") -> Plan:
     """Plan ``query`` for a budget of (epsilon, delta) with the given mechanism."""
     validate_privacy_parameters(epsilon, delta, mechanism)
+    mechanism = Mechanism(mechanism)
     table = query.table
     keys = tuple(_key(e, i, table) for i, e in enumerate(query.keys))
     domain = _full_domain(list(keys))
@@ -93,7 +95,7 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
     specs = _distinct_specs(cells)
     units = None
     if keys and domain is None:
-        units = units_measurement(table, table.groups_per_unit, "laplace")
+        units = units_measurement(table, table.groups_per_unit, Mechanism.LAPLACE)
         specs = _distinct_specs([], [*specs, units])
     split = _split_budget(specs, epsilon, delta, units is not None, _cells_per_unit(table, keys))
     calibrated = {m.key: m for m in split.measurements}
@@ -173,17 +175,17 @@ def _split_budget(specs: list[MeasurementSpec], epsilon: float, delta: float,
     """Each measurement's share of (epsilon, delta) and its calibrated noise (module docstring).
     No measurement at all (SELECT DISTINCT over public keys): the answer is the public domain."""
     share = epsilon / max(len(specs), 1)
-    gaussian = [m for m in specs if m.mechanism == "gaussian"]
+    gaussian = [m for m in specs if m.mechanism == Mechanism.GAUSSIAN]
     delta_threshold = (delta / 2 if gaussian else delta) if thresholding else 0.0
     delta_gaussian = delta - delta_threshold if gaussian else 0.0
     rho = rho_for(share * len(gaussian), delta_gaussian) if gaussian else 0.0
     measurements = []
     for index, spec in enumerate(specs):
         noise = None
-        if spec.mechanism == "laplace":
+        if spec.mechanism == Mechanism.LAPLACE:
             noise = calibrate_laplace(spec.l1, share, spec.integer,
                                       cells_per_unit=cells_per_unit)
-        elif spec.mechanism == "gaussian":
+        elif spec.mechanism == Mechanism.GAUSSIAN:
             noise = calibrate_gaussian(spec.l2, rho / len(gaussian), spec.integer,
                                        cells_per_unit=cells_per_unit)
         measurements.append(Measurement(**_fields(spec), name=f"__m{index}", index=index,

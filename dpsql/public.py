@@ -22,7 +22,7 @@ pipeline (:mod:`dpsql.pipeline`) answers everything else.
 
 **The rest of the gate.** The text is one SELECT (set operations allowed), checked at plan
 time on empty tables of the declared types, so a name or type error is a refusal with nothing
-read; recursive CTEs, ``SELECT ... INTO`` and the functions of :data:`_FORBIDDEN` are refused.
+read; recursive CTEs, ``SELECT ... INTO`` and the functions of :mod:`dpsql.denied` are refused.
 The run is bounded by the owner's ``statement_timeout`` (:meth:`dpsql.Database.run`). An error
 while reading public rows (say, a division by zero) is an ordinary error: it depends on public
 data only.
@@ -41,7 +41,8 @@ import duckdb
 from sqlglot import exp
 
 from dpsql.check import function_name
-from dpsql.engines import Engine
+from dpsql.denied import denied
+from dpsql.engines import Engine, locked
 from dpsql.errors import (
     DataError,
     EngineError,
@@ -54,15 +55,6 @@ from dpsql.metadata import ENGINE_TYPES, Metadata, Table
 from dpsql.postprocess import Result, ResultColumn
 
 _DEFAULT_SCHEMAS = {"", "main"}
-#: Functions refused even over public tables: files, the environment, the engine's settings
-#: and catalog, and SQL run from text (the public store holds nothing else, but a clear
-#: refusal beats an engine error).
-_FORBIDDEN = {"GETENV", "CURRENT_SETTING", "READ_CSV", "READ_CSV_AUTO", "READ_PARQUET",
-              "PARQUET_SCAN", "READ_JSON", "READ_JSON_AUTO", "READ_TEXT", "READ_BLOB", "GLOB",
-              "QUERY", "QUERY_TABLE", "JSON_EXECUTE_SERIALIZED_SQL", "SETSEED",
-              "DUCKDB_TABLES", "DUCKDB_COLUMNS", "DUCKDB_SETTINGS", "DUCKDB_DATABASES",
-              "DUCKDB_EXTENSIONS", "DUCKDB_FUNCTIONS", "DUCKDB_SECRETS", "WHICH_SECRET",
-              "PRAGMA_VERSION", "PRAGMA_TABLE_INFO", "PRAGMA_DATABASE_SIZE", "SQL_AUTO_COMPLETE"}
 _MEMORY_LIMIT = "512MB"
 
 
@@ -135,7 +127,7 @@ def _check(tree: exp.Query) -> None:
                                "answered, and dpsql never changes data")
     for node in tree.walk():
         name = function_name(node)
-        if name in _FORBIDDEN:
+        if denied(name):  # the store holds nothing else, but a refusal beats an engine error
             raise ForbiddenFunction(f"function {name}() is not allowed in dpsql queries")
 
 
@@ -143,11 +135,12 @@ def _check(tree: exp.Query) -> None:
 def _dry_run(sql: str, tables: list[Table]) -> tuple[ResultColumn, ...]:
     """Bind and run ``sql`` on empty tables of the declared types: a name or type error is a
     refusal, nothing read; the result's column names and types are the answer's."""
-    con = _locked_connection()
-    try:
+    def empty_tables(con: duckdb.DuckDBPyConnection) -> None:
         for table in tables:
             con.execute(f"CREATE TABLE {_name(table.name)} ({_column_list(table)})")
-        _lock(con)
+
+    con = locked.in_memory(empty_tables, memory_limit=_MEMORY_LIMIT, threads=1)
+    try:
         result = con.execute(sql)
         description = result.description or []
         result.fetchall()
@@ -169,17 +162,6 @@ def _name(name: str) -> str:
 
 def _column_list(table: Table) -> str:
     return ", ".join(f"{_name(c.name)} {ENGINE_TYPES[c.type]}" for c in table.columns.values())
-
-
-def _locked_connection() -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                              "autoload_known_extensions": False,
-                                              "memory_limit": _MEMORY_LIMIT, "threads": 1})
-
-
-def _lock(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
 
 
 class PublicStore:
@@ -205,7 +187,9 @@ class PublicStore:
         return cur
 
     def _load(self) -> duckdb.DuckDBPyConnection:
-        con = _locked_connection()
+        return locked.in_memory(self._copy, memory_limit=_MEMORY_LIMIT, threads=1)
+
+    def _copy(self, con: duckdb.DuckDBPyConnection) -> None:
         for name in _all_public(self._metadata):
             table = self._metadata.tables[name]
             con.execute(f"CREATE TABLE {_name(table.name)} ({_column_list(table)})")
@@ -216,8 +200,6 @@ class PublicStore:
                 marks = ", ".join("?" for _ in table.columns)
                 con.executemany(f"INSERT INTO {_name(table.name)} VALUES ({marks})",
                                 [list(r) for r in rows])
-        _lock(con)
-        return con
 
     def read(self, sql: str) -> list[tuple[object, ...]]:
         """Rows of ``sql`` (DuckDB's SQL over the public tables, typed as declared) on this

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsql.mechanisms import _check_positive_finite
+from dpsql.randomness import Randomness
 from dpsql.samplers import exponential, uniform
 
 
@@ -23,6 +24,7 @@ def quantile_from_histogram(
     q: float,
     epsilon: float,
     sensitivity: float,
+    rng: Randomness,
 ) -> float:
     """A private ``q``-quantile of clamped values by the exponential mechanism.
 
@@ -31,7 +33,8 @@ def quantile_from_histogram(
     ``[r_j, r_{j+1}]``; its utility is ``u_j = -dist(q * n, [r_j, r_{j+1}])`` (sensitivity
     ``sensitivity``, the rows one unit can contribute). Bucket ``j`` is chosen with probability
     proportional to ``exp(epsilon * u_j / (2 * sensitivity))`` and the answer is a uniform
-    point inside it. ``q = 0`` is MIN, ``q = 1`` is MAX. With no values all buckets tie.
+    point inside it (both drawn from ``rng``). ``q = 0`` is MIN, ``q = 1`` is MAX. With no
+    values all buckets tie.
     """
     hist = _check_histogram(counts)
     _check_bounds(lower, upper)
@@ -40,9 +43,9 @@ def quantile_from_histogram(
     _check_positive_finite(epsilon, "epsilon")
     _check_positive_finite(sensitivity, "sensitivity")
     scores = epsilon * _rank_utility(hist, q) / (2.0 * sensitivity)
-    bucket = _sample_softmax(scores)
+    bucket = _sample_softmax(scores, rng)
     width = (upper - lower) / hist.size
-    point = lower + (bucket + float(uniform(1)[0])) * width
+    point = lower + (bucket + float(uniform(1, rng)[0])) * width
     return float(min(max(point, lower), upper))
 
 
@@ -54,7 +57,7 @@ def _rank_utility(hist: npt.NDArray[np.float64], q: float) -> npt.NDArray[np.flo
     return -np.maximum(0.0, np.maximum(left - target, target - right))
 
 
-def _sample_softmax(scores: npt.NDArray[np.float64]) -> int:
+def _sample_softmax(scores: npt.NDArray[np.float64], rng: Randomness) -> int:
     """Index ``j`` with probability ``exp(scores[j]) / sum(exp(scores))``, by an exponential
     race: ``j = argmin(E_j / exp(scores[j]))`` for iid ``E_j ~ Exp(1)``
     (:func:`exponential`), computed as ``argmax(scores[j] - log(E_j))``.
@@ -64,7 +67,7 @@ def _sample_softmax(scores: npt.NDArray[np.float64]) -> int:
     float64 ``exp`` weights gives probability 0 to buckets below ``e**-745`` of the largest,
     and 53-bit resolution to the rest), and ``exponential`` has an exact tail, so every bucket
     keeps its probability up to float64 rounding of the scores: no ``B * 2**-52`` delta."""
-    return int(np.argmax(scores - np.log(exponential(scores.size))))
+    return int(np.argmax(scores - np.log(exponential(scores.size, rng))))
 
 
 def quantile_rank_accuracy(

@@ -66,7 +66,7 @@ from collections.abc import Callable, Mapping
 
 from sqlglot import exp
 
-from dpsql.aggregates import Measurement
+from dpsql.aggregates import Measurement, MeasurementKind
 from dpsql.bounds import bound
 from dpsql.engines import ir
 from dpsql.joins import relation_sql
@@ -196,7 +196,7 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
 
 #: Measurement kinds answered from per-unit aggregates (the module docstring, "Bounding by
 #: per-unit aggregates"); the others (distinct values, histograms) need the sampled rows.
-PER_UNIT_KINDS = ("count", "units", "sum")
+PER_UNIT_KINDS = (MeasurementKind.COUNT, MeasurementKind.UNITS, MeasurementKind.SUM)
 
 
 def aggregated(plan: Plan) -> bool:
@@ -213,7 +213,7 @@ def aggregated(plan: Plan) -> bool:
 def _fits(m: Measurement, k: int) -> bool:
     """Whether k rows' worth of ``m``'s term bounds fit a HUGEINT with room to spare, so that
     the clamp of a scaled sum (:func:`_scaled`) can never overflow (and fail on one row)."""
-    if m.kind != "sum":
+    if m.kind != MeasurementKind.SUM:
         return True
     lo, hi = _term_range(m)
     return k * max(abs(lo), abs(hi)) < 2**120
@@ -270,9 +270,9 @@ def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
     out: list[exp.Expr] = []
     for m in plan.measurements:
         x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
-        if m.kind == "count" and x is not None:
+        if m.kind == MeasurementKind.COUNT and x is not None:
             out.append(_as(exp.Count(this=x), f"__p{m.index}"))
-        elif m.kind == "sum":
+        elif m.kind == MeasurementKind.SUM:
             out.append(_as(exp.Sum(this=_sum_term(m, x)), f"__p{m.index}"))
     return out
 
@@ -347,12 +347,12 @@ def _allocated(k: int) -> exp.Expression:
 def _contribution(m: Measurement) -> exp.Expression:
     """Measurement ``m`` over the kept (unit, group) rows of ``__contrib``: each contributes
     ``__c`` rows, its aggregates scaled by ``__c / __n`` when it has more (module docstring)."""
-    if m.kind == "units":
+    if m.kind == MeasurementKind.UNITS:
         return exp.Count(this=exp.Star())
-    if m.kind == "count" and m.arg is None:
+    if m.kind == MeasurementKind.COUNT and m.arg is None:
         return _or_zero(exp.Sum(this=exp.column("__c")))
     p = exp.column(f"__p{m.index}")
-    if m.kind == "count":
+    if m.kind == MeasurementKind.COUNT:
         return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
     lo, hi = _term_range(m)
     return _or_zero(exp.Sum(this=_scaled(p, "HUGEINT", lo, hi)))
@@ -457,9 +457,11 @@ def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
 
 
 #: How the engine computes each kind of measurement (MeasurementSpec.kind), per group.
-MEASURES: dict[str, Callable[[Measurement, exp.Expression | None], exp.Expression]] = {
-    "count": _count, "units": _units, "distinct": _distinct, "sum": _sum,
-    "histogram": _histogram}
+MEASURES: dict[MeasurementKind, Callable[[Measurement, exp.Expression | None],
+                                          exp.Expression]] = {
+    MeasurementKind.COUNT: _count, MeasurementKind.UNITS: _units,
+    MeasurementKind.DISTINCT: _distinct, MeasurementKind.SUM: _sum,
+    MeasurementKind.HISTOGRAM: _histogram}
 
 
 def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.Expression:

@@ -15,14 +15,17 @@ from dpsql.pipeline import answer
 from dpsql.planner import Planner, Prepared
 from dpsql.postprocess import Result
 from dpsql.public import PublicRead
+from dpsql.randomness import Randomness
 from dpsql.series import TwoReleases, answer_two
 
 
-def answer_private(p: Prepared, engine: Engine, planner: Planner) -> Result:
-    """Answer a prepared private query (one release or two) on ``engine``; no budget here.
-    ``planner`` prepared it (the second release of two is planned with the released keys)."""
+def answer_private(p: Prepared, engine: Engine, planner: Planner, rng: Randomness
+                   ) -> Result:
+    """Answer a prepared private query (one release or two) on ``engine`` with ``rng``'s
+    randomness; no budget here. ``planner`` prepared it (the second release of two is planned
+    with the released keys)."""
     if isinstance(p, TwoReleases):
-        return answer_two(p, engine, planner)
+        return answer_two(p, engine, planner, rng)
     if isinstance(p, PublicRead):
         raise UnsupportedQuery("an exact read of public tables is answered by the Database")
-    return answer(p, engine)
+    return answer(p, engine, rng)

@@ -4,9 +4,10 @@ Every other module decides *how much* noise a cell needs (:mod:`dpsql.mechanisms
 draws it. All functions are vectorised over cells with numpy.
 
 Randomness
-    Every bit comes from ``os.urandom``. numpy's default generator and the ``random`` module
-    are seeded, predictable PRNGs: an analyst who could learn their state would subtract the
-    noise exactly. The OS CSPRNG is unpredictable by design. :func:`exponential` draws Exp(1)
+    Every bit comes from the :class:`~dpsql.randomness.Randomness` passed in (``rng``): the
+    operating system's CSPRNG in production, never numpy's default generator or the
+    ``random`` module, seeded and predictable PRNGs whose state would let an analyst subtract
+    the noise exactly. :func:`exponential` draws Exp(1)
     variables with unbounded support: a 53-bit cell index ``k`` for ``U``, 52 more bits for
     ``U``'s position inside the cell, and, when ``k = 0`` (``U < 2**-53``), memorylessness:
     ``E = 53 ln 2 + E'`` with a fresh ``E'``. :func:`uniform` (``k / 2**53``, ``k >= 1``) is
@@ -36,10 +37,11 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 
 import numpy as np
 import numpy.typing as npt
+
+from dpsql.randomness import Randomness
 
 #: Largest noise scale (grid units): a geometric variable then passes ``2**52`` (where the
 #: sampler carries, see ``_geometric``) with probability ``exp(-2**5)`` only, and saturates at
@@ -59,8 +61,8 @@ _CARRY_STEPS = 1024
 # --------------------------------------------------------------------------- randomness
 
 
-def uniform(size: int) -> npt.NDArray[np.float64]:
-    """``size`` iid float64 uniforms in the open interval (0, 1) from ``os.urandom``.
+def uniform(size: int, rng: Randomness) -> npt.NDArray[np.float64]:
+    """``size`` iid float64 uniforms in the open interval (0, 1) from ``rng``.
 
     ``U = k / 2**53`` with ``k`` the top 53 bits of a CSPRNG 64-bit word; ``k = 0`` is redrawn
     (probability ``2**-53``), so ``2**-53 <= U <= 1 - 2**-53``: ``log(U)`` is always finite.
@@ -68,27 +70,20 @@ def uniform(size: int) -> npt.NDArray[np.float64]:
     exponential mechanism's inverse CDF); the noise samplers use :func:`exponential`.
     """
     _check_size(size)
-    out = _bits53(size)
+    out = _bits53(size, rng)
     zero = np.flatnonzero(out == 0)
     while zero.size:
-        out[zero] = _bits53(zero.size)
+        out[zero] = _bits53(zero.size, rng)
         zero = zero[out[zero] == 0]
     return out.astype(np.float64) * 2.0**-53
 
 
-def _bits53(size: int) -> npt.NDArray[np.uint64]:
+def _bits53(size: int, rng: Randomness) -> npt.NDArray[np.uint64]:
     """``size`` integers uniform on ``0 .. 2**53 - 1`` (the high bits of CSPRNG words)."""
-    return _words(size) >> np.uint64(11)
+    return rng.words(size) >> np.uint64(11)
 
 
-def _words(size: int) -> npt.NDArray[np.uint64]:
-    """``size`` uniform 64-bit words from the OS CSPRNG."""
-    # os.urandom is looked up on every call (not imported by name) so that tests can prove
-    # that the randomness really flows from it.
-    return np.frombuffer(os.urandom(8 * size), dtype="<u8")
-
-
-def exponential(size: int) -> npt.NDArray[np.float64]:
+def exponential(size: int, rng: Randomness) -> npt.NDArray[np.float64]:
     """``size`` iid Exp(1) variables with unbounded support and an exact tail.
 
     ``E = -log(U)`` for a *continuous* uniform ``U``, drawn cell by cell (memorylessness):
@@ -111,7 +106,7 @@ def exponential(size: int) -> npt.NDArray[np.float64]:
     for rounds in range(_MAX_ROUNDS):
         if not pending.size:
             return out
-        words = _words(2 * pending.size)
+        words = rng.words(2 * pending.size)
         k = words[: pending.size] >> np.uint64(11)
         sub = (words[pending.size :] >> np.uint64(12)) * np.uint64(2) + np.uint64(1)
         hit = k != 0
@@ -125,7 +120,7 @@ def exponential(size: int) -> npt.NDArray[np.float64]:
 # --------------------------------------------------------------------------- samplers
 
 
-def discrete_laplace(scale: float, size: int) -> npt.NDArray[np.int64]:
+def discrete_laplace(scale: float, size: int, rng: Randomness) -> npt.NDArray[np.int64]:
     """``size`` iid draws of the discrete Laplace: ``P(Z = z)`` proportional to ``exp(-|z|/s)``.
 
     ``Z = G1 - G2`` of two iid geometric variables (:func:`_geometric`),
@@ -135,10 +130,10 @@ def discrete_laplace(scale: float, size: int) -> npt.NDArray[np.int64]:
     """
     _check_size(size)
     _check_scale(scale, "scale")
-    return _geometric(scale, size) - _geometric(scale, size)
+    return _geometric(scale, size, rng) - _geometric(scale, size, rng)
 
 
-def _geometric(scale: float, size: int) -> npt.NDArray[np.int64]:
+def _geometric(scale: float, size: int, rng: Randomness) -> npt.NDArray[np.int64]:
     """Geometric variables on {0, 1, ...} with ``P(G >= n) = exp(-n / scale)``, saturated at
     ``NOISE_CAP``.
 
@@ -156,7 +151,7 @@ def _geometric(scale: float, size: int) -> npt.NDArray[np.int64]:
     for step in range(_CARRY_STEPS):
         if not pending.size:
             return out
-        scaled = exponential(pending.size) * scale
+        scaled = exponential(pending.size, rng) * scale
         inside = scaled < _CARRY
         out[pending[inside]] = step * _CARRY + np.floor(scaled[inside]).astype(np.int64)
         saturated = np.isinf(scaled)  # an exponential that gave up saturates the variable
@@ -166,7 +161,7 @@ def _geometric(scale: float, size: int) -> npt.NDArray[np.int64]:
     return out
 
 
-def discrete_gaussian(sigma: float, size: int) -> npt.NDArray[np.int64]:
+def discrete_gaussian(sigma: float, size: int, rng: Randomness) -> npt.NDArray[np.int64]:
     """``size`` iid draws with ``P(Z = z)`` proportional to ``exp(-z**2 / (2 sigma**2))``.
 
     Canonne-Kamath-Steinke (2020), Algorithm 3: ``t = floor(sigma) + 1``,
@@ -178,13 +173,13 @@ def discrete_gaussian(sigma: float, size: int) -> npt.NDArray[np.int64]:
     out = np.empty(size, dtype=np.int64)
     filled = 0
     while filled < size:
-        batch = _gaussian_batch(sigma, size - filled)
+        batch = _gaussian_batch(sigma, size - filled, rng)
         out[filled : filled + batch.size] = batch
         filled += batch.size
     return out
 
 
-def _gaussian_batch(sigma: float, need: int) -> npt.NDArray[np.int64]:
+def _gaussian_batch(sigma: float, need: int, rng: Randomness) -> npt.NDArray[np.int64]:
     """At most ``need`` accepted draws of one vectorised round of the CKS rejection sampler.
 
     The Bernoulli trial with success probability ``exp(-x)`` is ``E > x`` for ``E ~ Exp(1)``
@@ -195,9 +190,9 @@ def _gaussian_batch(sigma: float, need: int) -> npt.NDArray[np.int64]:
     # The acceptance rate is between ~0.44 (tiny sigma) and ~0.76 (large sigma), so 2.5x
     # oversampling usually finishes in one round; the caller loops for the rare shortfall.
     draws = (5 * need) // 2 + 16
-    y = discrete_laplace(t, draws)
+    y = discrete_laplace(t, draws, rng)
     gap = np.abs(y) - sigma * sigma / t
-    accept = exponential(draws) > (gap * gap) / (2.0 * sigma * sigma)
+    accept = exponential(draws, rng) > (gap * gap) / (2.0 * sigma * sigma)
     return y[accept][:need]
 
 

@@ -57,6 +57,7 @@ from dpsql.pipeline import Explanation, answer, explain
 from dpsql.plan import Plan, plan
 from dpsql.postprocess import Result, made_up_answer
 from dpsql.public import reads_only_public
+from dpsql.randomness import Randomness
 
 if TYPE_CHECKING:
     from dpsql.planner import Planner
@@ -364,15 +365,17 @@ def release_cost(p: TwoReleases, accounting: str) -> Cost:
     return Cost(a.epsilon + b.epsilon, a.delta + b.delta, a.rho + b.rho)
 
 
-def answer_two(p: TwoReleases, engine: Engine, planner: Planner) -> Result:
-    """Release the inner aggregate, then answer the outer query filtered by its keys."""
-    released = answer(p.inner, engine)
+def answer_two(p: TwoReleases, engine: Engine, planner: Planner, rng: Randomness
+               ) -> Result:
+    """Release the inner aggregate, then answer the outer query filtered by its keys (both
+    drawing from ``rng``)."""
+    released = answer(p.inner, engine, rng)
     keys = [tuple(row[link.column] for link in p.links) for row in released.rows]
     outer = _prepare_filled(_fill(p.template, p.links, keys, p.in_list), planner, p)
     if (outer.cost_epsilon, outer.cost_delta, outer.rho) != (
             p.outer.cost_epsilon, p.outer.cost_delta, p.outer.rho):
         raise InternalError("the outer query's cost changed with the released keys (a bug)")
-    result = answer(_released_groups_only(outer, p, keys), engine)
+    result = answer(_released_groups_only(outer, p, keys), engine, rng)
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     return result
 

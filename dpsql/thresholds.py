@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from dpsql.mechanisms import NoiseSpec, _check_open_delta, calibrate_laplace
+from dpsql.mechanisms import Mechanism, NoiseSpec, _check_open_delta, calibrate_laplace
 
 
 def threshold(epsilon: float, delta: float, max_groups: int) -> tuple[float, int]:
@@ -37,7 +37,7 @@ def tau_for(noise: NoiseSpec, delta: float, max_groups: int) -> int:
     most ``delta``. Derived from the noise the count really gets, never recomputed apart.
     """
     _check_open_delta(delta)
-    if noise.mechanism != "laplace" or not noise.integer or noise.granularity != 1.0:
+    if noise.mechanism != Mechanism.LAPLACE or not noise.integer or noise.granularity != 1.0:
         raise ValueError("key release needs integer discrete-Laplace noise on the unit grid")
     return _tau(noise.grid_scale, math.log(delta / max_groups))
 

@@ -22,7 +22,7 @@ from sqlglot import exp
 from dpsql.bounds import COMPARISONS, bound
 from dpsql.bounds.core import literal_value
 from dpsql.engines.ir import RoundHalfAway, SafeCast, greatest
-from dpsql.metadata import Column, Table
+from dpsql.metadata import Column, ColumnType, Table
 
 
 def number(value: float) -> exp.Expression:
@@ -285,17 +285,17 @@ class Reader:
         meta = self.table.column(name)
         ref = exp.column(name, quoted=True)
         stored = self.physical.get(name.lower(), "").split("(")[0]
-        if meta is None or meta.type == "text":
+        if meta is None or meta.type == ColumnType.TEXT:
             return ref
-        if meta.type == "int":
+        if meta.type == ColumnType.INT:
             return ref if stored in _INTEGER_TYPES else exp.TryCast(
                 this=ref, to=exp.DataType.build("BIGINT"))
-        if meta.type == "float":
+        if meta.type == ColumnType.FLOAT:
             value: exp.Expression = ref if stored == "DOUBLE" else exp.TryCast(
                 this=ref, to=exp.DataType.build("DOUBLE"))
             return exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"),
                                                               "DOUBLE"))
-        if meta.type == "timestamp" and (stored.startswith("TIMESTAMP WITH TIME ZONE")
+        if meta.type == ColumnType.TIMESTAMP and (stored.startswith("TIMESTAMP WITH TIME ZONE")
                                          or stored == "TIMESTAMPTZ"):
             return exp.AtTimeZone(this=ref, zone=exp.Literal.string("UTC"))
         typed = {"bool": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP"}[meta.type]
@@ -306,18 +306,18 @@ class Reader:
         meta = self.table.column(column.name)
         ref = exp.column(column.name, quoted=True)
         stored = self.physical.get(column.name.lower(), "").split("(")[0]
-        if meta is not None and meta.type == "date":
+        if meta is not None and meta.type == ColumnType.DATE:
             return self._date(ref, meta, stored)
-        if meta is not None and meta.type == "timestamp":
+        if meta is not None and meta.type == ColumnType.TIMESTAMP:
             return self._timestamp(ref, meta, stored)
-        if meta is not None and meta.type == "bool" and stored not in _COMPARABLE["bool"]:
+        if meta is not None and meta.type == ColumnType.BOOL and stored not in _COMPARABLE["bool"]:
             # Text declared as bool would be cast row by row, and fail on some rows only
             # (WHERE flag: "Could not convert string 'maybe' to BOOL"): NULL instead.
             return SafeCast(this=ref, to=exp.DataType.build("BOOLEAN"))
-        if meta is None or meta.type not in ("int", "float"):
+        if meta is None or meta.type not in (ColumnType.INT, ColumnType.FLOAT):
             return ref
         value: exp.Expression = ref
-        if meta.type == "int":
+        if meta.type == ColumnType.INT:
             if stored != "BIGINT" and (widen or stored not in _INTEGER_TYPES):
                 cast = exp.Cast if stored in _INTEGER_TYPES else SafeCast
                 value = cast(this=ref, to=exp.DataType.build("BIGINT"))
@@ -325,12 +325,12 @@ class Reader:
             safe = stored in _FLOAT_TYPES or stored in _INTEGER_TYPES or stored == "DECIMAL"
             value = (exp.Cast if safe else SafeCast)(this=ref, to=exp.DataType.build("DOUBLE"))
         if not meta.bounded:
-            if meta.type == "float":
+            if meta.type == ColumnType.FLOAT:
                 value = exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"),
                                                                    "DOUBLE"))
             return exp.Paren(this=value)
         return exp.Paren(this=clamp(value, float(meta.lower), float(meta.upper),  # type: ignore[arg-type]
-                                    nan=meta.type == "float"))
+                                    nan=meta.type == ColumnType.FLOAT))
 
     @staticmethod
     def _date(ref: exp.Expression, meta: Column, stored: str) -> exp.Expression:

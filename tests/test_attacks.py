@@ -54,6 +54,7 @@ from dpsql.errors import (
 from dpsql.limits import Deadline, pad_to_grid
 from dpsql.metadata import parse_metadata
 from dpsql.planner import Planner
+from dpsql.randomness import Randomness
 from dpsql.server import ServerConfig, serve_in_thread
 from dpsql.server.testing import sandbox
 
@@ -702,13 +703,14 @@ def test_seeding_numpy_and_random_changes_nothing(dbs: SimpleNamespace) -> None:
     assert len(set(answers)) >= 5
 
 
-def test_noise_comes_from_the_os_csprng(dbs: SimpleNamespace,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """With os.urandom replaced by a constant, the answers repeat: proof that every random bit
-    of the pipeline (noise, quantiles) flows from it, and from nothing the analyst can seed."""
+def test_noise_comes_from_the_databases_randomness(dbs: SimpleNamespace) -> None:
+    """With the Database's Randomness on a constant stream, the answers repeat: proof that
+    every random bit of the pipeline (noise, quantiles, salt) flows from it, and from nothing
+    the analyst can seed."""
     sql = "SELECT SUM(income), MEDIAN(age) FROM people"
-    monkeypatch.setattr("os.urandom", lambda n: b"\x5a" * n)
-    answers = {dbs.d.query(sql).rows[0] for _ in range(5)}
+    constant = Randomness(lambda n: b"\x5a" * n)
+    with dpsql.Database(dbs.d.engine.location, dbs.d.metadata, randomness=constant) as db:
+        answers = {db.query(sql).rows[0] for _ in range(5)}
     assert len(answers) == 1
 
 
@@ -930,7 +932,7 @@ def test_perturb_releases_the_same_order_for_every_engine_order() -> None:
     rows = [(math.nan, 1000), (-0.0, 1000), (None, 1000), (1.5, 1000), (float("nan"), 1000)]
     seen = set()
     for perm in itertools.permutations(rows[:4]):
-        released = perturb.perturb_cells(p, list(perm)).keys
+        released = perturb.perturb_cells(p, list(perm), Randomness.seeded(0)).keys
         seen.add(tuple(repr(k) for k in released))
     assert seen == {("(0.0,)", "(1.5,)", "(nan,)", "(None,)")}, seen
 # --------------------------------------------------------------------------- time and failures

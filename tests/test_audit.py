@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from dpsql import audit as A
 from dpsql import audit_scenarios
+from dpsql.randomness import Randomness
 
 # same verdict every run: conftest.py
 pytestmark = [pytest.mark.usefixtures("seeded_randomness"), pytest.mark.audit]
@@ -118,8 +119,8 @@ def test_scenario_passes(name: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(A.SCENARIOS))
 def test_scenario_passes_on_os_randomness(name: str) -> None:
-    """As above, on os.urandom (slow tests are not seeded): may fail by chance, with
-    probability below 1% per scenario."""
+    """As above, on the operating system's randomness (slow tests are not seeded): may fail
+    by chance, with probability below 1% per scenario."""
     result = A.audit(A.SCENARIOS[name], N)
     assert result.passed, f"{name}: audited epsilon >= {result.epsilon_lb:.3f} > declared"
 
@@ -258,6 +259,15 @@ def test_auditor_rejects_mutant(monkeypatch: pytest.MonkeyPatch, mutant: str, sc
     assert not result.passed, (f"{mutant} on {scenario} was not caught: bound "
                                f"{result.epsilon_lb:.3f} <= {result.epsilon} "
                                f"(event {result.event})")
+
+
+def test_auditor_rejects_predictable_noise() -> None:
+    """The Randomness is the audit's mutation point for the noise's source: on a constant
+    stream every answer repeats, D and D' are told apart on every run, and the audit must
+    fail however correct the calibration (at N = 100 a perfect split bounds epsilon by 2.8)."""
+    constant = Randomness(lambda n: b"\x5a" * n)
+    result = A.audit(A.SCENARIOS["count"], 100, n_select=100, randomness=constant)
+    assert not result.passed and result.epsilon_lb > 2 * result.epsilon  # p1 = 1, p2 = 0
 
 
 def test_mutants_really_change_the_engine(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:

@@ -407,3 +407,21 @@ def test_an_unexpected_error_is_an_internal_error_without_its_text(
     assert "Alice" not in str(raised.value)
     assert raised.value.__suppress_context__  # the original text is not shown either
     assert "Alice Smith" in caplog.text
+
+
+def test_the_front_doors_guard(caplog: pytest.LogCaptureFixture) -> None:
+    """errors.guarded, the one policy of the CLI, the DB-API and the server: dpsql's errors and
+    the door's own pass; anything else is a fixed InternalError, its text in the owner's log."""
+    from dpsql.errors import InternalError, guarded
+
+    with pytest.raises(dpsql.QueryRefused), guarded("q"):
+        raise dpsql.QueryRefused("refused")
+    with pytest.raises(KeyError), guarded("q", passing=(KeyError,)):
+        raise KeyError("the door's own")
+    seen: list[InternalError] = []
+    with pytest.raises(InternalError) as raised, guarded("q", on_bug=seen.append):
+        raise ValueError("'Alice Smith'")
+    assert seen == [raised.value] and "Alice" not in str(raised.value)
+    assert "'Alice Smith'" in caplog.text
+    with pytest.raises(ValueError), guarded("q", debug=True):
+        raise ValueError("as it is")

@@ -176,7 +176,7 @@ def test_key_of_fewer_units_than_the_threshold_never_appears(db: dpsql.Database)
     assert p.threshold is not None and 1 < p.threshold.tau < 99
     released: set[Any] = set()
     for _ in range(200):
-        keys = [r[0] for r in answer(p, db.engine).rows]
+        keys = [r[0] for r in answer(p, db.engine, db.randomness).rows]
         assert "solo" not in keys and "big" in keys and "mid" in keys
         released.update(keys)
     assert released == {"big", "mid"}
@@ -187,7 +187,7 @@ def test_threshold_counts_units_not_rows(db: dpsql.Database) -> None:
     p = db.planner.prepare("SELECT kind, COUNT(*), SUM(amount) FROM v GROUP BY kind", epsilon=1,
                            delta=1e-7)
     for _ in range(200):
-        assert [r[0] for r in answer(p, db.engine).rows] == ["common"]
+        assert [r[0] for r in answer(p, db.engine, db.randomness).rows] == ["common"]
 
 
 def test_no_domain_no_delta_is_refused(db: dpsql.Database) -> None:
@@ -215,7 +215,7 @@ def test_noisy_reals_are_multiples_of_a_power_of_two(db: dpsql.Database) -> None
         g = p.measurements[0].noise.granularity  # type: ignore[attr-defined]
         assert math.frexp(g)[0] == 0.5  # g = 2**k
         for _ in range(5):
-            for row in answer(p, db.engine).rows:
+            for row in answer(p, db.engine, db.randomness).rows:
                 value = row[-1]
                 assert isinstance(value, float) and value / g == math.floor(value / g)
 
@@ -276,7 +276,8 @@ def draws(db: dpsql.Database, sql: str, times: int, **privacy: Any
           ) -> tuple[np.ndarray, NoiseSpec]:
     p = db.planner.prepare(sql, **privacy)
     (m,) = p.measurements
-    values = np.array([answer(p, db.engine).rows[0][0] for _ in range(times)], dtype=np.float64)
+    values = np.array([answer(p, db.engine, db.randomness).rows[0][0] for _ in range(times)],
+                      dtype=np.float64)
     return values, m.noise  # type: ignore[return-value]
 
 

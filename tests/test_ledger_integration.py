@@ -127,9 +127,9 @@ def test_a_query_is_charged_before_it_is_answered(
     seen: list[float] = []
     real_answer = dpsql.database.answer
 
-    def spying(plan, engine):  # type: ignore[no-untyped-def]
+    def spying(plan, engine, rng):  # type: ignore[no-untyped-def]
         seen.append(db.budget().spent.epsilon)  # type: ignore[union-attr]
-        return real_answer(plan, engine)
+        return real_answer(plan, engine, rng)
 
     monkeypatch.setattr(dpsql.database, "answer", spying)
     db.query(COUNT, epsilon=0.5)
@@ -138,7 +138,7 @@ def test_a_query_is_charged_before_it_is_answered(
 
 def test_an_engine_failure_after_the_charge_is_not_refunded(
         db: Database, metadata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing(plan, engine):  # type: ignore[no-untyped-def]
+    def failing(plan, engine, rng):  # type: ignore[no-untyped-def]
         raise EngineError("the engine failed")
 
     monkeypatch.setattr(dpsql.database, "answer", failing)

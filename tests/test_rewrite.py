@@ -273,7 +273,7 @@ def test_the_salt_is_fresh_and_secret_per_query(make_db: Any, kit: SimpleNamespa
     db.engine.execute = spy  # type: ignore[method-assign]
     p = db.planner.prepare("SELECT MEDIAN(amount) FROM v")
     for _ in range(5):
-        answer(p, db.engine)
+        answer(p, db.engine, db.randomness)
     sqls = {s for s, _ in seen}
     salts = [params[0] for _, params in seen]
     assert len(sqls) == 1 and "$1" in sqls.pop()  # the text never holds the salt

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from dpsql.dates import written
 from dpsql.errors import ForbiddenFunction, UnboundedExpression
-from dpsql.metadata import Table
+from dpsql.metadata import ColumnType, Table
 
 INF = math.inf
 #: The kinds of dates and instants: comparable with each other, not with numbers.
@@ -150,11 +150,11 @@ def _column(node: exp.Expression, table: Table) -> Bound:
     if meta is None:  # bind resolved every column; anything left is an output alias
         raise UnboundedExpression(f"{written(node)} is not a column of "
                                   f"{table.name!r} here")
-    nullable = meta.nullable or meta.type == "float"  # NaN is read as NULL
-    if meta.type in ("int", "float"):
+    nullable = meta.nullable or meta.type == ColumnType.FLOAT  # NaN is read as NULL
+    if meta.type in (ColumnType.INT, ColumnType.FLOAT):
         lo, hi = (meta.lower, meta.upper) if meta.bounded else (-INF, INF)
         return Bound(meta.type, float(lo), float(hi), nullable)  # type: ignore[arg-type]
-    if meta.type == "bool":
+    if meta.type == ColumnType.BOOL:
         return Bound("bool", 0.0, 1.0, nullable)
     return Bound(meta.type, nullable=nullable)
 

@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
+from dpsql.engines import locked
 from dpsql.engines.duckdb_sql import DuckDBDialect
 from dpsql.engines.physical import INTEGER_TYPES as INTEGER_TYPES
 from dpsql.engines.physical import compatible as compatible
 from dpsql.engines.physical import declared_type as declared_type
 from dpsql.engines.physical import public_select
 from dpsql.errors import EngineError, MetadataError
+from dpsql.metadata import ColumnType
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,7 +52,6 @@ _BEFORE_ROWS = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogEx
 
 _READERS = {".parquet": "read_parquet", ".csv": "read_csv_auto", ".tsv": "read_csv_auto",
             ".csv.gz": "read_csv_auto"}
-_LOCKED = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 # DuckDB turns the row_number() <= k of contribution bounding into a per-unit top-k aggregate,
 # which measured 1.7x slower than the sorted window on 10M rows (benchmarks/bench_bounding.py).
 _DISABLED_OPTIMIZERS = "top_n_window_elimination"
@@ -161,17 +162,7 @@ class DuckDBEngine:
 
     @staticmethod
     def _open_file(path: Path, allowed: Path | None) -> duckdb.DuckDBPyConnection:
-        # Settings go in the connect config, so that a second Database on a file that this
-        # process already opened (one DuckDB instance per file) does not try to SET them again.
-        config: dict[str, object] = {**_LOCKED, "disabled_optimizers": _DISABLED_OPTIMIZERS}
-        if allowed is None:
-            config.update(enable_external_access=False, lock_configuration=True)
-        con = duckdb.connect(str(path), read_only=True, config=config)  # type: ignore[arg-type]
-        if allowed is not None:  # a private catalog file: this process's only connection to it
-            con.execute(f"SET allowed_directories = ['{_quote(str(allowed))}/']")
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
-        return con
+        return locked.read_only(path, allowed, disabled_optimizers=_DISABLED_OPTIMIZERS)
 
     def _schema(self) -> dict[str, dict[str, str]]:
         """Table -> column -> physical DuckDB type, lower-case names (for the rewrite)."""
@@ -366,7 +357,7 @@ def check_metadata(metadata: Metadata, schema: Mapping[str, Mapping[str, str]],
             if not compatible(column.type, stored):
                 raise MetadataError(f"{where} is declared {column.type} but the database "
                                     f"stores it as {stored}; {_remedy(column.type, stored)}")
-            if column.type != "text" and stored.upper() == "VARCHAR":
+            if column.type != ColumnType.TEXT and stored.upper() == "VARCHAR":
                 warnings.append(f"{where} is declared {column.type} but stored as VARCHAR: "
                                 "a value that does not convert is read as NULL")
     return warnings
@@ -416,10 +407,7 @@ def scratch() -> duckdb.DuckDBPyConnection:
         return cur
     with _scratch_lock:
         if _scratch is None:
-            con = duckdb.connect(":memory:", config=dict(_LOCKED))
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
-            _scratch = con
+            _scratch = locked.in_memory()
         cur = _scratch.cursor()
     _scratch_local.cursor = cur
     return cur

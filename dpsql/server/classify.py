@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import cast
 
 import sqlglot
@@ -27,17 +28,12 @@ from sqlglot import Dialect, exp
 from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
+from dpsql.denied import CATALOG_ALLOWED, denied
 from dpsql.errors import QueryTooComplex
 from dpsql.parse import check_size, check_tree_depth
 from dpsql.server import cursors, paramtypes, sqltext
 from dpsql.server.catalog import function_name, pg_column_names
 
-# Functions a catalog query may not call (engine internals, files, settings, secrets).
-_DENIED_FUNCTIONS = {"query", "query_table", "glob", "which_secret", "getenv", "setseed",
-                     "checkpoint", "force_checkpoint", "enable_profiling", "disable_profiling",
-                     "load", "install", "test_all_types", "summary", "sql_auto_complete"}
-_DENIED_PREFIXES = ("duckdb_", "pragma_", "read_", "sniff_", "parquet_", "iceberg_",
-                    "delta_", "json_execute", "current_setting_", "icu_", "tpch", "tpcds")
 _TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "explode", "range",
                     "pg_get_keywords", "pg_show_all_settings", "json_each", "regexp_split_to_table",
                     "string_to_table"}
@@ -45,13 +41,39 @@ _TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "e
 # -- statements ------------------------------------------------------------------------------
 
 
+class StatementKind(StrEnum):
+    """What a statement is to the server: which handler answers it (dpsql.server.commands,
+    machine). A query goes to Database; a catalog query to the catalog; the rest are
+    session commands and cursors."""
+
+    EMPTY = "empty"
+    QUERY = "query"
+    CATALOG = "catalog"
+    EXPLAIN = "explain"
+    SET = "set"
+    SHOW = "show"
+    RESET = "reset"
+    BEGIN = "begin"
+    COMMIT = "commit"
+    ROLLBACK = "rollback"
+    ROLLBACK_TO = "rollback_to"
+    SAVEPOINT = "savepoint"
+    RELEASE = "release"
+    DISCARD = "discard"
+    DEALLOCATE = "deallocate"
+    NOOP = "noop"
+    DECLARE = "declare"
+    FETCH = "fetch"
+    MOVE = "move"
+    CLOSE = "close"
+
+
 @dataclass
 class Statement:
     """One SQL statement, classified once (cached by text)."""
 
     text: str
-    kind: str  # empty, query, catalog, explain, set, show, reset, begin, commit, rollback,
-    #            savepoint, release, rollback_to, discard, deallocate, noop
+    kind: StatementKind
     tag: str = ""  # the CommandComplete tag of session commands
     tree: exp.Expression | None = None  # PostgreSQL-dialect parse (catalog and names)
     engine_sql: str = ""  # the text handed to Database (private queries)
@@ -103,10 +125,10 @@ class Classifier:
             return Statement(text, "query", engine_sql=text)
         try:
             if sqltext.is_blank(text):
-                return Statement(text, "empty")
+                return Statement(text, StatementKind.EMPTY)
             nparams = sqltext.parameters(text)
         except sqltext.SQLTextError as e:
-            return Statement(text, "query", engine_sql=text, nparams=0, argument=str(e))
+            return Statement(text, StatementKind.QUERY, engine_sql=text, nparams=0, argument=str(e))
         words = sqltext.keywords(text, 4)
         first = words[0] if words else ""
         if first in ("DECLARE", "FETCH", "MOVE", "CLOSE"):
@@ -117,12 +139,12 @@ class Classifier:
             body = re.sub(r"^\s*EXPLAIN(\s+\((?:[^)]*)\))?(\s+(ANALYZE|VERBOSE))*\s+", "",
                           sqltext.strip_comments(text), flags=re.I)
             inner = self._classify(body)
-            return Statement(text, "explain", engine_sql=inner.engine_sql or body,
+            return Statement(text, StatementKind.EXPLAIN, engine_sql=inner.engine_sql or body,
                              nparams=nparams)
         return self._query(text, nparams)
 
     def _cursor_statement(self, text: str, first: str, nparams: int) -> Statement:
-        statement = Statement(text, first.lower(), nparams=nparams)
+        statement = Statement(text, StatementKind(first.lower()), nparams=nparams)
         try:
             if first == "DECLARE":
                 statement.declaration = cursors.parse_declare(text)
@@ -148,15 +170,16 @@ class Classifier:
         except (SqlglotError, ValueError, RecursionError, QueryTooComplex):
             tree = None
         if tree is None:
-            return Statement(text, "query", engine_sql=text, nparams=nparams)
+            return Statement(text, StatementKind.QUERY, engine_sql=text, nparams=nparams)
         try:
             if isinstance(tree, exp.Select | exp.SetOperation) and self._is_catalog(tree):
-                return Statement(text, "catalog", tree=tree, nparams=nparams)
+                return Statement(text, StatementKind.CATALOG, tree=tree, nparams=nparams)
             names = pg_column_names(tree)
-            return Statement(text, "query", tree=tree, engine_sql=self._engine_sql(text, tree),
-                             names=names, nparams=nparams)
+            return Statement(text, StatementKind.QUERY, tree=tree,
+                             engine_sql=self._engine_sql(text, tree), names=names,
+                             nparams=nparams)
         except RecursionError:  # the library reads it again, and refuses it (54001)
-            return Statement(text, "query", engine_sql=text, nparams=nparams)
+            return Statement(text, StatementKind.QUERY, engine_sql=text, nparams=nparams)
 
     def _is_catalog(self, tree: exp.Expression) -> bool:
         """No table other than catalog tables (or CTEs), and no engine or file function:
@@ -164,7 +187,7 @@ class Classifier:
         surface small and lets the library refuse such queries with its own message.)"""
         for fn in tree.find_all(exp.Func):
             name = function_name(fn)
-            if name in _DENIED_FUNCTIONS or name.startswith(_DENIED_PREFIXES):
+            if denied(name, CATALOG_ALLOWED):  # engine internals, files, settings, secrets
                 return False
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for table in tree.find_all(exp.Table):
@@ -208,10 +231,10 @@ class Classifier:
 def _command(text: str, words: list[str], nparams: int) -> Statement:
     """A session command, by its first keywords."""
     kind, tag = _COMMANDS[words[0]]
-    statement = Statement(text, kind, tag, nparams=nparams)
+    statement = Statement(text, StatementKind(kind), tag, nparams=nparams)
     if kind == "rollback" and (words[1:2] == ["TO"] or
                                words[1:3] in (["TRANSACTION", "TO"], ["WORK", "TO"])):
-        statement.kind = "rollback_to"
+        statement.kind = StatementKind.ROLLBACK_TO
     if kind in ("show", "reset", "deallocate", "discard"):
         statement.argument = _target(text)
         if kind == "discard":

@@ -16,7 +16,7 @@ from dpsql.server import cursors
 from dpsql.server import protocol as p
 from dpsql.server import settings as st
 from dpsql.server import types as t
-from dpsql.server.classify import Statement
+from dpsql.server.classify import Statement, StatementKind
 from dpsql.server.outcome import (
     Outcome,
     PgError,
@@ -46,7 +46,7 @@ async def begin(m: Machine, statement: Statement) -> Outcome:
 async def end(m: Machine, statement: Statement) -> Outcome:
     """COMMIT or ROLLBACK (a failed block's COMMIT rolls back, as in PostgreSQL)."""
     extra = []
-    tag = "COMMIT" if statement.kind == "commit" and m.status != "E" else "ROLLBACK"
+    tag = "COMMIT" if statement.kind == StatementKind.COMMIT and m.status != "E" else "ROLLBACK"
     if m.status == "I":
         extra.append(p.notice_response("25P01", "there is no transaction in progress"))
     m.status = "I"
@@ -248,7 +248,7 @@ async def fetch(m: Machine, statement: Statement) -> Outcome:
     except cursors.CursorStateError as e:
         raise PgError("55000", str(e), hint="Declare it with SCROLL option to enable "
                                             "backward scan.") from None
-    if statement.kind == "move":
+    if statement.kind == StatementKind.MOVE:
         return Outcome(None, tag=f"MOVE {len(rows)}")
     return Outcome(copy_fields(cursor.fields), rows, f"FETCH {len(rows)}")
 
@@ -283,7 +283,7 @@ async def run_command(m: Machine, statement: Statement, params: list[object],
     """Answer a session command or cursor statement (DECLARE's query with these arguments)."""
     if statement.error:  # a cursor statement that could not be read
         raise PgError("42601", statement.error)
-    if statement.kind == "declare":
+    if statement.kind == StatementKind.DECLARE:
         return await declare(m, statement, params, privacy, param_types)
     handler = COMMANDS.get(statement.kind)
     if handler is None:

@@ -34,7 +34,7 @@ from dpsql.server import protocol as p
 from dpsql.server import settings as st
 from dpsql.server import types as t
 from dpsql.server.catalog import CatalogError, SessionInfo
-from dpsql.server.classify import Statement, clean
+from dpsql.server.classify import Statement, StatementKind, clean
 from dpsql.server.describe import describe
 from dpsql.server.outcome import (
     Outcome,
@@ -256,8 +256,8 @@ class Machine:
         if len(msg.params) != needed:
             raise PgError("08P01", f"bind message supplies {len(msg.params)} parameters, but "
                                    f"prepared statement \"{msg.statement}\" requires {needed}")
-        if self.status == "E" and prepared.statement.kind not in ("rollback", "commit",
-                                                                  "rollback_to"):
+        if self.status == "E" and prepared.statement.kind not in (
+                StatementKind.ROLLBACK, StatementKind.COMMIT, StatementKind.ROLLBACK_TO):
             raise aborted()
         values = [_parameter(prepared, i, raw, msg.param_formats)
                   for i, raw in enumerate(msg.params)]
@@ -307,18 +307,18 @@ class Machine:
                        privacy: tuple[float, float, str]) -> list[p.Field] | None:
         """The columns a statement will return, without running a private query."""
         statement = prepared.statement
-        if statement.kind == "explain":
+        if statement.kind == StatementKind.EXPLAIN:
             return [p.Field("QUERY PLAN", t.TEXT)]
-        if statement.kind == "query":
+        if statement.kind == StatementKind.QUERY:
             return await self._plan_fields(statement, params, privacy)
-        if statement.kind == "catalog":
+        if statement.kind == StatementKind.CATALOG:
             values = params if params is not None else [None] * statement.nparams
             result = await self.run_catalog(statement, values, prepared.param_types,
                                             describe_only=True)
             return result.fields
-        if statement.kind == "show":
+        if statement.kind == StatementKind.SHOW:
             return [p.Field(show_column(statement.argument), t.TEXT)]
-        if statement.kind == "fetch" and not statement.error:
+        if statement.kind == StatementKind.FETCH and not statement.error:
             return copy_fields(commands.find_cursor(self, statement.argument).fields)
         return None
 
@@ -349,7 +349,7 @@ class Machine:
         portal = self.portals.get(msg.portal)
         if portal is None:
             raise PgError("34000", f'portal "{msg.portal}" does not exist')
-        if portal.prepared.statement.kind == "empty":
+        if portal.prepared.statement.kind == StatementKind.EMPTY:
             self.send(p.EMPTY_QUERY)
             return False
         if portal.rows is None and not await self._run_portal(portal):
@@ -433,25 +433,24 @@ class Machine:
                       privacy: tuple[float, float, str],
                       param_types: Sequence[int] = ()) -> Outcome:
         kind = statement.kind
-        if self.status == "E" and kind not in ("rollback", "commit", "rollback_to"):
+        if self.status == "E" and kind not in (StatementKind.ROLLBACK, StatementKind.COMMIT,
+                                               StatementKind.ROLLBACK_TO):
             raise aborted()
         try:
-            if kind == "empty":
-                return Outcome(None, tag="")
-            if kind == "query":
-                return await self.run_private(statement, params, privacy)
-            if kind == "catalog":
-                return await self.run_catalog(statement, params, param_types)
-            if kind == "explain":
-                return await self.run_explain(statement, params, privacy)
-            return await commands.run_command(self, statement, params, privacy, param_types)
-        except PgError:
-            raise
-        except errors.Error as e:
+            with errors.guarded(f"session {self.pid}: {statement.text[:200]!r}",
+                                passing=(PgError, errors.Error)):
+                if kind == StatementKind.EMPTY:
+                    return Outcome(None, tag="")
+                if kind == StatementKind.QUERY:
+                    return await self.run_private(statement, params, privacy)
+                if kind == StatementKind.CATALOG:
+                    return await self.run_catalog(statement, params, param_types)
+                if kind == StatementKind.EXPLAIN:
+                    return await self.run_explain(statement, params, privacy)
+                return await commands.run_command(self, statement, params, privacy,
+                                                  param_types)
+        except errors.Error as e:  # dpsql's own, or a bug the guard turned into InternalError
             raise from_dpsql(e) from None
-        except Exception as e:
-            raise from_dpsql(errors.internal_error(
-                e, f"session {self.pid}: {statement.text[:200]!r}")) from None
 
     async def run_private(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["Classifier", "PgError", "Session", "Statement", "Terminate"]
 
 log = logging.getLogger("dpsql.server")
+#: How a session ends on its own (the client went away or broke the protocol): not a bug.
+_CLOSING = (p.ProtocolViolation, asyncio.IncompleteReadError, ConnectionError, Terminate)
 
 
 class _Running:
@@ -123,32 +125,35 @@ class Session:
 
     async def run(self) -> None:
         try:
-            try:
-                async with asyncio.timeout(self.server.config.auth_timeout):
-                    ok = await self.startup()
-            except TimeoutError:
-                await self.fatal("08006", "authentication timed out")
-                return
-            if not ok:
-                return
-            log.info("session %d: %s connected from %s (database %s)", self.pid, self.user,
-                     self.peer, self.database)
-            await self.serve()
+            with errors.guarded(f"session {self.pid} ({self.peer})", passing=_CLOSING):
+                await self._session()
         except p.ProtocolViolation as e:
             log.info("session %d (%s): closing on a protocol violation: %s", self.pid, self.peer,
                      e)
             await self.fatal(e.sqlstate, str(e))
         except (asyncio.IncompleteReadError, ConnectionError, Terminate):
             pass
-        except Exception as e:  # never let one connection take the server down
-            error = errors.internal_error(e, f"session {self.pid} ({self.peer})")
-            await self.fatal(error.sqlstate, str(error))
+        except errors.InternalError as error:  # a bug: never let one connection take the
+            await self.fatal(error.sqlstate, str(error))  # server down (errors.guarded)
         finally:
             if self.running is not None:
                 self.running.interrupt()
             self.server.forget(self)
             with contextlib.suppress(ConnectionError, RuntimeError):
                 self.writer.close()
+
+    async def _session(self) -> None:
+        try:
+            async with asyncio.timeout(self.server.config.auth_timeout):
+                ok = await self.startup()
+        except TimeoutError:
+            await self.fatal("08006", "authentication timed out")
+            return
+        if not ok:
+            return
+        log.info("session %d: %s connected from %s (database %s)", self.pid, self.user,
+                 self.peer, self.database)
+        await self.serve()
 
     async def fatal(self, sqlstate: str, message: str) -> None:
         try:

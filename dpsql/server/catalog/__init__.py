@@ -35,6 +35,7 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from dpsql.cache import LRU
+from dpsql.engines import locked
 from dpsql.metadata import Metadata
 from dpsql.server.catalog.build import _table_oids, build
 from dpsql.server.catalog.model import CatalogError, CatalogQuery, CatalogResult, SessionInfo
@@ -57,9 +58,7 @@ class Catalog:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._cache: LRU[tuple[object, ...], CatalogQuery] = LRU(1024)
-        con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False,
-                                                 "autoload_known_extensions": False})
-        try:
+        def fill(con: duckdb.DuckDBPyConnection) -> None:
             build(con, metadata, self.table_oids)
             # Every function the catalog DuckDB has (its own and the macros of PG_SCHEMA): a
             # query calling another is refused before it runs (see _unsupported).
@@ -67,12 +66,8 @@ class Catalog:
                 "SELECT DISTINCT function_name FROM duckdb_functions()").fetchall())
             con.execute(f"SET memory_limit = '{memory_limit}'")
             con.execute("SET threads = 2")
-            con.execute("SET enable_external_access = false")
-            con.execute("SET lock_configuration = true")
-        except BaseException:
-            con.close()
-            raise
-        self._con = con
+
+        self._con = locked.in_memory(fill)
         self.catalog_tables = set(TABLES)
         self.info_tables = set(INFO_TABLES)
 
