@@ -63,13 +63,14 @@ from dpsql.errors import (
     OperationalError,
     QueryTimeout,
 )
+from dpsql.free import FreeAnswer, answer_free
 from dpsql.limits import Deadline, owner_log, pad_to_grid
 from dpsql.metadata import Metadata, load_metadata
 from dpsql.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.parameters import Parameters, bind_parameters, bind_tree, frozen_parameters
 from dpsql.pipeline import Explanation, answer, engine_sql, explain
 from dpsql.plan import Plan
-from dpsql.postprocess import Result, ResultColumn, reads_nothing, typed_empty
+from dpsql.postprocess import Result, ResultColumn
 from dpsql.public import PublicRead, PublicStore, answer_public
 from dpsql.routes import Prepared, prepare_query
 from dpsql.series import TwoReleases, answer_two, explain_two, release_cost
@@ -229,10 +230,10 @@ class Database:
         or timeout -- is returned only at the next multiple of ``g`` after this call began, so
         the answer time shows only which grid cell the running time fell in.
 
-        **LIMIT 0.** A query whose outer ``LIMIT`` is 0 (BI tools probe column types so)
-        is planned and checked like any other -- refused if it would be -- and then answered
-        with the plan's typed columns and no rows, without running the engine or charging:
-        that answer is the same for every database, so releasing it costs no privacy.
+        **Free answers.** A query whose answer is fixed by public information -- ``LIMIT 0``
+        or a constant-false WHERE (BI tools probe column types so), a GROUP BY or DISTINCT
+        over public domains with no aggregate -- is answered exactly, without running the
+        engine or charging (:mod:`dpsql.free`): that answer is the same for every database.
 
         **Engine failures.** The engine failing on a checked query is a dpsql bug (the
         checker should have refused it) and its message may quote a private value: the
@@ -246,12 +247,11 @@ class Database:
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
-        private = p.outer if isinstance(p, TwoReleases) else p
+        if isinstance(p, FreeAnswer):  # fixed by public information: no data read, free
+            return Answer(answer_free(p), normalised, self._known(analyst), None)
         for part in (p.inner, p.outer) if isinstance(p, TwoReleases) else (p,):
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         ledger = self.ledger
-        if reads_nothing(private):  # LIMIT 0: the empty answer is known without data (free)
-            return Answer(typed_empty(private), normalised, self._known(analyst), None)
         if ledger is None:
             result = self._compute(p, normalised, None, None, timeout, started)
             return Answer(result, normalised, None, None)
@@ -414,6 +414,9 @@ class Database:
         if isinstance(p, PublicRead):
             return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
                                f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
+                               delta=0.0, rows_per_unit=0, groups_per_unit=0)
+        if isinstance(p, FreeAnswer):
+            return Explanation(sql=p.sql, cells=[], key_release=p.reason, epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):
             return explain_two(p, self.engine)

@@ -1,0 +1,107 @@
+"""Answers fixed by public information, through the wire with psycopg: exact and free.
+
+The queries are the BI tools' own: Metabase's field-values sync, a Grafana template variable,
+JupySQL's column probe (src/sql/inspect.py), Superset's virtual-dataset probe. Each must leave
+the budget and the ledger unchanged; what depends on data must still be charged or refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import psycopg
+import pytest
+from psycopg import errors as pg_errors
+
+import dpsql
+from dpsql.server import ServerConfig, serve_in_thread
+from dpsql.server import types as t
+from dpsql.server.testing import sandbox
+
+ANALYSTS = {"bi": ("bi-pw", 100.0, 1e-3)}
+CATEGORIES = ["checkup", "dental", "emergency", "lab", "pharmacy", "specialist", "therapy",
+              "vaccination"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    setup = sandbox(tmp_path_factory.mktemp("free"), ANALYSTS)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DPSQL_LEDGER", raising=False)
+        db = dpsql.Database(setup.database, setup.metadata)
+    config = ServerConfig(port=0, passwords=setup.passwords, statement_timeout=60)
+    with serve_in_thread(db, config) as running:
+        yield SimpleNamespace(port=running.port, db=db)
+    db.close()
+
+
+@pytest.fixture(scope="module")
+def conn(served: SimpleNamespace) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(host="127.0.0.1", port=served.port, user="bi", password="bi-pw",
+                         dbname="dpsql", connect_timeout=10, autocommit=True) as c:
+        yield c
+
+
+def _ledger(served: SimpleNamespace) -> tuple[float, int]:
+    return served.db.budget("bi").spent.epsilon, len(served.db.ledger.history("bi"))
+
+
+def _free(served: SimpleNamespace, conn: psycopg.Connection, sql: str,
+          prepare: bool = False) -> psycopg.Cursor:
+    before = _ledger(served)
+    cur = conn.execute(sql, prepare=prepare)
+    assert _ledger(served) == before, sql
+    return cur
+
+
+@pytest.mark.parametrize("prepare", [False, True])
+def test_metabase_field_values_sync_is_exact_and_free(served, conn, prepare) -> None:
+    # Metabase's field-values query (metabase.db.metadata-queries/field-distinct-values):
+    # SELECT "col" FROM "table" GROUP BY "col" ORDER BY "col" ASC LIMIT 1000
+    cur = _free(served, conn, 'SELECT "public"."people"."sex" AS "sex" FROM "public"."people" '
+                'GROUP BY "public"."people"."sex" ORDER BY "public"."people"."sex" ASC '
+                "LIMIT 1000", prepare)
+    assert cur.fetchall() == [("F",), ("M",)]
+
+
+def test_grafana_template_variable_is_exact_and_free(served, conn) -> None:
+    cur = _free(served, conn, "SELECT DISTINCT category FROM visits")
+    assert sorted(r[0] for r in cur.fetchall()) == CATEGORIES
+
+
+def test_probes_send_names_and_types_only(served, conn) -> None:
+    jupysql = _free(served, conn, 'SELECT * FROM "people" WHERE 1=0')  # inspect.py
+    assert jupysql.fetchall() == []
+    assert [d.name for d in jupysql.description][:3] == ["person_id", "age", "sex"]
+    superset = _free(served, conn, "SELECT * FROM (SELECT category, amount FROM visits) AS "
+                     "virtual_table LIMIT 0")
+    assert superset.fetchall() == []
+    assert [(d.name, d.type_code) for d in superset.description] == [
+        ("category", t.TEXT), ("amount", t.FLOAT8)]
+    tableau = _free(served, conn, "SELECT * FROM (SELECT day, amount FROM visits) "
+                    "\"Custom SQL Query\" WHERE false", prepare=True)
+    assert [(d.name, d.type_code) for d in tableau.description] == [
+        ("day", t.DATE), ("amount", t.FLOAT8)]
+    explained = conn.execute("EXPLAIN SELECT * FROM people WHERE 1=0").fetchall()
+    assert "no privacy cost" in "\n".join(r[0] for r in explained)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT state FROM people GROUP BY state",  # no public domain: thresholding reads data
+    "SELECT * FROM people WHERE age = 0",  # a filter on data: still row-level
+    "SELECT * FROM people WHERE 1=0 OR age > 3",  # not constant
+    "SELECT * FROM people LIMIT 1",
+])
+def test_what_depends_on_data_is_not_free(served, conn, sql) -> None:
+    before = _ledger(served)
+    with pytest.raises(pg_errors.Error):
+        conn.execute(sql)
+    assert _ledger(served) == before
+
+
+def test_an_aggregate_over_a_false_filter_is_charged(served, conn) -> None:
+    # One row of values: not a probe, an ordinary noisy answer.
+    before = _ledger(served)
+    conn.execute("SELECT COUNT(*) FROM people WHERE 1=0").fetchall()
+    assert _ledger(served)[0] > before[0]
