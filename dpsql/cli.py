@@ -81,8 +81,9 @@ def privacy_options(fn: F) -> F:
     fn = click.option("--delta", type=float, default=0.0, show_default=True,
                       help="Privacy delta: > 0 allows thresholded GROUP BY keys and Gaussian "
                            "noise.")(fn)
-    fn = click.option("--epsilon", "-e", type=float, default=1.0, show_default=True,
-                      help="Privacy epsilon spent by this query.")(fn)
+    fn = click.option("--epsilon", "-e", type=float, default=None,
+                      help="Privacy epsilon spent by this query (default: the analyst's "
+                           "query_epsilon in the metadata, else 1.0).")(fn)
     return fn
 
 
@@ -116,7 +117,8 @@ def main() -> None:
               help="Who is asking, charged for the query (default: $DPSQL_ANALYST, else the "
                    "operating-system user).")
 @user_errors
-def query(sql: str, database: str | None, metadata: Path | None, epsilon: float, delta: float,
+def query(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
+          delta: float,
           mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget."""
     with open_database(database, metadata, analyst) as db:
@@ -154,7 +156,7 @@ def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
 @database_options
 @privacy_options
 @user_errors
-def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float,
+def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
             delta: float, mechanism: str) -> None:
     """Show the rewritten SQL and each cell's noise, without reading data."""
     with open_database(database, metadata) as db:
@@ -278,13 +280,15 @@ def budget_reset(ctx: click.Context, analyst: str, metadata: Path | None, yes: b
 @user_errors
 def serve(database: str | None, metadata: Path | None, host: str, port: int,
           passwords: Path | None, tls_cert: Path | None, tls_key: Path | None,
-          require_tls: bool, epsilon: float, delta: float, mechanism: str,
+          require_tls: bool, epsilon: float | None, delta: float, mechanism: str,
           statement_timeout: float, max_connections: int, workers: int) -> None:
     """Serve the database over the PostgreSQL protocol, for psql, JDBC and BI tools.
 
     Analysts log in with the password set by `dpsql analyst add NAME` (SCRAM-SHA-256); every
     query is charged to the connected analyst. --epsilon/--delta/--mechanism are each query's
-    defaults; a session may change them with SET dpsql.epsilon = 0.5 (and dpsql.delta).
+    defaults (an analyst's query_epsilon in the metadata comes before --epsilon, whose default
+    is 1.0); a session may change them with SET dpsql.epsilon = 0.5 (and dpsql.delta), or at
+    connect time with the startup options -c dpsql.epsilon=0.1.
     """
     from dpsql.server.config import ServerConfig
     from dpsql.server.server import run

@@ -79,6 +79,8 @@ log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
 
 ANALYST_ENV = "DPSQL_ANALYST"
+#: A query's epsilon when neither the query nor the analyst's ``query_epsilon`` gives one.
+DEFAULT_EPSILON = 1.0
 LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
 
@@ -199,26 +201,43 @@ class Database:
     def reuse_answers(self) -> bool:
         return self.metadata.budget is not None and self.metadata.budget.reuse_answers
 
-    def plan(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+    def plan(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
              mechanism: str = "laplace", parameters: Parameters = None) -> Prepared:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
         (:class:`~dpsql.public.PublicRead`) or two private releases
-        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.routes`."""
-        return prepare_query(bind_parameters(sql, parameters), self.metadata, epsilon, delta,
+        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.routes`. Without ``epsilon``:
+        :meth:`query_epsilon`."""
+        return prepare_query(bind_parameters(sql, parameters), self.metadata,
+                             self.query_epsilon() if epsilon is None else epsilon, delta,
                              mechanism)
 
-    def query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+    def query_epsilon(self, analyst: str | None = None, fallback: float | None = None
+                      ) -> float:
+        """The epsilon of a query that gives none: the analyst's ``query_epsilon`` in the
+        metadata (``[analysts.NAME]``, else ``[analysts."*"]``), else ``fallback`` (a front
+        door's own default, such as the server's ``--epsilon``), else
+        :data:`DEFAULT_EPSILON`. Every front door's default (the server's session,
+        ``dpsql.connect``, the CLI)."""
+        budget = self.metadata.budget
+        if budget is not None and budget.query_epsilon:
+            declared = budget.default_epsilon(resolve_analyst(analyst, self.analyst))
+            if declared is not None:
+                return declared
+        return DEFAULT_EPSILON if fallback is None else fallback
+
+    def query(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
               mechanism: str = "laplace", parameters: Parameters = None,
               analyst: str | None = None, *, timeout: float | None = None) -> Result:
         """Answer ``sql`` with noise calibrated to (epsilon, delta), charged to ``analyst``."""
         return self.run(sql, epsilon, delta, mechanism, parameters, analyst,
                         timeout=timeout).result
 
-    def run(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+    def run(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None, *, timeout: float | None = None) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
+        Without ``epsilon``, the analyst's default (:meth:`query_epsilon`).
 
         **Time.** The data owner's ``[server] statement_timeout`` bounds the engine's running
         time of every private query, from every front door; ``timeout`` is a front door's own
@@ -242,6 +261,8 @@ class Database:
         answer, so the same query asked again returns the same error at no new charge.
         """
         started = time.monotonic()
+        if epsilon is None:
+            epsilon = self.query_epsilon(analyst)
         normalised, key_text = self._texts(sql, parameters)
         p = prepare_query(normalised, self.metadata, epsilon, delta, mechanism)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
@@ -407,7 +428,7 @@ class Database:
                           for name, c in zip(names, result.columns, strict=True)]
         return result
 
-    def explain(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+    def explain(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
                 mechanism: str = "laplace", parameters: Parameters = None) -> Explanation:
         """The rewritten SQL and every cell's noise, without reading data or charging."""
         p = self.plan(sql, epsilon, delta, mechanism, parameters)

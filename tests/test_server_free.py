@@ -19,27 +19,33 @@ from dpsql.server import ServerConfig, serve_in_thread
 from dpsql.server import types as t
 from dpsql.server.testing import sandbox
 
-ANALYSTS = {"bi": ("bi-pw", 100.0, 1e-3)}
+ANALYSTS = {"bi": ("bi-pw", 100.0, 1e-3), "ad": ("ad-pw", 100.0, 0.0)}
 CATEGORIES = ["checkup", "dental", "emergency", "lab", "pharmacy", "specialist", "therapy",
               "vaccination"]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    setup = sandbox(tmp_path_factory.mktemp("free"), ANALYSTS)
+    setup = sandbox(tmp_path_factory.mktemp("free"), ANALYSTS, query_epsilon={"bi": 0.1})
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("DPSQL_LEDGER", raising=False)
         db = dpsql.Database(setup.database, setup.metadata)
     config = ServerConfig(port=0, passwords=setup.passwords, statement_timeout=60)
     with serve_in_thread(db, config) as running:
-        yield SimpleNamespace(port=running.port, db=db)
+        yield SimpleNamespace(port=running.port, db=db, setup=setup)
     db.close()
+
+
+def _connect(served: SimpleNamespace, user: str = "bi", **kwargs: object
+             ) -> psycopg.Connection:
+    return psycopg.connect(host="127.0.0.1", port=served.port, user=user,  # type: ignore[arg-type]
+                           password=ANALYSTS[user][0], dbname="dpsql", connect_timeout=10,
+                           autocommit=True, **kwargs)
 
 
 @pytest.fixture(scope="module")
 def conn(served: SimpleNamespace) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(host="127.0.0.1", port=served.port, user="bi", password="bi-pw",
-                         dbname="dpsql", connect_timeout=10, autocommit=True) as c:
+    with _connect(served) as c:
         yield c
 
 
@@ -105,3 +111,48 @@ def test_an_aggregate_over_a_false_filter_is_charged(served, conn) -> None:
     before = _ledger(served)
     conn.execute("SELECT COUNT(*) FROM people WHERE 1=0").fetchall()
     assert _ledger(served)[0] > before[0]
+
+
+# -- budget defaults for dashboards (query_epsilon, startup options) --------------------------
+
+
+def _charged(served: SimpleNamespace, c: psycopg.Connection, user: str) -> float:
+    before = served.db.budget(user).spent.epsilon
+    c.execute("SELECT category, COUNT(*) FROM visits GROUP BY category").fetchall()
+    return served.db.budget(user).spent.epsilon - before
+
+
+def test_the_analysts_query_epsilon_is_the_sessions_default(served, conn) -> None:
+    assert conn.execute("SHOW dpsql.epsilon").fetchone() == ("0.1",)
+    assert _charged(served, conn, "bi") == pytest.approx(0.1)
+    with _connect(served, "ad") as other:  # no query_epsilon: the server's default
+        assert other.execute("SHOW dpsql.epsilon").fetchone() == ("1",)
+
+
+def test_startup_options_set_the_connections_default(served) -> None:
+    # What a BI tool's connection string carries: options=-c dpsql.epsilon=0.05
+    with _connect(served, options="-c dpsql.epsilon=0.05") as c:
+        assert c.execute("SHOW dpsql.epsilon").fetchone() == ("0.05",)
+        assert _charged(served, c, "bi") == pytest.approx(0.05)
+        c.execute("RESET dpsql.epsilon")  # back to the connection's own default
+        assert c.execute("SHOW dpsql.epsilon").fetchone() == ("0.05",)
+    with pytest.raises(psycopg.OperationalError, match="epsilon"):
+        _connect(served, options="-c dpsql.epsilon=-1")
+
+
+def test_library_doors_use_the_analysts_default(served) -> None:
+    db = dpsql.Database(served.setup.database, served.setup.metadata, analyst="bi")
+    try:
+        assert db.query_epsilon() == 0.1 and db.query_epsilon("ad") == 1.0
+        assert db.explain("SELECT COUNT(*) FROM people").epsilon == pytest.approx(0.1)
+        with dpsql.dbapi.Connection(db) as c:
+            assert c.epsilon == 0.1
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("value", [0, -0.5, "0.1", float("inf"), True])
+def test_query_epsilon_must_be_a_positive_number(tmp_path, value) -> None:
+    setup = sandbox(tmp_path, {"bi": ("pw", 1.0, 0.0)}, query_epsilon={"bi": value})
+    with pytest.raises(dpsql.errors.MetadataError, match="query_epsilon"):
+        dpsql.Database(setup.database, setup.metadata)
