@@ -142,8 +142,9 @@ def _utc_literal(node: exp.Cast) -> exp.Expression:
 
 
 def date_text(text: str) -> str:
-    """A text compared with a date, read as PostgreSQL reads it: a timestamp with a zone or a
-    time is the date when it is midnight (UTC), refused otherwise; any other text as is."""
+    """A text compared with a date, read as PostgreSQL reads it: a timestamp with a zone at
+    midnight UTC is that UTC date (how drivers send an aware date), any other timestamp text
+    is its date as written (time and zone dropped); any other text as is."""
     stripped = text.strip()
     match = re.fullmatch(r"(\d{4}-\d{2}-\d{2})\s*([+-]\d{2}(?::?\d{2})?|Z|UTC)", stripped)
     if match:  # '2025-06-01 +00': a date with a zone
@@ -155,12 +156,11 @@ def date_text(text: str) -> str:
         value = dt.datetime.fromisoformat(stripped)
     except ValueError:
         return text  # not ISO: left to DuckDB's cast, which refuses it or reads it
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    if value.time() != dt.time(0):
-        raise InvalidConstant(
-            f"'{text}' has a time of day ({value.time().isoformat()} UTC) but is compared with "
-            "a date; compare with a date such as DATE '2025-06-01' (midnight UTC is its date)")
+    if value.tzinfo is not None and value.astimezone(dt.UTC).time() == dt.time(0):
+        return value.astimezone(dt.UTC).date().isoformat()  # a driver's aware date
+    # Any other time of day: the date as written, time and zone dropped, as PostgreSQL's
+    # date input reads it ('2025-03-07T23:59:59.999Z' is 2025-03-07: Grafana's
+    # $__timeFilter(day) on a date column keeps its last day).
     return value.date().isoformat()
 
 

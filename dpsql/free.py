@@ -144,8 +144,8 @@ def _constant_false(node: exp.Expression) -> bool:
     if not all(isinstance(n, _CONSTANT_NODES) for n in node.walk()):
         return False
     try:
-        row = scratch().execute(f"SELECT CAST(({node.sql(dialect='duckdb')}) AS BOOLEAN)"
-                                ).fetchone()
+        rows = scratch().execute(f"SELECT CAST(({node.sql(dialect='duckdb')}) AS BOOLEAN)"
+                                 ).fetchall()
     except duckdb.Error:  # not a constant boolean: the ordinary path decides
         return False
-    return row is not None and row[0] is not True
+    return bool(rows) and rows[0][0] is not True
