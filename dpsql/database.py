@@ -54,6 +54,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
+from dpsql.dates import fold_clock
 from dpsql.engines import CursorCancel, Engine, check_metadata, open_engine
 from dpsql.errors import (
     EngineError,
@@ -263,7 +264,8 @@ class Database:
         started = time.monotonic()
         if epsilon is None:
             epsilon = self.query_epsilon(analyst)
-        normalised, key_text = self._texts(sql, parameters)
+        # NOW(), CURRENT_DATE: read once, here, so the stored answers' key holds the instant.
+        normalised, key_text = self._texts(fold_clock(sql), parameters)
         p = prepare_query(normalised, self.metadata, epsilon, delta, mechanism)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)

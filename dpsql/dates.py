@@ -30,8 +30,10 @@ import datetime as dt
 import re
 from typing import cast
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import SqlglotError
 from sqlglot.time import format_time
 
 from dpsql.errors import InvalidConstant
@@ -183,5 +185,50 @@ def timestamp_text(text: str) -> str:
     return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
 
 
-__all__ = ["FORMAT_DIRECTIVES", "check_format", "date_text", "normalise", "spelled",
-           "timestamp_text", "written"]
+_CLOCK_NAMES = re.compile(r"\b(now|current_date|current_timestamp|localtimestamp|today|"
+                          r"get_current_timestamp|transaction_timestamp|statement_timestamp)\b",
+                          re.I)
+_CLOCK_FUNCTIONS = {"NOW", "TODAY", "GET_CURRENT_TIMESTAMP", "TRANSACTION_TIMESTAMP",
+                    "STATEMENT_TIMESTAMP"}
+
+
+def fold_clock(sql: str, now: dt.datetime | None = None, dialect: str = "duckdb") -> str:
+    """``sql`` with the clock read once, now: ``NOW()``, ``CURRENT_TIMESTAMP``,
+    ``LOCALTIMESTAMP`` (and DuckDB's and PostgreSQL's other names) become the UTC instant
+    ``TIMESTAMP '...'`` and ``CURRENT_DATE``/``TODAY()`` the UTC date ``DATE '...'``.
+
+    The clock is public, so a query's relative filter (``day >= CURRENT_DATE - INTERVAL 7
+    DAY``, as Metabase and Grafana send) is a constant like any other, typed and folded when
+    the query is planned, never read per row. Folding the *text* keeps every cache honest:
+    plans, routes and stored answers are keyed by the folded text, so a plan made at one
+    instant is never reused at another. Texts without a clock name are returned as they are
+    (nothing parsed); one that does not parse is returned as it is (the parse pass refuses
+    it with its message)."""
+    if not _CLOCK_NAMES.search(sql):
+        return sql
+    try:
+        statements = sqlglot.parse(sql, read=dialect)
+    except SqlglotError:
+        return sql
+    if len(statements) != 1 or statements[0] is None:
+        return sql
+    instant = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).replace(tzinfo=None)
+    stamp = exp.cast(exp.Literal.string(instant.isoformat(sep=" ")), "TIMESTAMP")
+    day = exp.cast(exp.Literal.string(instant.date().isoformat()), "DATE")
+
+    def fold(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.CurrentTimestamp | exp.Localtimestamp):
+            return stamp.copy()
+        if isinstance(node, exp.CurrentDate):
+            return day.copy()
+        if isinstance(node, exp.Anonymous) and node.name.upper() in _CLOCK_FUNCTIONS \
+                and not node.expressions:
+            return day.copy() if node.name.upper() == "TODAY" else stamp.copy()
+        return node
+
+    folded = statements[0].transform(fold)
+    return folded.sql(dialect=dialect) if folded != statements[0] else sql
+
+
+__all__ = ["FORMAT_DIRECTIVES", "check_format", "date_text", "fold_clock", "normalise",
+           "spelled", "timestamp_text", "written"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 from sqlglot import exp
@@ -126,6 +127,10 @@ def _inputs(column: Column, expression: exp.Expression,
             return None
         every = tuple(lower + dt.timedelta(days=i) for i in range(days))
         return (*every, None) if column.nullable else every
+    bucket = _epoch_bucket(expression)
+    if bucket is not None and isinstance(lower, dt.datetime) and isinstance(upper, dt.datetime):
+        buckets = _bucket_witnesses(lower, upper, bucket)
+        return None if buckets is None else (*buckets, None) if column.nullable else buckets
     step = _grain_step(expression)
     if step is None or (step in _INSTANT_STEPS and column.type != "timestamp"):
         return None
@@ -140,9 +145,15 @@ def _inputs(column: Column, expression: exp.Expression,
 def _grain_step(expression: exp.Expression) -> str | None:
     """For DATE_TRUNC(part, d), YEAR(d), MONTH(d), EXTRACT(part FROM d)... of a bare column d,
     the starts that reach every grain: "week" (Mondays), "year" (firsts of January) or
-    "month" (firsts of months); None for any other expression."""
+    "month" (firsts of months); None for any other expression. An expression of one such
+    grain alone (``EXTRACT(EPOCH FROM DATE_TRUNC('hour', ts))``, Grafana's epoch of a grain)
+    takes that grain's step: witnesses that reach every value of the grain g reach every
+    value of f(g)."""
     while isinstance(expression, exp.Paren):
         expression = expression.this
+    inner = _only_grain(expression)
+    if inner is not None and inner is not expression:
+        return _grain_step(inner)
     if not isinstance(expression, _GRAINS):
         return None
     arg = expression.expression if isinstance(expression, exp.Extract) else expression.this
@@ -156,6 +167,63 @@ def _grain_step(expression: exp.Expression) -> str | None:
     if isinstance(expression, exp.Extract) and part not in _CYCLIC_PARTS:
         return None  # EPOCH, MICROSECONDS...: the witnesses would not reach the whole image
     return "year" if isinstance(expression, exp.Year) or part == "year" else "month"
+
+
+def _only_grain(expression: exp.Expression) -> exp.Expression | None:
+    """The one grain node of a bare column in ``expression`` when the column appears nowhere
+    else in it (so the expression is a function of that grain), else None."""
+    grains = [g for g in expression.find_all(*_GRAINS)
+              if isinstance(g.expression if isinstance(g, exp.Extract) else g.this,
+                            exp.Column)]
+    if len(grains) != 1 or len(list(expression.find_all(exp.Column))) != 1:
+        return None
+    return cast(exp.Expression, grains[0])
+
+
+def _epoch_bucket(expression: exp.Expression) -> int | None:
+    """N for ``FLOOR(EXTRACT(EPOCH FROM ts) / N) * N`` (Grafana's ``$__timeGroup(ts, N s)``)
+    of a bare column, N a positive whole number of seconds; None for any other expression."""
+    node = _unparen(expression)
+    if not isinstance(node, exp.Mul):
+        return None
+    for floor, factor in ((node.this, node.expression), (node.expression, node.this)):
+        floor, n = _unparen(floor), _whole(factor)
+        if isinstance(floor, exp.Floor) and n and not floor.args.get("decimals"):
+            div = _unparen(floor.this)
+            if isinstance(div, exp.Div) and _whole(div.expression) == n:
+                epoch = _unparen(div.this)
+                if isinstance(epoch, exp.Extract) and epoch.this.name.lower() == "epoch" and \
+                        isinstance(epoch.expression, exp.Column):
+                    return n
+    return None
+
+
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _whole(node: exp.Expression) -> int | None:
+    node = _unparen(node)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        value = float(node.this)
+        if value.is_integer() and value >= 1:
+            return int(value)
+    return None
+
+
+def _bucket_witnesses(lower: dt.datetime, upper: dt.datetime, seconds: int
+                      ) -> tuple[dt.datetime, ...] | None:
+    """``lower`` and every multiple of ``seconds`` since 1970 in (lower, upper]: one instant
+    in each bucket of the range; None when there are more than _MAX_INPUTS."""
+    epoch = dt.datetime(1970, 1, 1)
+    first = (lower - epoch) // dt.timedelta(seconds=seconds) + 1
+    last = (upper - epoch) // dt.timedelta(seconds=seconds)
+    if last - first + 1 > _MAX_INPUTS:
+        return None
+    step = dt.timedelta(seconds=seconds)
+    return (lower, *(epoch + step * k for k in range(first, last + 1)))
 
 
 #: The parts of EXTRACT whose whole image the witnesses reach (the grains and cycles).

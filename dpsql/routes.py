@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot.errors import SqlglotError
 
+from dpsql.dates import fold_clock
 from dpsql.engines import Engine
 from dpsql.errors import QueryRefused, UnsupportedQuery
 from dpsql.free import FreeAnswer, empty_probe, probe, public_domain
@@ -39,8 +40,11 @@ _PRIVATE = _Private()
 
 def prepare_query(sql: str, metadata: Metadata, epsilon: float = 1.0, delta: float = 0.0,
                   mechanism: str = "laplace") -> Prepared:
-    """The prepared query on its path; every refusal happens here, nothing read or charged."""
+    """The prepared query on its path; every refusal happens here, nothing read or charged.
+    The clock is read first (:func:`dpsql.dates.fold_clock`): every cache below is keyed by
+    the folded text."""
     validate_privacy_parameters(epsilon, delta, mechanism)
+    sql = fold_clock(sql)
     route = metadata.plans.get_or_compute(("public", sql),
                                           lambda: public_read(sql, metadata) or _PRIVATE)
     if isinstance(route, PublicRead):
