@@ -81,9 +81,8 @@ def privacy_options(fn: F) -> F:
     fn = click.option("--delta", type=float, default=0.0, show_default=True,
                       help="Privacy delta: > 0 allows thresholded GROUP BY keys and Gaussian "
                            "noise.")(fn)
-    fn = click.option("--epsilon", "-e", type=float, default=None,
-                      help="Privacy epsilon spent by this query (default: the analyst's "
-                           "query_epsilon in the metadata, else 1.0).")(fn)
+    fn = click.option("--epsilon", "-e", type=float, help="Privacy epsilon spent by this "
+                      "query (default: the analyst's query_epsilon, else 1.0).")(fn)
     return fn
 
 
@@ -113,13 +112,11 @@ def main() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)
 @click.option("--accuracy", is_flag=True, help="Add a +/- column (95%) after each noisy cell.")
-@click.option("--analyst", "-a", metavar="NAME",
-              help="Who is asking, charged for the query (default: $DPSQL_ANALYST, else the "
-                   "operating-system user).")
+@click.option("--analyst", "-a", metavar="NAME", help="Who is asking, charged for the query "
+              "(default: $DPSQL_ANALYST, else the operating-system user).")
 @user_errors
 def query(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
-          delta: float,
-          mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
+          delta: float, mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget."""
     with open_database(database, metadata, analyst) as db:
         if not db.metered:
@@ -286,9 +283,8 @@ def serve(database: str | None, metadata: Path | None, host: str, port: int,
 
     Analysts log in with the password set by `dpsql analyst add NAME` (SCRAM-SHA-256); every
     query is charged to the connected analyst. --epsilon/--delta/--mechanism are each query's
-    defaults (an analyst's query_epsilon in the metadata comes before --epsilon, whose default
-    is 1.0); a session may change them with SET dpsql.epsilon = 0.5 (and dpsql.delta), or at
-    connect time with the startup options -c dpsql.epsilon=0.1.
+    defaults (an analyst's query_epsilon first); SET dpsql.epsilon = 0.5 or the startup options
+    -c dpsql.epsilon=0.1 change them for a session.
     """
     from dpsql.server.config import ServerConfig
     from dpsql.server.server import run
