@@ -89,8 +89,8 @@ def privacy_options(fn: F) -> F:
     fn = click.option("--delta", type=float, default=0.0, show_default=True,
                       help="Privacy delta: > 0 allows thresholded GROUP BY keys and Gaussian "
                            "noise.")(fn)
-    fn = click.option("--epsilon", "-e", type=float, default=1.0, show_default=True,
-                      help="Privacy epsilon spent by this query.")(fn)
+    fn = click.option("--epsilon", "-e", type=float, help="Privacy epsilon spent by this "
+                      "query (default: the analyst's query_epsilon, else 1.0).")(fn)
     return fn
 
 
@@ -120,12 +120,11 @@ def main() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)
 @click.option("--accuracy", is_flag=True, help="Add a +/- column (95%) after each noisy cell.")
-@click.option("--analyst", "-a", metavar="NAME",
-              help="Who is asking, charged for the query (default: $DPSQL_ANALYST, else the "
-                   "operating-system user).")
+@click.option("--analyst", "-a", metavar="NAME", help="Who is asking, charged for the query "
+              "(default: $DPSQL_ANALYST, else the operating-system user).")
 @user_errors
-def query(sql: str, database: str | None, metadata: Path | None, epsilon: float, delta: float,
-          mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
+def query(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
+          delta: float, mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget."""
     with open_database(database, metadata, analyst) as db:
         if not db.metered:
@@ -162,7 +161,7 @@ def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
 @database_options
 @privacy_options
 @user_errors
-def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float,
+def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
             delta: float, mechanism: str) -> None:
     """Show the rewritten SQL and each cell's noise, without reading data."""
     with open_database(database, metadata) as db:
@@ -308,13 +307,15 @@ def budget_init(ctx: click.Context, metadata: Path | None, start_over: bool, yes
 @user_errors
 def serve(database: str | None, metadata: Path | None, host: str, port: int,
           passwords: Path | None, tls_cert: Path | None, tls_key: Path | None,
-          require_tls: bool, epsilon: float, delta: float, mechanism: str, statement_timeout:
-          float, max_connections: int, idle_timeout: float | None, workers: int) -> None:
+          require_tls: bool, epsilon: float | None, delta: float, mechanism: str,
+          statement_timeout: float, max_connections: int, idle_timeout: float | None,
+          workers: int) -> None:
     """Serve the database over the PostgreSQL protocol, for psql, JDBC and BI tools.
 
     Analysts log in with the password set by `dpsql analyst add NAME` (SCRAM-SHA-256); every
     query is charged to the connected analyst. --epsilon/--delta/--mechanism are each query's
-    defaults; a session may change them with SET dpsql.epsilon = 0.5 (and dpsql.delta).
+    defaults (an analyst's query_epsilon first); SET dpsql.epsilon = 0.5 or the startup options
+    -c dpsql.epsilon=0.1 change them for a session.
     """
     from dpsql.server.config import ServerConfig
     from dpsql.server.server import run

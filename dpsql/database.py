@@ -54,6 +54,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
+from dpsql.dates import fold_clock
 from dpsql.engines import CursorCancel, Engine, check_metadata, open_engine
 from dpsql.errors import (
     EngineError,
@@ -65,6 +66,7 @@ from dpsql.errors import (
     OperationalError,
     QueryTimeout,
 )
+from dpsql.free import FreeAnswer, answer_free
 from dpsql.ledger_identity import read_record, retire_record, unavailable
 from dpsql.limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.metadata import Metadata, load_metadata
@@ -73,7 +75,7 @@ from dpsql.parameters import Parameters, bound_query, frozen_parameters
 from dpsql.pipeline import Explanation, engine_sql, explain
 from dpsql.plan import Plan
 from dpsql.planner import Planner, Prepared
-from dpsql.postprocess import Result, ResultColumn, reads_nothing, typed_empty
+from dpsql.postprocess import Result, ResultColumn
 from dpsql.public import PublicRead, PublicStore, answer_public
 from dpsql.randomness import Randomness
 from dpsql.randomness import default as default_randomness
@@ -84,6 +86,8 @@ log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
 
 ANALYST_ENV = "DPSQL_ANALYST"
+#: A query's epsilon when neither the query nor the analyst's ``query_epsilon`` gives one.
+DEFAULT_EPSILON = 1.0
 LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
 #: A bound query: its normalised text, its answer-key text and its tree (never mutated).
@@ -241,27 +245,45 @@ class Database:
     def reuse_answers(self) -> bool:
         return self.metadata.budget is not None and self.metadata.budget.reuse_answers
 
-    def plan(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+    def plan(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
              mechanism: str = "laplace", parameters: Parameters = None) -> Prepared:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
         (:class:`~dpsql.public.PublicRead`) or two private releases
-        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`."""
+        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`. Without ``epsilon``:
+        :meth:`query_epsilon`."""
         normalised, _, tree = self._texts(sql, parameters)
-        return self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree)
+        return self.planner.prepare_query(
+            normalised, self.query_epsilon() if epsilon is None else epsilon, delta, mechanism,
+            tree=tree)
 
-    def query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+    def query_epsilon(self, analyst: str | None = None, fallback: float | None = None
+                      ) -> float:
+        """The epsilon of a query that gives none: the analyst's ``query_epsilon`` in the
+        metadata (``[analysts.NAME]``, else ``[analysts."*"]``), else ``fallback`` (a front
+        door's own default, such as the server's ``--epsilon``), else
+        :data:`DEFAULT_EPSILON`. Every front door's default (the server's session,
+        ``dpsql.connect``, the CLI)."""
+        budget = self.metadata.budget
+        if budget is not None and budget.query_epsilon:
+            declared = budget.default_epsilon(resolve_analyst(analyst, self.analyst))
+            if declared is not None:
+                return declared
+        return DEFAULT_EPSILON if fallback is None else fallback
+
+    def query(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
               mechanism: str = "laplace", parameters: Parameters = None,
               analyst: str | None = None, *, timeout: float | None = None) -> Result:
         """Answer ``sql`` with noise calibrated to (epsilon, delta), charged to ``analyst``."""
         return self.run(sql, epsilon, delta, mechanism, parameters, analyst,
                         timeout=timeout).result
 
-    def run(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+    def run(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None, *, timeout: float | None = None,
             release: list[float] | None = None) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
+        Without ``epsilon``, the analyst's default (:meth:`query_epsilon`).
 
         **Time.** The data owner's ``[server] statement_timeout`` bounds the engine's running
         time of every private query, from every front door; ``timeout`` is a front door's own
@@ -277,10 +299,10 @@ class Database:
         (``time.monotonic()``) before which it must not be released -- answer or error -- is
         appended to the list, and the front door waits for it without a thread.
 
-        **LIMIT 0.** A query whose outer ``LIMIT`` is 0 (BI tools probe column types so)
-        is planned and checked like any other -- refused if it would be -- and then answered
-        with the plan's typed columns and no rows, without running the engine or charging:
-        that answer is the same for every database, so releasing it costs no privacy.
+        **Free answers.** A query whose answer is fixed by public information -- ``LIMIT 0``
+        or a constant-false WHERE (BI tools probe column types so), a GROUP BY or DISTINCT
+        over public domains with no aggregate -- is answered exactly, without running the
+        engine or charging (:mod:`dpsql.free`): that answer is the same for every database.
 
         **Engine failures.** The engine failing on a checked query is a dpsql bug (the
         checker should have refused it) and its message may quote a private value: the
@@ -289,17 +311,19 @@ class Database:
         answer, so the same query asked again returns the same error at no new charge.
         """
         started = time.monotonic()
-        normalised, key_text, tree = self._texts(sql, parameters)
+        if epsilon is None:
+            epsilon = self.query_epsilon(analyst)
+        # NOW(), CURRENT_DATE: read once, here, so the stored answers' key holds the instant.
+        normalised, key_text, tree = self._texts(fold_clock(sql), parameters)
         p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
-        private = p.outer if isinstance(p, TwoReleases) else p
+        if isinstance(p, FreeAnswer):  # fixed by public information: no data read, free
+            return Answer(answer_free(p), normalised, self._known(analyst), None)
         for part in (p.inner, p.outer) if isinstance(p, TwoReleases) else (p,):
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         ledger = self.ledger
-        if reads_nothing(private):  # LIMIT 0: the empty answer is known without data (free)
-            return Answer(typed_empty(private), normalised, self._known(analyst), None)
         if ledger is None:
             result = self._compute(p, normalised, None, None, timeout, started, release)
             return Answer(result, normalised, None, None)
@@ -458,13 +482,16 @@ class Database:
                           for name, c in zip(names, result.columns, strict=True)]
         return result
 
-    def explain(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+    def explain(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
                 mechanism: str = "laplace", parameters: Parameters = None) -> Explanation:
         """The rewritten SQL and every cell's noise, without reading data or charging."""
         p = self.plan(sql, epsilon, delta, mechanism, parameters)
         if isinstance(p, PublicRead):
             return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
                                f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
+                               delta=0.0, rows_per_unit=0, groups_per_unit=0)
+        if isinstance(p, FreeAnswer):
+            return Explanation(sql=p.sql, cells=[], key_release=p.reason, epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):
             return explain_two(p, self.engine)

@@ -30,8 +30,10 @@ import datetime as dt
 import re
 from typing import cast
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import SqlglotError
 from sqlglot.time import format_time
 
 from dpsql.errors import InvalidConstant
@@ -156,8 +158,9 @@ def _utc_literal(node: exp.Cast) -> exp.Expression:
 
 
 def date_text(text: str) -> str:
-    """A text compared with a date, read as PostgreSQL reads it: a timestamp with a zone or a
-    time is the date when it is midnight (UTC), refused otherwise; any other text as is."""
+    """A text compared with a date, read as PostgreSQL reads it: a timestamp with a zone at
+    midnight UTC is that UTC date (how drivers send an aware date), any other timestamp text
+    is its date as written (time and zone dropped); any other text as is."""
     stripped = text.strip()
     match = re.fullmatch(r"(\d{4}-\d{2}-\d{2})\s*([+-]\d{2}(?::?\d{2})?|Z|UTC)", stripped)
     if match:  # '2025-06-01 +00': a date with a zone
@@ -169,12 +172,11 @@ def date_text(text: str) -> str:
         value = dt.datetime.fromisoformat(stripped)
     except ValueError:
         return text  # not ISO: left to DuckDB's cast, which refuses it or reads it
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    if value.time() != dt.time(0):
-        raise InvalidConstant(
-            f"'{text}' has a time of day ({value.time().isoformat()} UTC) but is compared with "
-            "a date; compare with a date such as DATE '2025-06-01' (midnight UTC is its date)")
+    if value.tzinfo is not None and value.astimezone(dt.UTC).time() == dt.time(0):
+        return value.astimezone(dt.UTC).date().isoformat()  # a driver's aware date
+    # Any other time of day: the date as written, time and zone dropped, as PostgreSQL's
+    # date input reads it ('2025-03-07T23:59:59.999Z' is 2025-03-07: Grafana's
+    # $__timeFilter(day) on a date column keeps its last day).
     return value.date().isoformat()
 
 
@@ -197,5 +199,50 @@ def timestamp_text(text: str) -> str:
     return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
 
 
-__all__ = ["FORMAT_DIRECTIVES", "check_format", "date_text", "normalise", "spelled",
-           "timestamp_text", "written"]
+_CLOCK_NAMES = re.compile(r"\b(now|current_date|current_timestamp|localtimestamp|today|"
+                          r"get_current_timestamp|transaction_timestamp|statement_timestamp)\b",
+                          re.I)
+_CLOCK_FUNCTIONS = {"NOW", "TODAY", "GET_CURRENT_TIMESTAMP", "TRANSACTION_TIMESTAMP",
+                    "STATEMENT_TIMESTAMP"}
+
+
+def fold_clock(sql: str, now: dt.datetime | None = None, dialect: str = "duckdb") -> str:
+    """``sql`` with the clock read once, now: ``NOW()``, ``CURRENT_TIMESTAMP``,
+    ``LOCALTIMESTAMP`` (and DuckDB's and PostgreSQL's other names) become the UTC instant
+    ``TIMESTAMP '...'`` and ``CURRENT_DATE``/``TODAY()`` the UTC date ``DATE '...'``.
+
+    The clock is public, so a query's relative filter (``day >= CURRENT_DATE - INTERVAL 7
+    DAY``, as Metabase and Grafana send) is a constant like any other, typed and folded when
+    the query is planned, never read per row. Folding the *text* keeps every cache honest:
+    plans, routes and stored answers are keyed by the folded text, so a plan made at one
+    instant is never reused at another. Texts without a clock name are returned as they are
+    (nothing parsed); one that does not parse is returned as it is (the parse pass refuses
+    it with its message)."""
+    if not _CLOCK_NAMES.search(sql):
+        return sql
+    try:
+        statements = sqlglot.parse(sql, read=dialect)
+    except SqlglotError:
+        return sql
+    if len(statements) != 1 or statements[0] is None:
+        return sql
+    instant = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).replace(tzinfo=None)
+    stamp = exp.cast(exp.Literal.string(instant.isoformat(sep=" ")), "TIMESTAMP")
+    day = exp.cast(exp.Literal.string(instant.date().isoformat()), "DATE")
+
+    def fold(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.CurrentTimestamp | exp.Localtimestamp):
+            return stamp.copy()
+        if isinstance(node, exp.CurrentDate):
+            return day.copy()
+        if isinstance(node, exp.Anonymous) and node.name.upper() in _CLOCK_FUNCTIONS \
+                and not node.expressions:
+            return day.copy() if node.name.upper() == "TODAY" else stamp.copy()
+        return node
+
+    folded = statements[0].transform(fold)
+    return folded.sql(dialect=dialect) if folded != statements[0] else sql
+
+
+__all__ = ["FORMAT_DIRECTIVES", "check_format", "date_text", "fold_clock", "normalise",
+           "spelled", "timestamp_text", "written"]

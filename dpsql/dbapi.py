@@ -142,17 +142,18 @@ def TimestampFromTicks(ticks: float) -> dt.datetime:
 
 
 def connect(database: str | Path | None = None, metadata: str | Path | Metadata | None = None,
-            analyst: str | None = None, epsilon: float = 1.0, delta: float = 0.0,
+            analyst: str | None = None, epsilon: float | None = None, delta: float = 0.0,
             mechanism: str = "laplace") -> Connection:
     """Open a connection: ``database`` (a DuckDB file, a folder of CSV/Parquet files or a
     ``postgresql://`` URL) seen
     through ``metadata`` (neither: the bundled sample data), charged to ``analyst`` (default:
     ``DPSQL_ANALYST``, else the operating-system user), with default ``epsilon``, ``delta`` and
-    ``mechanism`` for each query."""
+    ``mechanism`` for each query (no ``epsilon``: the analyst's ``query_epsilon`` in the
+    metadata, else 1.0)."""
     if (database is None) != (metadata is None):
         raise InterfaceError("pass both database and metadata, or neither for the bundled "
                              "sample data")
-    validate_privacy_parameters(epsilon, delta, mechanism)
+    validate_privacy_parameters(1.0 if epsilon is None else epsilon, delta, mechanism)
     return Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
                       delta=delta, mechanism=mechanism)
 
@@ -171,9 +172,11 @@ class Connection:
     ProgrammingError = ProgrammingError
     NotSupportedError = NotSupportedError
 
-    def __init__(self, database: Database, epsilon: float = 1.0, delta: float = 0.0,
+    def __init__(self, database: Database, epsilon: float | None = None, delta: float = 0.0,
                  mechanism: str = "laplace") -> None:
         try:
+            if epsilon is None:
+                epsilon = database.query_epsilon()
             validate_privacy_parameters(epsilon, delta, mechanism)
         except BaseException:
             database.close()

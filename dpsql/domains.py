@@ -11,41 +11,56 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 from sqlglot import exp
 
 from dpsql.engines import run_on_cells
 from dpsql.engines.duckdb_sql import DuckDBDialect
+from dpsql.key_filters import Filters, filter_witnesses, narrowed_range, restrict
 from dpsql.keys import distinct
 from dpsql.metadata import MAX_DOMAIN_SIZE, Column, ColumnType, Table
 from dpsql.total import total
 
 
-def key_domain(expression: exp.Expression, table: Table) -> tuple[object, ...] | None:
+def key_domain(expression: exp.Expression, table: Table, filters: Filters | None = None
+               ) -> tuple[object, ...] | None:
     """The public domain of a GROUP BY key: a column's declared domain, or a CASE whose results
-    are all constants (its branches)."""
+    are all constants (its branches), narrowed by the WHERE clause's ``filters`` on its
+    columns (:mod:`dpsql.key_filters`)."""
+    filters = filters or {}
     if isinstance(expression, exp.Paren):
-        return key_domain(expression.this, table)
+        return key_domain(expression.this, table, filters)
     if isinstance(expression, exp.Column):
         column = table.column(expression.name)
-        return column.domain if column is not None else None
+        if column is None:
+            return None
+        conjuncts = filters.get(column.name.lower(), ())
+        if conjuncts and column.domain is None:
+            return _image_of_domains(expression, table, filters)  # a long range, narrowed
+        return restrict(column.domain, column, conjuncts, table) \
+            if column.domain is not None else None
     if isinstance(expression, exp.Case | exp.If):
         branches = _constant_branches(expression)
         if branches is not None:
             return branches
-    return _image_of_domains(expression, table)
+    return _image_of_domains(expression, table, filters)
 
 
-def _image_of_domains(expression: exp.Expression, table: Table) -> tuple[object, ...] | None:
+def _image_of_domains(expression: exp.Expression, table: Table, filters: Filters
+                      ) -> tuple[object, ...] | None:
     """The image of the declared domains under a row-level expression (GROUP BY age // 10):
     the expression, made total as in the engine query, is evaluated on the cross product of
-    its columns' public domains, in the scratch engine. It reads no data."""
+    its columns' public domains (each narrowed by its filters), in the scratch engine. It
+    reads no data."""
     names = sorted({c.name.lower() for c in expression.find_all(exp.Column)})
     columns = [c for c in (table.column(n) for n in names) if c is not None]
     if not names or len(columns) != len(names):
         return None
-    domains = [_inputs(c, expression) for c in columns]
+    domains = [_filtered_inputs(c, expression, filters.get(c.name.lower(), ()), table)
+               for c in columns]
     combos = 1
     for d in domains:
         if d is None:
@@ -76,18 +91,49 @@ _GRAINS = (exp.TimestampTrunc, exp.DateTrunc, exp.Year, exp.Month, exp.Quarter, 
 _CYCLE_YEARS = 8
 
 
-def _inputs(column: Column, expression: exp.Expression) -> tuple[object, ...] | None:
+def _filtered_inputs(column: Column, expression: exp.Expression,
+                     conjuncts: Sequence[exp.Expression], table: Table
+                     ) -> tuple[object, ...] | None:
+    """:func:`_inputs` narrowed by the column's filters (:mod:`dpsql.key_filters`): a
+    temporal range first narrowed by direct comparisons, its witnesses completed by the
+    filters' edges, then every input the filters reject dropped."""
+    span = narrowed_range(column, conjuncts, table) if column.domain is None and \
+        column.temporal and column.public_range else None
+    inputs = _inputs(column, expression, span)
+    if inputs is None or not conjuncts:
+        return inputs
+    if column.domain is None:  # witnesses: add the filters' edges within the bounds
+        lower, upper = span or (column.lower, column.upper)
+        extra = [w for w in filter_witnesses(column, conjuncts)
+                 if lower <= w <= upper and w not in inputs]  # type: ignore[operator]
+        inputs = (*inputs, *extra)
+    return restrict(inputs, column, conjuncts, table)
+
+
+def _inputs(column: Column, expression: exp.Expression,
+            span: tuple[dt.date, dt.date] | None = None) -> tuple[object, ...] | None:
     """The values of ``column`` on which ``expression`` is evaluated: its public domain, or
-    for a long public date range under a grain shape, days that reach every value of the
-    image (:func:`_date_witnesses`)."""
+    for a long public date range (``span`` when narrowed by filters) under a grain shape,
+    days that reach every value of the image (:func:`_date_witnesses`); a bare column over a
+    span whose days or instants are few enough: each of them."""
     domain = column.domain
     if domain is not None or not (column.temporal and column.public_range):
         return domain
+    lower, upper = span or (column.lower, column.upper)
+    assert isinstance(lower, dt.date) and isinstance(upper, dt.date)
+    if isinstance(expression, exp.Column) and not isinstance(lower, dt.datetime):
+        days = (upper - lower).days + 1
+        if days > MAX_DOMAIN_SIZE:
+            return None
+        every = tuple(lower + dt.timedelta(days=i) for i in range(days))
+        return (*every, None) if column.nullable else every
+    bucket = _epoch_bucket(expression)
+    if bucket is not None and isinstance(lower, dt.datetime) and isinstance(upper, dt.datetime):
+        buckets = _bucket_witnesses(lower, upper, bucket)
+        return None if buckets is None else (*buckets, None) if column.nullable else buckets
     step = _grain_step(expression)
     if step is None or (step in _INSTANT_STEPS and column.type != ColumnType.TIMESTAMP):
         return None
-    lower, upper = column.lower, column.upper
-    assert isinstance(lower, dt.date) and isinstance(upper, dt.date)
     witnesses: tuple[object, ...] | None = (
         _instant_witnesses(lower, upper, step) if isinstance(lower, dt.datetime) and
         isinstance(upper, dt.datetime) else _date_witnesses(lower, upper, step))
@@ -99,9 +145,15 @@ def _inputs(column: Column, expression: exp.Expression) -> tuple[object, ...] | 
 def _grain_step(expression: exp.Expression) -> str | None:
     """For DATE_TRUNC(part, d), YEAR(d), MONTH(d), EXTRACT(part FROM d)... of a bare column d,
     the starts that reach every grain: "week" (Mondays), "year" (firsts of January) or
-    "month" (firsts of months); None for any other expression."""
+    "month" (firsts of months); None for any other expression. An expression of one such
+    grain alone (``EXTRACT(EPOCH FROM DATE_TRUNC('hour', ts))``, Grafana's epoch of a grain)
+    takes that grain's step: witnesses that reach every value of the grain g reach every
+    value of f(g)."""
     while isinstance(expression, exp.Paren):
         expression = expression.this
+    inner = _only_grain(expression)
+    if inner is not None and inner is not expression:
+        return _grain_step(inner)
     if not isinstance(expression, _GRAINS):
         return None
     arg = expression.expression if isinstance(expression, exp.Extract) else expression.this
@@ -115,6 +167,63 @@ def _grain_step(expression: exp.Expression) -> str | None:
     if isinstance(expression, exp.Extract) and part not in _CYCLIC_PARTS:
         return None  # EPOCH, MICROSECONDS...: the witnesses would not reach the whole image
     return "year" if isinstance(expression, exp.Year) or part == "year" else "month"
+
+
+def _only_grain(expression: exp.Expression) -> exp.Expression | None:
+    """The one grain node of a bare column in ``expression`` when the column appears nowhere
+    else in it (so the expression is a function of that grain), else None."""
+    grains = [g for g in expression.find_all(*_GRAINS)
+              if isinstance(g.expression if isinstance(g, exp.Extract) else g.this,
+                            exp.Column)]
+    if len(grains) != 1 or len(list(expression.find_all(exp.Column))) != 1:
+        return None
+    return cast(exp.Expression, grains[0])
+
+
+def _epoch_bucket(expression: exp.Expression) -> int | None:
+    """N for ``FLOOR(EXTRACT(EPOCH FROM ts) / N) * N`` (Grafana's ``$__timeGroup(ts, N s)``)
+    of a bare column, N a positive whole number of seconds; None for any other expression."""
+    node = _unparen(expression)
+    if not isinstance(node, exp.Mul):
+        return None
+    for floor, factor in ((node.this, node.expression), (node.expression, node.this)):
+        floor, n = _unparen(floor), _whole(factor)
+        if isinstance(floor, exp.Floor) and n and not floor.args.get("decimals"):
+            div = _unparen(floor.this)
+            if isinstance(div, exp.Div) and _whole(div.expression) == n:
+                epoch = _unparen(div.this)
+                if isinstance(epoch, exp.Extract) and epoch.this.name.lower() == "epoch" and \
+                        isinstance(epoch.expression, exp.Column):
+                    return n
+    return None
+
+
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _whole(node: exp.Expression) -> int | None:
+    node = _unparen(node)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        value = float(node.this)
+        if value.is_integer() and value >= 1:
+            return int(value)
+    return None
+
+
+def _bucket_witnesses(lower: dt.datetime, upper: dt.datetime, seconds: int
+                      ) -> tuple[dt.datetime, ...] | None:
+    """``lower`` and every multiple of ``seconds`` since 1970 in (lower, upper]: one instant
+    in each bucket of the range; None when there are more than _MAX_INPUTS."""
+    epoch = dt.datetime(1970, 1, 1)
+    first = (lower - epoch) // dt.timedelta(seconds=seconds) + 1
+    last = (upper - epoch) // dt.timedelta(seconds=seconds)
+    if last - first + 1 > _MAX_INPUTS:
+        return None
+    step = dt.timedelta(seconds=seconds)
+    return (lower, *(epoch + step * k for k in range(first, last + 1)))
 
 
 #: The parts of EXTRACT whose whole image the witnesses reach (the grains and cycles).

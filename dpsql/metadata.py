@@ -47,6 +47,7 @@ The privacy budget (see :mod:`dpsql.budget` and :mod:`dpsql.database`)::
     [analysts.alice]                # alice's total over all her queries
     epsilon = 10.0
     delta = 1e-5                    # optional, default 0
+    query_epsilon = 0.1             # optional: each query's epsilon when it gives none
 
     [analysts."*"]                  # optional: the total of *each* analyst not listed
     epsilon = 1.0

@@ -4,7 +4,9 @@ The queries cover what the privacy arguments have to survive: joins on the unit 
 RIGHT, along a ``unit_path``), joins to a public table whose keys match many rows, semi- and
 anti-joins (IN, NOT IN, EXISTS, NOT EXISTS, over the unit of a table a LEFT JOIN may
 NULL-fill), CASE and arithmetic inside aggregates and filters, GROUP BY on public-domain and
-thresholded keys, CTEs and subqueries in FROM, and the Laplace and Gaussian mechanisms. They
+thresholded keys, constant filters that narrow a key's public domain (IN-lists, ranges) and
+filters relative to the clock (``CURRENT_DATE - INTERVAL``, Grafana's time filter on a date),
+CTEs and subqueries in FROM, and the Laplace and Gaussian mechanisms. They
 run on :data:`METADATA`, whose synthetic worlds :func:`dpsql.neighbours.synthesize` builds.
 Most are accepted; the checker refuses the rest, and the harness counts those apart.
 """
@@ -84,6 +86,8 @@ _PUBLIC_KEYS = {"people": ["sex", "age"], "visits": ["grp"], "rx": ["drug"],
 _PRIVATE_KEYS = {"people": ["city", "income"], "visits": ["day", "amount"], "rx": [],
                  "cities": []}
 _UNIT = {"people": "pid", "visits": "pid"}
+#: The declared values of the text keys (the filters that narrow their domains pick from them).
+_DOMAINS = {"sex": ["F", "M"], "grp": ["a", "b", "c", "d"], "drug": ["x", "y", "z"]}
 
 #: FROM clauses: the text and its aliases. ``{x}`` is an optional extra ON condition.
 _FROMS: list[tuple[str, list[_Alias]]] = [
@@ -164,6 +168,32 @@ class _Gen:
             return f"({self.predicate(aliases, True)} OR {self.predicate(aliases, True)})"
         return f"NOT ({self.predicate(aliases, True)})"
 
+    def key_filter(self, key: str) -> str:
+        """A constant filter on a public-domain key (``p.age BETWEEN 20 AND 30``, ``v.grp IN
+        ('a', 'c')``), which narrows the released domain (:mod:`dpsql.key_filters`)."""
+        column = key.split(".")[-1]
+        if column == "age":
+            lo = self.rng.randint(-5, 100)
+            hi = lo + self.rng.randint(0, 30)
+            return self.pick([f"{key} BETWEEN {lo} AND {hi}", f"{key} >= {lo}",
+                              f"{key} < {hi}", f"{key} IN ({lo}, {hi}, 50)",
+                              f"{key} // 10 <> {lo // 10}"])
+        values = _DOMAINS.get(column, ["region1", "region2"])
+        chosen = self.rng.sample(values, self.rng.randint(1, len(values)))
+        listed = ", ".join(f"'{v}'" for v in chosen)
+        return self.pick([f"{key} IN ({listed})", f"{key} NOT IN ({listed})",
+                          f"{key} <> '{chosen[0]}'", f"{key} = '{chosen[0]}'"])
+
+    def clock_filter(self, alias: str) -> str:
+        """A filter relative to the clock, or Grafana's ``$__timeFilter`` on a date column:
+        constants folded when the query is planned (:func:`dpsql.dates.fold_clock`)."""
+        days = self.rng.choice([1, 30, 400, 700])
+        return self.pick([f"{alias}.day >= CURRENT_DATE - INTERVAL '{days} days'",
+                          f"{alias}.day < NOW()",
+                          f"{alias}.day <= CURRENT_TIMESTAMP - INTERVAL '{days} days'",
+                          f"{alias}.day BETWEEN '2025-03-04T00:00:00Z' AND "
+                          "'2025-03-07T23:59:59.999Z'"])
+
     def semi(self, outer: _Alias) -> str:
         """A semi- or anti-join on the unit: IN, NOT IN, EXISTS, NOT EXISTS."""
         inner = self.pick(["visits", "people"])
@@ -221,6 +251,11 @@ def _query(gen: _Gen) -> tuple[str, float, float, str]:
             delta = 1e-6
         elif _PUBLIC_KEYS[a.table]:
             keys.append(f"{a.name}.{gen.pick(_PUBLIC_KEYS[a.table])}")
+    if keys and delta == 0 and rng.random() < 0.4:  # narrow the public domain (key_filters)
+        where.append(gen.key_filter(keys[0]))
+    if any(a.table == "visits" for a in aliases) and rng.random() < 0.15:
+        v = next(a for a in aliases if a.table == "visits")
+        where.append(gen.clock_filter(v.name))
     if rng.random() < 0.15:
         mechanism, delta = "gaussian", 1e-5
     cells = [gen.aggregate(aliases) for _ in range(1 + rng.randrange(2))]

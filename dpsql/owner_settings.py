@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from dpsql.errors import MetadataError
 from dpsql.toml_values import description_of, flag, no_unknown_keys, relative_to, seconds
 
 _BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
-_ANALYST_KEYS = {"epsilon", "delta", "description"}
+_ANALYST_KEYS = {"epsilon", "delta", "query_epsilon", "description"}
 _SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "idle_timeout", "description"}
 DEFAULT_STATEMENT_TIMEOUT = 300.0
 #: Seconds a logged-in server session may stay silent before it is closed (57P05): long enough
@@ -60,6 +60,17 @@ class Budget:
     default: Allowance | None = None  # [analysts."*"]: each analyst not listed gets this much
     accounting: str = "basic"
     reuse_answers: bool = True
+    #: ``query_epsilon`` per analyst (``"*"``: every analyst not listed): the epsilon of each
+    #: query that does not give its own (a dashboard's many small queries). A default, not a
+    #: limit: the analyst may ask for another (the total is what the budget bounds).
+    query_epsilon: Mapping[str, float] = field(default_factory=dict)
+
+    def default_epsilon(self, analyst: str) -> float | None:
+        """The analyst's declared ``query_epsilon`` (or that of ``"*"`` for an analyst not
+        listed), or None."""
+        if analyst in self.analysts:
+            return self.query_epsilon.get(analyst)
+        return self.query_epsilon.get(EVERY_OTHER_ANALYST)
 
 
 @dataclass(frozen=True)
@@ -137,11 +148,23 @@ def parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Bud
     ledger_path = relative_to(ledger, path)
     description_of(settings, where)
     analysts: dict[str, Allowance] = {}
+    query_epsilon: dict[str, float] = {}
     for name, spec in analysts_raw.items():
-        analysts[name] = parse_allowance(name, spec, accounting, f"{source}: analyst {name!r}")
+        where_analyst = f"{source}: analyst {name!r}"
+        analysts[name] = parse_allowance(name, spec, accounting, where_analyst)
+        if "query_epsilon" in spec:
+            query_epsilon[name] = _query_epsilon(spec["query_epsilon"], where_analyst)
     default = analysts.pop(EVERY_OTHER_ANALYST, None)
     return Budget(ledger=ledger_path, analysts=analysts, default=default, accounting=accounting,
-                  reuse_answers=reuse)
+                  reuse_answers=reuse, query_epsilon=query_epsilon)
+
+
+def _query_epsilon(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value) or value <= 0:
+        raise MetadataError(f"{where}: query_epsilon (the default epsilon of each query) must "
+                            f"be a finite number > 0, such as 0.1, not {value!r}")
+    return float(value)
 
 
 def parse_allowance(name: str, spec: Any, accounting: str, where: str) -> Allowance:

@@ -29,6 +29,7 @@ from dpsql.check import CheckedQuery
 from dpsql.dates import written
 from dpsql.domains import key_domain
 from dpsql.errors import KeyReleaseRefused, Remedy
+from dpsql.key_filters import Filters, key_filters
 from dpsql.keys import distinct
 from dpsql.mechanisms import (
     Mechanism,
@@ -85,7 +86,8 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
     validate_privacy_parameters(epsilon, delta, mechanism)
     mechanism = Mechanism(mechanism)
     table = query.table
-    keys = tuple(_key(e, i, table) for i, e in enumerate(query.keys))
+    filters = key_filters(query.where)  # the analyst's constants narrow public domains
+    keys = tuple(_key(e, i, table, filters) for i, e in enumerate(query.keys))
     domain = _full_domain(list(keys))
     if keys and domain is None and delta == 0:
         refused = KeyReleaseRefused(_thresholding_needed(list(keys)))
@@ -128,9 +130,9 @@ def _cells_per_unit(table: Table, keys: tuple[Key, ...]) -> int:
     return table.groups_per_unit if keys else 1
 
 
-def _key(expression: exp.Expression, index: int, table: Table) -> Key:
+def _key(expression: exp.Expression, index: int, table: Table, filters: Filters) -> Key:
     b = bound(expression, table)
-    return Key(expression, f"__k{index}", b, key_domain(expression, table))
+    return Key(expression, f"__k{index}", b, key_domain(expression, table, filters))
 
 
 def _full_domain(keys: list[Key]) -> list[tuple[object, ...]] | None:

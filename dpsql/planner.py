@@ -11,13 +11,17 @@ value.
 :meth:`Planner.prepare_query` picks the path of a query, the one place that chooses:
 
 * :class:`~dpsql.public.PublicRead`: the query reads public tables only (exact, free);
+* :class:`~dpsql.free.FreeAnswer`: the answer is fixed by public information (an empty probe:
+  ``LIMIT 0`` or a constant-false WHERE; or a public domain with no aggregate): exact, free;
 * :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
   limit): two private releases, one charge;
 * :class:`~dpsql.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
   :func:`dpsql.pipeline.prepare_plan`).
 
 The query is parsed once (by the caller, or here on a cache miss) and each path reads a copy
-of that tree. Plans and routes depend only on the SQL text, the privacy parameters and this
+of that tree. The clock is read first (:func:`dpsql.dates.fold_clock`): every cache below is
+keyed by the folded text, so a plan made at one instant is never reused at another. Plans and
+routes depend only on the SQL text, the privacy parameters and this
 planner's metadata and public data, never on private data, so they are cached in a locked LRU
 (:mod:`dpsql.cache`; BI tools repeat their queries) and never mutated: randomness enters only
 when a plan is answered. Refusals are not cached.
@@ -31,6 +35,9 @@ from typing import Any
 from sqlglot import exp
 
 from dpsql.cache import LRU
+from dpsql.dates import fold_clock
+from dpsql.errors import QueryRefused
+from dpsql.free import FreeAnswer, empty_probe, probe, public_domain
 from dpsql.joins import PublicRows
 from dpsql.mechanisms import validate_privacy_parameters
 from dpsql.metadata import Metadata
@@ -42,7 +49,7 @@ from dpsql.series import TwoReleases, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
-Prepared = Plan | PublicRead | TwoReleases
+Prepared = Plan | PublicRead | TwoReleases | FreeAnswer
 
 
 class _Private:
@@ -70,6 +77,9 @@ class Planner:
         nothing read or charged. ``tree``, when the caller has it, is ``sql`` parsed
         (:func:`dpsql.parse.parse_query`): it is then not parsed again, and never mutated."""
         validate_privacy_parameters(epsilon, delta, mechanism)
+        folded = fold_clock(sql)
+        if folded != sql:  # the tree is of the text before the clock was read
+            sql, tree = folded, None
         parsed: list[exp.Expression] = [] if tree is None else [tree]
 
         def parsed_copy() -> exp.Expression:
@@ -81,12 +91,37 @@ class Planner:
             ("public", sql), lambda: self._public(parsed_copy) or _PRIVATE)
         if isinstance(route, PublicRead):
             return route
+        key = (sql, epsilon, delta, mechanism)
+        free = self.plans.get_or_compute(
+            ("probe", *key), lambda: self._probe(sql, parsed_copy, epsilon, delta, mechanism)
+            or _PRIVATE)
+        if isinstance(free, FreeAnswer):
+            return free
         series = self.plans.get_or_compute(
-            ("series", sql, epsilon, delta, mechanism),
+            ("series", *key),
             lambda: two_releases(parsed_copy(), self, epsilon, delta, mechanism) or _PRIVATE)
         if isinstance(series, TwoReleases):
             return series
-        return self.prepare(sql, epsilon, delta, mechanism, tree=parsed[0] if parsed else None)
+        p = self.prepare(sql, epsilon, delta, mechanism, tree=parsed[0] if parsed else None)
+        if p.measurements:
+            return p  # the common case: no second lookup
+        domain = self.plans.get_or_compute(("domain", *key),
+                                           lambda: public_domain(sql, p) or _PRIVATE)
+        return domain if isinstance(domain, FreeAnswer) else p
+
+    def _probe(self, sql: str, parsed: Callable[[], exp.Expression], epsilon: float,
+               delta: float, mechanism: str) -> FreeAnswer | None:
+        """An empty probe's free answer (:func:`dpsql.free.probe`), or None for any other
+        query. A text that does not parse is refused here as the private parse pass would."""
+        tree = parsed()
+        why = empty_probe(tree)
+        if why is None:
+            return None
+        try:
+            planned = self.prepare(sql, epsilon, delta, mechanism, tree=tree)
+        except QueryRefused as refused:
+            return probe(sql, tree, why, self.metadata, None, refused)  # type: ignore[arg-type]
+        return probe(sql, tree, why, self.metadata, planned, None)  # type: ignore[arg-type]
 
     def _public(self, parsed: Callable[[], exp.Expression]) -> PublicRead | None:
         if not any(t.public for t in self.metadata.tables.values()):

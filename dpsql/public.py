@@ -81,9 +81,9 @@ def public_read(tree: exp.Expression, metadata: Metadata) -> PublicRead | None:
     tables = _public_tables(tree, metadata)
     if tables is None:
         return None
-    _check(tree)
+    check_functions(tree)
     text = tree.sql(dialect="duckdb")
-    return PublicRead(text, tables, _dry_run(text, [metadata.tables[t] for t in
+    return PublicRead(text, tables, dry_run(text, [metadata.tables[t] for t in
                                                     _all_public(metadata)]))
 
 
@@ -98,13 +98,21 @@ def reads_only_public(tree: exp.Query, metadata: Metadata) -> bool:
 
 def _public_tables(tree: exp.Query, metadata: Metadata) -> tuple[str, ...] | None:
     """The public tables ``tree`` reads, or None if it reads anything else (or nothing)."""
+    return declared_tables(tree, metadata, public_only=True)
+
+
+def declared_tables(tree: exp.Query, metadata: Metadata, public_only: bool = False
+                    ) -> tuple[str, ...] | None:
+    """The declared tables ``tree`` reads (only public ones with ``public_only``), or None if
+    it reads anything else (a table function, another schema, an undeclared name) or
+    nothing."""
     ctes = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
     if ctes & set(metadata.tables):
         return None  # a CTE named like a declared table: never guess which one is meant
     read: dict[str, None] = {}
     for table in tree.find_all(exp.Table):
         if isinstance(table.parent, exp.Into):
-            continue  # refused by _check
+            continue  # refused by check_functions
         if not isinstance(table.this, exp.Identifier):
             return None  # a table function: the private pipeline refuses it
         name, schema = table.name.lower(), (table.db or "").lower()
@@ -112,13 +120,14 @@ def _public_tables(tree: exp.Query, metadata: Metadata) -> tuple[str, ...] | Non
             continue
         declared = metadata.table(name)
         if table.catalog or schema not in _DEFAULT_SCHEMAS or declared is None or \
-                not declared.public:
+                (public_only and not declared.public):
             return None
         read[declared.name.lower()] = None
     return tuple(read) or None
 
 
-def _check(tree: exp.Query) -> None:
+def check_functions(tree: exp.Query) -> None:
+    """Refuse recursive CTEs, ``SELECT ... INTO`` and the functions of :data:`_FORBIDDEN`."""
     for with_ in tree.find_all(exp.With):
         if with_.args.get("recursive"):
             raise UnsupportedQuery("recursive CTEs are not supported; use a plain WITH")
@@ -132,7 +141,7 @@ def _check(tree: exp.Query) -> None:
 
 
 
-def _dry_run(sql: str, tables: list[Table]) -> tuple[ResultColumn, ...]:
+def dry_run(sql: str, tables: list[Table]) -> tuple[ResultColumn, ...]:
     """Bind and run ``sql`` on empty tables of the declared types: a name or type error is a
     refusal, nothing read; the result's column names and types are the answer's."""
     def empty_tables(con: duckdb.DuckDBPyConnection) -> None:

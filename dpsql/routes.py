@@ -3,14 +3,15 @@
 
 * :class:`~dpsql.series.TwoReleases`: two private releases (a series limit);
 * :class:`~dpsql.plan.Plan`: the private pipeline's answer (:func:`dpsql.pipeline.answer`);
-* :class:`~dpsql.public.PublicRead` is answered by the :class:`~dpsql.database.Database`,
-  on its public store under the owner's time limit.
+* :class:`~dpsql.public.PublicRead` and :class:`~dpsql.free.FreeAnswer` are answered by the
+  :class:`~dpsql.database.Database` (exact, free).
 """
 
 from __future__ import annotations
 
 from dpsql.engines import Engine
 from dpsql.errors import UnsupportedQuery
+from dpsql.free import FreeAnswer
 from dpsql.pipeline import answer
 from dpsql.planner import Planner, Prepared
 from dpsql.postprocess import Result
@@ -26,6 +27,7 @@ def answer_private(p: Prepared, engine: Engine, planner: Planner, rng: Randomnes
     with the released keys)."""
     if isinstance(p, TwoReleases):
         return answer_two(p, engine, planner, rng)
-    if isinstance(p, PublicRead):
-        raise UnsupportedQuery("an exact read of public tables is answered by the Database")
+    if isinstance(p, PublicRead | FreeAnswer):
+        raise UnsupportedQuery("an exact answer from public information is answered by the "
+                               "Database")
     return answer(p, engine, rng)

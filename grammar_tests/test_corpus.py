@@ -16,9 +16,10 @@ import pytest
 import dpsql
 import dpsql.errors
 from dpsql.errors import QueryRefused
+from dpsql.free import FreeAnswer
 from dpsql.plan import Plan
 from dpsql.public import PublicRead
-from dpsql.routes import Prepared
+from dpsql.planner import Prepared
 from dpsql.series import TwoReleases
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
 from grammar_tests.databases import open_database
@@ -107,10 +108,15 @@ def _plan_fact(prepared: Prepared, name: str, index: int | None) -> object:
     """A fact of the plan: of a public read (no cells, cost 0), of both releases of a
     two-release query (cost: the total; the rest: the outer query), or of a private plan."""
     if name == "path":
-        return {PublicRead: "public", TwoReleases: "two"}.get(type(prepared), "private")
+        return {PublicRead: "public", TwoReleases: "two", FreeAnswer: "free"}.get(
+            type(prepared), "private")
     if name == "names":
         return _names(prepared)
-    if isinstance(prepared, PublicRead):
+    if isinstance(prepared, FreeAnswer) and name == "cost":
+        return (0.0, 0.0)
+    if isinstance(prepared, FreeAnswer) and prepared.plan is not None:
+        prepared = prepared.plan  # a public domain: the plan's facts (keys, release...)
+    if isinstance(prepared, PublicRead | FreeAnswer):
         public = {"columns": len(prepared.columns), "cost": (0.0, 0.0), "cells": 0,
                   "measurements": 0, "keys": 0, "release": ("none", None),
                   "types": [c.type for c in prepared.columns]}

@@ -630,9 +630,10 @@ def test_grouping_by_a_unique_column_releases_no_group(dbs: SimpleNamespace,
 
 
 @pytest.mark.parametrize("epsilon", [0, 0.0, -1.0, -0.0, math.nan, math.inf, -math.inf, 1e9,
-                                     101.0, True, False, "1", None, Decimal("1"),
+                                     101.0, True, False, "1", Decimal("1"),
                                      np.float64("nan"), 1e-300, complex(1, 0)])
 def test_invalid_epsilon_is_refused(dbs: SimpleNamespace, epsilon: object) -> None:
+    # (epsilon=None is no longer refused: it means the analyst's query_epsilon, else 1.0.)
     dbs.d.query("SELECT COUNT(*) FROM people", epsilon=1.0)  # a cached plan for epsilon 1
     with pytest.raises(InvalidPrivacyParameter):
         dbs.d.query("SELECT COUNT(*) FROM people", epsilon=epsilon)  # type: ignore[arg-type]

@@ -217,8 +217,9 @@ def test_refusals_name_the_db_api_remedy(conn: dpsql.Connection) -> None:
 
 
 def test_limit_0_reads_nothing_and_charges_nothing(conn: dpsql.Connection) -> None:
-    """BI tools probe column types with LIMIT 0: the typed empty answer comes from the plan,
-    free; what would be refused is refused all the same."""
+    """BI tools probe column types with LIMIT 0: the typed empty answer comes from the plan
+    (or, for a query the pipeline refuses, from empty tables of the declared types), free;
+    what reads undeclared tables or columns or forbidden functions is refused."""
     cur = conn.cursor()
     cur.execute(BY_SEX)
     full = cur.description
@@ -233,8 +234,16 @@ def test_limit_0_reads_nothing_and_charges_nothing(conn: dpsql.Connection) -> No
                                                           ("half", dpsql.NUMBER)]
     assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
     assert len(conn.database.ledger.history("alice")) == ledger  # type: ignore[union-attr]
-    for refused in ("SELECT age FROM people LIMIT 0",
-                    "SELECT state, COUNT(*) FROM people GROUP BY state LIMIT 0"):
+    # Row-level and thresholded probes release column names and types only: free too.
+    for probe, names in (("SELECT age, email FROM people LIMIT 0", ["age", "email"]),
+                         ("SELECT state, COUNT(*) AS n FROM people GROUP BY state LIMIT 0",
+                          ["state", "n"])):
+        cur.execute(probe)
+        assert cur.fetchall() == [] and [d[0] for d in cur.description] == names
+    assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
+    for refused in ("SELECT age FROM nowhere LIMIT 0",
+                    "SELECT read_csv('/etc/passwd') FROM people LIMIT 0",
+                    "SELECT nope FROM people LIMIT 0"):
         with pytest.raises(dpsql.QueryRefused):
             cur.execute(refused)
     cur.execute(BY_SEX + " LIMIT 1")  # a LIMIT that is not 0 is charged as usual

@@ -519,8 +519,10 @@ def test_limit_0_sends_the_columns_and_charges_nothing(served) -> None:
                 ("sex", t.TEXT), ("n", t.INT8), ("income", t.FLOAT8)]
         assert spent(served) == before
         assert len(served.db.ledger.history("alice")) == history
+        cur = conn.execute("SELECT email FROM people LIMIT 0")  # row-level: names only
+        assert cur.fetchall() == [] and [d.name for d in cur.description] == ["email"]
         with pytest.raises(pg_errors.Error) as e:
-            conn.execute("SELECT email FROM people LIMIT 0")
+            conn.execute("SELECT email FROM people LIMIT 1")
         assert e.value.sqlstate != "42601" and spent(served) == before
 
 

@@ -102,7 +102,8 @@ def apply_setting(m: Machine, name: str, value: str | None) -> bytes | None:
     """Set (or with None reset) one setting; the ParameterStatus to send if reported."""
     if value is None:
         config = m.server.config
-        default = m.initial.get(name, st.defaults(m.user, config.epsilon, config.delta,
+        epsilon = m.server.db.query_epsilon(m.user, config.epsilon)
+        default = m.initial.get(name, st.defaults(m.user, epsilon, config.delta,
                                                   config.mechanism, 0, "").get(name))
         if name in st.READ_ONLY:
             raise st.SettingError(f"parameter \"{st.display_name(name)}\" cannot be changed",

@@ -35,7 +35,9 @@ class ServerConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     require_tls: bool = False
-    epsilon: float = 1.0  # each query's privacy parameters, until the session SETs others
+    #: Each query's privacy parameters, until the session SETs others; no epsilon: the
+    #: analyst's query_epsilon in the metadata, else 1.0 (Database.query_epsilon).
+    epsilon: float | None = None
     delta: float = 0.0
     mechanism: str = "laplace"
     # Seconds; the owner's cap, with the metadata's [server] statement_timeout, of every private

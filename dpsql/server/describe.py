@@ -10,16 +10,18 @@ came from data.
 
 from __future__ import annotations
 
+from dpsql.free import FreeAnswer
 from dpsql.plan import Plan
 from dpsql.postprocess import made_up_answer
 from dpsql.public import PublicRead
 from dpsql.series import TwoReleases
 
 
-def describe(plan: Plan | PublicRead | TwoReleases) -> list[tuple[str, str]]:
+def describe(plan: Plan | PublicRead | TwoReleases | FreeAnswer) -> list[tuple[str, str]]:
     """(name, DuckDB type) of each column of the answer to ``plan``: an exact public read
-    knows them from its dry run on empty tables; two releases answer as their outer query."""
-    if isinstance(plan, PublicRead):
+    knows them from its dry run on empty tables, a free answer from its route; two releases
+    answer as their outer query."""
+    if isinstance(plan, PublicRead | FreeAnswer):
         return [(c.name, c.type) for c in plan.columns]
     private = plan.outer if isinstance(plan, TwoReleases) else plan
     return [(c.name, c.type) for c in made_up_answer(private).columns]

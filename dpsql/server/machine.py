@@ -108,7 +108,9 @@ class Machine:
         parameters and ``options`` (raises :class:`~dpsql.server.settings.SettingError`)."""
         config = self.server.config
         self.user, self.database = user, database
-        self.settings = st.defaults(user, config.epsilon, config.delta, config.mechanism,
+        # The analyst's query_epsilon, else the server's --epsilon, else 1.0.
+        epsilon = self.server.db.query_epsilon(user, config.epsilon)
+        self.settings = st.defaults(user, epsilon, config.delta, config.mechanism,
                                     int(config.statement_timeout * 1000), self.server.version)
         for name, value in params.items():
             if name in ("user", "database", "replication") or name.startswith("_pq_."):

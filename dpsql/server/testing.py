@@ -45,9 +45,11 @@ class Sandbox:
 
 def sandbox(folder: Path, analysts: Mapping[str, tuple[str, float, float] | tuple[str, None,
                                                                                    None]],
-            reuse_answers: bool = True, metered: bool = True) -> Sandbox:
+            reuse_answers: bool = True, metered: bool = True,
+            query_epsilon: Mapping[str, float] | None = None) -> Sandbox:
     """Metadata with the sample tables, a ledger in ``folder``, and for each analyst
-    ``name: (password, epsilon, delta)`` (epsilon None: a password but no budget).
+    ``name: (password, epsilon, delta)`` (epsilon None: a password but no budget), with the
+    ``query_epsilon`` given for some of them.
     ``metered=False`` declares no budget at all (nothing is charged)."""
     database, sample_metadata = sample_paths()
     text = sample_metadata.read_text()
@@ -60,6 +62,8 @@ def sandbox(folder: Path, analysts: Mapping[str, tuple[str, float, float] | tupl
         budget["analysts"] = {name: {"epsilon": epsilon, "delta": delta}
                               for name, (_, epsilon, delta) in analysts.items()
                               if epsilon is not None}
+        for name, default in (query_epsilon or {}).items():
+            budget["analysts"][name]["query_epsilon"] = default  # type: ignore[index]
     metadata = folder / "metadata.toml"
     metadata.write_text(tomli_w.dumps(budget) + "\n" + text[start.start():], encoding="utf-8")
     passwords = folder / "passwords.toml"

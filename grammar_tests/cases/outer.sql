@@ -70,7 +70,7 @@ SELECT education, COUNT(*) FROM people GROUP BY education ORDER BY education LIM
 SELECT sex, COUNT(*) FROM people GROUP BY sex OFFSET 10;
 
 -- case: limit zero
--- expect: accepted cells=2 rows=0
+-- expect: accepted path=free cost=0,0 columns=2 rows=0
 SELECT SUM(age), COUNT(*) FROM people LIMIT 0;
 
 -- case: limit on thresholded groups

@@ -168,3 +168,23 @@ SELECT COUNT(*) FROM events WHERE DATE_DIFF(ts_text, ts, ts) > 1;
 -- options: delta=1e-6
 -- expect: accepted release=threshold
 SELECT DATE_TRUNC('minute', ts) AS m, COUNT(*) FROM events GROUP BY m;
+
+-- case: grafana timegroupalias over a timefilter on a timestamp
+-- expect: accepted keys=1 release=domain:72 rows=72
+SELECT floor(extract(epoch from ts)/3600)*3600 AS "time", count(*) AS "value" FROM events WHERE ts BETWEEN '2025-03-04T00:00:00Z' AND '2025-03-06T23:59:59.999Z' GROUP BY 1 ORDER BY 1;
+
+-- case: grafana daily epoch group over the whole public range
+-- expect: accepted release=domain:90 rows=90
+SELECT floor(extract(epoch from ts)/86400)*86400 AS "time", count(*) FROM events GROUP BY 1 ORDER BY 1;
+
+-- case: epoch of an hour grain over a timefilter
+-- expect: accepted release=domain:72
+SELECT extract(epoch from date_trunc('hour', ts)) AS "time", count(*) FROM events WHERE ts BETWEEN '2025-03-04T00:00:00Z' AND '2025-03-06T23:59:59.999Z' GROUP BY 1;
+
+-- case: an hourly grain narrowed by a timefilter
+-- expect: accepted release=domain:24
+SELECT date_trunc('hour', ts) AS "time", count(*) FROM events WHERE ts >= '2025-03-04T00:00:00Z' AND ts < '2025-03-05T00:00:00Z' GROUP BY 1;
+
+-- case: minute buckets over the whole range are too many
+-- expect: refused KeyReleaseRefused
+SELECT floor(extract(epoch from ts)/60)*60 AS "time", count(*) FROM events GROUP BY 1;
