@@ -18,8 +18,8 @@ import dpsql.errors
 from dpsql.errors import QueryRefused
 from dpsql.free import FreeAnswer
 from dpsql.plan import Plan
-from dpsql.public import PublicRead
 from dpsql.planner import Prepared
+from dpsql.public import PublicRead
 from dpsql.series import TwoReleases
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
 from grammar_tests.databases import open_database

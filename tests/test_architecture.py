@@ -147,7 +147,7 @@ def test_the_pipeline_runs_its_passes_in_order(monkeypatch: pytest.MonkeyPatch) 
                 monkeypatch.setattr(pipeline, f.__name__, recorded(f))
         monkeypatch.setattr(db.engine, "execute", recorded(db.engine.execute))
         p = Planner(db.metadata).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex")
-        pipeline.answer(p, db.engine)
+        pipeline.answer(p, db.engine, db.randomness)
     assert [name.split(".")[-1] for name in ran] == [f.__name__ for f in pipeline.PASSES]
 
 
