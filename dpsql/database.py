@@ -320,7 +320,7 @@ class Database:
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
         if isinstance(p, FreeAnswer):  # fixed by public information: no data read, free
-            return Answer(answer_free(p), normalised, self._known(analyst), None)
+            return Answer(answer_free(p, self.randomness), normalised, self._known(analyst), None)
         for part in (p.inner, p.outer) if isinstance(p, TwoReleases) else (p,):
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         ledger = self.ledger

@@ -42,6 +42,7 @@ from dpsql.perturb import perturb_cells
 from dpsql.plan import Plan
 from dpsql.postprocess import Result, ResultColumn, postprocess, typed_empty
 from dpsql.public import check_functions, declared_tables, dry_run
+from dpsql.randomness import Randomness
 
 #: The nodes a constant WHERE conjunct may hold to be evaluated at plan time.
 _CONSTANT_NODES = (exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Not, exp.Connector,
@@ -112,11 +113,12 @@ def public_domain(sql: str, p: Plan) -> FreeAnswer | None:
     return FreeAnswer(sql, reason, tuple(typed_empty(p).columns), p)
 
 
-def answer_free(free: FreeAnswer) -> Result:
-    """The exact answer: no rows, or the plan's domain post-processed (no engine, no data)."""
+def answer_free(free: FreeAnswer, rng: Randomness) -> Result:
+    """The exact answer: no rows, or the plan's domain post-processed (no engine, no data; the
+    plan measures nothing, so ``rng`` is never drawn from)."""
     if free.plan is None:
         return Result(list(free.columns), [], [])
-    return postprocess(free.plan, perturb_cells(free.plan, []))
+    return postprocess(free.plan, perturb_cells(free.plan, [], rng))
 
 
 def _limit_zero(tree: exp.Query) -> bool:
