@@ -12,6 +12,12 @@ draw (``os.urandom``) and the salt of contribution bounding (``secrets.randbits`
 test's id. Its bands still catch a wrong distribution, but the verdict is the same on every run,
 so CI never fails by chance. The truly random runs are marked ``slow`` (skipped unless
 ``DPSQL_SLOW=1``) and ``dpsql audit``.
+
+The neighbour harness's generated queries (tests/test_neighbours*.py) are the exception: they
+check exact measurements, without noise, so a new seed cannot make an honest run fail, only
+reach queries no earlier run reached. Each run draws its base seed (``neighbour_seed``), the
+same in every pytest-xdist worker, and a failure names it: ``DPSQL_NEIGHBOUR_SEED=<seed>``
+runs those queries again.
 """
 
 from __future__ import annotations
@@ -86,6 +92,25 @@ def seeded_randomness(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     monkeypatch.setattr(secrets, "randbits", randbits)
     # One stream shared by two threads would give each thread a run-dependent share of it.
     monkeypatch.setattr("dpsql.audit.SIDES_IN_PARALLEL", False)
+
+
+NEIGHBOUR_SEED = "DPSQL_NEIGHBOUR_SEED"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One base seed per run for the generated neighbour queries, drawn before pytest-xdist
+    starts its workers so that they inherit it (the environment of the run)."""
+    os.environ.setdefault(NEIGHBOUR_SEED, str(secrets.randbelow(10**9)))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"{NEIGHBOUR_SEED}={os.environ[NEIGHBOUR_SEED]} (generated neighbour queries)"
+
+
+@pytest.fixture(scope="session")
+def neighbour_seed() -> int:
+    """This run's base seed for generated neighbour queries (see the module docstring)."""
+    return int(os.environ[NEIGHBOUR_SEED])
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
