@@ -113,13 +113,23 @@ def neighbour_seed() -> int:
     return int(os.environ[NEIGHBOUR_SEED])
 
 
+#: Test modules whose module-scoped fixtures cost seconds (a Superset run, neighbourhoods of
+#: synthetic worlds, engine copies of the sample data): each runs on one pytest-xdist worker,
+#: so those fixtures are built once, not once per worker.
+ONE_WORKER = {"test_superset.py", "test_neighbours.py", "test_neighbours_postgres.py",
+              "test_engines_differential.py", "test_engines_attacks.py"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow`` tests (full-size runs on the operating system's randomness) only with
     DPSQL_SLOW=1. Under pytest-xdist (``-n 2 --dist loadgroup``, as scripts/test runs), every
-    ``spark`` test goes to one worker: one JVM, one local Spark session, not one per worker."""
+    ``spark`` test goes to one worker: one JVM, one local Spark session, not one per worker;
+    and each module of :data:`ONE_WORKER` to one worker."""
     for item in items:
         if "spark" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("spark"))
+        elif item.path.name in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
     if os.environ.get("DPSQL_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: set DPSQL_SLOW=1 to run")
