@@ -62,6 +62,20 @@ def _fresh_analyst(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+#: Test modules about answer times (side channels, the owner's settings), where a metered
+#: database keeps the default time grid (dpsql.owner_settings.DEFAULT_TIME_GRID: every fresh
+#: answer held to the next 50 ms). Everywhere else a metered database answers at once unless
+#: its metadata declares a grid: the padding is a sleep, several hundred of them per run.
+KEEP_TIME_GRID = {"test_attacks.py", "test_server_concurrency.py", "test_metadata.py",
+                  "test_server_robustness.py", "test_time.py", "test_timestamps_server.py"}
+
+
+@pytest.fixture(autouse=True)
+def _default_time_grid(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.path.name not in KEEP_TIME_GRID:
+        monkeypatch.setattr("dpsql.owner_settings.DEFAULT_TIME_GRID", 0.0)
+
+
 def fixed_stream(seed: int) -> Callable[[int], bytes]:
     """A stand-in for ``os.urandom``: a fixed byte stream (numpy's generator only fakes the
     operating system; dpsql never sees it)."""
