@@ -129,7 +129,8 @@ def neighbour_seed() -> int:
 
 #: Test modules whose module-scoped fixtures cost seconds (a Superset run, neighbourhoods of
 #: synthetic worlds, engine copies of the sample data): each runs on one pytest-xdist worker,
-#: so those fixtures are built once, not once per worker.
+#: so those fixtures are built once, not once per worker (not with DPSQL_SLOW=1, where the
+#: neighbour harness's chunks of generated queries are long enough to spread).
 ONE_WORKER = {"test_superset.py", "test_neighbours.py", "test_neighbours_postgres.py",
               "test_engines_differential.py", "test_engines_attacks.py"}
 
@@ -139,12 +140,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     DPSQL_SLOW=1. Under pytest-xdist (``-n 2 --dist loadgroup``, as scripts/test runs), every
     ``spark`` test goes to one worker: one JVM, one local Spark session, not one per worker;
     and each module of :data:`ONE_WORKER` to one worker."""
+    slow = os.environ.get("DPSQL_SLOW") == "1"  # long modules: spread them over the workers
     for item in items:
         if "spark" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("spark"))
-        elif item.path.name in ONE_WORKER:
+        elif item.path.name in ONE_WORKER and not slow:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
-    if os.environ.get("DPSQL_SLOW") == "1":
+    if slow:
         return
     skip = pytest.mark.skip(reason="slow: set DPSQL_SLOW=1 to run")
     for item in items:

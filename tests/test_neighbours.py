@@ -46,7 +46,7 @@ from grammar_tests.databases import EVENTS
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 2500 if SLOW else 200  # per chunk
-CHUNKS = 8 if SLOW else 2  # chunks, so that pytest-xdist's workers share them
+CHUNKS = 8 if SLOW else 2  # chunks: pytest-xdist's workers share them with DPSQL_SLOW=1
 N_TEXT_UNITS = 1250 if SLOW else 100
 
 
