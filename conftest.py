@@ -135,6 +135,7 @@ ONE_WORKER = {"test_superset.py", "test_neighbours.py", "test_neighbours_postgre
               "test_engines_differential.py", "test_engines_attacks.py"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow`` tests (full-size runs on the operating system's randomness) only with
     DPSQL_SLOW=1. Under pytest-xdist (``-n 2 --dist loadgroup``, as scripts/test runs), every
