@@ -88,6 +88,14 @@ def _fixed_stream() -> Callable[[int], Callable[[int], bytes]]:
     return fixed_stream
 
 
+def _plain_nodeid(item: pytest.Item) -> str:
+    """The test's id without the ``@group`` that pytest-xdist's loadgroup appends: the same
+    stream with and without xdist."""
+    groups = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+              for m in item.iter_markers("xdist_group")}
+    return item.nodeid.removesuffix("@" + "_".join(sorted(groups))) if groups else item.nodeid
+
+
 @pytest.fixture
 def seeded_randomness(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
                       _fresh_analyst: None) -> None:
@@ -96,7 +104,7 @@ def seeded_randomness(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     marked ``slow`` keeps the operating system's randomness: that is its point."""
     if request.node.get_closest_marker("slow") is not None:
         return
-    digest = hashlib.sha256(request.node.nodeid.encode()).digest()
+    digest = hashlib.sha256(_plain_nodeid(request.node).encode()).digest()
     stream = fixed_stream(int.from_bytes(digest[:8], "little"))
 
     def randbits(k: int) -> int:
