@@ -14,6 +14,12 @@ id; the ``randomness`` fixture is that same object, for the tests that pass it e
 bands still catch a wrong distribution, but the verdict is the same on every run, so CI never
 fails by chance. The truly random runs are marked ``slow`` (skipped unless ``DPSQL_SLOW=1``)
 and ``dpsql audit``.
+
+The neighbour harness's generated queries (tests/test_neighbours*.py) are the exception: they
+check exact measurements, without noise, so a new seed cannot make an honest run fail, only
+reach queries no earlier run reached. Each run draws its base seed (``neighbour_seed``), the
+same in every pytest-xdist worker, and a failure names it: ``DPSQL_NEIGHBOUR_SEED=<seed>``
+runs those queries again.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import atexit
 import hashlib
 import importlib.util
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -60,9 +67,33 @@ def _fresh_analyst(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+#: Test modules about answer times (side channels, the owner's settings), where a metered
+#: database keeps the default time grid (dpsql.owner_settings.DEFAULT_TIME_GRID: every fresh
+#: answer held to the next 50 ms). Everywhere else a metered database answers at once unless
+#: its metadata declares a grid: the padding is a sleep, several hundred of them per run.
+KEEP_TIME_GRID = {"test_attacks.py", "test_server_concurrency.py", "test_metadata.py",
+                  "test_server_robustness.py", "test_time.py", "test_timestamps_server.py"}
+
+
+@pytest.fixture(autouse=True)
+def _default_time_grid(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.path.name not in KEEP_TIME_GRID:
+        monkeypatch.setattr("dpsql.owner_settings.DEFAULT_TIME_GRID", 0.0)
+
+
 def _test_seed(request: pytest.FixtureRequest) -> int:
-    digest = hashlib.sha256(request.node.nodeid.encode()).digest()
+    digest = hashlib.sha256(_plain_nodeid(request.node).encode()).digest()
     return int.from_bytes(digest[:8], "little")
+
+
+
+
+def _plain_nodeid(item: pytest.Item) -> str:
+    """The test's id without the ``@group`` that pytest-xdist's loadgroup appends: the same
+    stream with and without xdist."""
+    groups = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+              for m in item.iter_markers("xdist_group")}
+    return item.nodeid.removesuffix("@" + "_".join(sorted(groups))) if groups else item.nodeid
 
 
 @pytest.fixture
@@ -85,14 +116,46 @@ def seeded_randomness(randomness: Randomness, monkeypatch: pytest.MonkeyPatch) -
     return randomness
 
 
+NEIGHBOUR_SEED = "DPSQL_NEIGHBOUR_SEED"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One base seed per run for the generated neighbour queries, drawn before pytest-xdist
+    starts its workers so that they inherit it (the environment of the run)."""
+    os.environ.setdefault(NEIGHBOUR_SEED, str(secrets.randbelow(10**9)))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"{NEIGHBOUR_SEED}={os.environ[NEIGHBOUR_SEED]} (generated neighbour queries)"
+
+
+@pytest.fixture(scope="session")
+def neighbour_seed() -> int:
+    """This run's base seed for generated neighbour queries (see the module docstring)."""
+    return int(os.environ[NEIGHBOUR_SEED])
+
+
+#: Test modules whose module-scoped fixtures cost seconds (a Superset run, neighbourhoods of
+#: synthetic worlds, engine copies of the sample data): each runs on one pytest-xdist worker,
+#: so those fixtures are built once, not once per worker (not with DPSQL_SLOW=1, where the
+#: neighbour harness's chunks of generated queries are long enough to spread).
+ONE_WORKER = {"test_superset.py", "test_neighbours.py", "test_neighbours_postgres.py",
+              "test_engines_differential.py", "test_engines_attacks.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow`` tests (full-size runs on the operating system's randomness) only with
     DPSQL_SLOW=1. Under pytest-xdist (``-n 2 --dist loadgroup``, as scripts/test runs), every
-    ``spark`` test goes to one worker: one JVM, one local Spark session, not one per worker."""
+    ``spark`` test goes to one worker: one JVM, one local Spark session, not one per worker;
+    and each module of :data:`ONE_WORKER` to one worker."""
+    slow = os.environ.get("DPSQL_SLOW") == "1"  # long modules: spread them over the workers
     for item in items:
         if "spark" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("spark"))
-    if os.environ.get("DPSQL_SLOW") == "1":
+        elif item.path.name in ONE_WORKER and not slow:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    if slow:
         return
     skip = pytest.mark.skip(reason="slow: set DPSQL_SLOW=1 to run")
     for item in items:

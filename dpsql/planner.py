@@ -65,10 +65,11 @@ class Planner:
     Shared by threads."""
 
     def __init__(self, metadata: Metadata, public_store: PublicRows | None = None,
-                 cache_size: int = PLAN_CACHE_SIZE) -> None:
+                 cache_size: int | None = None) -> None:
         self.metadata = metadata
         self.public_store = public_store
-        self.plans: LRU[tuple[object, ...], Any] = LRU(cache_size)
+        self.plans: LRU[tuple[object, ...], Any] = LRU(
+            PLAN_CACHE_SIZE if cache_size is None else cache_size)
 
     def prepare_query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                       mechanism: str = "laplace", *, tree: exp.Expression | None = None

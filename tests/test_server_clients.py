@@ -213,14 +213,12 @@ public class DpsqlJdbc {
 """
 
 
-def test_pgjdbc_metadata_queries_and_refusals(served, tmp_path: Path) -> None:
-    javac, java = tool("javac"), tool("java")
+def test_pgjdbc_metadata_queries_and_refusals(served, kit) -> None:
+    java = tool("java")
     assert PGJDBC.exists(), f"{PGJDBC} is missing: apt-get install libpostgresql-jdbc-java"
-    (tmp_path / "DpsqlJdbc.java").write_text(JAVA)
-    subprocess.run([javac, "-cp", str(PGJDBC), "DpsqlJdbc.java"], cwd=tmp_path, check=True,
-                   capture_output=True, timeout=120)
+    classes = kit.compile_java("DpsqlJdbc", JAVA)
     out = subprocess.run(
-        [java, "-cp", f"{PGJDBC}:{tmp_path}", "DpsqlJdbc",
+        [java, "-cp", f"{PGJDBC}:{classes}", "DpsqlJdbc",
          f"jdbc:postgresql://127.0.0.1:{served.port}/dpsql", "alice", "s3cret pw"],
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

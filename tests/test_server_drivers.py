@@ -185,14 +185,12 @@ public class DpsqlDates {
 """
 
 
-def test_pgjdbc_set_date_and_set_timestamp_against_a_date_column(served, tmp_path) -> None:
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac and java and PGJDBC.exists(), "the JDK and pgjdbc are installed by .ci/run"
-    (tmp_path / "DpsqlDates.java").write_text(JAVA)
-    subprocess.run([javac, "-cp", str(PGJDBC), "DpsqlDates.java"], cwd=tmp_path, check=True,
-                   capture_output=True, timeout=120)
+def test_pgjdbc_set_date_and_set_timestamp_against_a_date_column(served, kit) -> None:
+    java = shutil.which("java")
+    assert java and PGJDBC.exists(), "the JDK and pgjdbc are installed by .ci/run"
+    classes = kit.compile_java("DpsqlDates", JAVA)
     out = subprocess.run(  # the JVM's zone is UTC, so both values are midnight UTC
-        [java, "-Duser.timezone=UTC", "-cp", f"{PGJDBC}:{tmp_path}", "DpsqlDates",
+        [java, "-Duser.timezone=UTC", "-cp", f"{PGJDBC}:{classes}", "DpsqlDates",
          f"jdbc:postgresql://127.0.0.1:{served.port}/dpsql", "alice", "s3cret pw"],
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

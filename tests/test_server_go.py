@@ -37,8 +37,12 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "pgx is not installed (apt-get install golang-github-jackc-pgx-v4-dev; see .ci/run)"
     build = tmp_path_factory.mktemp("go")
     binary = build / "pgxclient"
+    # Go's build cache outlives the run (the user's cache folder; Go keys it by its sources
+    # and is safe for concurrent builds): pgx compiles once per machine, not once per run.
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpsql-tests"
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": f"{build}:{GOPATH}",
-           "GOCACHE": str(build / "cache"), "GOPROXY": "off", "GOFLAGS": "", "CGO_ENABLED": "0"}
+           "GOCACHE": str(cache / "go-build"), "GOPROXY": "off", "GOFLAGS": "",
+           "CGO_ENABLED": "0"}
     result = subprocess.run([go, "build", "-o", str(binary), "."], cwd=SOURCE, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
