@@ -353,7 +353,8 @@ def test_generated_finds_the_reverted_classes(monkeypatch: pytest.MonkeyPatch) -
         mutant(monkeypatch)
     # Of the generated queries, those of a known class's shape (the rest cost time and,
     # clean, find nothing: test_generated_all_clean runs them).
-    shaped = [q for seed, n in ((17, 100), (3, 80)) for q in generate(n, seed=seed)
+    shaped = [q for seed, n in ((17, 100), (3, 80), (5, 100), (13, 100))
+              for q in generate(n, seed=seed)
               if leak_class(q[0]) is not None]
     found = {leak_class(v.sql) for v in check_queries(shaped, fresh()).violations}
     if check_queries(generate(20, seed=29), fresh(text_units=True)).violations:
