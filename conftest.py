@@ -7,11 +7,11 @@ fresh analyst name (``DPSQL_ANALYST``), hence its own full demo budget. Tests of
 itself set both explicitly.
 
 It also makes the statistical tests deterministic. A module (or test) that asks for
-``seeded_randomness`` runs on a seeded :class:`~dpsql.randomness.Randomness` instead of the
+``seeded_randomness`` runs on a seeded :class:`~dpsql.privacy.randomness.Randomness` instead of the
 operating system's: every noise draw and the salt of contribution bounding of every Database
-built without its own (the process default, ``dpsql.randomness.DEFAULT``), seeded by the test's
-id; the ``randomness`` fixture is that same object, for the tests that pass it explicitly. Its
-bands still catch a wrong distribution, but the verdict is the same on every run, so CI never
+built without its own (the process default, ``dpsql.privacy.randomness.DEFAULT``), seeded by the
+test's id; the ``randomness`` fixture is that same object, for the tests that pass it explicitly.
+Its bands still catch a wrong distribution, but the verdict is the same on every run, so CI never
 fails by chance. The truly random runs are marked ``slow`` (skipped unless ``DPSQL_SLOW=1``)
 and ``dpsql audit``.
 
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from dpsql.randomness import Randomness
+    from dpsql.privacy.randomness import Randomness
 
 
 def _own_sample_data() -> None:
@@ -68,8 +68,8 @@ def _fresh_analyst(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 #: Test modules about answer times (side channels, the owner's settings), where a metered
-#: database keeps the default time grid (dpsql.owner_settings.DEFAULT_TIME_GRID: every fresh
-#: answer held to the next 50 ms). Everywhere else a metered database answers at once unless
+#: database keeps the default time grid (dpsql.metadata.owner_settings.DEFAULT_TIME_GRID: every
+#: fresh answer held to the next 50 ms). Everywhere else a metered database answers at once unless
 #: its metadata declares a grid: the padding is a sleep, several hundred of them per run.
 KEEP_TIME_GRID = {"test_attacks.py", "test_server_concurrency.py", "test_metadata.py",
                   "test_server_robustness.py", "test_time.py", "test_timestamps_server.py"}
@@ -78,7 +78,7 @@ KEEP_TIME_GRID = {"test_attacks.py", "test_server_concurrency.py", "test_metadat
 @pytest.fixture(autouse=True)
 def _default_time_grid(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     if request.path.name not in KEEP_TIME_GRID:
-        monkeypatch.setattr("dpsql.owner_settings.DEFAULT_TIME_GRID", 0.0)
+        monkeypatch.setattr("dpsql.metadata.owner_settings.DEFAULT_TIME_GRID", 0.0)
 
 
 def _test_seed(request: pytest.FixtureRequest) -> int:
@@ -101,7 +101,7 @@ def randomness(request: pytest.FixtureRequest) -> Randomness:
     """A Randomness seeded by this test's id (the operating system's for a ``slow`` test:
     true randomness is its point)."""
     # Imported here: dpsql is imported after _own_sample_data has run.
-    from dpsql.randomness import Randomness
+    from dpsql.privacy.randomness import Randomness
 
     if request.node.get_closest_marker("slow") is not None:
         return Randomness()
@@ -112,7 +112,7 @@ def randomness(request: pytest.FixtureRequest) -> Randomness:
 def seeded_randomness(randomness: Randomness, monkeypatch: pytest.MonkeyPatch) -> Randomness:
     """``randomness`` as the process default: every Database built without its own, through
     any front door, draws from it (see the module docstring)."""
-    monkeypatch.setattr("dpsql.randomness.DEFAULT", randomness)
+    monkeypatch.setattr("dpsql.privacy.randomness.DEFAULT", randomness)
     return randomness
 
 
@@ -165,10 +165,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def pg_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A throw-away PostgreSQL cluster for the whole run (dpsql.engines.pgcluster), empty:
+    """A throw-away PostgreSQL cluster for the whole run (tests.support.pgcluster), empty:
     each test module loads its tables with ``load_duckdb_file`` and connects as the read-only
     role it grants. No server installed is a failure, not a skip (CI installs one)."""
-    from dpsql.engines.pgcluster import throwaway_cluster
+    from tests.support.pgcluster import throwaway_cluster
 
     with throwaway_cluster(tmp_path_factory.mktemp("postgres")) as cluster:
         yield cluster

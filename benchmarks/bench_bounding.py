@@ -42,10 +42,10 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_engine import ensure_data, machine
 
-from dpsql.engines.duckdb_sql import DuckDBDialect
-from dpsql.metadata import load_metadata
+from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
+from dpsql.execution.rewrite import rewrite
+from dpsql.metadata.metadata import load_metadata
 from dpsql.planner import Planner
-from dpsql.rewrite import rewrite
 
 SALT = 0x5DEECE66D1234567
 K, G = 10, 3

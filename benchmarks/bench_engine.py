@@ -79,7 +79,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # this checkout's dpsql, not another installed copy
 
 import dpsql  # noqa: E402
-from dpsql.ledger_identity import record_path  # noqa: E402
+from dpsql.ledger.identity import record_path  # noqa: E402
 from dpsql.pipeline import answer  # noqa: E402
 
 DATA = HERE / "data"
@@ -413,7 +413,7 @@ def fixed_cost_breakdown(runs: int) -> list[Breakdown]:
     # The same tables, metered: every query is charged to an SQLite budget ledger first.
     ledger = DATA / "bench-ledger.sqlite"
     # A throw-away ledger: its identity record goes too (else the next run refuses a ledger
-    # recorded but missing: dpsql.ledger_identity).
+    # recorded but missing: dpsql.ledger.identity).
     for stale in [*DATA.glob(ledger.name + "*"), record_path(ledger)]:
         stale.unlink(missing_ok=True)
     metered_metadata = metadata.with_name(metadata.stem + "_metered.toml")

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_engine import QUERIES, ensure_data
 
 import dpsql
-from dpsql.engines.pgcluster import Cluster, throwaway_cluster
+from tests.support.pgcluster import Cluster, throwaway_cluster
 
 
 def _raw(con: psycopg.Connection, sql: str) -> float:

@@ -58,7 +58,7 @@ import psycopg
 
 import dpsql
 from dpsql.engines import DuckDBEngine
-from dpsql.server.testing import sandbox
+from tests.support.sandbox import sandbox
 
 _SERVER = r"""
 import sys, dpsql

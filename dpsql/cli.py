@@ -22,8 +22,6 @@ from typing import Any, TypeVar
 
 import click
 
-from dpsql.budget import BudgetStatus
-from dpsql.budget_report import budget_report
 from dpsql.database import (
     Answer,
     Database,
@@ -33,11 +31,13 @@ from dpsql.database import (
     sample_paths,
 )
 from dpsql.errors import BudgetExhausted, Error, guarded
+from dpsql.execution.postprocess import Result
 from dpsql.explain import render
-from dpsql.mechanisms import MECHANISMS
-from dpsql.metadata import Metadata, load_metadata
-from dpsql.owner_settings import EVERY_OTHER_ANALYST
-from dpsql.postprocess import Result
+from dpsql.ledger.budget import BudgetStatus
+from dpsql.ledger.report import budget_report
+from dpsql.metadata.metadata import Metadata, load_metadata
+from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
+from dpsql.privacy.mechanisms import MECHANISMS
 from dpsql.texttable import format_table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -407,7 +407,7 @@ def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: floa
 
     With --neighbours, test your own queries without noise on synthetic databases built from
     your metadata and on their neighbours (docs/audit.md). Exit status 1 on a violation."""
-    from dpsql import audit as auditing
+    from dpsql.audit import audit as auditing
 
     if neighbours:
         _neighbour_audit(metadata_path, queries_path, epsilon, delta, mechanism, fmt)
@@ -439,7 +439,7 @@ def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: floa
 
 def _neighbour_audit(metadata_path: Path | None, queries_path: Path | None, epsilon: float,
                      delta: float, mechanism: str, fmt: str) -> None:
-    from dpsql import neighbours as nb
+    from dpsql.audit import neighbours as nb
 
     queries = nb.split_statements(queries_path.read_text("utf-8")) if queries_path else []
     if not queries:

@@ -7,8 +7,8 @@ The command line, the DB-API connection and the wire-protocol server hold no pri
 their own; they go through :class:`Database`.
 
 **Metering.** When the metadata declares analysts (``[analysts.NAME]``, see
-:mod:`dpsql.metadata`), every answer is paid for from that analyst's budget in the ledger
-(:mod:`dpsql.budget`), shared by every process and front door that opens the same metadata.
+:mod:`dpsql.metadata.metadata`), every answer is paid for from that analyst's budget in the ledger
+(:mod:`dpsql.ledger.budget`), shared by every process and front door that opens the same metadata.
 :meth:`Database.query` runs, in this order:
 
 1. bind the parameters into the parsed SQL as literals (:func:`bind_parameters`; never by
@@ -51,10 +51,7 @@ from pathlib import Path
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from dpsql.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
-from dpsql.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.cache import LRU
-from dpsql.dates import fold_clock
 from dpsql.engines import CursorCancel, Engine, check_metadata, open_engine
 from dpsql.errors import (
     EngineError,
@@ -66,19 +63,22 @@ from dpsql.errors import (
     OperationalError,
     QueryTimeout,
 )
-from dpsql.free import FreeAnswer, answer_free
-from dpsql.ledger_identity import read_record, retire_record, unavailable
-from dpsql.limits import Deadline, grid_point, owner_log, pad_to_grid
-from dpsql.metadata import Metadata, load_metadata
-from dpsql.owner_settings import EVERY_OTHER_ANALYST
-from dpsql.parameters import Parameters, bound_query, frozen_parameters
+from dpsql.execution.free import FreeAnswer, answer_free
+from dpsql.execution.postprocess import Result, ResultColumn
+from dpsql.execution.public import PublicRead, PublicStore, answer_public
+from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
+from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
+from dpsql.ledger.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
+from dpsql.ledger.identity import read_record, retire_record, unavailable
+from dpsql.metadata.metadata import Metadata, load_metadata
+from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.pipeline import Explanation, engine_sql, explain
-from dpsql.plan import Plan
 from dpsql.planner import Planner, Prepared
-from dpsql.postprocess import Result, ResultColumn
-from dpsql.public import PublicRead, PublicStore, answer_public
-from dpsql.randomness import Randomness
-from dpsql.randomness import default as default_randomness
+from dpsql.privacy.plan import Plan
+from dpsql.privacy.randomness import Randomness
+from dpsql.privacy.randomness import default as default_randomness
+from dpsql.query.dates import fold_clock
+from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
 from dpsql.routes import answer_private
 from dpsql.series import TwoReleases, explain_two, release_cost
 
@@ -145,7 +145,7 @@ def ledger_path(metadata: Metadata) -> Path | None:
 
 def open_ledger(metadata: Metadata) -> Ledger | None:
     """Open the ledger the metadata declares; None when unmetered. It is created only where
-    none was ever recorded (see :mod:`dpsql.ledger_identity`): a missing, emptied or replaced
+    none was ever recorded (see :mod:`dpsql.ledger.identity`): a missing, emptied or replaced
     ledger is :class:`~dpsql.errors.LedgerUnavailable`."""
     path = ledger_path(metadata)
     if path is None or metadata.budget is None:
@@ -164,7 +164,7 @@ def init_ledger(metadata: Metadata, start_over: bool = False) -> tuple[Ledger, P
     """``dpsql budget init``: create the metadata's ledger explicitly (refused if one exists).
 
     Where a recorded ledger is missing, a new one is created only with ``start_over``, the
-    owner's decision that it is lost (see :mod:`dpsql.ledger_identity`); its record is kept,
+    owner's decision that it is lost (see :mod:`dpsql.ledger.identity`); its record is kept,
     renamed, and returned. The ledger is returned open.
     """
     path = ledger_path(metadata)
@@ -193,7 +193,7 @@ class Database:
     by threads; each process opens its own. ``engine``, an already opened engine, replaces
     opening ``database`` (the tests inject one whose queries wait to be interrupted); the
     Database then owns it and closes it. ``randomness`` is where every noise draw and salt
-    comes from (:mod:`dpsql.randomness`): the operating system's CSPRNG unless given.
+    comes from (:mod:`dpsql.privacy.randomness`): the operating system's CSPRNG unless given.
     """
 
     def __init__(self, database: str | Path | None = None,
@@ -233,7 +233,7 @@ class Database:
     @property
     def randomness(self) -> Randomness:
         """The Randomness given to the constructor, else the process default
-        (:data:`dpsql.randomness.DEFAULT`, looked up on every answer)."""
+        (:data:`dpsql.privacy.randomness.DEFAULT`, looked up on every answer)."""
         return self._randomness if self._randomness is not None else default_randomness()
 
     @property
@@ -249,7 +249,7 @@ class Database:
              mechanism: str = "laplace", parameters: Parameters = None) -> Prepared:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
-        (:class:`~dpsql.public.PublicRead`) or two private releases
+        (:class:`~dpsql.execution.public.PublicRead`) or two private releases
         (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`. Without ``epsilon``:
         :meth:`query_epsilon`."""
         normalised, _, tree = self._texts(sql, parameters)
@@ -302,7 +302,8 @@ class Database:
         **Free answers.** A query whose answer is fixed by public information -- ``LIMIT 0``
         or a constant-false WHERE (BI tools probe column types so), a GROUP BY or DISTINCT
         over public domains with no aggregate -- is answered exactly, without running the
-        engine or charging (:mod:`dpsql.free`): that answer is the same for every database.
+        engine or charging (:mod:`dpsql.execution.free`): that answer is the same for every
+        database.
 
         **Engine failures.** The engine failing on a checked query is a dpsql bug (the
         checker should have refused it) and its message may quote a private value: the

@@ -21,8 +21,9 @@ parsed query as literals, never pasted into its text, and before the privacy che
 
 Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width,
 in the column's unit -- ranks for quantiles -- or None for group keys and for values computed
-from several noisy cells), ``result`` (the :class:`~dpsql.postprocess.Result`), ``cost`` (the
-:class:`~dpsql.budget.Cost` charged by the last ``execute``; None when it was served from a
+from several noisy cells), ``result`` (the :class:`~dpsql.execution.postprocess.Result`), ``cost``
+(the
+:class:`~dpsql.ledger.budget.Cost` charged by the last ``execute``; None when it was served from a
 stored answer or the database is unmetered) and ``reused``. Connection extensions:
 ``epsilon``, ``delta`` and ``mechanism`` (the defaults of ``execute``, settable), ``analyst``,
 ``metered``, ``budget()`` (what the analyst has spent and has left) and ``database``.
@@ -46,7 +47,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from dpsql.budget import BudgetStatus, Cost
 from dpsql.database import Answer, Database, resolve_analyst
 from dpsql.errors import (
     DatabaseError,
@@ -61,10 +61,11 @@ from dpsql.errors import (
     Warning,
     guarded,
 )
-from dpsql.mechanisms import validate_privacy_parameters
-from dpsql.metadata import Metadata
-from dpsql.parameters import Parameters
-from dpsql.postprocess import Result
+from dpsql.execution.postprocess import Result
+from dpsql.ledger.budget import BudgetStatus, Cost
+from dpsql.metadata.metadata import Metadata
+from dpsql.privacy.mechanisms import validate_privacy_parameters
+from dpsql.query.parameters import Parameters
 
 apilevel = "2.0"
 threadsafety = 2

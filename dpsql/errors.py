@@ -303,7 +303,7 @@ class InvalidConstant(QueryRefused):
 
 
 class QueryTooComplex(QueryRefused):
-    """A query whose row-level work exceeds the cost model (see :mod:`dpsql.cost`): long
+    """A query whose row-level work exceeds the cost model (see :mod:`dpsql.query.cost`): long
     literals or patterns, too many nodes, too deep nesting."""
 
     sqlstate = "54001"

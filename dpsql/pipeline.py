@@ -18,26 +18,26 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
-from dpsql.aggregates import Measurement, MeasurementKind
-from dpsql.bind import bind
-from dpsql.check import check, refuse_float_overflow
-from dpsql.constants import fold_constants
-from dpsql.cost import check_cost
-from dpsql.dates import normalise
-from dpsql.dry_runs import empty_tables, with_empty
 from dpsql.engines import Engine, scratch
-from dpsql.engines.duckdb_sql import DuckDBDialect
+from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import QueryTooComplex, UnsupportedQuery
-from dpsql.joins import PublicRows, physical
-from dpsql.mechanisms import Mechanism, accuracy
-from dpsql.metadata import Metadata
-from dpsql.parse import only_select, parse
-from dpsql.perturb import perturb_cells
-from dpsql.plan import Plan, calibrated, plan
-from dpsql.postprocess import Result, check_outer, postprocess
-from dpsql.quantiles import quantile_rank_accuracy
-from dpsql.randomness import Randomness
-from dpsql.rewrite import rewrite
+from dpsql.execution.dry_runs import empty_tables, with_empty
+from dpsql.execution.perturb import perturb_cells
+from dpsql.execution.postprocess import Result, check_outer, postprocess
+from dpsql.execution.rewrite import rewrite
+from dpsql.metadata.metadata import Metadata
+from dpsql.privacy.aggregates import Measurement, MeasurementKind
+from dpsql.privacy.mechanisms import Mechanism, accuracy
+from dpsql.privacy.plan import Plan, calibrated, plan
+from dpsql.privacy.quantiles import quantile_rank_accuracy
+from dpsql.privacy.randomness import Randomness
+from dpsql.query.bind import bind
+from dpsql.query.check import check, refuse_float_overflow
+from dpsql.query.cost import check_cost
+from dpsql.query.dates import normalise
+from dpsql.query.fold import fold_constants
+from dpsql.query.joins import PublicRows, physical
+from dpsql.query.parse import only_select, parse
 
 #: The passes, in the order the pipeline runs them: :func:`prepare_plan` runs parse to plan
 #: (no data read), :func:`answer` runs rewrite to post-process (``execute`` is the engine's
@@ -51,15 +51,15 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
                  epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "laplace",
                  dialect: str = "duckdb") -> Plan:
     """parse -> bind -> check -> constants -> cost -> plan: every refusal, no private data
-    read (a join with a public table reads ``public``: :mod:`dpsql.joins`). ``sql`` is the
-    text, or its tree already parsed (:func:`dpsql.parse.parse_query`), which this mutates.
+    read (a join with a public table reads ``public``: :mod:`dpsql.query.joins`). ``sql`` is the
+    text, or its tree already parsed (:func:`dpsql.query.parse.parse_query`), which this mutates.
 
     Not cached: :class:`dpsql.planner.Planner` caches what it prepares, so call
     :meth:`~dpsql.planner.Planner.prepare`.
     """
     tree = parse(sql, dialect) if isinstance(sql, str) else only_select(sql)
-    normalise(tree)  # date functions as the checker knows them (dpsql.dates)
-    # Refusals quote the analyst's text (dpsql.dates.written), joined columns included.
+    normalise(tree)  # date functions as the checker knows them (dpsql.query.dates)
+    # Refusals quote the analyst's text (dpsql.query.dates.written), joined columns included.
     try:
         checked = check_cost(fold_constants(check(bind(tree, metadata, public))))
         result = plan(checked, epsilon, delta, mechanism)

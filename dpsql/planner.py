@@ -1,25 +1,26 @@
 """The planner of one database: where every query is prepared, and its plans are cached.
 
 A plan depends on the SQL, the privacy parameters, the metadata and, for a join with a public
-table, on that table's data: its multiplicities, key domains and bounds (:mod:`dpsql.joins`),
-read from the database's :class:`~dpsql.public.PublicStore`. So a plan cache belongs to one
-(metadata, public store) pair, and that pair is a :class:`Planner`: each
+table, on that table's data: its multiplicities, key domains and bounds (:mod:`dpsql.query.joins`),
+read from the database's :class:`~dpsql.execution.public.PublicStore`. So a plan cache belongs to
+one (metadata, public store) pair, and that pair is a :class:`Planner`: each
 :class:`~dpsql.database.Database` owns one, and two databases sharing one
-:class:`~dpsql.metadata.Metadata` over different data plan apart. The metadata stays a plain
-value.
+:class:`~dpsql.metadata.metadata.Metadata` over different data plan apart. The metadata stays a
+plain value.
 
 :meth:`Planner.prepare_query` picks the path of a query, the one place that chooses:
 
-* :class:`~dpsql.public.PublicRead`: the query reads public tables only (exact, free);
-* :class:`~dpsql.free.FreeAnswer`: the answer is fixed by public information (an empty probe:
+* :class:`~dpsql.execution.public.PublicRead`: the query reads public tables only (exact, free);
+* :class:`~dpsql.execution.free.FreeAnswer`: the answer is fixed by public information (an empty
+probe:
   ``LIMIT 0`` or a constant-false WHERE; or a public domain with no aggregate): exact, free;
 * :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
   limit): two private releases, one charge;
-* :class:`~dpsql.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
+* :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
   :func:`dpsql.pipeline.prepare_plan`).
 
 The query is parsed once (by the caller, or here on a cache miss) and each path reads a copy
-of that tree. The clock is read first (:func:`dpsql.dates.fold_clock`): every cache below is
+of that tree. The clock is read first (:func:`dpsql.query.dates.fold_clock`): every cache below is
 keyed by the folded text, so a plan made at one instant is never reused at another. Plans and
 routes depend only on the SQL text, the privacy parameters and this
 planner's metadata and public data, never on private data, so they are cached in a locked LRU
@@ -35,16 +36,16 @@ from typing import Any
 from sqlglot import exp
 
 from dpsql.cache import LRU
-from dpsql.dates import fold_clock
 from dpsql.errors import QueryRefused
-from dpsql.free import FreeAnswer, empty_probe, probe, public_domain
-from dpsql.joins import PublicRows
-from dpsql.mechanisms import validate_privacy_parameters
-from dpsql.metadata import Metadata
-from dpsql.parse import parse_query
+from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
+from dpsql.execution.public import PublicRead, public_read
+from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import prepare_plan
-from dpsql.plan import Plan
-from dpsql.public import PublicRead, public_read
+from dpsql.privacy.mechanisms import validate_privacy_parameters
+from dpsql.privacy.plan import Plan
+from dpsql.query.dates import fold_clock
+from dpsql.query.joins import PublicRows
+from dpsql.query.parse import parse_query
 from dpsql.series import TwoReleases, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
@@ -76,7 +77,7 @@ class Planner:
                       ) -> Prepared:
         """The prepared query on its path (module docstring); every refusal happens here,
         nothing read or charged. ``tree``, when the caller has it, is ``sql`` parsed
-        (:func:`dpsql.parse.parse_query`): it is then not parsed again, and never mutated."""
+        (:func:`dpsql.query.parse.parse_query`): it is then not parsed again, and never mutated."""
         validate_privacy_parameters(epsilon, delta, mechanism)
         folded = fold_clock(sql)
         if folded != sql:  # the tree is of the text before the clock was read
@@ -112,7 +113,7 @@ class Planner:
 
     def _probe(self, sql: str, parsed: Callable[[], exp.Expression], epsilon: float,
                delta: float, mechanism: str) -> FreeAnswer | None:
-        """An empty probe's free answer (:func:`dpsql.free.probe`), or None for any other
+        """An empty probe's free answer (:func:`dpsql.execution.free.probe`), or None for any other
         query. A text that does not parse is refused here as the private parse pass would."""
         tree = parsed()
         why = empty_probe(tree)

@@ -2,8 +2,9 @@
 :meth:`dpsql.planner.Planner.prepare_query`, the one place that chooses):
 
 * :class:`~dpsql.series.TwoReleases`: two private releases (a series limit);
-* :class:`~dpsql.plan.Plan`: the private pipeline's answer (:func:`dpsql.pipeline.answer`);
-* :class:`~dpsql.public.PublicRead` and :class:`~dpsql.free.FreeAnswer` are answered by the
+* :class:`~dpsql.privacy.plan.Plan`: the private pipeline's answer (:func:`dpsql.pipeline.answer`);
+* :class:`~dpsql.execution.public.PublicRead` and :class:`~dpsql.execution.free.FreeAnswer` are
+answered by the
   :class:`~dpsql.database.Database` (exact, free).
 """
 
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 from dpsql.engines import Engine
 from dpsql.errors import UnsupportedQuery
-from dpsql.free import FreeAnswer
+from dpsql.execution.free import FreeAnswer
+from dpsql.execution.postprocess import Result
+from dpsql.execution.public import PublicRead
 from dpsql.pipeline import answer
 from dpsql.planner import Planner, Prepared
-from dpsql.postprocess import Result
-from dpsql.public import PublicRead
-from dpsql.randomness import Randomness
+from dpsql.privacy.randomness import Randomness
 from dpsql.series import TwoReleases, answer_two
 
 

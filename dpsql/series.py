@@ -44,20 +44,20 @@ from typing import TYPE_CHECKING, cast
 
 from sqlglot import exp
 
-from dpsql.bind import bind
-from dpsql.budget import Cost, query_cost
-from dpsql.check import check
-from dpsql.constants import fold_constants
-from dpsql.dates import normalise
 from dpsql.engines import Engine
 from dpsql.errors import InternalError, UnsupportedQuery
-from dpsql.metadata import Metadata
-from dpsql.parse import parse
+from dpsql.execution.postprocess import Result, made_up_answer
+from dpsql.execution.public import reads_only_public
+from dpsql.ledger.budget import Cost, query_cost
+from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import Explanation, answer, explain
-from dpsql.plan import Plan, plan
-from dpsql.postprocess import Result, made_up_answer
-from dpsql.public import reads_only_public
-from dpsql.randomness import Randomness
+from dpsql.privacy.plan import Plan, plan
+from dpsql.privacy.randomness import Randomness
+from dpsql.query.bind import bind
+from dpsql.query.check import check
+from dpsql.query.dates import normalise
+from dpsql.query.fold import fold_constants
+from dpsql.query.parse import parse
 
 if TYPE_CHECKING:
     from dpsql.planner import Planner
@@ -119,7 +119,7 @@ def two_releases(tree: exp.Expression, planner: Planner, epsilon: float, delta: 
     resolved = tuple(_link(outer, column, names) for outer, column in links)
     _full_key_set(inner, resolved)
     template = tree.sql(dialect="duckdb")
-    # As many stand-in keys as the inner can release: the cost model (dpsql.cost) sees the
+    # As many stand-in keys as the inner can release: the cost model (dpsql.query.cost) sees the
     # longest filter the outer query can get, before anything is charged.
     stand_in = _fill(template, resolved, _stand_in(inner, resolved) * _max_keys(inner),
                      in_list, dedupe=False)
@@ -385,7 +385,7 @@ def _prepare_filled(sql: str, planner: Planner, p: TwoReleases) -> Plan:
     the released keys, after the charge, so nothing here may refuse for a reason the plan did
     not check: the cost model already saw :func:`_max_keys` stand-in keys, and the released
     keys' own text lengths are the owner's data, which the model leaves out by design
-    (:mod:`dpsql.cost`)."""
+    (:mod:`dpsql.query.cost`)."""
     tree = parse(sql)
     normalise(tree)
     checked = fold_constants(check(bind(tree, planner.metadata, planner.public_store)))

@@ -16,10 +16,10 @@ import pytest
 import dpsql
 import dpsql.errors
 from dpsql.errors import QueryRefused
-from dpsql.free import FreeAnswer
-from dpsql.plan import Plan
+from dpsql.execution.free import FreeAnswer
+from dpsql.execution.public import PublicRead
 from dpsql.planner import Prepared
-from dpsql.public import PublicRead
+from dpsql.privacy.plan import Plan
 from dpsql.series import TwoReleases
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
 from grammar_tests.databases import open_database
@@ -157,7 +157,8 @@ def _matches(actual: object, op: str, expected: object) -> bool:
         kind, size = expected
         return actual[0] == kind and (size is None or actual[1] == size)  # type: ignore[index]
     if isinstance(expected, tuple):  # cost
-        return all(same_float(a, e) for a, e in zip(actual, expected, strict=True))  # type: ignore[call-overload]
+        # type: ignore[call-overload]
+        return all(same_float(a, e) for a, e in zip(actual, expected, strict=True))
     if isinstance(expected, float):
         return same_float(float(actual), expected)  # type: ignore[arg-type]
     if op == "<=":

@@ -29,10 +29,10 @@ import pytest
 import tomli_w
 
 import dpsql
-from dpsql.engines.duckdb_sql import DuckDBDialect
-from dpsql.metadata import Metadata, parse_metadata
-from dpsql.plan import Plan
-from dpsql.rewrite import rewrite
+from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
+from dpsql.execution.rewrite import rewrite
+from dpsql.metadata.metadata import Metadata, parse_metadata
+from dpsql.privacy.plan import Plan
 
 
 def toml_dumps(tables: Mapping[str, Mapping[str, Any]]) -> str:

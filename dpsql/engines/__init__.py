@@ -27,21 +27,21 @@ import duckdb
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import locked
-from dpsql.engines.duckdb_sql import DuckDBDialect
+from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.physical import INTEGER_TYPES as INTEGER_TYPES
 from dpsql.engines.physical import compatible as compatible
 from dpsql.engines.physical import declared_type as declared_type
 from dpsql.engines.physical import public_select
 from dpsql.errors import EngineError, MetadataError
-from dpsql.metadata import ColumnType
+from dpsql.metadata.metadata import ColumnType
 
 if TYPE_CHECKING:
     import numpy as np
     from sqlglot import exp
     from sqlglot.dialects.dialect import Dialect
 
-    from dpsql.metadata import Metadata
-    from dpsql.plan import Plan
+    from dpsql.metadata.metadata import Metadata
+    from dpsql.privacy.plan import Plan
 
 _log = logging.getLogger(__name__)
 #: Engine errors whose messages quote the query, never the data: raised before any row is
@@ -73,7 +73,7 @@ class Engine(Protocol):
     is the sqlglot dialect that spells the rewritten query and its IR nodes
     (:mod:`dpsql.engines.ir`); ``raises_on_float_overflow`` says that DOUBLE arithmetic that
     overflows raises instead of giving Infinity, so the checker refuses what could
-    (:func:`dpsql.check.refuse_float_overflow`); ``location`` names the database (a resolved
+    (:func:`dpsql.query.check.refuse_float_overflow`); ``location`` names the database (a resolved
     path, or a URL without its password: the scope of stored answers). ``schema``
     maps each table to its columns' physical types (lower-case names), read once when the
     engine opens; ``rewritten`` caches the generated SQL per plan (:func:`dpsql.pipeline.
@@ -111,9 +111,9 @@ class Engine(Protocol):
                     ) -> list[tuple[object, ...]]:
         """Every row of the public ``table``, the ``columns`` (name -> declared type: int,
         float, text, bool, date, timestamp) in that order, each read as its declared type
-        (:data:`~dpsql.metadata.ENGINE_TYPES`; NULL where a value does not convert, never an
-        error). The only plan-time read of data: :class:`~dpsql.public.PublicStore` copies
-        public tables with it, and joins and exact public reads run on that copy. Public
+        (:data:`~dpsql.metadata.metadata.ENGINE_TYPES`; NULL where a value does not convert, never
+        an error). The only plan-time read of data: :class:`~dpsql.execution.public.PublicStore`
+        copies public tables with it, and joins and exact public reads run on that copy. Public
         tables protect no one, so reading them leaks nothing; the SQL is the engine's own
         (:func:`public_select` spells it for DuckDB's semantics)."""
         ...
@@ -245,7 +245,7 @@ class DuckDBEngine:
 
 
 def _postgres(url: str, metadata: Metadata | None) -> Engine:
-    from dpsql.engines.postgres import PostgresEngine
+    from dpsql.engines.postgres.engine import PostgresEngine
 
     tables = None if metadata is None else [t.lower() for t in metadata.tables]
     timeout = None if metadata is None else metadata.server.statement_timeout
@@ -253,7 +253,7 @@ def _postgres(url: str, metadata: Metadata | None) -> Engine:
 
 
 def _spark(url: str, metadata: Metadata | None) -> Engine:
-    from dpsql.engines.spark import SparkEngine
+    from dpsql.engines.spark.engine import SparkEngine
 
     return SparkEngine(url)
 

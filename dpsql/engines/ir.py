@@ -1,15 +1,17 @@
 """The engine IR: what dpsql asks of a SQL engine beyond the SQL all engines mean alike.
 
-The passes (:mod:`dpsql.rewrite`, :mod:`dpsql.joins`, :mod:`dpsql.total`, ...) build the
-engine's query from sqlglot's own nodes where every engine means the same thing (CASE,
-COALESCE, CAST to BIGINT or DOUBLE, ``ROW_NUMBER()``, ``ISNAN``, LEAST/GREATEST that skip
-NULLs) and from the nodes below where engines differ. Each node states its semantics here,
-once; each engine's sqlglot dialect spells it in its Generator's ``TRANSFORMS``:
+The passes (:mod:`dpsql.execution.rewrite`, :mod:`dpsql.query.joins`,
+:mod:`dpsql.query.total_expressions`, ...) build the engine's query from sqlglot's own nodes where
+every engine means the same thing (CASE, COALESCE, CAST to BIGINT or DOUBLE, ``ROW_NUMBER()``,
+``ISNAN``, LEAST/GREATEST that skip NULLs) and from the nodes below where engines differ. Each node
+states its semantics here, once; each engine's sqlglot dialect spells it in its Generator's
+``TRANSFORMS``:
 
-* :class:`dpsql.engines.duckdb_sql.DuckDBDialect` (the reference: every query is also checked
+* :class:`dpsql.engines.duckdb_engine.dialect.DuckDBDialect` (the reference: every query is also
+checked
   on DuckDB, see :func:`dpsql.pipeline.check_engine_query`),
-* :class:`dpsql.engines.postgres_sql.PostgresDialect`,
-* :class:`dpsql.engines.spark_sql.SparkDialect`.
+* :class:`dpsql.engines.postgres.dialect.PostgresDialect`,
+* :class:`dpsql.engines.spark.dialect.SparkDialect`.
 
 A node that a dialect does not spell is refused when the engine's SQL is generated
 (:class:`~dpsql.errors.UnsupportedQuery`, before anything is charged), never sent to the
@@ -96,8 +98,9 @@ class RoundHalfAway(EngineNode):
     ``sign(x) * floor(|x| + 1/2)`` computed exactly (no rounding of ``|x| + 1/2``), so
     ``-2.5 -> -3``, ``0.49999999999999994 -> 0``, ``2^52 - 0.5 -> 2^52``; NULL for NULL, NaN
     and the infinities for themselves. Exact on every engine: the one rounding step of
-    :func:`dpsql.total.round_digits`, of the fixed-point grid (:mod:`dpsql.rewrite`) and of
-    TO_TIMESTAMP's microseconds (:func:`dpsql.total._from_epoch`)."""
+    :func:`dpsql.query.total_expressions.round_digits`, of the fixed-point grid
+    (:mod:`dpsql.execution.rewrite`) and of TO_TIMESTAMP's microseconds
+    (:func:`dpsql.query.total_expressions._from_epoch`)."""
 
     arg_types: ClassVar[dict[str, bool]] = {"this": True}
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from sqlglot import exp
 
 from dpsql.engines.ir import SafeCast
-from dpsql.metadata import ENGINE_TYPES
+from dpsql.metadata.metadata import ENGINE_TYPES
 
 INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                        "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"})
@@ -41,7 +41,8 @@ def compatible(declared: str, stored: str) -> bool:
     kind = declared_type(stored.upper())
     if kind == declared or stored.upper() == "VARCHAR":
         return True
-    if declared == "timestamp":  # any instant or day, read as a UTC TIMESTAMP (dpsql.total)
+    # any instant or day, read as a UTC TIMESTAMP (dpsql.query.total_expressions)
+    if declared == "timestamp":
         return kind == "date" or stored.upper() in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
     return declared == "float" and kind == "int"
 

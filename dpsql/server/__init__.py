@@ -1,14 +1,15 @@
 """``dpsql serve``: a PostgreSQL wire-protocol front door for BI tools and drivers.
 
-Modules: :mod:`~dpsql.server.protocol` (the message codec), :mod:`~dpsql.server.types` (type
-OIDs and value encodings), :mod:`~dpsql.server.sqltext` (statement splitting and ``$n``
+Modules: :mod:`~dpsql.server.wire.protocol` (the message codec), :mod:`~dpsql.server.wire.types`
+(type OIDs and value encodings), :mod:`~dpsql.server.wire.sqltext` (statement splitting and ``$n``
 parameters), :mod:`~dpsql.server.auth` (SCRAM-SHA-256 and the passwords file),
 :mod:`~dpsql.server.catalog` (pg_catalog and information_schema from the metadata),
-:mod:`~dpsql.server.settings` (SET/SHOW), :mod:`~dpsql.server.describe` (result columns from a
-plan), :mod:`~dpsql.server.classify` (what a statement is, from its text),
-:mod:`~dpsql.server.commands` (session commands and cursors), :mod:`~dpsql.server.machine` (the
-protocol state machine, no I/O), :mod:`~dpsql.server.session` (one connection: the asyncio
-adapter) and :mod:`~dpsql.server.server` (listening, cancel, the thread pool).
+:mod:`~dpsql.server.machine.settings` (SET/SHOW), :mod:`~dpsql.server.machine.describe` (result
+columns from a plan), :mod:`~dpsql.server.machine.classify` (what a statement is, from its text),
+:mod:`~dpsql.server.machine.commands` (session commands and cursors),
+:mod:`~dpsql.server.machine.machine` (the protocol state machine, no I/O),
+:mod:`~dpsql.server.session` (one connection: the asyncio adapter) and :mod:`~dpsql.server.server`
+(listening, cancel, the thread pool).
 
 Like every front door it holds no privacy logic: every query that touches data goes through
 :meth:`dpsql.Database.query` (checks, plan, ledger, noise), charged to the connected analyst.

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dpsql.metadata import Metadata
+    from dpsql.metadata.metadata import Metadata
 
 import tomli_w
 from scramp import ScramException, ScramMechanism
@@ -177,9 +177,9 @@ SAMPLE_PASSWORDS = Path("~/.dpsql/sample-passwords.toml")
 
 
 def passwords_for(metadata: Metadata) -> Path:
-    """The passwords file of a :class:`~dpsql.metadata.Metadata`: its ``[server] passwords``,
-    else ``dpsql-passwords.toml`` next to it; for the bundled sample data (whose folder may be
-    read-only) ``~/.dpsql/sample-passwords.toml``."""
+    """The passwords file of a :class:`~dpsql.metadata.metadata.Metadata`: its ``[server]
+    passwords``, else ``dpsql-passwords.toml`` next to it; for the bundled sample data (whose folder
+    may be read-only) ``~/.dpsql/sample-passwords.toml``."""
     from dpsql.database import sample_paths
 
     declared = metadata.server.passwords

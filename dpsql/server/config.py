@@ -1,8 +1,8 @@
 """The server's configuration, and what a session needs of the server that runs it.
 
 :class:`ServerLike` is the server as a :class:`~dpsql.server.session.Session` and its
-:class:`~dpsql.server.machine.Machine` see it (the engine seam): they depend on this protocol,
-not on :mod:`dpsql.server.server`, which imports the session module (so the two need no
+:class:`~dpsql.server.machine.machine.Machine` see it (the engine seam): they depend on this
+protocol, not on :mod:`dpsql.server.server`, which imports the session module (so the two need no
 cycle).
 """
 
@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dpsql.cache import LRU
 from dpsql.database import Database
-from dpsql.server import protocol as p
 from dpsql.server.auth import LoginThrottle, Verifier
 from dpsql.server.catalog import Catalog
+from dpsql.server.wire import protocol as p
 
 if TYPE_CHECKING:
-    from dpsql.server.classify import Classifier
+    from dpsql.server.machine.classify import Classifier
 from dpsql.server.session import Session
 
 
@@ -54,7 +54,7 @@ class ServerConfig:
     max_connections: int = 100
     login_slots: int = 32
     # Seconds a logged-in session may stay silent (57P05 then); None: the metadata's [server]
-    # idle_timeout (dpsql.owner_settings); 0: none.
+    # idle_timeout (dpsql.metadata.owner_settings); 0: none.
     idle_timeout: float | None = None
     # Failed logins allowed per source address and per analyst name in a sliding window of
     # failed_login_window seconds before further logins are refused at once (0: no limit).

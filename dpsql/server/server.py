@@ -38,10 +38,10 @@ from dpsql.server.auth import (
     server_secret,
 )
 from dpsql.server.catalog import Catalog
-from dpsql.server.classify import Classifier
 from dpsql.server.config import ServerConfig
+from dpsql.server.machine.classify import Classifier
+from dpsql.server.machine.settings import SERVER_VERSION
 from dpsql.server.session import Session
-from dpsql.server.settings import SERVER_VERSION
 
 log = logging.getLogger("dpsql.server")
 

@@ -1,11 +1,12 @@
 """One client connection over asyncio: startup, TLS, authentication, then frames in and out.
 
 The adapter between a socket and the I/O-free protocol state machine
-(:class:`~dpsql.server.machine.Machine`): it reads one message at a time, hands it to the
+(:class:`~dpsql.server.machine.machine.Machine`): it reads one message at a time, hands it to the
 machine, and writes what the machine answers when it says so. Work that may block runs in the
 server's thread pool (:meth:`Session.blocking`), so the event loop keeps serving every other
 connection -- and cancel requests -- meanwhile. Statements are classified in
-:mod:`dpsql.server.classify`; session commands are answered in :mod:`dpsql.server.commands`.
+:mod:`dpsql.server.machine.classify`; session commands are answered in
+:mod:`dpsql.server.machine.commands`.
 
 Nothing is run before authentication succeeds.
 """
@@ -24,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from dpsql import errors
-from dpsql.server import protocol as p
-from dpsql.server import settings as st
 from dpsql.server.auth import MECHANISM, AuthenticationFailed, ScramExchange
-from dpsql.server.classify import Classifier, Statement
-from dpsql.server.machine import FLUSH_AT, Machine
-from dpsql.server.outcome import PgError, Terminate
+from dpsql.server.machine import settings as st
+from dpsql.server.machine.classify import Classifier, Statement
+from dpsql.server.machine.machine import FLUSH_AT, Machine
+from dpsql.server.machine.outcome import PgError, Terminate
+from dpsql.server.wire import protocol as p
 
 if TYPE_CHECKING:
     from dpsql.server.config import ServerLike

@@ -36,7 +36,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 
 from dpsql.cache import LRU
 from dpsql.engines import locked
-from dpsql.metadata import Metadata
+from dpsql.metadata.metadata import Metadata
 from dpsql.server.catalog.build import _table_oids, build
 from dpsql.server.catalog.model import CatalogError, CatalogQuery, CatalogResult, SessionInfo
 from dpsql.server.catalog.names import function_name, pg_column_names, pg_name

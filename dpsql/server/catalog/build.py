@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import duckdb
 
-from dpsql.metadata import Column, Metadata, Table
-from dpsql.server import types as t
+from dpsql.metadata.metadata import Column, Metadata, Table
 from dpsql.server.catalog.functions import _MACROS, INFO_MACROS, TABLE_MACROS
 from dpsql.server.catalog.keys import (
     constraint_definition,
@@ -32,6 +31,7 @@ from dpsql.server.catalog.tables import (
     TABLES,
     TOAST_OID,
 )
+from dpsql.server.wire import types as t
 
 FIRST_FUNCTION_OID = 40000
 # relacl and attacl of the declared tables: the owner reads, and PUBLIC (every analyst) may
@@ -62,7 +62,8 @@ def _table_comment(table: Table) -> str:
     parts = []
     if table.description and table.description.strip():
         parts.append(table.description.strip())
-    if table.public:  # dpsql.public: read exactly by any SELECT that reads nothing private
+    # dpsql.execution.public: read exactly by any SELECT that reads nothing private
+    if table.public:
         parts.append("public: read exactly, no noise and no privacy cost")
         return "; ".join(parts)
     parts.append("differentially private: aggregate queries only")

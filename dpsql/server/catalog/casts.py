@@ -8,7 +8,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from dpsql.parameters import parse_array_literal
+from dpsql.query.parameters import parse_array_literal
 from dpsql.server.catalog.functions import _REG_NAMESPACE_TYPES, _duck_type
 from dpsql.server.catalog.model import CatalogError
 from dpsql.server.catalog.names import _type_name

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dpsql.metadata import Metadata
+from dpsql.metadata.metadata import Metadata
 
 FIRST_INDEX_OID = 20000
 FIRST_CONSTRAINT_OID = 30000

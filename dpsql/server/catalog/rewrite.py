@@ -7,7 +7,6 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from dpsql.server import types as t
 from dpsql.server.catalog.casts import _array_cast, _cast, _is_quantified, _quantified
 from dpsql.server.catalog.functions import INFO_MACROS, TABLE_MACROS, _function, _session_value
 from dpsql.server.catalog.model import CatalogError, SessionInfo
@@ -22,6 +21,7 @@ from dpsql.server.catalog.tables import (
     SESSION_TABLES,
     TABLES,
 )
+from dpsql.server.wire import types as t
 
 
 def rewrite(tree: exp.Expr, info: SessionInfo) -> exp.Expr:

@@ -1,5 +1,5 @@
 """Run inside a Python environment with Apache Superset and dpsql installed (run by
-tests/test_superset.py): a real Superset application (its metadata in a fresh SQLite file)
+tests/doors/test_superset.py): a real Superset application (its metadata in a fresh SQLite file)
 registers a ``dpsql://`` database, finds dpsql's engine spec through its entry point, reflects a
 dataset, and runs two charts' queries through Superset's own query builder: a time series with a
 time grain and a time-range filter, and an aggregated table chart. Prints one JSON object.

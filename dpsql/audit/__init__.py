@@ -1,0 +1,1 @@
+"""``dpsql audit``: the statistical audit and neighbour testing by execution."""

@@ -1,0 +1,400 @@
+"""Neighbour testing by execution: a privacy argument's check on adversarial neighbours.
+
+Every sensitivity in dpsql is a claim in a docstring (:mod:`dpsql.privacy.aggregates`,
+:mod:`dpsql.query.joins`, :mod:`dpsql.series`, :mod:`dpsql.execution.rewrite`). This module checks
+the claims on data, without noise, so that a broken argument fails deterministically:
+
+1. :func:`synthesize` builds a small database D from a :class:`~dpsql.metadata.metadata.Metadata`
+   alone (declared types, bounds, domains, units, ``unit_path``, public tables), never from
+   the owner's data. Each private row belongs to a *person* that only the generator knows, so
+   rows of one person in several spellings of its unit (``'99'``, ``'099'``, ``'+99'``,
+   ``' 99'`` in a VARCHAR-stored int unit) are one person's rows. The *adversary* is one more
+   person with more rows than k in more groups than g, values far outside the bounds (and
+   inf, -inf, NaN), NULL and NaN keys, duplicated rows, units in several spellings (and one
+   that converts to nothing), many join partners and rows that dangling foreign keys of D
+   reach. D itself holds rows of no one (NULL units, dangling or NULL ``unit_path``
+   columns), people whom a LEFT JOIN NULL-fills, and public keys that match many rows.
+2. The neighbours are D minus each person and D plus the adversary; each is materialised
+   once as one schema of one engine database (:func:`duckdb_neighbourhood`,
+   :func:`postgres_neighbourhood`), so a query runs on a neighbour by switching the schema.
+3. :func:`check_query` plans an accepted query (the same
+   :meth:`dpsql.planner.Planner.prepare_query` as every front door), runs its noise-free
+   engine query -- the exact per-group measurements, the rewrite with ONE fixed salt for
+   both sides, so the bounding sample of every other unit is identical -- on each neighbour,
+   and checks each pair (D, D'):
+
+   * **sensitivity**: for each measurement m of the plan, the vector over the groups that
+     can be released (the public domain's keys, every engine key under thresholding, the one
+     row of a global aggregate) moves by at most m's declared sensitivity: L1 ``m.l1`` for
+     Laplace (and for the histograms of the exponential mechanism, whose bucket counts carry
+     the rank utility), L2 ``m.l2`` for Gaussian. Exact fixed-point sums are compared in
+     value units (``q * m.step``);
+   * **key release**: under thresholding, a key present on one side only must exist because
+     of the one unit alone: its count of units is at most 1 and there are at most the
+     threshold measurement's L1 (g') such keys -- the case :func:`dpsql.privacy.thresholds.tau_for`
+     bounds by delta. Public-domain plans release their domain whatever the data;
+   * **outcome class**: an answer on both sides, or the same error class on both.
+
+   A series limit (:class:`~dpsql.series.TwoReleases`) is checked as its two releases: the
+   inner plan as any plan, and the outer one filled with one fixed set of released keys (the
+   inner's exact keys on D) on both sides, as the second release is answered for whatever
+   keys the first released.
+
+Refusals (at plan time, or :func:`dpsql.pipeline.check_engine_query`) and exact public reads
+are counted, not tested: they never read private data.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpsql.audit.neighbour_engines import (
+    Neighbourhood,
+    duckdb_neighbourhood,
+    postgres_neighbourhood,
+    spark_neighbourhood,
+)
+from dpsql.audit.neighbour_worlds import ADVERSARY, BASE, World, scenario_world, synthesize
+from dpsql.errors import Error, ProgrammingError, QueryRefused
+from dpsql.execution.free import FreeAnswer
+from dpsql.execution.perturb import _by_key
+from dpsql.execution.public import PublicRead
+from dpsql.metadata.metadata import Metadata
+from dpsql.pipeline import engine_sql
+from dpsql.privacy.aggregates import Measurement, MeasurementKind
+from dpsql.privacy.mechanisms import Mechanism
+from dpsql.privacy.plan import Plan
+from dpsql.query.parameters import Parameters, bound_query
+from dpsql.series import TwoReleases, _fill, _max_keys, _prepare_filled, _released_groups_only
+
+__all__ = ["ADVERSARY", "BASE", "Neighbourhood", "Summary", "Verdict", "Violation", "World",
+           "audit_queries", "check_queries", "check_query", "compare", "duckdb_neighbourhood",
+           "format_verdicts", "postgres_neighbourhood", "scenario_world", "spark_neighbourhood",
+           "split_statements", "synthesize"]
+
+#: The one salt of the contribution-bounding sample, shared by D and D' (never used to answer).
+SALT = 20251125
+#: Relative slack of a sensitivity comparison: measurements are exact integers, or sums of
+#: doubles where one unit's share is compared (never a tolerance on the bound itself).
+_SLACK = 1e-9
+
+
+@dataclass
+class Violation:
+    pair: str  # which neighbour pair, in words
+    what: str  # "sensitivity", "key release" or "outcome"
+    detail: str
+    ratio: float  # moved / sensitivity (inf for an outcome or key-release violation)
+
+
+@dataclass
+class Verdict:
+    sql: str
+    status: str  # "passed", "violation", "refused", "public"
+    refusal: str | None = None  # the error class of a refusal
+    violations: list[Violation] = field(default_factory=list)
+    worst: float = 0.0  # the largest moved / sensitivity over every measurement and pair
+    engine_errors: int = 0  # neighbours where the engine failed (on both sides alike)
+    releases: int = 0  # plans checked (two for a series limit)
+
+    def report(self) -> str:
+        """A readable account of what broke, for a failing test or the CLI."""
+        lines = [f"query: {self.sql}"]
+        for v in self.violations:
+            lines.append(f"  {v.pair}: {v.what}: {v.detail}")
+        return "\n".join(lines)
+
+
+Outcome = tuple[str, list[tuple[object, ...]]]  # ("answer", rows) or (error class, [])
+
+
+def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: float = 0.0,
+                mechanism: str = "laplace", parameters: Parameters = None) -> Verdict:
+    """The neighbour test of one query on every neighbour pair of ``hood`` (module docstring),
+    prepared as :meth:`dpsql.Database.plan` prepares it for every front door (``parameters``
+    bound as the DB-API and the server's extended protocol bind them)."""
+    try:
+        text, tree = bound_query(sql, parameters)
+        prepared = hood.planner.prepare_query(text, epsilon, delta, mechanism, tree=tree)
+    except ProgrammingError as e:  # a refusal, or parameters that cannot be bound
+        return Verdict(sql, "refused", refusal=type(e).__name__)
+    if isinstance(prepared, PublicRead):
+        return Verdict(sql, "public")
+    if isinstance(prepared, FreeAnswer):
+        if prepared.plan is None:
+            return Verdict(sql, "public")  # no rows: reads no table at all
+        prepared = prepared.plan  # its keys must not move on any neighbour
+    verdict = Verdict(sql, "passed")
+    try:
+        if isinstance(prepared, TwoReleases):
+            _check_two(prepared, hood, verdict)
+        else:
+            _check_plan(prepared, hood, verdict, "")
+    except QueryRefused as e:  # the engine's dry run (check_engine_query): data-independent
+        return Verdict(sql, "refused", refusal=type(e).__name__)
+    if verdict.violations:
+        verdict.status = "violation"
+    return verdict
+
+
+def _check_two(p: TwoReleases, hood: Neighbourhood, verdict: Verdict) -> None:
+    outcomes = _check_plan(p.inner, hood, verdict, "release 1: ")
+    status, rows = outcomes[BASE]
+    if status != "answer":
+        return
+    nkeys = len(p.inner.keys)
+    keys = sorted(_by_key(rows, nkeys), key=repr)[:_max_keys(p.inner)]
+    released = [tuple(k[link.column] for link in p.links) for k in keys]
+    outer = _prepare_filled(_fill(p.template, p.links, released, p.in_list), hood.planner,
+                            p)
+    _check_plan(_released_groups_only(outer, p, released), hood, verdict, "release 2: ")
+
+
+def _check_plan(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
+                ) -> dict[str, Outcome]:
+    sql, salted = engine_sql(p, hood.engine)
+    outcomes = {name: _run(hood, name, sql, salted) for name in hood.world.neighbours()}
+    verdict.releases += 1
+    verdict.engine_errors += sum(1 for s, _ in outcomes.values() if s != "answer")
+    for a, b, what in hood.world.pairs():
+        pair = label + what
+        for v in compare(p, outcomes[a], outcomes[b]):
+            v.pair = pair
+            verdict.violations.append(v)
+        verdict.worst = max(verdict.worst, *(_ratios(p, outcomes[a], outcomes[b]) or [0.0]))
+    return outcomes
+
+
+def _run(hood: Neighbourhood, name: str, sql: str, salted: bool) -> Outcome:
+    hood.use(name)
+    try:
+        return "answer", hood.engine.execute(sql, [SALT] if salted else [])[1]
+    except Error as e:
+        return type(e).__name__, []
+
+
+def compare(p: Plan, a: Outcome, b: Outcome) -> list[Violation]:
+    """The violations between the outcomes of ``p`` on two neighbours (``pair`` left blank)."""
+    if a[0] != b[0]:
+        return [Violation("", "outcome", f"{a[0]} on one side, {b[0]} on the other", math.inf)]
+    if a[0] != "answer":
+        return []
+    nkeys = len(p.keys)
+    ea, eb = _by_key(a[1], nkeys), _by_key(b[1], nkeys)
+    out = _key_release(p, ea, eb)
+    for m in p.measurements:
+        moved, bound = _moved(p, m, ea, eb)
+        if not moved <= bound * (1 + _SLACK) + _SLACK:
+            norm = "L2" if m.mechanism == Mechanism.GAUSSIAN else "L1"
+            out.append(Violation("", "sensitivity", f"{m.name} ({_describe(m)}) moved by "
+                                 f"{moved:g} ({norm} over groups), sensitivity {bound:g}",
+                                 moved / bound if bound else math.inf))
+    return out
+
+
+def _ratios(p: Plan, a: Outcome, b: Outcome) -> list[float]:
+    if a[0] != "answer" or b[0] != "answer":
+        return [math.inf] if a[0] != b[0] else []
+    nkeys = len(p.keys)
+    ea, eb = _by_key(a[1], nkeys), _by_key(b[1], nkeys)
+    out = []
+    for m in p.measurements:
+        moved, bound = _moved(p, m, ea, eb)
+        out.append(moved / bound if bound else (0.0 if moved == 0 else math.inf))
+    return out
+
+
+def _describe(m: Measurement) -> str:
+    arg = m.arg.sql(dialect="duckdb") if m.arg is not None else "*"
+    return f"{m.kind}({arg})"
+
+
+Exact = Mapping[tuple[object, ...], Sequence[object]]
+
+
+def _released(p: Plan, ea: Exact, eb: Exact) -> list[tuple[object, ...]]:
+    """The keys whose values can be released: the domain, every engine key, or ()."""
+    if p.domain is not None:
+        return list(p.domain)
+    if p.threshold is not None:
+        return list(dict.fromkeys([*ea, *eb]))
+    return [()]
+
+
+def _moved(p: Plan, m: Measurement, ea: Exact, eb: Exact) -> tuple[float, float]:
+    """How far measurement ``m`` moved over the releasable groups, and its sensitivity."""
+    keys = _released(p, ea, eb)
+    if m.kind == MeasurementKind.HISTOGRAM:
+        total = 0.0
+        for k in keys:
+            ha, hb = _histogram(ea, k, m), _histogram(eb, k, m)
+            total += sum(abs(ha.get(x, 0) - hb.get(x, 0)) for x in ha.keys() | hb.keys())
+        return total, m.l1
+    scale = m.step or 1.0
+    diffs = [float(_value(ea, k, m) - _value(eb, k, m)) * scale for k in keys]
+    if any(not math.isfinite(d) for d in diffs):
+        return math.inf, m.l1
+    if m.mechanism == Mechanism.GAUSSIAN:
+        return math.sqrt(sum(d * d for d in diffs)), m.l2
+    return float(sum(abs(d) for d in diffs)), m.l1
+
+
+def _value(exact: Exact, key: tuple[object, ...], m: Measurement) -> int | float:
+    """The exact value (a fixed-point sum in grid units: Python ints subtract exactly)."""
+    row = exact.get(key)
+    value = row[m.index] if row is not None else None
+    if value is None:
+        return 0
+    return value if isinstance(value, int) else float(value)  # type: ignore[arg-type]
+
+
+def _histogram(exact: Exact, key: tuple[object, ...], m: Measurement) -> dict[Any, int]:
+    row = exact.get(key)
+    value = row[m.index] if row is not None else None
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _key_release(p: Plan, ea: Exact, eb: Exact) -> list[Violation]:
+    """Under thresholding, keys on one side only exist because of the one unit (docstring)."""
+    if p.threshold is None:
+        return []
+    units = p.threshold.measurement
+    out = []
+    for side, mine, other in (("D", ea, eb), ("D'", eb, ea)):
+        alone = [k for k in mine if k not in other and _value(mine, k, units) > 0]
+        crowded = [k for k in alone if _value(mine, k, units) > 1]
+        if crowded or len(alone) > units.l1:
+            out.append(Violation("", "key release", f"{len(alone)} key(s) only in {side} "
+                                 f"(at most {units.l1:g} allowed), {len(crowded)} with more "
+                                 f"than one unit, e.g. {(crowded or alone)[0]!r}", math.inf))
+    return out
+
+
+# ============================================================================ many queries
+
+
+@dataclass
+class Summary:
+    verdicts: list[Verdict]
+    seconds: float
+    neighbours: int
+
+    def count(self, status: str) -> int:
+        return sum(1 for v in self.verdicts if v.status == status)
+
+    @property
+    def accepted(self) -> int:
+        return self.count("passed") + self.count("violation")
+
+    @property
+    def violations(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.status == "violation"]
+
+    def line(self) -> str:
+        return (f"{len(self.verdicts)} queries: {self.accepted} accepted "
+                f"({self.count('violation')} with violations), {self.count('refused')} "
+                f"refused, {self.count('public')} public; {self.neighbours} neighbour pairs "
+                f"each; {self.seconds:.1f} s")
+
+    def report(self, limit: int = 5) -> str:
+        shown = [v.report() for v in self.violations[:limit]]
+        return "\n".join([self.line(), *shown])
+
+
+Query = tuple[str, float, float, str]  # SQL, epsilon, delta, mechanism
+
+
+def check_queries(queries: Iterable[Query | str], hood: Neighbourhood) -> Summary:
+    """:func:`check_query` for each query (a bare SQL text runs at epsilon 1, delta 0)."""
+    started = time.perf_counter()
+    verdicts = []
+    for q in queries:
+        sql, epsilon, delta, mechanism = (q, 1.0, 0.0, "laplace") if isinstance(q, str) else q
+        verdicts.append(check_query(sql, hood, epsilon, delta, mechanism))
+    return Summary(verdicts, time.perf_counter() - started, len(hood.world.pairs()))
+
+
+VERDICT_COLUMNS = ["query", "verdict", "worst moved / sensitivity"]
+
+
+def verdict_rows(verdicts: Sequence[Verdict], width: int = 70) -> list[list[str]]:
+    """One row per query for the table ``dpsql audit --neighbours`` prints."""
+    rows = []
+    for v in verdicts:
+        text = " ".join(v.sql.split())
+        text = text if len(text) <= width else text[:width - 3] + "..."
+        what = v.status if v.status != "refused" else f"refused ({v.refusal})"
+        ratio = "-" if v.status in ("refused", "public") else f"{v.worst:.3g}"
+        rows.append([text, what, ratio])
+    return rows
+
+
+def format_verdicts(verdicts: Sequence[Verdict]) -> str:
+    """The verdicts as a Markdown table."""
+    lines = [f"| {' | '.join(VERDICT_COLUMNS)} |", "|---|---|---|"]
+    lines += [f"| {' | '.join(row)} |" for row in verdict_rows(verdicts)]
+    return "\n".join(lines)
+
+
+# ============================================================================ the owner's run
+
+#: How the synthetic worlds store the owner's columns: as declared, and with int units (and
+#: unit paths) as VARCHAR, the way a CSV file holds them.
+STORAGES = {"typed": False, "text": True}
+
+
+def audit_queries(metadata: Metadata, queries: Sequence[str], epsilon: float = 1.0,
+                  delta: float = 0.0, mechanism: str = "laplace",
+                  storages: Sequence[str] = tuple(STORAGES), seed: int = 0) -> list[Verdict]:
+    """The neighbour test of the owner's ``queries`` on synthetic adversarial worlds built from
+    ``metadata`` alone (never the owner's data), once per storage of :data:`STORAGES`; each
+    query's verdict is its worst over them (a violation's pairs say which storage)."""
+    worst: list[Verdict] = []
+    for storage in storages:
+        hood = duckdb_neighbourhood(synthesize(metadata, seed=seed,
+                                               text_units=STORAGES[storage]))
+        try:
+            verdicts = [check_query(q, hood, epsilon, delta, mechanism) for q in queries]
+        finally:
+            hood.close()
+        for v in verdicts:
+            for violation in v.violations:
+                violation.pair = f"{storage} storage, {violation.pair}"
+        worst = verdicts if not worst else [_worse(a, b) for a, b in zip(worst, verdicts,
+                                                                          strict=True)]
+    return worst
+
+
+def _worse(a: Verdict, b: Verdict) -> Verdict:
+    if b.status == "violation" and a.status == "violation":
+        a.violations += b.violations
+        a.worst = max(a.worst, b.worst)
+        return a
+    if b.status == "violation" or (a.status == b.status and b.worst > a.worst):
+        return b
+    return a
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of a SQL file: split at semicolons outside quotes, ``--`` comment lines
+    dropped, empty statements skipped."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    out: list[str] = []
+    current: list[str] = []
+    quote = ""
+    for ch in "\n".join(lines):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == ";":
+            out.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    out.append("".join(current))
+    return [" ".join(s.split()) for s in out if s.strip()]

@@ -1,0 +1,1 @@
+"""DuckDB: the reference engine's dialect of the engine IR."""

@@ -1,0 +1,1 @@
+"""PostgreSQL: the engine (psycopg 3) and its dialect of the engine IR."""

@@ -1,0 +1,1 @@
+"""Spark SQL: the engine and its dialect of the engine IR."""

@@ -1,0 +1,239 @@
+"""Spark's spelling of the engine IR (:mod:`dpsql.engines.ir`) and of the rewritten query (a
+DuckDB-flavoured sqlglot tree), with the same total, error-free semantics (design section
+"Engines": where an engine differs, the engine's dialect compensates).
+
+:func:`spark_tree` restructures the query (histograms, exact sums, QUALIFY);
+:class:`SparkDialect` spells the IR nodes (``TRANSFORMS``) and fixes the few operations whose
+Spark semantics differ (:func:`_node`, in ``preprocess``);
+:class:`dpsql.engines.spark.engine.SparkEngine` generates its text and runs it in **ANSI mode**
+(``spark.sql.ansi.enabled = true``, Spark 4's default, set deliberately). Each difference,
+and what this module does about it:
+
+* **Overflow.** ANSI Spark raises on integer overflow and on a DECIMAL sum beyond 38 digits;
+  non-ANSI Spark wraps integers silently and turns decimal overflow into NULL. The rewrite
+  keeps every row-level value inside BIGINT or DOUBLE (:mod:`dpsql.query.bounds`), so nothing
+  overflows; ANSI mode is the second wall: a bug fails loudly (the analyst gets the generic
+  EngineFailure, the owner the detail) instead of releasing a wrapped sum whose sensitivity is
+  wrong. DuckDB sums integers into HUGEINT; Spark's SUM of BIGINT is a BIGINT, so every integer
+  SUM is made exact here as ``SUM(CAST(x AS DECIMAL(38, 0)))``: exact below 10^38, which
+  bounded BIGINT terms cannot reach before 10^19 rows. :class:`~dpsql.engines.ir.ExactInteger`
+  is DECIMAL(38, 0) too.
+* **Casts.** sqlglot writes ``TRY_CAST`` as ``CAST`` for Spark (right only without ANSI);
+  here every :class:`~dpsql.engines.ir.SafeCast` (and TryCast) is a ``TRY_CAST`` (Spark 3.4+),
+  NULL where the value does not convert.
+* **Division by zero** is NULL already (``NULLIF(divisor, 0)``); integer division ``//`` is
+  Spark's ``DIV``, which truncates towards zero as DuckDB's does; ``/`` is real division in
+  both.
+* **NaN**: in both engines NaN = NaN and NaN sorts above every number, so the clamps of
+  :mod:`dpsql.query.total_expressions` (``isnan`` on the branch above the upper bound) hold
+  unchanged.
+* **The bounding hash** (:class:`~dpsql.engines.ir.SaltedHash`) is Spark's
+  ``xxhash64(salt, ...)`` shifted into [0, 2^64); the salt is the named parameter
+  ``:dpsql_salt`` (never text in the query).
+* **QUALIFY** (not in Spark) becomes a subquery filtered on the window's value.
+* :class:`~dpsql.engines.ir.Histogram` (a MAP per group) has no Spark counterpart: each
+  histogram is computed as ``GROUP BY keys, bucket`` (``COUNT(*)``), gathered per group with
+  ``map_from_entries(collect_list(struct(...)))``, and LEFT JOINed to the other measurements
+  on the keys with NULL-safe equality (a missing group is the empty histogram, as in DuckDB).
+* **Dates**: ``date - DATE '1970-01-01'`` (a day count in DuckDB, an interval in Spark) is
+  ``DATEDIFF`` (so is :class:`~dpsql.engines.ir.DaysSinceEpoch`); TRY_STRPTIME is
+  ``TRY_TO_TIMESTAMP`` with the format in Java's letters
+  (sqlglot's mapping; Java's parser may accept a malformed text DuckDB rejects or the reverse:
+  a different, still total answer); the day of week counts from 0 (Sunday) as in DuckDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, ClassVar
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+from sqlglot.generator import Generator
+
+try:
+    from sqlglot.generators.spark import SparkGenerator
+except ImportError:  # sqlglot < 30 (Superset 6.1's environment pins < 29): on the dialect
+    SparkGenerator = Spark.Generator  # type: ignore[misc]
+
+from dpsql.engines import ir
+
+_SPARK = Spark().generator()  # for its format_time: DuckDB's strptime formats in Java's
+SALT_NAME = "dpsql_salt"  # the salt's named parameter (:dpsql_salt)
+EXACT_SUM = exp.DataType.build("DECIMAL(38, 0)")
+
+
+def spark_tree(tree: exp.Select, integral_sums: Collection[str] = ()) -> exp.Expression:
+    """The rewritten query for Spark. ``integral_sums`` names the output columns whose SUM
+    adds integers (found by analysing the query once, see ``SparkEngine.generate``): their
+    terms are summed as DECIMAL(38, 0)."""
+    tree = tree.copy()
+    _exact_sums(tree, set(integral_sums))
+    tree = _histograms(tree)
+    for i, select in enumerate(reversed(list(tree.find_all(exp.Select)))):
+        _no_qualify(select, f"__r{i}")
+    return tree
+
+
+def _no_qualify(select: exp.Select, name: str) -> None:
+    """``SELECT * FROM s QUALIFY w <= n`` (the rewrite's only use of QUALIFY) ->
+    ``SELECT * FROM (SELECT *, w AS name FROM s) WHERE name <= n``. sqlglot's own
+    eliminate_qualify names every window ``_w``, ambiguous when two are nested."""
+    qualify = select.args.get("qualify")
+    if qualify is None:
+        return
+    condition = qualify.this
+    assert isinstance(condition, exp.LTE) and isinstance(select.expressions[0], exp.Star)
+    inner = exp.Select(expressions=[exp.Star(), exp.alias_(condition.this, name)],
+                       from_=select.args["from_"].copy())
+    select.set("qualify", None)
+    select.set("from_", exp.From(this=exp.Subquery(this=inner, alias=exp.TableAlias(
+        this=exp.to_identifier(f"{name}_t")))))
+    select.set("where", exp.Where(this=exp.LTE(this=exp.column(name),
+                                               expression=condition.expression)))
+
+
+def _node(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Round) and _positive_literal(node.args.get("decimals")):
+        # DuckDB: round(x * 10^d) / 10^d in binary floating point; Spark rounds the decimal
+        # text of x (ROUND(1.005, 2) is 1.0 in DuckDB, 1.01 in Spark): DuckDB's way here.
+        scale = exp.Pow(this=exp.Literal.number(10), expression=node.args["decimals"].copy())
+        return exp.Paren(this=exp.Div(this=exp.Round(this=exp.Mul(
+            this=exp.Paren(this=_spark(node.this)), expression=scale)),
+            expression=scale.copy()))
+    if isinstance(node, exp.Extract) and node.name.upper() in ("DOW", "DAYOFWEEK"):
+        # Spark's day of week is 1 (Sunday) to 7, DuckDB's 0 (Sunday) to 6.
+        return exp.Paren(this=exp.Sub(this=exp.Extract(this=node.this, expression=_spark(
+            node.expression)), expression=exp.Literal.number(1)))
+    elif isinstance(node, exp.DayOfWeek):
+        return exp.Paren(this=exp.Sub(this=exp.DayOfWeek(this=_spark(node.this)),
+                                      expression=exp.Literal.number(1)))
+    elif isinstance(node, exp.Sub) and _is_date_literal(node.expression):
+        return exp.DateDiff(this=_spark(node.this), expression=node.expression,
+                            unit=exp.var("DAY"))
+    return node
+
+
+def _hash(generator: Generator, node: ir.SaltedHash) -> str:
+    # xxhash64 is a signed BIGINT: shifted into [0, 2^64), the IR's range.
+    signed = exp.Anonymous(this="xxhash64", expressions=node.expressions)
+    return generator.sql(exp.Paren(this=exp.Add(
+        this=exp.cast(signed, "DECIMAL(20, 0)"),
+        expression=exp.cast(exp.Literal.number(2**63), "DECIMAL(20, 0)"))))
+
+
+def _strptime(generator: Generator, node: exp.StrToDate | exp.StrToTime) -> str:
+    # TRY_TO_TIMESTAMP (Spark 3.5+): NULL where the text does not parse, as DuckDB's
+    # TRY_STRPTIME; TO_DATE would raise under ANSI, quoting the value.
+    # format_time gives the format as quoted SQL text ('yyyy-M-d'): its value is unquoted.
+    quoted = _SPARK.format_time(node) or "''"
+    fmt = exp.Literal.string(quoted[1:-1].replace("\\'", "'"))
+    parsed = exp.Anonymous(this="try_to_timestamp", expressions=[node.this, fmt])
+    return generator.sql(exp.cast(parsed, "DATE") if isinstance(node, exp.StrToDate) else
+                         parsed)
+
+
+def _try_cast(generator: Generator, node: exp.TryCast) -> str:
+    return f"TRY_CAST({generator.sql(node, 'this')} AS {generator.sql(node, 'to')})"
+
+
+class SparkDialect(Spark):
+    """Spark SQL 3.5+ in ANSI mode, with the IR (see the module docstring). It has no
+    spelling of :class:`~dpsql.engines.ir.Histogram` inside an expression: :func:`spark_tree`
+    turns the rewrite's histogram columns into joins first."""
+
+    class Generator(ir.Spelling, SparkGenerator):
+        ENGINE = "Spark"
+        TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
+            **SparkGenerator.TRANSFORMS, **ir.COMMON,
+            exp.Placeholder: lambda self, e: f":{SALT_NAME}",
+            ir.SaltedHash: _hash,
+            ir.SafeCast: _try_cast,
+            exp.TryCast: _try_cast,
+            ir.ExactInteger: lambda self, e: self.sql(exp.cast(e.this, EXACT_SUM)),
+            ir.DaysSinceEpoch: lambda self, e: self.sql(exp.DateDiff(
+                this=e.this, expression=ir.EPOCH.copy(), unit=exp.var("DAY"))),
+            # ROUND of a double without digits is HALF_UP on its shortest decimal text, which
+            # lies on the same side of every tie (x.5 is a double): ties away from zero.
+            ir.RoundHalfAway: lambda self, e: self.func("ROUND", e.this),
+            exp.StrToDate: _strptime,
+            exp.StrToTime: _strptime,
+        }
+
+        def preprocess(self, expression: exp.Expr) -> exp.Expr:
+            return super().preprocess(expression.transform(_node, copy=False))
+
+
+def _spark(node: exp.Expression) -> exp.Expression:
+    """A replaced node's children are not visited by ``transform``: transform them first."""
+    return node.transform(_node, copy=False)
+
+
+def _positive_literal(node: exp.Expression | None) -> bool:
+    return isinstance(node, exp.Literal) and node.is_int and int(node.this) > 0
+
+
+def _is_date_literal(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Cast) and node.to.is_type(exp.DataType.Type.DATE) and \
+        isinstance(node.this, exp.Literal)
+
+
+def _exact_sums(query: exp.Select, integral: set[str]) -> None:
+    """COALESCE(SUM(t), 0) of an integral output column -> COALESCE(SUM(CAST(t AS
+    DECIMAL(38, 0))), 0): DuckDB's HUGEINT sum, exact."""
+    for projection in query.expressions:
+        if not (isinstance(projection, exp.Alias) and projection.alias in integral):
+            continue
+        for total in projection.find_all(exp.Sum):
+            total.set("this", exp.Cast(this=total.this, to=EXACT_SUM.copy()))
+
+
+def _histogram_arg(projection: exp.Expression) -> exp.Expression | None:
+    value = projection.this if isinstance(projection, exp.Alias) else None
+    if isinstance(value, ir.Histogram):
+        arg: exp.Expression = value.this
+        return arg
+    return None
+
+
+def _histograms(query: exp.Select) -> exp.Select:
+    """Each ``histogram(bucket) AS m`` of the final SELECT as its own GROUP BY keys, bucket,
+    joined back on the keys (see the module docstring)."""
+    buckets = {p.alias: arg for p in query.expressions if (arg := _histogram_arg(p)) is not None}
+    if not buckets:
+        return query
+    with_ = query.args.pop("with_", None)
+    keys = [g.name for g in (query.args.get("group") or exp.Group()).expressions]
+    source = query.args["from_"].this
+    names = [p.alias_or_name for p in query.expressions]
+    main = query.copy()
+    main.set("expressions", [p for p in main.expressions if p.alias not in buckets] or
+             [exp.alias_(exp.Count(this=exp.Star()), "__c")])
+    ctes: list[tuple[str, exp.Expression]] = [("__main", main)]
+    joined = exp.select(*[exp.column(n, table="__main" if n not in buckets else
+                                     f"__h{list(buckets).index(n)}") for n in names])
+    joined = joined.from_("__main")
+    for i, (name, bucket) in enumerate(buckets.items()):
+        counts = exp.select(*[exp.column(k) for k in keys], exp.alias_(bucket.copy(), "__b"),
+                            exp.alias_(exp.Count(this=exp.Star()), "__n")).from_(
+            source.copy()).where(exp.Not(this=exp.Is(this=bucket.copy(), expression=exp.Null())))
+        counts = counts.group_by(*[exp.column(k) for k in keys], exp.column("__b"))
+        entries = exp.Anonymous(this="map_from_entries", expressions=[exp.Anonymous(
+            this="collect_list", expressions=[exp.Anonymous(this="struct", expressions=[
+                exp.column("__b"), exp.column("__n")])])])
+        gathered = exp.select(*[exp.column(k) for k in keys], exp.alias_(entries, name)).from_(
+            exp.Subquery(this=counts, alias=exp.TableAlias(this=exp.to_identifier("__c"))))
+        if keys:
+            gathered = gathered.group_by(*[exp.column(k) for k in keys])
+        ctes.append((f"__h{i}", gathered))
+        on: exp.Expr = exp.and_(*[exp.NullSafeEQ(
+            this=exp.column(k, table="__main"), expression=exp.column(k, table=f"__h{i}"))
+            for k in keys]) if keys else exp.EQ(this=exp.Literal.number(1),
+                                                expression=exp.Literal.number(1))
+        joined = joined.join(f"__h{i}", on=on, join_type="LEFT")
+    for alias, cte in ctes:
+        joined = joined.with_(alias, as_=cte)
+    if with_ is not None:  # the rewrite's CTEs first: the new ones read them
+        with_.set("expressions", [*with_.expressions, *joined.args["with_"].expressions])
+        joined.set("with_", with_)
+    return joined

@@ -1,0 +1,62 @@
+"""Dry runs: the engine's query, or the outer query, run on empty tables of the right types.
+
+An error a query raises on empty tables is one it would raise on any data (a type the engine
+will not accept, a name it cannot bind), so running it there first makes that error a refusal
+before anything is charged, never an engine error after it. Every dry run is built here, as a
+sqlglot tree (:func:`with_empty`), never spliced as text:
+:func:`dpsql.pipeline.check_engine_query` (DuckDB, the reference), each engine's ``compile``
+(:mod:`dpsql.engines.postgres.engine`), and the outer query's check
+(:func:`dpsql.execution.postprocess.check_outer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from dpsql.metadata.metadata import ENGINE_TYPES, Table
+from dpsql.query.joins import Relation
+
+
+def empty_tables(relation: Relation | None, table: Table, schema: Mapping[str, str]
+                 ) -> list[tuple[str, exp.Select]]:
+    """Every declared table the rewritten query reads (``table`` alone without a join; every
+    source and semi-join's table with one), each as a typed ``SELECT`` of no row: its columns
+    as ``schema``'s physical types (keyed by joined column names,
+    :func:`dpsql.query.joins.physical`; the declared types where unknown). An engine's query run
+    over these instead of the tables reads no data, so an error it raises is one it would raise on
+    any data: a refusal before the charge (:func:`dpsql.pipeline.check_engine_query`, each engine's
+    ``compile``)."""
+    tables = relation.tables() if relation is not None else [table]
+    out = []
+    for t in tables:
+        prefix = "" if relation is None else next(
+            s.prefix for s in relation.sources + tuple(j.source for j in relation.semijoins)
+            if s.table is t)
+        empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical_type(
+            schema, prefix + c.name, c.type)), c.name, quoted=True)
+            for c in t.columns.values()]).where(exp.false())
+        out.append((t.name, empty))
+    return out
+
+
+def with_empty(tree: exp.Query, empties: Sequence[tuple[str, exp.Select]]) -> exp.Query:
+    """A copy of ``tree`` in which each name of ``empties`` reads its empty, typed SELECT (a
+    CTE placed before ``tree``'s own, which may read it): the one way every dry run is built
+    (:func:`dpsql.pipeline.check_engine_query`, each engine's ``compile``, the outer query's
+    check), as a tree, never spliced as text."""
+    dry = tree.copy()
+    ctes = [exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
+            for name, empty in empties]
+    existing = dry.args.get("with_")
+    dry.set("with_", exp.With(expressions=ctes + (existing.expressions if existing else [])))
+    return dry
+
+
+def _physical_type(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:
+    try:
+        return exp.DataType.build(schema.get(column, ENGINE_TYPES[declared]), dialect="duckdb")
+    except (SqlglotError, ValueError):  # a type sqlglot cannot spell: read as declared
+        return exp.DataType.build(ENGINE_TYPES[declared])

@@ -1,0 +1,499 @@
+"""Pass 7, rewrite: the plan -> one SQL query (a sqlglot tree) that computes every measurement
+per group inside the engine, so that only aggregated cells ever reach Python.
+
+The query has three steps, each one or more CTEs:
+
+1. ``__rows``: the declared table, filtered by WHERE, projected to the privacy unit, the group
+   keys and one input column per aggregated expression. Every column is read clamped to its
+   declared bounds (NaN read as NULL), every aggregated expression is clamped again to its
+   derived interval, and every operation is made total (TRY_CAST, NULL for a division by zero),
+   so no row can make the query fail.
+2. contribution bounding, unless each row is already its own unit, in one of two forms below:
+   on per-unit aggregates (counts and sums) or on a sample of rows (everything else).
+   With joins, the table is the joined rows (:mod:`dpsql.query.joins`), so that everything after
+   ``__rows`` -- bounding included -- runs on the joined rows, after the join.
+3. the final aggregate per group: one column per measurement.
+
+**Bounding by per-unit aggregates** (:func:`aggregated`: every measurement is a count, a
+count of units or a sum, and the keys, if any, have a public domain). ``__units`` groups the
+rows once by (unit, keys): ``n`` rows and, per measurement, the exact aggregate ``p`` of the
+group's row terms (COUNT(x); the HUGEINT sum of the clamped, fixed-point terms). A unit keeps
+its first ``g' = min(g, k)`` groups in a random order keyed by the secret salt
+(``row_number()`` over its *groups*, never its rows), and contributes ``K = min(tot, k)`` rows,
+``tot`` its rows in the kept groups, allocated to them as ``c_j`` in proportion to their rows
+(systematic rounding with a secret offset, :func:`_allocated`): ``c_j >= 0`` and ``sum_j c_j =
+K <= k`` exactly. A kept group contributes ``c_j`` to COUNT(*), 1 to COUNT(DISTINCT unit), and
+``p`` scaled by ``c_j / n_j`` to the others, rounded and clamped to ``[c_j lo, c_j hi]`` where
+``[lo, hi]`` bounds one row's term (:func:`_scaled`; ``p`` itself when ``c_j = n_j``). Without
+GROUP BY there is one group per unit and ``c = min(n, k)``: no salt at all. A unit's
+contribution is a deterministic function of its own rows and the salt, so adding or removing
+it moves each measurement by exactly its contribution vector, and per kind (``T`` the bound of
+one row's term, as in :mod:`dpsql.privacy.aggregates`):
+
+- COUNT(*): ``sum_j c_j = K <= k``: L1 <= k, L2 <= k;
+- COUNT(x): ``round(p c_j / n_j)`` clamped to ``[0, c_j]``: L1 <= k, L2 <= k;
+- COUNT(DISTINCT unit): 1 in each of at most g' kept groups: L1 <= g', L2 <= sqrt(g');
+- SUM, the centred sums of AVG/VAR and the squared one: ``|contribution_j| <= c_j T``, so
+  L1 <= K T <= k T = the measurement's ``l1``, L2 <= L1;
+
+exactly the sensitivities of :mod:`dpsql.privacy.aggregates`, and at most g' groups are touched (the
+noise grid's ``cells_per_unit``). A kept group's share is the expected value of a uniform
+``c_j``-row sample of its rows, and ``E[c_j] = K n_j / tot``, the expected share of a uniform
+K-row sample of the kept groups: the same answer in expectation as the sample of rows, with
+less variance, from one hash aggregate of the rows and one sort of the (unit, group) pairs
+instead of sorts of every row. Rows are never sampled, so every row that WHERE keeps counts.
+
+**Bounding by a sample of rows** (``__bounded``; MEDIAN, quantiles, MIN, MAX and COUNT(DISTINCT
+x) need rows, and keys released by thresholding typically have as many (unit, key) pairs as
+rows): each unit keeps at most g groups, then at most k rows, chosen by a hash salted with 64
+secret random bits drawn per query (so the analyst cannot predict or steer the sample).
+
+**Rows whose privacy unit is NULL** belong to no identifiable unit. In a table that needs
+bounding they are dropped from every query, in the WHERE of ``__rows`` (before bounding):
+bounded together they would form one partition, one "unit" of arbitrarily many rows whose k
+sampled rows could stand in for different people from query to query, and which one person
+could join (by writing rows without an id) to displace others from the sample. Dropping them
+is the conservative choice: the neighbouring relation is over identified units only, and a
+row without one contributes nothing. In a ``one_row_per_unit`` table (no bounding) each row is
+its own unit, NULL unit included, exactly as in a table without ``privacy_unit``: one row
+changes a count by at most 1 either way; there ``COUNT(DISTINCT unit)`` counts rows (it is
+planned as ``COUNT(*)``), so it includes rows whose unit is NULL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from sqlglot import exp
+
+from dpsql.engines import ir
+from dpsql.metadata.metadata import Table
+from dpsql.privacy.aggregates import Measurement, MeasurementKind
+from dpsql.privacy.plan import Plan
+from dpsql.query.bounds import bound
+from dpsql.query.joins import relation_sql
+from dpsql.query.total_expressions import Reader, clamp, number, total
+
+SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
+
+
+def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select:
+    """The engine query for ``plan``. Its parameter $1 is the salt that keys the
+    contribution-bounding sample: a fresh secret for every execution. ``physical`` maps the
+    table's columns to their DuckDB types; casts that cannot fail are then plain casts."""
+    table = plan.table
+    reader = Reader(table, physical or {})
+    inputs = _inputs(plan)
+    rows = exp.select(*_row_projections(plan, inputs, reader), copy=False).from_(
+        _source(plan, reader), copy=False)
+    if table.needs_bounding:
+        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
+        # Rows of no identifiable unit are dropped (see the module docstring).
+        rows = rows.where(reader.unit(table.privacy_unit).is_(exp.null()).not_(), copy=False)
+    if plan.query.where is not None:
+        rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
+    if table.needs_bounding and aggregated(plan):
+        return _aggregated_query(plan, inputs, rows)
+    source = "__rows"
+    query = exp.select(*[exp.column(k.name) for k in plan.keys],
+                       *[_measure(m, inputs) for m in plan.measurements], copy=False)
+    query = query.with_("__rows", as_=rows, copy=False)
+    if table.needs_bounding:
+        query = query.with_("__bounded", as_=_bounded(plan, inputs), copy=False)
+        source = "__bounded"
+    query = query.from_(exp.to_identifier(source), copy=False)
+    if plan.keys:
+        query = query.group_by(*[exp.column(k.name) for k in plan.keys], copy=False)
+    return query
+
+
+def _source(plan: Plan, reader: Reader) -> exp.Expression:
+    """What ``__rows`` reads: the declared table, or the joined rows (:mod:`dpsql.query.joins`: the
+    joined table's columns, its unit ``__join_unit``; bounding then runs after the join)."""
+    relation = plan.query.relation
+    if relation is None:
+        return _table_ref(plan.table)
+    return relation_sql(relation, lambda c: total(c, plan.table, reader, filtering=True),
+                        reader)
+
+
+def _table_ref(table: Table) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(table.name, quoted=True))
+
+
+def _inputs(plan: Plan) -> dict[str, str]:
+    """One input column per distinct aggregated expression: its SQL -> __x{i}."""
+    names: dict[str, str] = {}
+    for m in plan.measurements:
+        if m.arg is not None:
+            names.setdefault(m.arg.sql(dialect="duckdb"), f"__x{len(names)}")
+    return names
+
+
+def _row_projections(plan: Plan, inputs: dict[str, str], reader: Reader
+                     ) -> list[exp.Expr]:
+    table = plan.table
+    projections: list[exp.Expr] = []
+    if table.needs_bounding:
+        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
+        # The canonical unit (Reader.unit): what bounding partitions by and COUNT(DISTINCT
+        # unit) counts, the unit filters and joins see.
+        projections.append(exp.alias_(reader.unit(table.privacy_unit), "__unit"))
+    for k in plan.keys:
+        projections.append(exp.alias_(total(k.expression, table, reader), k.name))
+    done: set[str] = set()
+    for m in plan.measurements:
+        if m.arg is None or inputs[m.arg.sql(dialect="duckdb")] in done:
+            continue
+        name = inputs[m.arg.sql(dialect="duckdb")]
+        done.add(name)
+        projections.append(exp.alias_(_input(m.arg, table, reader), name))
+    if len(projections) == 0:
+        projections.append(exp.alias_(exp.Literal.number(1), "__one"))
+    return projections
+
+
+def _input(arg: exp.Expression, table: Table, reader: Reader) -> exp.Expression:
+    """An aggregated expression, made total and clamped to its derived interval."""
+    value = total(arg, table, reader)
+    b = bound(arg, table)
+    if isinstance(arg, exp.Column) or not (b.numeric and b.finite):
+        # A bare column is already read clamped to its declared bounds, which are its bound.
+        return value  # or only counted (COUNT, COUNT DISTINCT): it never enters a sum
+    if b.kind == "bool":
+        value = exp.cast(value, "INTEGER")
+    return clamp(value, b.lo, b.hi, nan=b.kind == "float")
+
+
+def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
+    table = plan.table
+    keys = [exp.column(k.name) for k in plan.keys]
+    salt_literal = SALT
+    source: exp.Expression = exp.to_identifier("__rows")
+    if keys and table.max_groups_per_unit < table.max_rows_per_unit:
+        group_rank = exp.Window(
+            this=exp.DenseRank(),
+            partition_by=[exp.column("__unit")],
+            # The unit is hashed too: each unit keeps its own random g groups, not the same
+            # g keys for every unit (which would bias some groups' answers towards zero).
+            order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal,
+                                                                 exp.column("__unit"), *keys])),
+                                         *[exp.Ordered(this=k.copy()) for k in keys]]))
+        ranked = _select_all(exp.to_identifier("__rows")).qualify(
+            exp.LTE(this=group_rank, expression=exp.Literal.number(table.max_groups_per_unit)),
+            copy=False)
+        source = exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier("__g")))
+    row_columns = [exp.column("__unit"), *keys, *[exp.column(n) for n in sorted(set(
+        inputs.values()))]]
+    row_rank = exp.Window(
+        this=exp.RowNumber(),
+        partition_by=[exp.column("__unit")],
+        order=exp.Order(expressions=[exp.Ordered(this=_hash([salt_literal, *row_columns]))]))
+    return _select_all(source).qualify(
+        exp.LTE(this=row_rank, expression=exp.Literal.number(table.max_rows_per_unit)),
+        copy=False)
+
+
+#: Measurement kinds answered from per-unit aggregates (the module docstring, "Bounding by
+#: per-unit aggregates"); the others (distinct values, histograms) need the sampled rows.
+PER_UNIT_KINDS = (MeasurementKind.COUNT, MeasurementKind.UNITS, MeasurementKind.SUM)
+
+
+def aggregated(plan: Plan) -> bool:
+    """Whether each unit's contribution is bounded on its per-(unit, group) aggregates rather
+    than by sorting its rows: when every measurement is a count or a sum, and the keys, if
+    any, have a public domain. Keys released by thresholding (dates, free text) typically have
+    nearly as many (unit, key) pairs as rows, where grouping the pairs and ranking them costs
+    more than sampling the rows (benchmarks/README.md); the choice reads the plan only."""
+    return (all(m.kind in PER_UNIT_KINDS and _fits(m, plan.table.max_rows_per_unit)
+                for m in plan.measurements)
+            and (not plan.keys or plan.domain is not None))
+
+
+def _fits(m: Measurement, k: int) -> bool:
+    """Whether k rows' worth of ``m``'s term bounds fit a HUGEINT with room to spare, so that
+    the clamp of a scaled sum (:func:`_scaled`) can never overflow (and fail on one row)."""
+    if m.kind != MeasurementKind.SUM:
+        return True
+    lo, hi = _term_range(m)
+    return k * max(abs(lo), abs(hi)) < 2**120
+
+
+def _term_range(m: Measurement) -> tuple[int, int]:
+    """One row's term of sum measurement ``m``, in the integers the engine sums."""
+    return m.units if m.step else (int(m.lo), int(m.hi))
+
+
+def row_cap(table: Table) -> int:
+    """k: the rows one unit contributes at most (a seam for the audit's mutants)."""
+    return table.max_rows_per_unit
+
+
+def group_cap(table: Table) -> int:
+    """g' = min(g, k): the groups one unit contributes to at most
+    (:mod:`dpsql.privacy.aggregates`)."""
+    return table.groups_per_unit
+
+
+def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
+    """``__rows`` -> ``__units`` (one row per unit and group: its row count ``__n`` and one
+    exact aggregate ``__p{i}`` per measurement) -> ``__contrib`` (the groups the unit keeps and
+    ``__c``, the rows it contributes to each) -> one column per measurement per group."""
+    keys = [exp.column(k.name) for k in plan.keys]
+    per_unit = exp.select(exp.column("__unit"), *keys,
+                          _as(exp.Count(this=exp.Star()), "__n"),
+                          *_pre_aggregates(plan, inputs), copy=False).from_(
+        exp.to_identifier("__rows"), copy=False).group_by(exp.column("__unit"),
+                                                          *[k.copy() for k in keys], copy=False)
+    query = exp.select(*[k.copy() for k in keys], *[_as(_contribution(m), m.name)
+                                                     for m in plan.measurements], copy=False)
+    query = query.with_("__rows", as_=rows, copy=False).with_("__units", as_=per_unit,
+                                                               copy=False)
+    if keys:
+        query = query.with_("__ranked", as_=_ranked(plan), copy=False).with_(
+            "__kept", as_=_kept(plan), copy=False)
+        contrib = _select_all(exp.to_identifier("__kept"))
+        contrib.expressions.append(_as(_allocated(row_cap(plan.table)), "__c"))
+    else:
+        contrib = _select_all(exp.to_identifier("__units"))
+        contrib.expressions.append(_as(_least(exp.column("__n"), exp.Literal.number(
+            row_cap(plan.table))), "__c"))
+    query = query.with_("__contrib", as_=contrib, copy=False).from_(
+        exp.to_identifier("__contrib"), copy=False)
+    if keys:
+        query = query.group_by(*[k.copy() for k in keys], copy=False)
+    return query
+
+
+def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
+    """Per unit and group, per measurement: COUNT(x) for a count of values, the exact SUM of
+    the row terms for a sum (integers, see :func:`_sum_term`)."""
+    out: list[exp.Expr] = []
+    for m in plan.measurements:
+        x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+        if m.kind == MeasurementKind.COUNT and x is not None:
+            out.append(_as(exp.Count(this=x), f"__p{m.index}"))
+        elif m.kind == MeasurementKind.SUM:
+            out.append(_as(exp.Sum(this=_sum_term(m, x)), f"__p{m.index}"))
+    return out
+
+
+def _unit_order(plan: Plan) -> exp.Order:
+    """A unit's groups in a secret random order: by a hash of the salt, the unit and the key
+    (ties, impossible but for hash collisions, broken by the keys: a total order)."""
+    keys = [exp.column(k.name) for k in plan.keys]
+    return exp.Order(expressions=[exp.Ordered(this=_hash([SALT, exp.column("__unit"), *keys])),
+                                  *[exp.Ordered(this=k) for k in keys]])
+
+
+def _ranked(plan: Plan) -> exp.Select:
+    """Each (unit, group) with its rank ``__r`` in the unit's random order of groups and the
+    unit's rows up to it, ``__cum`` (one sort of the unit's groups, not of its rows)."""
+    rank = exp.Window(this=exp.RowNumber(),
+                      partition_by=[exp.column("__unit")], order=_unit_order(plan))
+    cum = _cast(exp.Window(
+        this=exp.Sum(this=exp.column("__n")), partition_by=[exp.column("__unit")],
+        order=_unit_order(plan), spec=exp.WindowSpec(
+            kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")),
+        "BIGINT")  # a count of rows: a BIGINT, cheaper than the HUGEINT of SUM
+    out = _select_all(exp.to_identifier("__units"))
+    out.expressions.extend([_as(rank, "__r"), _as(cum, "__cum")])
+    return out
+
+
+def _kept(plan: Plan) -> exp.Select:
+    """The unit's first g' groups, with ``__tot``, its rows in them."""
+    tot = _cast(exp.Window(this=exp.Sum(this=exp.column("__n")),
+                              partition_by=[exp.column("__unit")]), "BIGINT")
+    out = _select_all(exp.to_identifier("__ranked")).where(exp.LTE(
+        this=exp.column("__r"), expression=exp.Literal.number(group_cap(plan.table))),
+        copy=False)
+    # The unit's secret offset in [0, 1] for _allocated, from the salted hash of the unit.
+    uniform = exp.Div(this=_cast(_hash([SALT, exp.column("__unit")]), "DOUBLE"),
+                      expression=_cast(exp.Literal.number(2**64), "DOUBLE"))
+    out.expressions.extend([_as(tot, "__tot"), _as(uniform, "__u")])
+    return out
+
+
+def _allocated(k: int) -> exp.Expression:
+    """The rows a kept group contributes: ``K = min(tot, k)`` split over the unit's kept groups
+    in proportion to their rows, by systematic rounding with a secret offset ``U`` in [0, 1)
+    (from the salted hash of the unit): ``c_j = F(cum_j) - F(cum_j - n_j)`` with
+
+        F(0) = 0,  F(tot) = K,  else F(x) = clamp(floor(K * x / tot + U), 0, K)
+
+    ``F`` is one deterministic, non-decreasing function (IEEE operations are monotone), so
+    every ``c_j >= 0`` and the sum over the kept groups telescopes to ``F(tot) - F(0) = K``
+    exactly, whatever the rounding of the DOUBLE arithmetic. Each ``c_j`` is ``floor`` or
+    ``ceil`` of ``K n_j / tot`` (up to that rounding) and its mean over ``U`` is ``K n_j /
+    tot``: the expected count of a uniform K-row sample of the kept groups' rows."""
+    tot, big_k = exp.column("__tot"), _least(exp.column("__tot"), exp.Literal.number(k))
+
+    def f(x: exp.Expression) -> exp.Expression:
+        share = exp.Div(this=exp.Mul(this=_cast(big_k.copy(), "DOUBLE"), expression=x),
+                        expression=tot.copy())
+        floor = _cast(exp.Floor(this=exp.Add(this=share, expression=exp.column("__u"))),
+                         "BIGINT")
+        middle = _least(ir.greatest(floor, exp.Literal.number(0)), big_k.copy())
+        return exp.Case(ifs=[
+            exp.If(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
+                   true=exp.Literal.number(0)),
+            exp.If(this=exp.EQ(this=x.copy(), expression=tot.copy()), true=big_k.copy())],
+            default=middle)
+
+    before = exp.Paren(this=exp.Sub(this=exp.column("__cum"), expression=exp.column("__n")))
+    return exp.Sub(this=f(exp.column("__cum")), expression=f(before))
+
+
+def _contribution(m: Measurement) -> exp.Expression:
+    """Measurement ``m`` over the kept (unit, group) rows of ``__contrib``: each contributes
+    ``__c`` rows, its aggregates scaled by ``__c / __n`` when it has more (module docstring)."""
+    if m.kind == MeasurementKind.UNITS:
+        return exp.Count(this=exp.Star())
+    if m.kind == MeasurementKind.COUNT and m.arg is None:
+        return _or_zero(exp.Sum(this=exp.column("__c")))
+    p = exp.column(f"__p{m.index}")
+    if m.kind == MeasurementKind.COUNT:
+        return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
+    lo, hi = _term_range(m)
+    return _or_zero(exp.Sum(this=_scaled(p, "HUGEINT", lo, hi)))
+
+
+def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
+    """``p`` (an exact aggregate of a group's ``__n`` rows, each row's term in [lo, hi]) as the
+    contribution of ``__c`` of them: ``p`` itself when ``__c = __n``, else
+    ``clamp(round(p * __c / __n), __c * lo, __c * hi)``: a deterministic integer in the range
+    of any ``__c`` rows' terms, whatever the rounding of the DOUBLE product."""
+    c, n = exp.column("__c"), exp.column("__n")
+    ratio = exp.Div(this=exp.Mul(this=_cast(p.copy(), "DOUBLE"), expression=c.copy()),
+                    expression=n.copy())
+    rounded = _cast(ir.RoundHalfAway(this=ratio), kind)
+    wide_c = _cast(c.copy(), "HUGEINT")
+    low = ir.greatest(rounded, exp.Mul(this=wide_c, expression=_integer(lo)))
+    bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=_integer(hi)))
+    return exp.Case(ifs=[exp.If(this=exp.EQ(this=c.copy(), expression=n.copy()), true=p)],
+                    default=bounded)
+
+
+def _integer(value: int) -> exp.Expression:
+    """An exact integer literal of any size (a HUGEINT beyond BIGINT), never a DOUBLE: the
+    scaled sums must stay integer sums (dpsql.privacy.aggregates, "Exact sums")."""
+    literal = exp.Literal.number(value)
+    return exp.Paren(this=literal) if value < 0 else literal
+
+
+def _as(value: exp.Expression, name: str) -> exp.Expression:
+    """value AS name, without sqlglot's copy of ``value``."""
+    return exp.Alias(this=value, alias=exp.to_identifier(name))
+
+
+def _cast(value: exp.Expression, to: str) -> exp.Expression:
+    """CAST(value AS to) without sqlglot's copy and type parsing (a fixed-cost saving)."""
+    if to == "HUGEINT":
+        return ir.ExactInteger(this=value)
+    return exp.Cast(this=value, to=exp.DataType(this=_TYPES[to]))
+
+
+_TYPES = {"DOUBLE": exp.DataType.Type.DOUBLE, "BIGINT": exp.DataType.Type.BIGINT}
+_least = ir.least  # NULL-skipping, as every engine's own LEAST
+
+
+def _or_zero(value: exp.Expression) -> exp.Expression:
+    return exp.Coalesce(this=value, expressions=[exp.Literal.number(0)])
+
+
+def _select_all(source: exp.Expression) -> exp.Select:
+    """SELECT * FROM source, built without parsing text."""
+    return exp.Select(expressions=[exp.Star()], from_=exp.From(this=source))
+
+
+def _hash(parts: list[exp.Expression]) -> exp.Expression:
+    """The salted hash of ``parts`` (the salt first): an integer in [0, 2^64)."""
+    return ir.SaltedHash(expressions=[p.copy() for p in parts])
+
+
+def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
+    """The engine's column for measurement ``m``, by its kind (:data:`MEASURES`)."""
+    x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+    return exp.alias_(MEASURES[m.kind](m, x), m.name)
+
+
+def _count(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Count(this=x if x is not None else exp.Star())
+
+
+def _units(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Count(this=exp.Distinct(expressions=[exp.column("__unit")]))
+
+
+def _distinct(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Count(this=exp.Distinct(expressions=[x]))
+
+
+def _sum(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    return exp.Coalesce(this=exp.Sum(this=_sum_term(m, x)), expressions=[exp.Literal.number(0)])
+
+
+def _sum_term(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    """One row's term of a sum measurement: the clamped input, centred and squared when asked,
+    on the fixed-point grid when the sum is real-valued (an integer in ``m.units``)."""
+    # Sum and histogram measurements are built (dpsql.privacy.aggregates) only for arguments that
+    # numeric_bound accepted, so never for a missing one.
+    assert x is not None
+    term: exp.Expression = x
+    if m.center or m.power != 1:
+        # Centred and squared sums are real-valued: in DOUBLE, so that a narrow integer
+        # input cannot overflow on (x - c) * (x - c).
+        term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=number(m.center))
+    if m.power == 2:
+        term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
+    if m.step:
+        term = _quantised(term, x, m)
+    return term
+
+
+def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+    assert x is not None  # a histogram's argument, as for a sum
+    return ir.Histogram(this=_bucket(m, x))
+
+
+#: How the engine computes each kind of measurement (MeasurementSpec.kind), per group.
+MEASURES: dict[MeasurementKind, Callable[[Measurement, exp.Expression | None],
+                                          exp.Expression]] = {
+    MeasurementKind.COUNT: _count, MeasurementKind.UNITS: _units,
+    MeasurementKind.DISTINCT: _distinct, MeasurementKind.SUM: _sum,
+    MeasurementKind.HISTOGRAM: _histogram}
+
+
+def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.Expression:
+    """A real term on the measurement's fixed-point grid, as a BIGINT in [units]:
+
+        CASE WHEN x IS NOT NULL
+             THEN LEAST(GREATEST(CAST(ROUND(term / step) AS BIGINT), lo_units), hi_units) END
+
+    so that SUM adds integers in HUGEINT, exactly and in any order (the argument is in
+    dpsql.privacy.aggregates, "Exact sums"). Dividing by a power of two is exact. DuckDB's GREATEST
+    and LEAST skip NULLs, so NULL is kept by the CASE instead: the term is NULL exactly when
+    the input is (it is finite arithmetic on the clamped, NaN-free input)."""
+    scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
+    rounded = exp.cast(ir.RoundHalfAway(this=scaled), "BIGINT")
+    low = ir.greatest(rounded, number(m.units[0]))
+    clamped = _least(low, number(m.units[1]))
+    present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
+    return exp.Case(ifs=[exp.If(this=present, true=clamped)])
+
+
+def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
+    lo, hi = m.histogram_range
+    if hi <= lo:
+        return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
+                                    true=exp.Literal.number(0))])
+    if m.dates:  # a date's day number
+        x = ir.DaysSinceEpoch(this=x)
+    if m.instants:  # a timestamp's seconds since 1970-01-01 (a DOUBLE in DuckDB)
+        x = exp.TimeToUnix(this=x)
+    scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
+                                                 expression=number(lo))),
+                     expression=number(m.buckets / (hi - lo)))
+    index = exp.cast(exp.Floor(this=scaled), "BIGINT")
+    return ir.StrictLeast(this=index, expressions=[exp.Literal.number(m.buckets - 1)])

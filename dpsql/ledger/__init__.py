@@ -1,0 +1,1 @@
+"""The ledger: every analyst's budget, charged atomically and durably, and the stored answers."""

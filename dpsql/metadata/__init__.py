@@ -1,0 +1,1 @@
+"""What the data owner declares: tables, units, bounds, domains, settings."""

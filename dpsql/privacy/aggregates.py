@@ -1,0 +1,481 @@
+"""The privacy argument of every aggregate, in one place.
+
+Notation. After contribution bounding, one privacy unit contributes at most ``k`` rows to a query
+(``Table.rows_per_unit``), and with GROUP BY those rows fall into at most ``g' = min(g, k)``
+groups (``Table.groups_per_unit``). Neighbouring databases differ by all rows of one unit. Every
+value entering an aggregate is clamped in SQL to an interval ``[L, U]`` derived by interval
+arithmetic from the declared bounds (:mod:`dpsql.query.bounds`); ``M = max(|L|, |U|)``, the midpoint
+``c = (L + U) / 2`` and the half-width ``h = (U - L) / 2``.
+
+**Joins** (:mod:`dpsql.query.joins`). A joined query is planned over one *joined table* whose k and
+g are enforced on the joined rows, after the join and before aggregation, exactly as on one
+table's rows; removing a unit removes exactly its joined rows. So every formula below holds for
+joins with the joined table's k and g, whatever the join multiplied.
+
+Each aggregate is answered from one or more *measurements*: exact aggregates that the engine
+computes per group and that are perturbed exactly once (:mod:`dpsql.privacy.mechanisms`). The
+sensitivity below is over the whole vector of groups (parallel composition: a unit's k rows can
+change the groups' values by at most this much in total), so the noise for each group is calibrated
+to it and the query is charged once, not once per group.
+
+==========================  =======================================  ================  ===========
+aggregate                   measurements                             L1 sensitivity    L2
+==========================  =======================================  ================  ===========
+COUNT(*), COUNT(x)          number of (non-NULL) rows                k                 k
+COUNT(DISTINCT unit)        number of distinct units                 g'                sqrt(g')
+COUNT(DISTINCT x)           number of distinct values                k                 k
+SUM(x)                      sum of clamp(x)                          k * M             k * M
+AVG(x)                      n = COUNT(x); S = sum of (clamp(x) - c)  k; k * h          same
+VAR/STDDEV(x)               n; S1 = sum(y); S2 = sum(y^2), y=x-c     k; k*h; k*h^2     same
+MEDIAN/QUANTILE/MIN/MAX     histogram of clamp(x) over B buckets,    utility: k        -
+                            exponential mechanism (one per group)
+==========================  =======================================  ================  ===========
+
+The L2 column is the worst case of k rows all in one group (then L2 = L1); for distinct units a
+unit adds 1 to each of at most g' groups. Everything computed from the noisy measurements is
+post-processing: AVG = c + S~/max(n~, 1), clamped to [L, U]; VAR_POP = S2~/n - (S1~/n)^2, clamped
+to [0, h^2]; VAR_SAMP = VAR_POP * n/(n-1); STDDEV = sqrt(VAR). For quantiles, bucket j covers the
+ranks [r_j, r_{j+1}] and has utility -dist(q*n, [r_j, r_{j+1}]); adding or removing a unit moves
+every r_j and q*n by at most k, so the utility's sensitivity is k, and in each group the bucket is
+drawn with probability proportional to exp(eps * u / (2k)). Across groups the unit's k rows change
+the utilities by at most k in total, which bounds the privacy loss of all groups together by eps.
+
+**Two forms of bounding, the same sensitivities.** A unit's "k rows in g' groups" is enforced
+either by a sample of its rows or, for counts and sums, on its per-(unit, group) aggregates:
+``min(n, k)`` rows allocated over its g' kept groups, each group's aggregates scaled to its
+share and clamped to that many rows' range. Either way a unit changes the counts by at most k
+in total, each sum by at most k times one row's bound, and COUNT(DISTINCT unit) in at most g'
+groups: the table above holds for both (the argument, kind by kind, is in
+:mod:`dpsql.execution.rewrite`).
+
+**Exact sums** (Casacuberta, Shoemate, Vadhan and Wagaman, CCS 2022). The sensitivities above
+hold for sums in real arithmetic. A floating-point SUM is not one: each addition rounds, and the
+engine adds in an order of its own (threads, hash tables), so adding one row can change a
+double sum by far more than the row (1e16 + 1.0 + 1.0 - 1e16 is 0 or 2 depending on the order),
+and an attacker who places such values can read a row's presence off the rounding. So every
+real-valued sum (SUM of a non-integer input, the centred sums of AVG and VAR/STDDEV) is a sum
+of *integers*. Its measurement carries a fixed-point grid ``step = 2**(e - SUM_BITS)``, a power
+of two with ``2**e > T``, ``T = max(|t_lo|, |t_hi|)`` the bound of one row's term ``t``
+(``[L, U]`` for SUM, ``[-h, h]`` for the centred sum, ``[0, h^2]`` for the squared one: exactly
+the per-row bounds of the table, so ``l1 = k T``). The engine computes
+``q = clamp(CAST(ROUND(t / step) AS BIGINT), ceil(t_lo / step), floor(t_hi / step))``: dividing
+by a power of two is exact, ``|q| < 2**SUM_BITS`` fits BIGINT, and the integer clamp (bounds
+computed exactly with fractions at plan time) guarantees ``q * step`` in ``[t_lo, t_hi]``
+whatever rounding ``t`` itself went through (``x - c`` can exceed ``h`` by an ulp). It then sums
+``q`` in HUGEINT, exact and order-independent, so the measurement is a *function* of the
+multiset of rows, and a unit's k rows change it by at most ``k * T / step`` integer units:
+``k T = l1`` in value units, exactly the sensitivity above. :mod:`dpsql.execution.perturb` rescales
+the integer sum to the noise grid with integer arithmetic
+(:func:`dpsql.privacy.mechanisms.perturb_fixed`), so no float rounding happens before the noise
+either. The cost in accuracy is the quantisation of each row by at most ``step / 2 <= T *
+2**-SUM_BITS``, the order of float64's own rounding of one value. Integer inputs (integer SUM, every
+COUNT) are summed in HUGEINT as they are: exact.
+
+**The registry.** Each aggregate is one :class:`Aggregate` in :data:`AGGREGATES`: its SQL names
+(which :mod:`dpsql.query.check` recognises), how it is measured (the measurement specs and their
+sensitivities, with the formula of the table above in the builder's docstring), how the noisy
+measurements combine into the cell (post-processing), and the cell's accuracy. Every pass asks
+the registry; adding an aggregate is adding one entry (see ``docs/architecture.md``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from fractions import Fraction
+from functools import cached_property
+
+import numpy as np
+from sqlglot import exp
+
+from dpsql.errors import UnboundedExpression
+from dpsql.metadata.metadata import Table
+from dpsql.privacy.mechanisms import Mechanism, NoiseSpec
+from dpsql.query.bounds import Bound, bound, numeric_bound
+from dpsql.query.dates import written
+
+HISTOGRAM_BUCKETS = 1000
+#: Bits of the fixed-point grid of real sums: one row's term is at most 2**SUM_BITS grid steps.
+SUM_BITS = 52
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    """One aggregate as the analyst wrote it, its argument over base columns."""
+
+    kind: str  # a key of AGGREGATES
+    arg: exp.Expression | None  # None for COUNT(*)
+    distinct: bool
+    quantile: float | None
+    text: str  # the original SQL, for column names and explain
+    placeholder: str
+
+
+class MeasurementKind(StrEnum):
+    """What the engine computes per group for one measurement (see ``rewrite.MEASURES``)."""
+
+    COUNT = "count"  # rows (of a non-NULL argument)
+    UNITS = "units"  # distinct privacy units
+    DISTINCT = "distinct"  # distinct non-NULL values
+    SUM = "sum"  # a clamped sum (or of (x - center) ** power)
+    HISTOGRAM = "histogram"  # bucket counts, for the exponential mechanism
+
+
+@dataclass(frozen=True)
+class MeasurementSpec:
+    """One exact per-group aggregate that the engine computes and the perturb pass noises, as
+    an aggregate asks for it: what to compute, and its sensitivity."""
+
+    kind: MeasurementKind
+    arg: exp.Expression | None  # row-level input over base columns (None: every row)
+    lo: float = 0.0  # clamp interval of the input (sum, histogram)
+    hi: float = 0.0
+    center: float = 0.0  # sum of (x - center)
+    power: int = 1  # sum of (x - center) ** power
+    integer: bool = True
+    l1: float = 1.0
+    l2: float = 1.0
+    buckets: int = 0  # histogram only
+    # histogram only: each quantile is its own exponential-mechanism draw, so its own
+    # measurement (and its own share of epsilon), even over the same histogram
+    quantile: float | None = None
+    mechanism: Mechanism = Mechanism.LAPLACE
+    # Real-valued sums only (see "Exact sums" above): the fixed-point grid (a power of two,
+    # 0.0 when the sum is not quantised) and the integer range of one row's quantised term.
+    step: float = 0.0
+    units: tuple[int, int] = (0, 0)
+    # histogram only: the input is a date, measured as its day number since EPOCH_DAY
+    dates: bool = False
+    # histogram only: the input is a timestamp, measured as its seconds since EPOCH_DAY (EPOCH)
+    instants: bool = False
+
+    @property
+    def histogram_range(self) -> tuple[float, float]:
+        """[lo, hi) split into ``buckets`` equal buckets; integer inputs get one per value."""
+        return (self.lo, self.hi + 1) if self.integer else (self.lo, self.hi)
+
+    @cached_property
+    def key(self) -> tuple[object, ...]:
+        """Two specs with the same key are one measurement (computed and noised once)."""
+        arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
+        return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
+                self.quantile, self.mechanism, self.step, self.units, self.dates, self.instants)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement(MeasurementSpec):
+    """A measurement calibrated by the plan: its column in the engine's rows (``index``, and
+    ``name`` in the rewritten SQL), its share of epsilon and its noise (None for the
+    exponential mechanism, which draws its own)."""
+
+    name: str
+    index: int
+    epsilon: float
+    noise: NoiseSpec | None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One output aggregate: its definition, its measurements (specs from the aggregate, then
+    calibrated measurements in the plan) and the bound of its input."""
+
+    call: AggregateCall
+    aggregate: Aggregate
+    measurements: tuple[MeasurementSpec, ...]
+    type: str  # "BIGINT", "DOUBLE", "DATE" or "TIMESTAMP" (a date or timestamp quantile)
+    bound: Bound | None = None
+
+    @property
+    def accuracy_unit(self) -> str:
+        return self.aggregate.accuracy_unit
+
+    def combine(self, parts: Sequence[np.ndarray]) -> np.ndarray:
+        """The cell's noisy values from its noisy measurements (post-processing)."""
+        return self.aggregate.combine(self, parts)
+
+    def accuracy(self, parts: Sequence[np.ndarray], widths: Sequence[float]) -> np.ndarray:
+        """95% half-widths per group from the measurements' half-widths ``widths``."""
+        return self.aggregate.accuracy(self, parts, widths)
+
+
+Combine = Callable[[Cell, Sequence[np.ndarray]], np.ndarray]
+Accuracy = Callable[[Cell, Sequence[np.ndarray], Sequence[float]], np.ndarray]
+Measure = Callable[[AggregateCall, Table, bool, Mechanism], Cell]
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """Everything every pass asks of one aggregate."""
+
+    kind: str
+    #: sqlglot node types and function names (upper case) that mean this aggregate
+    functions: tuple[type[exp.Expression] | str, ...]
+    measure: Measure  # the cell: measurement specs and their sensitivities
+    combine: Combine
+    accuracy: Accuracy
+    accuracy_unit: str = "value"  # or "rank" for the exponential mechanism
+
+
+def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
+    """The measurements of one aggregate call, from its definition in :data:`AGGREGATES`."""
+    return AGGREGATES[call.kind].measure(call, table, grouped, mechanism)
+
+
+def kind_of(function: exp.Expression) -> str | None:
+    """The registry kind of an aggregate function node, or None if it is not one of ours."""
+    name = str(function.this).upper() if isinstance(function, exp.Anonymous) else None
+    for aggregate in AGGREGATES.values():
+        for f in aggregate.functions:
+            if (isinstance(f, str) and f == name) or (isinstance(f, type) and
+                                                      type(function) is f):
+                return aggregate.kind
+    return None
+
+
+# ------------------------------------------------------------------------- measurements
+
+
+def fixed_point(term_lo: float, term_hi: float) -> tuple[float, tuple[int, int]]:
+    """The grid of a real sum whose per-row term lies in ``[term_lo, term_hi]``: ``step`` (a
+    power of two, ``T / step < 2**SUM_BITS`` for ``T = max(|term_lo|, |term_hi|)``) and the
+    integer range ``[ceil(term_lo / step), floor(term_hi / step)]``, computed exactly."""
+    bound = max(abs(term_lo), abs(term_hi))
+    if bound == 0.0:
+        return 1.0, (0, 0)
+    exponent = math.frexp(bound)[1]  # bound < 2**exponent
+    step = math.ldexp(1.0, max(exponent - SUM_BITS, -1074))
+    grid = Fraction(step)
+    return step, (math.ceil(Fraction(term_lo) / grid), math.floor(Fraction(term_hi) / grid))
+
+
+def _real_sum(arg: exp.Expression, b: Bound, term: tuple[float, float], k: int,
+              mechanism: Mechanism, center: float = 0.0, power: int = 1) -> MeasurementSpec:
+    """An exactly summed real-valued measurement whose per-row term lies in ``term``: its
+    sensitivity is ``k * max(|term|)`` (L1 and L2), its grid from :func:`fixed_point`."""
+    sens = k * max(abs(term[0]), abs(term[1]))
+    step, units = fixed_point(*term)
+    return MeasurementSpec(MeasurementKind.SUM, arg, b.lo, b.hi, center=center, power=power,
+                           integer=False, l1=sens, l2=sens, mechanism=mechanism, step=step,
+                           units=units)
+
+
+def units_measurement(table: Table, groups: int, mechanism: Mechanism) -> MeasurementSpec:
+    """The number of distinct units per group: sensitivity g' in L1, sqrt(g') in L2.
+
+    Without contribution bounding each row is a unit, so this is COUNT(*) with sensitivity 1.
+    """
+    if not table.needs_bounding:
+        return MeasurementSpec(MeasurementKind.COUNT, None, l1=1, l2=1, mechanism=mechanism)
+    return MeasurementSpec(MeasurementKind.UNITS, None, l1=groups, l2=math.sqrt(groups),
+                           mechanism=mechanism)
+
+
+def _is_unit(arg: exp.Expression | None, table: Table) -> bool:
+    return (isinstance(arg, exp.Column) and table.privacy_unit is not None
+            and arg.name.lower() == table.privacy_unit)
+
+
+def _bound(call: AggregateCall, table: Table) -> Bound:
+    assert call.arg is not None  # check refuses SUM(*), AVG(*), ...: only COUNT takes *
+    return numeric_bound(call.arg, table, call.text)
+
+
+# ------------------------------------------------------------------------- the aggregates
+
+
+def _count(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
+    """COUNT(*), COUNT(x), COUNT_IF: rows, L1 = L2 = k. COUNT(DISTINCT unit): units per group,
+    L1 = g', L2 = sqrt(g'). COUNT(DISTINCT x): L1 = L2 = k (k rows add at most k values)."""
+    k = table.rows_per_unit
+    if call.distinct and _is_unit(call.arg, table):
+        m = units_measurement(table, table.groups_per_unit if grouped else 1, mechanism)
+    else:
+        m = MeasurementSpec(MeasurementKind.DISTINCT if call.distinct else MeasurementKind.COUNT,
+                            call.arg, l1=k, l2=k,
+                            mechanism=mechanism)
+    return Cell(call, COUNT, (m,), "BIGINT")
+
+
+def _sum(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
+    """SUM(x): the sum of clamp(x) to [L, U], L1 = L2 = k * M. Integer inputs are summed as
+    they are (HUGEINT, exact); real ones on a fixed-point grid (see Exact sums)."""
+    b, k = _bound(call, table), table.rows_per_unit
+    assert call.arg is not None
+    integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
+    if integer:
+        sens = k * b.magnitude
+        m = MeasurementSpec(MeasurementKind.SUM, call.arg, b.lo, b.hi, integer=True, l1=sens,
+                            l2=sens, mechanism=mechanism)
+    else:
+        m = _real_sum(call.arg, b, (b.lo, b.hi), k, mechanism)
+    return Cell(call, SUM, (m,), "BIGINT" if integer else "DOUBLE", bound=b)
+
+
+def _avg(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
+    """AVG(x) = c + S / max(n, 1), clamped to [L, U]: n = COUNT(x) (L1 = k) and the centred sum
+    S = sum(clamp(x) - c) (L1 = k * h), so a unit's rows move S by h each, not M."""
+    b, k = _bound(call, table), table.rows_per_unit
+    assert call.arg is not None
+    c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
+    n = MeasurementSpec(MeasurementKind.COUNT, call.arg, l1=k, l2=k, mechanism=mechanism)
+    s = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
+    return Cell(call, AVG, (n, s), "DOUBLE", bound=b)
+
+
+def _combine_avg(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
+    b = cell.bound
+    assert b is not None
+    count = np.maximum(v[0].astype(float), 1.0)
+    mean: np.ndarray = np.clip((b.lo + b.hi) / 2 + v[1] / count, b.lo, b.hi)
+    return mean
+
+
+def _accuracy_avg(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[float]
+                  ) -> np.ndarray:
+    """First-order propagation of the parts' half-widths through c + S/n (noisy values only)."""
+    count = np.maximum(np.asarray(parts[0], dtype=np.float64), 1.0)
+    centered = np.asarray(parts[1], dtype=np.float64) / count
+    return (widths[1] + np.abs(centered) * widths[0]) / count
+
+
+def _variance(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
+    """VAR_POP = S2/n - (S1/n)^2 clamped to [0, h^2], VAR_SAMP = VAR_POP * n/(n-1), STDDEV =
+    sqrt(VAR): n (L1 = k), S1 = sum(y) (L1 = k * h) and S2 = sum(y^2) (L1 = k * h^2) for the
+    centred y = clamp(x) - c."""
+    b, k = _bound(call, table), table.rows_per_unit
+    assert call.arg is not None
+    c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
+    n = MeasurementSpec(MeasurementKind.COUNT, call.arg, l1=k, l2=k, mechanism=mechanism)
+    s1 = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
+    s2 = _real_sum(call.arg, b, (0.0, h * h), k, mechanism, center=c, power=2)
+    return Cell(call, AGGREGATES[call.kind], (n, s1, s2), "DOUBLE", bound=b)
+
+
+def _combine_variance(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
+    b = cell.bound
+    assert b is not None
+    h = (b.hi - b.lo) / 2
+    count = np.maximum(v[0].astype(float), 1.0)
+    mean = v[1] / count
+    var = np.clip(v[2] / count - mean * mean, 0.0, h * h)
+    if cell.call.kind.endswith("samp"):
+        var = np.clip(var * count / np.maximum(count - 1.0, 1.0), 0.0, 2 * h * h)
+    out: np.ndarray = np.sqrt(var) if cell.call.kind.startswith("stddev") else var
+    return out
+
+
+def _accuracy_variance(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[float]
+                       ) -> np.ndarray:
+    """First-order propagation through S2/n - (S1/n)^2, then through the square root."""
+    count = np.maximum(np.asarray(parts[0], dtype=np.float64), 1.0)
+    mean = np.asarray(parts[1], dtype=np.float64) / count
+    second = np.asarray(parts[2], dtype=np.float64) / count
+    var_width = (widths[2] + 2 * np.abs(mean) * widths[1] + np.abs(second) * widths[0]) / count
+    if cell.call.kind.startswith("stddev"):
+        var = np.maximum(second - mean * mean, 0.0)
+        return (np.sqrt(var + var_width) - np.sqrt(np.maximum(var - var_width, 0.0))) / 2
+    return var_width
+
+
+def _quantile(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
+    """MEDIAN, QUANTILE_CONT, PERCENTILE_CONT, MIN, MAX: a histogram of clamp(x) over B buckets
+    and the exponential mechanism, utility sensitivity k (see the table above). The Laplace or
+    Gaussian choice does not apply: the mechanism draws the value itself."""
+    kind = bound(call.arg, table).kind if call.arg is not None else None
+    if kind == "date":
+        return _date_quantile(call, table)
+    if kind == "timestamp":
+        return _instant_quantile(call, table)
+    b, k = _bound(call, table), table.rows_per_unit
+    per_value = b.kind == "int" and b.hi - b.lo + 1 <= HISTOGRAM_BUCKETS
+    buckets = int(b.hi - b.lo + 1) if per_value else HISTOGRAM_BUCKETS
+    m = MeasurementSpec(MeasurementKind.HISTOGRAM, call.arg, b.lo, b.hi, integer=per_value,
+                        l1=k, l2=k, buckets=buckets, quantile=call.quantile,
+                        mechanism=Mechanism.EXPONENTIAL)
+    return Cell(call, QUANTILE, (m,), "DOUBLE", bound=b)
+
+
+#: Dates are measured as their day numbers since this day (DuckDB: ``d - DATE '1970-01-01'``).
+EPOCH_DAY = dt.date(1970, 1, 1)
+
+
+def _date_quantile(call: AggregateCall, table: Table) -> Cell:
+    """MIN / MAX / MEDIAN / a quantile of a date column: the same exponential mechanism over
+    the day numbers of the column's declared bounds (one bucket per day when there are at most
+    HISTOGRAM_BUCKETS days), the value released as a date (:func:`dpsql.execution.perturb.dated`).
+    The bounds are public, so the candidate days are too; without them there is nothing public to
+    draw from, and the query is refused."""
+    assert call.arg is not None
+    column = table.column(call.arg.name) if isinstance(call.arg, exp.Column) else None
+    if column is None or not column.bounded:
+        what = written(call.arg)
+        raise UnboundedExpression(
+            f"{call.text}: {what} needs declared date bounds (lower and upper in the metadata, "
+            "the days a date quantile is drawn from); aggregate a date column that has them")
+    assert isinstance(column.lower, dt.date) and isinstance(column.upper, dt.date)
+    lo, hi = ((d - EPOCH_DAY).days for d in (column.lower, column.upper))
+    per_value = hi - lo + 1 <= HISTOGRAM_BUCKETS
+    k = table.rows_per_unit
+    m = MeasurementSpec(MeasurementKind.HISTOGRAM, call.arg, float(lo), float(hi),
+                        integer=per_value, l1=k, l2=k,
+                        buckets=hi - lo + 1 if per_value else HISTOGRAM_BUCKETS,
+                        quantile=call.quantile, mechanism=Mechanism.EXPONENTIAL, dates=True)
+    return Cell(call, QUANTILE, (m,), "DATE", bound=bound(call.arg, table))
+
+
+def _instant_quantile(call: AggregateCall, table: Table) -> Cell:
+    """MIN / MAX / MEDIAN / a quantile of a timestamp column: the exponential mechanism over
+    the seconds since EPOCH_DAY between the column's declared bounds (public, so the candidate
+    instants are too), in HISTOGRAM_BUCKETS equal buckets, the value released as a timestamp
+    to the second (:func:`dpsql.execution.perturb.instants`). The utility's sensitivity is k, as for
+    numbers: the input is a number of seconds clamped to public bounds. Without bounds there
+    is nothing public to draw from, and the query is refused."""
+    assert call.arg is not None
+    column = table.column(call.arg.name) if isinstance(call.arg, exp.Column) else None
+    if column is None or not column.bounded:
+        what = written(call.arg)
+        raise UnboundedExpression(
+            f"{call.text}: {what} needs declared timestamp bounds (lower and upper in the "
+            "metadata, the instants a quantile is drawn from); aggregate a timestamp column "
+            "that has them")
+    assert isinstance(column.lower, dt.datetime) and isinstance(column.upper, dt.datetime)
+    epoch = dt.datetime.combine(EPOCH_DAY, dt.time())
+    lo, hi = ((d - epoch).total_seconds() for d in (column.lower, column.upper))
+    k = table.rows_per_unit
+    m = MeasurementSpec(MeasurementKind.HISTOGRAM, call.arg, lo, hi, integer=False, l1=k, l2=k,
+                        buckets=HISTOGRAM_BUCKETS, quantile=call.quantile,
+                        mechanism=Mechanism.EXPONENTIAL, instants=True)
+    return Cell(call, QUANTILE, (m,), "TIMESTAMP", bound=bound(call.arg, table))
+
+
+def _first(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
+    return v[0]
+
+
+def _accuracy_first(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[float]
+                    ) -> np.ndarray:
+    """One measurement: the cell's accuracy is its measurement's, the same in every group."""
+    return np.full(len(parts[0]), widths[0])
+
+
+COUNT = Aggregate("count", (exp.Count, exp.CountIf), _count, _first, _accuracy_first)
+SUM = Aggregate("sum", (exp.Sum,), _sum, _first, _accuracy_first)
+AVG = Aggregate("avg", (exp.Avg,), _avg, _combine_avg, _accuracy_avg)
+QUANTILE = Aggregate("quantile", (exp.Median, exp.PercentileCont, exp.Quantile,
+                                  exp.ApproxQuantile, exp.Min, exp.Max, "QUANTILE",
+                                  "PERCENTILE"),
+                     _quantile, _first, _accuracy_first, accuracy_unit="rank")
+
+#: Every aggregate dpsql answers, by kind. ``check`` recognises them by ``functions``.
+AGGREGATES: dict[str, Aggregate] = {a.kind: a for a in (
+    COUNT, SUM, AVG, QUANTILE,
+    Aggregate("var_samp", (exp.Variance, "VAR", "VARIANCE_SAMP"), _variance, _combine_variance,
+              _accuracy_variance),
+    Aggregate("var_pop", (exp.VariancePop,), _variance, _combine_variance, _accuracy_variance),
+    Aggregate("stddev_samp", (exp.Stddev, exp.StddevSamp, "STDEV"), _variance, _combine_variance,
+              _accuracy_variance),
+    Aggregate("stddev_pop", (exp.StddevPop,), _variance, _combine_variance, _accuracy_variance),
+)}

@@ -1,0 +1,199 @@
+"""Pass 6, plan: bounds, sensitivities, key release, the split of the budget, noise per cell.
+
+The plan is computed from the query and the metadata only, never from data, so its cost is
+known before anything runs.
+
+**Budget split.** A query with m distinct measurements (see :mod:`dpsql.privacy.aggregates`; AVG
+needs two, VAR three, and key release by thresholding one more, shared with a COUNT of units when
+the two coincide) gives each measurement ``epsilon / m``. Sequential composition over the m
+measurements then costs exactly ``epsilon``. Delta goes to what needs it: to thresholding when
+keys have no public domain, to the Gaussian measurements when the Gaussian mechanism is asked
+for, and half to each when both. The Gaussian measurements of one query share their part
+``(eps_G, delta_G)`` as zero-concentrated DP: ``rho = (sqrt(ln(1/delta_G) + eps_G) -
+sqrt(ln(1/delta_G)))^2``, split equally, ``sigma_i = Delta_2 / sqrt(2 rho_i)``. The query's cost
+is ``(epsilon, delta actually used)``; ``dpsql explain`` shows every share.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from sqlglot import exp
+
+from dpsql.errors import KeyReleaseRefused, Remedy
+from dpsql.metadata.metadata import MAX_DOMAIN_SIZE, Table
+from dpsql.privacy.aggregates import Cell, Measurement, MeasurementSpec, cell_for, units_measurement
+from dpsql.privacy.domains import key_domain
+from dpsql.privacy.key_filters import Filters, key_filters
+from dpsql.privacy.keys import distinct
+from dpsql.privacy.mechanisms import (
+    Mechanism,
+    calibrate_gaussian,
+    calibrate_laplace,
+    rho_for,
+    validate_privacy_parameters,
+)
+from dpsql.privacy.thresholds import tau_for
+from dpsql.query.bounds import Bound, bound
+from dpsql.query.check import CheckedQuery
+from dpsql.query.dates import written
+
+
+@dataclass(frozen=True)
+class Key:
+    expression: exp.Expression  # over base columns
+    name: str  # __k{i}
+    bound: Bound
+    domain: tuple[object, ...] | None  # public domain of this key, or None
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Key release by thresholding: a group is released when its noisy number of units,
+    ``measurement`` perturbed with its own calibrated noise, reaches ``tau``."""
+
+    measurement: Measurement  # noisy number of distinct units per group
+    tau: int  # from the measurement's calibrated noise (thresholds.tau_for)
+    delta: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything that will happen to a query, fixed before anything runs. Frozen: a plan is
+    cached and shared by threads; randomness enters only when it is answered."""
+
+    query: CheckedQuery
+    table: Table
+    keys: tuple[Key, ...]
+    domain: tuple[tuple[object, ...], ...] | None  # every released key tuple, if all public
+    cells: tuple[Cell, ...]  # their measurements are the calibrated ones below
+    measurements: tuple[Measurement, ...]  # in engine column order (Measurement.index)
+    threshold: Threshold | None
+    epsilon: float
+    delta: float
+    mechanism: Mechanism
+    cost_epsilon: float
+    cost_delta: float
+    rho: float = 0.0  # zCDP spent by the Gaussian measurements (0 for Laplace)
+
+
+def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
+         mechanism: str = "laplace") -> Plan:
+    """Plan ``query`` for a budget of (epsilon, delta) with the given mechanism."""
+    validate_privacy_parameters(epsilon, delta, mechanism)
+    mechanism = Mechanism(mechanism)
+    table = query.table
+    filters = key_filters(query.where)  # the analyst's constants narrow public domains
+    keys = tuple(_key(e, i, table, filters) for i, e in enumerate(query.keys))
+    domain = _full_domain(list(keys))
+    if keys and domain is None and delta == 0:
+        refused = KeyReleaseRefused(_thresholding_needed(list(keys)))
+        refused.remedies = (Remedy("delta", 1e-6),)
+        raise refused
+    cells = [cell_for(call, table, bool(keys), mechanism) for call in query.aggregates]
+    specs = _distinct_specs(cells)
+    units = None
+    if keys and domain is None:
+        units = units_measurement(table, table.groups_per_unit, Mechanism.LAPLACE)
+        specs = _distinct_specs([], [*specs, units])
+    split = _split_budget(specs, epsilon, delta, units is not None, _cells_per_unit(table, keys))
+    calibrated = {m.key: m for m in split.measurements}
+    thresholding = None
+    if units is not None:
+        m = calibrated[units.key]
+        assert m.noise is not None  # a Laplace measurement
+        thresholding = Threshold(m, tau_for(m.noise, split.delta_threshold,
+                                            table.groups_per_unit), split.delta_threshold)
+    return Plan(query=query, table=table, keys=keys,
+                domain=tuple(domain) if domain is not None else None,
+                cells=tuple(replace(c, measurements=tuple(calibrated[m.key] for m in
+                                                          c.measurements)) for c in cells),
+                measurements=split.measurements, threshold=thresholding, epsilon=epsilon,
+                delta=delta, mechanism=mechanism, cost_epsilon=epsilon,
+                cost_delta=split.delta_threshold + split.delta_gaussian, rho=split.rho)
+
+
+def calibrated(cell: Cell) -> tuple[Measurement, ...]:
+    """A planned cell's measurements, as the plan calibrated them (shared with other cells
+    that need the same measurement)."""
+    out = tuple(m for m in cell.measurements if isinstance(m, Measurement))
+    assert len(out) == len(cell.measurements), "a cell of a plan holds calibrated measurements"
+    return out
+
+
+def _cells_per_unit(table: Table, keys: tuple[Key, ...]) -> int:
+    """Cells one unit can change: rounding real cells to the noise grid costs one grid step
+    in each group a unit reaches."""
+    return table.groups_per_unit if keys else 1
+
+
+def _key(expression: exp.Expression, index: int, table: Table, filters: Filters) -> Key:
+    b = bound(expression, table)
+    return Key(expression, f"__k{index}", b, key_domain(expression, table, filters))
+
+
+def _full_domain(keys: list[Key]) -> list[tuple[object, ...]] | None:
+    if not keys or any(k.domain is None for k in keys):
+        return None
+    size = 1
+    for k in keys:
+        size *= len(k.domain or ())
+    if size > MAX_DOMAIN_SIZE:
+        return None  # too many public keys to list: fall back to thresholding
+    return distinct(itertools.product(*(k.domain or () for k in keys)))
+
+
+def _thresholding_needed(keys: list[Key]) -> str:
+    private = [written(k.expression) for k in keys if k.domain is None]
+    what = ", ".join(private) if private else "the keys (too many combinations)"
+    return (f"GROUP BY {what} has no public domain, so releasing which groups exist needs "
+            "delta > 0 (thresholding, e.g. delta = 1e-6), or the data owner can declare "
+            "the column's values (or public_range) in the metadata")
+
+
+def _distinct_specs(cells: list[Cell], more: Sequence[MeasurementSpec] = ()
+                    ) -> list[MeasurementSpec]:
+    """The cells' measurement specs (and ``more``) without repeats, in first-use order: two
+    cells that need the same measurement (COUNT(x) and AVG(x)) share one noisy value."""
+    seen: dict[tuple[object, ...], MeasurementSpec] = {}
+    for spec in [*(m for c in cells for m in c.measurements), *more]:
+        seen.setdefault(spec.key, spec)
+    return list(seen.values())
+
+
+@dataclass(frozen=True)
+class _Split:
+    measurements: tuple[Measurement, ...]
+    rho: float
+    delta_threshold: float
+    delta_gaussian: float
+
+
+def _split_budget(specs: list[MeasurementSpec], epsilon: float, delta: float,
+                  thresholding: bool, cells_per_unit: int) -> _Split:
+    """Each measurement's share of (epsilon, delta) and its calibrated noise (module docstring).
+    No measurement at all (SELECT DISTINCT over public keys): the answer is the public domain."""
+    share = epsilon / max(len(specs), 1)
+    gaussian = [m for m in specs if m.mechanism == Mechanism.GAUSSIAN]
+    delta_threshold = (delta / 2 if gaussian else delta) if thresholding else 0.0
+    delta_gaussian = delta - delta_threshold if gaussian else 0.0
+    rho = rho_for(share * len(gaussian), delta_gaussian) if gaussian else 0.0
+    measurements = []
+    for index, spec in enumerate(specs):
+        noise = None
+        if spec.mechanism == Mechanism.LAPLACE:
+            noise = calibrate_laplace(spec.l1, share, spec.integer,
+                                      cells_per_unit=cells_per_unit)
+        elif spec.mechanism == Mechanism.GAUSSIAN:
+            noise = calibrate_gaussian(spec.l2, rho / len(gaussian), spec.integer,
+                                       cells_per_unit=cells_per_unit)
+        measurements.append(Measurement(**_fields(spec), name=f"__m{index}", index=index,
+                                        epsilon=share, noise=noise))
+    return _Split(tuple(measurements), rho, delta_threshold, delta_gaussian)
+
+
+def _fields(spec: MeasurementSpec) -> dict[str, Any]:
+    return {f.name: getattr(spec, f.name) for f in fields(MeasurementSpec)}

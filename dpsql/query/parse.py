@@ -1,0 +1,144 @@
+"""Pass 1, parse: SQL text -> one sqlglot SELECT tree, or a refusal.
+
+Only a single SELECT statement is ever answered. Everything else (DDL, DML, PRAGMA, SET, COPY,
+ATTACH, INSTALL, LOAD, CALL, EXPORT, several statements in one string, set operations) is refused
+here, before any name is resolved.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from dpsql.errors import NotASingleSelect, QueryTooComplex, SQLSyntaxError, UnsupportedQuery
+from dpsql.query.dates import spelled
+
+# sqlglot logs a warning when it falls back to a generic Command; the refusal says enough.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+# The limits checked on the raw text before sqlglot sees it (:func:`check_size`): sqlglot's
+# parser recurses about twenty Python frames per parenthesis (it overflows Python's stack near
+# 45 levels) and takes ~0.2 ms per token, so these bound a parse's time, memory and stack.
+MAX_SQL_LENGTH = 100_000
+MAX_NESTING = 32  # parentheses
+MAX_TOKENS = 10_000
+# Levels of the parsed tree (an OR chain of n terms is n deep): the passes after the parse
+# recurse over it. The cost model's limit on row-level expressions is tighter (dpsql.query.cost).
+MAX_TREE_DEPTH = 200
+# Quoted text and comments, skipped by the scan (an unterminated one counts as code).
+_NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_PAREN = re.compile(r"[()]")
+
+
+def check_size(sql: str) -> None:
+    """Refuse (:class:`QueryTooComplex`, 54001) a text too long, too deeply parenthesised or of
+    too many tokens to parse in bounded time and stack, with one linear scan that does not
+    recurse: every front door runs it before any parse."""
+    if len(sql) > MAX_SQL_LENGTH:
+        raise QueryTooComplex(f"the query is longer than {MAX_SQL_LENGTH} characters; shorten "
+                              "it (long IN lists and OR chains are better as a public table)")
+    code = _NOT_CODE.sub(" ", sql)
+    depth = 0
+    for m in _PAREN.finditer(code):
+        depth += 1 if m.group() == "(" else -1
+        if depth > MAX_NESTING:
+            raise QueryTooComplex(f"the query nests parentheses deeper than {MAX_NESTING} "
+                                  "levels; flatten it")
+    tokens = sum(1 for _ in _TOKEN.finditer(code))
+    if tokens > MAX_TOKENS:
+        raise QueryTooComplex(f"the query has {tokens} tokens, more than the {MAX_TOKENS} "
+                              "allowed; shorten it (long IN lists and OR chains are better as "
+                              "a public table)")
+
+
+def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
+    """Parse ``sql`` and return its only statement, which must be a SELECT."""
+    return only_select(parse_query(sql, dialect))
+
+
+def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperation:
+    """Parse ``sql`` and return its only statement, a SELECT or a set operation of SELECTs
+    (answered only over public tables: :mod:`dpsql.execution.public`)."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise SQLSyntaxError("the query is empty; send one SELECT statement")
+    check_size(sql)
+    try:
+        # A comment after the last ";" comes back as a Semicolon node: not a statement.
+        statements = [s for s in sqlglot.parse(sql, read=dialect)
+                      if s is not None and not isinstance(s, exp.Semicolon)]
+    except RecursionError:  # nesting check_size cannot see (NOT NOT ..., - - ...)
+        raise QueryTooComplex("the query nests its expressions too deeply to be read; flatten "
+                              "it") from None
+    except (ParseError, TokenError) as e:
+        keyword = _leading_keyword(sql, dialect)
+        if keyword in _OTHER_STATEMENTS:  # e.g. EXPORT DATABASE, which sqlglot cannot parse
+            raise NotASingleSelect(
+                f"only SELECT queries are answered, and this reads as {keyword}; dpsql never "
+                "changes data, settings or files") from None
+        raise SQLSyntaxError(f"cannot parse the query: {_first_line(e)}") from None
+    if len(statements) != 1:
+        raise NotASingleSelect(
+            f"the text holds {len(statements)} statements; send exactly one SELECT statement")
+    statement = statements[0]
+    check_tree_depth(statement)
+    if not isinstance(statement, exp.SetOperation):
+        statement = only_select(statement)
+    spelled(statement)  # date functions whose text sqlglot would rewrite (dpsql.query.dates)
+    return statement
+
+
+def check_tree_depth(tree: exp.Expr) -> None:
+    """Refuse a tree deeper than :data:`MAX_TREE_DEPTH` (measured without recursion)."""
+    stack: list[tuple[exp.Expr, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            raise QueryTooComplex(f"the query's expressions nest deeper than {MAX_TREE_DEPTH} "
+                                  "levels (a long chain of OR, AND or +, say); flatten it, "
+                                  "for example with IN (...)")
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+
+
+def only_select(statement: exp.Expr) -> exp.Select:
+    """``statement`` (from :func:`parse_query`) if it is a SELECT; else the refusal."""
+    if isinstance(statement, exp.Select):
+        return statement
+    if isinstance(statement, exp.SetOperation):
+        kind = type(statement).__name__.upper()
+        raise UnsupportedQuery(
+            f"set operations ({kind}) are not supported; ask each SELECT separately")
+    raise NotASingleSelect(
+        f"only SELECT queries are answered, and this reads as {_statement_kind(statement)}; "
+        "dpsql never changes data, settings or files")
+
+
+def _statement_kind(statement: exp.Expr) -> str:
+    if isinstance(statement, exp.Command):
+        return str(statement.this).upper()
+    return type(statement).__name__.upper()
+
+
+# First words of statements that are not queries; used to name them when sqlglot cannot parse.
+_OTHER_STATEMENTS = {"ALTER", "ANALYZE", "ATTACH", "BEGIN", "CALL", "CHECKPOINT", "COMMIT", "COPY",
+                     "CREATE", "DEALLOCATE", "DELETE", "DESCRIBE", "DETACH", "DROP", "EXECUTE",
+                     "EXPLAIN", "EXPORT", "GRANT", "IMPORT", "INSERT", "INSTALL", "LOAD", "MERGE",
+                     "PRAGMA", "PREPARE", "RESET", "REVOKE", "ROLLBACK", "SET", "SHOW",
+                     "SUMMARIZE", "TRUNCATE", "UPDATE", "UPSERT", "USE", "VACUUM"}
+
+
+def _leading_keyword(sql: str, dialect: str) -> str:
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
+    except (TokenError, ValueError):
+        return ""
+    return tokens[0].text.upper() if tokens else ""
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return text.replace("\x1b[4m", "").replace("\x1b[0m", "")

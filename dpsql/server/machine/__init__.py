@@ -1,0 +1,1 @@
+"""One session's protocol state machine and its commands, with no I/O."""

@@ -1,0 +1,27 @@
+"""The columns of a private query's answer, from its plan alone: no data read, nothing charged.
+
+The extended protocol's Describe must say what an Execute will return before anything runs.
+The plan knows it: post-processing (:func:`dpsql.execution.postprocess.postprocess`) reads only the
+released group keys and the noisy cells, whose types the plan fixes. So the answer's columns are
+those of post-processing run on one made-up group
+(:func:`dpsql.execution.postprocess.made_up_answer`) -- the library's own code path, fed with
+nothing that came from data.
+"""
+
+from __future__ import annotations
+
+from dpsql.execution.free import FreeAnswer
+from dpsql.execution.postprocess import made_up_answer
+from dpsql.execution.public import PublicRead
+from dpsql.privacy.plan import Plan
+from dpsql.series import TwoReleases
+
+
+def describe(plan: Plan | PublicRead | TwoReleases | FreeAnswer) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of each column of the answer to ``plan``: an exact public read
+    knows them from its dry run on empty tables, a free answer from its route; two releases
+    answer as their outer query."""
+    if isinstance(plan, PublicRead | FreeAnswer):
+        return [(c.name, c.type) for c in plan.columns]
+    private = plan.outer if isinstance(plan, TwoReleases) else plan
+    return [(c.name, c.type) for c in made_up_answer(private).columns]

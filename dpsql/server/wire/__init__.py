@@ -1,0 +1,1 @@
+"""The wire: PostgreSQL protocol messages, types and SQL text, bytes <-> values."""

@@ -1,0 +1,305 @@
+"""The engine IR (dpsql/engines/ir.py): every node spelled by every engine's dialect, run on
+DuckDB and PostgreSQL with the semantics its docstring states; a node without a spelling is
+refused when the SQL is generated; what the passes emit holds IR nodes, never anonymous
+functions; engines say who they are and what they need of the checker; database URLs stay
+text."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+
+import dpsql
+from dpsql.database import sample_paths
+from dpsql.engines import DuckDBEngine, ir, open_engine, url_scheme
+from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
+from dpsql.engines.postgres.dialect import PostgresDialect
+from dpsql.engines.postgres.engine import PostgresEngine, _redacted
+from dpsql.engines.spark.dialect import SparkDialect
+from dpsql.errors import UnsupportedQuery
+from dpsql.execution.rewrite import rewrite
+from dpsql.privacy.plan import Plan
+from dpsql.query.joins import physical
+from grammar_tests.corpus import load_corpus
+from tests.engines.test_engines_attacks import UNBOUNDED_META
+from tests.support.pgcluster import Cluster
+
+DIALECTS: dict[str, type[Dialect]] = {"duckdb": DuckDBDialect, "postgres": PostgresDialect,
+                                      "spark": SparkDialect}
+# The test table: a BIGINT, a text that converts or not, a date, a DOUBLE; NULLs in each.
+# The doubles: a negative tie, the double just below 1/2 (which 0.5 + x rounds up to 1), and
+# a tie whose 0.5 + x is not a double (2^52 - 1/2).
+ROWS = [(1, "12", dt.date(1970, 1, 11), -2.5),
+        (2 ** 40, " -7 ", dt.date(1969, 12, 31), 0.49999999999999994),
+        (None, "x1", None, None), (5, None, dt.date(2025, 3, 1), 2.0 ** 52 - 0.5)]
+SALT = 987654321
+
+
+def column(name: str) -> exp.Expression:
+    return exp.column(name, quoted=True)
+
+
+#: name -> (an IR expression over t, a test of its values on the rows of ROWS in order), in
+#: the semantics of ir.py's docstrings.
+CASES: dict[str, tuple[exp.Expression, Callable[[list[Any]], bool]]] = {
+    "salted hash": (
+        ir.SaltedHash(expressions=[exp.Placeholder(this="1"), column("a"), column("s")]),
+        lambda got: all(isinstance(h, int) and 0 <= h < ir.HASH_RANGE for h in got) and
+        len(set(got)) == len(got)),
+    "safe cast": (ir.SafeCast(this=column("s"), to=exp.DataType.build("BIGINT")),
+                  lambda got: got == [12, -7, None, None]),
+    "exact integer": (exp.Mul(this=ir.ExactInteger(this=column("a")),
+                              expression=ir.ExactInteger(this=column("a"))),
+                      lambda got: got == [1, 2 ** 80, None, 25]),
+    "strict least": (ir.StrictLeast(this=column("a"), expressions=[exp.Literal.number(3)]),
+                     lambda got: got == [1, 3, None, 3]),
+    "strict greatest": (ir.StrictGreatest(this=column("a"), expressions=[
+        exp.Literal.number(3)]), lambda got: got == [3, 2 ** 40, None, 5]),
+    "days since epoch": (ir.DaysSinceEpoch(this=column("d")),
+                         lambda got: got == [10, -1, None, 20148]),
+    "round half away": (ir.RoundHalfAway(this=column("x")),
+                        lambda got: got == [-3.0, 0.0, None, 2.0 ** 52] and
+                        all(isinstance(v, float) for v in got if v is not None)),
+}
+HISTOGRAM = ir.Histogram(this=ir.StrictLeast(this=column("a"), expressions=[
+    exp.Literal.number(6)]))
+
+
+def _per_row(node: exp.Expression) -> exp.Select:
+    return exp.select(exp.alias_(node.copy(), "v")).from_(exp.to_identifier("t")).order_by(
+        exp.column("i"))
+
+
+def _histogram() -> exp.Select:
+    return exp.select(exp.alias_(HISTOGRAM.copy(), "v")).from_(exp.to_identifier("t"))
+
+
+def _as_dict(value: object) -> dict[int, int]:
+    """DuckDB's MAP (a dict) or PostgreSQL's JSON object (text keys), as bucket -> count."""
+    value = json.loads(value) if isinstance(value, str) else value
+    assert isinstance(value, dict)
+    return {int(k): int(v) for k, v in value.items()}
+
+
+@pytest.fixture(scope="module")
+def duck(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("ir") / "ir.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t (i INTEGER, a BIGINT, s VARCHAR, d DATE, x DOUBLE)")
+        con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?)",
+                        [(i, *row) for i, row in enumerate(ROWS)])
+    yield path
+
+
+@pytest.fixture(scope="module")
+def engines(request: pytest.FixtureRequest, duck: Path) -> Iterator[dict[str, Any]]:
+    """The test table on DuckDB and on PostgreSQL (the session's throw-away cluster)."""
+    cluster: Cluster = request.getfixturevalue("pg_cluster")
+    url = cluster.database("ir").load_duckdb_file(duck)
+    opened = {"duckdb": DuckDBEngine(duck), "postgres": PostgresEngine(url)}
+    yield opened
+    for engine in opened.values():
+        engine.close()
+
+
+# --- each node, compiled on each dialect -------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("name", CASES)
+def test_each_node_is_spelled_by_each_dialect(name: str, dialect: str) -> None:
+    sql = _per_row(CASES[name][0]).sql(dialect=DIALECTS[dialect])
+    for node in ir.NODES:  # no IR node leaks under a made-up function name
+        assert f"{node.sql_name()}(" not in sql.upper(), (node, sql)
+
+
+def test_every_dialect_has_a_spelling_or_a_refusal_for_every_node() -> None:
+    for name, dialect in DIALECTS.items():
+        transforms = dialect.generator_class.TRANSFORMS
+        missing = [n.__name__ for n in ir.NODES if n not in transforms]
+        assert missing == ([] if name != "spark" else ["Histogram"]), (name, missing)
+
+
+def test_the_engine_specific_spellings() -> None:
+    hashed = _per_row(CASES["salted hash"][0])
+    assert "hash($1" in hashed.sql(dialect=DuckDBDialect).lower()
+    assert "hash_record_extended(row(" in hashed.sql(dialect=PostgresDialect).lower()
+    spark = hashed.sql(dialect=SparkDialect).lower()
+    assert "xxhash64(:dpsql_salt" in spark and "$1" not in spark
+    exact = _per_row(CASES["exact integer"][0])
+    assert "HUGEINT" in exact.sql(dialect=DuckDBDialect)
+    assert "AS DECIMAL)" in exact.sql(dialect=PostgresDialect)  # NUMERIC, no precision
+    assert "DECIMAL(38, 0)" in exact.sql(dialect=SparkDialect)
+    cast = _per_row(CASES["safe cast"][0])
+    assert "TRY_CAST" in cast.sql(dialect=SparkDialect)
+    assert "TRY_CAST" not in cast.sql(dialect=PostgresDialect)  # a regular expression test
+    assert "DATEDIFF" in _per_row(CASES["days since epoch"][0]).sql(dialect=SparkDialect)
+    rounded = _per_row(CASES["round half away"][0])
+    assert 'ROUND("x")' in rounded.sql(dialect=DuckDBDialect)
+    assert "ROUND(`x`)" in rounded.sql(dialect=SparkDialect)
+    spelled = rounded.sql(dialect=PostgresDialect)  # PostgreSQL's ROUND ties to even
+    assert "TRUNC(" in spelled and "ROUND(" not in spelled
+    parsed = exp.StrToDate(this=column("s"), format=exp.Literal.string("%Y-%m-%d"), safe=True)
+    # The format is a value, not quoted twice (Spark would look for quote characters).
+    assert "TRY_TO_TIMESTAMP(`s`, 'yyyy-M-d')" in parsed.sql(dialect=SparkDialect)
+
+
+# --- each node, run -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+@pytest.mark.parametrize("name", CASES)
+def test_each_node_means_the_same_on_each_engine(name: str, engine: str,
+                                                 engines: dict[str, Any]) -> None:
+    node, expected = CASES[name]
+    opened = engines[engine]
+    sql = _per_row(node).sql(dialect=opened.dialect)
+    got = [row[0] for row in opened.execute(sql, [SALT] if "hash" in name else [])[1]]
+    assert expected(got), (engine, name, got)
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_the_histogram_counts_the_non_null_buckets(engine: str,
+                                                   engines: dict[str, Any]) -> None:
+    opened = engines[engine]
+    (value,), = opened.execute(_histogram().sql(dialect=opened.dialect))[1]
+    assert _as_dict(value) == {1: 1, 6: 1, 5: 1}
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_rounding_keeps_nan_and_the_infinities(engine: str, engines: dict[str, Any]) -> None:
+    opened = engines[engine]
+    specials = ["NaN", "Infinity", "-Infinity"]
+    query = exp.select(*[ir.RoundHalfAway(this=exp.cast(exp.Literal.string(v), "DOUBLE"))
+                         for v in specials])
+    (nan, up, down), = opened.execute(query.sql(dialect=opened.dialect))[1]
+    assert math.isnan(nan) and up == math.inf and down == -math.inf
+
+
+def test_the_salted_hash_depends_on_the_salt(engines: dict[str, Any]) -> None:
+    for opened in engines.values():
+        sql = _per_row(CASES["salted hash"][0]).sql(dialect=opened.dialect)
+        one, again, other = (opened.execute(sql, [s])[1] for s in (SALT, SALT, SALT + 1))
+        assert one == again and one != other
+
+
+# --- refusals -----------------------------------------------------------------------------
+
+
+class Unknown(ir.EngineNode):
+    """A node no dialect spells."""
+
+    arg_types = {"this": True}  # noqa: RUF012 (sqlglot's own class attribute)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_node_without_a_spelling_is_refused_when_compiled(dialect: str) -> None:
+    with pytest.raises(UnsupportedQuery, match="cannot compute Unknown"):
+        _per_row(Unknown(this=column("a"))).sql(dialect=DIALECTS[dialect])
+
+
+def test_spark_refuses_a_histogram_inside_an_expression() -> None:
+    with pytest.raises(UnsupportedQuery, match="Spark cannot compute Histogram"):
+        _histogram().sql(dialect=SparkDialect)
+
+
+# --- what the passes emit -----------------------------------------------------------------
+
+
+ENGINE_FACING = (exp.Anonymous, exp.AnonymousAggFunc)
+
+
+def _accepted_plans() -> Iterator[tuple[str, Plan, dpsql.Database]]:
+    database = dpsql.Database(*sample_paths())
+    try:
+        for case in load_corpus():
+            if case.verdict != "accepted" or case.database != "sample":
+                continue
+            options = {k: v for k, v in case.options.items()
+                       if k in ("epsilon", "delta", "mechanism")}
+            prepared = database.plan(case.sql, **options)  # type: ignore[arg-type]
+            plans = [prepared] if isinstance(prepared, Plan) else [
+                p for p in vars(prepared).values() if isinstance(p, Plan)]
+            for plan in plans:
+                yield case.id, plan, database
+    finally:
+        database.close()
+
+
+def test_the_rewritten_corpus_holds_no_anonymous_function() -> None:
+    """Every accepted case of the grammar corpus, rewritten for the sample database's physical
+    types: an engine-facing function is a sqlglot node or an IR node, never a name that each
+    engine would have to recognise."""
+    seen: set[type[exp.Expression]] = set()
+    count = 0
+    for case, plan, database in _accepted_plans():
+        schema = physical(plan.query.relation, database.engine.schema) \
+            if plan.query.relation is not None else \
+            database.engine.schema.get(plan.table.name.lower(), {})
+        tree = rewrite(plan, schema)
+        count += 1
+        for node in tree.find_all(*ENGINE_FACING):
+            raise AssertionError(f"{case}: {node.sql(dialect='duckdb')}")
+        seen.update(type(n) for n in tree.find_all(ir.EngineNode))
+    assert count > 100  # the corpus's accepted cases on the sample data
+    assert {ir.SaltedHash, ir.SafeCast, ir.ExactInteger, ir.Histogram,
+            ir.StrictLeast, ir.RoundHalfAway} <= seen
+
+
+# --- engine identity and what the checker reads ---------------------------------------------
+
+
+class RaisingDuckDB(DuckDBEngine):
+    """DuckDB declared to raise where a double overflows, as PostgreSQL does."""
+
+    raises_on_float_overflow = True
+
+
+def test_float_overflow_is_refused_only_where_the_engine_raises(tmp_path: Path) -> None:
+    path, meta = tmp_path / "t.duckdb", tmp_path / "meta.toml"
+    meta.write_text(UNBOUNDED_META)  # test_engines_attacks' table
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT i AS id, i::DOUBLE AS x FROM range(20) r(i)")
+    sql = "SELECT COUNT(*) FROM t WHERE x * 1e300 > 1"
+    with dpsql.Database(path, meta) as db:
+        assert db.engine.name == "duckdb" and not db.engine.raises_on_float_overflow
+        assert len(db.query(sql).rows) == 1
+    with dpsql.Database(metadata=meta, engine=RaisingDuckDB(path)) as db, \
+            pytest.raises(UnsupportedQuery, match=r"x \* 1e300 could overflow a double"):
+        db.query(sql)
+
+
+def test_database_urls_stay_text_and_paths_stay_paths(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    assert url_scheme("postgresql://u:pw@h:5432/db") == "postgresql"
+    assert url_scheme("spark:local[2]?folder=x") == "spark" and url_scheme("sc://h:1") == "sc"
+    for path in ("local", "local[2]", "data/x.duckdb", "C:\\data", "x:y",
+                 Path("postgresql://h/db"), Path("spark:local")):
+        assert url_scheme(path) is None, path
+    assert _redacted("postgresql://u:pw@h:5432/db") == "postgresql://u@h:5432/db"
+    folder = tmp_path / "local"
+    folder.mkdir()
+    (folder / "t.csv").write_text("id,x\n1,2.5\n")
+    monkeypatch.chdir(tmp_path)
+    for named in ("local", Path("local")):  # a DuckDB folder named local is DuckDB's
+        engine = open_engine(named)
+        try:
+            assert isinstance(engine, DuckDBEngine) and engine.name == "duckdb"
+            assert engine.location == str(folder.resolve())
+        finally:
+            engine.close()
+
+
+def test_a_postgres_engine_is_named_by_its_url(engines: dict[str, Any]) -> None:
+    engine = engines["postgres"]
+    assert engine.name == "postgres" and engine.raises_on_float_overflow
+    assert engine.location.startswith("postgresql://") and engine.dialect is PostgresDialect

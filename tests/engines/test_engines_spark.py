@@ -1,0 +1,443 @@
+"""The Spark SQL engine on a real local Spark session (PySpark on the JDK; no mocks). A
+missing PySpark or JDK fails these tests: they do not skip.
+
+One session serves the whole test run (``dpsql.engines.spark.engine`` keeps one JVM per process).
+
+The differential harness (:func:`exact_rows`, :func:`differential`) runs a plan's rewritten
+query on two engines over the same data and compares the exact per-group measurements. It
+needs measurements that do not depend on which rows contribution bounding samples: the
+sample metadata with ``visits`` bounded loosely enough (k = g = 1000) that every unit keeps
+all its rows (a unit has at most 896 visits), so both engines' different
+salted hashes keep the same rows. A PostgreSQL harness can call the same two functions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import dpsql
+from dpsql.engines import DuckDBEngine, Engine
+from dpsql.engines.spark.engine import SparkEngine
+from dpsql.errors import EngineError, QueryRefused, QueryTimeout
+from dpsql.execution.public import PublicStore
+from dpsql.execution.rewrite import rewrite
+from dpsql.metadata.metadata import Metadata, load_metadata
+from dpsql.pipeline import engine_sql
+from dpsql.planner import Planner
+from dpsql.privacy.keys import canonical
+from dpsql.privacy.plan import Plan
+from grammar_tests.corpus import Case, load_corpus
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample_data"
+SPARK_URL = f"spark:local[2]?folder={SAMPLE}"
+#: Every accepted case runs with DPSQL_SLOW=1; by default a representative subset
+#: (:func:`representative`: every node type of every case's engine query, every measurement
+#: kind, every corpus file), plus two more on the run's seed (conftest.py), to keep CI time
+#: modest (a Spark query takes about a second on 2 cores).
+FULL = os.environ.get("DPSQL_SLOW") == "1"
+
+
+def loose_metadata(folder: Path) -> Path:
+    """The sample metadata with visits' contribution bounds loose enough that bounding keeps
+    every row (see the module docstring), written to ``folder``."""
+    text = (SAMPLE / "metadata.toml").read_text(encoding="utf-8")
+    text = text.replace("max_rows_per_unit = 10 ", "max_rows_per_unit = 1000 ").replace(
+        "max_groups_per_unit = 3 ", "max_groups_per_unit = 1000 ")
+    assert "max_rows_per_unit = 1000" in text and "max_groups_per_unit = 1000" in text
+    path = folder / "metadata.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Engine]]:
+    duck, spark = DuckDBEngine(SAMPLE), SparkEngine(SPARK_URL)
+    yield duck, spark
+    duck.close()
+    spark.close()
+
+
+@pytest.fixture(scope="module")
+def loose(tmp_path_factory: pytest.TempPathFactory) -> Metadata:
+    return load_metadata(loose_metadata(tmp_path_factory.mktemp("loose")))
+
+
+def exact_rows(engine: Engine, plan: Plan, salt: int | None = None
+               ) -> dict[tuple[object, ...], list[object]]:
+    """The exact measurements per canonical key of ``plan`` run on ``engine`` (the salt of
+    contribution bounding random unless given)."""
+    sql, salted = engine_sql(plan, engine)
+    salt = secrets.randbits(63) if salt is None else salt
+    _, rows = engine.execute(sql, [salt] if salted else [])
+    keys = len(plan.keys)
+    out: dict[tuple[object, ...], list[object]] = {}
+    for row in rows:
+        out[canonical(row[:keys])] = list(row[keys:])
+    return out
+
+
+def same(a: object, b: object, real: bool = False) -> bool:
+    """Equal measurements: integers (and histograms) exactly, reals up to summation order
+    and the last bit of a math function (``real``: a fixed-point sum of real terms, whose
+    units may differ by one per term where the engines' LN or EXP differ in the last bit)."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return {k: v for k, v in (a or {}).items() if v} == \
+            {k: v for k, v in (b or {}).items() if v}  # type: ignore[union-attr]
+    if real and isinstance(a, int) and isinstance(b, int):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=len(str(a)))
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(
+            float(a), float(b), rel_tol=1e-9, abs_tol=1e-6)  # type: ignore[arg-type]
+    return a == b
+
+
+def differential(plan: Plan, one: Engine, other: Engine) -> None:
+    left, right = exact_rows(one, plan), exact_rows(other, plan)
+    assert left.keys() == right.keys(), f"groups differ: {left.keys() ^ right.keys()}"
+    for key, values in left.items():
+        for m, a, b in zip(plan.measurements, values, right[key], strict=True):
+            assert same(a, b, real=bool(m.step)), \
+                f"group {key}, {m.name} ({m.kind}): {a!r} != {b!r}"
+
+
+def features(case: Case, plan: Plan) -> set[str]:
+    """What a case exercises on an engine: every node type of its engine query (the engine
+    IR's nodes, sqlglot's functions and operators), every measurement kind, its corpus file."""
+    found = {type(node).__name__ for node in rewrite(plan).walk()}
+    return found | {f"measurement {m.kind}" for m in plan.measurements} | {f"file {case.file}"}
+
+
+def representative(cases: list[Case], metadata: Metadata, seed: int
+                   ) -> list[tuple[Case, Plan]]:
+    """Every case with DPSQL_SLOW=1. Else every ROUND case (the rule dpsql.query.total_expressions
+    spells out for each engine), 2 cases drawn on ``seed`` (CI's runs cover the whole corpus over
+    time), and a greedy cover of the other cases' :func:`features` (the case that adds the most
+    features not yet covered, until none adds one). Cases accepted only under the sample's
+    bounds (k, g) are left out: they are refused under the loose ones."""
+    planned = []
+    for case in cases:
+        try:
+            plan = Planner(metadata).prepare(case.sql, **case.options)  # type: ignore[arg-type]
+        except QueryRefused:
+            continue
+        planned.append((case, plan))
+    if FULL:
+        return planned
+    taken = set(random.Random(seed).sample(range(len(planned)), 2))
+    taken |= {i for i, (case, _) in enumerate(planned) if "ROUND(" in case.sql.upper()}
+    remaining = {i: features(case, plan) for i, (case, plan) in enumerate(planned)}
+    covered = set().union(*(remaining.pop(i) for i in taken))
+    while any(f - covered for f in remaining.values()):
+        best = max(remaining, key=lambda i: len(remaining[i] - covered))
+        taken.add(best)
+        covered |= remaining.pop(best)
+    return [planned[i] for i in sorted(taken)]
+
+
+CORPUS = [c for c in load_corpus() if c.database == "sample"]  # the sample data here
+ACCEPTED = [c for c in CORPUS if c.verdict == "accepted"]
+REFUSED = [c for c in CORPUS if c.verdict == "refused"]
+
+
+def test_corpus_accepted_same_measurements(engines: tuple[Engine, Engine], loose: Metadata,
+                                           neighbour_seed: int) -> None:
+    """The rewritten Spark SQL computes DuckDB's exact per-group measurements."""
+    duck, spark = engines
+    selected = representative(ACCEPTED, loose, neighbour_seed)
+    failures = []
+    for case, plan in selected:
+        try:
+            differential(plan, duck, spark)
+        except (AssertionError, EngineError, QueryRefused) as e:
+            failures.append(f"{case.id}: {type(e).__name__}: {str(e)[:300]}")
+    assert not failures, f"{len(failures)} of {len(selected)} (DPSQL_NEIGHBOUR_SEED=" \
+        f"{neighbour_seed}):\n" + "\n".join(failures)
+
+
+STRPTIME = ["SELECT COUNT(*) FROM people WHERE TO_DATE(CAST(signup_date AS VARCHAR), "
+             "'YYYY-MM-DD') >= DATE '2023-06-01'",
+             "SELECT COUNT(*) FROM people WHERE STRPTIME(CAST(signup_date AS VARCHAR), "
+             "'%Y-%m-%d') >= TIMESTAMP '2023-06-01 00:00:00'"]
+
+
+@pytest.mark.parametrize("sql", STRPTIME)
+def test_text_parsed_as_a_date_as_on_duckdb(sql: str, engines: tuple[Engine, Engine],
+                                            loose: Metadata) -> None:
+    """TO_DATE / STRPTIME read the dates on Spark (TRY_TO_TIMESTAMP's format was once quoted
+    twice, and every text read as NULL)."""
+    plan = Planner(loose).prepare(sql, epsilon=1.0)
+    differential(plan, *engines)
+    assert next(iter(exact_rows(engines[1], plan).values()))[0] > 0
+
+
+def test_corpus_refused_the_same_way(engines: tuple[Engine, Engine]) -> None:
+    """Every refused case is refused with the same class on both engines, before any data."""
+    duck, spark = engines
+    metadata = load_metadata(SAMPLE / "metadata.toml")
+    # Joins plan with public data, as an open Database does (its store, read from DuckDB).
+    planner = Planner(metadata, PublicStore(metadata, duck))
+    for case in REFUSED:
+        errors = []
+        for engine in (duck, spark):
+            try:  # the corpus's door (the planner: public reads and two releases too)
+                plan = planner.prepare_query(case.sql, **case.options)  # type: ignore[arg-type]
+                if isinstance(plan, Plan):
+                    engine_sql(plan, engine)
+            except QueryRefused as e:
+                errors.append(type(e).__name__)
+        assert errors == [case.error, case.error], f"{case.id}: {errors}"
+
+
+# --- attacks: data chosen to make the engine fail, overflow or leak through an error ---------
+
+ATTACK_METADATA = """
+[tables.t]
+privacy_unit = "pid"
+one_row_per_unit = true
+
+[tables.t.columns]
+pid = { type = "int" }
+x = { type = "float", lower = 0, upper = 100 }
+n = { type = "int", lower = -4611686018427387904, upper = 4611686018427387904 }
+s = { type = "int", lower = 0, upper = 100 }
+g = { type = "text", values = ["a", "b"] }
+
+[tables.w]
+privacy_unit = "pid"
+one_row_per_unit = true
+
+[tables.w.columns]
+pid = { type = "int" }
+m = { type = "int", lower = 0, upper = 9007199254740991 }
+"""
+#: NaN and infinities, BIGINT extremes (clamped to +-2^62: four of them overflow BIGINT),
+#: text declared int that does not convert, NULLs.
+ATTACK_ROWS = """
+CREATE TABLE t AS SELECT * FROM (VALUES
+  (1, 'NaN'::DOUBLE, 9223372036854775807, '12', 'a'),
+  (2, 'Infinity'::DOUBLE, 9223372036854775807, 'abc', 'a'),
+  (3, '-Infinity'::DOUBLE, 9223372036854775807, '1e400', 'b'),
+  (4, 1e308, 9223372036854775807, '', 'b'),
+  (5, -5.5, -9223372036854775808, '99999999999999999999999', NULL),
+  (6, NULL, NULL, NULL, 'a'),
+  (7, 50.25, 3, ' 7 ', 'b')) v(pid, x, n, s, g)
+"""
+ATTACKS = [
+    "SELECT SUM(x), COUNT(x), AVG(x) FROM t",
+    "SELECT SUM(n) FROM t",
+    "SELECT g, SUM(n), COUNT(*) FROM t GROUP BY g",
+    "SELECT SUM(s), MEDIAN(s), MAX(x) FROM t",
+    "SELECT COUNT(*) FROM t WHERE x > 10 AND s / (s - s) IS NULL",
+    "SELECT SUM(LEAST(GREATEST(x / (s - 12), -10), 10)), "
+    "SUM(LEAST(GREATEST(s // (s - s), 0), 5)), SUM(LEAST(GREATEST(s % (s - 12), 0), 5)) FROM t",
+    "SELECT SUM(LEAST(GREATEST(TRY_CAST(g AS INT), 0), 9)), COUNT(*) FROM t "
+    "WHERE CAST(s AS DOUBLE) >= 0",
+    "SELECT VARIANCE(x), STDDEV(s) FROM t",
+]
+
+
+@pytest.fixture(scope="module")
+def attack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Metadata, Engine,
+                                                                         Engine]]:
+    import duckdb
+
+    folder = tmp_path_factory.mktemp("attack")
+    with duckdb.connect() as con:
+        con.execute(ATTACK_ROWS)
+        con.execute(f"COPY t TO '{folder / 't.parquet'}' (FORMAT parquet)")
+        con.execute(f"COPY (SELECT range AS pid, 9007199254740991 AS m FROM range(2000)) "
+                    f"TO '{folder / 'w.parquet'}' (FORMAT parquet)")
+    (folder / "metadata.toml").write_text(ATTACK_METADATA, encoding="utf-8")
+    duck, spark = DuckDBEngine(folder), SparkEngine(f"spark:local[2]?folder={folder}")
+    yield load_metadata(folder / "metadata.toml"), duck, spark
+    duck.close()
+    spark.close()
+
+
+def test_attack_rows_never_fail_and_match_duckdb(
+        attack: tuple[Metadata, Engine, Engine]) -> None:
+    """Rows built to break the engine (NaN, infinities, BIGINT extremes whose sum overflows
+    64 bits, text that does not convert, divisions by zero) give DuckDB's exact answer on
+    Spark, with no error; the sum of four 2^62 and one -2^62 exceeds BIGINT and is not
+    wrapped."""
+    metadata, duck, spark = attack
+    for sql in ATTACKS:
+        differential(Planner(metadata).prepare(sql, delta=1e-6), duck, spark)
+    total = exact_rows(spark, Planner(metadata).prepare("SELECT SUM(n) FROM t"))[()][0]
+    # 2000 integers of 2^53 - 1 add up beyond BIGINT: exact (DECIMAL(38, 0)), as DuckDB's
+    # HUGEINT, where a BIGINT sum would wrap (non-ANSI) or fail (ANSI).
+    plan = Planner(metadata).prepare("SELECT SUM(m) FROM w")
+    assert exact_rows(spark, plan)[()][0] == 2000 * (2**53 - 1) == exact_rows(duck, plan)[()][0]
+    # Beyond BIGINT (2^63), not wrapped: bounds this wide are summed in DOUBLE by the plan.
+    assert math.isclose(float(total), 3 * 2**62 + 3, rel_tol=1e-12)  # type: ignore[arg-type]
+
+
+def test_engine_errors_quote_no_data(attack: tuple[Metadata, Engine, Engine]) -> None:
+    """A query that fails while reading rows (never one dpsql generates) tells the analyst
+    nothing about the value; the owner's detail keeps Spark's message."""
+    _, _, spark = attack
+    with pytest.raises(EngineError) as info:
+        spark.execute("SELECT CAST(s AS INT) FROM t")  # ANSI: 'abc' does not convert
+    assert "abc" not in str(info.value) and "dpsql bug" in str(info.value)
+    assert "abc" in (info.value.owner_detail or "")
+
+
+def test_spark_analysis_refuses_before_charge(attack: tuple[Metadata, Engine, Engine]
+                                              ) -> None:
+    """generate() analyses the query on Spark (no data read): what Spark cannot analyse is
+    a refusal, never an engine error after a charge."""
+    _, _, spark = attack
+    from sqlglot import parse_one
+
+    with pytest.raises(QueryRefused, match="engine cannot run"):
+        # type: ignore[attr-defined, arg-type]
+        spark.generate(parse_one("SELECT no_such_column FROM t"))
+
+
+# --- the reduced audit: sensitivity on the audit's worst neighbours -------------------------
+
+AUDITED = ["count_where", "sum_clamped", "user_bounds", "sum_product", "group_public"]
+
+
+@pytest.mark.parametrize("name", AUDITED)
+def test_audit_neighbour_moves_measurements_within_sensitivity(
+        name: str, tmp_path: Path) -> None:
+    """The audit's D and worst neighbour D' (one unit far beyond every bound) on Spark: the
+    exact measurements move by at most their L1 sensitivity summed over all groups, so
+    clamping and contribution bounding hold in Spark SQL (the statistical audit of the noise
+    itself runs on DuckDB: the noise is dpsql's, not the engine's)."""
+    import duckdb
+
+    from dpsql.audit.audit import build_databases
+    from dpsql.audit.scenarios import SCENARIOS
+
+    scenario = SCENARIOS[name]
+    d, d_prime, metadata_path = build_databases(scenario, tmp_path)
+    # One salt for both: the other units keep the same rows in D and D', so the measurements
+    # move only by what the neighbour contributes after bounding.
+    measured, salt = [], secrets.randbits(63)
+    for path in (d, d_prime):
+        folder = tmp_path / path.stem
+        folder.mkdir()
+        with duckdb.connect(str(path), read_only=True) as con:
+            con.execute(f"COPY {scenario.table} TO '{folder}/{scenario.table}.parquet'")
+        engine = SparkEngine(f"spark:local[2]?folder={folder}")
+        plan = Planner(load_metadata(metadata_path)).prepare(scenario.sql, scenario.epsilon,
+                                                             scenario.delta, scenario.mechanism)
+        measured.append(exact_rows(engine, plan, salt=salt))
+        engine.close()
+    before, after = measured
+    moved = False
+    for m in plan.measurements:
+        change = 0.0
+        for key in before.keys() | after.keys():
+            a, b = (float(side.get(key, [0] * len(plan.measurements))[m.index] or 0)
+                    for side in (before, after))
+            change += abs(b - a) * (m.step or 1)
+        moved = moved or change > 0
+        assert change <= m.l1 * (1 + 1e-9), f"{m.name}: moved {change} > l1 {m.l1}"
+    assert moved, "the neighbour changed nothing: the test cannot fail"
+
+
+# --- the three front doors -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+    """The sample data on Spark with a metered metadata (its own ledger) and a password."""
+    from tests.support.sandbox import sandbox
+
+    setup = sandbox(tmp_path_factory.mktemp("doors"), {"alice": ("pw", 1000.0, 1e-3)})
+    saved = os.environ.pop("DPSQL_LEDGER", None)
+    yield f"spark:local[2]?folder={setup.database}", setup.metadata, setup.passwords
+    if saved is not None:
+        os.environ["DPSQL_LEDGER"] = saved
+
+
+def test_cli_query_on_spark(served: tuple[str, Path, Path]) -> None:
+    from click.testing import CliRunner
+
+    from dpsql.cli import main
+
+    url, metadata, _ = served
+    result = CliRunner().invoke(main, ["query", "--database", url, "--metadata",
+                                       str(metadata), "--analyst", "alice", "-e", "1",
+                                       "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex"])
+    assert result.exit_code == 0, result.output
+    assert "F" in result.output and "M" in result.output
+
+
+def test_dbapi_connect_on_spark(served: tuple[str, Path, Path]) -> None:
+    url, metadata, _ = served
+    with dpsql.connect(url, metadata, analyst="alice", epsilon=1.0) as con:
+        cur = con.cursor()
+        cur.execute("SELECT education, AVG(income) AS a FROM people GROUP BY education "
+                    "ORDER BY education")
+        rows = cur.fetchall()
+    assert [r[0] for r in rows] == sorted(["none", "primary", "secondary", "bachelor",
+                                           "master", "doctorate"])
+    assert all(isinstance(r[1], float) for r in rows)
+
+
+def test_serve_on_spark_with_psycopg(served: tuple[str, Path, Path]) -> None:
+    import psycopg
+
+    from dpsql.server.config import ServerConfig
+    from dpsql.server.server import serve_in_thread
+
+    url, metadata, passwords = served
+    with dpsql.Database(url, metadata) as db, \
+            serve_in_thread(db, ServerConfig(port=0, passwords=passwords)) as running, \
+            psycopg.connect(host="127.0.0.1", port=running.port, user="alice", password="pw",
+                            dbname="dpsql", sslmode="disable") as con:
+        row = con.execute("SELECT COUNT(*) AS n, MEDIAN(age) AS m FROM people").fetchone()
+    assert row is not None and 15000 < row[0] < 25000 and 18 <= row[1] <= 95
+
+
+def test_owner_timeout_interrupts_a_running_spark_job(tmp_path: Path) -> None:
+    """The owner's statement_timeout decides on Spark: its jobs are cancelled (job group) and
+    an answer that arrives after the deadline is dropped; the analyst gets QueryTimeout,
+    whose text names only the limit. (Spark's driver-side planning cannot be cancelled, so
+    the call may return well after the limit: the bound here is loose.)"""
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.execute(f"COPY (SELECT range AS pid, range % 97 AS v FROM range(3000000)) TO "
+                    f"'{tmp_path / 'big.parquet'}' (FORMAT parquet)")
+    metadata = tmp_path / "metadata.toml"
+    metadata.write_text('[server]\nstatement_timeout = 0.5\n\n[tables.big]\nprivacy_unit = '
+                        '"pid"\nmax_rows_per_unit = 2\n\n[tables.big.columns]\npid = { type = '
+                        '"int" }\nv = { type = "int", lower = 0, upper = 100 }\n')
+    with dpsql.Database(f"spark:local[2]?folder={tmp_path}", metadata) as db:
+        with pytest.raises(QueryTimeout):
+            db.query("SELECT SUM(v), MEDIAN(v) FROM big")
+        assert db.engine.execute("SELECT 1 AS one") == (["one"], [(1,)])  # still usable
+
+
+def test_urls_and_refusals(tmp_path: Path) -> None:
+    """Unknown URL options and folders without Parquet are refused when opening, naming what
+    to pass instead; the Spark types read as the DuckDB names the metadata check knows."""
+    with pytest.raises(EngineError, match="folder="):
+        SparkEngine("spark:local[2]?path=/x")
+    with pytest.raises(EngineError, match=r"no \.parquet"):
+        SparkEngine(f"spark:local[2]?folder={tmp_path}")
+    from dpsql.database import open_engine
+    from dpsql.engines import ENGINES, _spark, url_scheme
+    from dpsql.engines.spark.engine import spark_type
+
+    assert all(ENGINES[str(url_scheme(u))] is _spark
+               for u in ("spark:local", "spark:local[2]", "sc://h:15002", "spark://h:1"))
+    assert url_scheme("local[2]") is None  # a path: Spark is named spark:local[2]
+    assert url_scheme(SAMPLE) is None and isinstance(open_engine(SAMPLE), DuckDBEngine)
+    assert spark_type("int") == "INTEGER" and spark_type("decimal(10,2)") == "DECIMAL(10,2)"
+    assert spark_type("timestamp") == "TIMESTAMP WITH TIME ZONE"  # refused for dates

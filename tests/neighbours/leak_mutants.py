@@ -1,0 +1,42 @@
+"""The fixes of issue 17's leak classes, each revertible: a mutant puts the old behaviour
+back (monkeypatched), so that the neighbour harness can show it finds each class, on every
+engine, as the statistical audit's mutants show it finds broken mechanisms.
+
+1. three-valued logic of anti-joins: a row whose outer unit is NULL kept by ``NOT (unit IN
+   (...))``, so only when *no unit* matches (``dpsql.query.joins.null_outer``);
+2. a unit's identity: the unit read as stored (spellings of one person are several units;
+   values that do not convert are units) by bounding, joins and semi-joins
+   (``Reader.unit``), and unit equalities in ON read clamped (``dpsql.query.joins.identity_on``);
+3. a ``unit_path`` table read through a CTE or a subquery in FROM, bound as a table of its
+   own units (``dpsql.query.bind.refuse_unit_path``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from sqlglot import exp
+
+import dpsql.query.bind
+import dpsql.query.joins
+from dpsql.query.total_expressions import Reader
+
+
+def class_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dpsql.query.joins, "null_outer",
+                        lambda j, outer, test: exp.Not(this=test) if j.anti else test)
+
+
+def class_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Reader, "unit", lambda self, name: exp.column(name, quoted=True))
+    monkeypatch.setattr(dpsql.query.joins, "identity_on",
+                        lambda on, identity, condition, reader: condition(on))
+
+
+def class_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dpsql.query.bind, "refuse_unit_path", lambda table: None)
+
+
+LEAK_MUTANTS: dict[int, Callable[[pytest.MonkeyPatch], None]] = {
+    1: class_1, 2: class_2, 3: class_3}

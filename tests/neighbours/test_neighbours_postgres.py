@@ -1,0 +1,108 @@
+"""Neighbour testing by execution on PostgreSQL (dpsql.audit.neighbours): the same worlds as
+tests/neighbours/test_neighbours.py, one schema per neighbour in one database of the run's
+throw-away cluster, queried through dpsql's PostgresEngine (its own SQL, its own compile checks)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, metadata
+from dpsql.audit.neighbours import (
+    Neighbourhood,
+    Summary,
+    check_queries,
+    check_query,
+    postgres_neighbourhood,
+    synthesize,
+)
+from dpsql.database import sample_paths
+from dpsql.metadata.metadata import load_metadata
+from grammar_tests.corpus import load_corpus
+from tests.neighbours.leak_mutants import LEAK_MUTANTS
+from tests.support.pgcluster import Cluster
+
+SLOW = os.environ.get("DPSQL_SLOW") == "1"
+N_GENERATED = 1500 if SLOW else 100  # per chunk, on a new seed every run (conftest.py)
+CHUNKS = 2 if SLOW else 1
+
+
+@pytest.fixture(scope="module")
+def database(pg_cluster: Cluster) -> str:
+    return pg_cluster.database("neighbours").url()
+
+
+def _hood(url: str, md: object, prefix: str, **kw: object) -> Iterator[Neighbourhood]:
+    hood = postgres_neighbourhood(synthesize(md, **kw), url, prefix)  # type: ignore[arg-type]
+    yield hood
+    hood.close()
+
+
+@pytest.fixture(scope="module")
+def typed(database: str) -> Iterator[Neighbourhood]:
+    yield from _hood(database, metadata(), "typed", seed=3)
+
+
+@pytest.fixture(scope="module")
+def text_units(database: str) -> Iterator[Neighbourhood]:
+    yield from _hood(database, metadata(), "text", seed=3, text_units=True)
+
+
+@pytest.fixture(scope="module")
+def sample(database: str) -> Iterator[Neighbourhood]:
+    yield from _hood(database, load_metadata(sample_paths()[1]), "sample", seed=5)
+
+
+def report(summary: Summary, what: str) -> None:
+    print(f"\n[neighbours, postgres] {what}: {summary.line()}")
+
+
+@pytest.mark.parametrize(("klass", "sql"), [(k, q) for k in (1, 2, 3) for q in LEAK_CLASSES[k]])
+def test_finds_each_class_reverted(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood,
+                                   text_units: Neighbourhood, klass: int, sql: str) -> None:
+    """Each fix of issue 17 reverted (tests/neighbours/leak_mutants.py): the harness finds the leak
+    on PostgreSQL too."""
+    hood = text_units if klass == 2 else typed
+    hood.forget()
+    LEAK_MUTANTS[klass](monkeypatch)
+    try:
+        verdict = check_query(sql, hood)
+    finally:
+        hood.forget()
+    assert verdict.status == "violation", (klass, verdict.status)
+
+
+@pytest.mark.parametrize("klass", [1, 2, 3])
+def test_class_fixed(typed: Neighbourhood, text_units: Neighbourhood, klass: int) -> None:
+    """With the fixes: classes 1 and 2 pass, class 3 is refused before any charge."""
+    hood = text_units if klass == 2 else typed
+    verdicts = [check_query(q, hood) for q in LEAK_CLASSES[klass]]
+    expected = "refused" if klass == 3 else "passed"
+    assert all(v.status == expected for v in verdicts), [v.report() for v in verdicts]
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_generated(typed: Neighbourhood, neighbour_seed: int, chunk: int) -> None:
+    """Random queries on this run's seed (conftest.py), not DuckDB's
+    (tests/neighbours/test_neighbours.py): a failure says how to run the same ones again."""
+    seed = neighbour_seed + 100 + chunk
+    summary = check_queries(generate(N_GENERATED, seed=seed), typed)
+    report(summary, f"{N_GENERATED} generated queries (seed {seed})")
+    again = f"\nthe same queries again: DPSQL_NEIGHBOUR_SEED={neighbour_seed}"
+    assert summary.accepted >= 0.9 * len(summary.verdicts), summary.line() + again
+    assert not summary.violations, summary.report() + again
+
+
+def test_corpus(sample: Neighbourhood) -> None:
+    """The grammar corpus's accepted cases on the sample data's metadata (every one in
+    DPSQL_SLOW=1, one in three otherwise); a case PostgreSQL cannot run is refused, before
+    any data is read, and counted as such."""
+    cases = [c for c in load_corpus() if c.database == "sample" and c.verdict == "accepted"]
+    queries = [(c.sql, float(c.options["epsilon"]), float(c.options["delta"]),  # type: ignore
+                str(c.options["mechanism"])) for c in cases[::1 if SLOW else 3]]
+    summary = check_queries(queries, sample)
+    report(summary, "grammar corpus (sample)")
+    assert not summary.violations, summary.report()
+    assert summary.accepted >= 0.9 * len(queries), summary.line()

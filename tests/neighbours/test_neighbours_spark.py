@@ -1,0 +1,74 @@
+"""Neighbour testing by execution on Spark (dpsql.audit.neighbours.spark_neighbourhood): a few
+dozen queries at most (a Spark query takes about a second per neighbour on 2 cores), marked
+``spark`` so that ``-m "not spark"`` deselects them; DPSQL_SLOW=1 runs more generated ones."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, metadata
+from dpsql.audit.neighbours import (
+    Neighbourhood,
+    Query,
+    check_queries,
+    check_query,
+    spark_neighbourhood,
+    synthesize,
+)
+from dpsql.errors import ProgrammingError
+from dpsql.routes import prepare_query
+from tests.neighbours.leak_mutants import LEAK_MUTANTS
+
+pytestmark = pytest.mark.spark
+N_GENERATED = 60 if os.environ.get("DPSQL_SLOW") == "1" else 4
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neighbourhood]:
+    hood = spark_neighbourhood(synthesize(metadata(), seed=3),
+                               Path(tmp_path_factory.mktemp("spark-neighbours")))
+    yield hood
+    hood.close()
+
+
+@pytest.mark.parametrize(("klass", "sql"), [(1, LEAK_CLASSES[1][0]), (3, LEAK_CLASSES[3][0])])
+def test_finds_classes_1_and_3_reverted(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood,
+                                        klass: int, sql: str) -> None:
+    typed.forget()
+    LEAK_MUTANTS[klass](monkeypatch)
+    try:
+        assert check_query(sql, typed).status == "violation"
+    finally:
+        typed.forget()
+
+
+def planned(queries: list[Query], hood: Neighbourhood) -> list[Query]:
+    """The first N_GENERATED of ``queries`` that dpsql plans on ``hood``'s metadata (as
+    check_query plans them, before any engine)."""
+    kept = []
+    for sql, epsilon, delta, mechanism in queries:
+        try:
+            prepare_query(sql, hood.metadata, epsilon, delta, mechanism)
+        except ProgrammingError:
+            continue
+        kept.append((sql, epsilon, delta, mechanism))
+        if len(kept) == N_GENERATED:
+            break
+    return kept
+
+
+def test_generated(typed: Neighbourhood, neighbour_seed: int) -> None:
+    """Random queries on this run's seed (conftest.py), the first few that dpsql's planner
+    accepts: about one generated query in forty is refused before any engine runs, which
+    among four would fail the 90% below by chance."""
+    seed = neighbour_seed + 200
+    summary = check_queries(planned(generate(10 * N_GENERATED, seed=seed), typed), typed)
+    print(f"\n[neighbours, spark] {N_GENERATED} generated queries (seed {seed}): "
+          f"{summary.line()}")
+    again = f"\nthe same queries again: DPSQL_NEIGHBOUR_SEED={neighbour_seed}"
+    assert summary.accepted >= 0.9 * len(summary.verdicts), summary.line() + again
+    assert not summary.violations, summary.report() + again
