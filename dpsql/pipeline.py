@@ -21,7 +21,6 @@ from sqlglot import exp
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import QueryTooComplex, UnsupportedQuery
-from dpsql.execution.dry_runs import empty_tables, with_empty
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite
@@ -35,6 +34,7 @@ from dpsql.query.bind import bind
 from dpsql.query.check import check, refuse_float_overflow
 from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
+from dpsql.query.dry_runs import empty_tables, with_empty
 from dpsql.query.fold import fold_constants
 from dpsql.query.joins import PublicRows, physical
 from dpsql.query.parse import only_select, parse

@@ -19,10 +19,10 @@ from sqlglot import exp
 
 from dpsql.engines import run_on_cells, scratch
 from dpsql.errors import UnsupportedQuery
-from dpsql.execution.dry_runs import with_empty
 from dpsql.execution.perturb import NoisyCells, typed
 from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
+from dpsql.query.dry_runs import with_empty
 
 _CELLS = "__cells"
 _ACC = "__acc_"

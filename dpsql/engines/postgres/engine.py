@@ -36,8 +36,8 @@ from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines.physical import public_select
 from dpsql.engines.postgres.dialect import PostgresDialect
 from dpsql.errors import EngineError, UnsupportedQuery
-from dpsql.execution.dry_runs import empty_tables, with_empty
 from dpsql.metadata.owner_settings import DEFAULT_STATEMENT_TIMEOUT
+from dpsql.query.dry_runs import empty_tables, with_empty
 from dpsql.query.joins import physical
 
 if TYPE_CHECKING:
