@@ -3,21 +3,19 @@
 ``make_db(sql, tables)`` builds a DuckDB file in the test's tmp folder by running ``sql`` (one
 string of statements, or a list), writes the metadata ``{"tables": tables}`` as a TOML file next
 to it, and returns a :class:`Crafted` with both paths and an open :class:`dpsql.Database`
-(closed at teardown). The ``kit`` fixture carries the helpers (test modules cannot import
-this file by name): ``kit.metadata_from(tables)`` validates a metadata dict without any file,
-``kit.write_metadata(path, tables)`` writes one, ``kit.run_rewritten(con, plan)`` runs a plan's
-engine query, and ``kit.PEOPLE`` / ``kit.VISITS`` are table declarations used by many tests, and
-``kit.compile_java(name, source)`` compiles a pgjdbc client once per machine.
+(closed at teardown). The ``kit`` fixture carries the helpers: ``kit.metadata_from(tables)``
+validates a metadata dict without any file, ``kit.write_metadata(path, tables)`` writes one,
+``kit.run_rewritten(con, plan)`` runs a plan's engine query, and ``kit.PEOPLE`` /
+``kit.VISITS`` are table declarations used by many tests; ``md`` is their metadata.
+
+``served`` is the sample data served by ``dpsql serve`` for a whole module, alice's password
+the module's ``PASSWORD``; ``no_dpsql_env`` clears ``DPSQL_LEDGER`` and ``DPSQL_ANALYST`` (use
+it with ``pytest.mark.usefixtures``). Helpers that are not fixtures: :mod:`tests.support`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,7 @@ from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.metadata import Metadata, parse_metadata
 from dpsql.privacy.plan import Plan
+from tests.support.sandbox import served_sandbox
 
 
 def toml_dumps(tables: Mapping[str, Mapping[str, Any]]) -> str:
@@ -91,33 +90,6 @@ def run_rewritten(con: duckdb.DuckDBPyConnection, plan: Plan, salt: int = 12345,
     return con.execute(text, parameters).fetchall()
 
 
-PGJDBC = Path("/usr/share/java/postgresql.jar")
-
-
-def compile_java(name: str, source: str) -> Path:
-    """The folder holding ``name``.class, compiled from ``source`` against pgjdbc. Kept in
-    the user's cache folder under the hash of the source, the JDK and pgjdbc, so javac runs
-    once per machine, not once per run (a second process finding it there reuses it)."""
-    javac = shutil.which("javac")
-    assert javac and PGJDBC.exists(), "the JDK and pgjdbc are installed by scripts/test"
-    key = hashlib.sha256("\0".join([source, os.path.realpath(javac), str(
-        PGJDBC.resolve()), str(PGJDBC.stat().st_size)]).encode()).hexdigest()[:24]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpsql-tests"
-    folder = cache / "java" / f"{name}-{key}"
-    if (folder / f"{name}.class").exists():
-        return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=folder.parent))
-    (work / f"{name}.java").write_text(source, encoding="utf-8")
-    subprocess.run([javac, "-cp", str(PGJDBC), f"{name}.java"], cwd=work, check=True,
-                   capture_output=True, timeout=120)
-    try:
-        work.rename(folder)  # atomic: a concurrent compilation's folder stays whole
-    except OSError:  # another process got there first
-        shutil.rmtree(work, ignore_errors=True)
-    return folder
-
-
 # A small table used by many unit tests: one row per unit, every kind of column.
 PEOPLE = {
     "privacy_unit": "pid",
@@ -158,4 +130,28 @@ def people_meta() -> Metadata:
 def kit() -> SimpleNamespace:
     return SimpleNamespace(metadata_from=metadata_from, write_metadata=write_metadata,
                            toml_dumps=toml_dumps, run_rewritten=run_rewritten,
-                           compile_java=compile_java, PEOPLE=PEOPLE, VISITS=VISITS)
+                           PEOPLE=PEOPLE, VISITS=VISITS)
+
+
+@pytest.fixture
+def md(kit: SimpleNamespace) -> Metadata:
+    """``people`` and ``visits`` (kit.PEOPLE, kit.VISITS), validated."""
+    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
+
+
+@pytest.fixture(scope="module")
+def served(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    """The sample data served on a free port for the whole module (``port``, ``db``, ``setup``,
+    ``server``), to alice with the module's ``PASSWORD``, on its own ledger."""
+    password = request.module.PASSWORD
+    folder = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    with served_sandbox(folder, password) as running:
+        yield running
+
+
+@pytest.fixture
+def no_dpsql_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ledger or analyst from the environment: the test's own metadata decides."""
+    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
+    monkeypatch.delenv("DPSQL_ANALYST", raising=False)

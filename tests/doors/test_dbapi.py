@@ -13,27 +13,13 @@ from pathlib import Path
 import pytest
 
 import dpsql
-from dpsql.database import sample_paths
 from dpsql.ledger.budget import Cost
+from tests.support.helpers import SAMPLE, sample_tables_toml
 
-SAMPLE, SAMPLE_METADATA = sample_paths()
+pytestmark = pytest.mark.usefixtures("no_dpsql_env")
 BY_SEX = "SELECT sex, COUNT(*) AS n, AVG(income) AS income FROM people GROUP BY sex"
 
 
-def sample_tables_toml() -> str:
-    out, skip = [], False
-    for line in SAMPLE_METADATA.read_text().splitlines():
-        if line.strip().startswith("["):
-            skip = line.strip().startswith(("[budget]", "[analysts"))
-        if not skip:
-            out.append(line)
-    return "\n".join(out) + "\n"
-
-
-@pytest.fixture(autouse=True)
-def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
-    monkeypatch.delenv("DPSQL_ANALYST", raising=False)
 
 
 @pytest.fixture

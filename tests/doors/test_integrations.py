@@ -17,7 +17,6 @@ import sys
 import tomllib
 from collections.abc import Iterator
 from datetime import date, datetime
-from pathlib import Path
 from types import SimpleNamespace
 
 import psycopg2
@@ -27,9 +26,9 @@ from sqlalchemy.dialects import registry
 
 from dpsql.integrations.sqlalchemy import DpsqlDialect
 from dpsql.integrations.superset import DP_EXTRA_DEFAULTS, DpsqlEngineSpec
+from tests.support.helpers import REPO, SAMPLE_TABLES
 from tests.support.sandbox import served_sandbox
 
-ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret pw"
 
 # What Superset's PostgresBaseEngineSpec.convert_dttm emits for a DATE column (postgres.py).
@@ -65,7 +64,7 @@ def time_series_sql(spec_literal: str, grain: str = "P1M", limit: int = 10000) -
 
 
 def test_entry_points_are_declared() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     points = project["entry-points"]
     assert points["sqlalchemy.dialects"]["dpsql"] == "dpsql.integrations.sqlalchemy:DpsqlDialect"
     assert points["sqlalchemy.dialects"]["dpsql.psycopg2"] == points["sqlalchemy.dialects"][
@@ -82,7 +81,7 @@ def test_superset_module_imports_without_superset() -> None:
     code = ("import sys; sys.modules['superset'] = None\n"  # any `import superset` now fails
             "from dpsql.integrations.superset import DpsqlEngineSpec, SUPERSET_INSTALLED\n"
             "assert not SUPERSET_INSTALLED and DpsqlEngineSpec.engine == 'dpsql'\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
 
@@ -97,8 +96,7 @@ def test_dialect_reflects_the_catalog(served, scheme: str) -> None:
         assert isinstance(eng.dialect, DpsqlDialect) and eng.dialect.name == "dpsql"
         inspector = sa.inspect(eng)
         assert inspector.default_schema_name == "public"
-        assert inspector.get_table_names() == ["people", "visits", "prescriptions", "states",
-                                                 "categories"]
+        assert inspector.get_table_names() == list(SAMPLE_TABLES)
         assert inspector.get_view_names() == []
         columns = {c["name"]: c for c in inspector.get_columns("people")}
         assert list(columns)[:3] == ["person_id", "age", "sex"]

@@ -34,11 +34,11 @@ from dpsql.planner import Planner
 from dpsql.privacy.keys import canonical
 from dpsql.privacy.plan import Plan
 from grammar_tests.corpus import Case, load_corpus
+from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.spark
 
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = ROOT / "sample_data"
+SAMPLE = REPO / "sample_data"
 SPARK_URL = f"spark:local[2]?folder={SAMPLE}"
 #: Every accepted case runs with DPSQL_SLOW=1; by default a representative subset
 #: (:func:`representative`: every node type of every case's engine query, every measurement

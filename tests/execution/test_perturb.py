@@ -21,11 +21,6 @@ def rng(randomness: Randomness) -> Randomness:
     return randomness
 
 
-@pytest.fixture
-def md(kit: SimpleNamespace) -> Metadata:
-    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
-
-
 def test_public_domain_fills_empty_groups(md: Metadata, rng: Randomness) -> None:
     p = Planner(md).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex", epsilon=5)
     for _ in range(20):

@@ -3,8 +3,6 @@ The cells are hand-made here, so every outcome is exact."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
@@ -12,11 +10,6 @@ from dpsql.execution.perturb import NoisyCells
 from dpsql.execution.postprocess import Result, postprocess, reads_nothing, typed_empty
 from dpsql.metadata.metadata import Metadata
 from dpsql.planner import Planner
-
-
-@pytest.fixture
-def md(kit: SimpleNamespace) -> Metadata:
-    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
 
 
 def run(sql: str, md: Metadata, keys: list[tuple[object, ...]],

@@ -21,7 +21,9 @@ import dpsql.series
 from dpsql.cli import main
 from dpsql.database import LEDGER_ENV, Database, sample_paths
 from dpsql.errors import BudgetExhausted, UnknownColumn, UnsupportedQuery
-from tests.support.sandbox import sandbox, served_sandbox
+from tests.support.sandbox import sandbox
+
+PASSWORD = "pw"
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")
 
@@ -192,14 +194,8 @@ def test_series_limit_refusals_charge_nothing(metered: Database) -> None:
 # -- the wire server ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    with served_sandbox(tmp_path_factory.mktemp("public"), "pw") as running:
-        yield running
-
-
 def connect(served: SimpleNamespace) -> psycopg.Connection:
-    return psycopg.connect(host="127.0.0.1", port=served.port, user="alice", password="pw",
+    return psycopg.connect(host="127.0.0.1", port=served.port, user="alice", password=PASSWORD,
                            dbname="dpsql", autocommit=True)
 
 

@@ -41,11 +41,6 @@ def con() -> duckdb.DuckDBPyConnection:
     return c
 
 
-@pytest.fixture
-def md(kit: SimpleNamespace) -> Metadata:
-    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
-
-
 def run(con: duckdb.DuckDBPyConnection, p: Plan, salt: int = 7) -> list[tuple[Any, ...]]:
     sql = rewrite(p).sql(dialect=DuckDBDialect)
     return con.execute(sql, [salt] if "$1" in sql else None).fetchall()

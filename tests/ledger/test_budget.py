@@ -26,8 +26,7 @@ from dpsql.ledger import budget
 from dpsql.ledger.budget import Allowance, BudgetStatus, Cost, Ledger, UnknownAnalyst
 from dpsql.ledger.writes import AttachRequest, ChargeRequest, Write, apply_batch
 from dpsql.privacy.accounting import zcdp_epsilon, zcdp_limits
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.helpers import REPO
 
 # Opens the ledger, waits for the go file so that all contenders start together, then charges
 # epsilon=1 in a loop against a total of 30 and prints "<charged> <refused>".

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 import dpsql
 import dpsql.database
 from dpsql.cli import main
-from dpsql.database import Database, resolve_analyst, sample_paths
+from dpsql.database import Database, resolve_analyst
 from dpsql.errors import (
     BudgetExhausted,
     EngineError,
@@ -40,21 +40,10 @@ from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.ledger.answers import decode_result, encode_result
 from dpsql.ledger.budget import Allowance, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.query.parameters import bind_parameters
+from tests.support.helpers import REPO, SAMPLE, SAMPLE_METADATA, sample_tables_toml
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE, SAMPLE_METADATA = sample_paths()
+pytestmark = pytest.mark.usefixtures("no_dpsql_env")
 COUNT = "SELECT COUNT(*) FROM people"
-
-
-def sample_tables_toml() -> str:
-    """The sample metadata's table declarations, without its [budget] and [analysts]."""
-    out, skip = [], False
-    for line in SAMPLE_METADATA.read_text().splitlines():
-        if line.strip().startswith("["):
-            skip = line.strip().startswith(("[budget]", "[analysts"))
-        if not skip:
-            out.append(line)
-    return "\n".join(out) + "\n"
 
 
 def write_metadata(folder: Path, budget: str, name: str = "metadata.toml") -> Path:
@@ -77,10 +66,6 @@ epsilon = 1.0
 """
 
 
-@pytest.fixture(autouse=True)
-def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
-    monkeypatch.delenv("DPSQL_ANALYST", raising=False)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 from dpsql.database import sample_paths
 from dpsql.errors import MetadataError
 from dpsql.metadata.metadata import MAX_DOMAIN_SIZE, load_metadata, parse_metadata
+from tests.support.helpers import assert_names
 
 
 def table(columns: dict[str, Any], **settings: Any) -> dict[str, Any]:
@@ -23,11 +24,6 @@ def load_error(kit: SimpleNamespace, tmp_path: Path, tables: dict[str, Any]) -> 
     with pytest.raises(MetadataError) as info:
         load_metadata(path)
     return str(info.value)
-
-
-def assert_names(message: str, *parts: str) -> None:
-    for part in parts:
-        assert part in message, f"{part!r} not in {message!r}"
 
 
 # ------------------------------------------------------------------ valid metadata

@@ -19,6 +19,7 @@ import dpsql
 from dpsql.cli import main
 from dpsql.engines import compatible, declared_type
 from dpsql.errors import MetadataError
+from tests.support.helpers import assert_names
 
 UNIT = {"pid": {"type": "int"}}
 
@@ -43,11 +44,6 @@ def open_error(kit: SimpleNamespace, tmp_path: Path, path: Path,
     with pytest.raises(MetadataError) as info:
         dpsql.Database(path, meta)
     return str(info.value)
-
-
-def assert_names(message: str, *parts: str) -> None:
-    for part in parts:
-        assert part in message, f"{part!r} not in {message!r}"
 
 
 # ------------------------------------------------------------------ the rule

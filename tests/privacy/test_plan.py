@@ -21,11 +21,6 @@ from dpsql.privacy.thresholds import threshold
 K, G = 3, 2
 
 
-@pytest.fixture
-def md(kit: SimpleNamespace) -> Metadata:
-    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
-
-
 def sens(p: Plan) -> list[tuple[str, float, float]]:
     return [(m.kind, m.l1, m.l2) for m in p.measurements]
 

@@ -3,16 +3,13 @@ databases. Each test mounts the attack on D and D' = D plus one person and asser
 privacy model requires: the same outcome (refused alike, or answered alike) on both. They fail
 until the product is fixed; each docstring names the cause and a suggested fix.
 
-The fixtures mirror tests/privacy/test_attacks.py (tests/ is not a package, so they are copied in
-miniature): 40 ordinary people, and a victim (pid 123, income 50000) guarded by GUARD, so that a
-CASE branch runs on the victim's row only.
+The data is the attack suite's (tests/privacy/test_attacks.py): 40 ordinary people, and a victim
+(pid 123, income 50000) guarded by GUARD, so that a CASE branch runs on the victim's row only.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,31 +20,7 @@ import pytest
 import dpsql
 from dpsql.audit import audit as A
 from dpsql.errors import Error
-
-META = """
-[tables.people]
-privacy_unit = "pid"
-one_row_per_unit = true
-
-[tables.people.columns]
-pid = { type = "int" }
-name = { type = "text" }
-age = { type = "int", lower = 0, upper = 100 }
-income = { type = "float", lower = 0, upper = 100000, nullable = true }
-city = { type = "text", values = ["Ames", "Bend", "Cody"] }
-code = { type = "text", nullable = true }
-born = { type = "date", lower = 1950-01-01, upper = 2010-12-31 }
-score = { type = "float", lower = -10, upper = 10, nullable = true }
-married = { type = "bool" }
-"""
-COLUMNS = ("pid", "name", "age", "income", "city", "code", "born", "score", "married")
-GUARD = "pid = 123 AND income > 40000"
-BASE = tuple(
-    (i, f"p{i}", 31 + i % 30, 1000.0 * (i % 40), "Ames" if i == 1 else ("Bend" if i % 2 else
-     "Cody"), str(i), dt.date(1980, 1, 1) + dt.timedelta(days=37 * i), float(i % 21 - 10),
-     i % 2 == 0) for i in range(1, 41))
-VICTIM = ((123, "victim", 30, 50000.0, "Ames", "42", dt.date(1990, 6, 1), 1.0, True),)
-assert set(tomllib.loads(META)["tables"]["people"]["columns"]) == set(COLUMNS)
+from tests.privacy.test_attacks import BASE, COLUMNS, GUARD, META, VICTIM
 
 
 def _pair(folder: Path, patch: str | None = None) -> tuple[Path, Path, Path]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from sqlglot import exp
 
@@ -17,11 +15,6 @@ from dpsql.errors import (
 from dpsql.metadata.metadata import Metadata
 from dpsql.query.bind import BoundQuery, bind
 from dpsql.query.parse import parse
-
-
-@pytest.fixture
-def md(kit: SimpleNamespace) -> Metadata:
-    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
 
 
 def b(sql: str, md: Metadata) -> BoundQuery:

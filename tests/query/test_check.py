@@ -3,8 +3,6 @@ part (everything else, over placeholders), and every refusal in between."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from dpsql.errors import (
@@ -21,11 +19,6 @@ from dpsql.metadata.metadata import Metadata
 from dpsql.query.bind import bind
 from dpsql.query.check import CheckedQuery, check
 from dpsql.query.parse import parse
-
-
-@pytest.fixture
-def md(kit: SimpleNamespace) -> Metadata:
-    return kit.metadata_from({"people": kit.PEOPLE, "visits": kit.VISITS})
 
 
 def c(sql: str, md: Metadata) -> CheckedQuery:

@@ -8,7 +8,6 @@ queries with ``col = ANY($1)`` are answered as ``col IN (...)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import SimpleNamespace
 
 import asyncpg.introspection
@@ -19,15 +18,9 @@ from pgspecial.main import PGSpecial
 from psycopg import errors as pg_errors
 
 from dpsql.server.machine.classify import Classifier
-from tests.support.sandbox import served_sandbox
+from tests.support.helpers import SAMPLE_TABLES
 
 PASSWORD = "catalog pw"
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    with served_sandbox(tmp_path_factory.mktemp("catalog"), PASSWORD) as running:
-        yield running
 
 
 def connect(served: SimpleNamespace, dbname: str = "dpsql") -> psycopg.Connection:
@@ -43,7 +36,7 @@ def names(rows: list[tuple[object, ...]]) -> list[object]:
 
 
 # the sample database, by name
-TABLES = ["categories", "people", "prescriptions", "states", "visits"]
+TABLES = sorted(SAMPLE_TABLES)
 
 
 def test_any_of_an_array_literal_or_parameter_finds_the_tables(served) -> None:

@@ -12,8 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -22,15 +20,9 @@ import pg8000.native
 import pytest
 import sqlalchemy as sa
 
-from tests.support.sandbox import served_sandbox
+from tests.support.helpers import SAMPLE_TABLES, run_java
 
-PGJDBC = Path("/usr/share/java/postgresql.jar")
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    with served_sandbox(tmp_path_factory.mktemp("clients"), "s3cret pw") as running:
-        yield running
+PASSWORD = "s3cret pw"
 
 
 def tool(name: str) -> str:
@@ -50,7 +42,7 @@ def psql(served: SimpleNamespace, *commands: str, verbose: bool = False
         args += ["-v", "VERBOSITY=verbose"]
     for c in commands:
         args += ["-c", c]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PGPASSWORD": "s3cret pw",
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PGPASSWORD": PASSWORD,
            "PGCLIENTENCODING": "UTF8", "LANG": "C.UTF-8", "PGCONNECT_TIMEOUT": "10"}
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
 
@@ -110,8 +102,7 @@ def test_sqlalchemy_inspector_and_pandas(served) -> None:
         f"postgresql+psycopg://alice:s3cret%20pw@127.0.0.1:{served.port}/dpsql")
     try:
         inspector = sa.inspect(engine)
-        assert inspector.get_table_names() == ["people", "visits", "prescriptions", "states",
-                                                 "categories"]
+        assert inspector.get_table_names() == list(SAMPLE_TABLES)
         assert inspector.get_schema_names() == ["public"] or "public" in \
             inspector.get_schema_names()
         columns = {c["name"]: c for c in inspector.get_columns("people")}
@@ -143,7 +134,7 @@ def test_sqlalchemy_inspector_and_pandas(served) -> None:
 
 def test_pg8000_native_and_dbapi(served) -> None:
     con = pg8000.native.Connection("alice", host="127.0.0.1", port=served.port,
-                                   password="s3cret pw", database="dpsql", timeout=30)
+                                   password=PASSWORD, database="dpsql", timeout=30)
     try:
         (n,), = con.run("SELECT COUNT(*) FROM people WHERE age > :a", a=40)
         assert 10000 < n < 20000
@@ -155,7 +146,7 @@ def test_pg8000_native_and_dbapi(served) -> None:
     finally:
         con.close()
     conn = pg8000.dbapi.connect(user="alice", host="127.0.0.1", port=served.port,
-                                password="s3cret pw", database="dpsql", timeout=30)
+                                password=PASSWORD, database="dpsql", timeout=30)
     try:
         cur = conn.cursor()
         cur.execute("SELECT category, COUNT(*) FROM visits GROUP BY category ORDER BY 1")
@@ -213,16 +204,8 @@ public class DpsqlJdbc {
 """
 
 
-def test_pgjdbc_metadata_queries_and_refusals(served, kit) -> None:
-    java = tool("java")
-    assert PGJDBC.exists(), f"{PGJDBC} is missing: apt-get install libpostgresql-jdbc-java"
-    classes = kit.compile_java("DpsqlJdbc", JAVA)
-    out = subprocess.run(
-        [java, "-cp", f"{PGJDBC}:{classes}", "DpsqlJdbc",
-         f"jdbc:postgresql://127.0.0.1:{served.port}/dpsql", "alice", "s3cret pw"],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+def test_pgjdbc_metadata_queries_and_refusals(served) -> None:
+    lines = run_java("DpsqlJdbc", JAVA, served.port, PASSWORD).splitlines()
     assert lines[0].startswith("product PostgreSQL 16")
     assert "table public.people TABLE" in lines and "table public.visits TABLE" in lines
     assert "column person_id int8 -5 NO" in lines

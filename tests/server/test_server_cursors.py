@@ -4,7 +4,6 @@ through a real server. A cursor's query is answered (and charged) once, when it 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import SimpleNamespace
 
 import psycopg
@@ -25,7 +24,6 @@ from dpsql.server.machine.cursors import (
     parse_fetch,
 )
 from dpsql.server.wire import protocol as p
-from tests.support.sandbox import served_sandbox
 
 PASSWORD = "s3cret pw"
 GROUPED = "SELECT sex, COUNT(*) AS n FROM people GROUP BY sex ORDER BY sex"
@@ -99,12 +97,6 @@ def test_no_scroll_refuses_backward_only() -> None:
 
 
 # -- through a real server --------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    with served_sandbox(tmp_path_factory.mktemp("cursors"), PASSWORD) as running:
-        yield running
 
 
 def spent(served: SimpleNamespace) -> float:

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import shutil
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,23 +19,17 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from dpsql.server.wire import paramtypes
 from dpsql.server.wire import types as t
-from tests.support.sandbox import served_sandbox
+from tests.support.helpers import run_java
 
 TIMEOUT = 20
-PGJDBC = Path("/usr/share/java/postgresql.jar")
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    with served_sandbox(tmp_path_factory.mktemp("drivers"), "s3cret pw") as running:
-        yield running
+PASSWORD = "s3cret pw"
 
 
 def run(served: SimpleNamespace, work: Any) -> Any:
     """``work(connection)`` on a fresh asyncpg connection, all of it under TIMEOUT."""
     async def session() -> Any:
         connection = await asyncpg.connect(host="127.0.0.1", port=served.port, user="alice",
-                                           password="s3cret pw", database="dpsql")
+                                           password=PASSWORD, database="dpsql")
         try:
             return await work(connection)
         finally:
@@ -108,7 +98,7 @@ def test_asyncpg_refused_cast_is_an_error_not_a_hang(served) -> None:
 
 
 def test_psycopg_timestamp_with_zone_against_a_date_column(served) -> None:
-    dsn = f"host=127.0.0.1 port={served.port} user=alice password='s3cret pw' dbname=dpsql"
+    dsn = f"host=127.0.0.1 port={served.port} user=alice password='{PASSWORD}' dbname=dpsql"
     sql = "SELECT COUNT(*) FROM visits WHERE day >= %s"
     with psycopg.connect(dsn, connect_timeout=TIMEOUT) as c:
         as_timestamp = c.execute(sql, (dt.datetime(2025, 6, 1, tzinfo=dt.UTC),)).fetchone()
@@ -185,16 +175,10 @@ public class DpsqlDates {
 """
 
 
-def test_pgjdbc_set_date_and_set_timestamp_against_a_date_column(served, kit) -> None:
-    java = shutil.which("java")
-    assert java and PGJDBC.exists(), "the JDK and pgjdbc are installed by .ci/run"
-    classes = kit.compile_java("DpsqlDates", JAVA)
-    out = subprocess.run(  # the JVM's zone is UTC, so both values are midnight UTC
-        [java, "-Duser.timezone=UTC", "-cp", f"{PGJDBC}:{classes}", "DpsqlDates",
-         f"jdbc:postgresql://127.0.0.1:{served.port}/dpsql", "alice", "s3cret pw"],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    date, timestamp = out.stdout.split()[1::2]
+def test_pgjdbc_set_date_and_set_timestamp_against_a_date_column(served) -> None:
+    # The JVM's zone is UTC, so both values are midnight UTC.
+    out = run_java("DpsqlDates", JAVA, served.port, PASSWORD, utc=True)
+    date, timestamp = out.split()[1::2]
     assert int(date) > 0 and int(timestamp) > 0
 
 

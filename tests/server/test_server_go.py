@@ -16,13 +16,10 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-from tests.support.sandbox import served_sandbox
 
 PASSWORD = "go pw"
 SOURCE = Path(__file__).parent.parent / "clients" / "pgx"
@@ -47,12 +44,6 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Path:
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     return binary
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    with served_sandbox(tmp_path_factory.mktemp("go_served"), PASSWORD) as running:
-        yield running
 
 
 def test_pgx_typed_parameters_catalog_and_refusal(client: Path, served: SimpleNamespace) -> None:

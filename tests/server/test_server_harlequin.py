@@ -8,7 +8,6 @@ harlequin-postgres is in the test extra; without it this module fails to import 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -16,16 +15,10 @@ from harlequin.catalog import Catalog, CatalogItem
 from harlequin.exception import HarlequinQueryError
 from harlequin_postgres.adapter import HarlequinPostgresAdapter, HarlequinPostgresConnection
 
-from tests.support.sandbox import served_sandbox
+from tests.support.helpers import SAMPLE_TABLES
 
 PASSWORD = "harlequin pw"
-TABLES = {"people", "visits"}  # declared in the sample data (others may be too)
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    with served_sandbox(tmp_path_factory.mktemp("harlequin"), PASSWORD) as running:
-        yield running
+TABLES = set(SAMPLE_TABLES)
 
 
 def connect(served: SimpleNamespace, read_only: bool = False) -> HarlequinPostgresConnection:

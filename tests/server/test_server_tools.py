@@ -13,11 +13,9 @@ are sent by the Debian jar itself (/usr/share/java/postgresql.jar).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,17 +23,11 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
-from tests.support.sandbox import served_sandbox
+from tests.support.helpers import PGJDBC, compile_java
 
-PGJDBC = Path("/usr/share/java/postgresql.jar")
+PASSWORD = "pw"  # alice's, for conftest's served
 PRIVATE = ["people", "prescriptions", "visits"]
 TABLES = sorted([*PRIVATE, "categories", "states"])
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    with served_sandbox(tmp_path_factory.mktemp("tools"), "pw") as running:
-        yield running
 
 
 def connect(served: SimpleNamespace) -> psycopg.Connection:
@@ -336,15 +328,9 @@ public class DpsqlMetaData {
 
 
 @pytest.fixture(scope="session")
-def metadata_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """DpsqlMetaData compiled once per session (javac takes seconds)."""
-    javac = shutil.which("javac")
-    assert javac and PGJDBC.exists(), "the JDK and pgjdbc are installed by .ci/run"
-    folder = tmp_path_factory.mktemp("jdbc-" + hashlib.sha256(JAVA.encode()).hexdigest()[:8])
-    (folder / "DpsqlMetaData.java").write_text(JAVA)
-    subprocess.run([javac, "-cp", str(PGJDBC), "DpsqlMetaData.java"], cwd=folder, check=True,
-                   capture_output=True, timeout=120)
-    return folder
+def metadata_program() -> Path:
+    """DpsqlMetaData compiled once (javac takes seconds)."""
+    return compile_java("DpsqlMetaData", JAVA)
 
 
 def _rows(lines: list[str], method: str) -> list[dict[str, str]]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,9 +21,9 @@ from dpsql.database import Database
 from dpsql.server.auth import set_password
 from dpsql.server.config import ServerConfig
 from dpsql.server.server import serve_in_thread
+from tests.support.helpers import run_java
 
 TIMEOUT = 20
-PGJDBC = Path("/usr/share/java/postgresql.jar")
 PASSWORD = "t1me pw"
 
 
@@ -137,17 +135,8 @@ public class DpsqlTimestamps {
 
 
 def test_pgjdbc_set_timestamp(served: SimpleNamespace, tmp_path: Path) -> None:
-    javac, java = shutil.which("javac"), shutil.which("java")
-    assert javac and java and PGJDBC.exists(), "the JDK and pgjdbc are installed by .ci/run"
-    (tmp_path / "DpsqlTimestamps.java").write_text(JAVA)
-    subprocess.run([javac, "-cp", str(PGJDBC), "DpsqlTimestamps.java"], cwd=tmp_path,
-                   check=True, capture_output=True, timeout=120)
-    out = subprocess.run(
-        [java, "-Duser.timezone=UTC", "-cp", f"{PGJDBC}:{tmp_path}", "DpsqlTimestamps",
-         f"jdbc:postgresql://127.0.0.1:{served.port}/dpsql", "alice", PASSWORD],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    count, day, _time = out.stdout.split()
+    out = run_java("DpsqlTimestamps", JAVA, served.port, PASSWORD, utc=True)
+    count, day, _time = out.split()
     assert 600 < int(count) < 760 and day.startswith("2025-0")
 
 
