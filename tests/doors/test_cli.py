@@ -302,6 +302,14 @@ def test_subprocess_query_csv_and_json(own: SimpleNamespace) -> None:
     assert [r["sex"] for r in json.loads(proc.stdout)] == ["F", "M"]
 
 
+def test_python_dash_m_dpsql_is_the_command_line() -> None:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-m", "dpsql", "--help"], capture_output=True,
+                          text=True, timeout=120, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Usage: dpsql ") and "serve" in proc.stdout
+
+
 def test_subprocess_refusal_and_explain() -> None:
     message = refused(run("query", "SELECT COUNT(*) FROM people; DROP TABLE people"),
                       "NotASingleSelect")
