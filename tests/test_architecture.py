@@ -242,7 +242,8 @@ def test_docs_and_docstrings_number_the_passes_as_the_pipeline_runs_them() -> No
         if f is Engine.execute:
             continue
         doc = sys.modules[f.__module__].__doc__ or ""
-        assert module.strip().startswith(f"`{f.__module__.split('.')[-1]}.py`"), (name, module)
+        path = "/".join(f.__module__.split(".")[1:])
+        assert module.strip().startswith(f"`{path}.py`"), (name, module)
         assert doc.startswith(f"Pass {number}, {name.strip()}:"), (f.__module__, doc[:40])
 
 

@@ -20,10 +20,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
-import sqlglot
-from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from dpsql import errors
@@ -32,7 +30,7 @@ from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.machine import commands, cursors
 from dpsql.server.machine import settings as st
-from dpsql.server.machine.classify import Statement, StatementKind, clean
+from dpsql.server.machine.classify import Statement, StatementKind
 from dpsql.server.machine.describe import describe
 from dpsql.server.machine.outcome import (
     Outcome,
@@ -49,6 +47,7 @@ from dpsql.server.machine.outcome import (
     show_column,
     with_formats,
 )
+from dpsql.server.machine.parameters import bound_parameter, catalog_tree, parameter_oid
 from dpsql.server.wire import paramtypes, sqltext
 from dpsql.server.wire import protocol as p
 from dpsql.server.wire import types as t
@@ -262,7 +261,7 @@ class Machine:
         if self.status == "E" and prepared.statement.kind not in (
                 StatementKind.ROLLBACK, StatementKind.COMMIT, StatementKind.ROLLBACK_TO):
             raise aborted()
-        values = [_parameter(prepared, i, raw, msg.param_formats)
+        values = [bound_parameter(prepared, i, raw, msg.param_formats)
                   for i, raw in enumerate(msg.params)]
         self.portals[msg.portal] = Portal(prepared, values, list(msg.result_formats),
                                           self.privacy())
@@ -281,7 +280,7 @@ class Machine:
         prepared = self.statements.get(name)
         if prepared is None:
             raise PgError("26000", f'prepared statement "{name}" does not exist')
-        oids = [_param_oid(prepared, i) for i in
+        oids = [parameter_oid(prepared, i) for i in
                 range(max(prepared.statement.nparams, len(prepared.param_types)))]
         self.send(p.parameter_description(oids))
         fields = await self.describe(prepared, None, self.privacy())
@@ -508,7 +507,7 @@ class Machine:
         info = self.session_info()
 
         def prepare() -> Any:  # in the pool: the parameters' text may be long
-            tree, key = _catalog_tree(statement, params, param_types)
+            tree, key = catalog_tree(statement, params, param_types)
             return catalog.prepare(key, tree, info)
 
         try:
@@ -532,44 +531,6 @@ class Machine:
     def session_info(self) -> SessionInfo:
         return SessionInfo(self.user, self.database, self.pid, self.settings,
                            self.server.start_time, self.server.version_text)
-
-
-def _catalog_tree(statement: Statement, params: Sequence[object], param_types: Sequence[int]
-                  ) -> tuple[exp.Expression, str]:
-    """The catalog query's tree with its parameters bound as literals, and its cache key."""
-    assert statement.tree is not None
-    if not params:
-        return statement.tree, statement.text
-
-    def literal(n: int) -> str:
-        if n > len(params):
-            raise PgError("42P02", f"there is no parameter ${n}")
-        oid = param_types[n - 1] if n - 1 < len(param_types) else 0
-        return t.typed_literal(params[n - 1], oid)
-
-    text = sqltext.substitute(statement.text, literal)
-    # cast: as in classify, every node sqlglot returns is an exp.Expression
-    return cast(exp.Expression, sqlglot.parse_one(clean(text), read="postgres")), text
-
-
-def _parameter(prepared: Prepared, i: int, raw: bytes | None, formats: Sequence[int]) -> object:
-    """Bind's parameter ``i``, decoded by its type and format."""
-    fmt = formats[0] if len(formats) == 1 else (formats[i] if formats else 0)
-    oid = prepared.param_types[i] if i < len(prepared.param_types) else 0
-    if raw is None:
-        return None
-    try:
-        value = t.decode_parameter(raw, oid, fmt)
-        if prepared.inferred.get(i + 1) == t.DATE:
-            value = t.as_date(value, f"${i + 1}")
-        return value
-    except t.ParameterError as e:
-        raise PgError("22P02", str(e)) from None
-
-
-def _param_oid(prepared: Prepared, i: int) -> int:
-    oid = prepared.param_types[i] if i < len(prepared.param_types) else 0
-    return oid if oid not in (0, t.UNKNOWN) else t.TEXT
 
 
 HANDLERS: dict[bytes, Callable[[Machine, p.Reader], Awaitable[bool]]] = {
