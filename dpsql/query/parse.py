@@ -16,6 +16,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from dpsql.errors import NotASingleSelect, QueryTooComplex, SQLSyntaxError, UnsupportedQuery
 from dpsql.query.dates import spelled
+from dpsql.query.wrappers import unwrapped
 
 # sqlglot logs a warning when it falls back to a generic Command; the refusal says enough.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
@@ -87,7 +88,8 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
     statement = statements[0]
     check_tree_depth(statement)
     if not isinstance(statement, exp.SetOperation):
-        statement = only_select(statement)
+        # A tool's SELECT * FROM (q) AS a LIMIT n wrapper is q (dpsql.query.wrappers).
+        statement = unwrapped(only_select(statement))
     spelled(statement)  # date functions whose text sqlglot would rewrite (dpsql.query.dates)
     return statement
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
+import psycopg
 import pytest
 
 PASSWORD = "dbt pw"  # alice's, for conftest's served
@@ -139,3 +140,19 @@ def test_dbt_show_row_level_is_refused_uncharged(dbt: SimpleNamespace) -> None:
     assert not ok
     assert "email" in output and "aggregate" in output.lower(), output[-3000:]
     assert charged == 0
+
+
+def test_older_dbt_limit_wrapper_is_the_query_it_wraps(served: SimpleNamespace) -> None:
+    """dbt-core < 1.8 previews as ``select * from (<sql>) as model_limit_subq limit N``: the
+    wrapped aggregate is answered and charged once; a wrapped row-level select is refused."""
+    wrapper = "select * from ({}) as model_limit_subq limit 5"
+    with psycopg.connect(host="127.0.0.1", port=served.port, user="alice", password=PASSWORD,
+                         dbname="dpsql", autocommit=True, connect_timeout=10) as conn:
+        before = served.db.budget("alice").spent.epsilon
+        fresh = "select sex, count(*) as n from people where age >= 30 group by sex"  # not reused
+        rows = conn.execute(wrapper.format(fresh)).fetchall()
+        assert sorted(sex for sex, _ in rows) == ["F", "M"]
+        assert served.db.budget("alice").spent.epsilon - before == pytest.approx(EPSILON)
+        with pytest.raises(psycopg.Error, match="email"):
+            conn.execute(wrapper.format(MODELS["emails"].strip()))
+        assert served.db.budget("alice").spent.epsilon - before == pytest.approx(EPSILON)
