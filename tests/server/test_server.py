@@ -127,8 +127,10 @@ def test_set_parsing_and_privacy_settings() -> None:
     with pytest.raises(st.SettingError) as e:
         st.normalise("client_encoding", "LATIN1", {})
     with pytest.raises(st.SettingError) as e:
-        st.parse_set("SET ROLE admin")
+        st.parse_set("SET ROLE admin", "alice")
     assert e.value.sqlstate == "42501"
+    assert st.parse_set("set role alice", "alice").name is None  # dbt's, for its own analyst
+    assert st.parse_set('SET ROLE "alice"', "alice").name is None
     assert st.parse_duration_ms("5s") == 5000 and st.parse_duration_ms("250") == 250
 
 

@@ -3,9 +3,10 @@ test, ``dbt show --inline`` of a private count, ``dbt show`` of a model file (a 
 a GROUP BY on a public domain (free) and of row-level SQL (refused, nothing charged).
 
 dbt sends, besides the query: ``BEGIN`` / ``ROLLBACK`` around each statement (autocommit off),
-``select 1 as id`` (debug's connection test), its relation cache's catalog queries (``pg_tables``
-union ``pg_views``, ``pg_matviews`` and ``pg_proc`` joined to ``pg_namespace``; the
-``pg_depend`` / ``pg_rewrite`` view-dependency query), each preceded by a ``/* {...} */``
+``set role alice`` (the profile's ``role``, accepted for the session's own analyst),
+``select 1 as id`` (debug's connection test), its relation cache's catalog queries
+(``pg_tables`` union ``pg_views``, ``pg_matviews`` and ``pg_proc`` joined to ``pg_namespace``;
+the ``pg_depend`` / ``pg_rewrite`` view-dependency query), each preceded by a ``/* {...} */``
 comment, and ``show``'s query with ``limit N`` appended (dbt-core >= 1.8).
 
 dbt pins its own dependencies, so it lives in its own virtual environment: ``DPSQL_DBT`` names
@@ -42,7 +43,7 @@ def profile(port: int) -> str:
     return (f"dpsql:\n  target: dev\n  outputs:\n    dev:\n      type: postgres\n"
             f"      host: 127.0.0.1\n      port: {port}\n      user: alice\n"
             f"      password: {PASSWORD}\n      dbname: dpsql\n      schema: public\n"
-            "      threads: 1\n")
+            "      threads: 1\n      role: alice\n")  # dbt sends set role alice: a no-op
 
 
 @pytest.fixture(scope="module")

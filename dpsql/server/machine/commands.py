@@ -127,7 +127,7 @@ def apply_setting(m: Machine, name: str, value: str | None) -> bytes | None:
 
 async def do_set(m: Machine, statement: Statement) -> Outcome:
     try:
-        command = st.parse_set(statement.text)
+        command = st.parse_set(statement.text, m.user)
         if command.name is None:
             return Outcome(None, tag="SET")
         status = apply_setting(m, command.name, command.value)

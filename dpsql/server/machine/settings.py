@@ -82,8 +82,10 @@ _ASSIGN = re.compile(r"(?P<name>[A-Za-z_][\w$.]*)\s*(?:=|\s+TO\s+|\s+TO$)\s*(?P<
                      re.I | re.S)
 
 
-def parse_set(text: str) -> SetCommand:
-    """``SET [SESSION|LOCAL] name {TO|=} value[, ...]`` and its special forms."""
+def parse_set(text: str, user: str | None = None) -> SetCommand:
+    """``SET [SESSION|LOCAL] name {TO|=} value[, ...]`` and its special forms. ``SET ROLE``
+    naming the session's own analyst ``user`` changes nothing (dbt-postgres sends it for a
+    profile's ``role``); any other role is refused."""
     m = _SET.fullmatch(text.strip().rstrip(";").strip())
     if not m:
         raise SettingError("syntax error in SET", "42601")
@@ -98,6 +100,8 @@ def parse_set(text: str) -> SetCommand:
                           else _value(value), local)
     if upper.startswith("NAMES"):
         return SetCommand("client_encoding", _value(rest[5:].strip()), local)
+    if upper.startswith("ROLE") and user is not None and _value(rest[4:].strip()) == user:
+        return SetCommand(None, None)
     if upper.startswith(("ROLE", "SESSION AUTHORIZATION", "AUTHORIZATION")):
         raise SettingError("permission denied: the session's analyst cannot be changed; "
                            "connect as another analyst instead", "42501")
