@@ -212,8 +212,8 @@ def test_a_ledger_that_cannot_be_written_refuses_before_the_query_runs(
         metered: Database, monkeypatch: pytest.MonkeyPatch, cause: str,
         caplog: pytest.LogCaptureFixture) -> None:
     ran: list[object] = []
-    real = dpsql.database.answer
-    monkeypatch.setattr(dpsql.database, "answer",
+    real = dpsql.database.answer_private
+    monkeypatch.setattr(dpsql.database, "answer_private",
                         lambda *a, **k: ran.append(a) or real(*a, **k))
 
     def failing(*args: object, **kwargs: object) -> object:

@@ -110,23 +110,23 @@ def test_the_sample_metadata_is_metered_with_a_demo_allowance() -> None:
 def test_a_query_is_charged_before_it_is_answered(
         db: Database, metadata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[float] = []
-    real_answer = dpsql.database.answer
+    real_answer = dpsql.database.answer_private
 
-    def spying(plan, engine, rng):  # type: ignore[no-untyped-def]
+    def spying(plan, engine, planner, rng):  # type: ignore[no-untyped-def]
         seen.append(db.budget().spent.epsilon)  # type: ignore[union-attr]
-        return real_answer(plan, engine, rng)
+        return real_answer(plan, engine, planner, rng)
 
-    monkeypatch.setattr(dpsql.database, "answer", spying)
+    monkeypatch.setattr(dpsql.database, "answer_private", spying)
     db.query(COUNT, epsilon=0.5)
     assert seen == [0.5]
 
 
 def test_an_engine_failure_after_the_charge_is_not_refunded(
         db: Database, metadata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing(plan, engine, rng):  # type: ignore[no-untyped-def]
+    def failing(plan, engine, planner, rng):  # type: ignore[no-untyped-def]
         raise EngineError("the engine failed")
 
-    monkeypatch.setattr(dpsql.database, "answer", failing)
+    monkeypatch.setattr(dpsql.database, "answer_private", failing)
     with pytest.raises(EngineError):
         db.query(COUNT, epsilon=0.5)
     assert [c[:2] for c in charges(metadata)] == [("alice", 0.5)]

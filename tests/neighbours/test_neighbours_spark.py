@@ -20,7 +20,6 @@ from dpsql.audit.neighbours import (
     synthesize,
 )
 from dpsql.errors import ProgrammingError
-from dpsql.routes import prepare_query
 from tests.neighbours.leak_mutants import LEAK_MUTANTS
 
 pytestmark = pytest.mark.spark
@@ -55,7 +54,7 @@ def planned(queries: list[Query], hood: Neighbourhood) -> list[Query]:
     kept = []
     for sql, epsilon, delta, mechanism in queries:
         try:
-            prepare_query(sql, hood.metadata, epsilon, delta, mechanism)
+            hood.planner.prepare_query(sql, epsilon, delta, mechanism)
         except ProgrammingError:
             continue
         kept.append((sql, epsilon, delta, mechanism))

@@ -147,8 +147,9 @@ def test_selective_where_keeps_the_rows_it_keeps(kit: SimpleNamespace) -> None:
 def test_bounds_too_large_for_scaled_sums_take_the_sampled_rows(kit: SimpleNamespace) -> None:
     """Bounds so large that k rows' worth of them could overflow a HUGEINT in the clamp of a
     scaled sum (an error that one unit's rows could trigger) take the sampled rows instead."""
-    huge = {"u": {"type": "int"}, "x": {"type": "int", "lower": 0, "upper": 2**100}}
-    md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 2**30,
+    # An int bound stays within BIGINT (the metadata's rule); k rows of it pass 2**120.
+    huge = {"u": {"type": "int"}, "x": {"type": "int", "lower": 0, "upper": 2**62}}
+    md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 2**60,
                                   "columns": huge}})
     assert not aggregated(Planner(md).prepare("SELECT SUM(x) FROM v"))
     md = kit.metadata_from({"v": {"privacy_unit": "u", "max_rows_per_unit": 3,
