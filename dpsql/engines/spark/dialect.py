@@ -105,6 +105,13 @@ def _node(node: exp.Expression) -> exp.Expression:
         # Spark's day of week is 1 (Sunday) to 7, DuckDB's 0 (Sunday) to 6.
         return exp.Paren(this=exp.Sub(this=exp.Extract(this=node.this, expression=_spark(
             node.expression)), expression=exp.Literal.number(1)))
+    elif isinstance(node, exp.Extract) and node.name.upper() == "EPOCH":
+        # Spark extracts no EPOCH: DuckDB's seconds since 1970-01-01 UTC (a DOUBLE, to the
+        # microsecond) from the microseconds (the session is in UTC: a DATE is its midnight).
+        micros = exp.Anonymous(this="unix_micros",
+                               expressions=[exp.cast(_spark(node.expression), "TIMESTAMP")])
+        return exp.Paren(this=exp.Div(this=exp.cast(micros, "DOUBLE"),
+                                      expression=exp.Literal.number(1_000_000)))
     elif isinstance(node, exp.DayOfWeek):
         return exp.Paren(this=exp.Sub(this=exp.DayOfWeek(this=_spark(node.this)),
                                       expression=exp.Literal.number(1)))
