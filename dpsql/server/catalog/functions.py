@@ -9,6 +9,7 @@ import re
 from sqlglot import exp
 
 from dpsql.server.catalog.model import CatalogError, SessionInfo
+from dpsql.server.catalog.names import function_name
 from dpsql.server.catalog.tables import OWNER, OWNER_OID, PG_SCHEMA
 
 # Functions answered by macros in PG_SCHEMA (name -> list of (parameters, body)).
@@ -189,24 +190,6 @@ def _function(node: exp.Func, info: SessionInfo) -> exp.Expr:
             this=name, expressions=[a.copy() for a in args])
         return exp.Dot(this=exp.to_identifier(PG_SCHEMA), expression=call)
     return node
-
-
-_FUNCTION_NAMES: dict[type, str] = {
-    exp.CurrentUser: "current_user", exp.CurrentSchema: "current_schema",
-    exp.SessionUser: "session_user", exp.CurrentDatabase: "current_database",
-    exp.CurrentCatalog: "current_catalog", exp.CurrentVersion: "version",
-    exp.GroupConcat: "string_agg",
-}
-
-
-def function_name(node: exp.Func) -> str:
-    """The PostgreSQL name of a function call as sqlglot parsed it."""
-    if isinstance(node, exp.Anonymous):
-        return node.name.lower()
-    for cls, name in _FUNCTION_NAMES.items():
-        if isinstance(node, cls):
-            return name
-    return node.sql_name().lower()
 
 
 def _format(node: exp.Func, args: list[exp.Expression]) -> exp.Expr:
