@@ -59,6 +59,8 @@ _own_sample_data()
 _LEDGERS = tempfile.mkdtemp(prefix="dpsql-test-ledger-")
 atexit.register(shutil.rmtree, _LEDGERS, True)
 os.environ["DPSQL_LEDGER"] = os.path.join(_LEDGERS, "ledger.sqlite")
+# Ledgers' second identity records (dpsql.ledger.identity) go here, not to ~/.local/state.
+os.environ["DPSQL_STATE_DIR"] = os.path.join(_LEDGERS, "state")
 
 
 @pytest.fixture(autouse=True)

@@ -29,13 +29,21 @@ to its path with ``os.link``, which fails if the path exists; two processes crea
 end up on the one that won. Only the owner's ``dpsql budget init --start-over`` creates a ledger
 where a recorded one is missing (the old record is kept as ``.NAME.identity.lost-TIME``).
 
-What this does not cover: deleting the ledger's whole folder (the record with it) starts over
-at the next open, as on a new machine; an owner who wants no ledger ever created implicitly
-creates it with ``dpsql budget init`` and keeps the folder in the backups.
+The record is kept twice: beside the ledger, and in the user's state folder
+(``$DPSQL_STATE_DIR``, else ``$XDG_STATE_HOME/dpsql``, else ``~/.local/state/dpsql``) under a
+digest of the ledger's absolute path, so that deleting the ledger's whole folder (the record
+beside it with it) is refused too. The two must agree on the ledger; the later generation of
+the two counts. A state folder that cannot be written leaves the record beside the ledger only.
+
+What this does not cover: a ledger whose folder is deleted on a machine (or for a user) whose
+state folder is gone as well starts over at the next open, as on a new machine; an owner who
+wants no ledger ever created implicitly creates it with ``dpsql budget init`` and keeps the
+folder in the backups.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -61,47 +69,88 @@ class Identity:
     generation: int
 
 
+STATE_ENV = "DPSQL_STATE_DIR"
+
+
 def record_path(path: Path) -> Path:
-    """The identity record of the ledger at ``path``."""
+    """The identity record of the ledger at ``path``, beside it."""
     return path.with_name(f".{path.name}.identity")
 
 
-def read_record(path: Path) -> Identity | None:
-    """The recorded identity of the ledger at ``path``, None if nothing was recorded."""
+def state_record_path(path: Path) -> Path:
+    """The second identity record of the ledger at ``path``, in the user's state folder."""
+    base = os.environ.get(STATE_ENV)
+    if not base:
+        xdg = os.environ.get("XDG_STATE_HOME")
+        base = os.path.join(xdg, "dpsql") if xdg else "~/.local/state/dpsql"
+    digest = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:32]
+    return Path(base).expanduser() / "ledgers" / f"{digest}.identity"
+
+
+def _read(path: Path, record: Path) -> Identity | None:
     try:
-        text = record_path(path).read_text(encoding="utf-8")
+        text = record.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    except OSError as e:
+        raise unavailable(path, f"its identity record {record} is unreadable ({e.strerror})",
+                          None) from None
     try:
         data = json.loads(text)
         return Identity(str(data["ledger_id"]), str(data["created_at"]), int(data["generation"]))
     except (ValueError, KeyError, TypeError):
-        raise unavailable(path, f"its identity record {record_path(path)} is unreadable",
-                          None) from None
+        raise unavailable(path, f"its identity record {record} is unreadable", None) from None
 
 
-def write_record(path: Path, identity: Identity) -> None:
-    """Record ``identity`` atomically and durably (a temporary file, fsync, rename)."""
-    record = record_path(path)
+def read_record(path: Path) -> Identity | None:
+    """The recorded identity of the ledger at ``path`` (either record; the later generation
+    when both exist), None if nothing was recorded."""
+    found = [r for r in (_read(path, record_path(path)), _read(path, state_record_path(path)))
+             if r is not None]
+    if not found:
+        return None
+    if len({r.ledger_id for r in found}) > 1:
+        raise unavailable(path, f"its identity records {record_path(path)} and "
+                          f"{state_record_path(path)} name different ledgers (the ledger's "
+                          "folder was replaced)", found[1])
+    return max(found, key=lambda r: r.generation)
+
+
+def _write(record: Path, data: dict[str, object]) -> None:
     temporary = record.with_name(f"{record.name}.{uuid.uuid4().hex}.tmp")
-    data = {"ledger_id": identity.ledger_id, "created_at": identity.created_at,
-            "generation": identity.generation, "ledger": path.name}
     with open(temporary, "w", encoding="utf-8") as out:
         out.write(json.dumps(data, indent=1) + "\n")
         out.flush()
         os.fsync(out.fileno())
     os.replace(temporary, record)
-    _sync_folder(path.parent)
+    _sync_folder(record.parent)
+
+
+def write_record(path: Path, identity: Identity) -> None:
+    """Record ``identity`` atomically and durably (a temporary file, fsync, rename), beside
+    the ledger and in the state folder (best effort: an unwritable state folder is skipped)."""
+    data: dict[str, object] = {"ledger_id": identity.ledger_id,
+                               "created_at": identity.created_at,
+                               "generation": identity.generation, "ledger": str(path)}
+    _write(record_path(path), data)
+    state = state_record_path(path)
+    try:
+        state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write(state, data)
+    except OSError:
+        pass  # the record beside the ledger still holds; only folder deletion goes unseen
 
 
 def retire_record(path: Path) -> Path | None:
-    """The owner's start-over: keep the old record under a new name; where it went."""
-    record = record_path(path)
-    if not record.exists():
-        return None
+    """The owner's start-over: keep the old records under new names; where the one beside the
+    ledger went (None if there was none)."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    retired = record.with_name(f"{record.name}.lost-{stamp}")
-    os.replace(record, retired)
+    retired = None
+    for record in (record_path(path), state_record_path(path)):
+        if record.exists():
+            moved = record.with_name(f"{record.name}.lost-{stamp}")
+            os.replace(record, moved)
+            retired = retired or moved
     return retired
 
 

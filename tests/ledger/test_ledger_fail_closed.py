@@ -29,7 +29,7 @@ from dpsql.cli import main
 from dpsql.database import Database, sample_paths
 from dpsql.errors import BudgetExhausted, LedgerError, LedgerUnavailable
 from dpsql.ledger.budget import Allowance, Cost, Ledger
-from dpsql.ledger.identity import read_record, record_path
+from dpsql.ledger.identity import read_record, record_path, state_record_path
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE, SAMPLE_METADATA = sample_paths()
@@ -143,6 +143,7 @@ def test_a_ledger_without_identity_is_adopted_once(path: Path) -> None:
     raw.commit()
     raw.close()
     record_path(path).unlink()
+    state_record_path(path).unlink()
     with Ledger(path, ALICE) as ledger:
         assert ledger.status("alice").spent.epsilon == 1.0
         assert ledger.identity is not None and ledger.identity.ledger_id is not None
@@ -383,3 +384,31 @@ def test_the_server_refuses_with_a_sqlstate_and_no_path(
 
 def _disk_full(*args: object, **kwargs: object) -> object:
     raise sqlite3.OperationalError("database or disk is full")
+
+
+def test_a_deleted_ledger_folder_is_refused_not_recreated(tmp_path: Path) -> None:
+    folder = tmp_path / "ledgers"
+    path = folder / "ledger.sqlite"
+    folder.mkdir()
+    Ledger(path, ALICE).close()
+    shutil.rmtree(folder)  # the record beside the ledger goes with it
+    with pytest.raises(LedgerUnavailable) as refused:
+        Ledger(path, ALICE)
+    assert "it is missing (deleted or moved)" in refused.value.owner_detail
+    assert "budget init --start-over" in refused.value.owner_detail
+    assert not path.exists()
+
+
+def test_records_that_name_different_ledgers_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    Ledger(path, ALICE).close()
+    elsewhere = tmp_path / "other" / "ledger.sqlite"
+    elsewhere.parent.mkdir()
+    Ledger(elsewhere, ALICE).close()
+    for suffix in ("", "-wal", "-shm"):  # a whole other folder put in this one's place
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    shutil.copy(elsewhere, path)
+    shutil.copy(record_path(elsewhere), record_path(path))
+    with pytest.raises(LedgerUnavailable) as refused:
+        Ledger(path, ALICE)
+    assert "name different ledgers" in refused.value.owner_detail
