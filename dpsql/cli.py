@@ -198,6 +198,24 @@ def metadata_init(database: str, output: Path | None) -> None:
         click.echo(f"wrote {output}; fill in bounds, domains and contribution limits", err=True)
 
 
+@metadata.command("check")
+@database_options
+@click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95,
+              show_default=True, help="The share of rows the suggested k and g keep.")
+@click.option("--epsilon", "-e", type=click.FloatRange(0.0, min_open=True), default=1.0,
+              show_default=True, help="The epsilon at which the noise of a suggestion is shown.")
+@user_errors
+def metadata_check(database: str | None, metadata: Path | None, target: float,
+                   epsilon: float) -> None:
+    """The owner's check (reads the data exactly): the rows and units that the declared
+    max_rows_per_unit and max_groups_per_unit keep, the values clamped, and suggested bounds."""
+    from dpsql.retention import check_metadata_bounds, report_text
+
+    with open_database(database, metadata) as db:
+        checks = check_metadata_bounds(db.engine, db.metadata, target, epsilon)
+    click.echo(report_text(checks, target, epsilon), nl=False)
+
+
 @main.group(invoke_without_command=True)
 @click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
               help="The data owner's metadata TOML (default: the sample data's).")
