@@ -179,16 +179,26 @@ def metadata() -> None:
               help="A DuckDB file, a folder of CSV/Parquet files or a postgresql:// URL.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write here instead of standard output.")
+@click.option("--unit", metavar="COLUMN", help="The privacy unit's column: read the data to "
+              "propose k, g, NOT NULL and unique columns (without it: the schema only).")
+@click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95,
+              show_default=True, help="With --unit: the share of rows the proposed k, g keep.")
 @user_errors
-def metadata_init(database: str, output: Path | None) -> None:
-    """Write a metadata skeleton from the database's schema (never from its values)."""
+def metadata_init(database: str, output: Path | None, unit: str | None, target: float) -> None:
+    """Write a metadata skeleton from the database's schema (and, with --unit, proposals read
+    from its data)."""
     from dpsql.engines import DuckDBEngine, open_engine
+    from dpsql.retention import propose
     from dpsql.skeleton import skeleton
 
     engine = open_engine(database)
     try:  # DuckDB keeps the names' case; a server's schema is in DuckDB's type names too
-        text = skeleton(engine.tables() if isinstance(engine, DuckDBEngine) else
-                        {t: list(columns.items()) for t, columns in engine.schema.items()})
+        tables = (engine.tables() if isinstance(engine, DuckDBEngine) else
+                  {t: list(columns.items()) for t, columns in engine.schema.items()})
+        proposals = None if unit is None else {
+            t: propose(engine, t, [c for c, _ in cols], unit if any(
+                c == unit for c, _ in cols) else None, target) for t, cols in tables.items()}
+        text = skeleton(tables, proposals)
     finally:
         engine.close()
     if output is None:

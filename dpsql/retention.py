@@ -282,3 +282,46 @@ def report_text(checks: Sequence[TableCheck], target: float, epsilon: float) -> 
                "groups then k rows per unit; bounds are public policy: choose them from "
                "these figures, never copy a data value into them.")
     return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What ``dpsql metadata init`` proposes for one table from its data (the owner's, read
+    exactly): columns with no NULL, columns with no repeated value, and, given the unit, the
+    smallest k and g keeping ``target`` of the rows (:func:`suggest`)."""
+
+    not_null: frozenset[str]
+    unique: frozenset[str]
+    unit: str | None = None
+    k: int | None = None
+    g: int | None = None
+
+
+#: A column with at most this many distinct values is tried as a GROUP BY key for g.
+KEY_CANDIDATE_VALUES = 50
+
+
+def propose(engine: Engine, table: str, columns: Sequence[str], unit: str | None,
+            target: float = DEFAULT_TARGET) -> Proposal:
+    """:class:`Proposal` for ``table`` (its ``columns`` as the engine names them); ``unit`` is
+    the privacy unit's column when the table has it, else no k and g are proposed."""
+    parts: list[exp.Expression] = [exp.func("COUNT", exp.Star())]
+    for c in columns:
+        parts += [exp.func("COUNT", _col(c)), exp.Count(this=exp.Distinct(expressions=[_col(c)]))]
+    row = _first(engine, exp.select(*parts).from_(exp.to_table(_ident(table))))
+    total = int(row[0])  # type: ignore[call-overload]
+    counts = {c: (int(row[1 + 2 * i]), int(row[2 + 2 * i]))  # type: ignore[call-overload]
+              for i, c in enumerate(columns)}
+    not_null = frozenset(c for c, (n, _) in counts.items() if total and n == total)
+    unique = frozenset(c for c, (n, d) in counts.items() if n and d == n)
+    if unit is None or unit not in counts:
+        return Proposal(not_null, unique)
+    source, unit_col = exp.to_table(_ident(table)), _col(unit)
+    keys = [c for c, (_, d) in counts.items()
+            if c != unit and c not in unique and 1 < d <= KEY_CANDIDATE_VALUES]
+    histograms = [_histogram(engine, source, unit_col, None)]
+    histograms += [_histogram(engine, source, unit_col, _col(c)) for c in keys]
+    if not histograms[0]:  # no row with a unit: nothing to propose from
+        return Proposal(not_null, unique, unit)
+    k, g = suggest(histograms, target, 1.0)
+    return Proposal(not_null, unique, unit, k.value, g.value if g is not None else 1)

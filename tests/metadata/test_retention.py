@@ -3,7 +3,9 @@ column bounds drop, and the suggested bounds, on a small database whose answers 
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -101,3 +103,19 @@ def test_cli_prints_the_report(db: Database) -> None:
     assert "(whole table) |    8 |         5 | 62.5%" in out
     assert "suggested for 90% of rows: max_rows_per_unit = 5" in out
     assert "1 row(s) have a NULL unit" in out
+
+
+def test_init_proposes_k_g_not_null_and_unique(db: Database, tmp_path: Path) -> None:
+    out = tmp_path / "proposed.toml"
+    result = CliRunner().invoke(main, ["metadata", "init", "-d", str(db.engine.location),
+                                       "--unit", "pid", "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    tables = tomllib.loads(out.read_text())["tables"]
+    v = tables["v"]
+    # Rows per unit 1, 2, 5 (the NULL unit's row is dropped): k = 5 keeps them all; 4 keeps 7/8.
+    assert (v["privacy_unit"], v["max_rows_per_unit"]) == ("pid", 5)
+    assert 1 <= v["max_groups_per_unit"] <= 3
+    assert v["columns"]["pid"]["nullable"] is True and v["columns"]["x"]["nullable"] is False
+    assert tables["w"]["columns"]["vid"]["unique"] is True
+    assert "unique" not in tables["w"]["columns"]["pid"]
+    assert "privacy_unit" not in tables["p"]  # no unit column: left to the owner
