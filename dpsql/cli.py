@@ -135,6 +135,9 @@ def query(sql: str, database: str | None, metadata: Path | None, epsilon: float 
     header, rows = _tabulate(result, accuracy)
     click.echo({"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows),
                nl=fmt != "csv")
+    if accuracy:  # the bias the +/- columns do not cover (dpsql.bias)
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
     # on stderr for every format, so that csv and json stay parseable on stdout
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
                f"{_cost_note(answered, status)})", err=True)

@@ -21,7 +21,9 @@ parsed query as literals, never pasted into its text, and before the privacy che
 
 Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width,
 in the column's unit -- ranks for quantiles -- or None for group keys and for values computed
-from several noisy cells), ``result`` (the :class:`~dpsql.execution.postprocess.Result`), ``cost``
+from several noisy cells), ``notes`` (what ``accuracy`` does not cover: the contribution bounds
+in force, the rows beyond them left out, the columns clamped; :mod:`dpsql.bias`), ``result``
+(the :class:`~dpsql.execution.postprocess.Result`), ``cost``
 (the
 :class:`~dpsql.ledger.budget.Cost` charged by the last ``execute``; None when it was served from a
 stored answer or the database is unmetered) and ``reused``. Connection extensions:
@@ -261,6 +263,7 @@ class Cursor:
         self.rowcount = -1
         self.result: Result | None = None
         self.accuracy: list[tuple[float | None, ...]] = []
+        self.notes: list[str] = []
         self.cost: Cost | None = None
         self.reused = False
         self._rows: list[tuple[Any, ...]] = []
@@ -333,6 +336,7 @@ class Cursor:
             (c.name, c.type, None, None, *_precision_scale(c.type), None) for c in first.columns)
         self._rows = [row for a in answers for row in a.result.rows]
         self.accuracy = [acc for a in answers for acc in a.result.accuracy]
+        self.notes = list(dict.fromkeys(n for a in answers for n in a.result.notes))
         self.rowcount = len(self._rows)
         self.result = first if len(answers) == 1 else None
         costs = [a.cost for a in answers if a.cost is not None]

@@ -12,12 +12,13 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 from sqlglot import exp
 
+from dpsql.bias import bounding_notes
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import QueryTooComplex, UnsupportedQuery
@@ -79,6 +80,7 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     _, rows = engine.execute(sql, parameters)
     result = postprocess(p, perturb_cells(p, rows, rng))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
+    result.notes.extend(bounding_notes(p))  # the bias the +/- intervals do not cover
     return result
 
 
@@ -163,6 +165,7 @@ class Explanation:
     delta: float
     rows_per_unit: int
     groups_per_unit: int
+    notes: list[str] = field(default_factory=list)  # the bias of bounding and clamping
 
 
 def explain(p: Plan, engine: Engine | None = None) -> Explanation:
@@ -188,7 +191,8 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
         key_release = "no GROUP BY: one row"
     return Explanation(sql=sql, cells=cells, key_release=key_release, epsilon=p.cost_epsilon,
                        delta=p.cost_delta, rows_per_unit=p.table.rows_per_unit,
-                       groups_per_unit=p.table.groups_per_unit if p.keys else 1)
+                       groups_per_unit=p.table.groups_per_unit if p.keys else 1,
+                       notes=bounding_notes(p))
 
 
 def _explain_measurement(output: str, m: Measurement) -> CellExplanation:

@@ -483,7 +483,10 @@ class Machine:
             raise from_dpsql(result)
         columns = [(c.name, c.type) for c in result.columns]
         fields = fields_of(columns, statement.names)
-        return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}")
+        # The bias of bounding and clamping, which the noise's accuracy does not cover, as
+        # psql and drivers show a NOTICE (dpsql.bias; public: the bounds in force).
+        notices = [p.notice_response("00000", note, "NOTICE") for note in result.notes]
+        return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}", notices)
 
     async def run_explain(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:
