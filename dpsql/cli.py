@@ -35,6 +35,7 @@ from dpsql.execution.postprocess import Result
 from dpsql.explain import render
 from dpsql.ledger.budget import BudgetStatus
 from dpsql.ledger.report import budget_report
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.privacy.mechanisms import MECHANISMS
@@ -83,6 +84,21 @@ def database_options(fn: F) -> F:
     return fn
 
 
+def bounds_options(fn: F) -> F:
+    """The query's own contribution bounds (dpsql.metadata.contribution)."""
+    fn = click.option("--max-groups", type=click.IntRange(min=1), help="Groups one privacy unit "
+                      "may contribute to (g; default: the metadata's, at most its cap).")(fn)
+    fn = click.option("--max-rows", type=click.IntRange(min=1), help="Rows one privacy unit may "
+                      "contribute (k; default: the metadata's, at most its cap): larger means "
+                      "less bias, more noise.")(fn)
+    return fn
+
+
+def _bounds(max_rows: int | None, max_groups: int | None) -> ContributionBounds | None:
+    return None if max_rows is None and max_groups is None else \
+        ContributionBounds(max_rows, max_groups)
+
+
 def privacy_options(fn: F) -> F:
     fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0],
                       show_default=True, help="Noise: Laplace or Gaussian (needs --delta).")(fn)
@@ -117,6 +133,7 @@ def main() -> None:
 @click.argument("sql")
 @database_options
 @privacy_options
+@bounds_options
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)
 @click.option("--accuracy", is_flag=True, help="Add a +/- column (95%) after each noisy cell.")
@@ -124,12 +141,14 @@ def main() -> None:
               "(default: $DPSQL_ANALYST, else the operating-system user).")
 @user_errors
 def query(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
-          delta: float, mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
+          delta: float, mechanism: str, fmt: str, accuracy: bool, analyst: str | None,
+          max_rows: int | None, max_groups: int | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget."""
     with open_database(database, metadata, analyst) as db:
         if not db.metered:
             click.echo(unmetered_warning(db.metadata), err=True)
-        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
+        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                          bounds=_bounds(max_rows, max_groups))
         status = db.budget() if db.metered else None
     result = answered.result
     header, rows = _tabulate(result, accuracy)
@@ -163,12 +182,14 @@ def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
 @click.argument("sql")
 @database_options
 @privacy_options
+@bounds_options
 @user_errors
 def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
-            delta: float, mechanism: str) -> None:
+            delta: float, mechanism: str, max_rows: int | None, max_groups: int | None) -> None:
     """Show the rewritten SQL and each cell's noise, without reading data."""
     with open_database(database, metadata) as db:
-        e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
+        e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                       bounds=_bounds(max_rows, max_groups))
     click.echo("\n".join(render(e)))
 
 

@@ -12,7 +12,7 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
@@ -25,13 +25,14 @@ from dpsql.errors import QueryTooComplex, UnsupportedQuery
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite
+from dpsql.metadata.contribution import ContributionBounds, in_force
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.mechanisms import Mechanism, accuracy
 from dpsql.privacy.plan import Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
 from dpsql.privacy.randomness import Randomness
-from dpsql.query.bind import bind
+from dpsql.query.bind import BoundQuery, bind
 from dpsql.query.check import check, refuse_float_overflow
 from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
@@ -50,10 +51,11 @@ PASSES: tuple[Callable[..., Any], ...] = (
 
 def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
                  epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "laplace",
-                 dialect: str = "duckdb") -> Plan:
+                 dialect: str = "duckdb", bounds: ContributionBounds | None = None) -> Plan:
     """parse -> bind -> check -> constants -> cost -> plan: every refusal, no private data
     read (a join with a public table reads ``public``: :mod:`dpsql.query.joins`). ``sql`` is the
     text, or its tree already parsed (:func:`dpsql.query.parse.parse_query`), which this mutates.
+    ``bounds``: the query's own contribution bounds (:mod:`dpsql.metadata.contribution`).
 
     Not cached: :class:`dpsql.planner.Planner` caches what it prepares, so call
     :meth:`~dpsql.planner.Planner.prepare`.
@@ -62,13 +64,24 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
     normalise(tree)  # date functions as the checker knows them (dpsql.query.dates)
     # Refusals quote the analyst's text (dpsql.query.dates.written), joined columns included.
     try:
-        checked = check_cost(fold_constants(check(bind(tree, metadata, public))))
+        checked = check_cost(fold_constants(check(bind_in_force(tree, metadata, public,
+                                                                bounds))))
         result = plan(checked, epsilon, delta, mechanism)
     except RecursionError:  # a shape parse's depth limit lets through: refused, not a crash
         raise QueryTooComplex("the query's expressions nest too deeply to be checked; flatten "
                               "them") from None
     check_outer(result)
     return result
+
+
+def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | None,
+                  bounds: ContributionBounds | None) -> BoundQuery:
+    """bind, then the table carries the contribution bounds in force: the one place every
+    later pass reads k and g from (:func:`dpsql.metadata.contribution.in_force`)."""
+    bound = bind(tree, metadata, public)
+    if bounds is None:
+        return bound
+    return replace(bound, table=in_force(bound.table, bounds, bound.relation is not None))
 
 
 def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:

@@ -30,7 +30,9 @@ READ_ONLY = {"server_version", "server_version_num", "server_encoding", "integer
              "block_size", "lc_collate", "lc_ctype", "dpsql.analyst", "dpsql.version",
              "scram_iterations", "max_index_keys", "standard_conforming_strings"}
 DPSQL = ("dpsql.epsilon", "dpsql.delta", "dpsql.mechanism", "dpsql.analyst", "dpsql.version",
-         "dpsql.budget")
+         "dpsql.budget", "dpsql.max_rows", "dpsql.max_groups")
+#: dpsql.max_rows and dpsql.max_groups when the session has not set them: the metadata's.
+DEFAULT_BOUND = "default"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?")
 
 
@@ -58,6 +60,7 @@ def defaults(user: str, epsilon: float, delta: float, mechanism: str,
         "bytea_output": "hex", "client_min_messages": "notice", "datestyle_order": "MDY",
         "dpsql.epsilon": _number(epsilon), "dpsql.delta": _number(delta),
         "dpsql.mechanism": mechanism, "dpsql.analyst": user, "dpsql.version": version,
+        "dpsql.max_rows": DEFAULT_BOUND, "dpsql.max_groups": DEFAULT_BOUND,
     }
 
 
@@ -166,7 +169,8 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
         raise SettingError(f"parameter \"{display_name(name)}\" cannot be changed", "55P02")
     if name.startswith("dpsql.") and name not in DPSQL:
         raise SettingError(f"unrecognized configuration parameter \"{name}\"; dpsql's are "
-                           "dpsql.epsilon, dpsql.delta and dpsql.mechanism", "42704")
+                           "dpsql.epsilon, dpsql.delta, dpsql.mechanism, dpsql.max_rows and "
+                           "dpsql.max_groups", "42704")
     if name == "dpsql.budget":
         raise SettingError("dpsql.ledger.budget is read-only: SHOW dpsql.budget", "55P02")
     if name == "client_encoding":
@@ -207,6 +211,15 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
         except InvalidPrivacyParameter as e:
             raise SettingError(str(e), e.sqlstate) from None
         return _number(number)
+    if name in ("dpsql.max_rows", "dpsql.max_groups"):
+        text = value.strip().lower()
+        if text in (DEFAULT_BOUND, ""):
+            return DEFAULT_BOUND
+        if not text.isdigit() or int(text) < 1:
+            raise SettingError(f"{name} (the rows or groups one privacy unit may contribute to "
+                               f"a query) must be a whole number >= 1 or DEFAULT, not {value!r}",
+                               "22023")
+        return str(int(text))
     if name == "dpsql.mechanism":
         mechanism = value.strip().lower()
         try:
