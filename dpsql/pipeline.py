@@ -81,7 +81,13 @@ def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | Non
     bound = bind(tree, metadata, public)
     if bounds is None:
         return bound
-    return replace(bound, table=in_force(bound.table, bounds, bound.relation is not None))
+    caps = None
+    if bound.relation is not None:  # one private table's caps, else the relation's defaults
+        private = [s.table for s in bound.relation.sources if not s.hidden and
+                   not s.table.public and not s.table.one_row_per_unit]
+        caps = (private[0].rows_cap, private[0].groups_cap) if len(private) == 1 else (
+            bound.table.max_rows_per_unit, bound.table.max_groups_per_unit)
+    return replace(bound, table=in_force(bound.table, bounds, caps))
 
 
 def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:

@@ -45,6 +45,7 @@ from dpsql.pipeline import prepare_plan
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.query.dates import fold_clock
+from dpsql.query.dp_clause import resolve
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
 from dpsql.series import TwoReleases, two_releases
@@ -79,7 +80,14 @@ class Planner:
         """The prepared query on its path (module docstring); every refusal happens here,
         nothing read or charged. ``tree``, when the caller has it, is ``sql`` parsed
         (:func:`dpsql.query.parse.parse_query`): it is then not parsed again, and never mutated.
-        ``bounds``: the query's own contribution bounds (in every cache key below)."""
+        ``bounds``: the query's own contribution bounds (in every cache key below); BigQuery's
+        ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy
+        parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
+        first, before it parses the text)."""
+        unclaused, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
+        if unclaused != sql:
+            sql, tree = unclaused, None
+        epsilon = epsilon if given is None else given
         validate_privacy_parameters(epsilon, delta, mechanism)
         folded = fold_clock(sql)
         if folded != sql:  # the tree is of the text before the clock was read

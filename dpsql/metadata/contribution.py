@@ -20,8 +20,10 @@ can cost a query), enforced here: a request above it is refused, naming it.
 
 Tables that are never bounded (one row per unit, or no privacy unit) keep their k = g = 1:
 a request does not apply to them. A joined relation's k and g are the products of its
-tables' (:mod:`dpsql.query.joins`); a request on a join may lower them, its caps are the
-relation's own defaults.
+tables' (:mod:`dpsql.query.joins`) and are enforced on the joined rows: a request replaces
+them, within the caps of its one private table (a ``unit_path`` table read alone, or joined
+with public tables and one-row-per-unit ones), else within the relation's defaults (a request
+may only lower them).
 """
 
 from __future__ import annotations
@@ -59,16 +61,17 @@ class ContributionBounds:
             over.unit_column if over.unit_column is not None else self.unit_column)
 
 
-def in_force(table: Table, bounds: ContributionBounds | None, joined: bool = False) -> Table:
-    """``table`` with the bounds ``bounds`` asks for, checked against the owner's caps (a
-    joined relation's caps are its defaults: module docstring)."""
+def in_force(table: Table, bounds: ContributionBounds | None,
+             caps: tuple[int, int] | None = None) -> Table:
+    """``table`` with the bounds ``bounds`` asks for, checked against the owner's caps
+    (``caps``: a joined relation's, module docstring; else the table's own)."""
     if bounds is None:
         return table
     _check_unit(table, bounds.unit_column)
     if not table.needs_bounding:
         return table
     k, g = table.max_rows_per_unit, table.max_groups_per_unit
-    rows_cap, groups_cap = (k, g) if joined else (table.rows_cap, table.groups_cap)
+    rows_cap, groups_cap = caps or (table.rows_cap, table.groups_cap)
     k = _within(bounds.max_rows, rows_cap, k, "max_rows_per_unit", table)
     g = _within(bounds.max_groups, groups_cap, g, "max_groups_per_unit", table)
     return replace(table, max_rows_per_unit=k, max_groups_per_unit=g)
