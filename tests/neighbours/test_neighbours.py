@@ -172,6 +172,30 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
         assert 0 < verdict.worst <= 1 + 1e-9
 
 
+@pytest.mark.parametrize("sql", [
+    # Raised to the caps (k 3 -> 6, g 2 -> 4): the adversary has rows beyond them.
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
+    "max_groups_contributed = 4) grp, COUNT(*), SUM(amount) FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6) SUM(qty) FROM visits",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5, "
+    "max_groups_contributed = 4) grp, MEDIAN(qty) FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6, max_groups_contributed = 4) day, "
+    "COUNT(DISTINCT pid) FROM visits GROUP BY day",
+    # Lowered, on a join and on a unit_path table.
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) p.sex, SUM(v.qty) "
+    "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6) p.sex, COUNT(*) "
+    "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
+    "max_groups_contributed = 1) drug, SUM(dose) FROM rx GROUP BY drug",
+])
+def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
+    """Per-query bounds (metadata.contribution): within the caps, every measurement moves by
+    at most the sensitivity of the bounds in force, and the adversary reaches it."""
+    verdict = assert_clean(typed, sql)
+    assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
+
+
 def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
     """The DB-API's and the server's parameters take the same path (bind, then prepare)."""
     assert_clean(typed, "SELECT grp, SUM(qty) FROM visits WHERE amount > ? AND pid <> ? "
