@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from sqlglot import exp
 
@@ -147,7 +148,7 @@ def check_table(engine: Engine, metadata: Metadata, table: Table,
     reports = [kept(histograms[0], k, g, None)]
     reports += [kept(h, k, g, name) for name, h in zip(keys, histograms[1:], strict=True)]
     k_s, g_s = suggest(histograms, target, epsilon)
-    nulls = _scalar(engine, exp.select(exp.func("COUNT", exp.Star())).from_(source.copy())
+    nulls = _scalar(engine, exp.select(_func("COUNT", exp.Star())).from_(source.copy())
                     .where(unit.copy().is_(exp.null())))
     return TableCheck(table.name, k, g, nulls, tuple(reports),
                       tuple(s for s in (k_s, g_s) if s is not None),
@@ -162,7 +163,7 @@ def public_keys(table: Table) -> dict[str, exp.Expression]:
         if column.name == table.privacy_unit or column.name in table.unit_columns:
             continue
         if column.type == ColumnType.DATE and column.public_range:
-            keys[f"DATE_TRUNC('month', {column.name})"] = exp.func(
+            keys[f"DATE_TRUNC('month', {column.name})"] = _func(
                 "DATE_TRUNC", exp.Literal.string("month"), _col(column.name))
         elif column.domain is not None:
             keys[column.name] = _col(column.name)
@@ -179,25 +180,25 @@ def clamped(engine: Engine, table: Table) -> tuple[Clamped, ...]:
         lo, hi = (_literal(v, c.type) for v in (c.lower, c.upper))
         outside = exp.or_(exp.LT(this=_col(c.name), expression=lo),
                           exp.GT(this=_col(c.name), expression=hi))
-        parts.append(exp.func("SUM", exp.Case(ifs=[exp.If(this=outside,
+        parts.append(_func("SUM", exp.Case(ifs=[exp.If(this=outside,
                                                              true=exp.Literal.number(1))],
                                               default=exp.Literal.number(0))))
-        parts.append(exp.func("COUNT", _col(c.name)))
-    row = _first(engine, exp.select(*parts).from_(exp.to_table(_ident(table.name))))
-    return tuple(Clamped(c.name, c.lower, c.upper, int(row[2 * i] or 0), int(row[2 * i + 1]))
+        parts.append(_func("COUNT", _col(c.name)))
+    row = _first(engine, exp.select(*parts).from_(_table(table.name)))
+    return tuple(Clamped(c.name, c.lower, c.upper, _int(row[2 * i]), _int(row[2 * i + 1]))
                  for i, c in enumerate(bounded))
 
 
 def _rows(metadata: Metadata, table: Table) -> tuple[exp.Expression, exp.Column]:
     """The table's rows with their unit: a unit_path table joined to its target's unit."""
     if table.unit_path is None:
-        return exp.to_table(_ident(table.name)), exp.column(_ident(table.privacy_unit or ""))
+        return _table(table.name), exp.column(_ident(table.privacy_unit or ""))
     column, target_name, target_column = table.unit_path
     target = metadata.table(target_name)
     assert target is not None and target.privacy_unit is not None  # validated at load
     joined = exp.select("t.*", exp.column(_ident(target.privacy_unit), table="u").as_("__unit")
-                        ).from_(exp.to_table(_ident(table.name)).as_("t")).join(
-        exp.to_table(_ident(target.name)).as_("u"),
+                        ).from_(_table(table.name).as_("t")).join(
+        _table(target.name).as_("u"),
         on=exp.EQ(this=exp.column(_ident(column), table="t"),
                   expression=exp.column(_ident(target_column), table="u")), join_type="LEFT")
     return joined.subquery("__j"), exp.column("__unit")
@@ -208,22 +209,27 @@ def _histogram(engine: Engine, source: exp.Expression, unit: exp.Column,
     """(rows, groups) per unit -> units (NULL units left out: they are always dropped)."""
     groups: exp.Expression = exp.Literal.number(1)
     if key is not None:  # NULL is a group of its own
-        null_group = exp.func("MAX", exp.Case(ifs=[exp.If(this=key.copy().is_(exp.null()),
+        null_group = _func("MAX", exp.Case(ifs=[exp.If(this=key.copy().is_(exp.null()),
                                                             true=exp.Literal.number(1))],
                                               default=exp.Literal.number(0)))
         groups = exp.Add(this=exp.Count(this=exp.Distinct(expressions=[key.copy()])),
                          expression=null_group)
-    per_unit = (exp.select(exp.func("COUNT", exp.Star()).as_("n"), groups.as_("d"))
+    per_unit = (exp.select(_func("COUNT", exp.Star()).as_("n"), groups.as_("d"))
                 .from_(source.copy()).where(unit.copy().is_(exp.null()).not_())
                 .group_by(unit.copy()))
-    query = (exp.select("n", "d", exp.func("COUNT", exp.Star())).from_(per_unit.subquery("__u"))
+    query = (exp.select("n", "d", _func("COUNT", exp.Star())).from_(per_unit.subquery("__u"))
              .group_by("n", "d"))
     _, rows = engine.execute(query.sql(dialect=engine.dialect))
-    return {(int(n), int(d)): int(c) for n, d, c in rows}  # type: ignore[call-overload]
+    return {(_int(n), _int(d)): _int(c) for n, d, c in rows}
 
 
 def _scalar(engine: Engine, query: exp.Select) -> int:
-    return int(_first(engine, query)[0] or 0)  # type: ignore[call-overload]
+    return _int(_first(engine, query)[0])
+
+
+def _int(value: object) -> int:
+    """An engine's integer (NULL for an empty SUM: 0)."""
+    return int(value) if isinstance(value, (int, float)) else 0
 
 
 def _first(engine: Engine, query: exp.Select) -> tuple[object, ...]:
@@ -232,6 +238,14 @@ def _first(engine: Engine, query: exp.Select) -> tuple[object, ...]:
 
 def _ident(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
+
+
+def _table(name: str) -> exp.Table:
+    return exp.Table(this=_ident(name))
+
+
+def _func(name: str, *args: exp.Expression) -> exp.Expression:
+    return cast(exp.Expression, exp.func(name, *args))  # a Func, which mypy sees apart
 
 
 def _col(name: str) -> exp.Column:
@@ -305,18 +319,17 @@ def propose(engine: Engine, table: str, columns: Sequence[str], unit: str | None
             target: float = DEFAULT_TARGET) -> Proposal:
     """:class:`Proposal` for ``table`` (its ``columns`` as the engine names them); ``unit`` is
     the privacy unit's column when the table has it, else no k and g are proposed."""
-    parts: list[exp.Expression] = [exp.func("COUNT", exp.Star())]
+    parts: list[exp.Expression] = [_func("COUNT", exp.Star())]
     for c in columns:
-        parts += [exp.func("COUNT", _col(c)), exp.Count(this=exp.Distinct(expressions=[_col(c)]))]
-    row = _first(engine, exp.select(*parts).from_(exp.to_table(_ident(table))))
-    total = int(row[0])  # type: ignore[call-overload]
-    counts = {c: (int(row[1 + 2 * i]), int(row[2 + 2 * i]))  # type: ignore[call-overload]
-              for i, c in enumerate(columns)}
+        parts += [_func("COUNT", _col(c)), exp.Count(this=exp.Distinct(expressions=[_col(c)]))]
+    row = _first(engine, exp.select(*parts).from_(_table(table)))
+    total = _int(row[0])
+    counts = {c: (_int(row[1 + 2 * i]), _int(row[2 + 2 * i])) for i, c in enumerate(columns)}
     not_null = frozenset(c for c, (n, _) in counts.items() if total and n == total)
     unique = frozenset(c for c, (n, d) in counts.items() if n and d == n)
     if unit is None or unit not in counts:
         return Proposal(not_null, unique)
-    source, unit_col = exp.to_table(_ident(table)), _col(unit)
+    source, unit_col = _table(table), _col(unit)
     keys = [c for c, (_, d) in counts.items()
             if c != unit and c not in unique and 1 < d <= KEY_CANDIDATE_VALUES]
     histograms = [_histogram(engine, source, unit_col, None)]

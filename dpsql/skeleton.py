@@ -68,8 +68,8 @@ def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]],
 def _table_head(table: str, proposal: Proposal | None) -> str:
     """The table's section: k and g proposed from the data, or placeholders and a TODO."""
     if proposal is None or proposal.k is None:
-        limits = {"max_rows_per_unit": 1, "max_groups_per_unit": 1}
-        return _TABLE_TODO + tomli_w.dumps({"tables": {table: limits}})
+        todo = {"max_rows_per_unit": 1, "max_groups_per_unit": 1}
+        return _TABLE_TODO + tomli_w.dumps({"tables": {table: todo}})
     limits: dict[str, object] = {"privacy_unit": proposal.unit,
                                  "max_rows_per_unit": proposal.k,
                                  "max_groups_per_unit": proposal.g}

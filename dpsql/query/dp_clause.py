@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from dpsql.errors import InvalidPrivacyParameter, UnsupportedQuery
 from dpsql.metadata.contribution import ContributionBounds
