@@ -25,7 +25,7 @@ from dpsql.errors import QueryTooComplex, UnsupportedQuery
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite
-from dpsql.metadata.contribution import ContributionBounds, in_force
+from dpsql.metadata.contribution import ContributionBounds, check_caps, check_unit, requested
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.mechanisms import Mechanism, accuracy
@@ -78,16 +78,19 @@ def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | Non
                   bounds: ContributionBounds | None) -> BoundQuery:
     """bind, then the table carries the contribution bounds in force: the one place every
     later pass reads k and g from (:func:`dpsql.metadata.contribution.in_force`)."""
-    bound = bind(tree, metadata, public)
     if bounds is None:
-        return bound
-    caps = None
-    if bound.relation is not None:  # one private table's caps, else the relation's defaults
-        private = [s.table for s in bound.relation.sources if not s.hidden and
-                   not s.table.public and not s.table.one_row_per_unit]
-        caps = (private[0].rows_cap, private[0].groups_cap) if len(private) == 1 else (
-            bound.table.max_rows_per_unit, bound.table.max_groups_per_unit)
-    return replace(bound, table=in_force(bound.table, bounds, caps))
+        return bind(tree, metadata, public)
+    asked = replace(metadata, tables={name: requested(table, bounds)
+                                      for name, table in metadata.tables.items()})
+    bound = bind(tree, asked, public)
+    read = ([s.table.name for s in bound.relation.sources if not s.hidden]
+            if bound.relation is not None else [bound.table.name])
+    for name in read:  # each table read, against its caps as the owner declared them
+        declared = metadata.table(name)
+        if declared is not None:
+            check_caps(declared, bounds)
+    check_unit(bound.table, bounds)
+    return bound
 
 
 def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:

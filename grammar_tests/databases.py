@@ -44,16 +44,20 @@ EVENTS: dict[str, Any] = {"events": {
 CORPUS_BOUNDS = {"visits": (10, 3), "prescriptions": (20, 3)}
 
 
+def corpus_metadata() -> dict[str, Any]:
+    """The sample data's metadata (parsed TOML) with :data:`CORPUS_BOUNDS`."""
+    data = tomllib.loads(dpsql.database.sample_paths()[1].read_text(encoding="utf-8"))
+    for table, (k, g) in CORPUS_BOUNDS.items():
+        data["tables"][table].update(max_rows_per_unit=k, max_groups_per_unit=g)
+    return data
+
+
 def open_database(name: str, folder: Path) -> dpsql.Database:
     """The database ``name`` (see grammar_tests.corpus.DATABASES), built in ``folder``."""
     if name == "sample":
-        database, metadata = dpsql.database.sample_paths()
-        data = tomllib.loads(metadata.read_text(encoding="utf-8"))
-        for table, (k, g) in CORPUS_BOUNDS.items():
-            data["tables"][table].update(max_rows_per_unit=k, max_groups_per_unit=g)
-        pinned = folder / "sample.toml"
-        pinned.write_text(tomli_w.dumps(data), encoding="utf-8")  # its ledger is under ~
-        return dpsql.Database(database, pinned)
+        pinned = folder / "sample.toml"  # its ledger is under ~, as the sample's
+        pinned.write_text(tomli_w.dumps(corpus_metadata()), encoding="utf-8")
+        return dpsql.Database(dpsql.database.sample_paths()[0], pinned)
     assert name == "events", name
     path = folder / "events.duckdb"
     with duckdb.connect(str(path)) as con:

@@ -19,11 +19,11 @@ the plan cache's key. The cap is the owner's policy on that trade (and on the wo
 can cost a query), enforced here: a request above it is refused, naming it.
 
 Tables that are never bounded (one row per unit, or no privacy unit) keep their k = g = 1:
-a request does not apply to them. A joined relation's k and g are the products of its
-tables' (:mod:`dpsql.query.joins`) and are enforced on the joined rows: a request replaces
-them, within the caps of its one private table (a ``unit_path`` table read alone, or joined
-with public tables and one-row-per-unit ones), else within the relation's defaults (a request
-may only lower them).
+a request does not apply to them. A request applies to each bounded table the query reads
+(:func:`requested`, before binding), so a joined relation's k and g are the products of the
+requested ones as they are of the declared ones (:mod:`dpsql.query.joins`, which refuses a
+product above its limit: a join refused with the declared bounds may be accepted with lower
+ones); each table read is checked against its own caps (:func:`check_caps`).
 """
 
 from __future__ import annotations
@@ -61,31 +61,42 @@ class ContributionBounds:
             over.unit_column if over.unit_column is not None else self.unit_column)
 
 
-def in_force(table: Table, bounds: ContributionBounds | None,
-             caps: tuple[int, int] | None = None) -> Table:
-    """``table`` with the bounds ``bounds`` asks for, checked against the owner's caps
-    (``caps``: a joined relation's, module docstring; else the table's own)."""
+def in_force(table: Table, bounds: ContributionBounds | None) -> Table:
+    """``table`` with the bounds ``bounds`` asks for, checked against the owner's caps."""
     if bounds is None:
         return table
-    _check_unit(table, bounds.unit_column)
-    if not table.needs_bounding:
+    check_caps(table, bounds)
+    return requested(table, bounds)
+
+
+def requested(table: Table, bounds: ContributionBounds) -> Table:
+    """``table`` with the requested k and g, unchecked (:func:`check_caps` checks the tables
+    a query reads); a table that is never bounded as it is."""
+    if not (table.needs_bounding or table.unit_path is not None):
         return table
-    k, g = table.max_rows_per_unit, table.max_groups_per_unit
-    rows_cap, groups_cap = caps or (table.rows_cap, table.groups_cap)
-    k = _within(bounds.max_rows, rows_cap, k, "max_rows_per_unit", table)
-    g = _within(bounds.max_groups, groups_cap, g, "max_groups_per_unit", table)
-    return replace(table, max_rows_per_unit=k, max_groups_per_unit=g)
+    return replace(table, max_rows_per_unit=bounds.max_rows or table.max_rows_per_unit,
+                   max_groups_per_unit=bounds.max_groups or table.max_groups_per_unit)
 
 
-def _within(asked: int | None, cap: int, default: int, name: str, table: Table) -> int:
-    if asked is None:
-        return default
-    if asked > cap:
+def check_caps(table: Table, bounds: ContributionBounds) -> None:
+    """Refuse bounds above ``table``'s caps (the declared table, as the owner wrote it)."""
+    if not (table.needs_bounding or table.unit_path is not None):
+        return
+    _within(bounds.max_rows, table.rows_cap, "max_rows_per_unit", table)
+    _within(bounds.max_groups, table.groups_cap, "max_groups_per_unit", table)
+
+
+def check_unit(table: Table, bounds: ContributionBounds) -> None:
+    """BigQuery's ``privacy_unit_column`` must name the unit of the table (or relation) read."""
+    _check_unit(table, bounds.unit_column)
+
+
+def _within(asked: int | None, cap: int, name: str, table: Table) -> None:
+    if asked is not None and asked > cap:
         raise BoundsAboveCap(
             f"{table.name}: {asked} is above the data owner's cap of {cap} on {name} (rows or "
             f"groups one privacy unit may contribute to a query); ask for at most {cap}, or "
             f"ask the owner to raise {name}_cap")
-    return asked
 
 
 def _check_unit(table: Table, column: str | None) -> None:

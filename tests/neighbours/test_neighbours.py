@@ -41,7 +41,7 @@ from dpsql.database import sample_paths
 from dpsql.metadata.metadata import load_metadata, parse_metadata
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
-from grammar_tests.databases import EVENTS
+from grammar_tests.databases import EVENTS, corpus_metadata
 from tests.neighbours.leak_mutants import LEAK_MUTANTS
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
@@ -269,7 +269,7 @@ def _corpus(database: str) -> list[tuple[str, float, float, str]]:
             if c.database == database and c.verdict == "accepted"]
 
 
-CORPUS_METADATA = {"sample": lambda: load_metadata(sample_paths()[1]),
+CORPUS_METADATA = {"sample": lambda: parse_metadata(corpus_metadata(), source="corpus"),
                    "events": lambda: parse_metadata({"tables": EVENTS}, source="events")}
 
 
