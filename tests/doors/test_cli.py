@@ -152,7 +152,7 @@ def test_metadata_init_quotes_any_name(tmp_path: Path) -> None:
 
 def test_explain() -> None:
     result = ok("explain", "SELECT category, COUNT(*), SUM(amount) FROM visits GROUP BY category",
-                "--epsilon", "0.8")
+                "--epsilon", "0.8", "--max-rows", "10", "--max-groups", "3")
     out = result.stdout
     # Contribution bounding in SQL: per (unit, group) aggregates, a unit's groups ranked.
     assert "Rewritten SQL:" in out and "WITH __rows AS" in out and "__contrib" in out
