@@ -4,10 +4,10 @@ dpsql's own settings are ``dpsql.epsilon``, ``dpsql.delta`` and ``dpsql.mechanis
 parameters of each following query of the session; checked with the library's own limits),
 ``dpsql.max_rows`` and ``dpsql.max_groups`` (its contribution bounds k and g, a whole number or
 DEFAULT: the metadata's; the owner's caps are checked when a query runs,
-:mod:`dpsql.metadata.contribution`), and the read-only ``dpsql.analyst``. Other names are stored and shown back, so that clients
-that set ``extra_float_digits``, ``application_name``, ``search_path``... work; only the ones
-that change what is sent are interpreted (``client_encoding`` must be UTF8, ``DateStyle`` must
-start with ISO, ``statement_timeout``).
+:mod:`dpsql.metadata.contribution`), and the read-only ``dpsql.analyst``. Other names are
+stored and shown back, so that clients that set ``extra_float_digits``, ``application_name``,
+``search_path``... work; only the ones that change what is sent are interpreted
+(``client_encoding`` must be UTF8, ``DateStyle`` must start with ISO, ``statement_timeout``).
 """
 
 from __future__ import annotations
