@@ -38,7 +38,7 @@ from dpsql.audit.neighbours import (
 )
 from dpsql.audit.scenarios import SCENARIOS
 from dpsql.database import sample_paths
-from dpsql.metadata.metadata import load_metadata, parse_metadata
+from dpsql.metadata.metadata import parse_metadata
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import EVENTS, corpus_metadata
@@ -103,7 +103,7 @@ def test_finds_class_1(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
 
 def test_finds_class_1_in_the_issue_example(monkeypatch: pytest.MonkeyPatch) -> None:
     LEAK_MUTANTS[1](monkeypatch)
-    issue_example = duckdb_neighbourhood(synthesize(load_metadata(sample_paths()[1]), seed=5))
+    issue_example = duckdb_neighbourhood(synthesize(CORPUS_METADATA["sample"](), seed=5))
     assert_finds(issue_example, "SELECT COUNT(*) FROM people p LEFT JOIN visits v ON "
                  "v.person_id = p.person_id AND v.visit_id < 0 WHERE v.person_id NOT IN "
                  "(SELECT person_id FROM visits WHERE person_id = 2 AND amount >= 0)")
