@@ -35,6 +35,7 @@ from dpsql.execution.postprocess import Result
 from dpsql.explain import render
 from dpsql.ledger.budget import BudgetStatus
 from dpsql.ledger.report import budget_report
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.privacy.mechanisms import MECHANISMS
@@ -83,6 +84,21 @@ def database_options(fn: F) -> F:
     return fn
 
 
+def bounds_options(fn: F) -> F:
+    """The query's own contribution bounds (dpsql.metadata.contribution)."""
+    fn = click.option("--max-groups", type=click.IntRange(min=1), help="Groups one privacy unit "
+                      "may contribute to (g; default: the metadata's, at most its cap).")(fn)
+    fn = click.option("--max-rows", type=click.IntRange(min=1), help="Rows one privacy unit may "
+                      "contribute (k; default: the metadata's, at most its cap): larger means "
+                      "less bias, more noise.")(fn)
+    return fn
+
+
+def _bounds(max_rows: int | None, max_groups: int | None) -> ContributionBounds | None:
+    return None if max_rows is None and max_groups is None else \
+        ContributionBounds(max_rows, max_groups)
+
+
 def privacy_options(fn: F) -> F:
     fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0],
                       show_default=True, help="Noise: Laplace or Gaussian (needs --delta).")(fn)
@@ -117,6 +133,7 @@ def main() -> None:
 @click.argument("sql")
 @database_options
 @privacy_options
+@bounds_options
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)
 @click.option("--accuracy", is_flag=True, help="Add a +/- column (95%) after each noisy cell.")
@@ -124,17 +141,22 @@ def main() -> None:
               "(default: $DPSQL_ANALYST, else the operating-system user).")
 @user_errors
 def query(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
-          delta: float, mechanism: str, fmt: str, accuracy: bool, analyst: str | None) -> None:
+          delta: float, mechanism: str, fmt: str, accuracy: bool, analyst: str | None,
+          max_rows: int | None, max_groups: int | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget."""
     with open_database(database, metadata, analyst) as db:
         if not db.metered:
             click.echo(unmetered_warning(db.metadata), err=True)
-        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
+        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                          bounds=_bounds(max_rows, max_groups))
         status = db.budget() if db.metered else None
     result = answered.result
     header, rows = _tabulate(result, accuracy)
     click.echo({"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows),
                nl=fmt != "csv")
+    if accuracy:  # the bias the +/- columns do not cover (dpsql.bias)
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
     # on stderr for every format, so that csv and json stay parseable on stdout
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
                f"{_cost_note(answered, status)})", err=True)
@@ -160,12 +182,14 @@ def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
 @click.argument("sql")
 @database_options
 @privacy_options
+@bounds_options
 @user_errors
 def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
-            delta: float, mechanism: str) -> None:
+            delta: float, mechanism: str, max_rows: int | None, max_groups: int | None) -> None:
     """Show the rewritten SQL and each cell's noise, without reading data."""
     with open_database(database, metadata) as db:
-        e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism)
+        e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                       bounds=_bounds(max_rows, max_groups))
     click.echo("\n".join(render(e)))
 
 
@@ -179,16 +203,26 @@ def metadata() -> None:
               help="A DuckDB file, a folder of CSV/Parquet files or a postgresql:// URL.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               help="Write here instead of standard output.")
+@click.option("--unit", metavar="COLUMN", help="The privacy unit's column: read the data to "
+              "propose k, g, NOT NULL and unique columns (without it: the schema only).")
+@click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95,
+              show_default=True, help="With --unit: the share of rows the proposed k, g keep.")
 @user_errors
-def metadata_init(database: str, output: Path | None) -> None:
-    """Write a metadata skeleton from the database's schema (never from its values)."""
+def metadata_init(database: str, output: Path | None, unit: str | None, target: float) -> None:
+    """Write a metadata skeleton from the database's schema (and, with --unit, proposals read
+    from its data)."""
     from dpsql.engines import DuckDBEngine, open_engine
+    from dpsql.retention import propose
     from dpsql.skeleton import skeleton
 
     engine = open_engine(database)
     try:  # DuckDB keeps the names' case; a server's schema is in DuckDB's type names too
-        text = skeleton(engine.tables() if isinstance(engine, DuckDBEngine) else
-                        {t: list(columns.items()) for t, columns in engine.schema.items()})
+        tables = (engine.tables() if isinstance(engine, DuckDBEngine) else
+                  {t: list(columns.items()) for t, columns in engine.schema.items()})
+        proposals = None if unit is None else {
+            t: propose(engine, t, [c for c, _ in cols], unit if any(
+                c == unit for c, _ in cols) else None, target) for t, cols in tables.items()}
+        text = skeleton(tables, proposals)
     finally:
         engine.close()
     if output is None:
@@ -196,6 +230,24 @@ def metadata_init(database: str, output: Path | None) -> None:
     else:
         output.write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}; fill in bounds, domains and contribution limits", err=True)
+
+
+@metadata.command("check")
+@database_options
+@click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95,
+              show_default=True, help="The share of rows the suggested k and g keep.")
+@click.option("--epsilon", "-e", type=click.FloatRange(0.0, min_open=True), default=1.0,
+              show_default=True, help="The epsilon at which the noise of a suggestion is shown.")
+@user_errors
+def metadata_check(database: str | None, metadata: Path | None, target: float,
+                   epsilon: float) -> None:
+    """The owner's check (reads the data exactly): the rows and units that the declared
+    max_rows_per_unit and max_groups_per_unit keep, the values clamped, and suggested bounds."""
+    from dpsql.retention import check_metadata_bounds, report_text
+
+    with open_database(database, metadata) as db:
+        checks = check_metadata_bounds(db.engine, db.metadata, target, epsilon)
+    click.echo(report_text(checks, target, epsilon), nl=False)
 
 
 @main.group(invoke_without_command=True)

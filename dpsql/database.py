@@ -70,6 +70,7 @@ from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.ledger.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.ledger.identity import read_record, retire_record, unavailable
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.pipeline import Explanation, engine_sql, explain
@@ -78,6 +79,7 @@ from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
+from dpsql.query.dp_clause import resolve
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
 from dpsql.routes import answer_private
 from dpsql.series import TwoReleases, explain_two, release_cost
@@ -251,16 +253,20 @@ class Database:
         return self.metadata.budget is not None and self.metadata.budget.reuse_answers
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
-             mechanism: str = "laplace", parameters: Parameters = None) -> Prepared:
+             mechanism: str = "laplace", parameters: Parameters = None,
+             bounds: ContributionBounds | None = None) -> Prepared:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
         (:class:`~dpsql.execution.public.PublicRead`) or two private releases
         (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`. Without ``epsilon``:
-        :meth:`query_epsilon`."""
+        :meth:`query_epsilon`. ``bounds``: the query's contribution bounds (None: the
+        metadata's; BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` wins,
+        :mod:`dpsql.query.dp_clause`)."""
+        sql, epsilon, delta, bounds = resolve(sql, epsilon, delta, bounds)
         normalised, _, tree = self._texts(sql, parameters)
         return self.planner.prepare_query(
             normalised, self.query_epsilon() if epsilon is None else epsilon, delta, mechanism,
-            tree=tree)
+            tree=tree, bounds=bounds)
 
     def query_epsilon(self, analyst: str | None = None, fallback: float | None = None
                       ) -> float:
@@ -278,15 +284,17 @@ class Database:
 
     def query(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
               mechanism: str = "laplace", parameters: Parameters = None,
-              analyst: str | None = None, *, timeout: float | None = None) -> Result:
+              analyst: str | None = None, *, timeout: float | None = None,
+              bounds: ContributionBounds | None = None) -> Result:
         """Answer ``sql`` with noise calibrated to (epsilon, delta), charged to ``analyst``."""
         return self.run(sql, epsilon, delta, mechanism, parameters, analyst,
-                        timeout=timeout).result
+                        timeout=timeout, bounds=bounds).result
 
     def run(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None, *, timeout: float | None = None,
-            release: list[float] | None = None) -> Answer:
+            release: list[float] | None = None,
+            bounds: ContributionBounds | None = None) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
         Without ``epsilon``, the analyst's default (:meth:`query_epsilon`).
 
@@ -317,11 +325,13 @@ class Database:
         answer, so the same query asked again returns the same error at no new charge.
         """
         started = time.monotonic()
+        sql, epsilon, delta, bounds = resolve(sql, epsilon, delta, bounds)  # BigQuery's clause
         if epsilon is None:
             epsilon = self.query_epsilon(analyst)
         # NOW(), CURRENT_DATE: read once, here, so the stored answers' key holds the instant.
         normalised, key_text, tree = self._texts(fold_clock(sql), parameters)
-        p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree)
+        p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree,
+                                       bounds=bounds)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
@@ -334,7 +344,7 @@ class Database:
             result = self._compute(p, normalised, None, None, timeout, started, release)
             return Answer(result, normalised, None, None)
         who = resolve_analyst(analyst, self.analyst)
-        key = self._answer_key(key_text, p)
+        key = self._answer_key(key_text, p, bounds)
         if self.reuse_answers:
             stored = self._stored(ledger.lookup(who, key), p)
             if stored is not None:
@@ -449,9 +459,13 @@ class Database:
         """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""
         return self._answer_key(self.key_text(tree), p)
 
-    def _answer_key(self, text: str, p: Plan | TwoReleases) -> str:
-        key = json.dumps([1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
-                          p.mechanism])
+    def _answer_key(self, text: str, p: Plan | TwoReleases,
+                    bounds: ContributionBounds | None = None) -> str:
+        parts = [1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
+                 p.mechanism]
+        if bounds is not None:  # the same text under other bounds is another answer
+            parts.append(repr(bounds))
+        key = json.dumps(parts)
         return hashlib.sha256(key.encode()).hexdigest()
 
     @staticmethod
@@ -489,9 +503,10 @@ class Database:
         return result
 
     def explain(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
-                mechanism: str = "laplace", parameters: Parameters = None) -> Explanation:
+                mechanism: str = "laplace", parameters: Parameters = None,
+                bounds: ContributionBounds | None = None) -> Explanation:
         """The rewritten SQL and every cell's noise, without reading data or charging."""
-        p = self.plan(sql, epsilon, delta, mechanism, parameters)
+        p = self.plan(sql, epsilon, delta, mechanism, parameters, bounds)
         if isinstance(p, PublicRead):
             return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
                                f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,

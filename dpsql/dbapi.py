@@ -21,7 +21,9 @@ parsed query as literals, never pasted into its text, and before the privacy che
 
 Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width,
 in the column's unit -- ranks for quantiles -- or None for group keys and for values computed
-from several noisy cells), ``result`` (the :class:`~dpsql.execution.postprocess.Result`), ``cost``
+from several noisy cells), ``notes`` (what ``accuracy`` does not cover: the contribution bounds
+in force, the rows beyond them left out, the columns clamped; :mod:`dpsql.bias`), ``result``
+(the :class:`~dpsql.execution.postprocess.Result`), ``cost``
 (the
 :class:`~dpsql.ledger.budget.Cost` charged by the last ``execute``; None when it was served from a
 stored answer or the database is unmetered) and ``reused``. Connection extensions:
@@ -63,6 +65,7 @@ from dpsql.errors import (
 )
 from dpsql.execution.postprocess import Result
 from dpsql.ledger.budget import BudgetStatus, Cost
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.query.parameters import Parameters
@@ -144,19 +147,23 @@ def TimestampFromTicks(ticks: float) -> dt.datetime:
 
 def connect(database: str | Path | None = None, metadata: str | Path | Metadata | None = None,
             analyst: str | None = None, epsilon: float | None = None, delta: float = 0.0,
-            mechanism: str = "laplace") -> Connection:
+            mechanism: str = "laplace", *, max_rows: int | None = None,
+            max_groups: int | None = None) -> Connection:
     """Open a connection: ``database`` (a DuckDB file, a folder of CSV/Parquet files or a
     ``postgresql://`` URL) seen
     through ``metadata`` (neither: the bundled sample data), charged to ``analyst`` (default:
     ``DPSQL_ANALYST``, else the operating-system user), with default ``epsilon``, ``delta`` and
     ``mechanism`` for each query (no ``epsilon``: the analyst's ``query_epsilon`` in the
-    metadata, else 1.0)."""
+    metadata, else 1.0). ``max_rows`` and ``max_groups``: each query's contribution bounds k
+    and g (default: the metadata's; at most the owner's caps;
+    :mod:`dpsql.metadata.contribution`)."""
     if (database is None) != (metadata is None):
         raise InterfaceError("pass both database and metadata, or neither for the bundled "
                              "sample data")
     validate_privacy_parameters(1.0 if epsilon is None else epsilon, delta, mechanism)
+    bounds = ContributionBounds(max_rows, max_groups)  # refuses what is not a whole number >= 1
     return Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
-                      delta=delta, mechanism=mechanism)
+                      delta=delta, mechanism=mechanism, bounds=bounds)
 
 
 class Connection:
@@ -174,7 +181,7 @@ class Connection:
     NotSupportedError = NotSupportedError
 
     def __init__(self, database: Database, epsilon: float | None = None, delta: float = 0.0,
-                 mechanism: str = "laplace") -> None:
+                 mechanism: str = "laplace", bounds: ContributionBounds | None = None) -> None:
         try:
             if epsilon is None:
                 epsilon = database.query_epsilon()
@@ -186,6 +193,7 @@ class Connection:
         self.epsilon = epsilon
         self.delta = delta
         self.mechanism = mechanism
+        self.bounds = bounds  # the default contribution bounds of execute
         self._closed = False
 
     @property
@@ -261,6 +269,7 @@ class Cursor:
         self.rowcount = -1
         self.result: Result | None = None
         self.accuracy: list[tuple[float | None, ...]] = []
+        self.notes: list[str] = []
         self.cost: Cost | None = None
         self.reused = False
         self._rows: list[tuple[Any, ...]] = []
@@ -287,23 +296,27 @@ class Cursor:
 
     def execute(self, operation: str, parameters: Parameters = None, *,
                 epsilon: float | None = None, delta: float | None = None,
-                mechanism: str | None = None) -> Cursor:
-        """Answer one query; ``epsilon``, ``delta`` and ``mechanism`` override the connection's
-        defaults for this query only."""
+                mechanism: str | None = None, max_rows: int | None = None,
+                max_groups: int | None = None) -> Cursor:
+        """Answer one query; ``epsilon``, ``delta``, ``mechanism``, ``max_rows`` and
+        ``max_groups`` override the connection's defaults for this query only."""
         self._check_open()
         self._reset()
-        answer = self._run(operation, parameters, epsilon, delta, mechanism)
+        answer = self._run(operation, parameters, epsilon, delta, mechanism,
+                           ContributionBounds(max_rows, max_groups))
         self._show([answer])
         return self
 
     def executemany(self, operation: str, seq_of_parameters: Sequence[Parameters], *,
                     epsilon: float | None = None, delta: float | None = None,
-                    mechanism: str | None = None) -> Cursor:
+                    mechanism: str | None = None, max_rows: int | None = None,
+                    max_groups: int | None = None) -> Cursor:
         """Answer ``operation`` once per parameter set (each charged) and concatenate the
         results. If one fails, the ones before it stay charged and the error is raised."""
         self._check_open()
         self._reset()
-        answers = [self._run(operation, parameters, epsilon, delta, mechanism)
+        bounds = ContributionBounds(max_rows, max_groups)
+        answers = [self._run(operation, parameters, epsilon, delta, mechanism, bounds)
                    for parameters in seq_of_parameters]
         if answers:
             self._show(answers)
@@ -312,8 +325,9 @@ class Cursor:
         return self
 
     def _run(self, operation: str, parameters: Parameters, epsilon: float | None,
-             delta: float | None, mechanism: str | None) -> Answer:
+             delta: float | None, mechanism: str | None, bounds: ContributionBounds) -> Answer:
         conn = self.connection
+        in_force = (conn.bounds or ContributionBounds()).merged(bounds)
         with guarded(operation[:200]):  # a bug: still a DB-API error for the caller
             try:
                 return conn.database.run(
@@ -322,6 +336,7 @@ class Cursor:
                     delta=conn.delta if delta is None else delta,
                     mechanism=conn.mechanism if mechanism is None else mechanism,
                     parameters=parameters,
+                    bounds=None if in_force == ContributionBounds() else in_force,
                 )
             except Error as e:
                 _add_remedy(e)
@@ -333,6 +348,7 @@ class Cursor:
             (c.name, c.type, None, None, *_precision_scale(c.type), None) for c in first.columns)
         self._rows = [row for a in answers for row in a.result.rows]
         self.accuracy = [acc for a in answers for acc in a.result.accuracy]
+        self.notes = list(dict.fromkeys(n for a in answers for n in a.result.notes))
         self.rowcount = len(self._rows)
         self.result = first if len(answers) == 1 else None
         costs = [a.cost for a in answers if a.cost is not None]

@@ -326,7 +326,13 @@ class InvalidPrivacyParameter(QueryRefused):
     sqlstate = "22023"
 
 
+class BoundsAboveCap(InvalidPrivacyParameter):
+    """Per-query contribution bounds (max rows or groups per unit) that are not whole numbers
+    >= 1, above the data owner's cap, or for a privacy unit the table does not have."""
+
+
 __all__ = [
+    "BoundsAboveCap",
     "BudgetExhausted",
     "DataError",
     "DatabaseError",

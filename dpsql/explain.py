@@ -26,5 +26,6 @@ def render(e: Explanation) -> list[str]:
             f"Key release: {e.key_release}",
             *([f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
                f"{e.groups_per_unit} group(s)"] if e.rows_per_unit else []),  # 0: public read
+            *e.notes,
             f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g} (epsilon is split "
             "equally across the measurements above)"]

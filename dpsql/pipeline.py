@@ -12,25 +12,27 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
 from sqlglot import exp
 
+from dpsql.bias import bounding_notes
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import QueryTooComplex, UnsupportedQuery
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite
+from dpsql.metadata.contribution import ContributionBounds, check_caps, check_unit, requested
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.mechanisms import Mechanism, accuracy
 from dpsql.privacy.plan import Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
 from dpsql.privacy.randomness import Randomness
-from dpsql.query.bind import bind
+from dpsql.query.bind import BoundQuery, bind
 from dpsql.query.check import check, refuse_float_overflow
 from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
@@ -49,10 +51,11 @@ PASSES: tuple[Callable[..., Any], ...] = (
 
 def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
                  epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "laplace",
-                 dialect: str = "duckdb") -> Plan:
+                 dialect: str = "duckdb", bounds: ContributionBounds | None = None) -> Plan:
     """parse -> bind -> check -> constants -> cost -> plan: every refusal, no private data
     read (a join with a public table reads ``public``: :mod:`dpsql.query.joins`). ``sql`` is the
     text, or its tree already parsed (:func:`dpsql.query.parse.parse_query`), which this mutates.
+    ``bounds``: the query's own contribution bounds (:mod:`dpsql.metadata.contribution`).
 
     Not cached: :class:`dpsql.planner.Planner` caches what it prepares, so call
     :meth:`~dpsql.planner.Planner.prepare`.
@@ -61,13 +64,33 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
     normalise(tree)  # date functions as the checker knows them (dpsql.query.dates)
     # Refusals quote the analyst's text (dpsql.query.dates.written), joined columns included.
     try:
-        checked = check_cost(fold_constants(check(bind(tree, metadata, public))))
+        checked = check_cost(fold_constants(check(bind_in_force(tree, metadata, public,
+                                                                bounds))))
         result = plan(checked, epsilon, delta, mechanism)
     except RecursionError:  # a shape parse's depth limit lets through: refused, not a crash
         raise QueryTooComplex("the query's expressions nest too deeply to be checked; flatten "
                               "them") from None
     check_outer(result)
     return result
+
+
+def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | None,
+                  bounds: ContributionBounds | None) -> BoundQuery:
+    """bind, then the table carries the contribution bounds in force: the one place every
+    later pass reads k and g from (:func:`dpsql.metadata.contribution.in_force`)."""
+    if bounds is None:
+        return bind(tree, metadata, public)
+    asked = replace(metadata, tables={name: requested(table, bounds)
+                                      for name, table in metadata.tables.items()})
+    bound = bind(tree, asked, public)
+    read = ([s.table.name for s in bound.relation.sources if not s.hidden]
+            if bound.relation is not None else [bound.table.name])
+    for name in read:  # each table read, against its caps as the owner declared them
+        declared = metadata.table(name)
+        if declared is not None:
+            check_caps(declared, bounds)
+    check_unit(bound.table, bounds)
+    return bound
 
 
 def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
@@ -79,6 +102,7 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     _, rows = engine.execute(sql, parameters)
     result = postprocess(p, perturb_cells(p, rows, rng))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
+    result.notes.extend(bounding_notes(p))  # the bias the +/- intervals do not cover
     return result
 
 
@@ -163,6 +187,7 @@ class Explanation:
     delta: float
     rows_per_unit: int
     groups_per_unit: int
+    notes: list[str] = field(default_factory=list)  # the bias of bounding and clamping
 
 
 def explain(p: Plan, engine: Engine | None = None) -> Explanation:
@@ -188,7 +213,8 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
         key_release = "no GROUP BY: one row"
     return Explanation(sql=sql, cells=cells, key_release=key_release, epsilon=p.cost_epsilon,
                        delta=p.cost_delta, rows_per_unit=p.table.rows_per_unit,
-                       groups_per_unit=p.table.groups_per_unit if p.keys else 1)
+                       groups_per_unit=p.table.groups_per_unit if p.keys else 1,
+                       notes=bounding_notes(p))
 
 
 def _explain_measurement(output: str, m: Measurement) -> CellExplanation:

@@ -39,11 +39,13 @@ from dpsql.cache import LRU
 from dpsql.errors import QueryRefused
 from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
 from dpsql.execution.public import PublicRead, public_read
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import prepare_plan
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.query.dates import fold_clock
+from dpsql.query.dp_clause import resolve
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
 from dpsql.series import TwoReleases, two_releases
@@ -73,11 +75,19 @@ class Planner:
             PLAN_CACHE_SIZE if cache_size is None else cache_size)
 
     def prepare_query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
-                      mechanism: str = "laplace", *, tree: exp.Expression | None = None
-                      ) -> Prepared:
+                      mechanism: str = "laplace", *, tree: exp.Expression | None = None,
+                      bounds: ContributionBounds | None = None) -> Prepared:
         """The prepared query on its path (module docstring); every refusal happens here,
         nothing read or charged. ``tree``, when the caller has it, is ``sql`` parsed
-        (:func:`dpsql.query.parse.parse_query`): it is then not parsed again, and never mutated."""
+        (:func:`dpsql.query.parse.parse_query`): it is then not parsed again, and never mutated.
+        ``bounds``: the query's own contribution bounds (in every cache key below); BigQuery's
+        ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy
+        parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
+        first, before it parses the text)."""
+        unclaused, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
+        if unclaused != sql:
+            sql, tree = unclaused, None
+        epsilon = epsilon if given is None else given
         validate_privacy_parameters(epsilon, delta, mechanism)
         folded = fold_clock(sql)
         if folded != sql:  # the tree is of the text before the clock was read
@@ -93,18 +103,20 @@ class Planner:
             ("public", sql), lambda: self._public(parsed_copy) or _PRIVATE)
         if isinstance(route, PublicRead):
             return route
-        key = (sql, epsilon, delta, mechanism)
+        key = (sql, epsilon, delta, mechanism, bounds)
         free = self.plans.get_or_compute(
-            ("probe", *key), lambda: self._probe(sql, parsed_copy, epsilon, delta, mechanism)
-            or _PRIVATE)
+            ("probe", *key), lambda: self._probe(sql, parsed_copy, epsilon, delta, mechanism,
+                                                 bounds) or _PRIVATE)
         if isinstance(free, FreeAnswer):
             return free
         series = self.plans.get_or_compute(
             ("series", *key),
-            lambda: two_releases(parsed_copy(), self, epsilon, delta, mechanism) or _PRIVATE)
+            lambda: two_releases(parsed_copy(), self, epsilon, delta, mechanism, bounds)
+            or _PRIVATE)
         if isinstance(series, TwoReleases):
             return series
-        p = self.prepare(sql, epsilon, delta, mechanism, tree=parsed[0] if parsed else None)
+        p = self.prepare(sql, epsilon, delta, mechanism, tree=parsed[0] if parsed else None,
+                         bounds=bounds)
         if p.measurements:
             return p  # the common case: no second lookup
         domain = self.plans.get_or_compute(("domain", *key),
@@ -112,7 +124,8 @@ class Planner:
         return domain if isinstance(domain, FreeAnswer) else p
 
     def _probe(self, sql: str, parsed: Callable[[], exp.Expression], epsilon: float,
-               delta: float, mechanism: str) -> FreeAnswer | None:
+               delta: float, mechanism: str, bounds: ContributionBounds | None
+               ) -> FreeAnswer | None:
         """An empty probe's free answer (:func:`dpsql.execution.free.probe`), or None for any other
         query. A text that does not parse is refused here as the private parse pass would."""
         tree = parsed()
@@ -120,7 +133,7 @@ class Planner:
         if why is None:
             return None
         try:
-            planned = self.prepare(sql, epsilon, delta, mechanism, tree=tree)
+            planned = self.prepare(sql, epsilon, delta, mechanism, tree=tree, bounds=bounds)
         except QueryRefused as refused:
             return probe(sql, tree, why, self.metadata, None, refused)  # type: ignore[arg-type]
         return probe(sql, tree, why, self.metadata, planned, None)  # type: ignore[arg-type]
@@ -133,14 +146,15 @@ class Planner:
 
     def prepare(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                 mechanism: str = "laplace", dialect: str = "duckdb", *,
-                tree: exp.Expression | None = None) -> Plan:
+                tree: exp.Expression | None = None,
+                bounds: ContributionBounds | None = None) -> Plan:
         """The private passes, parse to plan (:func:`dpsql.pipeline.prepare_plan`): every
         refusal, no private data read. ``tree`` as for :meth:`prepare_query`."""
         # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
         # otherwise find the plan cached for a valid one.
         validate_privacy_parameters(epsilon, delta, mechanism)
-        key = ("plan", sql, epsilon, delta, mechanism, dialect)
+        key = ("plan", sql, epsilon, delta, mechanism, dialect, bounds)
         result: Plan = self.plans.get_or_compute(key, lambda: prepare_plan(
             sql if tree is None else tree.copy(), self.metadata, self.public_store, epsilon,
-            delta, mechanism, dialect))
+            delta, mechanism, dialect, bounds))
         return result

@@ -49,11 +49,11 @@ from dpsql.errors import InternalError, UnsupportedQuery
 from dpsql.execution.postprocess import Result, made_up_answer
 from dpsql.execution.public import reads_only_public
 from dpsql.ledger.budget import Cost, query_cost
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import Explanation, answer, explain
+from dpsql.pipeline import Explanation, answer, bind_in_force, explain
 from dpsql.privacy.plan import Plan, plan
 from dpsql.privacy.randomness import Randomness
-from dpsql.query.bind import bind
 from dpsql.query.check import check
 from dpsql.query.dates import normalise
 from dpsql.query.fold import fold_constants
@@ -88,6 +88,7 @@ class TwoReleases:
     epsilon: float
     delta: float
     mechanism: str
+    bounds: ContributionBounds | None = None  # the query's own contribution bounds
 
     @property
     def cost_epsilon(self) -> float:
@@ -103,7 +104,8 @@ class TwoReleases:
 
 
 def two_releases(tree: exp.Expression, planner: Planner, epsilon: float, delta: float,
-                 mechanism: str) -> TwoReleases | None:
+                 mechanism: str, bounds: ContributionBounds | None = None
+                 ) -> TwoReleases | None:
     """The two-release plan of ``tree`` (the parsed query, which this mutates), or None when
     it holds no aggregate subquery in a JOIN or an IN (the private pipeline then answers or
     refuses it); both releases are prepared by ``planner``."""
@@ -114,7 +116,7 @@ def two_releases(tree: exp.Expression, planner: Planner, epsilon: float, delta: 
         return None
     inner_tree, links, in_list = _split(tree, *found)
     inner = planner.prepare(inner_tree.sql(dialect="duckdb"), epsilon / 2, delta / 2,
-                            mechanism, tree=inner_tree)
+                            mechanism, tree=inner_tree, bounds=bounds)
     names = [n.lower() for n in inner.query.output_names]
     resolved = tuple(_link(outer, column, names) for outer, column in links)
     _full_key_set(inner, resolved)
@@ -123,8 +125,9 @@ def two_releases(tree: exp.Expression, planner: Planner, epsilon: float, delta: 
     # longest filter the outer query can get, before anything is charged.
     stand_in = _fill(template, resolved, _stand_in(inner, resolved) * _max_keys(inner),
                      in_list, dedupe=False)
-    outer = planner.prepare(stand_in, epsilon / 2, delta / 2, mechanism)
-    return TwoReleases(inner, outer, template, resolved, in_list, epsilon, delta, mechanism)
+    outer = planner.prepare(stand_in, epsilon / 2, delta / 2, mechanism, bounds=bounds)
+    return TwoReleases(inner, outer, template, resolved, in_list, epsilon, delta, mechanism,
+                       bounds)
 
 
 def _find(tree: exp.Select, metadata: Metadata) -> tuple[exp.Expression, exp.Select] | None:
@@ -388,7 +391,8 @@ def _prepare_filled(sql: str, planner: Planner, p: TwoReleases) -> Plan:
     (:mod:`dpsql.query.cost`)."""
     tree = parse(sql)
     normalise(tree)
-    checked = fold_constants(check(bind(tree, planner.metadata, planner.public_store)))
+    checked = fold_constants(check(bind_in_force(tree, planner.metadata, planner.public_store,
+                                                 p.bounds)))
     return plan(checked, p.epsilon / 2, p.delta / 2, p.mechanism)
 
 

@@ -1,7 +1,11 @@
 """``dpsql metadata init``: a metadata skeleton from a database's schema.
 
-Only the schema is read (names and types), never a value: bounds, domains, the privacy unit and
-the contribution limits are public policy that the data owner must write in.
+Without proposals only the schema is read (names and types), never a value: bounds, domains, the
+privacy unit and the contribution limits are public policy that the data owner must write in.
+With ``proposals`` (``dpsql metadata init --unit COLUMN``, :func:`dpsql.retention.propose`, the
+owner's exact read of the data) the skeleton also writes the privacy unit, the k and g that keep
+most rows, and ``nullable = false`` / ``unique = true`` where the data has no NULL / no repeated
+value, each marked as read from the data, for the owner to confirm as policy.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import tomli_w
 
 from dpsql.engines import declared_type
+from dpsql.retention import Proposal
 
 _HEADER = """\
 # dpsql metadata skeleton, written from the database schema only (no values read).
@@ -29,16 +34,18 @@ _COLUMN_TODO = {"int": "lower = ..., upper = ...", "float": "lower = ..., upper 
                 "text": "values = [...] if the keys are public"}
 
 
-def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]]) -> str:
+def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]],
+             proposals: Mapping[str, Proposal] | None = None) -> str:
     """TOML text declaring every table and column, with the decisions left as TODO comments.
 
     Every key and value is written by tomli-w, so any table or column name (quotes,
     backslashes, newlines) reads back the same; only the comments between its pieces are ours.
     """
-    out = [_HEADER]
+    out = [_HEADER if proposals is None else _HEADER.replace(
+        "schema only (no values read)", "schema, with proposals read from the data")]
     for table, columns in tables.items():
-        limits = {"max_rows_per_unit": 1, "max_groups_per_unit": 1}
-        out.append(_TABLE_TODO + tomli_w.dumps({"tables": {table: limits}}))
+        proposal = (proposals or {}).get(table)
+        out.append(_table_head(table, proposal))
         for name, dtype in columns:
             kind = declared_type(dtype.upper())
             if dtype.upper().startswith("TIMESTAMP"):  # an instant (one with a zone in UTC)
@@ -49,6 +56,26 @@ def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]]) -> str:
                            "declare it\n")
                 continue
             todo = f"# TODO: {_COLUMN_TODO[kind]}\n" if kind in _COLUMN_TODO else ""
-            spec = {"type": kind, "nullable": True}
+            spec: dict[str, object] = {"type": kind, "nullable": True}
+            if proposal is not None:
+                spec["nullable"] = name not in proposal.not_null
+                if name in proposal.unique:
+                    spec["unique"] = True
             out.append(todo + tomli_w.dumps({"tables": {table: {"columns": {name: spec}}}}))
     return "\n".join(out)
+
+
+def _table_head(table: str, proposal: Proposal | None) -> str:
+    """The table's section: k and g proposed from the data, or placeholders and a TODO."""
+    if proposal is None or proposal.k is None:
+        todo = {"max_rows_per_unit": 1, "max_groups_per_unit": 1}
+        return _TABLE_TODO + tomli_w.dumps({"tables": {table: todo}})
+    limits: dict[str, object] = {"privacy_unit": proposal.unit,
+                                 "max_rows_per_unit": proposal.k,
+                                 "max_groups_per_unit": proposal.g}
+    if proposal.unit in proposal.unique:  # each unit has one row: the fast path
+        limits = {"privacy_unit": proposal.unit, "max_rows_per_unit": 1,
+                  "max_groups_per_unit": 1, "one_row_per_unit": True}
+    return ("# Proposed from the data (dpsql metadata check shows what they keep and cost);\n"
+            "# nullable and unique below were read from the data too: confirm them as policy.\n"
+            + tomli_w.dumps({"tables": {table: limits}}))

@@ -14,6 +14,7 @@ Most are accepted; the checker refuses the rest, and the harness counts those ap
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dpsql.metadata.metadata import Metadata, parse_metadata
@@ -36,6 +37,8 @@ sex = { type = "text", values = ["F", "M"] }
 privacy_unit = "pid"
 max_rows_per_unit = 3
 max_groups_per_unit = 2
+max_rows_per_unit_cap = 6
+max_groups_per_unit_cap = 4
 
 [tables.visits.columns]
 vid = { type = "int", unique = true }
@@ -273,7 +276,23 @@ def _query(gen: _Gen) -> tuple[str, float, float, str]:
     elif shape < 0.2 and len(aliases) == 1:  # and through a subquery in FROM
         a = aliases[0]
         sql = sql.replace(f"FROM {source}", f"FROM (SELECT * FROM {a.table}) AS {a.name}")
-    return sql, 1.0, delta, mechanism
+    return _with_bounds(sql, aliases), 1.0, delta, mechanism
+
+
+def _with_bounds(sql: str, aliases: Sequence[_Alias]) -> str:
+    """One query in five asks for its own contribution bounds, BigQuery's way: up to the caps
+    on visits alone, lower than the defaults otherwise (a join's caps are its defaults). Drawn
+    from the text, so that the generator's own sequence is the same as without."""
+    rng = random.Random(sql)
+    if rng.random() >= 0.2:
+        return sql
+    alone = len(aliases) == 1 and aliases[0].table == "visits"
+    rows, groups = rng.choice([1, 2, 6] if alone else [1, 2]), rng.choice([1, 4] if alone else [1])
+    clause = (f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = {rows}, "
+              f"max_groups_contributed = {groups}) ")
+    if sql.startswith("WITH "):  # the outermost SELECT, after the CTE
+        return sql.replace(") SELECT ", ") " + clause, 1)
+    return clause + sql.removeprefix("SELECT ")
 
 
 #: Queries of :data:`METADATA` that exhibit the leak classes of issue 17 (the tests assert

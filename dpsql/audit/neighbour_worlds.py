@@ -123,8 +123,9 @@ def _table_rows(table: Table, metadata: Metadata, persons: list[str], spec: _Spe
     if table.public:
         data.rows = [(None, r) for r in _public_rows(table, spec.rng)]
         return data
-    k = max(table.max_rows_per_unit, 1)
-    g = max(table.max_groups_per_unit, 1)
+    # Beyond the owner's caps: a query may ask for bounds up to them (metadata.contribution).
+    k = max(table.rows_cap, 1)
+    g = max(table.groups_cap, 1)
     for i, person in enumerate(persons):
         # Some people have no rows in a table: a LEFT JOIN from another one NULL-fills it.
         if table.one_row_per_unit:

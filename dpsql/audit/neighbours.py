@@ -63,11 +63,13 @@ from dpsql.errors import Error, ProgrammingError, QueryRefused
 from dpsql.execution.free import FreeAnswer
 from dpsql.execution.perturb import _by_key
 from dpsql.execution.public import PublicRead
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import engine_sql
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.mechanisms import Mechanism
 from dpsql.privacy.plan import Plan
+from dpsql.query.dp_clause import resolve
 from dpsql.query.parameters import Parameters, bound_query
 from dpsql.series import TwoReleases, _fill, _max_keys, _prepare_filled, _released_groups_only
 
@@ -113,13 +115,18 @@ Outcome = tuple[str, list[tuple[object, ...]]]  # ("answer", rows) or (error cla
 
 
 def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: float = 0.0,
-                mechanism: str = "laplace", parameters: Parameters = None) -> Verdict:
+                mechanism: str = "laplace", parameters: Parameters = None,
+                bounds: ContributionBounds | None = None) -> Verdict:
     """The neighbour test of one query on every neighbour pair of ``hood`` (module docstring),
     prepared as :meth:`dpsql.Database.plan` prepares it for every front door (``parameters``
-    bound as the DB-API and the server's extended protocol bind them)."""
+    bound as the DB-API and the server's extended protocol bind them; ``bounds`` and
+    BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` as :mod:`dpsql.query.dp_clause` reads
+    them)."""
     try:
-        text, tree = bound_query(sql, parameters)
-        prepared = hood.planner.prepare_query(text, epsilon, delta, mechanism, tree=tree)
+        text, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
+        text, tree = bound_query(text, parameters)
+        prepared = hood.planner.prepare_query(text, epsilon if given is None else given, delta,
+                                              mechanism, tree=tree, bounds=bounds)
     except ProgrammingError as e:  # a refusal, or parameters that cannot be bound
         return Verdict(sql, "refused", refusal=type(e).__name__)
     if isinstance(prepared, PublicRead):

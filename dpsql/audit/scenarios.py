@@ -69,6 +69,9 @@ amount = { type = "float", lower = 0, upper = 100 }
 qty = { type = "int", lower = 0, upper = 10 }
 """
 
+#: The same, with caps above the defaults: a query may ask for up to k = 8 and g = 4.
+VISITS_CAPPED = VISITS.replace("max_groups_per_unit = 2\n", "max_groups_per_unit = 2\n"
+                               "max_rows_per_unit_cap = 8\nmax_groups_per_unit_cap = 4\n")
 PEOPLE_COLUMNS = ("pid", "age", "income", "city", "sex")
 VISITS_COLUMNS = ("pid", "grp", "amount", "qty")
 GROUPS = ("a", "b", "c", "d", "e", "f")
@@ -223,6 +226,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     _visits("user_bounds", "k = 3, g = 2: neighbour has 60 rows in 6 groups, values 1e12",
             "SELECT grp, SUM(amount) AS s FROM visits GROUP BY grp",
             neighbour=_frequent(60, GROUPS), keys=("grp",)),
+    Scenario("bounds_raised", "COUNT(*) with WHERE, per-query k = 8 within the cap (BigQuery's "
+             "OPTIONS; default 3): neighbour has 60 rows",
+             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 8) COUNT(*) AS n "
+             "FROM visits WHERE amount > 50", VISITS_CAPPED, "visits", VISITS_COLUMNS,
+             visits_rows(), _frequent(60, GROUPS)),
     _people("median", "MEDIAN by the exponential mechanism, neighbour's age 1e12",
             "SELECT MEDIAN(age) FROM people", epsilon=2.0),
     _visits("gaussian", "Gaussian mechanism: SUM with delta",

@@ -115,9 +115,11 @@ ENGINE_TYPES: dict[str, str] = {
     ColumnType.BOOL: "BOOLEAN", ColumnType.DATE: "DATE", ColumnType.TIMESTAMP: "TIMESTAMP"}
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
-               "public", "columns", "description", "unit_path"}
+               "public", "columns", "description", "unit_path", "max_rows_per_unit_cap",
+               "max_groups_per_unit_cap"}
 _PRIVATE_ONLY_KEYS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit",
-                      "one_row_per_unit", "unit_path")
+                      "one_row_per_unit", "unit_path", "max_rows_per_unit_cap",
+                      "max_groups_per_unit_cap")
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description",
                 "unique"}
 _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
@@ -199,6 +201,18 @@ class Table:
     # A joined relation (dpsql.query.joins): every column that names the unit (never a GROUP BY
     # key).
     unit_columns: frozenset[str] = frozenset()
+    # The largest k and g an analyst may ask for in one query (dpsql.metadata.contribution);
+    # None: the declared k and g (an analyst may only lower them).
+    max_rows_cap: int | None = None
+    max_groups_cap: int | None = None
+
+    @property
+    def rows_cap(self) -> int:
+        return self.max_rows_per_unit if self.max_rows_cap is None else self.max_rows_cap
+
+    @property
+    def groups_cap(self) -> int:
+        return self.max_groups_per_unit if self.max_groups_cap is None else self.max_groups_cap
 
     @property
     def needs_bounding(self) -> bool:
@@ -296,9 +310,24 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
     g = positive_int(spec, "max_groups_per_unit", where)
     if one_row and k != 1:
         raise MetadataError(f"{where}: one_row_per_unit = true needs max_rows_per_unit = 1")
+    caps = [_cap(spec, f"{key}_cap", default, where)
+            for key, default in (("max_rows_per_unit", k), ("max_groups_per_unit", g))]
     return Table(name=name, columns=columns, privacy_unit=unit.lower() if unit else None,
                  max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row,
-                 description=description_of(spec, where), unit_path=path)
+                 description=description_of(spec, where), unit_path=path,
+                 max_rows_cap=caps[0], max_groups_cap=caps[1])
+
+
+def _cap(spec: Mapping[str, Any], key: str, default: int, where: str) -> int | None:
+    """The cap on an analyst's per-query bound: at least the declared default."""
+    if key not in spec:
+        return None
+    cap = positive_int(spec, key, where)
+    if cap < default:
+        raise MetadataError(f"{where}: {key} = {cap} is below its default "
+                            f"{key.removesuffix('_cap')} = {default}; raise the cap or lower "
+                            "the default")
+    return cap
 
 
 def _parse_column(name: str, spec: Any, where: str) -> Column:

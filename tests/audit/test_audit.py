@@ -102,7 +102,8 @@ def test_scenarios_cover_issue_3() -> None:
 #: Scenarios whose neighbour reaches the full sensitivity of one noisy cell: there, a correct
 #: mechanism must also show a clearly positive bound, or the audit has no power.
 TIGHT = {"count", "count_where", "sum_clamped", "group_public", "sum_case", "sum_product",
-         "join_private", "join_public_many", "semi_join", "join_public_domain", "sum_scaled"}
+         "join_private", "join_public_many", "semi_join", "join_public_domain", "sum_scaled",
+         "bounds_raised"}
 
 
 @pytest.mark.parametrize("name", list(A.SCENARIOS))
@@ -246,6 +247,7 @@ CAUGHT = [
     ("bounded_before_join", "join_public_many", 300, 150),
     ("rows_uncapped", "sum_scaled", 300, 150),
     ("rows_uncapped", "count_where", 300, 150),
+    ("rows_uncapped", "bounds_raised", 300, 150),
     ("groups_uncapped", "units_grouped", 1000, 1000),  # at 500: bound 1.94 <= 2, missed
     ("scaling_removed", "sum_scaled", 300, 150),
 ]

@@ -152,7 +152,7 @@ def test_metadata_init_quotes_any_name(tmp_path: Path) -> None:
 
 def test_explain() -> None:
     result = ok("explain", "SELECT category, COUNT(*), SUM(amount) FROM visits GROUP BY category",
-                "--epsilon", "0.8")
+                "--epsilon", "0.8", "--max-rows", "10", "--max-groups", "3")
     out = result.stdout
     # Contribution bounding in SQL: per (unit, group) aggregates, a unit's groups ranked.
     assert "Rewritten SQL:" in out and "WITH __rows AS" in out and "__contrib" in out
@@ -348,3 +348,16 @@ def test_an_unexpected_error_shows_a_fixed_message_and_logs_the_details(
     assert "dpsql: InternalError: internal error in dpsql" in result.stderr
     assert "Alice" not in result.stderr + result.stdout
     assert "Alice Smith" in caplog.text
+
+
+def test_query_bounds_options_and_bias_notes() -> None:
+    result = ok("query", "SELECT COUNT(*) FROM visits", "--max-rows", "5", "--accuracy")
+    assert "note: Contribution bounds in force: each privacy unit counts with at most 5 row(s)" \
+        in result.stderr
+    message = refused(cli("query", "SELECT COUNT(*) FROM visits", "--max-rows", "5000"),
+                      "BoundsAboveCap")
+    assert "cap of 1000" in message
+    explained = ok("explain", "SELECT category, AVG(amount) FROM visits GROUP BY category",
+                   "--max-rows", "10", "--max-groups", "2").stdout
+    assert "Contribution bounds: 10 row(s) per unit in at most 2 group(s)" in explained
+    assert "amount to [0.0, 5000.0]" in explained

@@ -420,3 +420,26 @@ def test_the_front_doors_guard(caplog: pytest.LogCaptureFixture) -> None:
     assert "'Alice Smith'" in caplog.text
     with pytest.raises(ValueError), guarded("q", debug=True):
         raise ValueError("as it is")
+
+
+def test_contribution_bounds_per_connection_and_per_execute(metadata: Path) -> None:
+    """max_rows / max_groups: the connection's default, execute's override, BigQuery's OPTIONS
+    over both; cursor.notes says the bounds in force; above the cap: refused, nothing charged."""
+    with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice",
+                       max_rows=4) as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT COUNT(*) FROM visits")
+        assert "at most 4 row(s)" in cur.notes[0] and cur.accuracy[0][0] is not None
+        cur.execute("SELECT category, COUNT(*) FROM visits GROUP BY category", max_rows=6,
+                    max_groups=2)
+        assert "at most 6 row(s) (max_rows_per_unit" in cur.notes[0]
+        assert "in at most 2 group(s)" in cur.notes[0]
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 9) "
+                    "COUNT(*) FROM visits", max_rows=6)
+        assert "at most 9 row(s)" in cur.notes[0]
+        spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
+        with pytest.raises(dpsql.ProgrammingError, match="cap of 1000"):
+            cur.execute("SELECT COUNT(*) FROM visits", max_rows=1001)
+        assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
+    with pytest.raises(dpsql.ProgrammingError, match="whole number"):
+        dpsql.connect(database=SAMPLE, metadata=metadata, max_groups=0)

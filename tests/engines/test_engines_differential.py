@@ -32,10 +32,11 @@ from dpsql.database import sample_paths
 from dpsql.engines import Engine, check_metadata, open_engine
 from dpsql.errors import QueryRefused
 from dpsql.execution.public import PublicStore
-from dpsql.metadata.metadata import Metadata, load_metadata
+from dpsql.metadata.metadata import Metadata, parse_metadata
 from dpsql.pipeline import engine_sql
 from dpsql.planner import Planner
 from grammar_tests.corpus import Case, load_corpus
+from grammar_tests.databases import corpus_metadata
 
 pytestmark = pytest.mark.pg  # every test here runs on every engine: PostgreSQL too
 
@@ -115,7 +116,7 @@ def _end_to_end_metadata() -> Metadata:
 def sample_engines(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[dict[str, Engine]]:
     path = _sample_within_bounds(tmp_path_factory.mktemp("differential"))
-    metadata = load_metadata(sample_paths()[1])
+    metadata = parse_metadata(corpus_metadata(), source="corpus")  # the corpus's k and g
     yield from _opened(request, path, "differential_sample", metadata)
 
 
@@ -194,7 +195,7 @@ def _check(engines: Mapping[str, Engine], metadata: Metadata, sql: str,
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_corpus_case_is_the_same_on_every_engine(case: Case,
                                                  sample_engines: dict[str, Engine]) -> None:
-    metadata = load_metadata(sample_paths()[1])
+    metadata = parse_metadata(corpus_metadata(), source="corpus")
     _check(sample_engines, metadata, case.sql, case.options)
 
 

@@ -38,10 +38,10 @@ from dpsql.audit.neighbours import (
 )
 from dpsql.audit.scenarios import SCENARIOS
 from dpsql.database import sample_paths
-from dpsql.metadata.metadata import load_metadata, parse_metadata
+from dpsql.metadata.metadata import parse_metadata
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
-from grammar_tests.databases import EVENTS
+from grammar_tests.databases import EVENTS, corpus_metadata
 from tests.neighbours.leak_mutants import LEAK_MUTANTS
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
@@ -103,7 +103,7 @@ def test_finds_class_1(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
 
 def test_finds_class_1_in_the_issue_example(monkeypatch: pytest.MonkeyPatch) -> None:
     LEAK_MUTANTS[1](monkeypatch)
-    issue_example = duckdb_neighbourhood(synthesize(load_metadata(sample_paths()[1]), seed=5))
+    issue_example = duckdb_neighbourhood(synthesize(CORPUS_METADATA["sample"](), seed=5))
     assert_finds(issue_example, "SELECT COUNT(*) FROM people p LEFT JOIN visits v ON "
                  "v.person_id = p.person_id AND v.visit_id < 0 WHERE v.person_id NOT IN "
                  "(SELECT person_id FROM visits WHERE person_id = 2 AND amount >= 0)")
@@ -170,6 +170,30 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
         assert verdict.releases == 1 and verdict.engine_errors == 0
         # The adversary reaches the bound of some measurement: the check is not vacuous.
         assert 0 < verdict.worst <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("sql", [
+    # Raised to the caps (k 3 -> 6, g 2 -> 4): the adversary has rows beyond them.
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
+    "max_groups_contributed = 4) grp, COUNT(*), SUM(amount) FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6) SUM(qty) FROM visits",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5, "
+    "max_groups_contributed = 4) grp, MEDIAN(qty) FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6, max_groups_contributed = 4) day, "
+    "COUNT(DISTINCT pid) FROM visits GROUP BY day",
+    # Lowered, on a join and on a unit_path table.
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) p.sex, SUM(v.qty) "
+    "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6) p.sex, COUNT(*) "
+    "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
+    "max_groups_contributed = 1) drug, SUM(dose) FROM rx GROUP BY drug",
+])
+def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
+    """Per-query bounds (metadata.contribution): within the caps, every measurement moves by
+    at most the sensitivity of the bounds in force, and the adversary reaches it."""
+    verdict = assert_clean(typed, sql)
+    assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
 
 
 def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
@@ -245,7 +269,7 @@ def _corpus(database: str) -> list[tuple[str, float, float, str]]:
             if c.database == database and c.verdict == "accepted"]
 
 
-CORPUS_METADATA = {"sample": lambda: load_metadata(sample_paths()[1]),
+CORPUS_METADATA = {"sample": lambda: parse_metadata(corpus_metadata(), source="corpus"),
                    "events": lambda: parse_metadata({"tables": EVENTS}, source="events")}
 
 

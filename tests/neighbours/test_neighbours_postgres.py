@@ -18,9 +18,9 @@ from dpsql.audit.neighbours import (
     postgres_neighbourhood,
     synthesize,
 )
-from dpsql.database import sample_paths
-from dpsql.metadata.metadata import load_metadata
+from dpsql.metadata.metadata import parse_metadata
 from grammar_tests.corpus import load_corpus
+from grammar_tests.databases import corpus_metadata
 from tests.neighbours.leak_mutants import LEAK_MUTANTS
 from tests.support.pgcluster import Cluster
 
@@ -52,7 +52,9 @@ def text_units(database: str) -> Iterator[Neighbourhood]:
 
 @pytest.fixture(scope="module")
 def sample(database: str) -> Iterator[Neighbourhood]:
-    yield from _hood(database, load_metadata(sample_paths()[1]), "sample", seed=5)
+    # The bounds the corpus was written for (grammar_tests/databases.py)
+    yield from _hood(database, parse_metadata(corpus_metadata(), source="corpus"), "sample",
+                     seed=5)
 
 
 def report(summary: Summary, what: str) -> None:

@@ -478,6 +478,34 @@ def test_set_dpsql_epsilon_changes_the_charge(served) -> None:
         assert "left epsilon" in conn.execute("SHOW dpsql.budget").fetchone()[0]
 
 
+def test_set_dpsql_bounds_bigquery_options_and_bias_notices(served) -> None:
+    """SET dpsql.max_rows / dpsql.max_groups are the session's contribution bounds (EXPLAIN
+    and the NOTICE say them), BigQuery's OPTIONS win over them, above the cap is 22023."""
+    notices: list[str] = []
+    with connect(served, autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET dpsql.max_rows = 20")
+        conn.execute("SET dpsql.max_groups = 2")
+        assert conn.execute("SHOW dpsql.max_rows").fetchone() == ("20",)
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT category, COUNT(*) FROM visits GROUP BY category").fetchall())
+        assert "Contribution bounds: 20 row(s) per unit in at most 2 group(s)" in plan
+        conn.execute("SELECT COUNT(*) FROM visits").fetchall()
+        assert any("at most 20 row(s)" in n for n in notices), notices
+        before = spent(served)
+        conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.125, "
+                     "max_rows_contributed = 30) COUNT(*) FROM visits").fetchall()
+        assert spent(served) == pytest.approx(before + 0.125)
+        assert "at most 30 row(s)" in notices[-1]
+        conn.execute("SET dpsql.max_rows = 5000")
+        with pytest.raises(pg_errors.InvalidParameterValue, match="cap of 1000"):
+            conn.execute("SELECT COUNT(*) FROM visits")
+        with pytest.raises(pg_errors.InvalidParameterValue):
+            conn.execute("SET dpsql.max_groups = 0")
+        conn.execute("RESET dpsql.max_rows")
+        assert conn.execute("SHOW dpsql.max_rows").fetchone() == ("default",)
+
+
 def test_exhausted_budget_is_53400_and_unknown_budget_is_28000(served) -> None:
     with connect(served, "bob", autocommit=True) as conn:
         conn.execute("SELECT COUNT(*) FROM people").fetchall()

@@ -26,6 +26,7 @@ from sqlglot.errors import SqlglotError
 
 from dpsql import errors
 from dpsql.explain import render
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.machine import commands, cursors
@@ -427,6 +428,16 @@ class Machine:
 
     # --- executing one statement
 
+    def bounds(self) -> ContributionBounds | None:
+        """The session's contribution bounds (SET dpsql.max_rows / dpsql.max_groups)."""
+        default = st.DEFAULT_BOUND
+        rows, groups = (self.settings.get(f"dpsql.{n}", default) for n in ("max_rows",
+                                                                            "max_groups"))
+        if rows == default and groups == default:
+            return None
+        return ContributionBounds(None if rows == default else int(rows),
+                                  None if groups == default else int(groups))
+
     def privacy(self) -> tuple[float, float, str]:
         return (float(self.settings["dpsql.epsilon"]), float(self.settings["dpsql.delta"]),
                 self.settings["dpsql.mechanism"])
@@ -468,11 +479,13 @@ class Machine:
         """
         epsilon, delta, mechanism = privacy
         release: list[float] = []
+        bounds = self.bounds()
 
         def answer() -> Any:
             try:
                 return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
-                                             params or None, self.user, release)
+                                             params or None, self.user, release,
+                                             bounds=bounds)
             except errors.Error as e:  # released on the grid too, as an answer is
                 return e
 
@@ -483,7 +496,10 @@ class Machine:
             raise from_dpsql(result)
         columns = [(c.name, c.type) for c in result.columns]
         fields = fields_of(columns, statement.names)
-        return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}")
+        # The bias of bounding and clamping, which the noise's accuracy does not cover, as
+        # psql and drivers show a NOTICE (dpsql.bias; public: the bounds in force).
+        notices = [p.notice_response("00000", note, "NOTICE") for note in result.notes]
+        return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}", notices)
 
     async def run_explain(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:
@@ -492,7 +508,7 @@ class Machine:
 
         def explain() -> Any:
             return self.server.db.explain(statement.engine_sql, epsilon, delta, mechanism,
-                                          parameters=params or None)
+                                          parameters=params or None, bounds=self.bounds())
 
         try:
             e = await self.blocking(explain)

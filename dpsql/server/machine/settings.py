@@ -2,10 +2,12 @@
 
 dpsql's own settings are ``dpsql.epsilon``, ``dpsql.delta`` and ``dpsql.mechanism`` (the privacy
 parameters of each following query of the session; checked with the library's own limits),
-and the read-only ``dpsql.analyst``. Other names are stored and shown back, so that clients
-that set ``extra_float_digits``, ``application_name``, ``search_path``... work; only the ones
-that change what is sent are interpreted (``client_encoding`` must be UTF8, ``DateStyle`` must
-start with ISO, ``statement_timeout``).
+``dpsql.max_rows`` and ``dpsql.max_groups`` (its contribution bounds k and g, a whole number or
+DEFAULT: the metadata's; the owner's caps are checked when a query runs,
+:mod:`dpsql.metadata.contribution`), and the read-only ``dpsql.analyst``. Other names are
+stored and shown back, so that clients that set ``extra_float_digits``, ``application_name``,
+``search_path``... work; only the ones that change what is sent are interpreted
+(``client_encoding`` must be UTF8, ``DateStyle`` must start with ISO, ``statement_timeout``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ READ_ONLY = {"server_version", "server_version_num", "server_encoding", "integer
              "block_size", "lc_collate", "lc_ctype", "dpsql.analyst", "dpsql.version",
              "scram_iterations", "max_index_keys", "standard_conforming_strings"}
 DPSQL = ("dpsql.epsilon", "dpsql.delta", "dpsql.mechanism", "dpsql.analyst", "dpsql.version",
-         "dpsql.budget")
+         "dpsql.budget", "dpsql.max_rows", "dpsql.max_groups")
+#: dpsql.max_rows and dpsql.max_groups when the session has not set them: the metadata's.
+DEFAULT_BOUND = "default"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?")
 
 
@@ -58,6 +62,7 @@ def defaults(user: str, epsilon: float, delta: float, mechanism: str,
         "bytea_output": "hex", "client_min_messages": "notice", "datestyle_order": "MDY",
         "dpsql.epsilon": _number(epsilon), "dpsql.delta": _number(delta),
         "dpsql.mechanism": mechanism, "dpsql.analyst": user, "dpsql.version": version,
+        "dpsql.max_rows": DEFAULT_BOUND, "dpsql.max_groups": DEFAULT_BOUND,
     }
 
 
@@ -166,7 +171,8 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
         raise SettingError(f"parameter \"{display_name(name)}\" cannot be changed", "55P02")
     if name.startswith("dpsql.") and name not in DPSQL:
         raise SettingError(f"unrecognized configuration parameter \"{name}\"; dpsql's are "
-                           "dpsql.epsilon, dpsql.delta and dpsql.mechanism", "42704")
+                           "dpsql.epsilon, dpsql.delta, dpsql.mechanism, dpsql.max_rows and "
+                           "dpsql.max_groups", "42704")
     if name == "dpsql.budget":
         raise SettingError("dpsql.ledger.budget is read-only: SHOW dpsql.budget", "55P02")
     if name == "client_encoding":
@@ -207,6 +213,15 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
         except InvalidPrivacyParameter as e:
             raise SettingError(str(e), e.sqlstate) from None
         return _number(number)
+    if name in ("dpsql.max_rows", "dpsql.max_groups"):
+        text = value.strip().lower()
+        if text in (DEFAULT_BOUND, ""):
+            return DEFAULT_BOUND
+        if not text.isdigit() or int(text) < 1:
+            raise SettingError(f"{name} (the rows or groups one privacy unit may contribute to "
+                               f"a query) must be a whole number >= 1 or DEFAULT, not {value!r}",
+                               "22023")
+        return str(int(text))
     if name == "dpsql.mechanism":
         mechanism = value.strip().lower()
         try:

@@ -1,0 +1,55 @@
+"""What a plan's contribution bounds and clamping do to its answer, in words for the analyst.
+
+The noise interval (``--accuracy``, EXPLAIN, the DB-API's ``accuracy``) covers the noise only.
+Bounding and clamping change the exact answer itself, before any noise: a unit's rows beyond k
+(``max_rows_per_unit``) and groups beyond g (``max_groups_per_unit``) do not count, and every
+value entering a sum, an average or a quantile is clamped to its column's declared bounds.
+These notes say so with the numbers in force, read from the plan alone (the bounds and bounds
+in force are public: the metadata's, or the analyst's own per-query choice), so they release
+nothing. How much is actually dropped is the owner's to see (``dpsql metadata check``).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dpsql.privacy.plan import Plan
+
+#: Aggregates whose argument is only counted, never clamped into a sum.
+_COUNTED = ("count",)
+
+
+def bounding_notes(p: Plan) -> list[str]:
+    """One sentence on the contribution bounds in force, one on clamped columns (if any)."""
+    notes = []
+    table = p.table
+    if table.needs_bounding:
+        text = (f"Contribution bounds in force: each privacy unit counts with at most "
+                f"{table.rows_per_unit} row(s) (max_rows_per_unit; a unit's other rows are "
+                "left out at random)")
+        if p.keys:
+            text += (f" in at most {table.groups_per_unit} group(s) (max_groups_per_unit; its "
+                     "other groups are left out)")
+        notes.append(text + ". This bias is not in the +/- intervals, which cover the noise "
+                     "only; larger bounds (WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed"
+                     " = ..., max_groups_contributed = ...), within the owner's caps) mean less "
+                     "bias and more noise.")
+    clamped = clamped_columns(p)
+    if clamped:
+        notes.append("Values are clamped to their declared bounds before they are aggregated: "
+                     + ", ".join(clamped) + ".")
+    return notes
+
+
+def clamped_columns(p: Plan) -> list[str]:
+    """``name to [lower, upper]`` for each bounded column a non-count aggregate reads."""
+    seen: dict[str, str] = {}
+    for cell in p.cells:
+        if cell.call.kind in _COUNTED or cell.call.arg is None:
+            continue
+        for node in cell.call.arg.find_all(exp.Column):
+            column = p.table.column(node.name)
+            if column is not None and column.lower is not None and column.upper is not None:
+                seen.setdefault(column.name, f"{column.name} to [{column.lower}, "
+                                             f"{column.upper}]")
+    return list(seen.values())

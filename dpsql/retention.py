@@ -1,0 +1,340 @@
+"""``dpsql metadata check``: what the declared contribution bounds and column bounds drop.
+
+This is the data owner's tool, and it reads the data exactly: the owner may, and the numbers it
+prints are for choosing public policy (k, g, bounds), never for release to an analyst.
+
+**What bounding keeps.** A table that needs bounding keeps at most k rows per unit
+(``max_rows_per_unit``) and, with GROUP BY, at most g groups per unit (``max_groups_per_unit``),
+each a random sample (:mod:`dpsql.execution.rewrite`); rows whose unit is NULL are dropped from
+every query. For a unit with ``n`` rows spread over ``d`` groups of a key, the rows a query keeps
+are, in expectation over the sample, at most ``min(k, n * min(1, g / d))`` (g of its d groups,
+each equally likely, then k of their rows): that is the figure reported for a key, the whole
+table's being the exact ``min(k, n)``. A unit is *kept whole* when ``n <= k`` and ``d <= g``.
+
+**What a suggestion costs.** A larger k means a larger sensitivity: ``COUNT(*)`` with k rows per
+unit has L1 sensitivity k, so its 95% interval at epsilon is that of discrete Laplace noise of
+scale ``k / epsilon`` (:func:`dpsql.privacy.mechanisms.accuracy`); the suggestion prints it, the
+noise a COUNT would carry. The smallest k (g) keeping ``target`` of the rows is suggested.
+
+**Clamping.** Every value of a bounded column is clamped into ``[lower, upper]`` before it enters
+an aggregate; the report counts the non-NULL values outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from sqlglot import exp
+
+from dpsql.engines import Engine
+from dpsql.metadata.metadata import ColumnType, Metadata, Table
+from dpsql.privacy.mechanisms import accuracy, calibrate_laplace
+from dpsql.texttable import format_table
+
+#: The default share of rows the suggested k and g keep.
+DEFAULT_TARGET = 0.95
+
+#: A histogram of units: (rows n, groups d) -> how many units have them.
+Histogram = Mapping[tuple[int, int], int]
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What bounds (k, g) keep of a table, or of its rows grouped by one key."""
+
+    key: str | None  # None: whole-table aggregates
+    rows: int  # rows with a unit (NULL units are always dropped)
+    rows_kept: float  # exact without a key, expected over the random sample with one
+    units: int
+    units_whole: int  # units with n <= k (and d <= g): nothing of theirs is dropped
+
+    @property
+    def share(self) -> float:
+        return self.rows_kept / self.rows if self.rows else 1.0
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """The smallest bound keeping ``target`` of the rows, and the noise it adds to a COUNT."""
+
+    name: str  # "max_rows_per_unit" or "max_groups_per_unit"
+    value: int
+    kept: float  # the share of rows it keeps
+    count_accuracy: float  # 95% half-width of a COUNT(*) at the report's epsilon
+
+
+@dataclass(frozen=True)
+class Clamped:
+    column: str
+    lower: object
+    upper: object
+    outside: int  # non-NULL values below lower or above upper
+    values: int  # non-NULL values
+
+
+@dataclass(frozen=True)
+class TableCheck:
+    table: str
+    k: int
+    g: int
+    null_unit_rows: int
+    kept: tuple[Kept, ...]  # the whole table first, then one per public key
+    suggestions: tuple[Suggestion, ...]
+    clamped: tuple[Clamped, ...]
+
+
+def kept(histogram: Histogram, k: int, g: int, key: str | None) -> Kept:
+    """What (k, g) keep of units distributed as ``histogram`` (module docstring)."""
+    rows = sum(n * c for (n, _), c in histogram.items())
+    rows_kept = sum(c * min(float(k), n * min(1.0, g / d)) for (n, d), c in histogram.items())
+    whole = sum(c for (n, d), c in histogram.items() if n <= k and d <= g)
+    return Kept(key, rows, rows_kept, sum(histogram.values()), whole)
+
+
+def count_accuracy(k: int, epsilon: float) -> float:
+    """The 95% half-width of ``COUNT(*)`` at ``epsilon`` with k rows per unit (L1 = k)."""
+    return accuracy(calibrate_laplace(float(k), epsilon, True))
+
+
+def suggest(histograms: Sequence[Histogram], target: float, epsilon: float
+            ) -> tuple[Suggestion, Suggestion | None]:
+    """The smallest k keeping ``target`` of the rows of the whole table (the first histogram),
+    and, when keys were checked, the smallest g keeping ``target`` of the rows that k keeps
+    under every key (never above k: a unit reaches at most k groups)."""
+    whole = histograms[0]
+    k = _smallest(lambda v: kept(whole, v, 1, None).share >= target,
+                  max((n for n, _ in whole), default=1))
+    k_suggestion = Suggestion("max_rows_per_unit", k, kept(whole, k, 1, None).share,
+                              count_accuracy(k, epsilon))
+    by_key = histograms[1:]
+    if not by_key:
+        return k_suggestion, None
+
+    def enough(g: int) -> bool:
+        return all(kept(h, k, g, "").rows_kept >= target * kept(h, k, k, "").rows_kept
+                   for h in by_key)
+
+    g = _smallest(enough, k)
+    worst = min(kept(h, k, g, "").share for h in by_key)
+    return k_suggestion, Suggestion("max_groups_per_unit", g, worst, count_accuracy(k, epsilon))
+
+
+def _smallest(ok: object, top: int) -> int:
+    """The smallest v in 1..top with ok(v) (ok is monotone), else top."""
+    assert callable(ok)
+    lo, hi = 1, max(top, 1)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def check_table(engine: Engine, metadata: Metadata, table: Table,
+                target: float = DEFAULT_TARGET, epsilon: float = 1.0) -> TableCheck | None:
+    """The owner's report on one table (None for a table that is never bounded: public, or one
+    row per unit)."""
+    if not (table.needs_bounding or table.unit_path is not None):
+        return None
+    source, unit = _rows(metadata, table)
+    keys = public_keys(table)
+    histograms = [_histogram(engine, source, unit, None)]
+    histograms += [_histogram(engine, source, unit, expr) for expr in keys.values()]
+    k, g = table.max_rows_per_unit, table.max_groups_per_unit
+    reports = [kept(histograms[0], k, g, None)]
+    reports += [kept(h, k, g, name) for name, h in zip(keys, histograms[1:], strict=True)]
+    k_s, g_s = suggest(histograms, target, epsilon)
+    nulls = _scalar(engine, exp.select(_func("COUNT", exp.Star())).from_(source.copy())
+                    .where(unit.copy().is_(exp.null())))
+    return TableCheck(table.name, k, g, nulls, tuple(reports),
+                      tuple(s for s in (k_s, g_s) if s is not None),
+                      clamped(engine, table))
+
+
+def public_keys(table: Table) -> dict[str, exp.Expression]:
+    """Each column with a public domain as a GROUP BY key; a date column with a public range
+    also by month (its days are keys too, but a month is the grain analysts group by)."""
+    keys: dict[str, exp.Expression] = {}
+    for column in table.columns.values():
+        if column.name == table.privacy_unit or column.name in table.unit_columns:
+            continue
+        if column.type == ColumnType.DATE and column.public_range:
+            keys[f"DATE_TRUNC('month', {column.name})"] = _func(
+                "DATE_TRUNC", exp.Literal.string("month"), _col(column.name))
+        elif column.domain is not None:
+            keys[column.name] = _col(column.name)
+    return keys
+
+
+def clamped(engine: Engine, table: Table) -> tuple[Clamped, ...]:
+    """How many values of each bounded column fall outside its declared bounds."""
+    bounded = [c for c in table.columns.values() if c.lower is not None and c.upper is not None]
+    if not bounded:
+        return ()
+    parts: list[exp.Expression] = []
+    for c in bounded:
+        lo, hi = (_literal(v, c.type) for v in (c.lower, c.upper))
+        outside = exp.or_(exp.LT(this=_col(c.name), expression=lo),
+                          exp.GT(this=_col(c.name), expression=hi))
+        parts.append(_func("SUM", exp.Case(ifs=[exp.If(this=outside,
+                                                             true=exp.Literal.number(1))],
+                                              default=exp.Literal.number(0))))
+        parts.append(_func("COUNT", _col(c.name)))
+    row = _first(engine, exp.select(*parts).from_(_table(table.name)))
+    return tuple(Clamped(c.name, c.lower, c.upper, _int(row[2 * i]), _int(row[2 * i + 1]))
+                 for i, c in enumerate(bounded))
+
+
+def _rows(metadata: Metadata, table: Table) -> tuple[exp.Expression, exp.Column]:
+    """The table's rows with their unit: a unit_path table joined to its target's unit."""
+    if table.unit_path is None:
+        return _table(table.name), exp.column(_ident(table.privacy_unit or ""))
+    column, target_name, target_column = table.unit_path
+    target = metadata.table(target_name)
+    assert target is not None and target.privacy_unit is not None  # validated at load
+    joined = exp.select("t.*", exp.column(_ident(target.privacy_unit), table="u").as_("__unit")
+                        ).from_(_table(table.name).as_("t")).join(
+        _table(target.name).as_("u"),
+        on=exp.EQ(this=exp.column(_ident(column), table="t"),
+                  expression=exp.column(_ident(target_column), table="u")), join_type="LEFT")
+    return joined.subquery("__j"), exp.column("__unit")
+
+
+def _histogram(engine: Engine, source: exp.Expression, unit: exp.Column,
+               key: exp.Expression | None) -> dict[tuple[int, int], int]:
+    """(rows, groups) per unit -> units (NULL units left out: they are always dropped)."""
+    groups: exp.Expression = exp.Literal.number(1)
+    if key is not None:  # NULL is a group of its own
+        null_group = _func("MAX", exp.Case(ifs=[exp.If(this=key.copy().is_(exp.null()),
+                                                            true=exp.Literal.number(1))],
+                                              default=exp.Literal.number(0)))
+        groups = exp.Add(this=exp.Count(this=exp.Distinct(expressions=[key.copy()])),
+                         expression=null_group)
+    per_unit = (exp.select(_func("COUNT", exp.Star()).as_("n"), groups.as_("d"))
+                .from_(source.copy()).where(unit.copy().is_(exp.null()).not_())
+                .group_by(unit.copy()))
+    query = (exp.select("n", "d", _func("COUNT", exp.Star())).from_(per_unit.subquery("__u"))
+             .group_by("n", "d"))
+    _, rows = engine.execute(query.sql(dialect=engine.dialect))
+    return {(_int(n), _int(d)): _int(c) for n, d, c in rows}
+
+
+def _scalar(engine: Engine, query: exp.Select) -> int:
+    return _int(_first(engine, query)[0])
+
+
+def _int(value: object) -> int:
+    """An engine's integer (NULL for an empty SUM: 0)."""
+    return int(value) if isinstance(value, (int, float)) else 0
+
+
+def _first(engine: Engine, query: exp.Select) -> tuple[object, ...]:
+    return engine.execute(query.sql(dialect=engine.dialect))[1][0]
+
+
+def _ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def _table(name: str) -> exp.Table:
+    return exp.Table(this=_ident(name))
+
+
+def _func(name: str, *args: exp.Expression) -> exp.Expression:
+    return cast(exp.Expression, exp.func(name, *args))  # a Func, which mypy sees apart
+
+
+def _col(name: str) -> exp.Column:
+    return exp.column(_ident(name))
+
+
+def _literal(value: object, ctype: ColumnType) -> exp.Expression:
+    if ctype in (ColumnType.DATE, ColumnType.TIMESTAMP):
+        kind = "DATE" if ctype == ColumnType.DATE else "TIMESTAMP"
+        return exp.cast(exp.Literal.string(str(value)), kind)
+    return exp.Literal.number(value)
+
+
+def check_metadata_bounds(engine: Engine, metadata: Metadata, target: float = DEFAULT_TARGET,
+                          epsilon: float = 1.0) -> list[TableCheck]:
+    """:func:`check_table` for every declared table that is bounded, in declaration order."""
+    if not 0.0 < target <= 1.0:
+        raise ValueError(f"the target share of rows must be in (0, 1], got {target!r}")
+    checks = [check_table(engine, metadata, t, target, epsilon) for t in metadata.tables.values()]
+    return [c for c in checks if c is not None]
+
+
+def report_text(checks: Sequence[TableCheck], target: float, epsilon: float) -> str:
+    """The owner's report as text (``dpsql metadata check``)."""
+    out: list[str] = []
+    for c in checks:
+        out.append(f"table {c.table}: max_rows_per_unit k = {c.k}, max_groups_per_unit "
+                   f"g = {c.g}")
+        rows = [[r.key or "(whole table)", r.rows, round(r.rows_kept), f"{100 * r.share:.1f}%",
+                 r.units, r.units_whole] for r in c.kept]
+        out.append(format_table(["aggregates by", "rows", "rows kept", "kept", "units",
+                                 "units kept whole"], rows))
+        if c.null_unit_rows:
+            out.append(f"{c.null_unit_rows} row(s) have a NULL unit: every query drops them")
+        out.append(f"A COUNT(*) at epsilon {epsilon:g} with k = {c.k} is within "
+                   f"+/-{count_accuracy(c.k, epsilon):g} (95%) of what bounding keeps.")
+        for s in c.suggestions:
+            what = "of rows" if s.name == "max_rows_per_unit" else "of rows under its worst key"
+            out.append(f"suggested for {100 * target:g}% of rows: {s.name} = {s.value} (keeps "
+                       f"{100 * s.kept:.1f}% {what}; a COUNT(*) at epsilon {epsilon:g} then "
+                       f"carries +/-{s.count_accuracy:g})")
+        if c.clamped:
+            out.append(format_table(
+                ["column", "lower", "upper", "values outside (clamped)", "of values"],
+                [[x.column, str(x.lower), str(x.upper), x.outside, x.values] for x in c.clamped]))
+        out.append("")
+    out.append("With GROUP BY the rows kept are expected values over the random sample of g "
+               "groups then k rows per unit; bounds are public policy: choose them from "
+               "these figures, never copy a data value into them.")
+    return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What ``dpsql metadata init`` proposes for one table from its data (the owner's, read
+    exactly): columns with no NULL, columns with no repeated value, and, given the unit, the
+    smallest k and g keeping ``target`` of the rows (:func:`suggest`)."""
+
+    not_null: frozenset[str]
+    unique: frozenset[str]
+    unit: str | None = None
+    k: int | None = None
+    g: int | None = None
+
+
+#: A column with at most this many distinct values is tried as a GROUP BY key for g.
+KEY_CANDIDATE_VALUES = 50
+
+
+def propose(engine: Engine, table: str, columns: Sequence[str], unit: str | None,
+            target: float = DEFAULT_TARGET) -> Proposal:
+    """:class:`Proposal` for ``table`` (its ``columns`` as the engine names them); ``unit`` is
+    the privacy unit's column when the table has it, else no k and g are proposed."""
+    parts: list[exp.Expression] = [_func("COUNT", exp.Star())]
+    for c in columns:
+        parts += [_func("COUNT", _col(c)), exp.Count(this=exp.Distinct(expressions=[_col(c)]))]
+    row = _first(engine, exp.select(*parts).from_(_table(table)))
+    total = _int(row[0])
+    counts = {c: (_int(row[1 + 2 * i]), _int(row[2 + 2 * i])) for i, c in enumerate(columns)}
+    not_null = frozenset(c for c, (n, _) in counts.items() if total and n == total)
+    unique = frozenset(c for c, (n, d) in counts.items() if n and d == n)
+    if unit is None or unit not in counts:
+        return Proposal(not_null, unique)
+    source, unit_col = _table(table), _col(unit)
+    keys = [c for c, (_, d) in counts.items()
+            if c != unit and c not in unique and 1 < d <= KEY_CANDIDATE_VALUES]
+    histograms = [_histogram(engine, source, unit_col, None)]
+    histograms += [_histogram(engine, source, unit_col, _col(c)) for c in keys]
+    if not histograms[0]:  # no row with a unit: nothing to propose from
+        return Proposal(not_null, unique, unit)
+    k, g = suggest(histograms, target, 1.0)
+    return Proposal(not_null, unique, unit, k.value, g.value if g is not None else 1)

@@ -1,0 +1,109 @@
+-- BigQuery's differential privacy syntax, run unchanged (dpsql/query/dp_clause.py): the
+-- OPTIONS set the query's epsilon, delta and contribution bounds (within the owner's caps:
+-- visits k = 10, g = 3 here, caps 1000 rows and 12 groups), its aggregates' named arguments
+-- clamp their input. The corpus pins visits' k and g (grammar_tests/databases.py).
+
+-- case: bigquery options set epsilon and groups
+-- expect: accepted cells=1 keys=1 release=domain:8 l1[0]=10 cost=0.5,0 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY
+  OPTIONS(epsilon = 0.5, delta = 1e-6, max_groups_contributed = 12,
+          privacy_unit_column = person_id)
+  category, COUNT(*) AS n
+FROM visits GROUP BY category;
+
+-- case: bigquery max rows raised within the cap
+-- expect: accepted cells=1 l1[0]=50 cost=1,0 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, max_rows_contributed = 50) COUNT(*)
+FROM visits;
+
+-- case: bigquery max rows lowered
+-- expect: accepted cells=1 l1[0]=2 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2) COUNT(*) FROM visits;
+
+-- case: bigquery max rows above the cap
+-- expect: refused BoundsAboveCap mentions="cap of 1000"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5000) COUNT(*) FROM visits;
+
+-- case: bigquery privacy unit column not the unit
+-- expect: refused BoundsAboveCap mentions=person_id
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(privacy_unit_column = visit_id) COUNT(*) FROM visits;
+
+-- case: bigquery avg with contribution bounds per group
+-- expect: accepted cells=1 measurements=2 l1[0]=10 l1[1]=500 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6)
+  category, AVG(amount, contribution_bounds_per_group => (0, 100)) AS a
+FROM visits GROUP BY category;
+
+-- case: bigquery sum with contribution bounds per group
+-- expect: accepted cells=1 l1[0]=1000 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, contribution_bounds_per_group => (0, 100))
+FROM visits;
+
+-- case: bigquery count star with contribution bounds
+-- expect: accepted cells=1 l1[0]=10 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => (0, 5)) FROM visits;
+
+-- case: bigquery percentile cont with contribution bounds per row
+-- expect: accepted cells=1 types=DOUBLE rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY
+  PERCENTILE_CONT(amount, 0.5, contribution_bounds_per_row => (0, 100))
+FROM visits;
+
+-- case: bigquery report format
+-- expect: refused UnsupportedQuery mentions=report_format
+SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') FROM visits;
+
+-- case: bigquery unknown option
+-- expect: refused UnsupportedQuery mentions=max_rows_contributed
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(budget = 3) COUNT(*) FROM visits;
+
+-- case: bigquery kappa is max groups contributed
+-- expect: accepted cells=1 keys=1 l1[0]=1 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(kappa = 1)
+  category, COUNT(DISTINCT person_id)
+FROM visits GROUP BY category;
+
+-- case: bigquery public groups strategy
+-- expect: accepted cells=1 keys=1 release=domain:8 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY
+  OPTIONS(group_selection_strategy = PUBLIC_GROUPS, max_groups_contributed = 8)
+  category, COUNT(*)
+FROM visits GROUP BY category;
+
+-- case: bigquery max groups zero
+-- expect: refused BoundsAboveCap mentions="whole number"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 0) COUNT(*) FROM visits;
+
+-- case: bigquery max groups not whole
+-- expect: refused InvalidPrivacyParameter mentions="whole number"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1.5) COUNT(*) FROM visits;
+
+-- case: bigquery negative epsilon
+-- expect: refused InvalidPrivacyParameter mentions=epsilon
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = -1) COUNT(*) FROM visits;
+
+-- case: bigquery bounds do not apply to one row per unit
+-- expect: accepted cells=1 l1[0]=1 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 40) COUNT(*) FROM people;
+
+-- case: bigquery join with the unit column and raised rows
+-- expect: accepted cells=1 keys=1 l1[0]=50 rows=2
+SELECT WITH DIFFERENTIAL_PRIVACY
+  OPTIONS(max_rows_contributed = 50, privacy_unit_column = v.person_id)
+  p.sex, COUNT(*)
+FROM visits v JOIN people p ON v.person_id = p.person_id GROUP BY p.sex;
+
+-- case: bigquery clause after a cte
+-- expect: accepted cells=1 l1[0]=20 rows=1
+WITH t AS (SELECT * FROM visits)
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 20) COUNT(*) FROM t;
+
+-- case: bigquery unit path table raised
+-- expect: accepted cells=1 keys=1 l1[0]=40 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 40) drug, COUNT(*)
+FROM prescriptions GROUP BY drug;
+
+-- case: bigquery two clauses
+-- expect: refused UnsupportedQuery mentions="one WITH DIFFERENTIAL_PRIVACY"
+SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM visits
+WHERE person_id IN (SELECT WITH DIFFERENTIAL_PRIVACY person_id FROM visits);

@@ -1,0 +1,59 @@
+"""BigQuery's differential privacy clause read off the text (dpsql.query.dp_clause): what it
+sets, what it leaves alone (literals, comments), and its refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpsql.errors import InvalidPrivacyParameter, UnsupportedQuery
+from dpsql.metadata.contribution import ContributionBounds
+from dpsql.query.dp_clause import DPOptions, resolve, split
+
+
+def test_options_and_named_arguments() -> None:
+    sql, options = split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta=1e-7, "
+                         "kappa = 4, max_rows_contributed = 9, privacy_unit_column = `pid`) "
+                         "g, SUM(x, contribution_bounds_per_group => (-1, 2.5)) FROM t GROUP BY g")
+    assert sql == "SELECT   g, SUM(LEAST(GREATEST(x, -1), 2.5)) FROM t GROUP BY g"
+    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid"))
+    assert split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t") == (
+        "SELECT   COUNT(*) FROM t", DPOptions())
+
+
+def test_literals_and_comments_are_left_alone() -> None:
+    for sql in ("SELECT COUNT(*) FROM t WHERE s = 'WITH DIFFERENTIAL_PRIVACY x => (1, 2)'",
+                "SELECT COUNT(*) FROM t -- SELECT WITH DIFFERENTIAL_PRIVACY\n",
+                "SELECT COUNT(*) FROM t"):
+        assert split(sql) == (sql, None)
+
+
+def test_resolve_takes_the_clause_over_the_front_door() -> None:
+    sql, epsilon, delta, bounds = resolve(
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) COUNT(*) FROM t",
+        0.3, 1e-6, ContributionBounds(7, 5))
+    assert (epsilon, delta, bounds) == (0.3, 1e-6, ContributionBounds(7, 2))
+    assert sql.split() == ["SELECT", "COUNT(*)", "FROM", "t"]
+
+
+@pytest.mark.parametrize(("sql", "error", "words"), [
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1 COUNT(*) FROM t", UnsupportedQuery,
+     "not closed"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon) COUNT(*) FROM t", UnsupportedQuery,
+     "name = value"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, epsilon = 2) COUNT(*) FROM t",
+     UnsupportedQuery, "twice"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = big) COUNT(*) FROM t",
+     InvalidPrivacyParameter, "a number"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(kappa = 1, max_groups_contributed = 2) "
+     "COUNT(*) FROM t", UnsupportedQuery, "same option"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(group_selection_strategy = ANY) COUNT(*) FROM t",
+     UnsupportedQuery, "LAPLACE_THRESHOLD"),
+    ("SELECT SUM(x, contribution_bounds_per_group => (5, 1)) FROM t", UnsupportedQuery,
+     "lower is above upper"),
+    ("SELECT SUM(x, contribution_bounds_per_group => (a, 1)) FROM t", UnsupportedQuery,
+     "two numbers"),
+    ("SELECT SUM(x, weight => 2) FROM t", UnsupportedQuery, "contribution_bounds_per_row"),
+])
+def test_refusals_say_what_to_write(sql: str, error: type[Exception], words: str) -> None:
+    with pytest.raises(error, match=words):
+        split(sql)
