@@ -27,4 +27,4 @@ def render(e: Explanation) -> list[str]:
             *([f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
                f"{e.groups_per_unit} group(s)"] if e.rows_per_unit else []),  # 0: public read
             f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g} (epsilon is split "
-            "equally across the measurements above)"]
+            "across the measurements above by their part of the error)"]

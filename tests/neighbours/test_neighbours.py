@@ -42,7 +42,7 @@ from dpsql.metadata.metadata import load_metadata, parse_metadata
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import EVENTS
-from tests.neighbours.leak_mutants import LEAK_MUTANTS
+from tests.neighbours.leak_mutants import BIAS_MUTANTS, LEAK_MUTANTS
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 2500 if SLOW else 200  # per chunk
@@ -172,6 +172,40 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
         assert 0 < verdict.worst <= 1 + 1e-9
 
 
+#: Issue 21: over public keys the groups cap is not applied (Laplace and Gaussian): each kind
+#: of measurement, with the adversary reaching its bound across more than g groups.
+UNCAPPED = [
+    ("SELECT grp, COUNT(*), COUNT(amount), SUM(qty) FROM visits GROUP BY grp", "laplace"),
+    ("SELECT grp, AVG(amount), VAR_SAMP(qty), STDDEV(amount) FROM visits GROUP BY grp",
+     "laplace"),
+    ("SELECT grp, COUNT(*), SUM(amount) FROM visits GROUP BY grp", "gaussian"),
+    ("SELECT grp, MEDIAN(qty), MAX(amount), COUNT(DISTINCT qty) FROM visits GROUP BY grp",
+     "laplace"),
+    ("SELECT drug, SUM(dose), COUNT(*) FROM rx GROUP BY drug", "laplace"),
+]
+
+
+@pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)
+def test_uncapped_groups_pass(typed: Neighbourhood, sql: str, mechanism: str) -> None:
+    delta = 1e-6 if mechanism == "gaussian" else 0.0
+    plan = typed.planner.prepare(sql, 1.0, delta, mechanism)
+    assert plan.group_cap is None
+    verdict = assert_clean(typed, sql, delta=delta, mechanism=mechanism)
+    assert 0 < verdict.worst <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("sql, delta", [
+    ("SELECT grp, COUNT(DISTINCT pid), COUNT(*) FROM visits GROUP BY grp", 0.0),
+    ("SELECT day, COUNT(*) FROM visits GROUP BY day", 1e-6)])
+def test_groups_cap_kept_where_it_lowers_the_noise(
+        monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood, sql: str, delta: float) -> None:
+    """A count of units and thresholded keys keep the cap; the harness finds its removal."""
+    assert typed.planner.prepare(sql, 1.0, delta).group_cap == 2
+    assert_clean(typed, sql, delta=delta)
+    BIAS_MUTANTS["groups_never_capped"](monkeypatch)
+    assert_finds(fresh(), sql, delta=delta)
+
+
 def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
     """The DB-API's and the server's parameters take the same path (bind, then prepare)."""
     assert_clean(typed, "SELECT grp, SUM(qty) FROM visits WHERE amount > ? AND pid <> ? "
@@ -196,6 +230,8 @@ SENSITIVITY_MUTANTS = [
     ("rows_uncapped", ["sum_scaled", "count_where"]),
     ("groups_uncapped", ["units_grouped"]),
     ("scaling_removed", ["sum_scaled"]),
+    ("k_per_group", ["uncapped_groups", "uncapped_gaussian", "avg_grouped"]),
+    ("groups_never_capped", ["units_grouped"]),
 ]
 
 
