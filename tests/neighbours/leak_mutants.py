@@ -69,3 +69,17 @@ def k_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
 
 BIAS_MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "groups_never_capped": groups_never_capped, "k_per_group": k_per_group}
+
+
+#: Issue 21: over public keys the groups cap is not applied (Laplace and Gaussian): each kind
+#: of measurement, with the adversary reaching its bound across more than g groups (run on
+#: every engine's neighbour harness).
+UNCAPPED = [
+    ("SELECT grp, COUNT(*), COUNT(amount), SUM(qty) FROM visits GROUP BY grp", "laplace"),
+    ("SELECT grp, AVG(amount), VAR_SAMP(qty), STDDEV(amount) FROM visits GROUP BY grp",
+     "laplace"),
+    ("SELECT grp, COUNT(*), SUM(amount) FROM visits GROUP BY grp", "gaussian"),
+    ("SELECT grp, MEDIAN(qty), MAX(amount), COUNT(DISTINCT qty) FROM visits GROUP BY grp",
+     "laplace"),
+    ("SELECT drug, SUM(dose), COUNT(*) FROM rx GROUP BY drug", "laplace"),
+]
