@@ -229,15 +229,64 @@ def fast_path(con: duckdb.DuckDBPyConnection, metadata: Path, runs: int) -> list
     return lines
 
 
+#: dpsql's rewrite of each query against its floor (issue 23, item 3): the bare grouping by
+#: unit (and the key, for GROUP BY) over the same rows, timed in the same run. Targets: counts
+#: and sums within 1.5x with public keys, thresholded keys within 2x, MEDIAN within 3x.
+FLOOR_UNIT = "SELECT count(*) FROM (SELECT person_id, count(*) FROM events GROUP BY ALL)"
+FLOOR_KEY = ("SELECT count(*) FROM (SELECT person_id, {key}, count(*) FROM events "
+             "GROUP BY ALL)")
+AGAINST_FLOOR = (
+    ("COUNT(*)", "SELECT COUNT(*) FROM events", FLOOR_UNIT, 1.5, 0.0),
+    ("SUM", "SELECT SUM(amount) FROM events", FLOOR_UNIT, 1.5, 0.0),
+    ("AVG", "SELECT AVG(amount) FROM events", FLOOR_UNIT, 1.5, 0.0),
+    ("GROUP BY public: COUNT, SUM", "SELECT category, COUNT(*), SUM(amount) FROM events "
+     "GROUP BY category", FLOOR_KEY.format(key="category"), 1.5, 0.0),
+    ("GROUP BY public: COUNT, AVG", "SELECT category, COUNT(*), AVG(amount) FROM events "
+     "GROUP BY category", FLOOR_KEY.format(key="category"), 1.5, 0.0),
+    ("GROUP BY thresholded: COUNT", "SELECT day, COUNT(*) FROM events GROUP BY day",
+     FLOOR_KEY.format(key="day"), 2.0, 1e-6),
+    ("MEDIAN", "SELECT MEDIAN(amount) FROM events", FLOOR_UNIT, 3.0, 0.0),
+    ("GROUP BY public: MEDIAN", "SELECT category, MEDIAN(amount) FROM events GROUP BY "
+     "category", FLOOR_KEY.format(key="category"), 3.0, 0.0),
+)
+
+
+def against_floor(con: duckdb.DuckDBPyConnection, metadata: Path, runs: int) -> list[str]:
+    md = load_metadata(metadata)
+    schema = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns"
+                              " WHERE table_name = 'events'").fetchall())
+    floors: dict[str, float] = {}
+    lines = []
+    for label, sql, floor, target, delta in AGAINST_FLOOR:
+        if floor not in floors:
+            floors[floor] = timed(con, floor, None, runs)[0]
+        p = Planner(md).prepare(sql, 1.0, delta)
+        rewritten = rewrite(p, schema).sql(dialect=DuckDBDialect)
+        best = timed(con, rewritten, [SALT] if "$1" in rewritten else None, runs)[0]
+        ratio = best / floors[floor]
+        lines.append(f"| {label} | {floors[floor]:.0f} | {best:.0f} | {ratio:.2f}x | "
+                     f"{target:g}x | {'met' if ratio <= target else 'not met'} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--floor-only", action="store_true",
+                        help="only dpsql's rewrite against its floor")
     args = parser.parse_args(argv)
     database, metadata = ensure_data(args.rows)
     con = duckdb.connect(str(database), read_only=True)
     print("## Machine\n")
     print(machine())
+    print(f"\n## dpsql's rewrite against its floor: events, {args.rows:,} rows (min ms of "
+          f"{args.runs})\n")
+    print("| query | floor ms | dpsql ms | ratio | target | |\n|---|---:|---:|---:|---:|---|")
+    for line in against_floor(con, metadata, args.runs):
+        print(line, flush=True)
+    if args.floor_only:
+        return 0
     print(f"\n## Row bounding: events, {args.rows:,} rows, k = {K} (ms, {args.runs} runs)\n")
     print("| variant | min ms | median ms | check / result | note |\n|---|---:|---:|---|---|")
     for v in ROW_VARIANTS:

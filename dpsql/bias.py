@@ -27,8 +27,8 @@ def bounding_notes(p: Plan) -> list[str]:
         text = (f"Contribution bounds in force: each privacy unit counts with at most "
                 f"{table.rows_per_unit} row(s) (max_rows_per_unit; a unit's other rows are "
                 "left out at random)")
-        if p.keys:
-            text += (f" in at most {table.groups_per_unit} group(s) (max_groups_per_unit; its "
+        if p.keys and p.group_cap is not None:  # else a unit keeps its k rows in all groups
+            text += (f" in at most {p.group_cap} group(s) (max_groups_per_unit; its "
                      "other groups are left out)")
         notes.append(text + ". This bias is not in the +/- intervals, which cover the noise "
                      "only; larger bounds (WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed"

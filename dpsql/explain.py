@@ -28,4 +28,4 @@ def render(e: Explanation) -> list[str]:
                f"{e.groups_per_unit} group(s)"] if e.rows_per_unit else []),  # 0: public read
             *e.notes,
             f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g} (epsilon is split "
-            "equally across the measurements above)"]
+            "across the measurements above by their part of the error)"]

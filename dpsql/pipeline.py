@@ -213,8 +213,7 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
         key_release = "no GROUP BY: one row"
     return Explanation(sql=sql, cells=cells, key_release=key_release, epsilon=p.cost_epsilon,
                        delta=p.cost_delta, rows_per_unit=p.table.rows_per_unit,
-                       groups_per_unit=p.table.groups_per_unit if p.keys else 1,
-                       notes=bounding_notes(p))
+                       groups_per_unit=p.groups_per_unit, notes=bounding_notes(p))
 
 
 def _explain_measurement(output: str, m: Measurement) -> CellExplanation:

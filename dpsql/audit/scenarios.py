@@ -259,6 +259,15 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     _visits("avg_grouped", "GROUP BY public, COUNT and AVG per (person, group): neighbour has "
             "60 rows in 6 groups, values 1e12", "SELECT grp, COUNT(*) AS n, AVG(amount) AS a "
             "FROM visits GROUP BY grp", neighbour=_frequent(60, GROUPS), keys=("grp",)),
+    # No groups cap over public keys (dpsql.privacy.aggregates.groups_cap): the neighbour's
+    # k rows spread over k of its groups, L1 still k (Laplace) and L2 still k (Gaussian).
+    _visits("uncapped_groups", "GROUP BY public, no groups cap: neighbour's 60 rows in 6 "
+            "groups keep k = 3 rows across them", "SELECT grp, COUNT(*) AS n FROM visits "
+            "GROUP BY grp", neighbour=_frequent(60, GROUPS), keys=("grp",), epsilon=2.0),
+    _visits("uncapped_gaussian", "GROUP BY public, Gaussian, no groups cap: neighbour's 60 "
+            "rows in 6 groups", "SELECT grp, COUNT(*) AS n FROM visits GROUP BY grp",
+            neighbour=_frequent(60, GROUPS), keys=("grp",), mechanism="gaussian",
+            epsilon=2.0, delta=1e-5),
     _visits("units_grouped", "COUNT(DISTINCT person) per public group: neighbour in 6 groups, "
             "g = 2", "SELECT grp, COUNT(DISTINCT pid) AS units FROM visits GROUP BY grp",
             neighbour=_frequent(60, GROUPS), keys=("grp",), epsilon=2.0),

@@ -170,7 +170,8 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
     keys = [exp.column(k.name) for k in plan.keys]
     salt_literal = SALT
     source: exp.Expression = exp.to_identifier("__rows")
-    if keys and table.max_groups_per_unit < table.max_rows_per_unit:
+    cap = group_cap(plan)
+    if keys and cap is not None and cap < table.max_rows_per_unit:
         group_rank = exp.Window(
             this=exp.DenseRank(),
             partition_by=[exp.column("__unit")],
@@ -180,7 +181,7 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
                                                                  exp.column("__unit"), *keys])),
                                          *[exp.Ordered(this=k.copy()) for k in keys]]))
         ranked = _select_all(exp.to_identifier("__rows")).qualify(
-            exp.LTE(this=group_rank, expression=exp.Literal.number(table.max_groups_per_unit)),
+            exp.LTE(this=group_rank, expression=exp.Literal.number(cap)),
             copy=False)
         source = exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier("__g")))
     row_columns = [exp.column("__unit"), *keys, *[exp.column(n) for n in sorted(set(
@@ -229,10 +230,11 @@ def row_cap(table: Table) -> int:
     return table.max_rows_per_unit
 
 
-def group_cap(table: Table) -> int:
-    """g' = min(g, k): the groups one unit contributes to at most
-    (:mod:`dpsql.privacy.aggregates`)."""
-    return table.groups_per_unit
+def group_cap(plan: Plan) -> int | None:
+    """g' = min(g, k), the groups one unit contributes to at most, when the plan caps them;
+    None when a unit keeps its k rows across all its groups (:func:`dpsql.privacy.aggregates.
+    groups_cap`). A seam for the audit's mutants."""
+    return plan.group_cap
 
 
 def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
@@ -249,7 +251,13 @@ def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> e
                                                      for m in plan.measurements], copy=False)
     query = query.with_("__rows", as_=rows, copy=False).with_("__units", as_=per_unit,
                                                                copy=False)
-    if keys:
+    if keys and group_cap(plan) is None:
+        # No groups cap (Laplace or Gaussian over public keys: it would lower no sensitivity,
+        # dpsql.privacy.aggregates): the unit's k rows are allocated over all its groups.
+        query = query.with_("__kept", as_=_all_groups(plan), copy=False)
+        contrib = _select_all(exp.to_identifier("__kept"))
+        contrib.expressions.append(_as(_allocated(row_cap(plan.table)), "__c"))
+    elif keys:
         query = query.with_("__ranked", as_=_ranked(plan), copy=False).with_(
             "__kept", as_=_kept(plan), copy=False)
         contrib = _select_all(exp.to_identifier("__kept"))
@@ -303,16 +311,42 @@ def _ranked(plan: Plan) -> exp.Select:
 
 def _kept(plan: Plan) -> exp.Select:
     """The unit's first g' groups, with ``__tot``, its rows in them."""
-    tot = _cast(exp.Window(this=exp.Sum(this=exp.column("__n")),
-                              partition_by=[exp.column("__unit")]), "BIGINT")
+    cap = group_cap(plan)
+    assert cap is not None  # _kept is the capped form
     out = _select_all(exp.to_identifier("__ranked")).where(exp.LTE(
-        this=exp.column("__r"), expression=exp.Literal.number(group_cap(plan.table))),
-        copy=False)
-    # The unit's secret offset in [0, 1] for _allocated, from the salted hash of the unit.
-    uniform = exp.Div(this=_cast(_hash([SALT, exp.column("__unit")]), "DOUBLE"),
-                      expression=_cast(exp.Literal.number(2**64), "DOUBLE"))
-    out.expressions.extend([_as(tot, "__tot"), _as(uniform, "__u")])
+        this=exp.column("__r"), expression=exp.Literal.number(cap)), copy=False)
+    out.expressions.extend([_as(_unit_total(), "__tot"), _as(_offset(), "__u")])
     return out
+
+
+def _all_groups(plan: Plan) -> exp.Select:
+    """Every (unit, group) of ``__units`` with ``__cum``, the unit's rows up to this group in
+    the order of the keys, ``__tot``, all its rows, and its secret offset ``__u``. The order
+    need not be secret: it only decides which groups round up, and each ``c_j`` has the mean
+    ``K n_j / tot`` over the secret offset whatever the order (:func:`_allocated`)."""
+    order = exp.Order(expressions=[exp.Ordered(this=exp.column(k.name)) for k in plan.keys])
+    cum = _cast(exp.Window(
+        this=exp.Sum(this=exp.column("__n")), partition_by=[exp.column("__unit")],
+        order=order, spec=exp.WindowSpec(
+            kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")),
+        "BIGINT")
+    out = _select_all(exp.to_identifier("__units"))
+    out.expressions.extend([_as(cum, "__cum"), _as(_unit_total(), "__tot"),
+                            _as(_offset(), "__u")])
+    return out
+
+
+def _unit_total() -> exp.Expression:
+    """The unit's rows in the groups it keeps (a BIGINT: cheaper than SUM's HUGEINT)."""
+    return _cast(exp.Window(this=exp.Sum(this=exp.column("__n")),
+                            partition_by=[exp.column("__unit")]), "BIGINT")
+
+
+def _offset() -> exp.Expression:
+    """The unit's secret offset in [0, 1] for :func:`_allocated`, from the salted hash of the
+    unit."""
+    return exp.Div(this=_cast(_hash([SALT, exp.column("__unit")]), "DOUBLE"),
+                   expression=_cast(exp.Literal.number(2**64), "DOUBLE"))
 
 
 def _allocated(k: int) -> exp.Expression:

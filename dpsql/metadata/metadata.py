@@ -26,10 +26,12 @@ The layout is dpsql's public interface::
 Column keys: ``unique`` (no two rows share a value: the target of a ``unit_path``),
 ``type`` (int, float, text, bool, date, timestamp), ``lower``/``upper`` (bounds;
 every value that enters a query is clamped to them; TOML dates for a date, TOML datetimes for a
-timestamp, an offset datetime read in UTC), ``nullable``, ``values`` (a public domain of GROUP BY
-keys) and ``public_range`` (for int, date and timestamp columns: the range lower..upper is a
-public key domain; for a date or a timestamp, so are its DATE_TRUNC grains, years, months...
-between the bounds, at most MAX_DOMAIN_SIZE of them).
+timestamp, an offset datetime read in UTC), ``nullable`` (``nullable = false`` written out
+promises no NULL: COUNT(x) and the count of AVG(x) then share COUNT(*)'s measurement),
+``values`` (a public domain of GROUP BY keys) and ``public_range`` (for int, date and
+timestamp columns: the range lower..upper is a public key domain; for a date or a timestamp,
+so are its DATE_TRUNC grains, years, months... between the bounds, at most MAX_DOMAIN_SIZE of
+them).
 When a database is opened, each declared table and column must exist in it with a physical
 type that matches its declared type (see :func:`dpsql.engines.check_metadata` for the rule:
 int from integers and DECIMAL(p, 0); float from any number; text from VARCHAR; bool from
@@ -137,6 +139,11 @@ class Column:
     public_range: bool = False
     description: str | None = None
     unique: bool = False  # the owner's promise: no two rows share a value (unit_path targets)
+    # ``nullable = false`` written out: the owner's promise that no value is NULL (nor, stored
+    # as text, fails to convert). COUNT(x) and the count inside AVG(x)/VAR(x) are then the
+    # measurement of COUNT(*) (dpsql.privacy.aggregates.counted); a broken promise costs
+    # accuracy (NULL rows counted), never privacy. Left out, nothing is assumed.
+    not_null: bool = False
 
     @property
     def numeric(self) -> bool:
@@ -360,4 +367,5 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
     return Column(name=name.lower(), type=ctype, lower=lower, upper=upper,
                   nullable=flag(spec, "nullable", where), values=values,
                   public_range=public_range, description=description_of(spec, where),
-                  unique=flag(spec, "unique", where))
+                  unique=flag(spec, "unique", where),
+                  not_null="nullable" in spec and not flag(spec, "nullable", where))

@@ -21,7 +21,7 @@ to it and the query is charged once, not once per group.
 ==========================  =======================================  ================  ===========
 aggregate                   measurements                             L1 sensitivity    L2
 ==========================  =======================================  ================  ===========
-COUNT(*), COUNT(x)          number of (non-NULL) rows                k                 k
+COUNT(*), COUNT(x)          number of (non-NULL) rows (*)            k                 k
 COUNT(DISTINCT unit)        number of distinct units                 g'                sqrt(g')
 COUNT(DISTINCT x)           number of distinct values                k                 k
 SUM(x)                      sum of clamp(x)                          k * M             k * M
@@ -30,6 +30,9 @@ VAR/STDDEV(x)               n; S1 = sum(y); S2 = sum(y^2), y=x-c     k; k*h; k*h
 MEDIAN/QUANTILE/MIN/MAX     histogram of clamp(x) over B buckets,    utility: k        -
                             exponential mechanism (one per group)
 ==========================  =======================================  ================  ===========
+
+(*) COUNT(x), and the count inside AVG(x) and VAR(x), of a column declared NOT NULL is COUNT(*):
+one measurement for all of them (:func:`counted`).
 
 The L2 column is the worst case of k rows all in one group (then L2 = L1); for distinct units a
 unit adds 1 to each of at most g' groups. Everything computed from the noisy measurements is
@@ -47,6 +50,33 @@ share and clamped to that many rows' range. Either way a unit changes the counts
 in total, each sum by at most k times one row's bound, and COUNT(DISTINCT unit) in at most g'
 groups: the table above holds for both (the argument, kind by kind, is in
 :mod:`dpsql.execution.rewrite`).
+
+**When the groups cap buys something** (:func:`groups_cap`; issue 21). The cap of ``g`` groups
+per unit costs bias (a unit's rows in its other groups are dropped), so the plan applies it
+only where it lowers what is released. Let a unit keep ``k`` rows, ``n_j`` of them in group
+``j``, ``sum_j n_j <= k``, and ``T`` bound one row's term:
+
+- *Laplace over public keys* (COUNT, COUNT(x), SUM, the sums of AVG and VAR/STDDEV, COUNT
+  (DISTINCT x)): L1 = ``sum_j n_j T <= k T`` whatever the number of groups: the cap changes
+  nothing in the noise, so it is **not applied**; the unit keeps its k rows across all its
+  groups (with per-unit aggregates: ``min(n, k)`` rows allocated over all its groups).
+- *Gaussian* over public keys, the same measurements: L2 = ``sqrt(sum_j (n_j T)^2) <= k T``,
+  reached by k rows in one group; a cap of g groups lowers it only together with a per-group
+  row cap ``k_g`` (then L2 <= ``min(k, sqrt(g) k_g) T``). dpsql has no per-group row cap, so the
+  groups cap is **not applied** either (a per-query per-group cap, when it comes with the
+  bounds in force, is the place to apply it: ``sqrt(g) k_g < k`` is the test).
+- *Quantiles, MIN, MAX* (the exponential mechanism, one draw per group): adding a unit moves
+  group j's utilities by at most ``n_j``, so group j's draw costs ``eps n_j / k`` and all
+  groups together ``eps sum_j n_j / k <= eps``: no cap needed, **not applied**.
+- *COUNT(DISTINCT unit)*: one unit adds 1 in each group it reaches: L1 = ``g'``, L2 =
+  ``sqrt(g')`` with the cap, ``min(k, groups)`` without; the cap **is applied** when the query
+  has this measurement (it is what lowers the noise; COUNT(*) beside it then keeps the capped
+  rows as well, one bounding for the whole query).
+- *Keys released by thresholding*: tau is computed from g (one unit can push at most g' groups
+  over it, :mod:`dpsql.privacy.thresholds`), so the cap **is applied**.
+
+The noise grid of real cells pays one grid step per group a unit reaches
+(:func:`Plan.groups_per_unit`): g' with the cap, ``min(k, |domain|)`` without.
 
 **Exact sums** (Casacuberta, Shoemate, Vadhan and Wagaman, CCS 2022). The sensitivities above
 hold for sums in real arithmetic. A floating-point SUM is not one: each addition rounds, and the
@@ -217,6 +247,13 @@ class Aggregate:
     combine: Combine
     accuracy: Accuracy
     accuracy_unit: str = "value"  # or "rank" for the exponential mechanism
+    #: per measurement of the cell, the square of its worst-case coefficient in the cell's
+    #: first-order error, each in units of its per-row bound (the budget split weighs each
+    #: measurement by the sum over the cells that use it: dpsql.privacy.plan); () is all 1
+    weights: tuple[float, ...] = ()
+
+    def weight(self, position: int) -> float:
+        return self.weights[position] if self.weights else 1.0
 
 
 def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
@@ -273,6 +310,33 @@ def units_measurement(table: Table, groups: int, mechanism: Mechanism) -> Measur
                            mechanism=mechanism)
 
 
+def groups_cap(table: Table, specs: Sequence[MeasurementSpec], thresholded: bool) -> int | None:
+    """g' = min(g, k) when the groups cap lowers what the query releases, else None (no cap:
+    a unit keeps its k rows across all its groups). The cases and their sensitivities are in
+    the module docstring, "When the groups cap buys something": the cap is applied for keys
+    released by thresholding and for a count of distinct units, and nowhere else."""
+    if not table.needs_bounding:
+        return None
+    if thresholded or any(s.kind == MeasurementKind.UNITS for s in specs):
+        return table.groups_per_unit
+    return None
+
+
+def counted(arg: exp.Expression | None, table: Table) -> exp.Expression | None:
+    """What a count of rows of ``arg`` counts: None (every row, the measurement of COUNT(*))
+    when ``arg`` is a column the metadata declares NOT NULL (``nullable = false`` written out,
+    ``Column.not_null``; a column an outer join may NULL-fill is nullable in the joined
+    table), so that COUNT(*), COUNT(x) and
+    the count inside AVG(x) and VAR(x) are one measurement, noised once, with the budget of
+    one (issue 21). The sensitivity is k either way; a declaration the data breaks costs
+    accuracy (x's NULL rows counted), never privacy."""
+    if isinstance(arg, exp.Column):
+        column = table.column(arg.name)
+        if column is not None and column.not_null and not column.nullable:
+            return None
+    return arg
+
+
 def _is_unit(arg: exp.Expression | None, table: Table) -> bool:
     return (isinstance(arg, exp.Column) and table.privacy_unit is not None
             and arg.name.lower() == table.privacy_unit)
@@ -294,8 +358,8 @@ def _count(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanis
         m = units_measurement(table, table.groups_per_unit if grouped else 1, mechanism)
     else:
         m = MeasurementSpec(MeasurementKind.DISTINCT if call.distinct else MeasurementKind.COUNT,
-                            call.arg, l1=k, l2=k,
-                            mechanism=mechanism)
+                            call.arg if call.distinct else counted(call.arg, table), l1=k,
+                            l2=k, mechanism=mechanism)
     return Cell(call, COUNT, (m,), "BIGINT")
 
 
@@ -320,7 +384,8 @@ def _avg(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism)
     b, k = _bound(call, table), table.rows_per_unit
     assert call.arg is not None
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
-    n = MeasurementSpec(MeasurementKind.COUNT, call.arg, l1=k, l2=k, mechanism=mechanism)
+    n = MeasurementSpec(MeasurementKind.COUNT, counted(call.arg, table), l1=k, l2=k,
+                        mechanism=mechanism)
     s = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
     return Cell(call, AVG, (n, s), "DOUBLE", bound=b)
 
@@ -348,7 +413,8 @@ def _variance(call: AggregateCall, table: Table, grouped: bool, mechanism: Mecha
     b, k = _bound(call, table), table.rows_per_unit
     assert call.arg is not None
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
-    n = MeasurementSpec(MeasurementKind.COUNT, call.arg, l1=k, l2=k, mechanism=mechanism)
+    n = MeasurementSpec(MeasurementKind.COUNT, counted(call.arg, table), l1=k, l2=k,
+                        mechanism=mechanism)
     s1 = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
     s2 = _real_sum(call.arg, b, (0.0, h * h), k, mechanism, center=c, power=2)
     return Cell(call, AGGREGATES[call.kind], (n, s1, s2), "DOUBLE", bound=b)
@@ -470,12 +536,20 @@ QUANTILE = Aggregate("quantile", (exp.Median, exp.PercentileCont, exp.Quantile,
                      _quantile, _first, _accuracy_first, accuracy_unit="rank")
 
 #: Every aggregate dpsql answers, by kind. ``check`` recognises them by ``functions``.
+#: VAR = S2/n - (S1/n)^2 in units of k h^2 / (eps n): S2's noise enters with coefficient 1,
+#: S1's with 2|S1/n|/h <= 2, n's with |S2/n - 2 (S1/n)^2| / h^2 <= 1 (module docstring of
+#: dpsql.privacy.plan, "Budget split"). AVG's are (1, 1): |S/n| <= h.
+_VAR_WEIGHTS = (1.0, 4.0, 1.0)
+
+#: Every aggregate dpsql answers, by kind. ``check`` recognises them by ``functions``.
 AGGREGATES: dict[str, Aggregate] = {a.kind: a for a in (
     COUNT, SUM, AVG, QUANTILE,
     Aggregate("var_samp", (exp.Variance, "VAR", "VARIANCE_SAMP"), _variance, _combine_variance,
-              _accuracy_variance),
-    Aggregate("var_pop", (exp.VariancePop,), _variance, _combine_variance, _accuracy_variance),
+              _accuracy_variance, weights=_VAR_WEIGHTS),
+    Aggregate("var_pop", (exp.VariancePop,), _variance, _combine_variance, _accuracy_variance,
+              weights=_VAR_WEIGHTS),
     Aggregate("stddev_samp", (exp.Stddev, exp.StddevSamp, "STDEV"), _variance, _combine_variance,
-              _accuracy_variance),
-    Aggregate("stddev_pop", (exp.StddevPop,), _variance, _combine_variance, _accuracy_variance),
+              _accuracy_variance, weights=_VAR_WEIGHTS),
+    Aggregate("stddev_pop", (exp.StddevPop,), _variance, _combine_variance, _accuracy_variance,
+              weights=_VAR_WEIGHTS),
 )}

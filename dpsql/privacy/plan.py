@@ -3,20 +3,36 @@
 The plan is computed from the query and the metadata only, never from data, so its cost is
 known before anything runs.
 
-**Budget split.** A query with m distinct measurements (see :mod:`dpsql.privacy.aggregates`; AVG
+**Budget split.** A query has m distinct measurements (see :mod:`dpsql.privacy.aggregates`; AVG
 needs two, VAR three, and key release by thresholding one more, shared with a COUNT of units when
-the two coincide) gives each measurement ``epsilon / m``. Sequential composition over the m
-measurements then costs exactly ``epsilon``. Delta goes to what needs it: to thresholding when
-keys have no public domain, to the Gaussian measurements when the Gaussian mechanism is asked
-for, and half to each when both. The Gaussian measurements of one query share their part
-``(eps_G, delta_G)`` as zero-concentrated DP: ``rho = (sqrt(ln(1/delta_G) + eps_G) -
-sqrt(ln(1/delta_G)))^2``, split equally, ``sigma_i = Delta_2 / sqrt(2 rho_i)``. The query's cost
-is ``(epsilon, delta actually used)``; ``dpsql explain`` shows every share.
+the two coincide; COUNT(*) and the count inside AVG/VAR of a NOT NULL column are one). Each
+gets a share ``eps_i`` with ``sum_i eps_i = epsilon`` (the shares are scaled down by an ulp if
+their float sum exceeds it), so sequential composition over the m measurements costs exactly
+``epsilon``. The shares follow each measurement's part of the error (issue 21): a measurement's
+noise, in units of its own per-row bound, has standard deviation ``sqrt(2) k / eps_i`` (Laplace,
+``Delta_i = k T_i``; the exponential mechanism's rank error is ``~ k / eps_i`` too), and it
+enters each cell that uses it with a worst-case coefficient ``a_ci`` (``Aggregate.weights``: 1
+for COUNT, SUM, a quantile and AVG's two parts, (1, 2, 1) for VAR's n, S1, S2). Minimising the
+cells' summed normalised variance ``sum_i w_i / eps_i^2``, ``w_i = sum_c a_ci^2``, subject to
+``sum_i eps_i = epsilon`` (Lagrange: ``w_i / eps_i^3`` equal) gives
+
+    eps_i = epsilon * w_i^(1/3) / sum_j w_j^(1/3):
+
+a measurement serving two cells (COUNT(*) beside AVG) gets 2^(1/3) = 1.26 times the share of
+one serving one; equal weights give the equal split. Delta goes to what needs it: to
+thresholding when keys have no public domain, to the Gaussian measurements when the Gaussian
+mechanism is asked for, and half to each when both. The Gaussian measurements of one query
+share their part ``(eps_G, delta_G)``, ``eps_G`` the sum of their shares, as zero-concentrated
+DP: ``rho = (sqrt(ln(1/delta_G) + eps_G) - sqrt(ln(1/delta_G)))^2``, split as ``rho_i = rho
+sqrt(w_i) / sum_j sqrt(w_j)`` (the minimum of ``sum_i w_i / rho_i``),
+``sigma_i = Delta_2 / sqrt(2 rho_i)``. The query's cost is ``(epsilon, delta actually used)``;
+``dpsql explain`` shows every share.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -25,7 +41,14 @@ from sqlglot import exp
 
 from dpsql.errors import KeyReleaseRefused, Remedy
 from dpsql.metadata.metadata import MAX_DOMAIN_SIZE, Table
-from dpsql.privacy.aggregates import Cell, Measurement, MeasurementSpec, cell_for, units_measurement
+from dpsql.privacy.aggregates import (
+    Cell,
+    Measurement,
+    MeasurementSpec,
+    cell_for,
+    groups_cap,
+    units_measurement,
+)
 from dpsql.privacy.domains import key_domain
 from dpsql.privacy.key_filters import Filters, key_filters
 from dpsql.privacy.keys import distinct
@@ -78,6 +101,16 @@ class Plan:
     cost_epsilon: float
     cost_delta: float
     rho: float = 0.0  # zCDP spent by the Gaussian measurements (0 for Laplace)
+    # g' when the rewrite caps the groups per unit, None when a unit keeps its k rows across
+    # all its groups (aggregates.groups_cap: the cap only where it lowers what is released)
+    group_cap: int | None = None
+
+    @property
+    def groups_per_unit(self) -> int:
+        """The GROUP BY groups one unit can reach: the cap g' when applied, else min(k, the
+        number of public keys); 1 without GROUP BY."""
+        return _reach(self.table, self.keys, self.group_cap,
+                      len(self.domain) if self.domain is not None else None)
 
 
 def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
@@ -99,7 +132,9 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
     if keys and domain is None:
         units = units_measurement(table, table.groups_per_unit, Mechanism.LAPLACE)
         specs = _distinct_specs([], [*specs, units])
-    split = _split_budget(specs, epsilon, delta, units is not None, _cells_per_unit(table, keys))
+    cap = groups_cap(table, specs, thresholded=units is not None)
+    split = _split_budget(specs, _weights(cells, specs), epsilon, delta, units is not None,
+                          _reach(table, keys, cap, len(domain) if domain is not None else None))
     calibrated = {m.key: m for m in split.measurements}
     thresholding = None
     if units is not None:
@@ -113,7 +148,8 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
                                                           c.measurements)) for c in cells),
                 measurements=split.measurements, threshold=thresholding, epsilon=epsilon,
                 delta=delta, mechanism=mechanism, cost_epsilon=epsilon,
-                cost_delta=split.delta_threshold + split.delta_gaussian, rho=split.rho)
+                cost_delta=split.delta_threshold + split.delta_gaussian, rho=split.rho,
+                group_cap=cap)
 
 
 def calibrated(cell: Cell) -> tuple[Measurement, ...]:
@@ -124,10 +160,15 @@ def calibrated(cell: Cell) -> tuple[Measurement, ...]:
     return out
 
 
-def _cells_per_unit(table: Table, keys: tuple[Key, ...]) -> int:
-    """Cells one unit can change: rounding real cells to the noise grid costs one grid step
-    in each group a unit reaches."""
-    return table.groups_per_unit if keys else 1
+def _reach(table: Table, keys: tuple[Key, ...], cap: int | None, domain: int | None) -> int:
+    """Cells one unit can change (rounding real cells to the noise grid costs one grid step
+    in each): the groups cap g' when applied, else min(k, number of public keys)."""
+    if not keys or not table.needs_bounding:
+        return 1
+    if cap is not None:
+        return cap
+    return max(1, min(table.rows_per_unit, domain if domain is not None else
+                      table.rows_per_unit))
 
 
 def _key(expression: exp.Expression, index: int, table: Table, filters: Filters) -> Key:
@@ -172,26 +213,47 @@ class _Split:
     delta_gaussian: float
 
 
-def _split_budget(specs: list[MeasurementSpec], epsilon: float, delta: float,
-                  thresholding: bool, cells_per_unit: int) -> _Split:
+def _weights(cells: list[Cell], specs: list[MeasurementSpec]) -> list[float]:
+    """``w_i = sum_c a_ci^2`` per measurement (module docstring, "Budget split"); a
+    measurement of no cell (the key release's count of units) weighs 1."""
+    w = {spec.key: 0.0 for spec in specs}
+    for cell in cells:
+        for position, spec in enumerate(cell.measurements):
+            w[spec.key] += cell.aggregate.weight(position)
+    return [w[spec.key] or 1.0 for spec in specs]
+
+
+def _shares(epsilon: float, weights: list[float], power: float) -> list[float]:
+    """``epsilon * w_i^power / sum_j w_j^power``, their float sum never above ``epsilon``."""
+    parts = [w ** power for w in weights]
+    total = sum(parts)
+    shares = [epsilon * p / total for p in parts]
+    while math.fsum(shares) > epsilon:  # an ulp of rounding must not overspend
+        shares = [s * (1 - 2.0**-52) for s in shares]
+    return shares
+
+
+def _split_budget(specs: list[MeasurementSpec], weights: list[float], epsilon: float,
+                  delta: float, thresholding: bool, cells_per_unit: int) -> _Split:
     """Each measurement's share of (epsilon, delta) and its calibrated noise (module docstring).
     No measurement at all (SELECT DISTINCT over public keys): the answer is the public domain."""
-    share = epsilon / max(len(specs), 1)
-    gaussian = [m for m in specs if m.mechanism == Mechanism.GAUSSIAN]
+    shares = _shares(epsilon, weights, 1 / 3) if specs else []
+    gaussian = [i for i, m in enumerate(specs) if m.mechanism == Mechanism.GAUSSIAN]
     delta_threshold = (delta / 2 if gaussian else delta) if thresholding else 0.0
     delta_gaussian = delta - delta_threshold if gaussian else 0.0
-    rho = rho_for(share * len(gaussian), delta_gaussian) if gaussian else 0.0
+    rho = rho_for(math.fsum(shares[i] for i in gaussian), delta_gaussian) if gaussian else 0.0
+    rhos = dict(zip(gaussian, _shares(rho, [weights[i] for i in gaussian], 0.5), strict=True))
     measurements = []
     for index, spec in enumerate(specs):
         noise = None
         if spec.mechanism == Mechanism.LAPLACE:
-            noise = calibrate_laplace(spec.l1, share, spec.integer,
+            noise = calibrate_laplace(spec.l1, shares[index], spec.integer,
                                       cells_per_unit=cells_per_unit)
         elif spec.mechanism == Mechanism.GAUSSIAN:
-            noise = calibrate_gaussian(spec.l2, rho / len(gaussian), spec.integer,
+            noise = calibrate_gaussian(spec.l2, rhos[index], spec.integer,
                                        cells_per_unit=cells_per_unit)
         measurements.append(Measurement(**_fields(spec), name=f"__m{index}", index=index,
-                                        epsilon=share, noise=noise))
+                                        epsilon=shares[index], noise=noise))
     return _Split(tuple(measurements), rho, delta_threshold, delta_gaussian)
 
 

@@ -28,6 +28,7 @@ from sqlglot import exp
 from dpsql.audit import audit as A
 from dpsql.audit import scenarios as audit_scenarios
 from dpsql.privacy.randomness import Randomness
+from tests.neighbours.leak_mutants import BIAS_MUTANTS
 
 # same verdict every run: conftest.py
 pytestmark = [pytest.mark.usefixtures("seeded_randomness"), pytest.mark.audit]
@@ -226,6 +227,7 @@ MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "rows_uncapped": _rows_uncapped,
     "groups_uncapped": _groups_uncapped,
     "scaling_removed": _scaling_removed,
+    **BIAS_MUTANTS,  # issue 21's groups cap (tests/neighbours/leak_mutants.py)
 }
 #: (mutant, scenario, runs per side with DPSQL_SLOW=1, by default): a gross break is caught
 #: with few runs; a halved noise scale (true epsilon 2 against a declared 1) needs more. Each
@@ -250,6 +252,8 @@ CAUGHT = [
     ("rows_uncapped", "bounds_raised", 300, 150),
     ("groups_uncapped", "units_grouped", 1000, 1000),  # at 500: bound 1.94 <= 2, missed
     ("scaling_removed", "sum_scaled", 300, 150),
+    ("k_per_group", "uncapped_groups", 300, 150),
+    ("groups_never_capped", "units_grouped", 1000, 1000),
 ]
 
 

@@ -162,15 +162,28 @@ def many(kit: SimpleNamespace) -> tuple[duckdb.DuckDBPyConnection, Metadata]:
 
 def test_bounding_keeps_at_most_k_rows_and_g_groups(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
-    """The sampled rows (MEDIAN needs rows): k rows in g groups per unit."""
+    """The sampled rows (MEDIAN needs rows): k rows per unit, in any of its groups (a draw
+    per group costs eps n_j / k: the groups cap would lower nothing); with COUNT(DISTINCT x)
+    beside a count of units, k rows in g groups."""
     con, md = many
     p = Planner(md).prepare("SELECT cat, MEDIAN(amount) FROM v GROUP BY cat")
+    assert p.group_cap is None and p.groups_per_unit == 4  # min(k, 5 keys)
     sql = cte(p, "SELECT __unit, COUNT(*) AS rows, COUNT(DISTINCT __k0) AS groups "
               "FROM __bounded GROUP BY __unit", "__bounded")
+    groups: set[int] = set()
     for salt in (1, 2, 3):
         per_unit = con.execute(sql, [salt]).fetchall()
         assert len(per_unit) == 60  # every unit keeps something
-        assert all(rows == 4 and groups == 2 for _, rows, groups in per_unit)
+        assert all(rows == 4 for _, rows, _ in per_unit)
+        groups |= {g for _, _, g in per_unit}
+    assert max(groups) > 2  # not capped at g = 2
+    p = Planner(md).prepare("SELECT cat, COUNT(DISTINCT amount), COUNT(DISTINCT u) FROM v "
+                            "GROUP BY cat")
+    assert p.group_cap == 2
+    sql = cte(p, "SELECT __unit, COUNT(*) AS rows, COUNT(DISTINCT __k0) AS groups "
+              "FROM __bounded GROUP BY __unit", "__bounded")
+    per_unit = con.execute(sql, [7]).fetchall()
+    assert len(per_unit) == 60 and all(r == 4 and g == 2 for _, r, g in per_unit)
     # Without GROUP BY: k rows per unit, whatever their categories.
     p = Planner(md).prepare("SELECT MEDIAN(amount) FROM v")
     sql = cte(p, "SELECT __unit, COUNT(*) FROM __bounded GROUP BY __unit", "__bounded")
@@ -179,12 +192,25 @@ def test_bounding_keeps_at_most_k_rows_and_g_groups(
 
 def test_per_unit_aggregates_keep_k_rows_in_g_groups(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
-    """Counts and sums bound each unit on its (unit, group) aggregates: g groups per unit,
-    k rows allocated over them in proportion to their rows (2 + 2 rows -> 2 + 2)."""
+    """Counts and sums bound each unit on its (unit, group) aggregates: over public keys
+    with Laplace or Gaussian noise, k rows allocated over all its groups in proportion to
+    their rows (5 groups of 2 rows -> 4 of them get 1 row, by systematic rounding); with a
+    count of units (whose sensitivity is g'), k rows over g groups (2 + 2 rows -> 2 + 2)."""
     con, md = many
-    p = Planner(md).prepare("SELECT cat, SUM(amount), COUNT(*) FROM v GROUP BY cat")
-    sql = cte(p, "SELECT __unit, SUM(__c) AS rows, COUNT(*) AS groups, MIN(__c) "
-              "FROM __contrib GROUP BY __unit", "__contrib")
+    for mechanism, delta in (("laplace", 0.0), ("gaussian", 1e-6)):
+        p = Planner(md).prepare("SELECT cat, SUM(amount), COUNT(*) FROM v GROUP BY cat",
+                                mechanism=mechanism, delta=delta)
+        assert p.group_cap is None
+        sql = cte(p, "SELECT __unit, SUM(__c) AS rows, COUNT(*) AS groups, MAX(__c) "
+                  "FROM __contrib GROUP BY __unit", "__contrib")
+        for salt in (1, 2, 3):
+            per_unit = con.execute(sql, [salt]).fetchall()
+            assert len(per_unit) == 60
+            assert all(rows == 4 and groups == 5 and high == 1
+                       for _, rows, groups, high in per_unit)
+    p = Planner(md).prepare("SELECT cat, COUNT(DISTINCT u), COUNT(*) FROM v GROUP BY cat")
+    sql = cte(p, "SELECT __unit, SUM(__c) AS rows, COUNT(*) FILTER (WHERE __c > 0) AS groups, "
+              "MIN(__c) FROM __contrib GROUP BY __unit", "__contrib")
     for salt in (1, 2, 3):
         per_unit = con.execute(sql, [salt]).fetchall()
         assert len(per_unit) == 60

@@ -9,6 +9,9 @@ engine, as the statistical audit's mutants show it finds broken mechanisms.
    (``Reader.unit``), and unit equalities in ON read clamped (``dpsql.query.joins.identity_on``);
 3. a ``unit_path`` table read through a CTE or a subquery in FROM, bound as a table of its
    own units (``dpsql.query.bind.refuse_unit_path``).
+
+And issue 21's groups cap (:data:`BIAS_MUTANTS`): dropped where it lowers a sensitivity, or
+its removal turned into k rows per group.
 """
 
 from __future__ import annotations
@@ -40,3 +43,43 @@ def class_3(monkeypatch: pytest.MonkeyPatch) -> None:
 
 LEAK_MUTANTS: dict[int, Callable[[pytest.MonkeyPatch], None]] = {
     1: class_1, 2: class_2, 3: class_3}
+
+
+# Issue 21's groups cap, applied only where it lowers what is released
+# (dpsql.privacy.aggregates.groups_cap): two ways to get it wrong.
+
+
+def groups_never_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cap dropped everywhere, also for a count of units (sensitivity g') and for keys
+    released by thresholding (tau computed from g)."""
+    import dpsql.privacy.plan
+
+    monkeypatch.setattr(dpsql.privacy.plan, "groups_cap", lambda table, specs, thresholded: None)
+
+
+def k_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the cap, k rows kept in *each* of a unit's groups instead of k across them (the
+    mistake "no groups cap" invites): L1 becomes k times the groups."""
+    import dpsql.execution.rewrite
+
+    monkeypatch.setattr(dpsql.execution.rewrite, "_allocated",
+                        lambda k: dpsql.execution.rewrite._least(exp.column("__n"),
+                                                                 exp.Literal.number(k)))
+
+
+BIAS_MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "groups_never_capped": groups_never_capped, "k_per_group": k_per_group}
+
+
+#: Issue 21: over public keys the groups cap is not applied (Laplace and Gaussian): each kind
+#: of measurement, with the adversary reaching its bound across more than g groups (run on
+#: every engine's neighbour harness).
+UNCAPPED = [
+    ("SELECT grp, COUNT(*), COUNT(amount), SUM(qty) FROM visits GROUP BY grp", "laplace"),
+    ("SELECT grp, AVG(amount), VAR_SAMP(qty), STDDEV(amount) FROM visits GROUP BY grp",
+     "laplace"),
+    ("SELECT grp, COUNT(*), SUM(amount) FROM visits GROUP BY grp", "gaussian"),
+    ("SELECT grp, MEDIAN(qty), MAX(amount), COUNT(DISTINCT qty) FROM visits GROUP BY grp",
+     "laplace"),
+    ("SELECT drug, SUM(dose), COUNT(*) FROM rx GROUP BY drug", "laplace"),
+]

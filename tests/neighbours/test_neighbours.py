@@ -42,7 +42,7 @@ from dpsql.metadata.metadata import parse_metadata
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import EVENTS, corpus_metadata
-from tests.neighbours.leak_mutants import LEAK_MUTANTS
+from tests.neighbours.leak_mutants import BIAS_MUTANTS, LEAK_MUTANTS, UNCAPPED
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 2500 if SLOW else 200  # per chunk
@@ -194,6 +194,25 @@ def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
     at most the sensitivity of the bounds in force, and the adversary reaches it."""
     verdict = assert_clean(typed, sql)
     assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
+@pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)
+def test_uncapped_groups_pass(typed: Neighbourhood, sql: str, mechanism: str) -> None:
+    delta = 1e-6 if mechanism == "gaussian" else 0.0
+    plan = typed.planner.prepare(sql, 1.0, delta, mechanism)
+    assert plan.group_cap is None
+    verdict = assert_clean(typed, sql, delta=delta, mechanism=mechanism)
+    assert 0 < verdict.worst <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("sql, delta", [
+    ("SELECT grp, COUNT(DISTINCT pid), COUNT(*) FROM visits GROUP BY grp", 0.0),
+    ("SELECT day, COUNT(*) FROM visits GROUP BY day", 1e-6)])
+def test_groups_cap_kept_where_it_lowers_the_noise(
+        monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood, sql: str, delta: float) -> None:
+    """A count of units and thresholded keys keep the cap; the harness finds its removal."""
+    assert typed.planner.prepare(sql, 1.0, delta).group_cap == 2
+    assert_clean(typed, sql, delta=delta)
+    BIAS_MUTANTS["groups_never_capped"](monkeypatch)
+    assert_finds(fresh(), sql, delta=delta)
 
 
 def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
@@ -220,6 +239,8 @@ SENSITIVITY_MUTANTS = [
     ("rows_uncapped", ["sum_scaled", "count_where"]),
     ("groups_uncapped", ["units_grouped"]),
     ("scaling_removed", ["sum_scaled"]),
+    ("k_per_group", ["uncapped_groups", "uncapped_gaussian", "avg_grouped"]),
+    ("groups_never_capped", ["units_grouped"]),
 ]
 
 

@@ -21,7 +21,7 @@ from dpsql.audit.neighbours import (
 from dpsql.metadata.metadata import parse_metadata
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import corpus_metadata
-from tests.neighbours.leak_mutants import LEAK_MUTANTS
+from tests.neighbours.leak_mutants import LEAK_MUTANTS, UNCAPPED
 from tests.support.pgcluster import Cluster
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
@@ -108,3 +108,12 @@ def test_corpus(sample: Neighbourhood) -> None:
     report(summary, "grammar corpus (sample)")
     assert not summary.violations, summary.report()
     assert summary.accepted >= 0.9 * len(queries), summary.line()
+
+
+@pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)
+def test_uncapped_groups(typed: Neighbourhood, sql: str, mechanism: str) -> None:
+    """Issue 21: a unit's k rows over all its public groups (no groups cap), on PostgreSQL."""
+    delta = 1e-6 if mechanism == "gaussian" else 0.0
+    verdict = check_query(sql, typed, 1.0, delta, mechanism)
+    assert verdict.status == "passed", verdict.report()
+    assert 0 < verdict.worst <= 1 + 1e-9

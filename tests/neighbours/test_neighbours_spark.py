@@ -20,7 +20,7 @@ from dpsql.audit.neighbours import (
     synthesize,
 )
 from dpsql.errors import ProgrammingError
-from tests.neighbours.leak_mutants import LEAK_MUTANTS
+from tests.neighbours.leak_mutants import LEAK_MUTANTS, UNCAPPED
 
 pytestmark = pytest.mark.spark
 #: Generated queries on Spark by default: two (about 20 s each on 2 cores, four neighbour
@@ -74,3 +74,12 @@ def test_generated(typed: Neighbourhood, neighbour_seed: int) -> None:
     again = f"\nthe same queries again: DPSQL_NEIGHBOUR_SEED={neighbour_seed}"
     assert summary.accepted >= 0.9 * len(summary.verdicts), summary.line() + again
     assert not summary.violations, summary.report() + again
+
+
+@pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)
+def test_uncapped_groups(typed: Neighbourhood, sql: str, mechanism: str) -> None:
+    """Issue 21: a unit's k rows over all its public groups (no groups cap), on Spark."""
+    delta = 1e-6 if mechanism == "gaussian" else 0.0
+    verdict = check_query(sql, typed, 1.0, delta, mechanism)
+    assert verdict.status == "passed", verdict.report()
+    assert 0 < verdict.worst <= 1 + 1e-9

@@ -80,13 +80,59 @@ def test_histogram_buckets(md: Metadata) -> None:
     "SELECT COUNT(*), SUM(amount), AVG(amount), VAR(n), MEDIAN(n) FROM visits",
     "SELECT cat, AVG(amount), STDDEV(amount) FROM visits GROUP BY cat",
 ])
-def test_epsilon_split_is_equal_and_sums_to_epsilon(sql: str, epsilon: float,
-                                                    md: Metadata) -> None:
+def test_epsilon_split_by_weight_and_sums_to_epsilon(sql: str, epsilon: float,
+                                                     md: Metadata) -> None:
+    """eps_i = epsilon w_i^(1/3) / sum_j w_j^(1/3), w_i the cells' squared coefficients
+    (dpsql.privacy.plan, "Budget split"), and the shares never sum above epsilon."""
     p = Planner(md).prepare(sql, epsilon=epsilon)
-    shares = [m.epsilon for m in p.measurements]
-    assert all(s == pytest.approx(shares[0]) for s in shares)
-    assert sum(shares) == pytest.approx(epsilon)
+    weights = {m.key: 0.0 for m in p.measurements}
+    for cell in p.cells:
+        for i, m in enumerate(cell.measurements):
+            weights[m.key] += cell.aggregate.weight(i)
+    roots = [weights[m.key] ** (1 / 3) for m in p.measurements]
+    for m, root in zip(p.measurements, roots, strict=True):
+        assert m.epsilon == pytest.approx(epsilon * root / sum(roots))
+    assert math.fsum(m.epsilon for m in p.measurements) <= epsilon
+    assert sum(m.epsilon for m in p.measurements) == pytest.approx(epsilon)
     assert p.cost_epsilon == epsilon and p.cost_delta == 0
+
+
+@pytest.fixture
+def not_null(kit: SimpleNamespace) -> Metadata:
+    """kit.VISITS with ``amount`` declared ``nullable = false``, written out."""
+    visits = {**kit.VISITS, "columns": {**kit.VISITS["columns"], "amount": {
+        **kit.VISITS["columns"]["amount"], "nullable": False}}}
+    return kit.metadata_from({"visits": visits, "people": kit.PEOPLE})
+
+
+def test_one_measurement_per_quantity(not_null: Metadata, md: Metadata) -> None:
+    """COUNT(*) and the count inside AVG of a NOT NULL column are one measurement (issue 21):
+    two measurements, the shared count weighted 2 (COUNT and AVG), the sum 1."""
+    p = Planner(not_null).prepare("SELECT COUNT(*), AVG(amount) FROM visits")
+    assert (p.measurements[0].kind, p.measurements[0].arg) == ("count", None)
+    assert len(p.measurements) == 2
+    count, total = (m.epsilon for m in p.measurements)
+    assert count / total == pytest.approx(2 ** (1 / 3))
+    # A nullable column keeps its own count: COUNT(*), COUNT(income), the centred sum.
+    p = Planner(md).prepare("SELECT COUNT(*), AVG(income) FROM people")
+    assert [m.kind for m in p.measurements] == ["count", "count", "sum"]
+    assert p.measurements[1].arg is not None
+    # Without ``nullable = false`` written out, nothing is assumed.
+    p = Planner(md).prepare("SELECT COUNT(*), COUNT(amount), AVG(amount) FROM visits")
+    assert [m.kind for m in p.measurements] == ["count", "count", "sum"]
+    p = Planner(not_null).prepare("SELECT COUNT(*), COUNT(amount), VAR(amount) FROM visits")
+    assert [m.kind for m in p.measurements] == ["count", "sum", "sum"]
+
+
+def test_gaussian_rho_split_by_square_root_of_weight(not_null: Metadata) -> None:
+    p = Planner(not_null).prepare("SELECT COUNT(*), AVG(amount) FROM visits", epsilon=1.0,
+                            delta=1e-6, mechanism="gaussian")
+    count, total = (m.noise for m in p.measurements)
+    assert count is not None and total is not None
+    # sigma_i = Delta_i / sqrt(2 rho_i), rho_count / rho_sum = sqrt(2)
+    ratio = (total.scale / (K * 25)) / (count.scale / K)
+    assert ratio ** 2 == pytest.approx(math.sqrt(2), rel=1e-3)
+    assert p.rho == pytest.approx(rho_for(1.0, 1e-6))
 
 
 def test_measurements_are_shared(md: Metadata) -> None:
@@ -95,7 +141,9 @@ def test_measurements_are_shared(md: Metadata) -> None:
     # COUNT(amount) and the count of AVG/VAR/STDDEV are one measurement; the centred sum of AVG
     # is the first moment of VAR; STDDEV reuses all of VAR's.
     assert [m.kind for m in p.measurements] == ["count", "sum", "sum"]
-    assert all(m.epsilon == pytest.approx(1 / 3) for m in p.measurements)
+    # weights: n 1+1+1+1 = 4, S1 1+4+4 = 9, S2 1+1 = 2 (VAR's (1, 4, 1), AVG's (1, 1))
+    roots = [4 ** (1 / 3), 9 ** (1 / 3), 2 ** (1 / 3)]
+    assert [m.epsilon for m in p.measurements] == pytest.approx([r / sum(roots) for r in roots])
     assert p.cells[1].measurements[0] is p.cells[0].measurements[0]
 
 
@@ -234,10 +282,11 @@ def test_explain_shows_every_share(md: Metadata) -> None:
     e = explain(Planner(md).prepare("SELECT cat, COUNT(*), AVG(amount) FROM visits GROUP BY cat",
                                     epsilon=0.9))
     assert [c.sensitivity for c in e.cells] == [K, K, K * 25]
-    assert all(c.epsilon == pytest.approx(0.3) for c in e.cells)
+    assert all(c.epsilon == pytest.approx(0.3) for c in e.cells)  # equal weights
     assert all(c.mechanism == "laplace" and c.accuracy > 0 for c in e.cells)
     assert e.epsilon == 0.9 and e.delta == 0
-    assert (e.rows_per_unit, e.groups_per_unit) == (K, G)
+    # No groups cap over public keys with Laplace noise: a unit reaches min(k, keys) groups.
+    assert (e.rows_per_unit, e.groups_per_unit) == (K, K)
     assert "public domain" in e.key_release
     assert "$1" in e.sql  # the salt is a parameter, bound per run, never printed
     e = explain(Planner(md).prepare("SELECT state, COUNT(*) FROM people GROUP BY state",

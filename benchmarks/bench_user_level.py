@@ -1,0 +1,246 @@
+"""The user-level query of issue 21's five-system table, on generated heavy-tailed visits:
+bias and total error per cell for dpsql, before and after the groups cap change, and the
+choice between truncating and scaling a unit's contributions.
+
+    python benchmarks/bench_user_level.py                       # 1M people, ~10M visits
+    python benchmarks/bench_user_level.py --people 100000 --runs 10
+    python benchmarks/bench_user_level.py --auto-bounds         # once automatic k lands
+
+**Data** (``benchmarks/data/user_level_v1_N.duckdb``, generated with DuckDB's seeded
+``random()``): ``visits(person_id, category, amount)``, N people, a person's number of visits
+heavy-tailed (discrete lognormal, median 5, mean ~10, 99th percentile ~100), each visit in the
+person's favourite category with probability 0.6 (else one of 8 uniformly), amounts lognormal
+(median 40) under a declared bound of [0, 500]. Metadata as the five-system table: k = 10 rows,
+g = 3 groups per person, ``category`` a public domain.
+
+**Query**: ``SELECT category, COUNT(*), SUM(amount) FROM visits GROUP BY category`` at epsilon
+1 (Laplace, delta 0), answered ``--runs`` times through :class:`dpsql.Database` (each run a
+fresh salt and fresh noise). Per cell: the exact value, the mean relative error of the noisy
+answers (bias) and their relative RMSE (bias and noise together), then the mean over the 8
+categories. ``before`` forces the groups cap (dpsql's behaviour before issue 21's item 1);
+``after`` is dpsql at its defaults; ``auto`` (``--auto-bounds``) declares
+``max_rows_per_unit = { auto = true, max = 100 }`` for a checkout that supports automatic
+bounds, and says so when it does not.
+
+**Scaling vs truncation** (issue 21, item 3), untimed, in SQL on the same data and no groups
+cap: per category, COUNT, SUM and AVG of (a) *truncation*, a uniform k-row sample per person
+(the rows path), (b) *allocation*, dpsql's per-unit aggregates path (``min(n, k)`` rows
+allocated over a person's groups by systematic rounding with a secret offset), (c) *scaling*,
+each of a person's rows weighted by ``min(1, k / n_u)`` (Qrlew's rule; its weights sum to
+``<= k``, so L1 is still ``<= k`` times one row's bound). All three have the same expectation
+(a uniform k-row sample of a person's rows keeps ``k n_j / n_u`` of group j in mean), so their
+bias is the same; what differs is the bounding's own variance, measured over ``--salts``
+salts and added to the Laplace noise variance at the plan's epsilon split (equal for the
+three: the same sensitivities).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from unittest import mock
+
+import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import dpsql.privacy.plan
+from dpsql.database import Database
+
+DATA = Path(__file__).resolve().parent / "data"
+CATEGORIES = ("food", "fuel", "health", "home", "leisure", "travel", "books", "other")
+K, G, UPPER = 10, 3, 500.0
+QUERY = "SELECT category, COUNT(*) AS n, SUM(amount) AS s FROM visits GROUP BY category"
+
+METADATA = f"""
+[tables.visits]
+privacy_unit = "person_id"
+max_rows_per_unit = {{rows}}
+max_groups_per_unit = {G}
+
+[tables.visits.columns]
+person_id = {{{{ type = "int" }}}}
+category = {{{{ type = "text", values = {list(CATEGORIES)!r} }}}}
+amount = {{{{ type = "float", lower = 0, upper = {UPPER} }}}}
+"""
+
+
+def ensure_data(people: int) -> Path:
+    """The visits of ``people`` persons (module docstring), generated if missing."""
+    path = DATA / f"user_level_v1_{people}.duckdb"
+    if path.exists():
+        return path
+    DATA.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    started = time.perf_counter()
+    con = duckdb.connect(str(partial))
+    con.execute("SELECT setseed(0.21)")
+    cats = ", ".join(f"'{c}'" for c in CATEGORIES)
+    # n_u = round(exp(mu + sigma Z)), Z standard normal by Box-Muller: median e^mu = 5.
+    con.execute(f"""
+        CREATE TABLE persons AS SELECT person_id,
+          GREATEST(1, ROUND(EXP(LN(5) + 1.2 * SQRT(-2 * LN(1 - random()))
+                                * COS(2 * PI() * random()))))::BIGINT AS n,
+          (random() * 8)::INT % 8 AS fav
+        FROM range({people}) t(person_id)""")
+    con.execute(f"""
+        CREATE TABLE visits AS SELECT p.person_id,
+          ([{cats}])[1 + CASE WHEN random() < 0.6 THEN p.fav
+                           ELSE (random() * 8)::INT % 8 END] AS category,
+          LEAST(EXP(LN(40) + 1.0 * SQRT(-2 * LN(1 - random())) * COS(2 * PI() * random())),
+                5000)::DOUBLE AS amount
+        FROM persons p, range(p.n) r(i)""")
+    con.execute("DROP TABLE persons")
+    con.close()
+    partial.replace(path)
+    print(f"generated {path.name} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return path
+
+
+def metadata(folder: Path, auto: bool) -> Path:
+    rows = "{ auto = true, max = 100 }" if auto else str(K)
+    path = folder / ("user_level_auto.toml" if auto else "user_level.toml")
+    path.write_text(METADATA.format(rows=rows).replace("{{", "{").replace("}}", "}"))
+    return path
+
+
+def exact(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[float, float]]:
+    rows = con.execute("SELECT category, COUNT(*), SUM(LEAST(GREATEST(amount, 0), "
+                       f"{UPPER})) FROM visits GROUP BY category").fetchall()
+    return {c: (float(n), float(s)) for c, n, s in rows}
+
+
+def _capped(table, specs, thresholded):  # type: ignore[no-untyped-def]
+    """dpsql before issue 21's item 1: the groups cap applied on every grouped query."""
+    return table.groups_per_unit if table.needs_bounding else None
+
+
+def answers(database: Path, meta: Path, runs: int, mode: str
+            ) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
+    patch = (mock.patch.object(dpsql.privacy.plan, "groups_cap", _capped) if mode == "before"
+             else mock.patch.object(dpsql.privacy.plan, "groups_cap",
+                                    dpsql.privacy.plan.groups_cap))
+    with patch, Database(database, meta) as db:
+        for _ in range(runs):
+            for category, n, s in db.query(QUERY, epsilon=1.0).rows:
+                out[str(category)].append((float(n), float(s)))  # type: ignore[arg-type]
+    return out
+
+
+def error_table(truth: dict[str, tuple[float, float]],
+                modes: dict[str, dict[str, list[tuple[float, float]]]]) -> list[str]:
+    lines = ["| mode | category | COUNT exact | COUNT bias | COUNT RMSE | SUM exact | "
+             "SUM bias | SUM RMSE |", "|---|---|---|---|---|---|---|---|"]
+    for mode, got in modes.items():
+        means: list[list[float]] = [[], [], [], []]
+        for category in CATEGORIES:
+            row = [mode, category]
+            for i in (0, 1):
+                true = truth[category][i]
+                rel = [(a[i] - true) / true for a in got[category]]
+                bias, rmse = statistics.fmean(rel), math.sqrt(statistics.fmean(
+                    r * r for r in rel))
+                means[2 * i].append(bias)
+                means[2 * i + 1].append(rmse)
+                row += [f"{true:,.0f}", f"{bias:+.1%}", f"{rmse:.1%}"]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append(f"| **{mode}** | mean of 8 | | {statistics.fmean(means[0]):+.1%} | "
+                     f"{statistics.fmean(means[1]):.1%} | | {statistics.fmean(means[2]):+.1%} "
+                     f"| {statistics.fmean(means[3]):.1%} |")
+    return lines
+
+
+# ----------------------------------------------------------------- scaling vs truncation
+
+ROWS = f"""SELECT person_id AS u, category AS k, LEAST(GREATEST(amount, 0), {UPPER}) AS x,
+  row_number() OVER () AS rid FROM visits"""
+METHODS = {
+    "truncation (k-row sample)": f"""
+        SELECT k, COUNT(*) AS n, SUM(x) AS s FROM (SELECT * FROM r QUALIFY row_number()
+          OVER (PARTITION BY u ORDER BY hash($1, rid)) <= {K}) GROUP BY k""",
+    "allocation (dpsql: min(n,k) rows over groups)": f"""
+        WITH g AS (SELECT u, k, COUNT(*) AS n, SUM(x) AS p FROM r GROUP BY u, k),
+        c AS (SELECT *, SUM(n) OVER (PARTITION BY u ORDER BY k) AS cum,
+                     SUM(n) OVER (PARTITION BY u) AS tot,
+                     hash($1, u)::DOUBLE / 18446744073709551616.0 AS off FROM g),
+        f AS (SELECT *, LEAST(tot, {K}) AS big FROM c),
+        a AS (SELECT *, (CASE WHEN cum = tot THEN big ELSE LEAST(GREATEST(FLOOR(
+                 big * cum / tot + off), 0), big) END) - (CASE WHEN cum - n = 0 THEN 0
+                 ELSE LEAST(GREATEST(FLOOR(big * (cum - n) / tot + off), 0), big) END) AS cc
+              FROM f)
+        SELECT k, SUM(cc) AS n, SUM(p * cc / n) AS s FROM a GROUP BY k""",
+    "scaling (weights min(1, k/n_u))": f"""
+        WITH g AS (SELECT u, k, COUNT(*) AS n, SUM(x) AS p FROM r GROUP BY u, k),
+        w AS (SELECT *, LEAST(1.0, {K} / SUM(n) OVER (PARTITION BY u)) AS wt FROM g)
+        SELECT k, SUM(n * wt) AS n, SUM(p * wt) AS s FROM w GROUP BY k""",
+}
+
+
+def scaling_table(con: duckdb.DuckDBPyConnection, truth: dict[str, tuple[float, float]],
+                  salts: int) -> list[str]:
+    """Mean over categories of |bias| and RMSE (bounding variance + Laplace noise at epsilon
+    1/2 per measurement, scale k/eps for counts, k*U/eps for sums) per aggregate kind."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE r AS {ROWS}")
+    noise = {"COUNT": 2 * (K / 0.5) ** 2, "SUM": 2 * (K * UPPER / 0.5) ** 2}
+    lines = ["| method | kind | mean bias | mean RMSE (bias + bounding + noise) |",
+             "|---|---|---|---|"]
+    for label, sql in METHODS.items():
+        per: dict[str, list[tuple[float, float, float]]] = {c: [] for c in CATEGORIES}
+        for salt in range(salts):
+            for k, n, s in con.execute(sql, [salt * 7919 + 1] if "$1" in sql else []).fetchall():
+                per[k].append((float(n), float(s), float(s) / max(float(n), 1.0)))
+        for i, kind in enumerate(("COUNT", "SUM", "AVG")):
+            biases, rmses = [], []
+            for c in CATEGORIES:
+                true = truth[c][i] if i < 2 else truth[c][1] / truth[c][0]
+                vals = [v[i] for v in per[c]]
+                mean = statistics.fmean(vals)
+                var = statistics.pvariance(vals)
+                if kind == "AVG":  # first-order noise of S/n: (var_S + avg^2 var_n) / n^2
+                    n0 = statistics.fmean(v[0] for v in per[c])
+                    var += (noise["SUM"] / 4 + mean * mean * noise["COUNT"]) / n0 ** 2
+                else:
+                    var += noise[kind]
+                biases.append((mean - true) / true)
+                rmses.append(math.sqrt((mean - true) ** 2 + var) / abs(true))
+            lines.append(f"| {label} | {kind} | {statistics.fmean(biases):+.2%} | "
+                         f"{statistics.fmean(rmses):.3%} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--people", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--salts", type=int, default=5)
+    parser.add_argument("--auto-bounds", action="store_true")
+    args = parser.parse_args()
+    database = ensure_data(args.people)
+    with duckdb.connect(str(database), read_only=True) as con:
+        truth = exact(con)
+        visits, over = con.execute(f"SELECT COUNT(*), (SELECT COUNT(*) FROM (SELECT person_id "
+                                   f"FROM visits GROUP BY person_id HAVING COUNT(*) > {K})) "
+                                   "FROM visits").fetchone() or (0, 0)
+    print(f"# User-level accuracy: {args.people:,} people, {visits:,} visits "
+          f"({over:,} people over k = {K}), epsilon 1, {args.runs} runs\n")
+    modes = {}
+    for mode in ("before", "after"):
+        modes[mode] = answers(database, metadata(DATA, auto=False), args.runs, mode)
+    if args.auto_bounds:
+        try:
+            modes["auto"] = answers(database, metadata(DATA, auto=True), args.runs, "after")
+        except Exception as e:
+            print(f"(automatic bounds not available in this checkout: {e})\n")
+    print("\n".join(error_table(truth, modes)))
+    print("\n## Scaling vs truncation (no groups cap, same sensitivities)\n")
+    with duckdb.connect(str(database), read_only=True) as con:
+        print("\n".join(scaling_table(con, truth, args.salts)))
+
+
+if __name__ == "__main__":
+    main()
