@@ -14,6 +14,8 @@ plain value.
 * :class:`~dpsql.execution.free.FreeAnswer`: the answer is fixed by public information (an empty
 probe:
   ``LIMIT 0`` or a constant-false WHERE; or a public domain with no aggregate): exact, free;
+* :class:`~dpsql.execution.local_rows.LocalRead`: a row-level SELECT of a table the owner opted
+  in to local DP (randomized rows, charged per query: :mod:`dpsql.privacy.local`);
 * :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
   limit): two private releases, one charge;
 * :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
@@ -38,6 +40,7 @@ from sqlglot import exp
 from dpsql.cache import LRU
 from dpsql.errors import QueryRefused
 from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
+from dpsql.execution.local_rows import LocalRead, local_read
 from dpsql.execution.public import PublicRead, public_read
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import prepare_plan
@@ -50,7 +53,7 @@ from dpsql.series import TwoReleases, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
-Prepared = Plan | PublicRead | TwoReleases | FreeAnswer
+Prepared = Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead
 
 
 class _Private:
@@ -99,6 +102,10 @@ class Planner:
             or _PRIVATE)
         if isinstance(free, FreeAnswer):
             return free
+        local = self.plans.get_or_compute(
+            ("local", sql), lambda: local_read(parsed_copy(), self.metadata) or _PRIVATE)
+        if isinstance(local, LocalRead):  # its epsilon is the owner's, whatever is asked
+            return local
         series = self.plans.get_or_compute(
             ("series", *key),
             lambda: two_releases(parsed_copy(), self, epsilon, delta, mechanism) or _PRIVATE)

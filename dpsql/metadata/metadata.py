@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from dpsql.errors import MetadataError
+from dpsql.metadata.local_release import LocalSpec, parse_local
 from dpsql.metadata.owner_settings import Budget, ServerSettings, parse_budget, parse_server
 from dpsql.metadata.toml_values import (
     Scalar,
@@ -115,9 +116,9 @@ ENGINE_TYPES: dict[str, str] = {
     ColumnType.BOOL: "BOOLEAN", ColumnType.DATE: "DATE", ColumnType.TIMESTAMP: "TIMESTAMP"}
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
-               "public", "columns", "description", "unit_path"}
+               "public", "columns", "description", "unit_path", "local"}
 _PRIVATE_ONLY_KEYS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit",
-                      "one_row_per_unit", "unit_path")
+                      "one_row_per_unit", "unit_path", "local")
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description",
                 "unique"}
 _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
@@ -199,6 +200,8 @@ class Table:
     # A joined relation (dpsql.query.joins): every column that names the unit (never a GROUP BY
     # key).
     unit_columns: frozenset[str] = frozenset()
+    # The owner's opt-in to row-level releases under local DP (dpsql.metadata.local_release).
+    local: LocalSpec | None = None
 
     @property
     def needs_bounding(self) -> bool:
@@ -296,9 +299,14 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
     g = positive_int(spec, "max_groups_per_unit", where)
     if one_row and k != 1:
         raise MetadataError(f"{where}: one_row_per_unit = true needs max_rows_per_unit = 1")
+    if path is not None and "local" in spec:
+        raise MetadataError(f"{where}: local releases need a table with its own privacy_unit "
+                            "(a unit_path table's rows belong to another table's units)")
+    local = None if "local" not in spec else parse_local(
+        spec["local"], columns, unit.lower() if unit else None, where)
     return Table(name=name, columns=columns, privacy_unit=unit.lower() if unit else None,
                  max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row,
-                 description=description_of(spec, where), unit_path=path)
+                 description=description_of(spec, where), unit_path=path, local=local)
 
 
 def _parse_column(name: str, spec: Any, where: str) -> Column:
