@@ -157,6 +157,28 @@ def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
 
 
 @main.command()
+@click.option("--local", "table", required=True, metavar="TABLE",
+              help="The table to release under local DP (its metadata's local section).")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The Parquet file to write.")
+@database_options
+@click.option("--analyst", "-a", metavar="NAME", help="Who is asking, charged for the release.")
+@user_errors
+def release(table: str, out: Path, database: str | None, metadata: Path | None,
+            analyst: str | None) -> None:
+    """Write a table's randomized rows (local DP) to a Parquet file, charged once; queries over
+    the file are free (post-processing)."""
+    with open_database(database, metadata, analyst) as db:
+        if not db.metered:
+            click.echo(unmetered_warning(db.metadata), err=True)
+        answered = db.release_local(table, out)
+        status = db.budget() if db.metered else None
+    rows = len(answered.result.rows)
+    click.echo(f"wrote {rows} randomized row{'s' if rows != 1 else ''} of {table} to {out} "
+               f"({_cost_note(answered, status)})", err=True)
+
+
+@main.command()
 @click.argument("sql")
 @database_options
 @privacy_options

@@ -5,6 +5,7 @@ written here, so the bundled sample data stays as it is."""
 from __future__ import annotations
 
 import datetime as dt
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,8 @@ def open_database(name: str, folder: Path) -> dpsql.Database:
     """The database ``name`` (see grammar_tests.corpus.DATABASES), built in ``folder``."""
     if name == "sample":
         return dpsql.Database()
+    if name == "central":
+        return _central(folder)
     assert name == "events", name
     path = folder / "events.duckdb"
     with duckdb.connect(str(path)) as con:
@@ -47,3 +50,14 @@ def open_database(name: str, folder: Path) -> dpsql.Database:
     metadata = folder / "events.toml"
     metadata.write_text(tomli_w.dumps({"tables": EVENTS}), encoding="utf-8")
     return dpsql.Database(path, metadata)
+
+
+def _central(folder: Path) -> dpsql.Database:
+    """``central``: the sample data without the local section of people, whose row-level
+    SELECTs then stay refused (the cases of private rows, CTEs, probes and mixed joins)."""
+    sample, metadata = dpsql.database.sample_paths()
+    declared = tomllib.loads(metadata.read_text(encoding="utf-8"))
+    del declared["tables"]["people"]["local"]
+    path = folder / "central.toml"
+    path.write_text(tomli_w.dumps(declared), encoding="utf-8")
+    return dpsql.Database(sample, path)

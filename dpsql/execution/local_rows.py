@@ -48,6 +48,7 @@ from dpsql.errors import DataError, EngineError, UnsupportedQuery
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions, declared_tables, dry_run
 from dpsql.metadata.metadata import ENGINE_TYPES, Metadata, Table
+from dpsql.query.check import is_aggregate
 from dpsql.privacy.local import RowMechanism, query_epsilon, row_mechanism, uniform_integers
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.samplers import uniform
@@ -122,7 +123,7 @@ def _row_level(tree: exp.Expression) -> bool:
     for node in tree.walk():
         if isinstance(node, exp.Group | exp.Distinct):
             return False
-        if isinstance(node, exp.AggFunc) and node.find_ancestor(exp.Window) is None:
+        if is_aggregate(node) and node.find_ancestor(exp.Window) is None:
             return False
     return True
 
@@ -176,7 +177,11 @@ def released_rows(table: Table, mechanism: RowMechanism, engine: Engine, rng: Ra
                   percent: float | None = None, size: int | None = None
                   ) -> dict[str, npt.NDArray[np.object_]]:
     """The randomized rows of one release (column -> values), in a uniformly random order."""
-    names = list(table.columns)
+    # Only what is released is read (and the unit, to bound): a withheld column never leaves
+    # the engine.
+    names = [m.name for m in mechanism.released]
+    if table.needs_bounding:
+        names.append(table.privacy_unit)  # type: ignore[arg-type]
     data = engine.read_public(table.name, {n: table.columns[n].type for n in names})
     data = _bounded(data, table, names, rng)
     if mechanism.public_row_count:

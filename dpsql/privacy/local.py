@@ -74,7 +74,7 @@ class ColumnMechanism:
     domain: tuple[Any, ...] = ()
     grid: tuple[float, float, int] | None = None
     integer: bool = False  # the released values are whole numbers (an int column)
-    index_of: Any = None  # the true value -> its domain index (randomized response)
+    encode: Any = None  # true values -> their domain indices, -1 outside (randomized response)
 
     @property
     def size(self) -> int:
@@ -105,8 +105,7 @@ class ColumnMechanism:
         """The grid index of each value (laplace), or its domain index, -1 outside the domain
         (randomized response then releases it uniformly)."""
         if self.grid is None:
-            return np.fromiter((self.index_of(v) for v in values), dtype=np.int64,
-                               count=len(values))
+            return np.asarray(self.encode(values), dtype=np.int64)
         lower, step, steps = self.grid
         raw = np.array([lower if _missing(v) else float(v) for v in values], dtype=np.float64)
         return np.clip(np.rint((raw - lower) / step), 0, steps).astype(np.int64)
@@ -257,36 +256,36 @@ def column_mechanism(release: ColumnRelease, column: Column, spec: LocalSpec
         steps = max(1, math.ceil((upper - lower) / step))
         return ColumnMechanism(release.name, "laplace", eps, grid=(lower, step, steps),
                                integer=column.type == ColumnType.INT)
-    domain, index_of = _categories(release, column)
-    return ColumnMechanism(release.name, release.kind, eps, domain=domain, index_of=index_of)
+    domain, encode = _categories(release, column)
+    return ColumnMechanism(release.name, release.kind, eps, domain=domain, encode=encode)
 
 
 def _categories(release: ColumnRelease, column: Column) -> tuple[tuple[Any, ...], Any]:
-    """The released values and the map from a true value to its index among them."""
+    """The released values and the map from true values to their indices among them (a NULL
+    is its own value when the column is nullable, else read as the first)."""
     if release.kind == "rr":
         domain = column.domain or ()
         lookup = {_key(v): i for i, v in enumerate(domain)}
-        return domain, lambda v: lookup.get(_key(v), -1)
+        return domain, lambda values: [lookup.get(_key(v), -1) for v in values]
     nullable = column.nullable
     if release.kind == "buckets":
         edges = np.array(release.edges)
         lows = tuple(int(e) if column.type == ColumnType.INT else e for e in release.edges[:-1])
 
-        def bucket(v: Any) -> int:
-            if _missing(v):
-                return len(lows) if nullable else 0
-            return int(np.clip(np.searchsorted(edges, float(v), side="right") - 1, 0,
-                               len(lows) - 1))
-        return (*lows, *((None,) if nullable else ())), bucket
-    periods = _periods(column, release.grain or "year")
+        def buckets(values: Sequence[Any]) -> npt.NDArray[np.int64]:
+            raw = np.array([math.nan if _missing(v) else float(v) for v in values], dtype=float)
+            index = np.clip(np.searchsorted(edges, raw, side="right") - 1, 0, len(lows) - 1)
+            return np.where(np.isnan(raw), len(lows) if nullable else 0, index)
+        return (*lows, *((None,) if nullable else ())), buckets
+    grain = release.grain or "year"
+    periods = _periods(column, grain)
     where = {p: i for i, p in enumerate(periods)}
 
     def period(v: Any) -> int:
         if v is None:
             return len(periods) if nullable else 0
-        return where.get(min(max(_truncate(v, release.grain or "year"), periods[0]),
-                             periods[-1]), 0)
-    return (*periods, *((None,) if nullable else ())), period
+        return where[min(max(_truncate(v, grain), periods[0]), periods[-1])]
+    return (*periods, *((None,) if nullable else ())), lambda values: [period(v) for v in values]
 
 
 def _periods(column: Column, grain: str) -> tuple[dt.date, ...]:
