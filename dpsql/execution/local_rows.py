@@ -44,7 +44,7 @@ import numpy.typing as npt
 from sqlglot import exp
 
 from dpsql.engines import Engine, locked
-from dpsql.errors import DataError, EngineError, UnsupportedQuery
+from dpsql.errors import DataError, EngineError, NonAggregatedColumn, UnsupportedQuery
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions, declared_tables, dry_run
 from dpsql.metadata.metadata import ENGINE_TYPES, Metadata, Table
@@ -108,6 +108,7 @@ def local_read(tree: exp.Expression, metadata: Metadata) -> LocalRead | None:
         raise UnsupportedQuery(f"a row-level query of {table.name} (local DP rows) may read "
                                f"that table only, in one SELECT; join or combine its rows with "
                                "others after fetching them, or ask for aggregates")
+    _refuse_only_withheld(tree, table)
     tree = tree.copy()
     percent, size = _sample(tree, table)
     check_functions(tree)
@@ -126,6 +127,22 @@ def _row_level(tree: exp.Expression) -> bool:
         if is_aggregate(node) and node.find_ancestor(exp.Window) is None:
             return False
     return True
+
+
+def _refuse_only_withheld(tree: exp.Select, table: Table) -> None:
+    """A query whose output names only withheld columns would pay for NULLs: refused, as a
+    private column without an aggregate (a convenience, not a privacy rule)."""
+    spec = table.local
+    assert spec is not None
+    if any(isinstance(e, exp.Star) or e.find(exp.Star) for e in tree.expressions):
+        return
+    names = {c.name.lower() for e in tree.expressions for c in e.find_all(exp.Column)}
+    if names and all(spec.column(n) is None for n in names):
+        released = ", ".join(c.name for c in spec.columns)
+        raise NonAggregatedColumn(
+            f"{', '.join(sorted(names))} of {table.name} is withheld from its local DP rows (no "
+            f"domain or an identifier) and can be used only inside an aggregate such as "
+            f"COUNT(...); the released columns are {released}")
 
 
 def _sample(tree: exp.Expression, table: Table) -> tuple[float | None, int | None]:

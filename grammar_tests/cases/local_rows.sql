@@ -36,9 +36,17 @@ SELECT age FROM people ORDER BY age DESC LIMIT 5;
 -- expect: accepted path=local cost=2,0 columns=2
 WITH t AS (SELECT age FROM people) SELECT age, ROW_NUMBER() OVER (ORDER BY age) AS r FROM t;
 
--- case: local withheld column
--- expect: accepted path=local cost=2,0 types=VARCHAR
+-- case: local withheld column beside a released one
+-- expect: accepted path=local cost=2,0 types=VARCHAR|BIGINT
+SELECT email, age FROM people LIMIT 10;
+
+-- case: local only withheld columns
+-- expect: refused NonAggregatedColumn mentions=withheld
 SELECT email FROM people LIMIT 10;
+
+-- case: local only the unit
+-- expect: refused NonAggregatedColumn mentions=withheld
+SELECT person_id, state FROM people WHERE age > 30;
 
 -- case: local self join of randomized rows
 -- expect: accepted path=local cost=2,0 columns=2
