@@ -149,14 +149,17 @@ def _release(name: str, value: Any, columns: Mapping[str, Any], unit: str | None
     stray = sorted(set(spec) - {"release", "weight"} - extra)
     if stray:
         raise MetadataError(f"{where}: {stray[0]} does not apply to release = {kind!r}")
-    release = ColumnRelease(name.lower(), kind, float(weight), _step(spec, column, kind, where),
-                            _edges(spec, column, kind, where), spec.get("grain"))
-    _check_fits(release, column, where)
-    return release
+    _check_fits(ColumnRelease(name.lower(), kind, grain=spec.get("grain")), column, where)
+    return ColumnRelease(name.lower(), kind, float(weight), _step(spec, column, kind, where),
+                         _edges(spec, column, kind, where), spec.get("grain"))
 
 
 def _step(spec: Mapping[str, Any], column: Any, kind: str, where: str) -> float | None:
-    if kind != "laplace" or column.type != "float":
+    if kind != "laplace":
+        return None
+    if column.type != "float":
+        if "step" in spec:
+            raise MetadataError(f"{where}: step is for a float; an int's grid is its integers")
         return None
     step = spec.get("step")
     if isinstance(step, bool) or not isinstance(step, int | float) or \
@@ -177,6 +180,8 @@ def _edges(spec: Mapping[str, Any], column: Any, kind: str, where: str) -> tuple
                             f"{edges!r}")
     if len(edges) > 10_001:
         raise MetadataError(f"{where}: edges declares more than 10,000 buckets")
+    if column.type == "int" and any(not float(e).is_integer() for e in edges):
+        raise MetadataError(f"{where}: the edges of an int column must be whole numbers")
     return tuple(float(e) for e in edges)
 
 
@@ -196,9 +201,7 @@ def _check_fits(release: ColumnRelease, column: Any, where: str) -> None:
                                 "number by buckets (NULL is its own bucket)")
     if kind == "buckets" and not column.numeric:
         raise MetadataError(f"{where}: buckets needs an int or float column")
-    if kind == "buckets" and column.type == "int" and any(not e.is_integer()
-                                                          for e in release.edges):
-        raise MetadataError(f"{where}: the edges of an int column must be whole numbers")
+
     if kind == "grain":
         if column.type != "date" or not column.bounded:
             raise MetadataError(f"{where}: grain needs a date column with lower and upper")
