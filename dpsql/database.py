@@ -91,6 +91,8 @@ ANALYST_ENV = "DPSQL_ANALYST"
 DEFAULT_EPSILON = 1.0
 LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
+#: A prepared query that reads private data: charged, its answer stored.
+Charged = Plan | TwoReleases | LocalRead
 #: A bound query: its normalised text, its answer-key text and its tree (never mutated).
 _Statement = tuple[str, str, exp.Expression]
 
@@ -328,8 +330,9 @@ class Database:
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
         if isinstance(p, FreeAnswer):  # fixed by public information: no data read, free
             return Answer(answer_free(p, self.randomness), normalised, self._known(analyst), None)
-        parts = (p.inner, p.outer) if isinstance(p, TwoReleases) else (p,)
-        for part in parts if not isinstance(p, LocalRead) else ():
+        parts = (p.inner, p.outer) if isinstance(p, TwoReleases) else \
+            () if isinstance(p, LocalRead) else (p,)
+        for part in parts:
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         ledger = self.ledger
         if ledger is None:
@@ -380,7 +383,7 @@ class Database:
         return settings.statement_timeout if timeout is None or timeout <= 0 else \
             min(timeout, settings.statement_timeout)
 
-    def _compute(self, p: Plan | TwoReleases | LocalRead, sql: str, who: str | None, entry_id: int | None,
+    def _compute(self, p: Charged, sql: str, who: str | None, entry_id: int | None,
                  timeout: float | None, started: float, release: list[float] | None = None
                  ) -> Result:
         """Answer a charged plan under the owner's time limit, store the outcome with its
@@ -398,7 +401,7 @@ class Database:
             else:  # the caller waits (see run)
                 release.append(grid_point(started, settings.grid(self.metered)))
 
-    def _answer_within(self, p: Plan | TwoReleases | LocalRead, limit: float, sql: str, who: str | None,
+    def _answer_within(self, p: Charged, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:
         deadline = Deadline(self.engine.cancel_token(), limit)
         try:
@@ -448,11 +451,11 @@ class Database:
         text, tree = bound_query(sql, parameters)
         return text, self.key_text(tree.copy()), tree
 
-    def cache_key(self, tree: exp.Expression, p: Plan | TwoReleases | LocalRead) -> str:
+    def cache_key(self, tree: exp.Expression, p: Charged) -> str:
         """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""
         return self._answer_key(self.key_text(tree), p)
 
-    def _answer_key(self, text: str, p: Plan | TwoReleases | LocalRead) -> str:
+    def _answer_key(self, text: str, p: Charged) -> str:
         key = json.dumps([1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
                           p.mechanism])
         return hashlib.sha256(key.encode()).hexdigest()
@@ -473,7 +476,7 @@ class Database:
                                                                  comments=False, copy=False)
 
     @staticmethod
-    def _stored(data: bytes | None, p: Plan | TwoReleases | LocalRead) -> Result | None:
+    def _stored(data: bytes | None, p: Charged) -> Result | None:
         """A stored answer, its columns named as in this query (identifier case may differ)."""
         if data is None:
             return None

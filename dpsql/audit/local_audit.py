@@ -117,7 +117,7 @@ def measured(a: Sequence[Any], b: Sequence[Any], events: Sequence[Callable[[Any]
 def column_events(m: ColumnMechanism, row: Mapping[str, Any], other: Mapping[str, Any]
                   ) -> list[Callable[[Any], bool]]:
     if m.grid is None:
-        return [lambda v, d=d: v == d for d in m.domain]
+        return [_equals(d) for d in m.domain]
     lower, step, steps = m.grid
     cuts = [lower, lower + steps * step]
     return [f for c in cuts for f in (lambda v, c=c: v <= c, lambda v, c=c: v >= c)]
@@ -149,12 +149,16 @@ def audit(scenario: LocalScenario, n: int, rng: Randomness,
         exact = max((abs(math.log(m.probability(scenario.row[m.name], y) /
                                   m.probability(scenario.neighbour[m.name], y)))
                      for y in _outputs(m)), default=0.0)
+        events = column_events(m, scenario.row, scenario.neighbour)
         out.append(Verdict(scenario.name, m.name, promised.epsilon, exact,
-                           measured(a[m.name], b[m.name], column_events(m, scenario.row,
-                                                                      scenario.neighbour))))
+                           measured(list(a[m.name]), list(b[m.name]), events)))
     if len(rows.released) > 1:
         out.append(_row_verdict(scenario, rows, a, b, declared.epsilon))
     return out
+
+
+def _equals(value: Any) -> Callable[[Any], bool]:
+    return lambda v: bool(v == value)
 
 
 def _outputs(m: ColumnMechanism) -> list[Any]:

@@ -33,7 +33,6 @@ owner's time grid covers it like every private query.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,10 +47,10 @@ from dpsql.errors import DataError, EngineError, NonAggregatedColumn, Unsupporte
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions, declared_tables, dry_run
 from dpsql.metadata.metadata import ENGINE_TYPES, Metadata, Table
-from dpsql.query.check import is_aggregate
 from dpsql.privacy.local import RowMechanism, query_epsilon, row_mechanism, uniform_integers
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.samplers import uniform
+from dpsql.query.check import is_aggregate
 
 _MEMORY_LIMIT = "512MB"
 _SAMPLE_METHODS_IN_PERCENT = ("BERNOULLI", "SYSTEM")
@@ -124,7 +123,8 @@ def _row_level(tree: exp.Expression) -> bool:
     for node in tree.walk():
         if isinstance(node, exp.Group | exp.Distinct):
             return False
-        if is_aggregate(node) and node.find_ancestor(exp.Window) is None:
+        if isinstance(node, exp.Expression) and is_aggregate(node) and \
+                node.find_ancestor(exp.Window) is None:
             return False
     return True
 
@@ -234,7 +234,8 @@ def _bounded(data: list[tuple[object, ...]], table: Table, names: list[str], rng
     return kept
 
 
-def _subset(n: int, percent: float | None, size: int | None, rng: Randomness) -> Sequence[int]:
+def _subset(n: int, percent: float | None, size: int | None, rng: Randomness
+            ) -> npt.NDArray[np.int64]:
     """The chosen rows of a public-count table, independent of their values, in random order."""
     order = _permutation(n, rng)
     if percent is not None:

@@ -33,6 +33,7 @@ released (a linkable identifier), nor is free text without a domain.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -175,7 +176,7 @@ def _edges(spec: Mapping[str, Any], column: Any, kind: str, where: str) -> tuple
     edges = spec.get("edges")
     if not isinstance(edges, list) or len(edges) < 2 or any(
             isinstance(e, bool) or not isinstance(e, int | float) or not math.isfinite(e)
-            for e in edges) or any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
+            for e in edges) or any(a >= b for a, b in itertools.pairwise(edges)):
         raise MetadataError(f"{where}: edges must be at least two increasing numbers, not "
                             f"{edges!r}")
     if len(edges) > 10_001:

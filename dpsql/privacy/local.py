@@ -293,7 +293,7 @@ def _periods(column: Column, grain: str) -> tuple[dt.date, ...]:
     assert isinstance(lower, dt.date) and isinstance(upper, dt.date)
     first, last = _truncate(lower, grain), _truncate(upper, grain)
     months = {"year": 12, "quarter": 3, "month": 1}[grain]
-    out = []
+    out: list[dt.date] = []
     at = first
     while at <= last and len(out) <= MAX_DOMAIN_SIZE:
         out.append(at)

@@ -61,7 +61,7 @@ def estimate_counts(df: Any, column: str, params: Mapping[str, Any]) -> Any:
     """A pandas DataFrame with, for every value of ``column``'s released domain: the observed
     count in ``df`` (the release, or rows of it), the debiased estimate, its variance and a
     95% interval half-width (normal approximation)."""
-    import pandas as pd  # a test and analysis dependency, not the library's
+    import pandas as pd  # type: ignore[import-untyped]  # an analysis dependency
 
     spec = column_params(params, column)
     if "domain" not in spec:
