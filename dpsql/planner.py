@@ -102,8 +102,7 @@ class Planner:
             or _PRIVATE)
         if isinstance(free, FreeAnswer):
             return free
-        local = self.plans.get_or_compute(
-            ("local", sql), lambda: local_read(parsed_copy(), self.metadata) or _PRIVATE)
+        local = self.plans.get_or_compute(("local", sql), lambda: self._local(parsed_copy))
         if isinstance(local, LocalRead):  # its epsilon is the owner's, whatever is asked
             return local
         series = self.plans.get_or_compute(
@@ -131,6 +130,11 @@ class Planner:
         except QueryRefused as refused:
             return probe(sql, tree, why, self.metadata, None, refused)  # type: ignore[arg-type]
         return probe(sql, tree, why, self.metadata, planned, None)  # type: ignore[arg-type]
+
+    def _local(self, parsed: Callable[[], exp.Expression]) -> LocalRead | _Private:
+        if not any(t.local is not None for t in self.metadata.tables.values()):
+            return _PRIVATE  # no table opted in to local rows: nothing to parse for this route
+        return local_read(parsed(), self.metadata) or _PRIVATE
 
     def _public(self, parsed: Callable[[], exp.Expression]) -> PublicRead | None:
         if not any(t.public for t in self.metadata.tables.values()):

@@ -58,7 +58,7 @@ from dpsql.errors import MetadataError
 from dpsql.metadata.local_release import ColumnRelease, LocalSpec
 from dpsql.metadata.metadata import MAX_DOMAIN_SIZE, Column, ColumnType, Table
 from dpsql.privacy.randomness import Randomness
-from dpsql.privacy.samplers import discrete_laplace, uniform
+from dpsql.privacy.samplers import MAX_GRID_SCALE, discrete_laplace, uniform
 
 PARAMS_FORMAT = 1
 
@@ -254,6 +254,10 @@ def column_mechanism(release: ColumnRelease, column: Column, spec: LocalSpec
         lower, upper = float(column.lower), float(column.upper)  # type: ignore[arg-type]
         step = release.step or 1.0
         steps = max(1, math.ceil((upper - lower) / step))
+        if steps / eps >= MAX_GRID_SCALE:
+            raise MetadataError(f"column {column.name!r}: its {steps} grid steps at epsilon "
+                                f"{eps:g} need noise beyond the sampler's range; declare "
+                                "narrower bounds, a coarser step, or buckets")
         return ColumnMechanism(release.name, "laplace", eps, grid=(lower, step, steps),
                                integer=column.type == ColumnType.INT)
     domain, encode = _categories(release, column)

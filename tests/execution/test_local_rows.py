@@ -196,3 +196,24 @@ def test_a_release_of_a_table_not_opted_in_is_refused(db: dpsql.Database, tmp_pa
                                                       ) -> None:
     with pytest.raises(dpsql.errors.MetadataError, match="local"):
         db.release_local("ref", tmp_path / "x.parquet")
+
+
+def test_a_local_release_joined_with_a_private_table_links_no_one(
+        db: dpsql.Database, tmp_path: Path) -> None:
+    folder = tmp_path / "both"
+    folder.mkdir()
+    db.release_local("people", folder / "people_local.parquet")
+    duckdb.sql(f"COPY (SELECT i % 10 AS pid, 'a' AS kind FROM range(50) t(i)) TO "
+               f"'{folder / 'visits.parquet'}' (FORMAT PARQUET)")
+    metadata = tmp_path / "both.toml"
+    metadata.write_text(tomli_w.dumps({"tables": {
+        "people_local": {"public": True, "columns": {"sex": "text", "age": "int"}},
+        "visits": {k: v for k, v in VISITS.items() if k != "local"}}}), encoding="utf-8")
+    with dpsql.Database(folder, metadata) as both:
+        with pytest.raises(QueryRefused):  # the unit is not in the release: nothing to join on
+            both.query("SELECT COUNT(*) FROM visits v JOIN people_local r ON v.pid = r.pid")
+        with pytest.raises(QueryRefused):  # the private table's rows stay private
+            both.query("SELECT v.kind, r.sex FROM visits v JOIN people_local r "
+                       "ON v.kind = r.sex")
+        free = both.query("SELECT COUNT(*) FROM people_local")  # post-processing: exact
+    assert free.rows == [(N,)]
