@@ -11,11 +11,12 @@ m uniform draws; a ``TABLESAMPLE`` is a uniform sample from the CSPRNG, its meth
 seed the analyst gives ignored or refused), put in a uniformly random order, randomized
 (:meth:`~dpsql.privacy.local.RowMechanism.randomize`), and only then loaded into a fresh,
 locked in-memory DuckDB holding that one table under its own name. The analyst's query runs
-there: WHERE, ORDER BY, LIMIT, expressions, CTEs, subqueries and self-joins all read
-randomized values only (post-processing), so a filter on "the true value" filters randomized
+there: WHERE, ORDER BY, LIMIT, expressions, CTEs and windows read randomized values only
+(post-processing), so a filter on "the true value" filters randomized
 values, ORDER BY orders them, and LIMIT without ORDER BY keeps rows in the random order, never
 chosen by a true value. Refused, before any charge: a query reading any other table (a join
-with a private table would link true rows; with a public one, it is not supported), a
+with a private table would link true rows; with a public one, it is not supported) or this one
+twice (a self-join's work grows with the square of the rows, outside the engine's time limit), a
 ``TABLESAMPLE`` seed (``REPEATABLE``: randomness the analyst chooses), a percentage sample of
 a table whose row count is not public (its size would show), and the functions of
 :mod:`dpsql.query.denied`. A query with an aggregate, GROUP BY or DISTINCT is not row-level: it
@@ -96,17 +97,21 @@ def local_read(tree: exp.Expression, metadata: Metadata) -> LocalRead | None:
     """The local release answering ``tree`` (read, not kept), or None when it is not a
     row-level query of a table that opted in (the other paths answer or refuse it). Refuses
     what the local path cannot make private (module docstring)."""
-    tables = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)]
-    local = [metadata.table(t.name) for t in tables if not t.db and not t.catalog]
+    tables = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)
+              and not t.catalog and (t.db or "").lower() in ("", "main")]
+    local = [metadata.table(t.name) for t in tables]
     opted = {t.name.lower(): t for t in local if t is not None and t.local is not None}
     if not opted or not _row_level(tree):
         return None
     read = declared_tables(tree, metadata)  # type: ignore[arg-type]
     table = next(iter(opted.values()))
-    if read != (table.name.lower(),) or not isinstance(tree, exp.Select):
+    reads = sum(1 for t in local if t is table)
+    if read != (table.name.lower(),) or reads != 1 or not isinstance(tree, exp.Select) or \
+            tree.find(exp.Join) is not None:
         raise UnsupportedQuery(f"a row-level query of {table.name} (local DP rows) may read "
-                               f"that table only, in one SELECT; join or combine its rows with "
-                               "others after fetching them, or ask for aggregates")
+                               f"that table once and nothing else, in one SELECT without joins; "
+                               "join or combine its rows after fetching them, or ask for "
+                               "aggregates")
     _refuse_only_withheld(tree, table)
     tree = tree.copy()
     percent, size = _sample(tree, table)

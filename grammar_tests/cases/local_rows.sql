@@ -49,8 +49,16 @@ SELECT email FROM people LIMIT 10;
 SELECT person_id, state FROM people WHERE age > 30;
 
 -- case: local self join of randomized rows
--- expect: accepted path=local cost=2,0 columns=2
+-- expect: refused UnsupportedQuery mentions=once
 SELECT a.age, b.age FROM people a JOIN people b ON a.sex = b.sex LIMIT 5;
+
+-- case: local cross join of a cte
+-- expect: refused UnsupportedQuery mentions=joins
+WITH t AS (SELECT age FROM people) SELECT a.age FROM t a, t b;
+
+-- case: local qualified name
+-- expect: accepted path=local cost=2,0 columns=1
+SELECT age FROM main.people WHERE sex = 'M';
 
 -- case: local aggregate stays central
 -- expect: accepted path=private cells=1
@@ -65,15 +73,15 @@ SELECT sex, COUNT(*) FROM people GROUP BY sex;
 SELECT * FROM people LIMIT 0;
 
 -- case: local join with a private table
--- expect: refused UnsupportedQuery mentions="that table only"
+-- expect: refused UnsupportedQuery mentions="nothing else"
 SELECT p.age, v.amount FROM people p JOIN visits v ON p.person_id = v.person_id;
 
 -- case: local semi join with a private table
--- expect: refused UnsupportedQuery mentions="that table only"
+-- expect: refused UnsupportedQuery mentions="nothing else"
 SELECT age FROM people WHERE person_id IN (SELECT person_id FROM visits WHERE amount > 4000);
 
 -- case: local join with a public table
--- expect: refused UnsupportedQuery mentions="that table only"
+-- expect: refused UnsupportedQuery mentions="nothing else"
 SELECT p.age, s.region FROM people p JOIN states s ON p.state = s.state;
 
 -- case: local union
