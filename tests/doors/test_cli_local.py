@@ -33,3 +33,12 @@ def test_release_of_a_table_not_opted_in_and_a_preview(tmp_path: Path) -> None:
                                    "csv"], catch_exceptions=False)
     assert preview.exit_code == 0, preview.stderr
     assert len(preview.stdout.strip().splitlines()) == 4  # the header and 3 rows
+
+
+def test_audit_local_prints_every_column_kind_and_the_row() -> None:
+    result = CliRunner().invoke(main, ["audit", "--local", "--runs", "1000"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert {"laplace", "buckets", "grain", "warner"} <= {line.split("|")[0].strip()
+                                                         for line in lines}
+    assert any(line.split("|")[1].strip() == "row" for line in lines[2:])
