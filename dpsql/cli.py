@@ -179,6 +179,28 @@ def _cost_note(answered: Answer, status: BudgetStatus | None) -> str:
 
 
 @main.command()
+@click.option("--local", "table", required=True, metavar="TABLE",
+              help="The table to release under local DP (its metadata's local section).")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The Parquet file to write.")
+@database_options
+@click.option("--analyst", "-a", metavar="NAME", help="Who is asking, charged for the release.")
+@user_errors
+def release(table: str, out: Path, database: str | None, metadata: Path | None,
+            analyst: str | None) -> None:
+    """Write a table's randomized rows (local DP) to a Parquet file, charged once; queries over
+    the file are free (post-processing)."""
+    with open_database(database, metadata, analyst) as db:
+        if not db.metered:
+            click.echo(unmetered_warning(db.metadata), err=True)
+        answered = db.release_local(table, out)
+        status = db.budget() if db.metered else None
+    rows = len(answered.result.rows)
+    click.echo(f"wrote {rows} randomized row{'s' if rows != 1 else ''} of {table} to {out} "
+               f"({_cost_note(answered, status)})", err=True)
+
+
+@main.command()
 @click.argument("sql")
 @database_options
 @privacy_options
@@ -448,10 +470,12 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
 @click.option("--epsilon", type=float, default=1.0, show_default=True)
 @click.option("--delta", type=float, default=0.0, show_default=True)
 @click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0])
+@click.option("--local", "local_rows", is_flag=True, help="Instead: one released row under "
+              "local DP, per column kind and their composition (--runs draws per row).")
 def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: float, fmt: str,
                   list_only: bool, neighbours: bool, metadata_path: Path | None,
                   queries_path: Path | None, epsilon: float, delta: float,
-                  mechanism: str) -> None:
+                  mechanism: str, local_rows: bool) -> None:
     """Audit the privacy guarantee statistically: answer each built-in scenario's query many
     times on a database and on its worst neighbour (one more person, beyond every bound), and
     print a lower confidence bound on the privacy loss. A scenario passes when the bound does
@@ -464,6 +488,8 @@ def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: floa
     if neighbours:
         _neighbour_audit(metadata_path, queries_path, epsilon, delta, mechanism, fmt)
         return
+    if local_rows:
+        _local_audit(runs or 20_000)
     if list_only:
         click.echo(format_table(["scenario", "query", "epsilon", "delta"], [
             [s.name, s.sql, f"{s.epsilon:g}", f"{s.delta:g}"]
@@ -487,6 +513,20 @@ def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: floa
             [[r.scenario, r.declared, f"{r.epsilon_lb:.3f}", r.n, "yes" if r.passed else "NO"]
              for r in results]))
     sys.exit(0 if all(r.passed for r in results) else 1)
+
+
+def _local_audit(runs: int) -> None:
+    from dpsql.audit import local_audit
+    from dpsql.privacy.randomness import Randomness
+
+    verdicts = [v for s in local_audit.scenarios()
+                for v in local_audit.audit(s, runs, Randomness())]
+    click.echo(format_table(
+        ["scenario", "column", "declared epsilon", "exact ln ratio", "audited lower bound",
+         "pass"],
+        [[v.name, v.what, f"{v.epsilon:g}", f"{v.exact:.3f}", f"{v.measured:.3f}",
+          "yes" if v.passed else "NO"] for v in verdicts]))
+    sys.exit(0 if all(v.passed for v in verdicts) else 1)
 
 
 def _neighbour_audit(metadata_path: Path | None, queries_path: Path | None, epsilon: float,

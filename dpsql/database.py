@@ -64,6 +64,7 @@ from dpsql.errors import (
     QueryTimeout,
 )
 from dpsql.execution.free import FreeAnswer, answer_free
+from dpsql.execution.local_rows import LocalRead, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
@@ -81,7 +82,7 @@ from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
-from dpsql.routes import answer_private
+from dpsql.routes import answer_private, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ ANALYST_ENV = "DPSQL_ANALYST"
 DEFAULT_EPSILON = 1.0
 LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
+#: A prepared query that reads private data: charged, its answer stored.
+Charged = Plan | TwoReleases | LocalRead
 #: A bound query: its normalised text, its answer-key text and its tree (never mutated).
 _Statement = tuple[str, str, exp.Expression]
 
@@ -337,7 +340,9 @@ class Database:
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
         if isinstance(p, FreeAnswer):  # fixed by public information: no data read, free
             return Answer(answer_free(p, self.randomness), normalised, self._known(analyst), None)
-        for part in (p.inner, p.outer) if isinstance(p, TwoReleases) else (p,):
+        parts = (p.inner, p.outer) if isinstance(p, TwoReleases) else \
+            () if isinstance(p, LocalRead) else (p,)
+        for part in parts:
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         ledger = self.ledger
         if ledger is None:
@@ -350,6 +355,7 @@ class Database:
             if stored is not None:
                 return Answer(stored, normalised, who, None, reused=True)
         cost = release_cost(p, ledger.accounting) if isinstance(p, TwoReleases) else \
+            local_cost(p, ledger.accounting) if isinstance(p, LocalRead) else \
             query_cost(p, ledger.accounting)
         entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
         # the charge stands even if what follows fails
@@ -387,7 +393,7 @@ class Database:
         return settings.statement_timeout if timeout is None or timeout <= 0 else \
             min(timeout, settings.statement_timeout)
 
-    def _compute(self, p: Plan | TwoReleases, sql: str, who: str | None, entry_id: int | None,
+    def _compute(self, p: Charged, sql: str, who: str | None, entry_id: int | None,
                  timeout: float | None, started: float, release: list[float] | None = None
                  ) -> Result:
         """Answer a charged plan under the owner's time limit, store the outcome with its
@@ -405,7 +411,7 @@ class Database:
             else:  # the caller waits (see run)
                 release.append(grid_point(started, settings.grid(self.metered)))
 
-    def _answer_within(self, p: Plan | TwoReleases, limit: float, sql: str, who: str | None,
+    def _answer_within(self, p: Charged, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:
         deadline = Deadline(self.engine.cancel_token(), limit)
         try:
@@ -455,11 +461,11 @@ class Database:
         text, tree = bound_query(sql, parameters)
         return text, self.key_text(tree.copy()), tree
 
-    def cache_key(self, tree: exp.Expression, p: Plan | TwoReleases) -> str:
+    def cache_key(self, tree: exp.Expression, p: Charged) -> str:
         """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""
         return self._answer_key(self.key_text(tree), p)
 
-    def _answer_key(self, text: str, p: Plan | TwoReleases,
+    def _answer_key(self, text: str, p: Charged,
                     bounds: ContributionBounds | None = None) -> str:
         parts = [1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
                  p.mechanism]
@@ -484,7 +490,7 @@ class Database:
                                                                  comments=False, copy=False)
 
     @staticmethod
-    def _stored(data: bytes | None, p: Plan | TwoReleases) -> Result | None:
+    def _stored(data: bytes | None, p: Charged) -> Result | None:
         """A stored answer, its columns named as in this query (identifier case may differ)."""
         if data is None:
             return None
@@ -495,7 +501,8 @@ class Database:
         except (ValueError, KeyError, TypeError, OperationalError) as e:
             log.warning("ignoring an unreadable stored answer: %s", e)
             return None
-        names = p.output_names if isinstance(p, TwoReleases) else p.query.output_names
+        names = p.output_names if isinstance(p, TwoReleases | LocalRead) else \
+            p.query.output_names
         if len(names) != len(result.columns):
             return None
         result.columns = [ResultColumn(name, c.type, c.accuracy_unit)
@@ -516,7 +523,27 @@ class Database:
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):
             return explain_two(p, self.engine)
+        if isinstance(p, LocalRead):
+            return Explanation(sql=p.sql, cells=[], key_release=p.describe(), epsilon=p.epsilon,
+                               delta=0.0, rows_per_unit=p.table.rows_per_unit, groups_per_unit=1)
         return explain(p, self.engine)
+
+    def release_local(self, table: str, out: str | Path, analyst: str | None = None) -> Answer:
+        """``dpsql release --local``: the whole table's randomized rows (local DP, see
+        :mod:`dpsql.privacy.local`) written to the Parquet file ``out`` with their release
+        parameters in its key-value metadata; withheld columns are left out. Charged once, as
+        the query ``SELECT * FROM table`` (asked again, the stored rows are written again, free).
+        Queries over the file are post-processing."""
+        declared = self.metadata.table(table)
+        if declared is None or declared.local is None:
+            raise MetadataError(f"table {table!r} has no local section in {self.metadata.source}"
+                                "; the owner opts a table in to local releases there")
+        sql = f"SELECT * FROM {exp.to_identifier(declared.name, quoted=True).sql('duckdb')}"
+        answered = self.run(sql, analyst=analyst)
+        p = self.plan(sql)
+        assert isinstance(p, LocalRead)
+        write_release(answered.result, p, Path(out))
+        return answered
 
     def budget(self, analyst: str | None = None) -> BudgetStatus | None:
         """What ``analyst`` (resolved as for queries) has spent and has left; None when the

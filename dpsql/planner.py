@@ -14,6 +14,8 @@ plain value.
 * :class:`~dpsql.execution.free.FreeAnswer`: the answer is fixed by public information (an empty
 probe:
   ``LIMIT 0`` or a constant-false WHERE; or a public domain with no aggregate): exact, free;
+* :class:`~dpsql.execution.local_rows.LocalRead`: a row-level SELECT of a table the owner opted
+  in to local DP (randomized rows, charged per query: :mod:`dpsql.privacy.local`);
 * :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
   limit): two private releases, one charge;
 * :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
@@ -38,6 +40,7 @@ from sqlglot import exp
 from dpsql.cache import LRU
 from dpsql.errors import QueryRefused
 from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
+from dpsql.execution.local_rows import LocalRead, local_read
 from dpsql.execution.public import PublicRead, public_read
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
@@ -52,7 +55,7 @@ from dpsql.series import TwoReleases, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
-Prepared = Plan | PublicRead | TwoReleases | FreeAnswer
+Prepared = Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead
 
 
 class _Private:
@@ -109,6 +112,9 @@ class Planner:
                                                  bounds) or _PRIVATE)
         if isinstance(free, FreeAnswer):
             return free
+        local = self.plans.get_or_compute(("local", sql), lambda: self._local(parsed_copy))
+        if isinstance(local, LocalRead):  # its epsilon is the owner's, whatever is asked
+            return local
         series = self.plans.get_or_compute(
             ("series", *key),
             lambda: two_releases(parsed_copy(), self, epsilon, delta, mechanism, bounds)
@@ -137,6 +143,11 @@ class Planner:
         except QueryRefused as refused:
             return probe(sql, tree, why, self.metadata, None, refused)  # type: ignore[arg-type]
         return probe(sql, tree, why, self.metadata, planned, None)  # type: ignore[arg-type]
+
+    def _local(self, parsed: Callable[[], exp.Expression]) -> LocalRead | _Private:
+        if not any(t.local is not None for t in self.metadata.tables.values()):
+            return _PRIVATE  # no table opted in to local rows: nothing to parse for this route
+        return local_read(parsed(), self.metadata) or _PRIVATE
 
     def _public(self, parsed: Callable[[], exp.Expression]) -> PublicRead | None:
         if not any(t.public for t in self.metadata.tables.values()):

@@ -55,9 +55,9 @@ def corpus_metadata() -> dict[str, Any]:
 def open_database(name: str, folder: Path) -> dpsql.Database:
     """The database ``name`` (see grammar_tests.corpus.DATABASES), built in ``folder``."""
     if name == "sample":
-        pinned = folder / "sample.toml"  # its ledger is under ~, as the sample's
-        pinned.write_text(tomli_w.dumps(corpus_metadata()), encoding="utf-8")
-        return dpsql.Database(dpsql.database.sample_paths()[0], pinned)
+        return _pinned(folder, "sample.toml", corpus_metadata())
+    if name == "central":
+        return _central(folder)
     assert name == "events", name
     path = folder / "events.duckdb"
     with duckdb.connect(str(path)) as con:
@@ -65,3 +65,18 @@ def open_database(name: str, folder: Path) -> dpsql.Database:
     metadata = folder / "events.toml"
     metadata.write_text(tomli_w.dumps({"tables": EVENTS}), encoding="utf-8")
     return dpsql.Database(path, metadata)
+
+
+def _pinned(folder: Path, name: str, declared: dict[str, Any]) -> dpsql.Database:
+    """The sample data under ``declared`` (its ledger is under ~, as the sample's)."""
+    path = folder / name
+    path.write_text(tomli_w.dumps(declared), encoding="utf-8")
+    return dpsql.Database(dpsql.database.sample_paths()[0], path)
+
+
+def _central(folder: Path) -> dpsql.Database:
+    """``central``: the sample data without the local section of people, whose row-level
+    SELECTs then stay refused (the cases of private rows, CTEs, probes and mixed joins)."""
+    declared = corpus_metadata()
+    del declared["tables"]["people"]["local"]
+    return _pinned(folder, "central.toml", declared)

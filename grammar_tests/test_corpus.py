@@ -17,6 +17,7 @@ import dpsql
 import dpsql.errors
 from dpsql.errors import QueryRefused
 from dpsql.execution.free import FreeAnswer
+from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.public import PublicRead
 from dpsql.planner import Prepared
 from dpsql.privacy.plan import Plan
@@ -108,16 +109,17 @@ def _plan_fact(prepared: Prepared, name: str, index: int | None) -> object:
     """A fact of the plan: of a public read (no cells, cost 0), of both releases of a
     two-release query (cost: the total; the rest: the outer query), or of a private plan."""
     if name == "path":
-        return {PublicRead: "public", TwoReleases: "two", FreeAnswer: "free"}.get(
-            type(prepared), "private")
+        return {PublicRead: "public", TwoReleases: "two", FreeAnswer: "free",
+                LocalRead: "local"}.get(type(prepared), "private")
     if name == "names":
         return _names(prepared)
     if isinstance(prepared, FreeAnswer) and name == "cost":
         return (0.0, 0.0)
     if isinstance(prepared, FreeAnswer) and prepared.plan is not None:
         prepared = prepared.plan  # a public domain: the plan's facts (keys, release...)
-    if isinstance(prepared, PublicRead | FreeAnswer):
-        public = {"columns": len(prepared.columns), "cost": (0.0, 0.0), "cells": 0,
+    if isinstance(prepared, PublicRead | FreeAnswer | LocalRead):
+        cost = (prepared.epsilon, 0.0) if isinstance(prepared, LocalRead) else (0.0, 0.0)
+        public = {"columns": len(prepared.columns), "cost": cost, "cells": 0,
                   "measurements": 0, "keys": 0, "release": ("none", None),
                   "types": [c.type for c in prepared.columns]}
         return public[name]

@@ -61,6 +61,7 @@ from dpsql.audit.neighbour_engines import (
 from dpsql.audit.neighbour_worlds import ADVERSARY, BASE, World, scenario_world, synthesize
 from dpsql.errors import Error, ProgrammingError, QueryRefused
 from dpsql.execution.free import FreeAnswer
+from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.perturb import _by_key
 from dpsql.execution.public import PublicRead
 from dpsql.metadata.contribution import ContributionBounds
@@ -96,7 +97,7 @@ class Violation:
 @dataclass
 class Verdict:
     sql: str
-    status: str  # "passed", "violation", "refused", "public"
+    status: str  # "passed", "violation", "refused", "public", "local"
     refusal: str | None = None  # the error class of a refusal
     violations: list[Violation] = field(default_factory=list)
     worst: float = 0.0  # the largest moved / sensitivity over every measurement and pair
@@ -131,6 +132,8 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
         return Verdict(sql, "refused", refusal=type(e).__name__)
     if isinstance(prepared, PublicRead):
         return Verdict(sql, "public")
+    if isinstance(prepared, LocalRead):  # randomized rows: no exact measurement to compare;
+        return Verdict(sql, "local")  # tests/neighbours/test_neighbours_local.py checks them
     if isinstance(prepared, FreeAnswer):
         if prepared.plan is None:
             return Verdict(sql, "public")  # no rows: reads no table at all
@@ -335,7 +338,7 @@ def verdict_rows(verdicts: Sequence[Verdict], width: int = 70) -> list[list[str]
         text = " ".join(v.sql.split())
         text = text if len(text) <= width else text[:width - 3] + "..."
         what = v.status if v.status != "refused" else f"refused ({v.refusal})"
-        ratio = "-" if v.status in ("refused", "public") else f"{v.worst:.3g}"
+        ratio = "-" if v.status in ("refused", "public", "local") else f"{v.worst:.3g}"
         rows.append([text, what, ratio])
     return rows
 

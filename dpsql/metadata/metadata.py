@@ -84,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from dpsql.errors import MetadataError
+from dpsql.metadata.local_release import LocalSpec, parse_local
 from dpsql.metadata.owner_settings import Budget, ServerSettings, parse_budget, parse_server
 from dpsql.metadata.toml_values import (
     Scalar,
@@ -118,10 +119,10 @@ ENGINE_TYPES: dict[str, str] = {
 MAX_DOMAIN_SIZE = 10_000
 _TABLE_KEYS = {"privacy_unit", "max_rows_per_unit", "max_groups_per_unit", "one_row_per_unit",
                "public", "columns", "description", "unit_path", "max_rows_per_unit_cap",
-               "max_groups_per_unit_cap"}
+               "max_groups_per_unit_cap", "local"}
 _PRIVATE_ONLY_KEYS = ("privacy_unit", "max_rows_per_unit", "max_groups_per_unit",
                       "one_row_per_unit", "unit_path", "max_rows_per_unit_cap",
-                      "max_groups_per_unit_cap")
+                      "max_groups_per_unit_cap", "local")
 _COLUMN_KEYS = {"type", "lower", "upper", "nullable", "values", "public_range", "description",
                 "unique"}
 _SECTIONS = {"tables", "budget", "analysts", "server", "description"}
@@ -212,6 +213,8 @@ class Table:
     # None: the declared k and g (an analyst may only lower them).
     max_rows_cap: int | None = None
     max_groups_cap: int | None = None
+    # The owner's opt-in to row-level releases under local DP (dpsql.metadata.local_release).
+    local: LocalSpec | None = None
 
     @property
     def rows_cap(self) -> int:
@@ -317,12 +320,17 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
     g = positive_int(spec, "max_groups_per_unit", where)
     if one_row and k != 1:
         raise MetadataError(f"{where}: one_row_per_unit = true needs max_rows_per_unit = 1")
+    if path is not None and "local" in spec:
+        raise MetadataError(f"{where}: local releases need a table with its own privacy_unit "
+                            "(a unit_path table's rows belong to another table's units)")
+    local = None if "local" not in spec else parse_local(
+        spec["local"], columns, unit.lower() if unit else None, where)
     caps = [_cap(spec, f"{key}_cap", default, where)
             for key, default in (("max_rows_per_unit", k), ("max_groups_per_unit", g))]
     return Table(name=name, columns=columns, privacy_unit=unit.lower() if unit else None,
                  max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row,
                  description=description_of(spec, where), unit_path=path,
-                 max_rows_cap=caps[0], max_groups_cap=caps[1])
+                 max_rows_cap=caps[0], max_groups_cap=caps[1], local=local)
 
 
 def _cap(spec: Mapping[str, Any], key: str, default: int, where: str) -> int | None:

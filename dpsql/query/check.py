@@ -175,6 +175,12 @@ def _extract_aggregate(node: exp.Expression, table: Table,
     return exp.column(aggregate.placeholder)
 
 
+def is_aggregate(node: exp.Expression) -> bool:
+    """Whether ``node`` is an aggregate call, as the checker reads it (the local path's test of
+    a row-level query too: :mod:`dpsql.execution.local_rows`)."""
+    return _is_aggregate(node)
+
+
 def _is_aggregate(node: exp.Expression) -> bool:
     if isinstance(node, exp.WithinGroup):
         return True

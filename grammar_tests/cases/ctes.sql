@@ -1,5 +1,8 @@
 -- CTEs and subqueries in FROM: row-level transformations (projections and WHERE filters) of
 -- the one private table feeding the final aggregate are inlined; anything else is refused.
+-- Run on "central" (databases.py): the sample data without people's local section, so that
+-- its rows stay private here (local_rows.sql has the local path).
+-- database: central
 
 -- case: cte filter
 -- expect: accepted cells=1 measurements=1 l1[0]=1 rows=1

@@ -1,5 +1,8 @@
 -- Answers fixed by public information (dpsql/free.py): probes that release column names and
 -- types only, and public domains with no aggregate. Exact, no charge (cost=0,0, path=free).
+-- Run on "central" (databases.py): the sample data without people's local section, so that
+-- its rows stay private here (local_rows.sql has the local path).
+-- database: central
 
 -- case: jupysql column probe
 -- expect: accepted path=free cost=0,0 columns=10 rows=0

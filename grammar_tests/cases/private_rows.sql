@@ -1,5 +1,8 @@
 -- Nothing computed row by row may reach the answer: no bare private columns, no SELECT *, no
 -- nested aggregates, no windows over private rows.
+-- Run on "central" (databases.py): the sample data without people's local section, so that
+-- its rows stay private here (local_rows.sql has the local path).
+-- database: central
 
 -- case: bare column
 -- expect: refused NonAggregatedColumn mentions=aggregat

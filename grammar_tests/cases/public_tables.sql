@@ -2,6 +2,9 @@
 -- charge, by any SELECT that reads nothing else (dpsql/public.py). A query that also reads a
 -- private table never takes that path. A private aggregate subquery joined on its full GROUP BY
 -- key set (Superset's series limit) is two private releases (dpsql/series.py, path=two).
+-- Run on "central" (databases.py): the sample data without people's local section, so that
+-- its rows stay private here (local_rows.sql has the local path).
+-- database: central
 
 -- case: public select star
 -- expect: accepted path=public names="state|region" types=VARCHAR|VARCHAR cost=0,0 rows=51

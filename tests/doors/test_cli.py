@@ -106,7 +106,7 @@ def test_privacy_options() -> None:
 
 
 @pytest.mark.parametrize(("args", "error", "says"), [
-    (["SELECT age FROM people"], "NonAggregatedColumn", "without aggregating"),
+    (["SELECT amount FROM visits"], "NonAggregatedColumn", "without aggregating"),
     (["SELECT state, COUNT(*) FROM people GROUP BY state"], "KeyReleaseRefused",
      "(pass --delta 1e-06)"),
     (["DROP TABLE people"], "NotASingleSelect", "only SELECT"),

@@ -385,7 +385,7 @@ def test_pandas_sees_refusals_as_errors(conn: dpsql.Connection) -> None:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="pandas only supports SQLAlchemy")
         with pytest.raises(Exception) as info:
-            pd.read_sql("SELECT age FROM people", conn)
+            pd.read_sql("SELECT amount FROM visits", conn)
     error = info.value  # pandas 3 lets it through; older pandas wraps it in its DatabaseError
     assert isinstance(error, dpsql.QueryRefused) or isinstance(error.__cause__, dpsql.QueryRefused)
 

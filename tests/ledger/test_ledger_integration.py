@@ -244,7 +244,7 @@ def test_invalid_privacy_parameters_are_refused_and_charge_nothing(
 @pytest.mark.parametrize("sql, parameters, error", [
     ("SELECT COUNT(*) FROM secrets", None, UnknownTable),
     ("DELETE FROM people", None, NotASingleSelect),
-    ("SELECT age FROM people", None, QueryRefused),
+    ("SELECT amount FROM visits", None, QueryRefused),
     ("SELECT COUNT(*) FROM people WHERE age > ?", None, ProgrammingError),
     ("SELECT COUNT(*) FROM people WHERE age > ?", (1, 2), ProgrammingError),
     ("SELECT COUNT(*) FROM people WHERE age > ? AND sex = ?", (1,), ProgrammingError),

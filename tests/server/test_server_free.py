@@ -95,9 +95,9 @@ def test_probes_send_names_and_types_only(served, conn) -> None:
 
 @pytest.mark.parametrize("sql", [
     "SELECT state FROM people GROUP BY state",  # no public domain: thresholding reads data
-    "SELECT * FROM people WHERE age = 0",  # a filter on data: still row-level
-    "SELECT * FROM people WHERE 1=0 OR age > 3",  # not constant
-    "SELECT * FROM people LIMIT 1",
+    "SELECT * FROM visits WHERE amount = 0",  # a filter on data: still row-level
+    "SELECT * FROM visits WHERE 1=0 OR amount > 3",  # not constant
+    "SELECT * FROM visits LIMIT 1",  # (people's rows are local DP rows: charged, not refused)
 ])
 def test_what_depends_on_data_is_not_free(served, conn, sql) -> None:
     before = _ledger(served)

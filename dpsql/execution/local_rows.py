@@ -1,0 +1,337 @@
+"""Row-level SELECTs of a table the owner opted in to local DP: randomize first, then run the
+analyst's query over the randomized rows.
+
+The mechanism and its privacy argument are :mod:`dpsql.privacy.local`; this module decides which
+row-level queries take the path (:func:`local_read`, called by the planner, the one router) and
+runs them (:func:`answer_local`).
+
+**What is allowed, thinking as an attacker.** The analyst's SQL never sees a true value: the
+rows are read, bounded to k per unit, selected (every row when the row count is public, else
+m uniform draws; a ``TABLESAMPLE`` is a uniform sample from the CSPRNG, its method and any
+seed the analyst gives ignored or refused), put in a uniformly random order, randomized
+(:meth:`~dpsql.privacy.local.RowMechanism.randomize`), and only then loaded into a fresh,
+locked in-memory DuckDB holding that one table under its own name. The analyst's query runs
+there: WHERE, ORDER BY, LIMIT, expressions, CTEs and windows read randomized values only
+(post-processing), so a filter on "the true value" filters randomized
+values, ORDER BY orders them, and LIMIT without ORDER BY keeps rows in the random order, never
+chosen by a true value. Refused, before any charge: a query reading any other table (a join
+with a private table would link true rows; with a public one, it is not supported) or this one
+twice (a self-join's work grows with the square of the rows, outside the engine's time limit), a
+``TABLESAMPLE`` seed (``REPEATABLE``: randomness the analyst chooses), a percentage sample of
+a table whose row count is not public (its size would show), and the functions of
+:mod:`dpsql.query.denied`. A query with an aggregate, GROUP BY or DISTINCT is not row-level: it
+takes the central path.
+
+**Row counts.** With ``row_count = "public"`` the number of rows returned reveals the table's
+size (after bounding), which the owner declared public. Otherwise each query releases exactly m
+draws (``sample_rows``, or ``TABLESAMPLE n ROWS``), before the analyst's filters: the count the
+analyst sees is a function of randomized rows only.
+
+**Time.** The work is linear in the table's rows (the whole table is read, in both modes); the
+owner's time grid covers it like every private query.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import numpy.typing as npt
+from sqlglot import exp
+
+from dpsql.engines import Engine, locked
+from dpsql.errors import DataError, EngineError, NonAggregatedColumn, UnsupportedQuery
+from dpsql.execution.postprocess import Result, ResultColumn
+from dpsql.execution.public import check_functions, declared_tables, dry_run
+from dpsql.metadata.metadata import ENGINE_TYPES, Metadata, Table
+from dpsql.privacy.local import RowMechanism, query_epsilon, row_mechanism, uniform_integers
+from dpsql.privacy.randomness import Randomness
+from dpsql.privacy.samplers import uniform
+from dpsql.query.check import is_aggregate
+
+_MEMORY_LIMIT = "512MB"
+_SAMPLE_METHODS_IN_PERCENT = ("BERNOULLI", "SYSTEM")
+
+
+@dataclass(frozen=True)
+class LocalRead:
+    """A row-level query answered from randomized rows: its DuckDB text over the one table,
+    the table, its released row, the sample asked for, and the charge."""
+
+    sql: str
+    table: Table
+    rows: RowMechanism
+    columns: tuple[ResultColumn, ...]
+    percent: float | None  # TABLESAMPLE p PERCENT
+    sample_size: int | None  # TABLESAMPLE n ROWS
+    epsilon: float  # the charge (query_epsilon)
+    delta: float = 0.0
+    mechanism: str = "local"
+
+    @property
+    def output_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def draws(self) -> int | None:
+        """m, the uniform draws of a table whose row count is not public."""
+        if self.rows.public_row_count:
+            return None
+        return self.sample_size if self.sample_size is not None else self.rows.sample_rows
+
+    def describe(self) -> str:
+        """One paragraph for EXPLAIN: the release and its charge."""
+        split = ", ".join(f"{m.name} {m.kind} eps={m.epsilon:.4g}" for m in self.rows.released)
+        count = "all rows (row count declared public)" if self.rows.public_row_count else \
+            f"{self.draws} uniform draws"
+        return (f"local DP rows of {self.table.name}: {count}, each row randomized with "
+                f"epsilon {self.rows.epsilon:g} ({split}; other columns withheld as NULL); "
+                f"charge {self.epsilon:g}")
+
+
+def local_read(tree: exp.Expression, metadata: Metadata) -> LocalRead | None:
+    """The local release answering ``tree`` (read, not kept), or None when it is not a
+    row-level query of a table that opted in (the other paths answer or refuse it). Refuses
+    what the local path cannot make private (module docstring)."""
+    tables = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)
+              and not t.catalog and (t.db or "").lower() in ("", "main")]
+    local = [metadata.table(t.name) for t in tables]
+    opted = {t.name.lower(): t for t in local if t is not None and t.local is not None}
+    if not opted or not _row_level(tree):
+        return None
+    read = declared_tables(tree, metadata)  # type: ignore[arg-type]
+    table = next(iter(opted.values()))
+    reads = sum(1 for t in local if t is table)
+    if read != (table.name.lower(),) or reads != 1 or not isinstance(tree, exp.Select) or \
+            tree.find(exp.Join) is not None:
+        raise UnsupportedQuery(f"a row-level query of {table.name} (local DP rows) may read "
+                               f"that table once and nothing else, in one SELECT without joins; "
+                               "join or combine its rows after fetching them, or ask for "
+                               "aggregates")
+    _refuse_only_withheld(tree, table)
+    tree = tree.copy()
+    percent, size = _sample(tree, table)
+    check_functions(tree)
+    sql = tree.sql(dialect="duckdb")
+    rows = row_mechanism(table)
+    draws = None if rows.public_row_count else size if size is not None else rows.sample_rows
+    return LocalRead(sql, table, rows, dry_run(sql, [table]), percent, size,
+                     query_epsilon(rows, draws))
+
+
+def _row_level(tree: exp.Expression) -> bool:
+    """No aggregate (outside a window), GROUP BY or DISTINCT: rows, not a statistic."""
+    for node in tree.walk():
+        if isinstance(node, exp.Group | exp.Distinct):
+            return False
+        if isinstance(node, exp.Expression) and is_aggregate(node) and \
+                node.find_ancestor(exp.Window) is None:
+            return False
+    return True
+
+
+def _refuse_only_withheld(tree: exp.Select, table: Table) -> None:
+    """A query whose output names only withheld columns would pay for NULLs: refused, as a
+    private column without an aggregate (a convenience, not a privacy rule)."""
+    spec = table.local
+    assert spec is not None
+    if any(isinstance(e, exp.Star) or e.find(exp.Star) for e in tree.expressions):
+        return
+    names = {c.name.lower() for e in tree.expressions for c in e.find_all(exp.Column)}
+    if names and all(spec.column(n) is None for n in names):
+        released = ", ".join(c.name for c in spec.columns)
+        raise NonAggregatedColumn(
+            f"{', '.join(sorted(names))} of {table.name} is withheld from its local DP rows (no "
+            f"domain or an identifier) and can be used only inside an aggregate such as "
+            f"COUNT(...); the released columns are {released}")
+
+
+def _sample(tree: exp.Expression, table: Table) -> tuple[float | None, int | None]:
+    """The TABLESAMPLE asked for (removed from ``tree``): a percentage or a row count."""
+    samples = list(tree.find_all(exp.TableSample))
+    if not samples:
+        return None, None
+    if len(samples) > 1 or samples[0].args.get("seed") is not None or \
+            samples[0].args.get("bucket_numerator") is not None:
+        raise UnsupportedQuery("TABLESAMPLE of local DP rows takes one sample without a seed "
+                               "(REPEATABLE): dpsql draws it from its own randomness")
+    sample = samples[0]
+    method = (sample.args.get("method").name.upper()  # type: ignore[union-attr]
+              if sample.args.get("method") is not None else "")
+    percent, size = sample.args.get("percent"), sample.args.get("size")
+    if size is not None and method in _SAMPLE_METHODS_IN_PERCENT:
+        percent, size = size, None  # PostgreSQL: BERNOULLI (10) is 10 percent
+    value = _number(percent if percent is not None else size)
+    sample.pop()
+    if percent is not None:
+        if not 0 <= value <= 100:
+            raise UnsupportedQuery(f"TABLESAMPLE takes a percentage in 0..100, not {value:g}")
+        if not table.local.public_row_count:  # type: ignore[union-attr]
+            raise UnsupportedQuery(f"the row count of {table.name} is not public, so a "
+                                   "percentage of it cannot be shown; use TABLESAMPLE (n ROWS)")
+        return value, None
+    if not value.is_integer() or not 0 <= value <= 1_000_000:
+        raise UnsupportedQuery(f"TABLESAMPLE takes a whole number of rows, not {value:g}")
+    return None, int(value)
+
+
+def _number(node: Any) -> float:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return float(node.this)
+    raise UnsupportedQuery("TABLESAMPLE takes a number literal")
+
+
+# --- answering --------------------------------------------------------------------------------
+
+
+def answer_local(read: LocalRead, engine: Engine, rng: Randomness) -> Result:
+    """Read, bound, select, shuffle and randomize the rows, then run the analyst's query over
+    them in a fresh locked DuckDB (module docstring)."""
+    rows = released_rows(read.table, read.rows, engine, rng, read.percent, read.sample_size)
+    return run_over(read, rows)
+
+
+def released_rows(table: Table, mechanism: RowMechanism, engine: Engine, rng: Randomness,
+                  percent: float | None = None, size: int | None = None
+                  ) -> dict[str, npt.NDArray[np.object_]]:
+    """The randomized rows of one release (column -> values), in a uniformly random order."""
+    # Only what is released is read (and the unit, to bound): a withheld column never leaves
+    # the engine.
+    names = [m.name for m in mechanism.released]
+    if table.needs_bounding:
+        names.append(table.privacy_unit)  # type: ignore[arg-type]
+    data = engine.read_public(table.name, {n: table.columns[n].type for n in names})
+    data = _bounded(data, table, names, rng)
+    if mechanism.public_row_count:
+        chosen = _subset(len(data), percent, size, rng)
+        picked = [data[i] for i in chosen]
+    else:
+        m = size if size is not None else mechanism.sample_rows or 0
+        if data:
+            picked = [data[i] for i in uniform_integers(len(data), m, rng)]
+        else:  # an empty table: its draws are of the public phantom row
+            phantom = mechanism.phantom()
+            picked = [tuple(phantom[n][0] for n in names)] * m
+    columns = {n: [r[i] for r in picked] for i, n in enumerate(names)}
+    return mechanism.randomize(columns, len(picked), rng)
+
+
+def _bounded(data: list[tuple[object, ...]], table: Table, names: list[str], rng: Randomness
+             ) -> list[tuple[object, ...]]:
+    """At most k rows per unit, a uniform sample (rows of a NULL unit dropped), as the central
+    path bounds (:mod:`dpsql.execution.rewrite`); rows in a random order either way."""
+    order = _permutation(len(data), rng)
+    if not table.needs_bounding:
+        return [data[i] for i in order]
+    unit = names.index(table.privacy_unit)  # type: ignore[arg-type]
+    k, kept, seen = table.max_rows_per_unit, [], {}  # type: ignore[var-annotated]
+    for i in order:
+        key = data[i][unit]
+        if key is None:
+            continue
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] <= k:
+            kept.append(data[i])
+    return kept
+
+
+def _subset(n: int, percent: float | None, size: int | None, rng: Randomness
+            ) -> npt.NDArray[np.int64]:
+    """The chosen rows of a public-count table, independent of their values, in random order."""
+    order = _permutation(n, rng)
+    if percent is not None:
+        return order[uniform(n, rng) < percent / 100.0] if n else order
+    return order if size is None else order[:size]
+
+
+def _permutation(n: int, rng: Randomness) -> npt.NDArray[np.int64]:
+    """A uniform random permutation of range(n): argsort of 64-bit CSPRNG words (ties have
+    probability below n^2 / 2^65 and are broken by position)."""
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.argsort(rng.words(n), kind="stable").astype(np.int64)
+
+
+def run_over(read: LocalRead, rows: dict[str, npt.NDArray[np.object_]]) -> Result:
+    """The analyst's query over the randomized rows only, in a locked scratch DuckDB."""
+    table = read.table
+
+    def fill(con: duckdb.DuckDBPyConnection) -> None:
+        con.register("__released", rows)
+        casts = ", ".join(f"CAST({_name(n)} AS {ENGINE_TYPES[c.type]}) AS {_name(n)}"
+                          for n, c in table.columns.items())
+        con.execute(f"CREATE TABLE {_name(table.name)} AS SELECT {casts} FROM __released")
+        con.unregister("__released")
+
+    try:
+        con = locked.in_memory(fill, memory_limit=_MEMORY_LIMIT, threads=1)
+    except duckdb.Error as e:
+        raise EngineError(f"loading the randomized rows failed: {e}") from None
+    try:
+        out = con.execute(read.sql).fetchall()
+    except duckdb.InterruptException:
+        raise EngineError("interrupted", interrupted=True) from None
+    except duckdb.Error as e:  # randomized rows only: the message may be shown as it is
+        raise DataError(f"the query over the randomized rows failed: "
+                        f"{str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+    width = len(read.columns)
+    return Result(list(read.columns), out, [(None,) * width for _ in out],
+                  epsilon=read.epsilon, notes=[read.describe()])
+
+
+def _name(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+#: The key of the release parameters in a local release's Parquet metadata.
+PARQUET_KEY = "dpsql.local"
+
+
+def write_release(result: Result, read: LocalRead, path: Path) -> None:
+    """Write the released columns of ``result`` (the randomized rows of ``SELECT *``) to the
+    Parquet file ``path``, the release parameters (:meth:`~dpsql.privacy.local.RowMechanism.
+    params`) as JSON under :data:`PARQUET_KEY` in its key-value metadata."""
+    names = [c.name for c in result.columns]
+    released = [m.name for m in read.rows.released]
+    data = {n: np.array([row[names.index(n)] for row in result.rows], dtype=object)
+            for n in released}
+    meta = json.dumps(read.rows.params(read.epsilon)).replace("'", "''")
+    target = str(path).replace("'", "''")
+    casts = ", ".join(f"CAST({_name(n)} AS {ENGINE_TYPES[read.table.columns[n].type]}) AS "
+                      f"{_name(n)}" for n in released)
+
+    def fill(con: duckdb.DuckDBPyConnection) -> None:  # the owner's file, before the lock
+        con.register("__released", data)
+        con.execute(f"COPY (SELECT {casts} FROM __released) TO '{target}' (FORMAT PARQUET, "
+                    f"KV_METADATA {{'{PARQUET_KEY}': '{meta}'}})")
+
+    try:
+        locked.in_memory(fill, memory_limit=_MEMORY_LIMIT, threads=1).close()
+    except duckdb.Error as e:
+        raise DataError(f"writing the local release to {path} failed: "
+                        f"{str(e).splitlines()[0]}") from None
+
+
+def read_release_params(path: str | Path) -> dict[str, Any]:
+    """The release parameters a local release's Parquet file carries (:func:`write_release`)."""
+    target = str(path).replace("'", "''")
+    found: list[tuple[Any, ...]] = []
+
+    def fill(con: duckdb.DuckDBPyConnection) -> None:
+        found.extend(con.execute(f"SELECT key, value FROM parquet_kv_metadata('{target}')")
+                     .fetchall())
+
+    try:
+        locked.in_memory(fill, threads=1).close()
+    except duckdb.Error as e:
+        raise DataError(f"cannot read {path}: {str(e).splitlines()[0]}") from None
+    for key, value in found:
+        if bytes(key).decode() == PARQUET_KEY:
+            return json.loads(bytes(value).decode())  # type: ignore[no-any-return]
+    raise DataError(f"{path} is not a dpsql local release (no {PARQUET_KEY} metadata)")
