@@ -99,10 +99,10 @@ def _session(master: str) -> Any:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise EngineError("the Spark engine needs PySpark and a JDK: pip install pyspark") \
-            from None
+        raise EngineError("the Spark engine needs PySpark (and a JDK for spark:// and "
+                          "spark:local): pip install 'dpsql[spark]'") from None
     if master.startswith("sc://"):
-        return SparkSession.builder.remote(master).create()
+        return _connect_session(SparkSession, master)
     with _lock:
         if _root is None:
             builder = SparkSession.builder.master(master).appName("dpsql").config(
@@ -120,6 +120,20 @@ def _session(master: str) -> Any:
             raise EngineError(f"this process already runs Spark on {running}; it cannot also "
                               f"open {master} (use sc:// for a second cluster)")
         return _root.newSession()
+
+
+def _connect_session(builder: Any, url: str) -> Any:
+    """A new session on a Spark Connect server. PySpark's Connect client needs packages of its
+    own (pyspark's ``connect`` extra); a missing one raises PySpark's ImportError here."""
+    try:
+        return builder.builder.remote(url).create()
+    except ImportError as e:
+        raise EngineError(f"Spark Connect (sc://) needs PySpark's Connect client packages "
+                          f"({str(e).splitlines()[0]}): pip install 'dpsql[spark-connect]'"
+                          ) from None
+    except Exception as e:
+        raise EngineError(f"cannot open a Spark Connect session on {url.split(';')[0]}: "
+                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 
 class _TagCancel:
@@ -279,8 +293,13 @@ class SparkEngine:
 
     def close(self) -> None:
         """Drops this engine's views; the shared local context lives on for the process (a
-        JVM starts in seconds; later engines reuse it)."""
+        JVM starts in seconds; later engines reuse it). A Spark Connect session is released
+        on the server and its client closed (an open client's exit handler calls the server,
+        and retries for minutes when it is gone)."""
         try:
+            if _is_connect(self._session):
+                self._session.stop()
+                return
             for table in self._session.catalog.listTables():
                 if table.isTemporary:
                     self._session.catalog.dropTempView(table.name)
