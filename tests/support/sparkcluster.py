@@ -78,9 +78,9 @@ class SparkCluster:
     def connect_running_jobs(self) -> list[int]:
         """The ids of the Connect server's running jobs (its REST API)."""
         base = f"http://127.0.0.1:{self.connect_ui_port}/api/v1/applications"
-        with urllib.request.urlopen(base, timeout=10) as reply:
+        with urllib.request.urlopen(base, timeout=120) as reply:
             app = json.load(reply)[0]["id"]
-        with urllib.request.urlopen(f"{base}/{app}/jobs?status=running", timeout=10) as reply:
+        with urllib.request.urlopen(f"{base}/{app}/jobs?status=running", timeout=120) as reply:
             return [job["jobId"] for job in json.load(reply)]
 
 
