@@ -195,3 +195,25 @@ def no_dpsql_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No ledger or analyst from the environment: the test's own metadata decides."""
     monkeypatch.delenv("DPSQL_LEDGER", raising=False)
     monkeypatch.delenv("DPSQL_ANALYST", raising=False)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A standalone Spark cluster (a master, two workers, executors in JVMs of their own) and a
+    Spark Connect server on loopback for the whole run (tests.support.sparkcluster), started
+    from pyspark's own scripts. Every ``spark`` test runs on it (in one pytest-xdist worker,
+    see pytest_collection_modifyitems): ``spark_cluster.url(folder)`` is the classic session,
+    ``spark_cluster.connect_url(folder)`` the Connect server. A missing JDK or Connect
+    package is a failure, not a skip (scripts/test installs them)."""
+    from tests.support.sparkcluster import standalone_cluster
+
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(autouse=True)
+def _spark_cluster_for_spark_tests(request: pytest.FixtureRequest) -> None:
+    """A ``spark`` test's classic session runs on the cluster: the cluster is up before the
+    process's one SparkContext is created (dpsql.engines.spark.engine keeps one per process)."""
+    if request.node.get_closest_marker("spark") is not None:
+        request.getfixturevalue("spark_cluster")

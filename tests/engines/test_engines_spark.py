@@ -1,7 +1,12 @@
-"""The Spark SQL engine on a real local Spark session (PySpark on the JDK; no mocks). A
-missing PySpark or JDK fails these tests: they do not skip.
+"""The Spark SQL engine as users run it (PySpark on the JDK; no mocks): a standalone cluster
+on loopback, a master and two workers whose executors run in JVMs of their own (``spark://``),
+and a Spark Connect server on that cluster (``sc://``), both started once per run by the
+``spark_cluster`` fixture (tests/support/sparkcluster.py). A missing PySpark, JDK or Connect
+package fails these tests: they do not skip.
 
-One session serves the whole test run (``dpsql.engines.spark.engine`` keeps one JVM per process).
+The corpus differential, the attack rows and the audit's neighbours run on both: the classic
+session on the representative subset (:func:`representative`), Connect on one case per corpus
+file (:func:`one_per_file`); every case on both with DPSQL_SLOW=1.
 
 The differential harness (:func:`exact_rows`, :func:`differential`) runs a plan's rewritten
 query on two engines over the same data and compares the exact per-group measurements. It
@@ -16,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,11 +41,12 @@ from dpsql.privacy.keys import canonical
 from dpsql.privacy.plan import Plan
 from grammar_tests.corpus import Case, load_corpus
 from tests.support.helpers import REPO
+from tests.support.sparkcluster import SparkCluster
 
 pytestmark = pytest.mark.spark
 
 SAMPLE = REPO / "sample_data"
-SPARK_URL = f"spark:local[2]?folder={SAMPLE}"
+BACKENDS = ["cluster", "connect"]  # spark://127.0.0.1:<port> and sc://127.0.0.1:<port>
 #: Every accepted case runs with DPSQL_SLOW=1; by default a representative subset
 #: (:func:`representative`: every node type of every case's engine query, every measurement
 #: kind, every corpus file), plus two more on the run's seed (conftest.py), to keep CI time
@@ -59,9 +66,17 @@ def loose_metadata(folder: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Engine]]:
-    duck, spark = DuckDBEngine(SAMPLE), SparkEngine(SPARK_URL)
+def backend_url(cluster: SparkCluster, backend: str, folder: Path) -> str:
+    """The database argument of ``folder``'s Parquet files on the cluster (``backend``
+    "cluster") or through its Connect server ("connect")."""
+    return cluster.url(folder) if backend == "cluster" else cluster.connect_url(folder)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def engines(request: pytest.FixtureRequest, spark_cluster: SparkCluster
+            ) -> Iterator[tuple[Engine, Engine]]:
+    duck = DuckDBEngine(SAMPLE)
+    spark = SparkEngine(backend_url(spark_cluster, request.param, SAMPLE))
     yield duck, spark
     duck.close()
     spark.close()
@@ -117,6 +132,31 @@ def features(case: Case, plan: Plan) -> set[str]:
     return found | {f"measurement {m.kind}" for m in plan.measurements} | {f"file {case.file}"}
 
 
+def _is_connect(engine: Engine) -> bool:
+    return engine.location.startswith("sc://")
+
+
+def planned(cases: list[Case], metadata: Metadata) -> list[tuple[Case, Plan]]:
+    """The cases that plan under ``metadata``, with their plans."""
+    out = []
+    for case in cases:
+        try:
+            plan = Planner(metadata).prepare(case.sql, **case.options)  # type: ignore[arg-type]
+        except QueryRefused:
+            continue
+        out.append((case, plan))
+    return out
+
+
+def one_per_file(cases: list[Case], metadata: Metadata) -> list[tuple[Case, Plan]]:
+    """The first case of each corpus file that plans under ``metadata`` (every case with
+    DPSQL_SLOW=1): the second backend's small deterministic subset."""
+    chosen: dict[str, tuple[Case, Plan]] = {}
+    for case, plan in planned(cases, metadata):
+        chosen.setdefault(case.file, (case, plan))
+    return planned(cases, metadata) if FULL else list(chosen.values())
+
+
 def representative(cases: list[Case], metadata: Metadata, seed: int
                    ) -> list[tuple[Case, Plan]]:
     """Every case with DPSQL_SLOW=1. Else every ROUND case (the rule dpsql.query.total_expressions
@@ -151,9 +191,11 @@ REFUSED = [c for c in CORPUS if c.verdict == "refused"]
 
 def test_corpus_accepted_same_measurements(engines: tuple[Engine, Engine], loose: Metadata,
                                            neighbour_seed: int) -> None:
-    """The rewritten Spark SQL computes DuckDB's exact per-group measurements."""
+    """The rewritten Spark SQL computes DuckDB's exact per-group measurements, on the
+    cluster (:func:`representative`) and through Connect (:func:`one_per_file`)."""
     duck, spark = engines
-    selected = representative(ACCEPTED, loose, neighbour_seed)
+    selected = (one_per_file(ACCEPTED, loose) if _is_connect(spark) else
+                representative(ACCEPTED, loose, neighbour_seed))
     failures = []
     for case, plan in selected:
         try:
@@ -181,12 +223,16 @@ def test_text_parsed_as_a_date_as_on_duckdb(sql: str, engines: tuple[Engine, Eng
 
 
 def test_corpus_refused_the_same_way(engines: tuple[Engine, Engine]) -> None:
-    """Every refused case is refused with the same class on both engines, before any data."""
+    """Every refused case is refused with the same class on both engines, before any data
+    (on the cluster; through Connect, one refused case per corpus file)."""
     duck, spark = engines
+    refused = REFUSED
+    if _is_connect(spark) and not FULL:
+        refused = list({case.file: case for case in reversed(REFUSED)}.values())
     metadata = load_metadata(SAMPLE / "metadata.toml")
     # Joins plan with public data, as an open Database does (its store, read from DuckDB).
     planner = Planner(metadata, PublicStore(metadata, duck))
-    for case in REFUSED:
+    for case in refused:
         errors = []
         for engine in (duck, spark):
             try:  # the corpus's door (the planner: public reads and two releases too)
@@ -246,8 +292,9 @@ ATTACKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def attack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Metadata, Engine,
+@pytest.fixture(scope="module", params=BACKENDS)
+def attack(request: pytest.FixtureRequest, spark_cluster: SparkCluster,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Metadata, Engine,
                                                                          Engine]]:
     import duckdb
 
@@ -258,7 +305,8 @@ def attack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Metadata,
         con.execute(f"COPY (SELECT range AS pid, 9007199254740991 AS m FROM range(2000)) "
                     f"TO '{folder / 'w.parquet'}' (FORMAT parquet)")
     (folder / "metadata.toml").write_text(ATTACK_METADATA, encoding="utf-8")
-    duck, spark = DuckDBEngine(folder), SparkEngine(f"spark:local[2]?folder={folder}")
+    duck = DuckDBEngine(folder)
+    spark = SparkEngine(backend_url(spark_cluster, request.param, folder))
     yield load_metadata(folder / "metadata.toml"), duck, spark
     duck.close()
     spark.close()
@@ -307,11 +355,15 @@ def test_spark_analysis_refuses_before_charge(attack: tuple[Metadata, Engine, En
 # --- the reduced audit: sensitivity on the audit's worst neighbours -------------------------
 
 AUDITED = ["count_where", "sum_clamped", "user_bounds", "sum_product", "group_public"]
+#: All of them on the cluster; through Connect two by default (a count and a clamped sum,
+#: whose rewritten SQL is the same on both backends), all with DPSQL_SLOW=1.
+AUDITED_ON = [(name, "cluster") for name in AUDITED] + [
+    (name, "connect") for name in (AUDITED if FULL else AUDITED[:2])]
 
 
-@pytest.mark.parametrize("name", AUDITED)
+@pytest.mark.parametrize(("name", "backend"), AUDITED_ON)
 def test_audit_neighbour_moves_measurements_within_sensitivity(
-        name: str, tmp_path: Path) -> None:
+        name: str, backend: str, tmp_path: Path, spark_cluster: SparkCluster) -> None:
     """The audit's D and worst neighbour D' (one unit far beyond every bound) on Spark: the
     exact measurements move by at most their L1 sensitivity summed over all groups, so
     clamping and contribution bounding hold in Spark SQL (the statistical audit of the noise
@@ -331,7 +383,7 @@ def test_audit_neighbour_moves_measurements_within_sensitivity(
         folder.mkdir()
         with duckdb.connect(str(path), read_only=True) as con:
             con.execute(f"COPY {scenario.table} TO '{folder}/{scenario.table}.parquet'")
-        engine = SparkEngine(f"spark:local[2]?folder={folder}")
+        engine = SparkEngine(backend_url(spark_cluster, backend, folder))
         plan = Planner(load_metadata(metadata_path)).prepare(scenario.sql, scenario.epsilon,
                                                              scenario.delta, scenario.mechanism)
         measured.append(exact_rows(engine, plan, salt=salt))
@@ -353,13 +405,14 @@ def test_audit_neighbour_moves_measurements_within_sensitivity(
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path]]:
+def served(tmp_path_factory: pytest.TempPathFactory, spark_cluster: SparkCluster
+           ) -> Iterator[tuple[str, Path, Path]]:
     """The sample data on Spark with a metered metadata (its own ledger) and a password."""
     from tests.support.sandbox import sandbox
 
     setup = sandbox(tmp_path_factory.mktemp("doors"), {"alice": ("pw", 1000.0, 1e-3)})
     saved = os.environ.pop("DPSQL_LEDGER", None)
-    yield f"spark:local[2]?folder={setup.database}", setup.metadata, setup.passwords
+    yield spark_cluster.url(setup.database), setup.metadata, setup.passwords
     if saved is not None:
         os.environ["DPSQL_LEDGER"] = saved
 
@@ -404,11 +457,14 @@ def test_serve_on_spark_with_psycopg(served: tuple[str, Path, Path]) -> None:
     assert row is not None and 15000 < row[0] < 25000 and 18 <= row[1] <= 95
 
 
-def test_owner_timeout_interrupts_a_running_spark_job(tmp_path: Path) -> None:
-    """The owner's statement_timeout decides on Spark: its jobs are cancelled (job group) and
-    an answer that arrives after the deadline is dropped; the analyst gets QueryTimeout,
-    whose text names only the limit. (Spark's driver-side planning cannot be cancelled, so
-    the call may return well after the limit: the bound here is loose.)"""
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_owner_timeout_interrupts_a_running_spark_job(tmp_path: Path, backend: str,
+                                                      spark_cluster: SparkCluster) -> None:
+    """The owner's statement_timeout decides on Spark: its jobs are cancelled (job group; on
+    Connect, the operation tag) and an answer that arrives after the deadline is dropped; the
+    analyst gets DuckDB's refusal, QueryTimeout, whose text names only the limit. (Spark's
+    driver-side planning cannot be cancelled, so the call may return well after the limit;
+    tests/engines/test_engines_cancel.py checks that the job itself stops.)"""
     import duckdb
 
     with duckdb.connect() as con:
@@ -418,19 +474,20 @@ def test_owner_timeout_interrupts_a_running_spark_job(tmp_path: Path) -> None:
     metadata.write_text('[server]\nstatement_timeout = 0.5\n\n[tables.big]\nprivacy_unit = '
                         '"pid"\nmax_rows_per_unit = 2\n\n[tables.big.columns]\npid = { type = '
                         '"int" }\nv = { type = "int", lower = 0, upper = 100 }\n')
-    with dpsql.Database(f"spark:local[2]?folder={tmp_path}", metadata) as db:
-        with pytest.raises(QueryTimeout):
+    with dpsql.Database(backend_url(spark_cluster, backend, tmp_path), metadata) as db:
+        with pytest.raises(QueryTimeout) as info:
             db.query("SELECT SUM(v), MEDIAN(v) FROM big")
+        assert str(info.value) == str(QueryTimeout(0.5)) and info.value.sqlstate == "57014"
         assert db.engine.execute("SELECT 1 AS one") == (["one"], [(1,)])  # still usable
 
 
-def test_urls_and_refusals(tmp_path: Path) -> None:
+def test_urls_and_refusals(tmp_path: Path, spark_cluster: SparkCluster) -> None:
     """Unknown URL options and folders without Parquet are refused when opening, naming what
     to pass instead; the Spark types read as the DuckDB names the metadata check knows."""
     with pytest.raises(EngineError, match="folder="):
         SparkEngine("spark:local[2]?path=/x")
     with pytest.raises(EngineError, match=r"no \.parquet"):
-        SparkEngine(f"spark:local[2]?folder={tmp_path}")
+        SparkEngine(spark_cluster.url(tmp_path))
     from dpsql.database import open_engine
     from dpsql.engines import ENGINES, _spark, url_scheme
     from dpsql.engines.spark.engine import spark_type
@@ -441,3 +498,31 @@ def test_urls_and_refusals(tmp_path: Path) -> None:
     assert url_scheme(SAMPLE) is None and isinstance(open_engine(SAMPLE), DuckDBEngine)
     assert spark_type("int") == "INTEGER" and spark_type("decimal(10,2)") == "DECIMAL(10,2)"
     assert spark_type("timestamp") == "TIMESTAMP WITH TIME ZONE"  # refused for dates
+
+
+@pytest.mark.parametrize(("url", "hidden", "extra"), [
+    ("sc://127.0.0.1:1", "grpc", "dpsql[spark-connect]"),
+    ("spark://127.0.0.1:1", "pyspark.sql", "dpsql[spark]")])
+def test_a_missing_package_names_the_extra_to_install(
+        monkeypatch: pytest.MonkeyPatch, url: str, hidden: str, extra: str) -> None:
+    """Without Connect's client packages (grpcio, ...), or without PySpark, opening the
+    engine is an EngineError naming the extra that installs them, not PySpark's traceback.
+    The import failure is simulated: the module is hidden, and every Connect module is
+    imported afresh (PySpark checks its packages when they are first imported)."""
+    import sys
+
+    for name in [n for n in sys.modules if n.startswith("pyspark.sql.connect")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, hidden, None)  # `import grpc` raises ImportError
+    with pytest.raises(EngineError, match=re.escape(f"pip install '{extra}'")):
+        SparkEngine(f"{url}/?folder={SAMPLE}")
+
+
+def test_the_postgres_engine_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from dpsql.engines.postgres.engine import PostgresEngine
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(EngineError, match=re.escape("pip install 'dpsql[postgres]'")):
+        PostgresEngine("postgresql://nobody@127.0.0.1:1/none")

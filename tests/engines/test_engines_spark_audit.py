@@ -1,5 +1,5 @@
-"""The statistical audit and the attack suite on Spark (a local session, one JVM per process
-shared with tests/engines/test_engines_spark.py), at a reduced N.
+"""The statistical audit and the attack suite on Spark (the run's standalone cluster, the
+``spark_cluster`` fixture, shared with tests/engines/test_engines_spark.py), at a reduced N.
 
 Spark is not in the differential harness's ENGINES (tests/engines/test_engines_differential.py):
 every test parametrised over it would then run on Spark, about a second a query on 2 cores. Here a
@@ -33,6 +33,7 @@ from tests.privacy.test_attacks import (
     outcome,
     scenario,
 )
+from tests.support.sparkcluster import SparkCluster
 
 pytestmark = [pytest.mark.usefixtures("seeded_randomness"), pytest.mark.spark, pytest.mark.audit]
 
@@ -54,9 +55,9 @@ AUDITED = ["sum_clamped", "group_threshold"] + (
 N_SELECT = 100 if FULL else 20
 
 
-def spark_copy(path: Path, folder: Path) -> str:
+def spark_copy(path: Path, folder: Path, cluster: SparkCluster) -> str:
     """Every table of the DuckDB file ``path`` as ``folder/<table>.parquet`` (a fresh folder),
-    and the database argument that opens them on a local Spark session."""
+    and the database argument that opens them on the cluster."""
     folder.mkdir(parents=True)
     with duckdb.connect(str(path), read_only=True) as con:
         tables = [row[0] for row in con.execute(
@@ -64,15 +65,16 @@ def spark_copy(path: Path, folder: Path) -> str:
         ).fetchall()]
         for table in tables:
             con.execute(f"COPY \"{table}\" TO '{folder / table}.parquet' (FORMAT parquet)")
-    return f"spark:local[2]?folder={folder}"
+    return cluster.url(folder)
 
 
 @pytest.mark.parametrize("name", AUDITED)
-def test_audit_scenario_passes_on_spark(tmp_path: Path, name: str) -> None:
+def test_audit_scenario_passes_on_spark(tmp_path: Path, name: str,
+                                        spark_cluster: SparkCluster) -> None:
     """The scenario's D and D' copied into Spark, N runs per side (N_SELECT more to select
     events): the audited lower bound on epsilon stays below the declared epsilon."""
     def copy(path: Path) -> str:
-        return spark_copy(path, tmp_path / f"spark_{path.stem}_{next(_copies)}")
+        return spark_copy(path, tmp_path / f"spark_{path.stem}_{next(_copies)}", spark_cluster)
 
     scenario = A.SCENARIOS[name]
     result = A.audit(scenario, gross_n(scenario.epsilon), n_select=N_SELECT, engine=copy)
@@ -83,13 +85,15 @@ def test_audit_scenario_passes_on_spark(tmp_path: Path, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+def dbs(tmp_path_factory: pytest.TempPathFactory, spark_cluster: SparkCluster
+        ) -> Iterator[SimpleNamespace]:
     """The attack suite's D and D' (trigger rows: NaN, +-Inf, extreme integers, text that is
     not a number) on Spark."""
     folder = tmp_path_factory.mktemp("spark-attacks")
     d, d_prime, metadata = A.build_databases(scenario("SELECT 1", TRIGGERS), folder)
-    with dpsql.Database(spark_copy(d, folder / "d"), metadata) as db, \
-            dpsql.Database(spark_copy(d_prime, folder / "d_prime"), metadata) as db_prime:
+    with dpsql.Database(spark_copy(d, folder / "d", spark_cluster), metadata) as db, \
+            dpsql.Database(spark_copy(d_prime, folder / "d_prime", spark_cluster),
+                           metadata) as db_prime:
         yield SimpleNamespace(d=db, d_prime=db_prime)
 
 

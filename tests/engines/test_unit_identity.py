@@ -88,11 +88,11 @@ def open_db(request: pytest.FixtureRequest, make_db: Callable[..., Any], engine:
         for statement in sql:
             con.execute(statement)
     (folder / "meta.toml").write_text(tomli_w.dumps({"tables": tables}), encoding="utf-8")
-    if engine == "spark":  # Parquet files of the tables, read by a local Spark session
+    if engine == "spark":  # Parquet files of the tables, read by the run's Spark cluster
         with duckdb.connect(str(folder / "db.duckdb"), read_only=True) as con:
             for table in tables:
                 con.execute(f"COPY {table} TO '{folder / table}.parquet' (FORMAT parquet)")
-        target = f"spark:local[2]?folder={folder}"
+        target = request.getfixturevalue("spark_cluster").url(folder)
     else:
         target = ENGINES[engine](request, folder / "db.duckdb", f"{name}_{next(_copies)}")
     db = dpsql.Database(target, folder / "meta.toml")

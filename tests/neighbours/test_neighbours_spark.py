@@ -21,6 +21,7 @@ from dpsql.audit.neighbours import (
 )
 from dpsql.errors import ProgrammingError
 from tests.neighbours.leak_mutants import LEAK_MUTANTS, UNCAPPED
+from tests.support.sparkcluster import SparkCluster
 
 pytestmark = pytest.mark.spark
 #: Generated queries on Spark by default: two (about 20 s each on 2 cores, four neighbour
@@ -30,9 +31,11 @@ N_GENERATED = 60 if os.environ.get("DPSQL_SLOW") == "1" else 2
 
 
 @pytest.fixture(scope="module")
-def typed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neighbourhood]:
+def typed(tmp_path_factory: pytest.TempPathFactory, spark_cluster: SparkCluster
+          ) -> Iterator[Neighbourhood]:
     hood = spark_neighbourhood(synthesize(metadata(), seed=3),
-                               Path(tmp_path_factory.mktemp("spark-neighbours")))
+                               Path(tmp_path_factory.mktemp("spark-neighbours")),
+                               master=spark_cluster.master)
     yield hood
     hood.close()
 

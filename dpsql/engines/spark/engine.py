@@ -99,10 +99,10 @@ def _session(master: str) -> Any:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise EngineError("the Spark engine needs PySpark and a JDK: pip install pyspark") \
-            from None
+        raise EngineError("the Spark engine needs PySpark (and a JDK for spark:// and "
+                          "spark:local): pip install 'dpsql[spark]'") from None
     if master.startswith("sc://"):
-        return SparkSession.builder.remote(master).create()
+        return _connect_session(SparkSession, master)
     with _lock:
         if _root is None:
             builder = SparkSession.builder.master(master).appName("dpsql").config(
@@ -122,32 +122,74 @@ def _session(master: str) -> Any:
         return _root.newSession()
 
 
+def _connect_session(builder: Any, url: str) -> Any:
+    """A new session on a Spark Connect server. PySpark's Connect client needs packages of its
+    own (pyspark's ``connect`` extra); a missing one raises PySpark's ImportError here."""
+    try:
+        return builder.builder.remote(url).create()
+    except ImportError as e:
+        raise EngineError(f"Spark Connect (sc://) needs PySpark's Connect client packages "
+                          f"({str(e).splitlines()[0]}): pip install 'dpsql[spark-connect]'"
+                          ) from None
+    except Exception as e:
+        raise EngineError(f"cannot open a Spark Connect session on {url.split(';')[0]}: "
+                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+#: A cancel that found nothing running yet is repeated this often until the query has ended
+#: (for at most CANCEL_FOR seconds): see :class:`_TagCancel`.
+CANCEL_EVERY, CANCEL_FOR = 0.1, 600.0
+
+
 class _TagCancel:
     """Cancels the jobs the calling thread runs under its tag: a job group on a classic
     session (``setJobGroup`` / ``cancelJobGroup``, which interrupt running tasks; its
-    ``interruptTag`` does not reach SQL jobs), an operation tag on Spark Connect."""
+    ``interruptTag`` does not reach SQL jobs), an operation tag on Spark Connect
+    (``addTag`` / ``interruptTag``).
+
+    Both cancel only what runs at that moment: a deadline that fires while Spark still plans
+    the query (seconds on a busy driver) would find no job, and the job submitted next would
+    run to its end. So after the first cancel the token repeats it every
+    :data:`CANCEL_EVERY` seconds, on a thread of its own, until :meth:`stop` (the execution
+    has ended; the next execution has a tag of its own, which no repeat can reach)."""
 
     def __init__(self, session: Any, tag: str) -> None:
-        self.session, self.tag, self.fired = session, tag, False
+        self.session, self.tag, self.fired, self.started = session, tag, False, False
+        self.finished = threading.Event()
         # Classic sessions have a SparkContext; Spark Connect sessions do not.
         self.context = None if _is_connect(session) else session.sparkContext
 
     def start(self) -> None:
+        self.started = True
         if self.context is not None:
             self.context.setJobGroup(self.tag, "dpsql query", interruptOnCancel=True)
         else:
             self.session.addTag(self.tag)
 
     def stop(self) -> None:
-        if self.context is None:
+        self.finished.set()
+        if self.context is None and self.started:
             self.session.removeTag(self.tag)
 
     def cancel(self) -> None:
         self.fired = True
+        self._send()
+        threading.Thread(target=self._repeat, daemon=True, name="dpsql-spark-cancel").start()
+
+    def _send(self) -> None:
         if self.context is not None:
             self.context.cancelJobGroup(self.tag)
         else:
             self.session.interruptTag(self.tag)
+
+    def _repeat(self) -> None:
+        for _ in range(int(CANCEL_FOR / CANCEL_EVERY)):
+            if self.finished.wait(CANCEL_EVERY):
+                return
+            try:
+                self._send()
+            except Exception:  # the session was closed meanwhile: nothing runs on it
+                return
 
 
 def _is_connect(session: Any) -> bool:
@@ -253,6 +295,8 @@ class SparkEngine:
         DECIMAL(38, 0) sums as Python ints."""
         token: _TagCancel | None = getattr(self._local, "token", None)
         if token is not None and token.fired:
+            token.stop()
+            self._local.token = None
             raise EngineError("the query was interrupted", interrupted=True)
         args = {SALT_NAME: parameters[0]} if parameters else None
         if token is not None:
@@ -279,8 +323,13 @@ class SparkEngine:
 
     def close(self) -> None:
         """Drops this engine's views; the shared local context lives on for the process (a
-        JVM starts in seconds; later engines reuse it)."""
+        JVM starts in seconds; later engines reuse it). A Spark Connect session is released
+        on the server and its client closed (an open client's exit handler calls the server,
+        and retries for minutes when it is gone)."""
         try:
+            if _is_connect(self._session):
+                self._session.stop()
+                return
             for table in self._session.catalog.listTables():
                 if table.isTemporary:
                     self._session.catalog.dropTempView(table.name)
