@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +34,7 @@ from dpsql.privacy.keys import canonical
 from dpsql.privacy.plan import Plan
 from grammar_tests.corpus import Case, load_corpus
 from tests.support.helpers import REPO
+from tests.support.subset import subset
 
 pytestmark = pytest.mark.spark
 
@@ -44,7 +44,6 @@ SPARK_URL = f"spark:local[2]?folder={SAMPLE}"
 #: (:func:`representative`: every node type of every case's engine query, every measurement
 #: kind, every corpus file), plus two more on the run's seed (conftest.py), to keep CI time
 #: modest (a Spark query takes about a second on 2 cores).
-FULL = os.environ.get("DPSQL_SLOW") == "1"
 
 
 def loose_metadata(folder: Path) -> Path:
@@ -120,10 +119,10 @@ def features(case: Case, plan: Plan) -> set[str]:
 def representative(cases: list[Case], metadata: Metadata, seed: int
                    ) -> list[tuple[Case, Plan]]:
     """Every case with DPSQL_SLOW=1. Else every ROUND case (the rule dpsql.query.total_expressions
-    spells out for each engine), 2 cases drawn on ``seed`` (CI's runs cover the whole corpus over
-    time), and a greedy cover of the other cases' :func:`features` (the case that adds the most
-    features not yet covered, until none adds one). Cases accepted only under the sample's
-    bounds (k, g) are left out: they are refused under the loose ones."""
+    spells out for each engine), a cover of the cases' :func:`features` and about 2 more on
+    ``seed`` (tests/support/subset.py; CI's runs cover the whole corpus over time). Cases
+    accepted only under the sample's bounds (k, g) are left out: they are refused under the
+    loose ones."""
     planned = []
     for case in cases:
         try:
@@ -131,17 +130,9 @@ def representative(cases: list[Case], metadata: Metadata, seed: int
         except QueryRefused:
             continue
         planned.append((case, plan))
-    if FULL:
-        return planned
-    taken = set(random.Random(seed).sample(range(len(planned)), 2))
-    taken |= {i for i, (case, _) in enumerate(planned) if "ROUND(" in case.sql.upper()}
-    remaining = {i: features(case, plan) for i, (case, plan) in enumerate(planned)}
-    covered = set().union(*(remaining.pop(i) for i in taken))
-    while any(f - covered for f in remaining.values()):
-        best = max(remaining, key=lambda i: len(remaining[i] - covered))
-        taken.add(best)
-        covered |= remaining.pop(best)
-    return [planned[i] for i in sorted(taken)]
+    rounding = [i for i, (case, _) in enumerate(planned) if "ROUND(" in case.sql.upper()]
+    return subset(planned, max(1, len(planned) // 2), lambda item: features(*item), seed,
+                  taken=rounding)
 
 
 CORPUS = [c for c in load_corpus() if c.database == "sample"]  # the sample data here
@@ -306,7 +297,11 @@ def test_spark_analysis_refuses_before_charge(attack: tuple[Metadata, Engine, En
 
 # --- the reduced audit: sensitivity on the audit's worst neighbours -------------------------
 
-AUDITED = ["count_where", "sum_clamped", "user_bounds", "sum_product", "group_public"]
+#: By default two or three of them on the run's seed (tests/support/subset.py: consecutive
+#: runs take turns; the neighbour harness checks the same on Spark's generated queries,
+#: tests/neighbours/test_neighbours_spark.py), all five with DPSQL_SLOW=1.
+AUDITED = subset(["count_where", "sum_clamped", "user_bounds", "sum_product", "group_public"],
+                 2, lambda name: ())
 
 
 @pytest.mark.parametrize("name", AUDITED)
