@@ -19,7 +19,9 @@ The neighbour harness's generated queries (tests/test_neighbours*.py) are the ex
 check exact measurements, without noise, so a new seed cannot make an honest run fail, only
 reach queries no earlier run reached. Each run draws its base seed (``neighbour_seed``), the
 same in every pytest-xdist worker, and a failure names it: ``DPSQL_NEIGHBOUR_SEED=<seed>``
-runs those queries again.
+runs those queries again. The same seed rotates the default subsets of long lists (corpus
+cases on slow engines, audit scenarios on PostgreSQL: tests/support/subset.py), so the same
+variable selects the same cases again.
 """
 
 from __future__ import annotations
@@ -128,7 +130,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"{NEIGHBOUR_SEED}={os.environ[NEIGHBOUR_SEED]} (generated neighbour queries)"
+    return (f"{NEIGHBOUR_SEED}={os.environ[NEIGHBOUR_SEED]} (generated neighbour queries, and "
+            "the default subsets of tests/support/subset.py)")
 
 
 @pytest.fixture(scope="session")

@@ -225,3 +225,21 @@ def test_malformed_file_on_disk(tmp_path: Path) -> None:
                                       "-- case: broken\n-- expect: accepted cells=x\nSELECT 1\n")
     with pytest.raises(CorpusFormatError, match=r"^bad\.sql:6: bad value for cells"):
         load_corpus(tmp_path)
+
+
+def test_default_subset_covers_every_file_and_construct_and_rotates() -> None:
+    """The subset the slow harnesses run by default (tests/support/subset.py): every corpus
+    file and every SQL feature of the corpus, a different share on each seed, and the whole
+    corpus over ``share`` consecutive seeds."""
+    from tests.support.subset import SLOW, corpus_subset, sql_features
+
+    if SLOW:
+        pytest.skip("DPSQL_SLOW=1: every harness runs every case")
+    cases = [c for c in CASES if c.database == "sample" and c.verdict == "accepted"]
+    runs = [corpus_subset(cases, 4, seed) for seed in range(4)]
+    every = set().union(*(sql_features(c) for c in cases))
+    for chosen in runs:
+        assert len(chosen) < len(cases) // 2
+        assert set().union(*(sql_features(c) for c in chosen)) == every
+    assert runs[0] != runs[1]
+    assert {c.id for run in runs for c in run} == {c.id for c in cases}

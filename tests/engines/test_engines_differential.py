@@ -12,6 +12,11 @@ then keeps every row on every engine, and every measurement -- sums, counts, his
 must agree exactly. That bounding itself keeps at most k rows in g groups on each engine is
 tested by the attack suite, which runs on every engine (tests/engines/test_engines_attacks.py).
 
+**Which corpus cases.** Every one with DPSQL_SLOW=1; by default the subset of
+tests/support/subset.py (a cover of every corpus file, SQL construct, verdict and error class,
+and one in :data:`SHARE` of the rest on the run's seed, so that consecutive runs see the whole
+corpus; ``DPSQL_NEIGHBOUR_SEED=<seed>`` picks the same cases again).
+
 **Adding an engine** is one line in :data:`ENGINES`: a name and a function that copies a
 DuckDB file's tables into that engine (given the pytest request, for fixtures such as a
 cluster) and returns the database argument dpsql opens it with.
@@ -37,6 +42,7 @@ from dpsql.pipeline import engine_sql
 from dpsql.planner import Planner
 from grammar_tests.corpus import Case, load_corpus
 from grammar_tests.databases import corpus_metadata
+from tests.support.subset import corpus_subset
 
 pytestmark = pytest.mark.pg  # every test here runs on every engine: PostgreSQL too
 
@@ -60,7 +66,8 @@ ENGINES: dict[str, Loader] = {
 }
 SALT = 1234567  # any: the data keeps every row, so the sample does not depend on it
 
-CASES = [c for c in load_corpus() if c.verdict in ("accepted", "refused")]
+SHARE = 6
+CASES = corpus_subset([c for c in load_corpus() if c.verdict in ("accepted", "refused")], SHARE)
 
 
 # --- the data: the sample data, and the end-to-end tables, with bounds that keep every row ---

@@ -42,6 +42,7 @@ from dpsql.privacy.plan import Plan
 from grammar_tests.corpus import Case, load_corpus
 from tests.support.helpers import REPO
 from tests.support.sparkcluster import SparkCluster
+from tests.support.subset import subset
 
 pytestmark = pytest.mark.spark
 
@@ -51,7 +52,6 @@ BACKENDS = ["cluster", "connect"]  # spark://127.0.0.1:<port> and sc://127.0.0.1
 #: (:func:`representative`: every node type of every case's engine query, every measurement
 #: kind, every corpus file), plus two more on the run's seed (conftest.py), to keep CI time
 #: modest (a Spark query takes about a second on 2 cores).
-FULL = os.environ.get("DPSQL_SLOW") == "1"
 
 
 def loose_metadata(folder: Path) -> Path:
@@ -160,10 +160,10 @@ def one_per_file(cases: list[Case], metadata: Metadata) -> list[tuple[Case, Plan
 def representative(cases: list[Case], metadata: Metadata, seed: int
                    ) -> list[tuple[Case, Plan]]:
     """Every case with DPSQL_SLOW=1. Else every ROUND case (the rule dpsql.query.total_expressions
-    spells out for each engine), 2 cases drawn on ``seed`` (CI's runs cover the whole corpus over
-    time), and a greedy cover of the other cases' :func:`features` (the case that adds the most
-    features not yet covered, until none adds one). Cases accepted only under the sample's
-    bounds (k, g) are left out: they are refused under the loose ones."""
+    spells out for each engine), a cover of the cases' :func:`features` and about 2 more on
+    ``seed`` (tests/support/subset.py; CI's runs cover the whole corpus over time). Cases
+    accepted only under the sample's bounds (k, g) are left out: they are refused under the
+    loose ones."""
     planned = []
     for case in cases:
         try:
@@ -171,17 +171,9 @@ def representative(cases: list[Case], metadata: Metadata, seed: int
         except QueryRefused:
             continue
         planned.append((case, plan))
-    if FULL:
-        return planned
-    taken = set(random.Random(seed).sample(range(len(planned)), 2))
-    taken |= {i for i, (case, _) in enumerate(planned) if "ROUND(" in case.sql.upper()}
-    remaining = {i: features(case, plan) for i, (case, plan) in enumerate(planned)}
-    covered = set().union(*(remaining.pop(i) for i in taken))
-    while any(f - covered for f in remaining.values()):
-        best = max(remaining, key=lambda i: len(remaining[i] - covered))
-        taken.add(best)
-        covered |= remaining.pop(best)
-    return [planned[i] for i in sorted(taken)]
+    rounding = [i for i, (case, _) in enumerate(planned) if "ROUND(" in case.sql.upper()]
+    return subset(planned, max(1, len(planned) // 2), lambda item: features(*item), seed,
+                  taken=rounding)
 
 
 CORPUS = [c for c in load_corpus() if c.database == "sample"]  # the sample data here
@@ -354,11 +346,14 @@ def test_spark_analysis_refuses_before_charge(attack: tuple[Metadata, Engine, En
 
 # --- the reduced audit: sensitivity on the audit's worst neighbours -------------------------
 
-AUDITED = ["count_where", "sum_clamped", "user_bounds", "sum_product", "group_public"]
-#: All of them on the cluster; through Connect two by default (a count and a clamped sum,
-#: whose rewritten SQL is the same on both backends), all with DPSQL_SLOW=1.
+#: By default two of them on the run's seed on the cluster and one through Connect (whose
+#: rewritten SQL is the same; tests/support/subset.py: consecutive runs take turns; the
+#: neighbour harness checks the same on Spark's generated queries,
+#: tests/neighbours/test_neighbours_spark.py), all five on both with DPSQL_SLOW=1.
+AUDITED = subset(["count_where", "sum_clamped", "user_bounds", "sum_product", "group_public"],
+                 2, lambda name: ())
 AUDITED_ON = [(name, "cluster") for name in AUDITED] + [
-    (name, "connect") for name in (AUDITED if FULL else AUDITED[:2])]
+    (name, "connect") for name in (AUDITED if FULL else AUDITED[:1])]
 
 
 @pytest.mark.parametrize(("name", "backend"), AUDITED_ON)
