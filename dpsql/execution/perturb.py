@@ -25,7 +25,7 @@ from dpsql.privacy.keys import canonical
 from dpsql.privacy.keys import order as key_order
 from dpsql.privacy.mechanisms import NoiseSpec, accuracy, perturb, perturb_fixed
 from dpsql.privacy.plan import Plan, calibrated
-from dpsql.privacy.quantiles import quantile_from_histogram, quantile_rank_accuracy
+from dpsql.privacy.quantiles import quantile_from_buckets, quantile_rank_accuracy
 from dpsql.privacy.randomness import Randomness
 
 
@@ -141,14 +141,17 @@ def _number(value: object) -> int | float:
 
 def _quantiles(m: Measurement, histograms: np.ndarray, q: float, rng: Randomness
                ) -> np.ndarray:
+    """One exponential-mechanism draw per group over its sparse histogram (bucket -> count;
+    PostgreSQL's keys are text): only its non-empty buckets are read
+    (:func:`dpsql.privacy.quantiles.quantile_from_buckets`)."""
     lo, hi = m.histogram_range
     out = np.empty(len(histograms), dtype=np.float64)
     for i, histogram in enumerate(histograms):
-        counts = np.zeros(m.buckets, dtype=np.float64)
-        for bucket, count in histogram.items():
-            if 0 <= int(bucket) < m.buckets:
-                counts[int(bucket)] = count
-        value = quantile_from_histogram(counts, lo, hi, q, m.epsilon, m.l1, rng)
+        buckets = np.fromiter((int(b) for b in histogram), dtype=np.int64, count=len(histogram))
+        counts = np.fromiter(histogram.values(), dtype=np.float64, count=len(histogram))
+        keep = (buckets >= 0) & (buckets < m.buckets) & (counts > 0)
+        value = quantile_from_buckets(buckets[keep], counts[keep], m.buckets, lo, hi, q,
+                                      m.epsilon, m.l1, rng)
         out[i] = min(float(np.floor(value)), m.hi) if m.integer else value
     return out
 

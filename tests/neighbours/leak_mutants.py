@@ -9,6 +9,11 @@ engine, as the statistical audit's mutants show it finds broken mechanisms.
    (``Reader.unit``), and unit equalities in ON read clamped (``dpsql.query.joins.identity_on``);
 3. a ``unit_path`` table read through a CTE or a subquery in FROM, bound as a table of its
    own units (``dpsql.query.bind.refuse_unit_path``).
+
+And issue 21.5's fine quantile histogram (2**16 buckets): ``QUANTILE_MUTANT`` declares the rank
+utility's sensitivity as one row instead of k (``dpsql.privacy.aggregates.quantile_sensitivity``),
+which the harness must find on ``QUANTILE_SHAPES`` (user-level quantiles: a unit's k rows move
+its groups' bucket counts by k in total).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Callable
 import pytest
 from sqlglot import exp
 
+import dpsql.privacy.aggregates
 import dpsql.query.bind
 import dpsql.query.joins
 from dpsql.query.total_expressions import Reader
@@ -40,3 +46,17 @@ def class_3(monkeypatch: pytest.MonkeyPatch) -> None:
 
 LEAK_MUTANTS: dict[int, Callable[[pytest.MonkeyPatch], None]] = {
     1: class_1, 2: class_2, 3: class_3}
+
+
+def quantile_sensitivity_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dpsql.privacy.aggregates, "quantile_sensitivity", lambda table: 1.0)
+
+
+QUANTILE_MUTANT = quantile_sensitivity_one
+#: User-level quantiles over the generator's world (visits: k rows per unit, public grp).
+QUANTILE_SHAPES = (
+    "SELECT MEDIAN(amount) FROM visits",
+    "SELECT grp, PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY amount) AS p, MAX(qty) AS m "
+    "FROM visits GROUP BY grp",
+    "SELECT QUANTILE_CONT(amount, 0.25), MIN(amount) FROM visits WHERE qty > 3",
+)

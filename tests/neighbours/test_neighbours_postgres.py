@@ -21,7 +21,7 @@ from dpsql.audit.neighbours import (
 from dpsql.database import sample_paths
 from dpsql.metadata.metadata import load_metadata
 from grammar_tests.corpus import load_corpus
-from tests.neighbours.leak_mutants import LEAK_MUTANTS
+from tests.neighbours.leak_mutants import LEAK_MUTANTS, QUANTILE_MUTANT, QUANTILE_SHAPES
 from tests.support.pgcluster import Cluster
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
@@ -106,3 +106,16 @@ def test_corpus(sample: Neighbourhood) -> None:
     report(summary, "grammar corpus (sample)")
     assert not summary.violations, summary.report()
     assert summary.accepted >= 0.9 * len(queries), summary.line()
+
+
+def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:
+    """Issue 21.5's fine histograms on PostgreSQL: user-level quantiles move by at most k, and
+    with the utility's sensitivity declared as one row the harness finds it."""
+    for sql in QUANTILE_SHAPES:
+        assert check_query(sql, typed).status == "passed", sql
+    typed.forget()
+    QUANTILE_MUTANT(monkeypatch)
+    try:
+        assert check_query(QUANTILE_SHAPES[1], typed).status == "violation"
+    finally:
+        typed.forget()

@@ -20,7 +20,7 @@ from dpsql.audit.neighbours import (
     synthesize,
 )
 from dpsql.errors import ProgrammingError
-from tests.neighbours.leak_mutants import LEAK_MUTANTS
+from tests.neighbours.leak_mutants import LEAK_MUTANTS, QUANTILE_MUTANT, QUANTILE_SHAPES
 
 pytestmark = pytest.mark.spark
 #: Generated queries on Spark by default: two (about 20 s each on 2 cores, four neighbour
@@ -74,3 +74,16 @@ def test_generated(typed: Neighbourhood, neighbour_seed: int) -> None:
     again = f"\nthe same queries again: DPSQL_NEIGHBOUR_SEED={neighbour_seed}"
     assert summary.accepted >= 0.9 * len(summary.verdicts), summary.line() + again
     assert not summary.violations, summary.report() + again
+
+
+def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:
+    """Issue 21.5's fine histograms on Spark: user-level quantiles move by at most k, and
+    with the utility's sensitivity declared as one row the harness finds it."""
+    for sql in QUANTILE_SHAPES:
+        assert check_query(sql, typed).status == "passed", sql
+    typed.forget()
+    QUANTILE_MUTANT(monkeypatch)
+    try:
+        assert check_query(QUANTILE_SHAPES[1], typed).status == "violation"
+    finally:
+        typed.forget()

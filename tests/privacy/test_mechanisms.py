@@ -757,3 +757,38 @@ def test_exponential_race_matches_the_softmax(rng: Randomness) -> None:
     draws = np.bincount([quantiles._sample_softmax(scores, rng) for _ in range(n)], minlength=3) / n
     expected = np.array([1.0, 2.0, 5.0]) / 8.0
     assert np.all(np.abs(draws - expected) < 6 * np.sqrt(expected * (1 - expected) / n)), draws
+
+
+def test_sparse_quantile_draws_runs_of_empty_buckets_as_one_interval(rng: Randomness) -> None:
+    """The continuous-interval method: over 2**20 buckets with three non-empty ones, the draw
+    lands in each run of buckets with the per-bucket softmax's probability (run length times
+    the run's weight), reading only the non-empty buckets."""
+    n_buckets, q, epsilon = 2**20, 0.5, 1.0
+    buckets, counts = np.array([700_000, 10, 300_000]), np.array([3.0, 2.0, 4.0])
+    # Sorted: 10 (2 values), 300000 (4), 700000 (3); n = 9, target 4.5 inside bucket 300000.
+    edges = [0, 10, 11, 300_000, 300_001, 700_000, 700_001, n_buckets]
+    ranks = [(0, 0), (0, 2), (2, 2), (2, 6), (6, 6), (6, 9), (9, 9)]
+    utility = np.array([-max(0.0, lo - 4.5, 4.5 - hi) for lo, hi in ranks])
+    weights = np.diff(edges) * np.exp(epsilon * utility / 2.0)
+    draws = 2000
+    picks = [np.searchsorted(edges, quantiles.quantile_from_buckets(
+        buckets, counts, n_buckets, 0.0, float(n_buckets), q, epsilon, 1.0, rng), "right") - 1
+        for _ in range(draws)]
+    observed = np.bincount(picks, minlength=7)
+    expected = weights / weights.sum() * draws
+    # The run before the first value and the three single buckets expect 0.02 draws together:
+    # at most a few; the three long runs must follow their share of the rest.
+    small = expected < 5
+    assert small.sum() == 4 and observed[small].sum() <= 3
+    large = observed[~small]
+    share = expected[~small] / expected[~small].sum() * large.sum()
+    assert stats.chisquare(large, share).pvalue > P_MIN
+
+
+def test_sparse_quantile_refuses_bad_buckets(rng: Randomness) -> None:
+    bad = [([0, 0], [1.0, 1.0], 4), ([4], [1.0], 4), ([-1], [1.0], 4), ([1], [0.0], 4),
+           ([1], [1.0], 0), ([1, 2], [1.0], 4)]
+    for buckets, counts, n_buckets in bad:
+        with pytest.raises(ValueError):
+            quantiles.quantile_from_buckets(buckets, counts, n_buckets, 0.0, 1.0, 0.5, 1.0, 1.0,
+                                            rng)
