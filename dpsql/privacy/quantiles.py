@@ -84,9 +84,10 @@ def quantile_from_buckets(
     order = np.argsort(index, kind="stable")
     start, length, low, high = _intervals(index[order], hist[order], n_buckets)
     target = q * float(hist.sum())
+    runs = length > 0  # a run of no buckets (adjacent non-empty ones) can never be drawn
+    start, length, low, high = start[runs], length[runs], low[runs], high[runs]
     utility = -np.maximum(0.0, np.maximum(low - target, target - high))
-    with np.errstate(divide="ignore"):  # an empty run (length 0) can never be drawn
-        scores = epsilon * utility / (2.0 * sensitivity) + np.log(length)
+    scores = epsilon * utility / (2.0 * sensitivity) + np.log(length)
     chosen = _sample_softmax(scores, rng)
     width = (upper - lower) / n_buckets
     offset = float(start[chosen]) + float(uniform(1, rng)[0]) * float(length[chosen])
@@ -161,8 +162,9 @@ def _check_sparse(index: npt.NDArray[np.int64], hist: npt.NDArray[np.float64],
         raise ValueError(f"n_buckets must be a positive integer, got {n_buckets!r}")
     if index.ndim != 1 or hist.shape != index.shape:
         raise ValueError("buckets and counts must be 1-D arrays of one length")
-    if index.size and (index.min() < 0 or index.max() >= n_buckets
-                       or np.unique(index).size != index.size):
+    ordered = np.sort(index)
+    if index.size and (ordered[0] < 0 or ordered[-1] >= n_buckets
+                       or np.any(ordered[1:] == ordered[:-1])):
         raise ValueError(f"buckets must be distinct numbers in [0, {n_buckets})")
     if not np.all(np.isfinite(hist)) or np.any(hist <= 0):
         raise ValueError("counts of non-empty buckets must be finite and positive")

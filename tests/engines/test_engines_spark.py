@@ -26,6 +26,7 @@ import dpsql
 from dpsql.engines import DuckDBEngine, Engine
 from dpsql.engines.spark.engine import SparkEngine
 from dpsql.errors import EngineError, QueryRefused, QueryTimeout
+from dpsql.execution.perturb import histogram_arrays
 from dpsql.execution.public import PublicStore
 from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.metadata import Metadata, load_metadata
@@ -90,15 +91,19 @@ def same(a: object, b: object, real: bool = False) -> bool:
     """Equal measurements: integers (and histograms) exactly, reals up to summation order
     and the last bit of a math function (``real``: a fixed-point sum of real terms, whose
     units may differ by one per term where the engines' LN or EXP differ in the last bit)."""
-    if isinstance(a, dict) or isinstance(b, dict):
-        return {k: v for k, v in (a or {}).items() if v} == \
-            {k: v for k, v in (b or {}).items() if v}  # type: ignore[union-attr]
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):  # histograms
+        return as_histogram(a) == as_histogram(b)
     if real and isinstance(a, int) and isinstance(b, int):
         return math.isclose(a, b, rel_tol=1e-12, abs_tol=len(str(a)))
     if isinstance(a, float) or isinstance(b, float):
         return a is not None and b is not None and math.isclose(
             float(a), float(b), rel_tol=1e-9, abs_tol=1e-6)  # type: ignore[arg-type]
     return a == b
+
+
+def as_histogram(value: object) -> dict[int, int]:
+    """An engine's histogram (a MAP, or DuckDB's two lists) as its non-empty buckets."""
+    return {int(b): int(c) for b, c in zip(*histogram_arrays(value), strict=True) if c}
 
 
 def differential(plan: Plan, one: Engine, other: Engine) -> None:
