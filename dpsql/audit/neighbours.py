@@ -62,7 +62,7 @@ from dpsql.audit.neighbour_worlds import ADVERSARY, BASE, World, scenario_world,
 from dpsql.errors import Error, ProgrammingError, QueryRefused
 from dpsql.execution.free import FreeAnswer
 from dpsql.execution.local_rows import LocalRead
-from dpsql.execution.perturb import _by_key
+from dpsql.execution.perturb import _by_key, histogram_arrays
 from dpsql.execution.public import PublicRead
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
@@ -265,7 +265,7 @@ def _value(exact: Exact, key: tuple[object, ...], m: Measurement) -> int | float
 def _histogram(exact: Exact, key: tuple[object, ...], m: Measurement) -> dict[Any, int]:
     row = exact.get(key)
     value = row[m.index] if row is not None else None
-    return dict(value) if isinstance(value, dict) else {}
+    return {int(b): int(c) for b, c in zip(*histogram_arrays(value), strict=True)}
 
 
 def _key_release(p: Plan, ea: Exact, eb: Exact) -> list[Violation]:

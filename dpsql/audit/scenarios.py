@@ -233,6 +233,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              visits_rows(), _frequent(60, GROUPS)),
     _people("median", "MEDIAN by the exponential mechanism, neighbour's age 1e12",
             "SELECT MEDIAN(age) FROM people", epsilon=2.0),
+    # The fine histogram (2**16 buckets, issue 21.5) at user level: the neighbour's 10 rows at
+    # 1e12 are sampled to k = 3 rows at the bound 100, shifting every rank by up to 3.
+    _visits("median_user", "MEDIAN over 2**16 buckets, k = 3: neighbour's 10 rows at 1e12",
+            "SELECT MEDIAN(amount) FROM visits"),
     _visits("gaussian", "Gaussian mechanism: SUM with delta",
             "SELECT SUM(qty) FROM visits", mechanism="gaussian", epsilon=2.0,
             delta=1e-5),

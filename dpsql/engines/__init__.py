@@ -28,6 +28,7 @@ import duckdb
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import locked
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
+from dpsql.engines.histograms import duckdb_gather, joined_histograms
 from dpsql.engines.physical import INTEGER_TYPES as INTEGER_TYPES
 from dpsql.engines.physical import compatible as compatible
 from dpsql.engines.physical import declared_type as declared_type
@@ -193,6 +194,11 @@ class DuckDBEngine:
 
     def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
         """DuckDB's text of the tree (the pipeline checks it on an empty table)."""
+        # Histograms as GROUP BY keys, bucket, gathered into lists (dpsql.engines.histograms).
+        from sqlglot import exp
+
+        if isinstance(tree, exp.Select):
+            tree = joined_histograms(tree.copy(), duckdb_gather)
         return tree.sql(dialect=DuckDBDialect)
 
     def cancel_token(self) -> CancelToken:

@@ -25,7 +25,7 @@ from dpsql.privacy.keys import canonical
 from dpsql.privacy.keys import order as key_order
 from dpsql.privacy.mechanisms import NoiseSpec, accuracy, perturb, perturb_fixed
 from dpsql.privacy.plan import Plan, calibrated
-from dpsql.privacy.quantiles import quantile_from_histogram, quantile_rank_accuracy
+from dpsql.privacy.quantiles import quantile_from_buckets, quantile_rank_accuracy
 from dpsql.privacy.randomness import Randomness
 
 
@@ -100,8 +100,11 @@ def _by_key(rows: Sequence[tuple[object, ...]], nkeys: int
 def _add(a: object, b: object) -> object:
     if a is None or b is None:
         return b if a is None else a
-    if isinstance(a, dict) and isinstance(b, dict):  # histograms: bucket -> count
-        return {k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()}
+    if isinstance(a, (dict, list)) and isinstance(b, (dict, list)):  # histograms
+        merged = dict(zip(*histogram_arrays(a), strict=True))
+        for bucket, count in zip(*histogram_arrays(b), strict=True):
+            merged[bucket] = merged.get(bucket, 0) + count
+        return merged
     return a + b  # type: ignore[operator]
 
 
@@ -139,16 +142,29 @@ def _number(value: object) -> int | float:
     return value if isinstance(value, int) else float(value)  # type: ignore[arg-type]
 
 
+def histogram_arrays(value: object) -> tuple[np.ndarray, np.ndarray]:
+    """An engine's histogram as (buckets, counts) arrays: a MAP or JSON object bucket -> count
+    (Spark, PostgreSQL, whose keys are text), or DuckDB's two parallel lists
+    (:func:`dpsql.engines.histograms.duckdb_gather`); NULL is the empty histogram."""
+    if isinstance(value, dict):
+        buckets = np.fromiter((int(b) for b in value), dtype=np.int64, count=len(value))
+        return buckets, np.fromiter(value.values(), dtype=np.float64, count=len(value))
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return np.asarray(value[0], dtype=np.int64), np.asarray(value[1], dtype=np.float64)
+    return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+
+
 def _quantiles(m: Measurement, histograms: np.ndarray, q: float, rng: Randomness
                ) -> np.ndarray:
+    """One exponential-mechanism draw per group over its sparse histogram: only its non-empty
+    buckets are read (:func:`dpsql.privacy.quantiles.quantile_from_buckets`)."""
     lo, hi = m.histogram_range
     out = np.empty(len(histograms), dtype=np.float64)
     for i, histogram in enumerate(histograms):
-        counts = np.zeros(m.buckets, dtype=np.float64)
-        for bucket, count in histogram.items():
-            if 0 <= int(bucket) < m.buckets:
-                counts[int(bucket)] = count
-        value = quantile_from_histogram(counts, lo, hi, q, m.epsilon, m.l1, rng)
+        buckets, counts = histogram_arrays(histogram)
+        keep = (buckets >= 0) & (buckets < m.buckets) & (counts > 0)
+        value = quantile_from_buckets(buckets[keep], counts[keep], m.buckets, lo, hi, q,
+                                      m.epsilon, m.l1, rng)
         out[i] = min(float(np.floor(value)), m.hi) if m.integer else value
     return out
 

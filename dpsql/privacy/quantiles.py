@@ -1,4 +1,4 @@
-"""The exponential mechanism for quantiles, MIN and MAX over a histogram of clamped values.
+"""The exponential mechanism for quantiles, MIN and MAX over a fine histogram of clamped values.
 
 Choose output ``r`` with probability proportional to ``exp(epsilon * u(r) / (2 D))`` where
 ``u`` has sensitivity ``D``; that is ``epsilon``-DP (McSherry and Talwar 2007).
@@ -26,35 +26,92 @@ def quantile_from_histogram(
     sensitivity: float,
     rng: Randomness,
 ) -> float:
-    """A private ``q``-quantile of clamped values by the exponential mechanism.
-
-    ``counts[j]`` counts the values in bucket ``j`` of ``B`` equal-width buckets of
-    ``[lower, upper]``. With ``r_j = counts[:j].sum()`` bucket ``j`` covers ranks
-    ``[r_j, r_{j+1}]``; its utility is ``u_j = -dist(q * n, [r_j, r_{j+1}])`` (sensitivity
-    ``sensitivity``, the rows one unit can contribute). Bucket ``j`` is chosen with probability
-    proportional to ``exp(epsilon * u_j / (2 * sensitivity))`` and the answer is a uniform
-    point inside it (both drawn from ``rng``). ``q = 0`` is MIN, ``q = 1`` is MAX. With no
-    values all buckets tie.
-    """
+    """A private ``q``-quantile of clamped values from a dense histogram: ``counts[j]`` counts
+    the values in bucket ``j`` of ``B = len(counts)`` equal-width buckets of ``[lower, upper]``.
+    The same draw as :func:`quantile_from_buckets` over the non-empty buckets."""
     hist = _check_histogram(counts)
+    nonempty = np.flatnonzero(hist)
+    return quantile_from_buckets(nonempty, hist[nonempty], hist.size, lower, upper, q, epsilon,
+                                 sensitivity, rng)
+
+
+def quantile_from_buckets(
+    buckets: npt.ArrayLike,
+    counts: npt.ArrayLike,
+    n_buckets: int,
+    lower: float,
+    upper: float,
+    q: float,
+    epsilon: float,
+    sensitivity: float,
+    rng: Randomness,
+) -> float:
+    """A private ``q``-quantile of clamped values by the exponential mechanism, in time linear
+    in the number of *non-empty* buckets, so that ``B`` can be as fine as the data's unit.
+
+    ``[lower, upper]`` is split into ``B = n_buckets`` equal-width buckets; bucket
+    ``buckets[i]`` holds ``counts[i] > 0`` values (any order; every other bucket is empty).
+    With ``r_j`` the number of values below bucket ``j``, bucket ``j`` covers the ranks
+    ``[r_j, r_{j+1}]`` and its utility is
+
+        u_j = -dist(q * n, [r_j, r_{j+1}])        (0 for the buckets that hold rank q * n)
+
+    **Sensitivity.** Adding or removing one unit's (at most ``k``, contribution-bounded) rows
+    moves every ``r_j`` and ``n`` by at most ``k``, so every ``u_j`` by at most ``Delta = k``
+    (``sensitivity``): ``|u_j(D) - u_j(D')| <= k``. Bucket ``j`` is drawn with probability
+    proportional to ``exp(epsilon * u_j / (2 k))``, which is ``epsilon``-DP (McSherry and
+    Talwar 2007), and the answer is a uniform point inside it. With GROUP BY each group draws
+    its own bucket; a unit's k rows move the utilities of all its groups by at most ``k`` in
+    total, so the groups' privacy losses add up to at most ``epsilon`` (basic composition over
+    the groups, in which a unit with ``g`` groups spends ``epsilon * k_i / k`` in group ``i``,
+    ``sum_i k_i <= k``).
+
+    **The continuous-interval method** (Smith 2011; OpenDP's and Tumult's quantile): empty
+    buckets between two non-empty ones all have the same ranks, hence the same utility, so a
+    run of ``L`` of them is one interval of weight ``L * exp(epsilon * u / (2 k))``; drawing
+    the interval and then a uniform point in it is exactly the per-bucket draw above. So only
+    the ``m <= min(n, B)`` non-empty buckets are ever touched (``2m + 1`` intervals), whatever
+    ``B``. ``q = 0`` is MIN, ``q = 1`` is MAX. With no values every bucket ties.
+    """
+    index = np.asarray(buckets, dtype=np.int64)
+    hist = np.asarray(counts, dtype=np.float64)
+    _check_sparse(index, hist, n_buckets)
     _check_bounds(lower, upper)
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"q must be in [0, 1], got {q!r}")
     _check_positive_finite(epsilon, "epsilon")
     _check_positive_finite(sensitivity, "sensitivity")
-    scores = epsilon * _rank_utility(hist, q) / (2.0 * sensitivity)
-    bucket = _sample_softmax(scores, rng)
-    width = (upper - lower) / hist.size
-    point = lower + (bucket + float(uniform(1, rng)[0])) * width
-    return float(min(max(point, lower), upper))
+    order = np.argsort(index, kind="stable")
+    start, length, low, high = _intervals(index[order], hist[order], n_buckets)
+    target = q * float(hist.sum())
+    runs = length > 0  # a run of no buckets (adjacent non-empty ones) can never be drawn
+    start, length, low, high = start[runs], length[runs], low[runs], high[runs]
+    utility = -np.maximum(0.0, np.maximum(low - target, target - high))
+    scores = epsilon * utility / (2.0 * sensitivity) + np.log(length)
+    chosen = _sample_softmax(scores, rng)
+    width = (upper - lower) / n_buckets
+    offset = float(start[chosen]) + float(uniform(1, rng)[0]) * float(length[chosen])
+    return float(min(max(lower + offset * width, lower), upper))
 
 
-def _rank_utility(hist: npt.NDArray[np.float64], q: float) -> npt.NDArray[np.float64]:
-    """``u_j = -dist(q * n, [r_j, r_{j+1}])`` for each bucket."""
-    right = np.cumsum(hist)
-    left = right - hist
-    target = q * float(right[-1])
-    return -np.maximum(0.0, np.maximum(left - target, target - right))
+def _intervals(index: npt.NDArray[np.int64], hist: npt.NDArray[np.float64], n_buckets: int
+               ) -> tuple[npt.NDArray[np.float64], ...]:
+    """The ``2m + 1`` intervals of buckets with one utility each, in bucket order: the run of
+    empty buckets before each non-empty bucket, the bucket itself, the run after the last.
+    Returns (first bucket, number of buckets, lowest rank, highest rank) per interval."""
+    m = index.size
+    below = np.cumsum(hist) - hist  # r_j of each non-empty bucket
+    total = float(hist.sum())
+    gap_start = np.concatenate(([0], index + 1)).astype(np.float64)
+    gap_end = np.concatenate((index, [n_buckets])).astype(np.float64)
+    gap_rank = np.concatenate((below, [total]))
+    start, length = np.empty(2 * m + 1), np.empty(2 * m + 1)
+    low, high = np.empty(2 * m + 1), np.empty(2 * m + 1)
+    start[0::2], length[0::2] = gap_start, gap_end - gap_start
+    low[0::2] = high[0::2] = gap_rank
+    start[1::2], length[1::2] = index, 1.0
+    low[1::2], high[1::2] = below, below + hist
+    return start, length, low, high
 
 
 def _sample_softmax(scores: npt.NDArray[np.float64], rng: Randomness) -> int:
@@ -96,6 +153,21 @@ def _check_histogram(counts: npt.ArrayLike) -> npt.NDArray[np.float64]:
     if not np.all(np.isfinite(hist)) or np.any(hist < 0):
         raise ValueError("counts must be finite and non-negative")
     return hist
+
+
+def _check_sparse(index: npt.NDArray[np.int64], hist: npt.NDArray[np.float64],
+                  n_buckets: int) -> None:
+    """Distinct bucket numbers in ``[0, n_buckets)``, each with a finite positive count."""
+    if isinstance(n_buckets, bool) or not isinstance(n_buckets, numbers.Integral) or n_buckets < 1:
+        raise ValueError(f"n_buckets must be a positive integer, got {n_buckets!r}")
+    if index.ndim != 1 or hist.shape != index.shape:
+        raise ValueError("buckets and counts must be 1-D arrays of one length")
+    ordered = np.sort(index)
+    if index.size and (ordered[0] < 0 or ordered[-1] >= n_buckets
+                       or np.any(ordered[1:] == ordered[:-1])):
+        raise ValueError(f"buckets must be distinct numbers in [0, {n_buckets})")
+    if not np.all(np.isfinite(hist)) or np.any(hist <= 0):
+        raise ValueError("counts of non-empty buckets must be finite and positive")
 
 
 def _check_bounds(lower: float, upper: float) -> None:

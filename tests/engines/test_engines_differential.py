@@ -36,6 +36,7 @@ import pytest
 from dpsql.database import sample_paths
 from dpsql.engines import Engine, check_metadata, open_engine
 from dpsql.errors import QueryRefused
+from dpsql.execution.perturb import histogram_arrays
 from dpsql.execution.public import PublicStore
 from dpsql.metadata.metadata import Metadata, parse_metadata
 from dpsql.pipeline import engine_sql
@@ -177,8 +178,9 @@ def outcome(engine: Engine, metadata: Metadata, sql: str, options: Mapping[str, 
 
 
 def _canonical(value: object) -> object:
-    if isinstance(value, dict):  # a histogram: bucket -> count, keys as int on every engine
-        return tuple(sorted((int(k), int(v)) for k, v in value.items()))
+    if isinstance(value, (dict, list)):  # a histogram: bucket -> count, keys as int everywhere
+        return tuple(sorted(zip(*(a.astype(int).tolist() for a in histogram_arrays(value)),
+                                strict=True)))
     if isinstance(value, float) and math.isfinite(value):
         return float(f"{value:.9g}")  # summation order differs between engines
     if isinstance(value, dt.datetime) and value.time() == dt.time():

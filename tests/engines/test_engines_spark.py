@@ -20,31 +20,34 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import re
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 import dpsql
 from dpsql.engines import DuckDBEngine, Engine
 from dpsql.engines.spark.engine import SparkEngine
 from dpsql.errors import EngineError, QueryRefused, QueryTimeout
+from dpsql.execution.perturb import histogram_arrays
 from dpsql.execution.public import PublicStore
 from dpsql.execution.rewrite import rewrite
-from dpsql.metadata.metadata import Metadata, load_metadata
+from dpsql.metadata.metadata import Metadata, load_metadata, parse_metadata
 from dpsql.pipeline import engine_sql
 from dpsql.planner import Planner
 from dpsql.privacy.keys import canonical
 from dpsql.privacy.plan import Plan
 from grammar_tests.corpus import Case, load_corpus
+from grammar_tests.databases import corpus_metadata
 from tests.support.helpers import REPO
 from tests.support.sparkcluster import SparkCluster
 from tests.support.subset import subset
 
 pytestmark = pytest.mark.spark
+FULL = os.environ.get("DPSQL_SLOW") == "1"
 
 SAMPLE = REPO / "sample_data"
 BACKENDS = ["cluster", "connect"]  # spark://127.0.0.1:<port> and sc://127.0.0.1:<port>
@@ -55,14 +58,15 @@ BACKENDS = ["cluster", "connect"]  # spark://127.0.0.1:<port> and sc://127.0.0.1
 
 
 def loose_metadata(folder: Path) -> Path:
-    """The sample metadata with visits' contribution bounds loose enough that bounding keeps
+    """The corpus's metadata with visits' contribution bounds loose enough that bounding keeps
     every row (see the module docstring), written to ``folder``."""
-    text = (SAMPLE / "metadata.toml").read_text(encoding="utf-8")
-    text = text.replace("max_rows_per_unit = 10 ", "max_rows_per_unit = 1000 ").replace(
-        "max_groups_per_unit = 3 ", "max_groups_per_unit = 1000 ")
-    assert "max_rows_per_unit = 1000" in text and "max_groups_per_unit = 1000" in text
+    declared = corpus_metadata()
+    visits = declared["tables"]["visits"]
+    for key in ("max_rows_per_unit_cap", "max_groups_per_unit_cap"):
+        visits.pop(key, None)
+    visits.update(max_rows_per_unit=1000, max_groups_per_unit=1000)
     path = folder / "metadata.toml"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(tomli_w.dumps(declared), encoding="utf-8")
     return path
 
 
@@ -105,15 +109,19 @@ def same(a: object, b: object, real: bool = False) -> bool:
     """Equal measurements: integers (and histograms) exactly, reals up to summation order
     and the last bit of a math function (``real``: a fixed-point sum of real terms, whose
     units may differ by one per term where the engines' LN or EXP differ in the last bit)."""
-    if isinstance(a, dict) or isinstance(b, dict):
-        return {k: v for k, v in (a or {}).items() if v} == \
-            {k: v for k, v in (b or {}).items() if v}  # type: ignore[union-attr]
+    if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):  # histograms
+        return as_histogram(a) == as_histogram(b)
     if real and isinstance(a, int) and isinstance(b, int):
         return math.isclose(a, b, rel_tol=1e-12, abs_tol=len(str(a)))
     if isinstance(a, float) or isinstance(b, float):
         return a is not None and b is not None and math.isclose(
             float(a), float(b), rel_tol=1e-9, abs_tol=1e-6)  # type: ignore[arg-type]
     return a == b
+
+
+def as_histogram(value: object) -> dict[int, int]:
+    """An engine's histogram (a MAP, or DuckDB's two lists) as its non-empty buckets."""
+    return {int(b): int(c) for b, c in zip(*histogram_arrays(value), strict=True) if c}
 
 
 def differential(plan: Plan, one: Engine, other: Engine) -> None:
@@ -221,7 +229,7 @@ def test_corpus_refused_the_same_way(engines: tuple[Engine, Engine]) -> None:
     refused = REFUSED
     if _is_connect(spark) and not FULL:
         refused = list({case.file: case for case in reversed(REFUSED)}.values())
-    metadata = load_metadata(SAMPLE / "metadata.toml")
+    metadata = parse_metadata(corpus_metadata(), source="corpus")
     # Joins plan with public data, as an open Database does (its store, read from DuckDB).
     planner = Planner(metadata, PublicStore(metadata, duck))
     for case in refused:

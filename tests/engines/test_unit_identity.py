@@ -29,6 +29,7 @@ import tomli_w
 
 import dpsql
 from dpsql.errors import JoinRefused, MetadataError
+from dpsql.execution.perturb import histogram_arrays
 from dpsql.pipeline import engine_sql
 from dpsql.query.parse import parse_query
 from dpsql.series import two_releases
@@ -60,7 +61,8 @@ def measured(db: dpsql.Database, sql: str) -> dict[tuple[object, ...], float]:
     nkeys, out = len(plan.keys), {}
     for row in rows:
         for m, value in zip(plan.measurements, row[nkeys:], strict=True):
-            buckets = value if isinstance(value, dict) else {None: value}
+            buckets = dict(zip(*histogram_arrays(value), strict=True)) \
+                if isinstance(value, (dict, list)) else {None: value}
             for bucket, v in buckets.items():
                 out[(m.name, *row[:nkeys], bucket)] = float(v or 0) * (m.step or 1)
     return out

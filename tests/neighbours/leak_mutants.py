@@ -12,6 +12,10 @@ engine, as the statistical audit's mutants show it finds broken mechanisms.
 
 And issue 21's groups cap (:data:`BIAS_MUTANTS`): dropped where it lowers a sensitivity, or
 its removal turned into k rows per group.
+And issue 21.5's fine quantile histogram (2**16 buckets): ``QUANTILE_MUTANT`` declares the rank
+utility's sensitivity as one row instead of k (``dpsql.privacy.aggregates.quantile_sensitivity``),
+which the harness must find on ``QUANTILE_SHAPES`` (user-level quantiles: a unit's k rows move
+its groups' bucket counts by k in total).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections.abc import Callable
 import pytest
 from sqlglot import exp
 
+import dpsql.privacy.aggregates
 import dpsql.query.bind
 import dpsql.query.joins
 from dpsql.query.total_expressions import Reader
@@ -83,3 +88,15 @@ UNCAPPED = [
      "laplace"),
     ("SELECT drug, SUM(dose), COUNT(*) FROM rx GROUP BY drug", "laplace"),
 ]
+def quantile_sensitivity_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dpsql.privacy.aggregates, "quantile_sensitivity", lambda table: 1.0)
+
+
+QUANTILE_MUTANT = quantile_sensitivity_one
+#: User-level quantiles over the generator's world (visits: k rows per unit, public grp).
+QUANTILE_SHAPES = (
+    "SELECT MEDIAN(amount) FROM visits",
+    "SELECT grp, PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY amount) AS p, MAX(qty) AS m "
+    "FROM visits GROUP BY grp",
+    "SELECT QUANTILE_CONT(amount, 0.25), MIN(amount) FROM visits WHERE qty > 3",
+)

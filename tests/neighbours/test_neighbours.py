@@ -44,7 +44,13 @@ from dpsql.metadata.metadata import parse_metadata
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import EVENTS, corpus_metadata
-from tests.neighbours.leak_mutants import BIAS_MUTANTS, LEAK_MUTANTS, UNCAPPED
+from tests.neighbours.leak_mutants import (
+    BIAS_MUTANTS,
+    LEAK_MUTANTS,
+    QUANTILE_MUTANT,
+    QUANTILE_SHAPES,
+    UNCAPPED,
+)
 from tests.support.subset import corpus_subset
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
@@ -125,6 +131,21 @@ def test_finds_class_2(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
 def test_finds_class_3(monkeypatch: pytest.MonkeyPatch, sql: str) -> None:
     LEAK_MUTANTS[3](monkeypatch)
     assert_finds(fresh(), sql)
+
+
+@pytest.mark.parametrize("sql", QUANTILE_SHAPES)
+def test_quantile_histograms_move_by_at_most_k(typed: Neighbourhood, sql: str) -> None:
+    """The fine histograms of issue 21.5: a unit's k rows move its groups' bucket counts by at
+    most k in total, the exponential mechanism's declared sensitivity."""
+    verdict = assert_clean(typed, sql)
+    assert 0 < verdict.worst <= 1 + 1e-9
+
+
+def test_finds_quantile_sensitivity_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    QUANTILE_MUTANT(monkeypatch)
+    hood = fresh()
+    for sql in QUANTILE_SHAPES:
+        assert any(v.what == "sensitivity" for v in assert_finds(hood, sql).violations)
 
 
 @pytest.mark.parametrize("sql", LEAK_CLASSES[1])

@@ -757,3 +757,55 @@ def test_exponential_race_matches_the_softmax(rng: Randomness) -> None:
     draws = np.bincount([quantiles._sample_softmax(scores, rng) for _ in range(n)], minlength=3) / n
     expected = np.array([1.0, 2.0, 5.0]) / 8.0
     assert np.all(np.abs(draws - expected) < 6 * np.sqrt(expected * (1 - expected) / n)), draws
+
+
+def test_sparse_quantile_draws_runs_of_empty_buckets_as_one_interval(rng: Randomness) -> None:
+    """The continuous-interval method: over 2**20 buckets with three non-empty ones, the draw
+    lands in each run of buckets with the per-bucket softmax's probability (run length times
+    the run's weight), reading only the non-empty buckets."""
+    n_buckets, q, epsilon = 2**20, 0.5, 1.0
+    buckets, counts = np.array([700_000, 10, 300_000]), np.array([3.0, 2.0, 4.0])
+    # Sorted: 10 (2 values), 300000 (4), 700000 (3); n = 9, target 4.5 inside bucket 300000.
+    edges = [0, 10, 11, 300_000, 300_001, 700_000, 700_001, n_buckets]
+    ranks = [(0, 0), (0, 2), (2, 2), (2, 6), (6, 6), (6, 9), (9, 9)]
+    utility = np.array([-max(0.0, lo - 4.5, 4.5 - hi) for lo, hi in ranks])
+    weights = np.diff(edges) * np.exp(epsilon * utility / 2.0)
+    draws = 2000
+    picks = [np.searchsorted(edges, quantiles.quantile_from_buckets(
+        buckets, counts, n_buckets, 0.0, float(n_buckets), q, epsilon, 1.0, rng), "right") - 1
+        for _ in range(draws)]
+    observed = np.bincount(picks, minlength=7)
+    expected = weights / weights.sum() * draws
+    # The run before the first value and the three single buckets expect 0.02 draws together:
+    # at most a few; the three long runs must follow their share of the rest.
+    small = expected < 5
+    assert small.sum() == 4 and observed[small].sum() <= 3
+    large = observed[~small]
+    share = expected[~small] / expected[~small].sum() * large.sum()
+    assert stats.chisquare(large, share).pvalue > P_MIN
+
+
+def test_sparse_quantile_refuses_bad_buckets(rng: Randomness) -> None:
+    bad = [([0, 0], [1.0, 1.0], 4), ([4], [1.0], 4), ([-1], [1.0], 4), ([1], [0.0], 4),
+           ([1], [1.0], 0), ([1, 2], [1.0], 4)]
+    for buckets, counts, n_buckets in bad:
+        with pytest.raises(ValueError):
+            quantiles.quantile_from_buckets(buckets, counts, n_buckets, 0.0, 1.0, 0.5, 1.0, 1.0,
+                                            rng)
+
+
+def test_auto_rows_per_unit_finds_the_quantile_of_unit_counts(rng: Randomness) -> None:
+    """Issue 21.2's automatic k: 1000 units, 90% with at most 7 rows and 6% with 8; at
+    epsilon 1 the 0.9 quantile of per-unit counts is 7 or 8 (both hold rank 900: utility 0)
+    but for a few draws, always within [1, cap]."""
+    from dpsql.privacy.auto_bounds import auto_rows_per_unit
+
+    units_by_count = {1: 300, 3: 300, 7: 300, 8: 60, 500: 40}  # 500 rows read as the cap
+    ks = [auto_rows_per_unit(units_by_count, 100, 0.9, 1.0, rng) for _ in range(50)]
+    assert all(1 <= k <= 100 for k in ks)
+    assert sum(k in (7, 8) for k in ks) >= 45
+    assert auto_rows_per_unit({}, 5, 0.9, 1.0, rng) in range(1, 6)
+    for bad in ({"cap": 0}, {"epsilon": 0.0}, {"units_by_count": {2: -1}}):
+        arguments = {"units_by_count": {1: 1}, "cap": 4, "q": 0.5, "epsilon": 1.0, **bad}
+        with pytest.raises(ValueError):
+            auto_rows_per_unit(**arguments, rng=rng)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from dpsql.errors import InvalidPrivacyParameter, KeyReleaseRefused, UnboundedEx
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import explain
 from dpsql.planner import Planner
+from dpsql.privacy.aggregates import HISTOGRAM_BUCKETS
 from dpsql.privacy.mechanisms import rho_for
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.thresholds import threshold
@@ -69,7 +70,7 @@ def test_histogram_buckets(md: Metadata) -> None:
     p = Planner(md).prepare("SELECT MEDIAN(n), MEDIAN(amount), QUANTILE_CONT(n, 0.9) FROM visits")
     per_value, real, other = p.measurements
     assert per_value.buckets == 6 and per_value.integer  # one bucket per value of 0..5
-    assert real.buckets == 1000 and not real.integer
+    assert real.buckets == HISTOGRAM_BUCKETS and not real.integer
     # Each quantile is its own exponential-mechanism draw: its own measurement and epsilon.
     assert other is not per_value and other.quantile == 0.9 and per_value.quantile == 0.5
 

@@ -57,6 +57,7 @@ except ImportError:  # sqlglot < 30 (Superset 6.1's environment pins < 29): on t
     SparkGenerator = Spark.Generator  # type: ignore[misc]
 
 from dpsql.engines import ir
+from dpsql.engines.histograms import joined_histograms, spark_gather
 
 _SPARK = Spark().generator()  # for its format_time: DuckDB's strptime formats in Java's
 SALT_NAME = "dpsql_salt"  # the salt's named parameter (:dpsql_salt)
@@ -69,7 +70,7 @@ def spark_tree(tree: exp.Select, integral_sums: Collection[str] = ()) -> exp.Exp
     terms are summed as DECIMAL(38, 0)."""
     tree = tree.copy()
     _exact_sums(tree, set(integral_sums))
-    tree = _histograms(tree)
+    tree = joined_histograms(tree, spark_gather)
     for i, select in enumerate(reversed(list(tree.find_all(exp.Select)))):
         _no_qualify(select, f"__r{i}")
     return tree
@@ -195,52 +196,3 @@ def _exact_sums(query: exp.Select, integral: set[str]) -> None:
             total.set("this", exp.Cast(this=total.this, to=EXACT_SUM.copy()))
 
 
-def _histogram_arg(projection: exp.Expression) -> exp.Expression | None:
-    value = projection.this if isinstance(projection, exp.Alias) else None
-    if isinstance(value, ir.Histogram):
-        arg: exp.Expression = value.this
-        return arg
-    return None
-
-
-def _histograms(query: exp.Select) -> exp.Select:
-    """Each ``histogram(bucket) AS m`` of the final SELECT as its own GROUP BY keys, bucket,
-    joined back on the keys (see the module docstring)."""
-    buckets = {p.alias: arg for p in query.expressions if (arg := _histogram_arg(p)) is not None}
-    if not buckets:
-        return query
-    with_ = query.args.pop("with_", None)
-    keys = [g.name for g in (query.args.get("group") or exp.Group()).expressions]
-    source = query.args["from_"].this
-    names = [p.alias_or_name for p in query.expressions]
-    main = query.copy()
-    main.set("expressions", [p for p in main.expressions if p.alias not in buckets] or
-             [exp.alias_(exp.Count(this=exp.Star()), "__c")])
-    ctes: list[tuple[str, exp.Expression]] = [("__main", main)]
-    joined = exp.select(*[exp.column(n, table="__main" if n not in buckets else
-                                     f"__h{list(buckets).index(n)}") for n in names])
-    joined = joined.from_("__main")
-    for i, (name, bucket) in enumerate(buckets.items()):
-        counts = exp.select(*[exp.column(k) for k in keys], exp.alias_(bucket.copy(), "__b"),
-                            exp.alias_(exp.Count(this=exp.Star()), "__n")).from_(
-            source.copy()).where(exp.Not(this=exp.Is(this=bucket.copy(), expression=exp.Null())))
-        counts = counts.group_by(*[exp.column(k) for k in keys], exp.column("__b"))
-        entries = exp.Anonymous(this="map_from_entries", expressions=[exp.Anonymous(
-            this="collect_list", expressions=[exp.Anonymous(this="struct", expressions=[
-                exp.column("__b"), exp.column("__n")])])])
-        gathered = exp.select(*[exp.column(k) for k in keys], exp.alias_(entries, name)).from_(
-            exp.Subquery(this=counts, alias=exp.TableAlias(this=exp.to_identifier("__c"))))
-        if keys:
-            gathered = gathered.group_by(*[exp.column(k) for k in keys])
-        ctes.append((f"__h{i}", gathered))
-        on: exp.Expr = exp.and_(*[exp.NullSafeEQ(
-            this=exp.column(k, table="__main"), expression=exp.column(k, table=f"__h{i}"))
-            for k in keys]) if keys else exp.EQ(this=exp.Literal.number(1),
-                                                expression=exp.Literal.number(1))
-        joined = joined.join(f"__h{i}", on=on, join_type="LEFT")
-    for alias, cte in ctes:
-        joined = joined.with_(alias, as_=cte)
-    if with_ is not None:  # the rewrite's CTEs first: the new ones read them
-        with_.set("expressions", [*with_.expressions, *joined.args["with_"].expressions])
-        joined.set("with_", with_)
-    return joined
