@@ -396,6 +396,36 @@ def test_perturb_failure_is_an_outcome(typed: Neighbourhood) -> None:
     assert [v.what for v in compare(plan, fine, broken)] == ["outcome"]
 
 
+#: Row-level conversions of text that only a convertible value reaches (NULL otherwise).
+CONVERSIONS = [
+    "SELECT COUNT(*) FROM people WHERE CAST(city AS DATE) = DATE '2020-01-01'",
+    "SELECT COUNT(*) FROM people WHERE CAST(city AS DOUBLE) > 3",
+    "SELECT COUNT(*) FROM people WHERE CAST(city AS BIGINT) > 3",
+    "SELECT COUNT(*) FROM people WHERE CAST(city AS BOOLEAN)",
+    "SELECT COUNT(*) FROM people WHERE strptime(city, '%Y-%m-%d') > TIMESTAMP '2000-01-01'",
+    "SELECT COUNT(*) FROM people WHERE city LIKE 'city1%' OR TRIM(LOWER(city)) = 'city1'",
+    "SELECT SUM(income), AVG(age) FROM people WHERE LENGTH(city) > 3",
+    "SELECT sex, COUNT(*) FROM people WHERE LN(income) > 1 GROUP BY sex",
+]
+
+
+def test_adversary_text_that_converts() -> None:
+    """Worlds whose adversary holds, in its one row of a one-row-per-unit table, text that
+    converts (to a date, to an infinite or a huge number, to a boolean) or holds LIKE's
+    wildcards, and non-finite or huge numbers: each conversion is total, and the
+    adversary's value reaches the filter that converts it (the check is not vacuous)."""
+    reached = set()
+    for extremes in (4, 5, 9):  # a date, '1e400' (and NaN), 'CITY1 ' (and -1e300)
+        hood = duckdb_neighbourhood(synthesize(metadata(), seed=3, extremes=extremes))
+        for sql in CONVERSIONS:
+            verdict = assert_clean(hood, sql)
+            assert verdict.engine_errors == 0
+            if verdict.worst > 0:
+                reached.add(sql)
+        hood.close()
+    assert {CONVERSIONS[0], CONVERSIONS[1], CONVERSIONS[4], CONVERSIONS[5]} <= reached, reached
+
+
 def test_generated_finds_the_reverted_classes(monkeypatch: pytest.MonkeyPatch) -> None:
     """With every fix of issue 17 reverted, the generator reaches each class on its own: the
     harness would have found them without being told where to look."""
