@@ -68,19 +68,23 @@ class _Spec:
 
     rng: random.Random
     text_units: bool
+    extremes: int = 0  # where the adversary's extreme values start (see synthesize)
     unit_of: dict[str, object] = field(default_factory=dict)  # person -> canonical unit
     targets: dict[tuple[str, str], list[tuple[str | None, object]]] = field(
         default_factory=dict)  # (table, unique column) -> [(person, value)]
 
 
 def synthesize(metadata: Metadata, seed: int = 0, persons: int = 3, crowd: int = 24,
-               text_units: bool = False) -> World:
+               text_units: bool = False, extremes: int = 0) -> World:
     """A small adversarial database for ``metadata`` (the module docstring says what it
     holds): ``persons`` removed one at a time, and a ``crowd`` of people in every neighbour,
     so that a filter whose fate depends on whether *anyone* matches moves many units' rows
     at once, more than any sensitivity. ``text_units``: int unit and path columns are stored
-    as VARCHAR (a CSV's), so the adversary's unit comes in several spellings."""
-    spec = _Spec(random.Random(seed), text_units)
+    as VARCHAR (a CSV's), so the adversary's unit comes in several spellings. ``extremes``:
+    the index of the first extreme value of each type the adversary's rows take (its one row
+    of a one-row-per-unit table takes that one only, so a world per index reaches the others:
+    text that converts to a date, an infinite or huge number, LIKE's wildcards)."""
+    spec = _Spec(random.Random(seed), text_units, extremes)
     names = [f"p{i}" for i in range(1, persons + 1)]
     everyone = [*names, *(f"c{i}" for i in range(1, crowd + 1))]
     tables: dict[str, TableData] = {}
@@ -161,7 +165,7 @@ def _row(table: Table, person: str, number: int, j: int, spec: _Spec, data: Tabl
             value = number * 1000 + j
             spec.targets.setdefault((table.name, c), []).append((person, value))
         elif extreme:
-            value = _extreme(column.type, j // 2, physical)
+            value = _extreme(column.type, j // 2 + spec.extremes, physical)
         else:
             value = _ordinary(column, spec.rng, j + number)
         out.append(value)
@@ -252,7 +256,8 @@ def _as_date(value: object) -> dt.date:
 _EXTREMES: dict[str, tuple[object, ...]] = {
     "int": (10**15, None, -(10**15), 2**62),
     "float": (math.inf, None, -math.inf, math.nan, 1e300, -1e300),
-    "text": (None, "", "zz_outside", "\u00e9"),
+    "text": (None, "", "zz_outside", "\u00e9", "2020-01-01", "1e400", "-inf",
+             "99999999999999999999", "%_\\", "CITY1 ", "true"),
     "bool": (None, True),
     "date": (dt.date(9999, 12, 31), None, dt.date(1, 1, 1)),
     "timestamp": (dt.datetime(9999, 12, 31, 23, 59, 59), None, dt.datetime(1, 1, 1)),

@@ -33,7 +33,9 @@ the claims on data, without noise, so that a broken argument fails deterministic
      of the one unit alone: its count of units is at most 1 and there are at most the
      threshold measurement's L1 (g') such keys -- the case :func:`dpsql.privacy.thresholds.tau_for`
      bounds by delta. Public-domain plans release their domain whatever the data;
-   * **outcome class**: an answer on both sides, or the same error class on both.
+   * **outcome class**: an answer on both sides, or the same error class on both -- the
+     engine's, or that of :func:`~dpsql.execution.perturb.perturb_cells` on the exact rows
+     (with one fixed noise stream), the one pass after the engine that reads them.
 
    A series limit (:class:`~dpsql.series.TwoReleases`) is checked as its two releases: the
    inner plan as any plan, and the outer one filled with one fixed set of released keys (the
@@ -62,7 +64,7 @@ from dpsql.audit.neighbour_worlds import ADVERSARY, BASE, World, scenario_world,
 from dpsql.errors import Error, ProgrammingError, QueryRefused
 from dpsql.execution.free import FreeAnswer
 from dpsql.execution.local_rows import LocalRead
-from dpsql.execution.perturb import _by_key, histogram_arrays
+from dpsql.execution.perturb import _by_key, histogram_arrays, perturb_cells
 from dpsql.execution.public import PublicRead
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
@@ -70,6 +72,7 @@ from dpsql.pipeline import engine_sql
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.mechanisms import Mechanism
 from dpsql.privacy.plan import Plan
+from dpsql.privacy.randomness import Randomness
 from dpsql.query.dp_clause import resolve
 from dpsql.query.parameters import Parameters, bound_query
 from dpsql.series import TwoReleases, _fill, _max_keys, _prepare_filled, _released_groups_only
@@ -167,7 +170,8 @@ def _check_two(p: TwoReleases, hood: Neighbourhood, verdict: Verdict) -> None:
 def _check_plan(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
                 ) -> dict[str, Outcome]:
     sql, salted = engine_sql(p, hood.engine)
-    outcomes = {name: _run(hood, name, sql, salted) for name in hood.world.neighbours()}
+    outcomes = {name: _perturbed(p, _run(hood, name, sql, salted))
+                for name in hood.world.neighbours()}
     verdict.releases += 1
     verdict.engine_errors += sum(1 for s, _ in outcomes.values() if s != "answer")
     for a, b, what in hood.world.pairs():
@@ -185,6 +189,20 @@ def _run(hood: Neighbourhood, name: str, sql: str, salted: bool) -> Outcome:
         return "answer", hood.engine.execute(sql, [SALT] if salted else [])[1]
     except Error as e:
         return type(e).__name__, []
+
+
+def _perturbed(p: Plan, outcome: Outcome) -> Outcome:
+    """``outcome``, or the error :func:`~dpsql.execution.perturb.perturb_cells` raises on its
+    exact rows: the pass that reads them must not fail on some data only (an exact sum that
+    is not an integer, a key the total order cannot sort), or the error is the release. One
+    fixed noise stream for every neighbour: a failure here can only come from the rows."""
+    if outcome[0] != "answer":
+        return outcome
+    try:
+        perturb_cells(p, outcome[1], Randomness.seeded(0))
+    except Exception as e:  # any failure is an outcome the analyst sees
+        return f"perturb: {type(e).__name__}", []
+    return outcome
 
 
 def compare(p: Plan, a: Outcome, b: Outcome) -> list[Violation]:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, leak_class, metadata
+from dpsql.audit.neighbour_shapes import generate_shapes
 from dpsql.audit.neighbours import (
     Neighbourhood,
     Summary,
@@ -40,7 +41,8 @@ from dpsql.audit.neighbours import (
 )
 from dpsql.audit.scenarios import SCENARIOS
 from dpsql.database import sample_paths
-from dpsql.metadata.metadata import parse_metadata
+from dpsql.metadata.metadata import load_metadata, parse_metadata
+from dpsql.privacy.plan import Plan
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import EVENTS, corpus_metadata
@@ -59,6 +61,8 @@ CHUNKS = 8 if SLOW else 2  # chunks: pytest-xdist's workers share them with DPSQ
 N_TEXT_UNITS = 1250 if SLOW else 40
 #: One corpus case in CORPUS_SHARE runs on top of the cover by default (tests/support/subset.py).
 CORPUS_SHARE = 4
+#: dpsql.audit.neighbour_shapes's queries per storage (heavier than the first generator's).
+N_SHAPES = {"typed": 2000 if SLOW else 30, "text_units": 1000 if SLOW else 15}
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -417,6 +421,82 @@ def test_generated_text_units_all_clean(text_units: Neighbourhood, neighbour_see
     summary = check_queries(generate(N_TEXT_UNITS, seed=seed), text_units)
     report(summary, f"{N_TEXT_UNITS} generated queries, text units (seed {seed})")
     assert not summary.violations, seeded(summary, neighbour_seed)
+
+
+@pytest.mark.parametrize("storage", ["typed", "text_units"])
+def test_generated_shapes(request: pytest.FixtureRequest, neighbour_seed: int, storage: str
+                          ) -> None:
+    """The shapes the first generator does not write (dpsql.audit.neighbour_shapes): keys that
+    are expressions or pairs, FILTER, COUNT_IF, quantiles, FULL and self joins, public tables
+    joined by CROSS JOIN or a non-equality, row-level functions that could raise, HAVING and
+    ORDER BY ... LIMIT over measurements, free answers and probes, series limits."""
+    hood: Neighbourhood = request.getfixturevalue(storage)
+    seed = neighbour_seed + CHUNKS + 1 + (storage == "text_units")
+    summary = check_queries(generate_shapes(N_SHAPES[storage], seed=seed), hood)
+    report(summary, f"{N_SHAPES[storage]} generated shapes, {storage} (seed {seed})")
+    assert summary.accepted >= 0.75 * len(summary.verdicts), seeded(summary, neighbour_seed)
+    assert not summary.violations, seeded(summary, neighbour_seed)
+
+
+def test_shapes_generator_writes_every_shape() -> None:
+    """Each shape of dpsql.audit.neighbour_shapes's docstring is drawn (the text alone; the
+    test above runs them), the same for the same seed."""
+    queries = generate_shapes(300, seed=1)
+    assert queries == generate_shapes(300, seed=1)
+    text = "\n".join(q[0] for q in queries)
+    for shape in ["FULL JOIN", "JOIN visits w ON v.pid = w.pid", "LEFT JOIN rx r", "CROSS JOIN",
+                  "cities c USING (city)", "p.city <> c.city", "ON TRUE", "FILTER (WHERE",
+                  "COUNT_IF(", "QUANTILE_CONT(", "WITHIN GROUP", "COUNT(DISTINCT p.sex)",
+                  "MAX(v.day)", "HAVING", "DESC LIMIT 2", "OVER (", "SELECT DISTINCT",
+                  "LIMIT 0", "WHERE 1 = 0", "v.grp IN (SELECT grp", "JOIN (SELECT grp AS g",
+                  "CASE WHEN", "// 10", "CAST(", "LN(", "strptime(", "DATEDIFF(", "% ",
+                  "IS DISTINCT FROM", "LIKE"]:
+        assert shape in text, shape
+    assert any(", " in q[0].split(" GROUP BY ")[-1] for q in queries if "GROUP BY" in q[0])
+    assert {q[3] for q in queries} == {"laplace", "gaussian"}
+
+
+def test_perturb_failure_is_an_outcome(typed: Neighbourhood) -> None:
+    """The exact rows also go through perturb_cells on each side: a failure there on one side
+    only (here an exact fixed-point sum that is not an integer) is an outcome violation."""
+    from dpsql.audit.neighbours import _perturbed, compare
+
+    plan = typed.planner.prepare_query("SELECT SUM(amount) FROM visits", 1.0, 0.0)
+    assert isinstance(plan, Plan) and plan.measurements[0].step
+    fine: tuple[str, list[tuple[object, ...]]] = ("answer", [tuple(1 for _ in plan.measurements)])
+    broken = _perturbed(plan, ("answer", [tuple(1.5 for _ in plan.measurements)]))
+    assert broken[0] == "perturb: ValueError" and _perturbed(plan, fine) == fine
+    assert [v.what for v in compare(plan, fine, broken)] == ["outcome"]
+
+
+#: Row-level conversions of text that only a convertible value reaches (NULL otherwise).
+CONVERSIONS = [
+    "SELECT COUNT(*) FROM people WHERE CAST(city AS DATE) = DATE '2020-01-01'",
+    "SELECT COUNT(*) FROM people WHERE CAST(city AS DOUBLE) > 3",
+    "SELECT COUNT(*) FROM people WHERE CAST(city AS BIGINT) > 3",
+    "SELECT COUNT(*) FROM people WHERE CAST(city AS BOOLEAN)",
+    "SELECT COUNT(*) FROM people WHERE strptime(city, '%Y-%m-%d') > TIMESTAMP '2000-01-01'",
+    "SELECT COUNT(*) FROM people WHERE city LIKE 'city1%' OR TRIM(LOWER(city)) = 'city1'",
+    "SELECT SUM(income), AVG(age) FROM people WHERE LENGTH(city) > 3",
+    "SELECT sex, COUNT(*) FROM people WHERE LN(income) > 1 GROUP BY sex",
+]
+
+
+def test_adversary_text_that_converts() -> None:
+    """Worlds whose adversary holds, in its one row of a one-row-per-unit table, text that
+    converts (to a date, to an infinite or a huge number, to a boolean) or holds LIKE's
+    wildcards, and non-finite or huge numbers: each conversion is total, and the
+    adversary's value reaches the filter that converts it (the check is not vacuous)."""
+    reached = set()
+    for extremes in (4, 5, 9):  # a date, '1e400' (and NaN), 'CITY1 ' (and -1e300)
+        hood = duckdb_neighbourhood(synthesize(metadata(), seed=3, extremes=extremes))
+        for sql in CONVERSIONS:
+            verdict = assert_clean(hood, sql)
+            assert verdict.engine_errors == 0
+            if verdict.worst > 0:
+                reached.add(sql)
+        hood.close()
+    assert {CONVERSIONS[0], CONVERSIONS[1], CONVERSIONS[4], CONVERSIONS[5]} <= reached, reached
 
 
 def test_generated_finds_the_reverted_classes(monkeypatch: pytest.MonkeyPatch) -> None:

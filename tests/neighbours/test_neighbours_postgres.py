@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, metadata
+from dpsql.audit.neighbour_shapes import generate_shapes
 from dpsql.audit.neighbours import (
     Neighbourhood,
     Summary,
@@ -91,7 +92,9 @@ def test_generated(typed: Neighbourhood, neighbour_seed: int, chunk: int) -> Non
     """Random queries on this run's seed (conftest.py), not DuckDB's
     (tests/neighbours/test_neighbours.py): a failure says how to run the same ones again."""
     seed = neighbour_seed + 100 + chunk
-    summary = check_queries(generate(N_GENERATED, seed=seed), typed)
+    # and a fifth as many of the shapes the first generator does not write
+    queries = generate(N_GENERATED, seed=seed) + generate_shapes(N_GENERATED // 5, seed=seed)
+    summary = check_queries(queries, typed)
     report(summary, f"{N_GENERATED} generated queries (seed {seed})")
     again = f"\nthe same queries again: DPSQL_NEIGHBOUR_SEED={neighbour_seed}"
     assert summary.accepted >= 0.9 * len(summary.verdicts), summary.line() + again
