@@ -41,7 +41,7 @@ from dpsql.audit.neighbours import (
 )
 from dpsql.audit.scenarios import SCENARIOS
 from dpsql.database import sample_paths
-from dpsql.metadata.metadata import load_metadata, parse_metadata
+from dpsql.metadata.metadata import parse_metadata
 from dpsql.privacy.plan import Plan
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
