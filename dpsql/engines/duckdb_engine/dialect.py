@@ -27,8 +27,8 @@ def _days(generator: Generator, node: ir.DaysSinceEpoch) -> str:
 class DuckDBDialect(DuckDB):
     """DuckDB, with the IR: ``hash`` is a UBIGINT in [0, 2^64), HUGEINT is exact to 1.7e38,
     ``histogram`` is a MAP (the engine runs histograms as a GROUP BY gathered into two lists
-    instead, :mod:`dpsql.engines.histograms`), ``TRY_CAST`` is NULL where a value does not convert, ``ROUND(x)`` of
-    a double rounds ties away from zero."""
+    instead, :mod:`dpsql.engines.histograms`), ``TRY_CAST`` is NULL where a value does not
+    convert, ``ROUND(x)`` of a double rounds ties away from zero."""
 
     class Generator(ir.Spelling, DuckDBGenerator):
         ENGINE = "DuckDB"
