@@ -24,8 +24,15 @@ def render(e: Explanation) -> list[str]:
     return ["Rewritten SQL:", *e.sql.splitlines(), "",
             *format_table(HEADER, rows).splitlines(), "",
             f"Key release: {e.key_release}",
-            *([f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
-               f"{e.groups_per_unit} group(s)"] if e.rows_per_unit else []),  # 0: public read
+            *([_bounds(e)] if e.rows_per_unit else []),  # 0: public read
             *e.notes,
             f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g} (epsilon is split "
             "across the measurements above by their part of the error)"]
+
+
+def _bounds(e: Explanation) -> str:
+    if e.groups_capped:
+        return (f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
+                f"{e.groups_per_unit} group(s)")
+    return (f"Contribution bounds: {e.rows_per_unit} row(s) per unit across all its groups "
+            "(no groups cap: over these keys it would not lower the noise)")

@@ -190,6 +190,9 @@ class Explanation:
     rows_per_unit: int
     groups_per_unit: int
     notes: list[str] = field(default_factory=list)  # the bias of bounding and clamping
+    # False when a unit keeps its k rows across all its groups (no groups cap applied:
+    # dpsql.privacy.aggregates.groups_cap)
+    groups_capped: bool = True
 
 
 def explain(p: Plan, engine: Engine | None = None) -> Explanation:
@@ -215,7 +218,8 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
         key_release = "no GROUP BY: one row"
     return Explanation(sql=sql, cells=cells, key_release=key_release, epsilon=p.cost_epsilon,
                        delta=p.cost_delta, rows_per_unit=p.table.rows_per_unit,
-                       groups_per_unit=p.groups_per_unit, notes=bounding_notes(p))
+                       groups_per_unit=p.groups_per_unit, notes=bounding_notes(p),
+                       groups_capped=not p.keys or p.group_cap is not None)
 
 
 def _explain_measurement(output: str, m: Measurement) -> CellExplanation:

@@ -54,7 +54,6 @@ from dpsql.privacy.samplers import uniform
 from dpsql.query.check import is_aggregate
 
 _MEMORY_LIMIT = "512MB"
-_SAMPLE_METHODS_IN_PERCENT = ("BERNOULLI", "SYSTEM")
 
 
 @dataclass(frozen=True)
@@ -160,11 +159,9 @@ def _sample(tree: exp.Expression, table: Table) -> tuple[float | None, int | Non
         raise UnsupportedQuery("TABLESAMPLE of local DP rows takes one sample without a seed "
                                "(REPEATABLE): dpsql draws it from its own randomness")
     sample = samples[0]
-    method = (sample.args.get("method").name.upper()  # type: ignore[union-attr]
-              if sample.args.get("method") is not None else "")
+    # Read as the normalised text reads it (the plan cache and stored answers are keyed by it):
+    # BERNOULLI (10) is 10 rows there, as sqlglot writes it; 10 PERCENT is a percentage.
     percent, size = sample.args.get("percent"), sample.args.get("size")
-    if size is not None and method in _SAMPLE_METHODS_IN_PERCENT:
-        percent, size = size, None  # PostgreSQL: BERNOULLI (10) is 10 percent
     value = _number(percent if percent is not None else size)
     sample.pop()
     if percent is not None:

@@ -24,9 +24,13 @@ SELECT * FROM people TABLESAMPLE (25 ROWS);
 -- expect: accepted path=local cost=2,0 columns=10
 SELECT * FROM people TABLESAMPLE 1%;
 
--- case: local postgres bernoulli sample
--- expect: accepted path=local cost=2,0 columns=2
+-- case: local bernoulli sample reads its number as rows, as sqlglot writes it
+-- expect: accepted path=local cost=2,0 columns=2 rows=5
 SELECT sex, age FROM people TABLESAMPLE BERNOULLI (5);
+
+-- case: local bernoulli sample in percent
+-- expect: accepted path=local cost=2,0 columns=2
+SELECT sex, age FROM people TABLESAMPLE BERNOULLI (5 PERCENT);
 
 -- case: local order by randomized value
 -- expect: accepted path=local cost=2,0 columns=1

@@ -1,5 +1,5 @@
-"""`dpsql release --local` and a row-level query of local DP rows on the command line (the
-sample metadata opts people in)."""
+"""`dpsql release --local`, `dpsql audit --local` and row-level queries of local DP rows on the
+command line and through the DB-API (the sample metadata opts people in)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,14 @@ def test_audit_local_prints_every_column_kind_and_the_row() -> None:
     assert {"laplace", "buckets", "grain", "warner"} <= {line.split("|")[0].strip()
                                                          for line in lines}
     assert any(line.split("|")[1].strip() == "row" for line in lines[2:])
+
+
+def test_the_dbapi_door_previews_local_rows() -> None:
+    import dpsql
+
+    with dpsql.connect(epsilon=0.1) as conn:  # the sample data; the owner's epsilon is charged
+        cur = conn.cursor()
+        cur.execute("SELECT person_id, sex FROM people TABLESAMPLE (5 ROWS)")
+        rows = cur.fetchall()
+        assert [d[0] for d in cur.description] == ["person_id", "sex"]
+    assert len(rows) == 5 and all(r[0] is None and r[1] in ("F", "M") for r in rows)

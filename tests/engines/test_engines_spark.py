@@ -185,7 +185,9 @@ def representative(cases: list[Case], metadata: Metadata, seed: int
 
 
 CORPUS = [c for c in load_corpus() if c.database == "sample"]  # the sample data here
-ACCEPTED = [c for c in CORPUS if c.verdict == "accepted"]
+# "central" (the sample without people's local rows) accepts nothing row-level of people.
+ACCEPTED = [c for c in load_corpus() if c.database in ("sample", "central")
+            and c.verdict == "accepted"]
 REFUSED = [c for c in CORPUS if c.verdict == "refused"]
 
 

@@ -106,7 +106,8 @@ def test_corpus(sample: Neighbourhood, neighbour_seed: int) -> None:
     DPSQL_SLOW=1, else the default subset of tests/support/subset.py: every file and SQL
     construct, and a rotating quarter of the rest); a case PostgreSQL cannot run is refused,
     before any data is read, and counted as such."""
-    cases = [c for c in load_corpus() if c.database == "sample" and c.verdict == "accepted"]
+    cases = [c for c in load_corpus() if c.database in ("sample", "central")
+             and c.verdict == "accepted"]  # central: the sample without people's local rows
     queries = [(c.sql, float(c.options["epsilon"]), float(c.options["delta"]),  # type: ignore
                 str(c.options["mechanism"])) for c in corpus_subset(cases, 4, neighbour_seed)]
     summary = check_queries(queries, sample)
@@ -123,6 +124,8 @@ def test_uncapped_groups(typed: Neighbourhood, sql: str, mechanism: str) -> None
     verdict = check_query(sql, typed, 1.0, delta, mechanism)
     assert verdict.status == "passed", verdict.report()
     assert 0 < verdict.worst <= 1 + 1e-9
+
+
 def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:
     """Issue 21.5's fine histograms on PostgreSQL: user-level quantiles move by at most k, and
     with the utility's sensitivity declared as one row the harness finds it."""

@@ -86,6 +86,8 @@ def test_uncapped_groups(typed: Neighbourhood, sql: str, mechanism: str) -> None
     verdict = check_query(sql, typed, 1.0, delta, mechanism)
     assert verdict.status == "passed", verdict.report()
     assert 0 < verdict.worst <= 1 + 1e-9
+
+
 def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:
     """Issue 21.5's fine histograms on Spark: user-level quantiles move by at most k, and
     with the utility's sensitivity declared as one row the harness finds it."""
