@@ -119,6 +119,10 @@ def _physical(table: Table, column: str, declared: str, spec: _Spec) -> str:
     return ENGINE_TYPES[declared]
 
 
+#: The most rows (and groups) per person a synthetic world gives for a table's caps.
+WORLD_ROWS = 100
+
+
 def _table_rows(table: Table, metadata: Metadata, persons: list[str], spec: _Spec
                 ) -> TableData:
     columns = list(table.columns)
@@ -127,9 +131,10 @@ def _table_rows(table: Table, metadata: Metadata, persons: list[str], spec: _Spe
     if table.public:
         data.rows = [(None, r) for r in _public_rows(table, spec.rng)]
         return data
-    # Beyond the owner's caps: a query may ask for bounds up to them (metadata.contribution).
-    k = max(table.rows_cap, 1)
-    g = max(table.groups_cap, 1)
+    # Beyond the bounds a query may ask for (up to the owner's caps, metadata.contribution),
+    # up to WORLD_ROWS: a cap of thousands would make every world that large.
+    k = max(table.max_rows_per_unit, min(table.rows_cap, WORLD_ROWS), 1)
+    g = max(table.max_groups_per_unit, min(table.groups_cap, WORLD_ROWS), 1)
     for i, person in enumerate(persons):
         # Some people have no rows in a table: a LEFT JOIN from another one NULL-fills it.
         if table.one_row_per_unit:
@@ -162,7 +167,7 @@ def _row(table: Table, person: str, number: int, j: int, spec: _Spec, data: Tabl
         elif table.unit_path is not None and c == table.unit_path[0]:
             value = _path_value(table, person, j, spec, physical)
         elif column.unique:
-            value = number * 1000 + j
+            value = number * 1_000_000 + j  # unique while a person has < 10^6 rows
             spec.targets.setdefault((table.name, c), []).append((person, value))
         elif extreme:
             value = _extreme(column.type, j // 2 + spec.extremes, physical)

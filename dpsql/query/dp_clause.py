@@ -159,7 +159,7 @@ def _number(text: str | None, name: str) -> float | None:
 def _whole(text: str | None, name: str) -> int | None:
     if text is None:
         return None
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise InvalidPrivacyParameter(f"{name} = {text} must be a whole number >= 1 (rows or "
                                       "groups one privacy unit may contribute)")
     return int(text)

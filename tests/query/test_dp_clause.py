@@ -44,6 +44,8 @@ def test_resolve_takes_the_clause_over_the_front_door() -> None:
      UnsupportedQuery, "twice"),
     ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = big) COUNT(*) FROM t",
      InvalidPrivacyParameter, "a number"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(kappa = \u00b2) COUNT(*) FROM t",
+     InvalidPrivacyParameter, "whole number"),  # a digit to str.isdigit, not to int()
     ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(kappa = 1, max_groups_contributed = 2) "
      "COUNT(*) FROM t", UnsupportedQuery, "same option"),
     ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(group_selection_strategy = ANY) COUNT(*) FROM t",

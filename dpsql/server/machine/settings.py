@@ -217,7 +217,7 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
         text = value.strip().lower()
         if text in (DEFAULT_BOUND, ""):
             return DEFAULT_BOUND
-        if not text.isdigit() or int(text) < 1:
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise SettingError(f"{name} (the rows or groups one privacy unit may contribute to "
                                f"a query) must be a whole number >= 1 or DEFAULT, not {value!r}",
                                "22023")
