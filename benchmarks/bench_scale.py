@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         from tests.support import sparkcluster
 
         sparkcluster.WORKERS = args.workers
+        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            sparkcluster.DEFAULTS.pop(key, None)  # the tests' quick-start JIT: not for long queries
         sparkcluster.DEFAULTS.update({"spark.executor.memory": args.executor_memory,
                                       "spark.cores.max": str(args.workers),
                                       "spark.sql.shuffle.partitions": "16",
