@@ -147,7 +147,7 @@ class Query:
         the unit (wrapped in a count, so that fetching the groups into Python is not timed)."""
         where = f" WHERE {self.where}" if self.where else ""
         return (f"SELECT COUNT(*), SUM(n) FROM (SELECT person_id, COUNT(*) AS n FROM "
-                f"{self.table}{where} GROUP BY person_id)")
+                f"{self.table}{where} GROUP BY person_id) AS t")
 
     def floor(self) -> str:
         """The floor of this query's bounding (issue 23, item 3): the bare grouping by unit,

@@ -54,7 +54,7 @@ def _dpsql(db: dpsql.Database, sql: str, delta: float) -> float:
 def run(cluster: Cluster, rows: int, runs: int) -> list[str]:
     database, metadata = ensure_data(rows)
     print(f"copying {database.name} into PostgreSQL ...", file=sys.stderr, flush=True)
-    url = cluster.load_duckdb_file(database, ["people", "events"])
+    url = cluster.load_duckdb_file(database, ["people", "events", "regions"])
     lines = ["| rows | table | query | raw PostgreSQL ms | dpsql ms | ratio | floor ms | "
              "dpsql / floor |", "|---:|---|---|---:|---:|---:|---:|---:|"]
     with dpsql.Database(url, metadata) as db, psycopg.connect(url) as con:
