@@ -64,6 +64,7 @@ import argparse
 import gc
 import os
 import platform
+import re
 import shutil
 import statistics
 import sys
@@ -146,7 +147,17 @@ class Query:
         the unit (wrapped in a count, so that fetching the groups into Python is not timed)."""
         where = f" WHERE {self.where}" if self.where else ""
         return (f"SELECT COUNT(*), SUM(n) FROM (SELECT person_id, COUNT(*) AS n FROM "
-                f"{self.table}{where} GROUP BY person_id)")
+                f"{self.table}{where} GROUP BY person_id) AS t")
+
+    def floor(self) -> str:
+        """The floor of this query's bounding (issue 23, item 3): the bare grouping by unit,
+        and by the key for a GROUP BY of the table's own column, over the same rows."""
+        key = re.search(r"GROUP BY (\w+)$", self.sql)
+        if key is None:
+            return self.bare()
+        where = f" WHERE {self.where}" if self.where else ""
+        return (f"SELECT COUNT(*), SUM(n) FROM (SELECT person_id, {key.group(1)}, COUNT(*) AS n "
+                f"FROM {self.table}{where} GROUP BY person_id, {key.group(1)}) AS t")
 
 
 QUERIES = (

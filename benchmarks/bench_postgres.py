@@ -13,7 +13,9 @@ stopped by this script, ``fsync = off``, default settings otherwise).
 - *raw*: the analyst's SQL, translated to PostgreSQL by sqlglot (``MEDIAN`` becomes
   ``PERCENTILE_CONT(0.5) WITHIN GROUP``), on a psycopg session of the read-only role;
 - *dpsql*: ``Database.query`` end to end on ``postgresql://`` with the plan cache emptied before
-  each run (parse, check, plan, the rewritten query on PostgreSQL, noise, post-processing).
+  each run (parse, check, plan, the rewritten query on PostgreSQL, noise, post-processing);
+- *floor* (bounded ``events`` only): the bare ``GROUP BY person_id`` (and the key, for a GROUP BY)
+  over the same rows, ``Query.floor``: what any per-query bounding costs at least (issue 23).
 """
 
 from __future__ import annotations
@@ -52,9 +54,9 @@ def _dpsql(db: dpsql.Database, sql: str, delta: float) -> float:
 def run(cluster: Cluster, rows: int, runs: int) -> list[str]:
     database, metadata = ensure_data(rows)
     print(f"copying {database.name} into PostgreSQL ...", file=sys.stderr, flush=True)
-    url = cluster.load_duckdb_file(database, ["people", "events"])
-    lines = ["| rows | table | query | raw PostgreSQL ms | dpsql ms | ratio |",
-             "|---:|---|---|---:|---:|---:|"]
+    url = cluster.load_duckdb_file(database, ["people", "events", "regions"])
+    lines = ["| rows | table | query | raw PostgreSQL ms | dpsql ms | ratio | floor ms | "
+             "dpsql / floor |", "|---:|---|---|---:|---:|---:|---:|---:|"]
     with dpsql.Database(url, metadata) as db, psycopg.connect(url) as con:
         for q in QUERIES:
             raw_sql = sqlglot.transpile(q.sql, read="duckdb", write="postgres")[0]
@@ -68,8 +70,12 @@ def run(cluster: Cluster, rows: int, runs: int) -> list[str]:
                     else:
                         private.append(_dpsql(db, q.sql, q.delta))
             r, p = statistics.median(raw) * 1000, statistics.median(private) * 1000
+            floor = "-"
+            if q.table == "events":  # bounded: its floor, the bare grouping (issue 23.3)
+                f = statistics.median(_raw(con, q.floor()) for _ in range(runs)) * 1000
+                floor = f"{f:.1f} | {p / f:.1f}x"
             lines.append(f"| {rows:,} | {q.table} | {q.label} | {r:.1f} | {p:.1f} | "
-                         f"{p / r:.1f}x |")
+                         f"{p / r:.1f}x | {floor if floor != '-' else '- | -'} |")
             print(lines[-1], file=sys.stderr, flush=True)
     return lines
 

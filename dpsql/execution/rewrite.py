@@ -17,9 +17,13 @@ The query has three steps, each one or more CTEs:
 **Bounding by per-unit aggregates** (:func:`aggregated`: every measurement is a count, a
 count of units or a sum, and the keys, if any, have a public domain). ``__units`` groups the
 rows once by (unit, keys): ``n`` rows and, per measurement, the exact aggregate ``p`` of the
-group's row terms (COUNT(x); the HUGEINT sum of the clamped, fixed-point terms). A unit keeps
+group's row terms (COUNT(x); the HUGEINT sum of the clamped, fixed-point terms). When the plan
+caps the groups (``Plan.group_cap``: thresholded keys, a count of units; see
+:func:`dpsql.privacy.aggregates.groups_cap`), a unit keeps
 its first ``g' = min(g, k)`` groups in a random order keyed by the secret salt
-(``row_number()`` over its *groups*, never its rows), and contributes ``K = min(tot, k)`` rows,
+(``row_number()`` over its *groups*, never its rows); otherwise it keeps all its groups
+(:func:`_all_groups`, no ranking: its groups in key order, the order only deciding which
+round up). It contributes ``K = min(tot, k)`` rows,
 ``tot`` its rows in the kept groups, allocated to them as ``c_j`` in proportion to their rows
 (systematic rounding with a secret offset, :func:`_allocated`): ``c_j >= 0`` and ``sum_j c_j =
 K <= k`` exactly. A kept group contributes ``c_j`` to COUNT(*), 1 to COUNT(DISTINCT unit), and
@@ -32,21 +36,25 @@ one row's term, as in :mod:`dpsql.privacy.aggregates`):
 
 - COUNT(*): ``sum_j c_j = K <= k``: L1 <= k, L2 <= k;
 - COUNT(x): ``round(p c_j / n_j)`` clamped to ``[0, c_j]``: L1 <= k, L2 <= k;
-- COUNT(DISTINCT unit): 1 in each of at most g' kept groups: L1 <= g', L2 <= sqrt(g');
+- COUNT(DISTINCT unit) (always with the cap): 1 in each of at most g' kept groups: L1 <= g',
+  L2 <= sqrt(g');
 - SUM, the centred sums of AVG/VAR and the squared one: ``|contribution_j| <= c_j T``, so
   L1 <= K T <= k T = the measurement's ``l1``, L2 <= L1;
 
-exactly the sensitivities of :mod:`dpsql.privacy.aggregates`, and at most g' groups are touched (the
-noise grid's ``cells_per_unit``). A kept group's share is the expected value of a uniform
-``c_j``-row sample of its rows, and ``E[c_j] = K n_j / tot``, the expected share of a uniform
-K-row sample of the kept groups: the same answer in expectation as the sample of rows, with
-less variance, from one hash aggregate of the rows and one sort of the (unit, group) pairs
-instead of sorts of every row. Rows are never sampled, so every row that WHERE keeps counts.
+exactly the sensitivities of :mod:`dpsql.privacy.aggregates`, and at most g' groups (with the
+cap) or ``min(k, keys)`` groups (without: only groups with ``c_j >= 1`` move) are touched (the
+noise grid's ``cells_per_unit``, ``Plan.groups_per_unit``). A kept group's share is the
+expected value of a uniform ``c_j``-row sample of its rows, and ``E[c_j] = K n_j / tot``,
+the expected share of a uniform K-row sample of the kept groups: the same answer in
+expectation as the sample of rows, with less variance, from one hash aggregate of the rows and
+one sort of the (unit, group) pairs instead of sorts of every row. Rows are never sampled, so
+every row that WHERE keeps counts.
 
 **Bounding by a sample of rows** (``__bounded``; MEDIAN, quantiles, MIN, MAX and COUNT(DISTINCT
 x) need rows, and keys released by thresholding typically have as many (unit, key) pairs as
-rows): each unit keeps at most g groups, then at most k rows, chosen by a hash salted with 64
-secret random bits drawn per query (so the analyst cannot predict or steer the sample).
+rows): each unit keeps at most g groups when the plan caps them, then at most k rows, chosen
+by a hash salted with 64 secret random bits drawn per query (so the analyst cannot predict or
+steer the sample).
 
 **Rows whose privacy unit is NULL** belong to no identifiable unit. In a table that needs
 bounding they are dropped from every query, in the WHERE of ``__rows`` (before bounding):

@@ -154,9 +154,10 @@ def test_explain() -> None:
     result = ok("explain", "SELECT category, COUNT(*), SUM(amount) FROM visits GROUP BY category",
                 "--epsilon", "0.8", "--max-rows", "10", "--max-groups", "3")
     out = result.stdout
-    # Contribution bounding in SQL: per (unit, group) aggregates, a unit's groups ranked.
+    # Contribution bounding in SQL: per (unit, group) aggregates, a unit's k rows allocated
+    # over all its groups (no groups cap over public keys under Laplace: issue 21).
     assert "Rewritten SQL:" in out and "WITH __rows AS" in out and "__contrib" in out
-    assert "ROW_NUMBER() OVER (PARTITION BY __unit" in out
+    assert "SUM(__n) OVER (PARTITION BY __unit ORDER BY" in out and "ROW_NUMBER()" not in out
     # The salt is a query parameter bound at run time: never a number in the text.
     assert "HASH($1," in out.upper() and re.search(r"HASH\(\s*-?\d", out.upper()) is None
     table = [line for line in out.splitlines() if "|" in line]
@@ -166,7 +167,7 @@ def test_explain() -> None:
     cells = [c.strip() for c in count.split("|")]
     assert cells[2] == "10" and cells[3] == "0.4" and cells[4] == "laplace"  # k = 10, eps/2
     assert [c.strip() for c in total.split("|")][2] == "50000"  # k * 5000
-    assert "public domain" in out and "10 row(s) per unit in at most 3 group(s)" in out
+    assert "public domain" in out and "10 row(s) per unit in at most 8 group(s)" in out
     assert "epsilon=0.8, delta=0" in out
 
 
