@@ -60,7 +60,7 @@ def _features(sql: str, file: str, verdict: str, mechanism: str, delta: bool
     found = {f"file {file}", f"verdict {verdict}", f"mechanism {mechanism}", f"delta {delta}"}
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
-    except sqlglot.errors.SqlglotError:
+    except (sqlglot.errors.SqlglotError, RecursionError):  # the corpus nests deeply on purpose
         return frozenset(found | {"unparsed"})
     found |= {type(node).__name__ for node in tree.walk()}
     found |= {f"function {node.sql_name()}" for node in tree.find_all(exp.Func)}
