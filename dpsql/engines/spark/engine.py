@@ -38,6 +38,7 @@ answer that arrives after the deadline fired is dropped: the limit alone decides
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -125,6 +126,10 @@ def _session(master: str) -> Any:
 def _connect_session(builder: Any, url: str) -> Any:
     """A new session on a Spark Connect server. PySpark's Connect client needs packages of its
     own (pyspark's ``connect`` extra); a missing one raises PySpark's ImportError here."""
+    # PySpark's remote builder sets SPARK_CONNECT_MODE_ENABLED for the whole process, which
+    # makes a classic session's functions dispatch to Connect's classes and fail
+    # ([NOT_EXPECTED_TYPE] ... got Column): dpsql may hold both, so the flag is restored.
+    was_set = "SPARK_CONNECT_MODE_ENABLED" in os.environ
     try:
         return builder.builder.remote(url).create()
     except ImportError as e:
@@ -134,6 +139,9 @@ def _connect_session(builder: Any, url: str) -> Any:
     except Exception as e:
         raise EngineError(f"cannot open a Spark Connect session on {url.split(';')[0]}: "
                           f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    finally:
+        if not was_set:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
 #: A cancel that found nothing running yet is repeated this often until the query has ended
