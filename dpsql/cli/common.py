@@ -1,0 +1,155 @@
+"""What the ``dpsql`` commands share: user errors as one line on stderr, the common options,
+opening the database, and the output formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from dpsql.database import Answer, Database, sample_paths
+from dpsql.errors import BudgetExhausted, Error, guarded
+from dpsql.execution.postprocess import Result
+from dpsql.ledger.budget import BudgetStatus
+from dpsql.metadata.contribution import ContributionBounds
+from dpsql.metadata.metadata import Metadata, load_metadata
+from dpsql.privacy.mechanisms import MECHANISMS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(fn: F) -> F:
+    """Turn dpsql errors into a message on stderr and a non-zero exit status."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:  # usage errors and a declined confirmation pass: click reports them
+            with guarded(passing=(Error, click.ClickException, click.exceptions.Abort,
+                                  click.exceptions.Exit), on_bug=_bug,
+                         debug=bool(os.environ.get("DPSQL_DEBUG"))):
+                return fn(*args, **kwargs)
+        except Error as e:
+            click.echo(f"dpsql: {type(e).__name__}: {e}{_remedy(e)}", err=True)
+            sys.exit(1 if isinstance(e, BudgetExhausted) else 2)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _bug(e: Error) -> None:  # a bug: one line for the user, the traceback on DPSQL_DEBUG=1
+    click.echo(f"dpsql: InternalError: {e} (set DPSQL_DEBUG=1 to see the traceback)", err=True)
+    sys.exit(3)
+
+
+def _remedy(e: Error) -> str:
+    """The command line's words for what the analyst can change (see errors.Remedy)."""
+    said = [f"pass --{r.parameter} {r.example:g}" if r.example is not None else
+            f"pass a smaller --{r.parameter}" for r in e.remedies]
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def database_options(fn: F) -> F:
+    fn = click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
+                      help="The data owner's metadata TOML (default: the sample data's).")(fn)
+    # A string, not a click.Path: a URL must reach the engine as written (Path makes sc:// sc:/).
+    fn = click.option("--database", "-d", type=str,
+                      help="A DuckDB file, a folder of CSV/Parquet files, a postgresql:// URL "
+                           "or a Spark URL (spark:local?folder=PATH, sc://host:15002; "
+                           "docs/engines.md) (default: the bundled sample data).")(fn)
+    return fn
+
+
+def bounds_options(fn: F) -> F:
+    """The query's own contribution bounds (dpsql.metadata.contribution)."""
+    fn = click.option("--max-groups", type=click.IntRange(min=1), help="Groups one privacy unit "
+                      "may contribute to (g; default: the metadata's, at most its cap).")(fn)
+    fn = click.option("--max-rows", type=click.IntRange(min=1), help="Rows one privacy unit may "
+                      "contribute (k; default: the metadata's, at most its cap): larger means "
+                      "less bias, more noise.")(fn)
+    return fn
+
+
+def query_bounds(max_rows: int | None, max_groups: int | None) -> ContributionBounds | None:
+    return None if max_rows is None and max_groups is None else \
+        ContributionBounds(max_rows, max_groups)
+
+
+def privacy_options(fn: F) -> F:
+    fn = click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0],
+                      show_default=True, help="Noise: Laplace or Gaussian (needs --delta).")(fn)
+    fn = click.option("--delta", type=float, default=0.0, show_default=True,
+                      help="Privacy delta: > 0 allows thresholded GROUP BY keys and Gaussian "
+                           "noise.")(fn)
+    fn = click.option("--epsilon", "-e", type=float, help="Privacy epsilon spent by this "
+                      "query (default: the analyst's query_epsilon, else 1.0).")(fn)
+    return fn
+
+
+def open_database(database: str | Path | None, metadata: Path | None,
+                  analyst: str | None = None) -> Database:
+    if (database is None) != (metadata is None):
+        raise click.UsageError("pass both --database and --metadata, or neither for the "
+                               "bundled sample data")
+    return Database(database, metadata, analyst=analyst)
+
+
+def unmetered_warning(metadata: Metadata) -> str:
+    return (f"dpsql: warning: no privacy budget declared in {metadata.source}: nothing limits "
+            "the total privacy loss")
+
+
+def budget_metadata(metadata: Path | None) -> Metadata:
+    return load_metadata(metadata if metadata is not None else sample_paths()[1])
+
+
+def tabulate(result: Result, accuracy: bool) -> tuple[list[str], list[list[object]]]:
+    header: list[str] = []
+    for c in result.columns:
+        header.append(c.name)
+        if accuracy and c.accuracy_unit:
+            header.append(f"{c.name} ±95%" + (" (ranks)" if c.accuracy_unit == "rank" else ""))
+    rows = []
+    for row, acc in zip(result.rows, result.accuracy, strict=True):
+        out: list[object] = []
+        for value, a, c in zip(row, acc, result.columns, strict=True):
+            out.append(value)
+            if accuracy and c.accuracy_unit:
+                out.append(a)
+        rows.append(out)
+    return header, rows
+
+
+def format_csv(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([["" if v is None else v for v in row] for row in rows])
+    return buffer.getvalue()
+
+
+def format_json(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    return json.dumps([dict(zip(header, row, strict=True)) for row in rows], default=str,
+                      indent=2)
+
+
+def cost_note(answered: Answer, status: BudgetStatus | None) -> str:
+    result = answered.result
+    cost = f"epsilon={result.epsilon:g}, delta={result.delta:g}"
+    if answered.reused:
+        note = (f"the stored answer to the same query (paid {cost} before): no new privacy "
+                "cost")
+    elif answered.cost is not None:
+        note = f"privacy cost {cost} charged to {answered.analyst}"
+    else:
+        note = f"privacy cost {cost}"
+    if status is not None:
+        note += (f"; {status.analyst} has epsilon={status.remaining.epsilon:g}, "
+                 f"delta={status.remaining.delta:g} left")
+    return note
