@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import click
@@ -19,6 +20,7 @@ from dpsql.cli.common import (
     unmetered_warning,
     user_errors,
 )
+from dpsql.errors import OperationalError
 from dpsql.explain import render
 from dpsql.texttable import format_table
 
@@ -106,6 +108,7 @@ def serve(database: str | None, metadata: Path | None, host: str, port: int,
     defaults (an analyst's query_epsilon first); SET dpsql.epsilon = 0.5 or the startup options
     -c dpsql.epsilon=0.1 change them for a session.
     """
+    from dpsql.server.auth import passwords_for
     from dpsql.server.config import ServerConfig
     from dpsql.server.server import run
 
@@ -114,9 +117,37 @@ def serve(database: str | None, metadata: Path | None, host: str, port: int,
     with open_database(database, metadata) as db:
         if not db.metered:
             click.echo(unmetered_warning(db.metadata), err=True)
-        run(db, ServerConfig(host=host, port=port, passwords=passwords, tls_cert=tls_cert,
-                             tls_key=tls_key, require_tls=require_tls, epsilon=epsilon,
-                             delta=delta, mechanism=mechanism,
-                             statement_timeout=statement_timeout,
-                             max_connections=max_connections, workers=workers,
-                             idle_timeout=idle_timeout))
+        _warn_without_passwords(passwords or passwords_for(db.metadata))
+        config = ServerConfig(host=host, port=port, passwords=passwords, tls_cert=tls_cert,
+                              tls_key=tls_key, require_tls=require_tls, epsilon=epsilon,
+                              delta=delta, mechanism=mechanism,
+                              statement_timeout=statement_timeout,
+                              max_connections=max_connections, workers=workers,
+                              idle_timeout=idle_timeout)
+        try:
+            run(db, config)
+        except OSError as e:  # only listening can fail so: sessions' errors stay in sessions
+            raise _cannot_listen(host, port, e) from None
+
+
+def _warn_without_passwords(path: Path) -> None:
+    """No analyst can log in before `dpsql analyst add`: say so at start, not at the first
+    failed login (whose message must not tell an unknown analyst from a wrong password)."""
+    from dpsql.server.auth import read_passwords
+
+    try:
+        names = read_passwords(path)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    if not names:
+        click.echo(f"dpsql: warning: no analyst can log in yet: {path} holds no passwords; "
+                   "add one with `dpsql analyst add NAME` (same --metadata)", err=True)
+
+
+def _cannot_listen(host: str, port: int, e: OSError) -> OperationalError:
+    what = {errno.EADDRINUSE: "the port is in use (another dpsql serve or PostgreSQL?)",
+            errno.EACCES: "permission denied (ports below 1024 need privileges)",
+            errno.EADDRNOTAVAIL: "this machine has no such address"}.get(
+                e.errno or 0, e.strerror or str(e))
+    return OperationalError(f"cannot listen on {host}:{port}: {what}; pass another --port "
+                            "(--port 0 picks a free one) or --host")
