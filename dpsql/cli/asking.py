@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -16,6 +17,8 @@ from dpsql.cli.common import (
     open_database,
     privacy_options,
     query_bounds,
+    read_sql,
+    sql_options,
     tabulate,
     unmetered_warning,
     user_errors,
@@ -26,7 +29,7 @@ from dpsql.texttable import format_table
 
 
 @click.command()
-@click.argument("sql")
+@sql_options
 @database_options
 @privacy_options
 @bounds_options
@@ -36,10 +39,13 @@ from dpsql.texttable import format_table
 @click.option("--analyst", "-a", metavar="NAME", help="Who is asking, charged for the query "
               "(default: $DPSQL_ANALYST, else the operating-system user).")
 @user_errors
-def query(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
-          delta: float, mechanism: str, fmt: str, accuracy: bool, analyst: str | None,
-          max_rows: int | None, max_groups: int | None) -> None:
-    """Answer SQL with differentially private noise, charged to the analyst's budget."""
+def query(sql: str | None, file: TextIO | None, database: str | None, metadata: Path | None,
+          epsilon: float | None, delta: float, mechanism: str, fmt: str, accuracy: bool,
+          analyst: str | None, max_rows: int | None, max_groups: int | None) -> None:
+    """Answer SQL with differentially private noise, charged to the analyst's budget.
+
+    SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
+    sql = read_sql(sql, file)
     with open_database(database, metadata, analyst) as db:
         if not db.metered:
             click.echo(unmetered_warning(db.metadata), err=True)
@@ -59,14 +65,18 @@ def query(sql: str, database: str | None, metadata: Path | None, epsilon: float 
 
 
 @click.command()
-@click.argument("sql")
+@sql_options
 @database_options
 @privacy_options
 @bounds_options
 @user_errors
-def explain(sql: str, database: str | None, metadata: Path | None, epsilon: float | None,
-            delta: float, mechanism: str, max_rows: int | None, max_groups: int | None) -> None:
-    """Show the rewritten SQL and each cell's noise, without reading data."""
+def explain(sql: str | None, file: TextIO | None, database: str | None,
+            metadata: Path | None, epsilon: float | None, delta: float, mechanism: str,
+            max_rows: int | None, max_groups: int | None) -> None:
+    """Show the rewritten SQL and each cell's noise, without reading data.
+
+    SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
+    sql = read_sql(sql, file)
     with open_database(database, metadata) as db:
         e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
                        bounds=query_bounds(max_rows, max_groups))

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
 
@@ -64,6 +64,25 @@ def database_options(fn: F) -> F:
                            "or a Spark URL (spark:local?folder=PATH, sc://host:15002; "
                            "docs/engines.md) (default: the bundled sample data).")(fn)
     return fn
+
+
+def sql_options(fn: F) -> F:
+    """The query's text: an argument, ``-`` for standard input, or ``--file``."""
+    fn = click.option("--file", "-f", type=click.File("r", encoding="utf-8"),
+                      help="Read the SQL from this file (- for standard input).")(fn)
+    return click.argument("sql", required=False)(fn)
+
+
+def read_sql(sql: str | None, file: TextIO | None) -> str:
+    """The one statement given as SQL, ``-`` (standard input) or ``--file``."""
+    if (sql is None) == (file is None):
+        raise click.UsageError("give the SQL as an argument, or - to read standard input, or "
+                               "--file FILE; exactly one of them")
+    text = file.read() if file is not None else \
+        sys.stdin.read() if sql == "-" else sql
+    if not text.strip():
+        raise click.UsageError("the SQL is empty")
+    return text
 
 
 def bounds_options(fn: F) -> F:

@@ -26,3 +26,27 @@ def test_serve_on_a_busy_port_says_so_and_warns_without_passwords(tmp_path: Path
         in result.stderr
     assert "--port 0" in result.stderr and "bug" not in result.stderr
     assert "no analyst can log in yet" in result.stderr and "dpsql analyst add" in result.stderr
+
+
+SQL = "SELECT COUNT(*) AS n FROM people"
+
+
+def test_sql_from_standard_input_or_a_file(tmp_path: Path) -> None:
+    query = tmp_path / "q.sql"
+    query.write_text(f"-- the head count\n{SQL};\n", encoding="utf-8")
+    for args, stdin in [(["query", "-"], SQL), (["query", "-f", str(query)], None),
+                        (["query", "--file", "-"], SQL)]:
+        result = cli(*args, "--format", "csv", stdin=stdin)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.splitlines()[0] == "n"
+    explained = cli("explain", "-f", str(query))
+    assert explained.exit_code == 0 and "Rewritten SQL:" in explained.stdout
+    assert "Rewritten SQL:" in cli("explain", "-", stdin=SQL).stdout
+
+
+def test_sql_exactly_once() -> None:
+    for args in (["query"], ["query", SQL, "-f", "-"], ["explain"]):
+        result = cli(*args, stdin=SQL)
+        assert result.exit_code == 2 and "exactly one of them" in result.stderr, args
+    empty = cli("query", "-", stdin="  \n")
+    assert empty.exit_code == 2 and "the SQL is empty" in empty.stderr
