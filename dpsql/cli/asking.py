@@ -15,6 +15,7 @@ from dpsql.cli.common import (
     format_csv,
     format_json,
     open_database,
+    pointing_into,
     privacy_options,
     query_bounds,
     read_sql,
@@ -46,7 +47,7 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
 
     SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
     sql = read_sql(sql, file)
-    with open_database(database, metadata, analyst) as db:
+    with open_database(database, metadata, analyst) as db, pointing_into(sql):
         if not db.metered:
             click.echo(unmetered_warning(db.metadata), err=True)
         answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
@@ -77,7 +78,7 @@ def explain(sql: str | None, file: TextIO | None, database: str | None,
 
     SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
     sql = read_sql(sql, file)
-    with open_database(database, metadata) as db:
+    with open_database(database, metadata) as db, pointing_into(sql):
         e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
                        bounds=query_bounds(max_rows, max_groups))
     click.echo("\n".join(render(e)))

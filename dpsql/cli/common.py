@@ -8,7 +8,8 @@ import io
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
@@ -16,7 +17,7 @@ from typing import Any, TextIO, TypeVar
 import click
 
 from dpsql.database import Answer, Database, sample_paths
-from dpsql.errors import BudgetExhausted, Error, guarded
+from dpsql.errors import BudgetExhausted, Error, SQLSyntaxError, guarded
 from dpsql.execution.postprocess import Result
 from dpsql.ledger.budget import BudgetStatus
 from dpsql.metadata.contribution import ContributionBounds
@@ -38,6 +39,8 @@ def user_errors(fn: F) -> F:
                 return fn(*args, **kwargs)
         except Error as e:
             click.echo(f"dpsql: {type(e).__name__}: {e}{_remedy(e)}", err=True)
+            for note in getattr(e, "__notes__", ()):  # e.g. the caret of pointing_into
+                click.echo(note, err=True)
             sys.exit(1 if isinstance(e, BudgetExhausted) else 2)
 
     return wrapper  # type: ignore[return-value]
@@ -53,6 +56,28 @@ def _remedy(e: Error) -> str:
     said = [f"pass --{r.parameter} {r.example:g}" if r.example is not None else
             f"pass a smaller --{r.parameter}" for r in e.remedies]
     return f" ({'; '.join(said)})" if said else ""
+
+
+@contextmanager
+def pointing_into(sql: str) -> Iterator[None]:
+    """A syntax error shows the query's line with a caret under where parsing stopped."""
+    try:
+        yield
+    except SQLSyntaxError as e:
+        if e.position is not None:
+            e.add_note(caret(sql, e.position))
+        raise
+
+
+def caret(sql: str, position: int) -> str:
+    """``sql``'s line holding the 1-based ``position``, and a caret under it (as psql does)."""
+    before = sql[:position - 1]
+    line_no = before.count("\n") + 1
+    start = before.rfind("\n") + 1
+    end = sql.find("\n", start)
+    text = sql[start:end if end >= 0 else len(sql)].expandtabs(1)
+    prefix = f"LINE {line_no}: "
+    return f"{prefix}{text}\n{' ' * (len(prefix) + position - 1 - start)}^"
 
 
 def database_options(fn: F) -> F:

@@ -50,3 +50,14 @@ def test_sql_exactly_once() -> None:
         assert result.exit_code == 2 and "exactly one of them" in result.stderr, args
     empty = cli("query", "-", stdin="  \n")
     assert empty.exit_code == 2 and "the SQL is empty" in empty.stderr
+
+
+def test_a_syntax_error_points_at_where_parsing_stopped() -> None:
+    result = cli("query", "-", stdin="SELECT sex,\n  COUNT(* FROM people\nGROUP BY sex")
+    assert result.exit_code == 2
+    message, line, mark = result.stderr.splitlines()[-3:]
+    assert message.startswith("dpsql: SQLSyntaxError: cannot parse the query: Expecting )")
+    assert line == "LINE 2:   COUNT(* FROM people"
+    assert mark.index("^") == line.index("FROM")
+    explained = cli("explain", "SELEC COUNT(*) FROM people").stderr.splitlines()
+    assert explained[-1].index("^") == explained[-2].index("(")
