@@ -180,7 +180,7 @@ def format_csv(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def format_json(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return json.dumps([dict(zip(header, row, strict=True)) for row in rows], default=str,
-                      indent=2)
+                      indent=2, ensure_ascii=False)  # keys such as "n ±95%" as written
 
 
 def cost_note(answered: Answer, status: BudgetStatus | None) -> str:

@@ -61,3 +61,17 @@ def test_a_syntax_error_points_at_where_parsing_stopped() -> None:
     assert mark.index("^") == line.index("FROM")
     explained = cli("explain", "SELEC COUNT(*) FROM people").stderr.splitlines()
     assert explained[-1].index("^") == explained[-2].index("(")
+
+
+def test_numbers_read_in_fixed_notation_and_json_keys_as_written() -> None:
+    from dpsql.texttable import format_float
+
+    assert [format_float(v) for v in (450459239.104, 45545.588, 12.0, -0.5, 1.5e-9)] == \
+        ["450459239", "45545.6", "12", "-0.5", "1.5e-09"]
+    sums = "SELECT SUM(income) AS total, COUNT(*) AS n FROM people"
+    table = cli("query", sums, "--accuracy")
+    assert table.exit_code == 0 and "e+" not in table.stdout
+    total = table.stdout.splitlines()[2].split("|")[0].strip()
+    assert total.lstrip("-").isdigit() and len(total) >= 8
+    as_json = cli("query", sums, "--accuracy", "--format", "json")
+    assert '"n ±95%"' in as_json.stdout and "\\u" not in as_json.stdout
