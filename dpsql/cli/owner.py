@@ -18,7 +18,9 @@ from dpsql.cli.common import (
 )
 from dpsql.database import init_ledger, ledger_path, open_ledger
 from dpsql.ledger.report import budget_report
+from dpsql.metadata.metadata import Metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
+from dpsql.texttable import format_table
 
 
 @click.group()
@@ -204,6 +206,61 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
         click.echo(f"dpsql: warning: {name!r} has no privacy budget in {md.source}; add "
                    f"[analysts.{name}] with epsilon (and delta) before they can ask anything",
                    err=True)
+
+
+@analyst.command("list")
+@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
+              help="The metadata the server uses (default: the sample data's).")
+@click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
+              help="The passwords file (default: as `dpsql serve` finds it).")
+@user_errors
+def analyst_list(metadata: Path | None, passwords: Path | None) -> None:
+    """List who may log in to `dpsql serve`, with the privacy budget each is granted."""
+    from dpsql.server.auth import passwords_for, read_passwords
+
+    md = budget_metadata(metadata)
+    path = passwords or passwords_for(md)
+    try:
+        names = sorted(read_passwords(path))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"{len(names)} analyst{'s' if len(names) != 1 else ''} in {path}", err=True)
+    if names:
+        click.echo(format_table(["analyst", "budget"], [[n, _granted(md, n)] for n in names]))
+
+
+def _granted(md: Metadata, name: str) -> str:
+    budget = md.budget
+    if budget is None:
+        return "unmetered (no [budget] declared)"
+    allowance = budget.analysts.get(name, budget.default)
+    if allowance is None:
+        return f"none: add [analysts.{name}] to the metadata"
+    return (f"epsilon={allowance.epsilon:g}, delta={allowance.delta:g}"
+            + ("" if name in budget.analysts else ' (analysts."*")'))
+
+
+@analyst.command("remove")
+@click.argument("name")
+@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
+              help="The metadata the server uses (default: the sample data's).")
+@click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
+              help="The passwords file (default: as `dpsql serve` finds it).")
+@user_errors
+def analyst_remove(name: str, metadata: Path | None, passwords: Path | None) -> None:
+    """Remove NAME's password: they can no longer log in (a running server reads the file
+    again at the next login). Their ledger and budget stay as they are."""
+    from dpsql.server.auth import passwords_for, remove_password
+
+    path = passwords or passwords_for(budget_metadata(metadata))
+    try:
+        removed = remove_password(path, name)
+    except (ValueError, OSError) as e:
+        raise click.ClickException(str(e)) from None
+    if not removed:
+        raise click.ClickException(f"{name!r} has no password in {path}; `dpsql analyst list` "
+                                   "shows who has one")
+    click.echo(f"removed the password verifier of {name!r} from {path}")
 
 
 @click.command()

@@ -75,3 +75,21 @@ def test_numbers_read_in_fixed_notation_and_json_keys_as_written() -> None:
     assert total.lstrip("-").isdigit() and len(total) >= 8
     as_json = cli("query", sums, "--accuracy", "--format", "json")
     assert '"n ±95%"' in as_json.stdout and "\\u" not in as_json.stdout
+
+
+def test_analyst_list_and_remove(tmp_path: Path) -> None:
+    passwords = str(tmp_path / "passwords.toml")
+    for name in ("carol", "bob"):
+        added = cli("analyst", "add", name, "--passwords", passwords, "--password-stdin",
+                    stdin="correct horse\n")
+        assert added.exit_code == 0, added.stderr
+    listed = cli("analyst", "list", "--passwords", passwords)
+    assert listed.exit_code == 0 and "2 analysts in" in listed.stderr
+    assert [line.split("|")[0].strip() for line in listed.stdout.splitlines()[2:]] == \
+        ["bob", "carol"]
+    assert "epsilon=" in listed.stdout
+    removed = cli("analyst", "remove", "bob", "--passwords", passwords)
+    assert removed.exit_code == 0 and "removed the password verifier of 'bob'" in removed.stdout
+    assert "bob" not in cli("analyst", "list", "--passwords", passwords).stdout
+    again = cli("analyst", "remove", "bob", "--passwords", passwords)
+    assert again.exit_code == 1 and "'bob' has no password in" in again.stderr
