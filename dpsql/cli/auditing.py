@@ -9,9 +9,7 @@ from pathlib import Path
 
 import click
 
-from dpsql.cli.common import user_errors
-from dpsql.database import sample_paths
-from dpsql.metadata.metadata import load_metadata
+from dpsql.cli.common import budget_metadata, user_errors
 from dpsql.privacy.mechanisms import MECHANISMS
 from dpsql.texttable import format_table
 
@@ -102,7 +100,7 @@ def _neighbour_audit(metadata_path: Path | None, queries_path: Path | None, epsi
     queries = nb.split_statements(queries_path.read_text("utf-8")) if queries_path else []
     if not queries:
         raise click.UsageError("--neighbours needs --queries FILE (SQL separated by ';')")
-    md = load_metadata(metadata_path if metadata_path is not None else sample_paths()[1])
+    md = budget_metadata(metadata_path)
     verdicts = nb.audit_queries(md, queries, epsilon, delta, mechanism)
     for v in (v for v in verdicts if v.violations):
         click.echo(v.report(), err=True)

@@ -16,6 +16,7 @@ from typing import Any, TextIO, TypeVar
 
 import click
 
+from dpsql.cli.defaults import metadata_source, sources
 from dpsql.database import Answer, Database, sample_paths
 from dpsql.errors import BudgetExhausted, Error, SQLSyntaxError, guarded
 from dpsql.execution.postprocess import Result
@@ -80,14 +81,20 @@ def caret(sql: str, position: int) -> str:
     return f"{prefix}{text}\n{' ' * (len(prefix) + position - 1 - start)}^"
 
 
+#: The --metadata option's help, wherever it is (dpsql.cli.defaults finds the default).
+METADATA_HELP = ("The data owner's metadata TOML (default: $DPSQL_METADATA, else a config "
+                 "file's metadata, else the sample data's).")
+
+
 def database_options(fn: F) -> F:
     fn = click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-                      help="The data owner's metadata TOML (default: the sample data's).")(fn)
+                      help=METADATA_HELP)(fn)
     # A string, not a click.Path: a URL must reach the engine as written (Path makes sc:// sc:/).
     fn = click.option("--database", "-d", type=str,
                       help="A DuckDB file, a folder of CSV/Parquet files, a postgresql:// URL "
                            "or a Spark URL (spark:local?folder=PATH, sc://host:15002; "
-                           "docs/engines.md) (default: the bundled sample data).")(fn)
+                           "docs/engines.md) (default: $DPSQL_DATABASE, else a config file's "
+                           "database, else the bundled sample data).")(fn)
     return fn
 
 
@@ -138,9 +145,9 @@ def privacy_options(fn: F) -> F:
 
 def open_database(database: str | Path | None, metadata: Path | None,
                   analyst: str | None = None) -> Database:
-    if (database is None) != (metadata is None):
-        raise click.UsageError("pass both --database and --metadata, or neither for the "
-                               "bundled sample data")
+    """The database of the flags, else of DPSQL_DATABASE/DPSQL_METADATA, else of the config
+    file, else the sample data (:mod:`dpsql.cli.defaults`)."""
+    database, metadata = sources(None if database is None else str(database), metadata)
     return Database(database, metadata, analyst=analyst)
 
 
@@ -150,7 +157,9 @@ def unmetered_warning(metadata: Metadata) -> str:
 
 
 def budget_metadata(metadata: Path | None) -> Metadata:
-    return load_metadata(metadata if metadata is not None else sample_paths()[1])
+    """The metadata of the flag, else of DPSQL_METADATA or the config file, else the sample's."""
+    found = metadata_source(metadata)
+    return load_metadata(found if found is not None else sample_paths()[1])
 
 
 def tabulate(result: Result, accuracy: bool) -> tuple[list[str], list[list[object]]]:

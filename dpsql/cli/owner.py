@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from dpsql.cli.common import (
+    METADATA_HELP,
     budget_metadata,
     cost_note,
     database_options,
@@ -82,7 +83,7 @@ def metadata_check(database: str | None, metadata: Path | None, target: float,
 
 @click.group(invoke_without_command=True)
 @click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help="The data owner's metadata TOML (default: the sample data's).")
+              help=METADATA_HELP)
 @click.option("--analyst", "-a", metavar="NAME", help="Show this analyst only.")
 @click.option("--limit", "-n", type=click.IntRange(min=0), default=10, show_default=True,
               help="How many recent queries to list.")
@@ -110,7 +111,7 @@ def budget(ctx: click.Context, metadata: Path | None, analyst: str | None, limit
 @budget.command("reset")
 @click.argument("analyst")
 @click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help="The data owner's metadata TOML (default: the sample data's).")
+              help=METADATA_HELP)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
 @user_errors
@@ -142,7 +143,7 @@ def budget_reset(ctx: click.Context, analyst: str, metadata: Path | None, yes: b
 
 @budget.command("init")
 @click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help="The data owner's metadata TOML (default: the sample data's).")
+              help=METADATA_HELP)
 @click.option("--start-over", is_flag=True,
               help="The recorded ledger is lost: start a new one (every spending from zero).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
@@ -172,7 +173,7 @@ def analyst() -> None:
 @analyst.command("add")
 @click.argument("name")
 @click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help="The metadata the server will use (default: the sample data's).")
+              help=METADATA_HELP)
 @click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
               help="The passwords file (default: as `dpsql serve` finds it).")
 @click.option("--password-stdin", is_flag=True, help="Read the password from standard input "
@@ -210,7 +211,7 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
 
 @analyst.command("list")
 @click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help="The metadata the server uses (default: the sample data's).")
+              help=METADATA_HELP)
 @click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
               help="The passwords file (default: as `dpsql serve` finds it).")
 @user_errors
@@ -243,7 +244,7 @@ def _granted(md: Metadata, name: str) -> str:
 @analyst.command("remove")
 @click.argument("name")
 @click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help="The metadata the server uses (default: the sample data's).")
+              help=METADATA_HELP)
 @click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
               help="The passwords file (default: as `dpsql serve` finds it).")
 @user_errors

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from types import SimpleNamespace
 
+import duckdb
+import pytest
 from click.testing import CliRunner, Result
 
 from dpsql.cli import main
@@ -93,3 +96,50 @@ def test_analyst_list_and_remove(tmp_path: Path) -> None:
     assert "bob" not in cli("analyst", "list", "--passwords", passwords).stdout
     again = cli("analyst", "remove", "bob", "--passwords", passwords)
     assert again.exit_code == 1 and "'bob' has no password in" in again.stderr
+
+
+@pytest.fixture
+def own(tmp_path: Path, kit: SimpleNamespace) -> SimpleNamespace:
+    """A DuckDB file whose table the sample data lacks, and its (unmetered) metadata."""
+    with duckdb.connect(str(tmp_path / "own.duckdb")) as con:
+        con.execute("CREATE TABLE things AS SELECT range AS pid FROM range(50)")
+    kit.write_metadata(tmp_path / "own.toml", {"things": {
+        "privacy_unit": "pid", "one_row_per_unit": True, "columns": {"pid": {"type": "int"}}}})
+    return SimpleNamespace(folder=tmp_path, db=tmp_path / "own.duckdb",
+                           meta=tmp_path / "own.toml")
+
+
+COUNT = "SELECT COUNT(*) AS n FROM things"
+
+
+def answered_from_own(result: Result, own: SimpleNamespace) -> bool:
+    return result.exit_code == 0 and f"no privacy budget declared in {own.meta}" in result.stderr
+
+
+def test_database_and_metadata_from_the_environment(
+        own: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DPSQL_DATABASE", str(own.db))
+    monkeypatch.setenv("DPSQL_METADATA", str(own.meta))
+    assert answered_from_own(cli("query", COUNT), own)
+    assert "no privacy budget declared" in cli("budget").stderr  # the metadata alone too
+    monkeypatch.setenv("DPSQL_DATABASE", str(own.folder / "nowhere.duckdb"))
+    assert answered_from_own(cli("query", COUNT, "-d", str(own.db)), own)  # flag > env
+    monkeypatch.delenv("DPSQL_DATABASE")
+    alone = cli("query", COUNT)
+    assert alone.exit_code == 2 and "the metadata comes from DPSQL_METADATA" in alone.stderr
+
+
+def test_database_and_metadata_from_a_config_file(
+        own: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (own.folder / "dpsql.toml").write_text('database = "own.duckdb"\nmetadata = "own.toml"\n')
+    monkeypatch.delenv("DPSQL_CONFIG")  # ./dpsql.toml, relative paths from its folder
+    monkeypatch.chdir(own.folder)
+    assert answered_from_own(cli("query", COUNT), own)
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text(f'database = "nowhere.duckdb"\nmetadata = "{own.meta}"\n')
+    monkeypatch.setenv("DPSQL_CONFIG", str(elsewhere))  # env > config file
+    monkeypatch.setenv("DPSQL_DATABASE", str(own.db))
+    assert answered_from_own(cli("query", COUNT), own)
+    elsewhere.write_text('databases = "x"\n')
+    wrong = cli("query", COUNT)
+    assert wrong.exit_code == 2 and "may hold only database" in wrong.stderr
