@@ -107,11 +107,13 @@ def sql_options(fn: F) -> F:
 
 def read_sql(sql: str | None, file: TextIO | None) -> str:
     """The one statement given as SQL, ``-`` (standard input) or ``--file``."""
-    if (sql is None) == (file is None):
+    if file is not None and sql is None:
+        text = file.read()
+    elif sql is not None and file is None:
+        text = sys.stdin.read() if sql == "-" else sql
+    else:
         raise click.UsageError("give the SQL as an argument, or - to read standard input, or "
                                "--file FILE; exactly one of them")
-    text = file.read() if file is not None else \
-        sys.stdin.read() if sql == "-" else sql
     if not text.strip():
         raise click.UsageError("the SQL is empty")
     return text
