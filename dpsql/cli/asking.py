@@ -137,7 +137,11 @@ def serve(database: str | None, metadata: Path | None, host: str, port: int,
                               idle_timeout=idle_timeout)
         try:
             run(db, config)
-        except OSError as e:  # only listening can fail so: sessions' errors stay in sessions
+        except OSError as e:
+            # Binding the address, not a file (TLS key, passwords: those name their file) nor
+            # a session (its errors stay in the session).
+            if e.errno not in _LISTEN_ERRORS or e.filename is not None:
+                raise
             raise _cannot_listen(host, port, e) from None
 
 
@@ -155,10 +159,12 @@ def _warn_without_passwords(path: Path) -> None:
                    "add one with `dpsql analyst add NAME` (same --metadata)", err=True)
 
 
+_LISTEN_ERRORS = {errno.EADDRINUSE: "the port is in use (another dpsql serve or PostgreSQL?)",
+                  errno.EACCES: "permission denied (ports below 1024 need privileges)",
+                  errno.EADDRNOTAVAIL: "this machine has no such address"}
+
+
 def _cannot_listen(host: str, port: int, e: OSError) -> OperationalError:
-    what = {errno.EADDRINUSE: "the port is in use (another dpsql serve or PostgreSQL?)",
-            errno.EACCES: "permission denied (ports below 1024 need privileges)",
-            errno.EADDRNOTAVAIL: "this machine has no such address"}.get(
-                e.errno or 0, e.strerror or str(e))
+    what = _LISTEN_ERRORS.get(e.errno or 0, str(e))
     return OperationalError(f"cannot listen on {host}:{port}: {what}; pass another --port "
                             "(--port 0 picks a free one) or --host")
