@@ -63,6 +63,11 @@ atexit.register(shutil.rmtree, _LEDGERS, True)
 os.environ["DPSQL_LEDGER"] = os.path.join(_LEDGERS, "ledger.sqlite")
 # Ledgers' second identity records (dpsql.ledger.identity) go here, not to ~/.local/state.
 os.environ["DPSQL_STATE_DIR"] = os.path.join(_LEDGERS, "state")
+# The command line's defaults (dpsql.cli.defaults) never come from the user's environment or
+# config files: "" is "no config file".
+for _name in ("DPSQL_DATABASE", "DPSQL_METADATA"):
+    os.environ.pop(_name, None)
+os.environ["DPSQL_CONFIG"] = ""
 
 
 @pytest.fixture(autouse=True)

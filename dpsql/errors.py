@@ -237,9 +237,14 @@ class QueryRefused(ProgrammingError):
 
 
 class SQLSyntaxError(QueryRefused):
-    """The SQL text could not be parsed."""
+    """The SQL text could not be parsed. ``position`` is where, when the parser says: the
+    1-based character offset into the query (PostgreSQL's error position), for a caret."""
 
     sqlstate = "42601"
+
+    def __init__(self, message: str, position: int | None = None) -> None:
+        super().__init__(message)
+        self.position = position
 
 
 class NotASingleSelect(QueryRefused):

@@ -10,8 +10,23 @@ def _cell(value: object) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float):
-        return f"{value:.6g}" if math.isfinite(value) and abs(value) < 1e15 else repr(value)
+        return format_float(value)
     return str(value)
+
+
+def format_float(value: float, digits: int = 6) -> str:
+    """``value`` to about ``digits`` significant digits in fixed notation: a noisy sum reads
+    450459239, not 4.50459e+08 (its integer digits are all kept: noise is in them, not in
+    the exponent). Tiny and huge values, and inf and nan, keep Python's own notation."""
+    if not math.isfinite(value) or abs(value) >= 1e15:
+        return repr(value)
+    if value == 0:
+        return "0"
+    if abs(value) < 1e-4:
+        return f"{value:.{digits}g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

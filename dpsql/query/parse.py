@@ -81,7 +81,8 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
             raise NotASingleSelect(
                 f"only SELECT queries are answered, and this reads as {keyword}; dpsql never "
                 "changes data, settings or files") from None
-        raise SQLSyntaxError(f"cannot parse the query: {_first_line(e)}") from None
+        raise SQLSyntaxError(f"cannot parse the query: {_first_line(e)}",
+                             _error_position(sql, e)) from None
     if len(statements) != 1:
         raise NotASingleSelect(
             f"the text holds {len(statements)} statements; send exactly one SELECT statement")
@@ -92,6 +93,20 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
         statement = unwrapped(only_select(statement))
     spelled(statement)  # date functions whose text sqlglot would rewrite (dpsql.query.dates)
     return statement
+
+
+def _error_position(sql: str, e: ParseError | TokenError) -> int | None:
+    """The 1-based offset in ``sql`` of the token sqlglot stopped at: its errors give the line
+    and the column of the token's last character."""
+    errors = getattr(e, "errors", None) or [{}]
+    line, col = errors[0].get("line"), errors[0].get("col")
+    if not isinstance(line, int) or not isinstance(col, int) or line < 1:
+        return None
+    lines = sql.split("\n")
+    if line > len(lines):
+        return None
+    start = max(1, min(col - len(errors[0].get("highlight") or " ") + 1, len(lines[line - 1])))
+    return sum(len(text) + 1 for text in lines[:line - 1]) + start
 
 
 def check_tree_depth(tree: exp.Expr) -> None:

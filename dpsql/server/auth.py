@@ -149,7 +149,7 @@ def read_passwords(path: Path) -> dict[str, Verifier]:
 
 
 _HEADER = ("# dpsql analyst passwords: SCRAM-SHA-256 verifiers only, never passwords.\n"
-           "# Managed by `dpsql analyst add NAME`; keep this file private (mode 0600).\n\n")
+           "# Managed by `dpsql analyst add/remove NAME`; keep this file private (mode 0600).\n\n")
 
 
 def write_password(path: Path, name: str, verifier: Verifier) -> None:
@@ -158,6 +158,20 @@ def write_password(path: Path, name: str, verifier: Verifier) -> None:
         raise ValueError("an analyst name must be a non-empty single line, and not \"*\"")
     entries = {n: v.encode() for n, v in read_passwords(path).items()}
     entries[name] = verifier.encode()
+    _write_entries(path, entries)
+
+
+def remove_password(path: Path, name: str) -> bool:
+    """Remove ``name``'s verifier (they can no longer log in); False if there was none."""
+    entries = {n: v.encode() for n, v in read_passwords(path).items()}
+    if entries.pop(name, None) is None:
+        return False
+    _write_entries(path, entries)
+    return True
+
+
+def _write_entries(path: Path, entries: dict[str, str]) -> None:
+    """Replace the file atomically (a reader sees the old or the new one), mode 0600."""
     text = _HEADER + tomli_w.dumps({"analysts": dict(sorted(entries.items()))})
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")

@@ -79,6 +79,18 @@ def test_syntax_errors(sql: str) -> None:
     assert "\x1b[" not in str(info.value)  # no terminal escape codes in messages
 
 
+@pytest.mark.parametrize(("sql", "at"), [
+    ("SELECT COUNT(* FROM people", "FROM"),
+    ("SELECT sex,\n  COUNT(* FROM people\nGROUP BY sex", "FROM"),
+    ("SELEC COUNT(*) FROM people", "("),
+    ("SELECT 'unterminated", None),  # the tokenizer gives no position
+])
+def test_a_syntax_error_carries_its_position(sql: str, at: str | None) -> None:
+    with pytest.raises(SQLSyntaxError) as info:
+        parse(sql)
+    assert info.value.position == (None if at is None else sql.index(at) + 1)
+
+
 def test_several_statements() -> None:
     with pytest.raises(NotASingleSelect, match="2 statements"):
         parse("SELECT COUNT(*) FROM people; SELECT COUNT(*) FROM people")

@@ -1,0 +1,170 @@
+"""The analyst's commands: ``dpsql query``, ``dpsql explain`` and ``dpsql serve``."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from dpsql.cli.common import (
+    bounds_options,
+    cost_note,
+    database_options,
+    format_csv,
+    format_json,
+    open_database,
+    pointing_into,
+    privacy_options,
+    query_bounds,
+    read_sql,
+    sql_options,
+    tabulate,
+    unmetered_warning,
+    user_errors,
+)
+from dpsql.errors import OperationalError
+from dpsql.explain import render
+from dpsql.texttable import format_table
+
+
+@click.command()
+@sql_options
+@database_options
+@privacy_options
+@bounds_options
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True)
+@click.option("--accuracy", is_flag=True, help="Add a +/- column (95%) after each noisy cell.")
+@click.option("--analyst", "-a", metavar="NAME", help="Who is asking, charged for the query "
+              "(default: $DPSQL_ANALYST, else the operating-system user).")
+@user_errors
+def query(sql: str | None, file: TextIO | None, database: str | None, metadata: Path | None,
+          epsilon: float | None, delta: float, mechanism: str, fmt: str, accuracy: bool,
+          analyst: str | None, max_rows: int | None, max_groups: int | None) -> None:
+    """Answer SQL with differentially private noise, charged to the analyst's budget.
+
+    SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
+    sql = read_sql(sql, file)
+    with open_database(database, metadata, analyst) as db, pointing_into(sql):
+        if not db.metered:
+            click.echo(unmetered_warning(db.metadata), err=True)
+        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                          bounds=query_bounds(max_rows, max_groups))
+        status = db.budget() if db.metered else None
+    result = answered.result
+    header, rows = tabulate(result, accuracy)
+    click.echo({"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows),
+               nl=fmt != "csv")
+    if accuracy:  # the bias the +/- columns do not cover (dpsql.bias)
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
+    # on stderr for every format, so that csv and json stay parseable on stdout
+    click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
+               f"{cost_note(answered, status)})", err=True)
+
+
+@click.command()
+@sql_options
+@database_options
+@privacy_options
+@bounds_options
+@user_errors
+def explain(sql: str | None, file: TextIO | None, database: str | None,
+            metadata: Path | None, epsilon: float | None, delta: float, mechanism: str,
+            max_rows: int | None, max_groups: int | None) -> None:
+    """Show the rewritten SQL and each cell's noise, without reading data.
+
+    SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
+    sql = read_sql(sql, file)
+    with open_database(database, metadata) as db, pointing_into(sql):
+        e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                       bounds=query_bounds(max_rows, max_groups))
+    click.echo("\n".join(render(e)))
+
+
+@click.command()
+@database_options
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (0.0.0.0 for every interface; use TLS then).")
+@click.option("--port", "-p", type=click.IntRange(0, 65535), default=5432, show_default=True)
+@click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
+              help="The analysts' password verifiers (default: dpsql-passwords.toml next to "
+                   "the metadata, or [server] passwords in it).")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="PEM certificate (chain): answer SSLRequest with TLS.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="PEM private key of --tls-cert.")
+@click.option("--require-tls", is_flag=True, help="Refuse unencrypted connections.")
+@privacy_options
+@click.option("--statement-timeout", type=click.FloatRange(min=0), default=300.0,
+              show_default=True, help="Seconds a private query may run, capping [server] "
+              "statement_timeout (0: no cap); SET statement_timeout limits catalog queries only.")
+@click.option("--max-connections", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--idle-timeout", type=click.FloatRange(min=0), help="Seconds a session may stay "
+              "silent (0: no limit; default: [server] idle_timeout).")
+@click.option("--workers", type=click.IntRange(min=0), default=0,
+              help="Threads answering queries (default: one per allowed connection).")
+@user_errors
+def serve(database: str | None, metadata: Path | None, host: str, port: int,
+          passwords: Path | None, tls_cert: Path | None, tls_key: Path | None,
+          require_tls: bool, epsilon: float | None, delta: float, mechanism: str,
+          statement_timeout: float, max_connections: int, idle_timeout: float | None,
+          workers: int) -> None:
+    """Serve the database over the PostgreSQL protocol, for psql, JDBC and BI tools.
+
+    Analysts log in with the password set by `dpsql analyst add NAME` (SCRAM-SHA-256); every
+    query is charged to the connected analyst. --epsilon/--delta/--mechanism are each query's
+    defaults (an analyst's query_epsilon first); SET dpsql.epsilon = 0.5 or the startup options
+    -c dpsql.epsilon=0.1 change them for a session.
+    """
+    from dpsql.server.auth import passwords_for
+    from dpsql.server.config import ServerConfig
+    from dpsql.server.server import run
+
+    if (tls_cert is None) != (tls_key is None) or (require_tls and tls_cert is None):
+        raise click.UsageError("--tls-cert and --tls-key go together; --require-tls needs them")
+    with open_database(database, metadata) as db:
+        if not db.metered:
+            click.echo(unmetered_warning(db.metadata), err=True)
+        _warn_without_passwords(passwords or passwords_for(db.metadata))
+        config = ServerConfig(host=host, port=port, passwords=passwords, tls_cert=tls_cert,
+                              tls_key=tls_key, require_tls=require_tls, epsilon=epsilon,
+                              delta=delta, mechanism=mechanism,
+                              statement_timeout=statement_timeout,
+                              max_connections=max_connections, workers=workers,
+                              idle_timeout=idle_timeout)
+        try:
+            run(db, config)
+        except OSError as e:
+            # Binding the address, not a file (TLS key, passwords: those name their file) nor
+            # a session (its errors stay in the session).
+            if e.errno not in _LISTEN_ERRORS or e.filename is not None:
+                raise
+            raise _cannot_listen(host, port, e) from None
+
+
+def _warn_without_passwords(path: Path) -> None:
+    """No analyst can log in before `dpsql analyst add`: say so at start, not at the first
+    failed login (whose message must not tell an unknown analyst from a wrong password)."""
+    from dpsql.server.auth import read_passwords
+
+    try:
+        names = read_passwords(path)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    if not names:
+        click.echo(f"dpsql: warning: no analyst can log in yet: {path} holds no passwords; "
+                   "add one with `dpsql analyst add NAME` (same --metadata)", err=True)
+
+
+_LISTEN_ERRORS = {errno.EADDRINUSE: "the port is in use (another dpsql serve or PostgreSQL?)",
+                  errno.EACCES: "permission denied (ports below 1024 need privileges)",
+                  errno.EADDRNOTAVAIL: "this machine has no such address"}
+
+
+def _cannot_listen(host: str, port: int, e: OSError) -> OperationalError:
+    what = _LISTEN_ERRORS.get(e.errno or 0, str(e))
+    return OperationalError(f"cannot listen on {host}:{port}: {what}; pass another --port "
+                            "(--port 0 picks a free one) or --host")
