@@ -27,9 +27,11 @@ def bounding_notes(p: Plan) -> list[str]:
         text = (f"Contribution bounds in force: each privacy unit counts with at most "
                 f"{table.rows_per_unit} row(s) (max_rows_per_unit; a unit's other rows are "
                 "left out at random)")
-        if p.keys and p.group_cap is not None:  # else a unit keeps its k rows in all groups
+        if p.keys and p.group_cap is not None:
             text += (f" in at most {p.group_cap} group(s) (max_groups_per_unit; its "
                      "other groups are left out)")
+        elif p.keys:  # dpsql.privacy.aggregates.groups_cap: the cap would not lower the noise
+            text += " across all its groups (no groups cap over these keys)"
         notes.append(text + ". This bias is not in the +/- intervals, which cover the noise "
                      "only; larger bounds (WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed"
                      " = ..., max_groups_contributed = ...), within the owner's caps) mean less "

@@ -34,5 +34,6 @@ def _bounds(e: Explanation) -> str:
     if e.groups_capped:
         return (f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
                 f"{e.groups_per_unit} group(s)")
-    return (f"Contribution bounds: {e.rows_per_unit} row(s) per unit across all its groups "
-            "(no groups cap: over these keys it would not lower the noise)")
+    return (f"Contribution bounds: {e.rows_per_unit} row(s) per unit in at most "
+            f"{e.groups_per_unit} group(s) (its k rows over all its groups: no groups cap, "
+            "which over these keys would not lower the noise)")
