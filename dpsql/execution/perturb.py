@@ -149,7 +149,9 @@ def histogram_arrays(value: object) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(value, dict):
         buckets = np.fromiter((int(b) for b in value), dtype=np.int64, count=len(value))
         return buckets, np.fromiter(value.values(), dtype=np.float64, count=len(value))
-    if isinstance(value, (list, tuple)) and len(value) == 2:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and None not in value:
+        # A group whose gathered lists are NULL (no bounded row reached it, the LEFT JOIN
+        # of dpsql.engines.histograms) is the empty histogram too, never an error.
         return np.asarray(value[0], dtype=np.int64), np.asarray(value[1], dtype=np.float64)
     return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
 

@@ -19,7 +19,6 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 import dpsql
-from dpsql.database import sample_paths
 from dpsql.engines import DuckDBEngine, ir, open_engine, url_scheme
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.postgres.dialect import PostgresDialect
@@ -30,6 +29,7 @@ from dpsql.execution.rewrite import rewrite
 from dpsql.privacy.plan import Plan
 from dpsql.query.joins import physical
 from grammar_tests.corpus import load_corpus
+from grammar_tests.databases import open_database
 from tests.engines.test_engines_attacks import UNBOUNDED_META
 from tests.support.pgcluster import Cluster
 
@@ -218,8 +218,8 @@ def test_spark_refuses_a_histogram_inside_an_expression() -> None:
 ENGINE_FACING = (exp.Anonymous, exp.AnonymousAggFunc)
 
 
-def _accepted_plans() -> Iterator[tuple[str, Plan, dpsql.Database]]:
-    database = dpsql.Database(*sample_paths())
+def _accepted_plans(folder: Path) -> Iterator[tuple[str, Plan, dpsql.Database]]:
+    database = open_database("sample", folder)  # the corpus's pinned bounds
     try:
         for case in load_corpus():
             # "central" is the sample without people's local rows: its accepted cases (no
@@ -237,13 +237,13 @@ def _accepted_plans() -> Iterator[tuple[str, Plan, dpsql.Database]]:
         database.close()
 
 
-def test_the_rewritten_corpus_holds_no_anonymous_function() -> None:
+def test_the_rewritten_corpus_holds_no_anonymous_function(tmp_path: Path) -> None:
     """Every accepted case of the grammar corpus, rewritten for the sample database's physical
     types: an engine-facing function is a sqlglot node or an IR node, never a name that each
     engine would have to recognise."""
     seen: set[type[exp.Expression]] = set()
     count = 0
-    for case, plan, database in _accepted_plans():
+    for case, plan, database in _accepted_plans(tmp_path):
         schema = physical(plan.query.relation, database.engine.schema) \
             if plan.query.relation is not None else \
             database.engine.schema.get(plan.table.name.lower(), {})

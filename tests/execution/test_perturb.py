@@ -127,3 +127,16 @@ def test_real_sums_arrive_as_exact_integers_of_their_grid(md: Metadata, rng: Ran
     assert value == pytest.approx(2**70 * step, abs=50 * 1000)  # noise scale 1000
     with pytest.raises(ValueError, match="integer sums"):
         perturb_cells(p, [(123.5,)], rng)
+
+
+def test_a_null_gathered_histogram_is_empty_not_an_error() -> None:
+    """A whole-table quantile over no rows: DuckDB's two gathered lists come back NULL (the
+    LEFT JOIN of dpsql.engines.histograms). An error there on one neighbour and an answer on
+    the other would tell them apart (found by the neighbour harness's perturb check)."""
+    from dpsql.execution.perturb import histogram_arrays
+
+    for value in (None, [None, None], (None, None), {}):
+        buckets, counts = histogram_arrays(value)
+        assert len(buckets) == 0 and len(counts) == 0
+    buckets, counts = histogram_arrays([[3, 5], [2, 1]])
+    assert buckets.tolist() == [3, 5] and counts.tolist() == [2.0, 1.0]
