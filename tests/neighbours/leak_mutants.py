@@ -28,6 +28,7 @@ from sqlglot import exp
 import dpsql.privacy.aggregates
 import dpsql.query.bind
 import dpsql.query.joins
+from dpsql.audit.neighbours import Neighbourhood, check_query
 from dpsql.query.total_expressions import Reader
 
 
@@ -88,6 +89,8 @@ UNCAPPED = [
      "laplace"),
     ("SELECT drug, SUM(dose), COUNT(*) FROM rx GROUP BY drug", "laplace"),
 ]
+
+
 def quantile_sensitivity_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dpsql.privacy.aggregates, "quantile_sensitivity", lambda table: 1.0)
 
@@ -100,3 +103,25 @@ QUANTILE_SHAPES = (
     "FROM visits GROUP BY grp",
     "SELECT QUANTILE_CONT(amount, 0.25), MIN(amount) FROM visits WHERE qty > 3",
 )
+
+
+def assert_uncapped_clean(hood: Neighbourhood, sql: str, mechanism: str) -> None:
+    """An :data:`UNCAPPED` query on ``hood``'s engine: every measurement within its
+    sensitivity, and the adversary reaches it."""
+    delta = 1e-6 if mechanism == "gaussian" else 0.0
+    verdict = check_query(sql, hood, 1.0, delta, mechanism)
+    assert verdict.status == "passed", verdict.report()
+    assert 0 < verdict.worst <= 1 + 1e-9
+
+
+def assert_quantile_mutant_found(monkeypatch: pytest.MonkeyPatch, hood: Neighbourhood) -> None:
+    """The :data:`QUANTILE_SHAPES` pass on ``hood``'s engine, and with the utility's
+    sensitivity declared as one row (:data:`QUANTILE_MUTANT`) the harness finds it."""
+    for sql in QUANTILE_SHAPES:
+        assert check_query(sql, hood).status == "passed", sql
+    hood.forget()
+    QUANTILE_MUTANT(monkeypatch)
+    try:
+        assert check_query(QUANTILE_SHAPES[1], hood).status == "violation"
+    finally:
+        hood.forget()

@@ -20,7 +20,12 @@ from dpsql.audit.neighbours import (
     synthesize,
 )
 from dpsql.errors import ProgrammingError
-from tests.neighbours.leak_mutants import LEAK_MUTANTS, QUANTILE_MUTANT, QUANTILE_SHAPES, UNCAPPED
+from tests.neighbours.leak_mutants import (
+    LEAK_MUTANTS,
+    UNCAPPED,
+    assert_quantile_mutant_found,
+    assert_uncapped_clean,
+)
 from tests.support.sparkcluster import SparkCluster
 
 pytestmark = pytest.mark.spark
@@ -82,20 +87,10 @@ def test_generated(typed: Neighbourhood, neighbour_seed: int) -> None:
 @pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)
 def test_uncapped_groups(typed: Neighbourhood, sql: str, mechanism: str) -> None:
     """Issue 21: a unit's k rows over all its public groups (no groups cap), on Spark."""
-    delta = 1e-6 if mechanism == "gaussian" else 0.0
-    verdict = check_query(sql, typed, 1.0, delta, mechanism)
-    assert verdict.status == "passed", verdict.report()
-    assert 0 < verdict.worst <= 1 + 1e-9
+    assert_uncapped_clean(typed, sql, mechanism)
 
 
 def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:
     """Issue 21.5's fine histograms on Spark: user-level quantiles move by at most k, and
     with the utility's sensitivity declared as one row the harness finds it."""
-    for sql in QUANTILE_SHAPES:
-        assert check_query(sql, typed).status == "passed", sql
-    typed.forget()
-    QUANTILE_MUTANT(monkeypatch)
-    try:
-        assert check_query(QUANTILE_SHAPES[1], typed).status == "violation"
-    finally:
-        typed.forget()
+    assert_quantile_mutant_found(monkeypatch, typed)
