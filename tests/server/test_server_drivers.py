@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from dpsql.server.wire import paramtypes
 from dpsql.server.wire import types as t
-from tests.support.helpers import run_java
+from tests.support.helpers import run_asyncpg, run_java
 
 TIMEOUT = 20
 PASSWORD = "s3cret pw"
@@ -27,15 +27,7 @@ PASSWORD = "s3cret pw"
 
 def run(served: SimpleNamespace, work: Any) -> Any:
     """``work(connection)`` on a fresh asyncpg connection, all of it under TIMEOUT."""
-    async def session() -> Any:
-        connection = await asyncpg.connect(host="127.0.0.1", port=served.port, user="alice",
-                                           password=PASSWORD, database="dpsql")
-        try:
-            return await work(connection)
-        finally:
-            await connection.close()
-
-    return asyncio.run(asyncio.wait_for(session(), TIMEOUT))
+    return run_asyncpg(served.port, PASSWORD, work, TIMEOUT)
 
 
 def test_asyncpg_connects_with_its_quoted_client_encoding(served) -> None:

@@ -4,7 +4,6 @@ text and binary, pgjdbc ``setTimestamp``); MIN / MAX come back as timestamps in 
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from dpsql.database import Database
 from dpsql.server.auth import set_password
 from dpsql.server.config import ServerConfig
 from dpsql.server.server import serve_in_thread
-from tests.support.helpers import run_java
+from tests.support.helpers import run_asyncpg, run_java
 
 TIMEOUT = 20
 PASSWORD = "t1me pw"
@@ -57,15 +56,7 @@ def dsn(served: SimpleNamespace) -> str:
 
 
 def run(served: SimpleNamespace, work: Any) -> Any:
-    async def session() -> Any:
-        connection = await asyncpg.connect(host="127.0.0.1", port=served.port, user="alice",
-                                           password=PASSWORD, database="dpsql")
-        try:
-            return await work(connection)
-        finally:
-            await connection.close()
-
-    return asyncio.run(asyncio.wait_for(session(), TIMEOUT))
+    return run_asyncpg(served.port, PASSWORD, work, TIMEOUT)
 
 
 def test_asyncpg_binds_datetimes_to_a_timestamp_column(served: SimpleNamespace) -> None:

@@ -1,5 +1,6 @@
 """What many test modules share, in one place: the repository's paths, the sample data's
-tables (read from its metadata, never listed by hand), message checks and the pgjdbc runner.
+tables (read from its metadata, never listed by hand), message checks, the pgjdbc runner and
+an asyncpg session.
 
 Fixtures live in ``tests/conftest.py`` (``kit``, ``make_db``, ``md``, ``served``,
 ``no_dpsql_env``); the server sandbox in :mod:`tests.support.sandbox`; the throw-away
@@ -15,6 +16,7 @@ import subprocess
 import tempfile
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from dpsql.database import sample_paths
 
@@ -82,3 +84,21 @@ def run_java(main_class: str, source: str, port: int, password: str, utc: bool =
         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def run_asyncpg(port: int, password: str, work: Any, timeout: float = 20) -> Any:
+    """``await work(connection)`` on a fresh asyncpg connection to the dpsql server on
+    ``port`` as alice, all of it under ``timeout`` seconds."""
+    import asyncio
+
+    import asyncpg
+
+    async def session() -> Any:
+        connection = await asyncpg.connect(host="127.0.0.1", port=port, user="alice",
+                                           password=password, database="dpsql")
+        try:
+            return await work(connection)
+        finally:
+            await connection.close()
+
+    return asyncio.run(asyncio.wait_for(session(), timeout))
