@@ -420,7 +420,9 @@ def test_generated(typed: Neighbourhood, neighbour_seed: int, chunk: int) -> Non
     seed = neighbour_seed + chunk
     summary = check_queries(generate(N_GENERATED, seed=seed), typed)
     report(summary, f"{N_GENERATED} generated queries (seed {seed})")
-    assert summary.accepted >= 0.9 * len(summary.verdicts), seeded(summary, neighbour_seed)
+    # About 95% are accepted (400 queries measured): 80% on 60 fails by chance about once in
+    # 10^5 runs, where 90% failed about once in 30.
+    assert summary.accepted >= 0.8 * len(summary.verdicts), seeded(summary, neighbour_seed)
     assert not summary.violations, seeded(summary, neighbour_seed)
 
 
@@ -443,7 +445,11 @@ def test_generated_shapes(request: pytest.FixtureRequest, neighbour_seed: int, s
     seed = neighbour_seed + CHUNKS + 1 + (storage == "text_units")
     summary = check_queries(generate_shapes(N_SHAPES[storage], seed=seed), hood)
     report(summary, f"{N_SHAPES[storage]} generated shapes, {storage} (seed {seed})")
-    assert summary.accepted >= 0.75 * len(summary.verdicts), seeded(summary, neighbour_seed)
+    # Free answers and probes are drawn on purpose (about 7% of shapes, 2% refused, over 300
+    # seeds' worth), so on 15 queries "public" must not count against the generator.
+    assert summary.count("refused") <= 0.25 * len(summary.verdicts), seeded(summary,
+                                                                           neighbour_seed)
+    assert summary.accepted >= 0.5 * len(summary.verdicts), seeded(summary, neighbour_seed)
     assert not summary.violations, seeded(summary, neighbour_seed)
 
 

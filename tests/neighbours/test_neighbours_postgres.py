@@ -102,7 +102,9 @@ def test_generated(typed: Neighbourhood, neighbour_seed: int, chunk: int) -> Non
     summary = check_queries(queries, typed)
     report(summary, f"{N_GENERATED} generated queries (seed {seed})")
     again = f"\nthe same queries again: DPSQL_NEIGHBOUR_SEED={neighbour_seed}"
-    assert summary.accepted >= 0.9 * len(summary.verdicts), summary.line() + again
+    # About 95% are accepted (400 queries measured): 80% on 60 fails by chance about once in
+    # 10^5 runs, where 90% failed about once in 30.
+    assert summary.accepted >= 0.8 * len(summary.verdicts), summary.line() + again
     assert not summary.violations, summary.report() + again
 
 
