@@ -25,7 +25,13 @@ from dpsql.errors import QueryTooComplex, UnsupportedQuery
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite
-from dpsql.metadata.contribution import ContributionBounds, check_caps, check_unit, requested
+from dpsql.metadata.contribution import (
+    ContributionBounds,
+    check_caps,
+    check_count_clamp,
+    check_unit,
+    requested,
+)
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.mechanisms import Mechanism, accuracy
@@ -90,6 +96,7 @@ def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | Non
         if declared is not None:
             check_caps(declared, bounds)
     check_unit(bound.table, bounds)
+    check_count_clamp(bound.table, bounds)
     return bound
 
 

@@ -37,11 +37,15 @@ from dpsql.metadata.metadata import Table
 @dataclass(frozen=True)
 class ContributionBounds:
     """What one query asks for; None: the metadata's default. ``unit_column`` is BigQuery's
-    ``privacy_unit_column``: dpsql's unit is the owner's, so it must name it."""
+    ``privacy_unit_column``: dpsql's unit is the owner's, so it must name it.
+    ``count_per_group``: the tightest ``(lo, hi)`` of BigQuery's ``COUNT(...,
+    contribution_bounds_per_group => (lo, hi))`` in the query (:mod:`dpsql.query.dp_clause`),
+    accepted only where it changes nothing (:func:`check_count_clamp`)."""
 
     max_rows: int | None = None
     max_groups: int | None = None
     unit_column: str | None = None
+    count_per_group: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         for name, value in (("max_rows", self.max_rows), ("max_groups", self.max_groups)):
@@ -58,7 +62,8 @@ class ContributionBounds:
         return ContributionBounds(
             over.max_rows if over.max_rows is not None else self.max_rows,
             over.max_groups if over.max_groups is not None else self.max_groups,
-            over.unit_column if over.unit_column is not None else self.unit_column)
+            over.unit_column if over.unit_column is not None else self.unit_column,
+            over.count_per_group if over.count_per_group is not None else self.count_per_group)
 
 
 def in_force(table: Table, bounds: ContributionBounds | None) -> Table:
@@ -89,6 +94,24 @@ def check_caps(table: Table, bounds: ContributionBounds) -> None:
 def check_unit(table: Table, bounds: ContributionBounds) -> None:
     """BigQuery's ``privacy_unit_column`` must name the unit of the table (or relation) read."""
     _check_unit(table, bounds.unit_column)
+
+
+def check_count_clamp(table: Table, bounds: ContributionBounds) -> None:
+    """BigQuery's ``COUNT(..., contribution_bounds_per_group => (lo, hi))`` clamps a unit's count
+    in a group to ``[lo, hi]``. Under dpsql's bound k that count is already in ``[0, k]`` (``k``
+    of the table or joined relation read, as bound), so the clamp is the identity, and the
+    answer BigQuery's, exactly when ``lo <= 0`` and ``hi >= k``; any other clamp would need a
+    per-(unit, group) total dpsql does not compute, and is refused."""
+    if bounds.count_per_group is None:
+        return
+    lo, hi = bounds.count_per_group
+    k = table.rows_per_unit
+    if not (lo <= 0 and hi >= k):
+        raise BoundsAboveCap(
+            f"COUNT(..., contribution_bounds_per_group => ({lo:g}, {hi:g})) clamps a privacy "
+            f"unit's count in a group, which dpsql bounds by max_rows_contributed = {k} "
+            "instead; bound the count with OPTIONS(max_rows_contributed = ...) and give "
+            f"per-group bounds (lo, hi) with lo <= 0 and hi >= {k}, or leave them out")
 
 
 def _within(asked: int | None, cap: int, name: str, table: Table) -> None:

@@ -17,21 +17,30 @@ dpsql's own SQL with the :class:`DPOptions` it set. How each piece maps:
 * ``privacy_unit_column``: must name the table's declared privacy unit (the owner's choice);
 * ``group_selection_strategy``: ``LAPLACE_THRESHOLD`` or ``PUBLIC_GROUPS``, accepted: dpsql
   releases the keys of a declared public domain and thresholds the others, in both cases;
-* ``contribution_bounds_per_row => (lo, hi)`` and ``contribution_bounds_per_group => (lo, hi)``
-  on SUM, AVG, PERCENTILE_CONT, VAR_POP, STDDEV_POP: the argument is clamped to ``[lo, hi]``
-  (``LEAST(GREATEST(x, lo), hi)``), which the checker's interval arithmetic then uses. BigQuery
-  clamps a unit's per-group aggregate where dpsql clamps each row, and dpsql's k bounds the
-  rows: the answers agree when each unit has one row per group, and are private either way. On
-  COUNT the bounds are dropped: dpsql's counts are bounded by k.
-* ``report_format``: refused (BigQuery's JSON report of a value); dpsql returns the value, and
-  its accuracy through ``--accuracy`` or the DB-API's ``cursor.accuracy``.
+* ``contribution_bounds_per_row => (lo, hi)`` on SUM, AVG, PERCENTILE_CONT, VAR_POP,
+  STDDEV_POP: each row's argument is clamped to ``[lo, hi]`` (``LEAST(GREATEST(x, lo), hi)``),
+  which the checker's interval arithmetic then uses; on COUNT it is dropped (clamping a value
+  never makes it NULL).
+* ``contribution_bounds_per_group => (lo, hi)``: BigQuery clamps a unit's *total* within a
+  group (its per-(unit, group) partial aggregate), and for AVG averages the units' averages.
+  dpsql computes neither, and answering with per-row clamping instead would be another
+  query's answer, so on SUM, AVG and the others it is refused, naming
+  ``contribution_bounds_per_row`` (each row clamped; SUM's sensitivity is then k times the
+  larger bound). On COUNT the clamp is accepted where it changes nothing: a unit's count in a
+  group is already in ``[0, k]`` under dpsql's bound k, so ``lo <= 0`` and ``hi >= k`` (the k in
+  force, checked once the query is bound: :func:`dpsql.pipeline.bind_in_force`) give
+  BigQuery's answer; other bounds are refused, naming ``max_rows_contributed``.
+* ``report_format`` (ZetaSQL's ``'JSON'``/``'PROTO'``, a structured value with its noise
+  interval, one cell instead of a number; BigQuery's own functions do not take it): refused,
+  since the table would differ; dpsql returns the value, and its accuracy through
+  ``--accuracy`` or the DB-API's ``cursor.accuracy``.
 
 Nothing here reads data; an unknown option or a malformed value is refused before planning.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import TokenError
@@ -66,12 +75,18 @@ def split(sql: str) -> tuple[str, DPOptions | None]:
         return sql, None  # the parser refuses it, with its own message
     edits: list[tuple[int, int, str]] = []
     options = _clause(sql, tokens, edits)
-    _named_arguments(sql, tokens, edits)
+    counts: list[tuple[float, float]] = []  # COUNT's contribution_bounds_per_group
+    _named_arguments(sql, tokens, edits, counts)
     if options is None and not edits:
         return sql, None
     for start, end, text in sorted(edits, reverse=True):
         sql = sql[:start] + text + sql[end:]
-    return sql, options or DPOptions()
+    options = options or DPOptions()
+    if counts:  # the tightest asked: checked against the k in force once bound
+        per_group = (max(lo for lo, _ in counts), min(hi for _, hi in counts))
+        bounds = replace(options.bounds or ContributionBounds(), count_per_group=per_group)
+        options = replace(options, bounds=bounds)
+    return sql, options
 
 
 def _clause(sql: str, tokens: list[Token], edits: list[tuple[int, int, str]]
@@ -165,9 +180,11 @@ def _whole(text: str | None, name: str) -> int | None:
     return int(text)
 
 
-def _named_arguments(sql: str, tokens: list[Token], edits: list[tuple[int, int, str]]) -> None:
-    """``f(x, contribution_bounds_per_group => (lo, hi))`` -> ``f(LEAST(GREATEST(x, lo), hi))``
-    (module docstring); COUNT drops them; ``report_format`` is refused."""
+def _named_arguments(sql: str, tokens: list[Token], edits: list[tuple[int, int, str]],
+                     counts: list[tuple[float, float]]) -> None:
+    """``f(x, contribution_bounds_per_row => (lo, hi))`` -> ``f(LEAST(GREATEST(x, lo), hi))``
+    (module docstring); COUNT drops them, keeping its per-group bounds in ``counts``;
+    ``report_format`` and per-group bounds on other aggregates are refused."""
     opens: list[tuple[int, int | None]] = []  # per open parenthesis: its token, first comma
     for i, t in enumerate(tokens):
         if t.token_type == TokenType.L_PAREN:
@@ -178,16 +195,17 @@ def _named_arguments(sql: str, tokens: list[Token], edits: list[tuple[int, int, 
             opens[-1] = (opens[-1][0], i)
         elif (t.token_type == TokenType.FARROW and i > 1 and opens
               and tokens[i - 2].token_type == TokenType.COMMA):
-            _named(sql, tokens, i, opens[-1][0], edits)
+            _named(sql, tokens, i, opens[-1][0], edits, counts)
 
 
 def _named(sql: str, tokens: list[Token], arrow: int, paren: int,
-           edits: list[tuple[int, int, str]]) -> None:
+           edits: list[tuple[int, int, str]], counts: list[tuple[float, float]]) -> None:
     name = tokens[arrow - 1].text.lower()
     if name == "report_format":
-        raise UnsupportedQuery("report_format (BigQuery's JSON report of a result) is not "
-                               "supported: dpsql returns the value, and its accuracy with "
-                               "--accuracy or the DB-API's cursor.accuracy; remove it")
+        raise UnsupportedQuery("report_format (a JSON or PROTO report of a result, one "
+                               "structured cell) is not supported: dpsql returns the value as "
+                               "a number, and its accuracy with --accuracy or the DB-API's "
+                               "cursor.accuracy; remove report_format")
     if name not in _CLAMPS:
         raise UnsupportedQuery(f"named argument {name} => is not one dpsql knows; use "
                                f"{', '.join(sorted(_CLAMPS))} => (lower, upper)")
@@ -195,8 +213,17 @@ def _named(sql: str, tokens: list[Token], arrow: int, paren: int,
     function = tokens[paren - 1].text.upper() if paren else ""
     comma = tokens[arrow - 2]
     if function == "COUNT":  # counts are bounded by k: the bounds are dropped
+        if name == "contribution_bounds_per_group":
+            counts.append((float(lo), float(hi)))
         edits.append((comma.start, end, ""))
         return
+    if name == "contribution_bounds_per_group":
+        raise UnsupportedQuery(
+            f"{function}(..., contribution_bounds_per_group => ...) clamps each privacy unit's "
+            "total in a group, which dpsql does not compute; write "
+            f"{function}(x, contribution_bounds_per_row => ({lo}, {hi})) to clamp each row "
+            "instead (the sum of a unit's rows is then bounded by max_rows_contributed times "
+            "the bound)")
     first_comma = next(j for j in range(paren + 1, arrow) if tokens[j].token_type ==
                        TokenType.COMMA)
     arg = sql[tokens[paren].end + 1:tokens[first_comma].start]

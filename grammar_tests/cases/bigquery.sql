@@ -1,7 +1,8 @@
 -- BigQuery's differential privacy syntax, run unchanged (dpsql/query/dp_clause.py): the
 -- OPTIONS set the query's epsilon, delta and contribution bounds (within the owner's caps:
--- visits k = 10, g = 3 here, caps 1000 rows and 12 groups), its aggregates' named arguments
--- clamp their input. The corpus pins visits' k and g (grammar_tests/databases.py).
+-- visits k = 10, g = 3 here, caps 1000 rows and 12 groups), contribution_bounds_per_row
+-- clamps each row; contribution_bounds_per_group (a unit's total in a group) is accepted on
+-- COUNT only where it changes nothing (lo <= 0, hi >= k), refused elsewhere. The corpus pins visits' k and g (grammar_tests/databases.py).
 
 -- case: bigquery options set epsilon and groups
 -- expect: accepted cells=1 keys=1 release=domain:8 l1[0]=10 cost=0.5,0 rows=8
@@ -29,19 +30,53 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5000) COUNT(*) F
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(privacy_unit_column = visit_id) COUNT(*) FROM visits;
 
 -- case: bigquery avg with contribution bounds per group
--- expect: accepted cells=1 measurements=2 l1[0]=10 l1[1]=500 rows=8
+-- expect: refused UnsupportedQuery mentions=contribution_bounds_per_row
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6)
   category, AVG(amount, contribution_bounds_per_group => (0, 100)) AS a
 FROM visits GROUP BY category;
 
 -- case: bigquery sum with contribution bounds per group
--- expect: accepted cells=1 l1[0]=1000 rows=1
+-- expect: refused UnsupportedQuery mentions=contribution_bounds_per_row
 SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, contribution_bounds_per_group => (0, 100))
 FROM visits;
 
--- case: bigquery count star with contribution bounds
--- expect: accepted cells=1 l1[0]=10 rows=1
+-- case: bigquery avg with contribution bounds per row
+-- expect: accepted cells=1 measurements=2 l1[0]=10 l1[1]=500 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6)
+  category, AVG(amount, contribution_bounds_per_row => (0, 100)) AS a
+FROM visits GROUP BY category;
+
+-- case: bigquery sum with contribution bounds per row
+-- expect: accepted cells=1 l1[0]=1000 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, contribution_bounds_per_row => (0, 100))
+FROM visits;
+
+-- case: bigquery var pop with contribution bounds per row
+-- expect: accepted cells=1 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY VAR_POP(amount, contribution_bounds_per_row => (0, 100))
+FROM visits;
+
+-- case: bigquery count star with contribution bounds per group that change nothing
+-- expect: accepted cells=1 keys=1 l1[0]=10 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY
+  OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = 1, privacy_unit_column = person_id)
+  category, COUNT(*, contribution_bounds_per_group => (0, 100)) AS times
+FROM visits GROUP BY category;
+
+-- case: bigquery count of a column with contribution bounds per group
+-- expect: accepted cells=1 l1[0]=20 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 20)
+  COUNT(amount, contribution_bounds_per_group => (0, 20))
+FROM visits;
+
+-- case: bigquery count star with contribution bounds per group below k
+-- expect: refused BoundsAboveCap mentions=max_rows_contributed
 SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => (0, 5)) FROM visits;
+
+-- case: bigquery count with contribution bounds per group raising the floor
+-- expect: refused BoundsAboveCap mentions="lo <= 0"
+SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => (2, 100))
+FROM visits;
 
 -- case: bigquery percentile cont with contribution bounds per row
 -- expect: accepted cells=1 types=DOUBLE rows=1
@@ -52,6 +87,18 @@ FROM visits;
 -- case: bigquery report format
 -- expect: refused UnsupportedQuery mentions=report_format
 SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') FROM visits;
+
+-- case: bigquery report format proto on a sum
+-- expect: refused UnsupportedQuery mentions="cursor.accuracy"
+SELECT WITH DIFFERENTIAL_PRIVACY
+  SUM(amount, contribution_bounds_per_row => (0, 100), report_format => 'PROTO')
+FROM visits;
+
+-- case: bigquery privacy unit column on a joined table not the unit
+-- expect: refused BoundsAboveCap mentions="privacy_unit_column"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(privacy_unit_column = p.sex)
+  p.sex, COUNT(*)
+FROM visits v JOIN people p ON v.person_id = p.person_id GROUP BY p.sex;
 
 -- case: bigquery unknown option
 -- expect: refused UnsupportedQuery mentions=max_rows_contributed

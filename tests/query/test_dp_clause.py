@@ -13,9 +13,13 @@ from dpsql.query.dp_clause import DPOptions, resolve, split
 def test_options_and_named_arguments() -> None:
     sql, options = split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta=1e-7, "
                          "kappa = 4, max_rows_contributed = 9, privacy_unit_column = `pid`) "
-                         "g, SUM(x, contribution_bounds_per_group => (-1, 2.5)) FROM t GROUP BY g")
-    assert sql == "SELECT   g, SUM(LEAST(GREATEST(x, -1), 2.5)) FROM t GROUP BY g"
-    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid"))
+                         "g, SUM(x, contribution_bounds_per_row => (-1, 2.5)), COUNT(*, "
+                         "contribution_bounds_per_group => (0, 50)), COUNT(y, contribution_"
+                         "bounds_per_group=>(-1, 20)) FROM t GROUP BY g")
+    assert sql == ("SELECT   g, SUM(LEAST(GREATEST(x, -1), 2.5)), COUNT(*), COUNT(y) FROM t "
+                   "GROUP BY g")
+    # COUNT's per-group bounds: the tightest, checked against the k in force once bound
+    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid", (0.0, 20.0)))
     assert split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t") == (
         "SELECT   COUNT(*) FROM t", DPOptions())
 
@@ -55,6 +59,15 @@ def test_resolve_takes_the_clause_over_the_front_door() -> None:
     ("SELECT SUM(x, contribution_bounds_per_group => (a, 1)) FROM t", UnsupportedQuery,
      "two numbers"),
     ("SELECT SUM(x, weight => 2) FROM t", UnsupportedQuery, "contribution_bounds_per_row"),
+    # A unit's total in a group (BigQuery's per-group bounds) is not computed: refused, naming
+    # the per-row form, never answered with per-row semantics under the per-group name.
+    ("SELECT g, SUM(x, contribution_bounds_per_group => (0, 9)) FROM t GROUP BY g",
+     UnsupportedQuery, r"SUM\(x, contribution_bounds_per_row => \(0, 9\)\)"),
+    ("SELECT AVG(x, contribution_bounds_per_group => (0, 9)) FROM t", UnsupportedQuery,
+     "contribution_bounds_per_row"),
+    ("SELECT PERCENTILE_CONT(x, 0.5, contribution_bounds_per_group => (0, 9)) FROM t",
+     UnsupportedQuery, "contribution_bounds_per_row"),
+    ("SELECT COUNT(*, report_format => 'JSON') FROM t", UnsupportedQuery, "remove report_format"),
 ])
 def test_refusals_say_what_to_write(sql: str, error: type[Exception], words: str) -> None:
     with pytest.raises(error, match=words):
