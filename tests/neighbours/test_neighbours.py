@@ -218,6 +218,10 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
     "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
     "max_groups_contributed = 1) drug, SUM(dose) FROM rx GROUP BY drug",
+    # BigQuery's per-group count bounds, accepted where they are the identity (hi >= k).
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
+    "max_groups_contributed = 4) grp, COUNT(*, contribution_bounds_per_group => (0, 6)), "
+    "SUM(amount, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY grp",
 ])
 def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
     """Per-query bounds (metadata.contribution): within the caps, every measurement moves by
@@ -251,6 +255,17 @@ def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
                  "GROUP BY grp", parameters=[50.0, 2])
     assert check_query("SELECT COUNT(*) FROM visits WHERE qty > ?", typed,
                        parameters=[]).status == "refused"
+
+
+def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighbourhood
+                                                                    ) -> None:
+    """A unit's total in a group is not computed: per-group bounds on a sum, or on a count below
+    k, are refused before anything runs (never answered with per-row semantics)."""
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, SUM(amount, contribution_bounds_per_group"
+                " => (0, 10)) FROM visits GROUP BY grp",
+                "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => "
+                "(0, 2)) FROM visits"):
+        assert check_query(sql, typed).status == "refused"
 
 
 def test_refusals_are_counted_not_tested(typed: Neighbourhood) -> None:
