@@ -15,6 +15,10 @@ from sqlglot import exp
 
 from dpsql.privacy.plan import Plan
 
+#: How the note on the bounds in force begins: EXPLAIN states the bounds once, in this note,
+#: where there is one (:func:`dpsql.explain.render`).
+BOUNDS_NOTE = "Contribution bounds in force"
+
 #: Aggregates whose argument is only counted, never clamped into a sum.
 _COUNTED = ("count",)
 
@@ -24,7 +28,7 @@ def bounding_notes(p: Plan) -> list[str]:
     notes = []
     table = p.table
     if table.needs_bounding:
-        text = (f"Contribution bounds in force: each privacy unit counts with at most "
+        text = (f"{BOUNDS_NOTE}: each privacy unit counts with at most "
                 f"{table.rows_per_unit} row(s) (max_rows_per_unit; a unit's other rows are "
                 "left out at random)")
         if p.keys and p.group_cap is not None:

@@ -8,6 +8,7 @@ and accuracy, the key release, the contribution bounds and the cost.
 
 from __future__ import annotations
 
+from dpsql.bias import BOUNDS_NOTE
 from dpsql.pipeline import Explanation
 from dpsql.texttable import format_table
 
@@ -24,10 +25,16 @@ def render(e: Explanation) -> list[str]:
     return ["Rewritten SQL:", *e.sql.splitlines(), "",
             *format_table(HEADER, rows).splitlines(), "",
             f"Key release: {e.key_release}",
-            *([_bounds(e)] if e.rows_per_unit else []),  # 0: public read
+            # The bounds, stated once: by the bias note where the table is bounded (it says
+            # what they leave out), by this line otherwise (0 rows: a public read).
+            *([_bounds(e)] if e.rows_per_unit and not _noted(e) else []),
             *e.notes,
             f"Privacy cost: epsilon={e.epsilon:g}, delta={e.delta:g} (epsilon is split "
             "across the measurements above by their part of the error)"]
+
+
+def _noted(e: Explanation) -> bool:
+    return any(note.startswith(BOUNDS_NOTE) for note in e.notes)
 
 
 def _bounds(e: Explanation) -> str:

@@ -167,7 +167,7 @@ def test_explain() -> None:
     cells = [c.strip() for c in count.split("|")]
     assert cells[2] == "10" and cells[3] == "0.4" and cells[4] == "laplace"  # k = 10, eps/2
     assert [c.strip() for c in total.split("|")][2] == "50000"  # k * 5000
-    assert "public domain" in out and "10 row(s) per unit in at most 8 group(s)" in out
+    assert "public domain" in out and "at most 10 row(s)" in out
     assert "epsilon=0.8, delta=0" in out
 
 
@@ -361,5 +361,6 @@ def test_query_bounds_options_and_bias_notes() -> None:
     explained = ok("explain", "SELECT category, AVG(amount) FROM visits GROUP BY category",
                    "--max-rows", "10", "--max-groups", "2").stdout
     # Public keys: the asked-for groups cap would not lower the noise, so it is not applied.
-    assert "Contribution bounds: 10 row(s) per unit in at most 8 group(s)" in explained
+    assert "at most 10 row(s)" in explained and "across all its groups" in explained
+    assert explained.count("row(s)") == 1  # the bounds stated once
     assert "amount to [0.0, 5000.0]" in explained

@@ -128,7 +128,8 @@ def test_explain_states_bias_and_clamping(db: dpsql.Database) -> None:
 
     text = "\n".join(render(db.explain("SELECT category, SUM(amount) FROM visits GROUP BY "
                                        "category", bounds=ContributionBounds(20, 4))))
-    assert "Contribution bounds: 20 row(s) per unit in at most 8 group(s)" in text  # public
+    assert "at most 20 row(s)" in text and "across all its groups" in text  # public keys
+    assert text.count("row(s)") == 1  # the bounds stated once, in the bias note
     assert "not in the +/- intervals" in text
     assert "amount to [0.0, 5000.0]" in text
 
