@@ -80,7 +80,9 @@ def split(sql: str) -> tuple[str, DPOptions | None]:
     if options is None and not edits:
         return sql, None
     for start, end, text in sorted(edits, reverse=True):
-        sql = sql[:start] + text + sql[end:]
+        # Padded to the length it replaces (every replacement is shorter), so that a syntax
+        # error's position in the result is its position in the analyst's text.
+        sql = sql[:start] + text.ljust(end - start) + sql[end:]
     options = options or DPOptions()
     if counts:  # the tightest asked: checked against the k in force once bound
         per_group = (max(lo for lo, _ in counts), min(hi for _, hi in counts))

@@ -16,12 +16,21 @@ def test_options_and_named_arguments() -> None:
                          "g, SUM(x, contribution_bounds_per_row => (-1, 2.5)), COUNT(*, "
                          "contribution_bounds_per_group => (0, 50)), COUNT(y, contribution_"
                          "bounds_per_group=>(-1, 20)) FROM t GROUP BY g")
-    assert sql == ("SELECT   g, SUM(LEAST(GREATEST(x, -1), 2.5)), COUNT(*), COUNT(y) FROM t "
-                   "GROUP BY g")
+    assert " ".join(sql.split()) == ("SELECT g, SUM(LEAST(GREATEST(x, -1), 2.5) ), COUNT(* ), "
+                                     "COUNT(y ) FROM t GROUP BY g")
     # COUNT's per-group bounds: the tightest, checked against the k in force once bound
     assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid", (0.0, 20.0)))
     assert split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t") == (
-        "SELECT   COUNT(*) FROM t", DPOptions())
+        "SELECT                           COUNT(*) FROM t", DPOptions())
+
+
+def test_text_keeps_its_length() -> None:
+    """The clause and named arguments become blanks of their length: a syntax error's position
+    in the rewritten text is its position in the analyst's (the caret, the wire's P field)."""
+    sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) SUM(x, contribution_bounds_"
+           "per_row => (0, 10)), COUNT(*, contribution_bounds_per_group => (0, 9)) FROM t WHERE (")
+    out, _ = split(sql)
+    assert len(out) == len(sql) and out.index("FROM t WHERE (") == sql.index("FROM t WHERE (")
 
 
 def test_literals_and_comments_are_left_alone() -> None:
