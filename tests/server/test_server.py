@@ -508,6 +508,24 @@ def test_set_dpsql_bounds_bigquery_options_and_bias_notices(served) -> None:
         assert conn.execute("SHOW dpsql.max_rows").fetchone() == ("default",)
 
 
+@pytest.mark.parametrize(("sql", "at"), [
+    ("SELECT COUNT(*) FROM visits WHERE", "WHERE"),
+    ("SELECT 1; SELECT COUNT(*) FROM visits WHERE amount > 3 AND", "AND"),  # simple Query
+    ("EXPLAIN SELECT COUNT(*) FROM visits WHERE", "WHERE"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) SUM(amount, "
+     "contribution_bounds_per_row => (0, 10)) FROM visits WHERE", "WHERE"),
+])
+def test_syntax_error_position_is_the_p_field(served, sql: str, at: str) -> None:
+    """A syntax error carries PostgreSQL's P field, the 1-based position in the text sent, for
+    psql's caret and drivers' diag.statement_position; nothing is charged."""
+    before = spent(served)
+    with connect(served, autocommit=True) as conn:
+        with pytest.raises(pg_errors.SyntaxError) as e:
+            conn.execute(sql)
+    assert e.value.diag.statement_position == str(sql.rindex(at) + 1)
+    assert spent(served) == before
+
+
 def test_exhausted_budget_is_53400_and_unknown_budget_is_28000(served) -> None:
     with connect(served, "bob", autocommit=True) as conn:
         conn.execute("SELECT COUNT(*) FROM people").fetchall()

@@ -141,7 +141,8 @@ class Machine:
             return True
 
     def send_error(self, e: PgError) -> None:
-        self.send(p.Notice(e.severity, e.sqlstate, str(e), e.detail, e.hint).encode())
+        self.send(p.Notice(e.severity, e.sqlstate, str(e), e.detail, e.hint,
+                           position=e.position).encode())
         if self.status == "T":
             self.status = "E"
 
@@ -163,7 +164,7 @@ class Machine:
             self.send(p.EMPTY_QUERY)
         self.implicit = len(parts) > 1
         try:
-            succeeded = await self._run_parts(parts)
+            succeeded = await self._run_parts(parts, text)
         finally:
             self.implicit = False
         if self.status == "I":  # the implicit transaction of the Query ended
@@ -190,17 +191,23 @@ class Machine:
         result: list[Statement] = await self.blocking(work, timed=False)
         return result
 
-    async def _run_parts(self, parts: list[Statement]) -> bool:
-        """Run a simple Query's statements up to the first error; whether all succeeded."""
+    async def _run_parts(self, parts: list[Statement], text: str) -> bool:
+        """Run a simple Query's statements up to the first error; whether all succeeded.
+        ``text`` is the Query's: an error's position is in it, as PostgreSQL's is."""
+        offset = 0
         for statement in parts:
+            offset = max(text.find(statement.text, offset), 0)  # the parts are in order
             try:
                 outcome = await self.execute(statement, [], privacy=self.privacy())
                 if outcome.fields is not None:
                     self.send(p.row_description(outcome.fields))
                     await self.send_rows(outcome.fields, outcome.rows)
             except PgError as e:
+                if e.position is not None:
+                    e.position += offset
                 self.send_error(e)
                 return False
+            offset += len(statement.text)
             self.send(p.command_complete(outcome.tag))
             for extra in outcome.extra:
                 self.send(extra)
@@ -343,7 +350,7 @@ class Machine:
             try:
                 columns = await self.blocking(plan_columns)
             except errors.Error as e:
-                raise from_dpsql(e) from None
+                raise from_dpsql(e, statement) from None
             columns = self.server.describe_cache.put(key, columns)
         return fields_of(columns, statement.names)
 
@@ -463,7 +470,7 @@ class Machine:
                 return await commands.run_command(self, statement, params, privacy,
                                                   param_types)
         except errors.Error as e:  # dpsql's own, or a bug the guard turned into InternalError
-            raise from_dpsql(e) from None
+            raise from_dpsql(e, statement) from None
 
     async def run_private(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:
@@ -493,7 +500,7 @@ class Machine:
         if release:  # the library's time grid, waited for here without holding a thread
             await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
         if isinstance(result, errors.Error):
-            raise from_dpsql(result)
+            raise from_dpsql(result, statement)
         columns = [(c.name, c.type) for c in result.columns]
         fields = fields_of(columns, statement.names)
         # The bias of bounding and clamping, which the noise's accuracy does not cover, as
@@ -513,7 +520,7 @@ class Machine:
         try:
             e = await self.blocking(explain)
         except errors.Error as err:
-            raise from_dpsql(err) from None
+            raise from_dpsql(err, statement) from None
         lines = render(e)
         return Outcome([p.Field("QUERY PLAN", t.TEXT)], [(line,) for line in lines], "EXPLAIN")
 

@@ -20,12 +20,14 @@ class PgError(Exception):
     """An error to send to the client as an ErrorResponse."""
 
     def __init__(self, sqlstate: str, message: str, severity: str = "ERROR",
-                 detail: str | None = None, hint: str | None = None) -> None:
+                 detail: str | None = None, hint: str | None = None,
+                 position: int | None = None) -> None:
         super().__init__(message)
         self.sqlstate = sqlstate
         self.severity = severity
         self.detail = detail
         self.hint = hint
+        self.position = position  # 1-based, in the statement's text (the P field)
 
 
 class Terminate(Exception):
@@ -96,7 +98,7 @@ def analyst_text(e: errors.Error) -> str:
     return OWNER_SIDE
 
 
-def from_dpsql(e: errors.Error) -> PgError:
+def from_dpsql(e: errors.Error, statement: Statement | None = None) -> PgError:
     sqlstate = getattr(e, "sqlstate", "XX000") or "XX000"
     said = [f"SET dpsql.{r.parameter} = {r.example:g}" if r.example is not None else
             f"a smaller SET dpsql.{r.parameter} may fit" for r in e.remedies]
@@ -104,7 +106,18 @@ def from_dpsql(e: errors.Error) -> PgError:
         said.insert(0, "SHOW dpsql.budget tells what is left")
     hint = "; ".join(said) or None
     return PgError(sqlstate, analyst_text(e), hint=hint,
-                   detail=f"dpsql {type(e).__name__}")
+                   detail=f"dpsql {type(e).__name__}", position=_position(e, statement))
+
+
+def _position(e: errors.Error, statement: Statement | None) -> int | None:
+    """A syntax error's position in ``statement``'s text (PostgreSQL's P field): the library's
+    is in the text it was handed (``engine_sql``), which is the statement's text or a piece of
+    it (EXPLAIN's query); where the server rewrote the text, there is no position to give."""
+    position = getattr(e, "position", None)
+    if not isinstance(e, errors.SQLSyntaxError) or position is None or statement is None:
+        return None
+    start = statement.text.find(statement.engine_sql) if statement.engine_sql else -1
+    return None if start < 0 else start + position
 
 
 def field_of(name: str, duck_type: str) -> p.Field:

@@ -343,6 +343,7 @@ class Notice:
     detail: str | None = None
     hint: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    position: int | None = None  # P: 1-based character offset into the Query's text
 
     def encode(self, kind: bytes = b"E") -> bytes:
         fields = [(b"S", self.severity), (b"V", self.severity), (b"C", self.sqlstate),
@@ -351,6 +352,8 @@ class Notice:
             fields.append((b"D", self.detail))
         if self.hint:
             fields.append((b"H", self.hint))
+        if self.position is not None:
+            fields.append((b"P", str(self.position)))
         fields.extend((k.encode("ascii"), v) for k, v in self.extra.items())
         return message(kind, b"".join(k + cstr(v) for k, v in fields) + b"\0")
 
