@@ -62,8 +62,10 @@ from dpsql.errors import (
     MetadataError,
     OperationalError,
     QueryTimeout,
+    UnsupportedQuery,
 )
 from dpsql.execution.free import FreeAnswer, answer_free
+from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
@@ -76,6 +78,7 @@ from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.pipeline import Explanation, engine_sql, explain
 from dpsql.planner import Planner, Prepared
+from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
@@ -124,6 +127,26 @@ class Answer:
     analyst: str | None
     cost: Cost | None
     reused: bool = False
+    #: The estimate of what the bounds keep, when asked (:mod:`dpsql.execution.kept`), and
+    #: its own charge (None: reused, unmetered, or exact from the metadata).
+    retention: Retention | None = None
+    retention_cost: Cost | None = None
+
+
+def check_retention(p: Prepared, epsilon: float) -> None:
+    """Refuse a retention estimate (:mod:`dpsql.execution.kept`) at an invalid epsilon or for
+    a query it does not apply to, before anything is charged."""
+    validate_privacy_parameters(epsilon, 0.0, "laplace")
+    if isinstance(p, TwoReleases | LocalRead):
+        raise UnsupportedQuery("a retention estimate is made for one aggregate query over "
+                               "private rows, not for a series limit or local rows; ask "
+                               "without it (or without the LIMIT over the series)")
+
+
+def retention_cost(epsilon: float, accounting: str) -> Cost:
+    """The ledger cost of a retention estimate: ``epsilon``, pure (Laplace) DP; under zCDP
+    accounting its rho, ``epsilon^2 / 2``, as every pure measurement's."""
+    return Cost(epsilon, 0.0, epsilon ** 2 / 2 if accounting == "zcdp" else 0.0)
 
 
 def resolve_analyst(*candidates: str | None) -> str:
@@ -288,18 +311,25 @@ class Database:
     def query(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
               mechanism: str = "laplace", parameters: Parameters = None,
               analyst: str | None = None, *, timeout: float | None = None,
-              bounds: ContributionBounds | None = None) -> Result:
+              bounds: ContributionBounds | None = None, retention: float | None = None
+              ) -> Result:
         """Answer ``sql`` with noise calibrated to (epsilon, delta), charged to ``analyst``."""
         return self.run(sql, epsilon, delta, mechanism, parameters, analyst,
-                        timeout=timeout, bounds=bounds).result
+                        timeout=timeout, bounds=bounds, retention=retention).result
 
     def run(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None, *, timeout: float | None = None,
             release: list[float] | None = None,
-            bounds: ContributionBounds | None = None) -> Answer:
+            bounds: ContributionBounds | None = None, retention: float | None = None) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
         Without ``epsilon``, the analyst's default (:meth:`query_epsilon`).
+
+        **Retention.** ``retention``: an epsilon for a noisy estimate of the share of its rows
+        the query's contribution bounds keep (:mod:`dpsql.execution.kept`), charged as a
+        release of its own (a ledger entry of that epsilon, reused as answers are), reported
+        in ``Answer.retention`` and as a note. Refused before anything is charged for a
+        query it does not apply to (a series limit, local rows).
 
         **Time.** The data owner's ``[server] statement_timeout`` bounds the engine's running
         time of every private query, from every front door; ``timeout`` is a front door's own
@@ -344,6 +374,18 @@ class Database:
             () if isinstance(p, LocalRead) else (p,)
         for part in parts:
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
+        if retention is not None:
+            check_retention(p, retention)  # a refusal: before any charge
+        answer = self._charged(p, normalised, key_text, analyst, bounds, timeout, started,
+                               release)
+        if retention is not None and isinstance(p, Plan):
+            self._retention(answer, p, retention, key_text, bounds, timeout, release)
+        return answer
+
+    def _charged(self, p: Charged, normalised: str, key_text: str, analyst: str | None,
+                 bounds: ContributionBounds | None, timeout: float | None, started: float,
+                 release: list[float] | None) -> Answer:
+        """Charge (or reuse) and answer a prepared private query (see :meth:`run`)."""
         ledger = self.ledger
         if ledger is None:
             result = self._compute(p, normalised, None, None, timeout, started, release)
@@ -361,6 +403,49 @@ class Database:
         # the charge stands even if what follows fails
         result = self._compute(p, normalised, who, entry.id, timeout, started, release)
         return Answer(result, normalised, who, cost)
+
+    def _retention(self, answer: Answer, p: Plan, epsilon: float, key_text: str,
+                   bounds: ContributionBounds | None, timeout: float | None,
+                   release: list[float] | None) -> None:
+        """Estimate what ``p``'s bounds keep at ``epsilon``, charged as a release of its own
+        (a stored estimate is reused at no cost), and attach it to ``answer``."""
+        ledger, started = self.ledger, time.monotonic()
+        key = f"{self._answer_key(key_text, p, bounds)}|retention|{epsilon!r}"
+        cost = retention_cost(epsilon, ledger.accounting) if ledger is not None and \
+            p.table.needs_bounding else None
+        if cost is not None and ledger is not None and answer.analyst is not None:
+            data = ledger.lookup(answer.analyst, key) if self.reuse_answers else None
+            if data is not None:
+                answer.retention = Retention(**json.loads(data))
+            else:
+                entry = ledger.reserve(answer.analyst, cost, sql="retention of: " + answer.sql,
+                                       cache_key=key)
+                answer.retention_cost = cost
+                answer.retention = self._estimate(p, epsilon, timeout, started, release)
+                ledger.store_answer(entry.id, json.dumps(answer.retention.as_json()).encode())
+        else:
+            answer.retention = self._estimate(p, epsilon, timeout, started, release)
+        answer.result.notes.append(answer.retention.note())
+
+    def _estimate(self, p: Plan, epsilon: float, timeout: float | None, started: float,
+                  release: list[float] | None) -> Retention:
+        """:func:`dpsql.execution.kept.estimate` under the owner's time limit and grid, as
+        any answer (:meth:`run`)."""
+        limit = self._limit(timeout)
+        deadline = Deadline(self.engine.cancel_token(), limit)
+        try:
+            return estimate(p, self.engine, epsilon, self.randomness)
+        except EngineError as e:
+            if e.interrupted and deadline.fired:
+                raise QueryTimeout(limit) from None
+            raise
+        finally:
+            deadline.stop()
+            grid = self.metadata.server.grid(self.metered)
+            if release is None:
+                pad_to_grid(started, grid)
+            else:
+                release.append(grid_point(started, grid))
 
     def _known(self, analyst: str | None) -> str | None:
         """The analyst of a free answer (None when unmetered); an unknown one is refused."""

@@ -90,16 +90,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     contribution-bounding sample: a fresh secret for every execution. ``physical`` maps the
     table's columns to their DuckDB types; casts that cannot fail are then plain casts."""
     table = plan.table
-    reader = Reader(table, physical or {})
     inputs = _inputs(plan)
-    rows = exp.select(*_row_projections(plan, inputs, reader), copy=False).from_(
-        _source(plan, reader), copy=False)
-    if table.needs_bounding:
-        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
-        # Rows of no identifiable unit are dropped (see the module docstring).
-        rows = rows.where(reader.unit(table.privacy_unit).is_(exp.null()).not_(), copy=False)
-    if plan.query.where is not None:
-        rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
+    rows = query_rows(plan, physical, inputs)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
     source = "__rows"
@@ -113,6 +105,25 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     if plan.keys:
         query = query.group_by(*[exp.column(k.name) for k in plan.keys], copy=False)
     return query
+
+
+def query_rows(plan: Plan, physical: Mapping[str, str] | None = None,
+               inputs: dict[str, str] | None = None) -> exp.Select:
+    """``__rows``: the rows the query reads (WHERE applied, rows of no identifiable unit
+    dropped), each with its canonical unit ``__unit`` (tables that need bounding), its keys
+    and its aggregated inputs; what bounding then samples from."""
+    table = plan.table
+    reader = Reader(table, physical or {})
+    rows = exp.select(*_row_projections(plan, _inputs(plan) if inputs is None else inputs,
+                                        reader), copy=False).from_(_source(plan, reader),
+                                                                    copy=False)
+    if table.needs_bounding:
+        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
+        # Rows of no identifiable unit are dropped (see the module docstring).
+        rows = rows.where(reader.unit(table.privacy_unit).is_(exp.null()).not_(), copy=False)
+    if plan.query.where is not None:
+        rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
+    return rows
 
 
 def _source(plan: Plan, reader: Reader) -> exp.Expression:
