@@ -25,8 +25,12 @@ from several noisy cells), ``notes`` (what ``accuracy`` does not cover: the cont
 in force, the rows beyond them left out, the columns clamped; :mod:`dpsql.bias`), ``result``
 (the :class:`~dpsql.execution.postprocess.Result`), ``cost``
 (the
-:class:`~dpsql.ledger.budget.Cost` charged by the last ``execute``; None when it was served from a
-stored answer or the database is unmetered) and ``reused``. Connection extensions:
+:class:`~dpsql.ledger.budget.Cost` charged by the last ``execute``, a retention estimate's
+included; None when it was served from a stored answer or the database is unmetered),
+``reused`` and ``retention`` (the :class:`~dpsql.execution.kept.Retention` estimate, when
+asked for with ``retention=EPSILON`` on ``connect`` or ``execute``: a noisy estimate of the
+share of a unit's rows the bounds keep, charged at that epsilon; its sentence is in
+``notes``). Connection extensions:
 ``epsilon``, ``delta`` and ``mechanism`` (the defaults of ``execute``, settable), ``analyst``,
 ``metered``, ``budget()`` (what the analyst has spent and has left) and ``database``.
 
@@ -63,6 +67,7 @@ from dpsql.errors import (
     Warning,
     guarded,
 )
+from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result
 from dpsql.ledger.budget import BudgetStatus, Cost
 from dpsql.metadata.contribution import ContributionBounds
@@ -148,7 +153,7 @@ def TimestampFromTicks(ticks: float) -> dt.datetime:
 def connect(database: str | Path | None = None, metadata: str | Path | Metadata | None = None,
             analyst: str | None = None, epsilon: float | None = None, delta: float = 0.0,
             mechanism: str = "laplace", *, max_rows: int | None = None,
-            max_groups: int | None = None) -> Connection:
+            max_groups: int | None = None, retention: float | None = None) -> Connection:
     """Open a connection: ``database`` (a DuckDB file, a folder of CSV/Parquet files or a
     ``postgresql://`` URL) seen
     through ``metadata`` (neither: the bundled sample data), charged to ``analyst`` (default:
@@ -156,14 +161,19 @@ def connect(database: str | Path | None = None, metadata: str | Path | Metadata 
     ``mechanism`` for each query (no ``epsilon``: the analyst's ``query_epsilon`` in the
     metadata, else 1.0). ``max_rows`` and ``max_groups``: each query's contribution bounds k
     and g (default: the metadata's; at most the owner's caps;
-    :mod:`dpsql.metadata.contribution`)."""
+    :mod:`dpsql.metadata.contribution`). ``retention``: an epsilon at which each query also
+    estimates, charged, what its bounds keep (:mod:`dpsql.execution.kept`)."""
     if (database is None) != (metadata is None):
         raise InterfaceError("pass both database and metadata, or neither for the bundled "
                              "sample data")
     validate_privacy_parameters(1.0 if epsilon is None else epsilon, delta, mechanism)
     bounds = ContributionBounds(max_rows, max_groups)  # refuses what is not a whole number >= 1
-    return Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
-                      delta=delta, mechanism=mechanism, bounds=bounds)
+    if retention is not None:
+        validate_privacy_parameters(retention, 0.0, "laplace")
+    connection = Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
+                            delta=delta, mechanism=mechanism, bounds=bounds)
+    connection.retention = retention
+    return connection
 
 
 class Connection:
@@ -194,6 +204,7 @@ class Connection:
         self.delta = delta
         self.mechanism = mechanism
         self.bounds = bounds  # the default contribution bounds of execute
+        self.retention: float | None = None  # the default retention epsilon of execute
         self._closed = False
 
     @property
@@ -272,6 +283,7 @@ class Cursor:
         self.notes: list[str] = []
         self.cost: Cost | None = None
         self.reused = False
+        self.retention: Retention | None = None
         self._rows: list[tuple[Any, ...]] = []
         self._position = 0
 
@@ -297,13 +309,14 @@ class Cursor:
     def execute(self, operation: str, parameters: Parameters = None, *,
                 epsilon: float | None = None, delta: float | None = None,
                 mechanism: str | None = None, max_rows: int | None = None,
-                max_groups: int | None = None) -> Cursor:
-        """Answer one query; ``epsilon``, ``delta``, ``mechanism``, ``max_rows`` and
-        ``max_groups`` override the connection's defaults for this query only."""
+                max_groups: int | None = None, retention: float | None = None) -> Cursor:
+        """Answer one query; ``epsilon``, ``delta``, ``mechanism``, ``max_rows``,
+        ``max_groups`` and ``retention`` override the connection's defaults for this query
+        only."""
         self._check_open()
         self._reset()
         answer = self._run(operation, parameters, epsilon, delta, mechanism,
-                           ContributionBounds(max_rows, max_groups))
+                           ContributionBounds(max_rows, max_groups), retention)
         self._show([answer])
         return self
 
@@ -325,7 +338,8 @@ class Cursor:
         return self
 
     def _run(self, operation: str, parameters: Parameters, epsilon: float | None,
-             delta: float | None, mechanism: str | None, bounds: ContributionBounds) -> Answer:
+             delta: float | None, mechanism: str | None, bounds: ContributionBounds,
+             retention: float | None = None) -> Answer:
         conn = self.connection
         in_force = (conn.bounds or ContributionBounds()).merged(bounds)
         with guarded(operation[:200]):  # a bug: still a DB-API error for the caller
@@ -337,6 +351,7 @@ class Cursor:
                     mechanism=conn.mechanism if mechanism is None else mechanism,
                     parameters=parameters,
                     bounds=None if in_force == ContributionBounds() else in_force,
+                    retention=conn.retention if retention is None else retention,
                 )
             except Error as e:
                 _add_remedy(e)
@@ -351,7 +366,8 @@ class Cursor:
         self.notes = list(dict.fromkeys(n for a in answers for n in a.result.notes))
         self.rowcount = len(self._rows)
         self.result = first if len(answers) == 1 else None
-        costs = [a.cost for a in answers if a.cost is not None]
+        costs = [c for a in answers for c in (a.cost, a.retention_cost) if c is not None]
+        self.retention = answers[0].retention if len(answers) == 1 else None
         self.cost = Cost(sum(c.epsilon for c in costs), sum(c.delta for c in costs),
                          sum(c.rho for c in costs)) if costs else None
         self.reused = all(a.reused for a in answers)

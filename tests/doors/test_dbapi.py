@@ -443,3 +443,36 @@ def test_contribution_bounds_per_connection_and_per_execute(metadata: Path) -> N
         assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
     with pytest.raises(dpsql.ProgrammingError, match="whole number"):
         dpsql.connect(database=SAMPLE, metadata=metadata, max_groups=0)
+
+
+def test_retention_estimate_is_charged_and_reused(metadata: Path) -> None:
+    """retention=EPSILON (connection default, execute override): a noisy estimate of the share
+    of a unit's rows the bounds keep, charged at that epsilon on top of the query's, in
+    cursor.retention and cursor.notes; asked again, both answers are reused for free."""
+    from dpsql.execution.kept import measure
+    from dpsql.metadata.contribution import ContributionBounds
+
+    with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice", epsilon=0.5,
+                       retention=0.25) as conn:
+        cur = conn.cursor()
+        spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
+        sql = "SELECT category, COUNT(*) FROM visits GROUP BY category"
+        cur.execute(sql, max_rows=2)
+        assert cur.cost == Cost(0.75, 0.0, 0.0)
+        assert conn.budget().spent.epsilon == pytest.approx(spent + 0.75)  # type: ignore[union-attr]
+        estimate = cur.retention
+        assert estimate is not None and estimate.epsilon == 0.25
+        assert 0.0 <= estimate.low <= estimate.kept <= estimate.high <= 1.0
+        assert any(n.startswith("Retention (estimated at epsilon 0.25") for n in cur.notes)
+        plan = conn.database.plan(sql, bounds=ContributionBounds(2))
+        units, kept = measure(plan, conn.database.engine)  # the exact figures, for the test
+        assert abs(estimate.kept - kept / units) < 0.02 and estimate.kept < 0.9
+        cur.execute(sql, max_rows=2)
+        assert cur.cost is None and cur.retention == estimate  # both reused
+        cur.execute("SELECT COUNT(*) FROM people", retention=0.5)  # one row per person
+        assert cur.retention is not None and cur.retention.kept == 1.0 and cur.cost == Cost(
+            0.5, 0.0, 0.0)  # exact from the metadata: the query alone is charged
+        spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
+        with pytest.raises(dpsql.ProgrammingError, match="epsilon"):
+            cur.execute("SELECT COUNT(*) FROM visits", retention=-1.0)
+        assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]

@@ -519,9 +519,8 @@ def test_syntax_error_position_is_the_p_field(served, sql: str, at: str) -> None
     """A syntax error carries PostgreSQL's P field, the 1-based position in the text sent, for
     psql's caret and drivers' diag.statement_position; nothing is charged."""
     before = spent(served)
-    with connect(served, autocommit=True) as conn:
-        with pytest.raises(pg_errors.SyntaxError) as e:
-            conn.execute(sql)
+    with connect(served, autocommit=True) as conn, pytest.raises(pg_errors.SyntaxError) as e:
+        conn.execute(sql)
     assert e.value.diag.statement_position == str(sql.rindex(at) + 1)
     assert spent(served) == before
 
