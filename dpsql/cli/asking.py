@@ -37,12 +37,15 @@ from dpsql.texttable import format_table
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True)
 @click.option("--accuracy", is_flag=True, help="Add a +/- column (95%) after each noisy cell.")
+@click.option("--retention", type=float, metavar="EPSILON", help="Also estimate, at this "
+              "epsilon (charged), the share of a unit's rows the contribution bounds keep.")
 @click.option("--analyst", "-a", metavar="NAME", help="Who is asking, charged for the query "
               "(default: $DPSQL_ANALYST, else the operating-system user).")
 @user_errors
 def query(sql: str | None, file: TextIO | None, database: str | None, metadata: Path | None,
           epsilon: float | None, delta: float, mechanism: str, fmt: str, accuracy: bool,
-          analyst: str | None, max_rows: int | None, max_groups: int | None) -> None:
+          analyst: str | None, max_rows: int | None, max_groups: int | None,
+          retention: float | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget.
 
     SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
@@ -51,14 +54,14 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
         if not db.metered:
             click.echo(unmetered_warning(db.metadata), err=True)
         answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                          bounds=query_bounds(max_rows, max_groups))
+                          bounds=query_bounds(max_rows, max_groups), retention=retention)
         status = db.budget() if db.metered else None
     result = answered.result
     header, rows = tabulate(result, accuracy)
     click.echo({"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows),
                nl=fmt != "csv")
-    if accuracy:  # the bias the +/- columns do not cover (dpsql.bias)
-        for note in result.notes:
+    for note in result.notes:  # the bias the +/- columns do not cover (dpsql.bias)
+        if accuracy or note.startswith("Retention"):  # asked for with --retention
             click.echo(f"note: {note}", err=True)
     # on stderr for every format, so that csv and json stay parseable on stdout
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "

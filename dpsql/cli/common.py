@@ -204,6 +204,8 @@ def cost_note(answered: Answer, status: BudgetStatus | None) -> str:
         note = f"privacy cost {cost} charged to {answered.analyst}"
     else:
         note = f"privacy cost {cost}"
+    if answered.retention_cost is not None:
+        note += f", and epsilon={answered.retention_cost.epsilon:g} for the retention estimate"
     if status is not None:
         note += (f"; {status.analyst} has epsilon={status.remaining.epsilon:g}, "
                  f"delta={status.remaining.delta:g} left")

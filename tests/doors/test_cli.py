@@ -351,6 +351,19 @@ def test_an_unexpected_error_shows_a_fixed_message_and_logs_the_details(
     assert "Alice Smith" in caplog.text
 
 
+def test_query_retention_estimate() -> None:
+    """--retention EPSILON: the estimate's note on stderr (without --accuracy too), its charge
+    in the cost line; an invalid epsilon is refused before anything is charged."""
+    result = ok("query", "SELECT COUNT(*) FROM visits", "--max-rows", "2", "-e", "0.5",
+                "--retention", "0.2")
+    assert "note: Retention (estimated at epsilon 0.2, charged): the bounds keep about" \
+        in result.stderr
+    assert "and epsilon=0.2 for the retention estimate" in result.stderr
+    assert "Contribution bounds in force" not in result.stderr  # only with --accuracy
+    refused(cli("query", "SELECT COUNT(*) FROM visits", "--retention", "0"),
+            "InvalidPrivacyParameter")
+
+
 def test_query_bounds_options_and_bias_notes() -> None:
     result = ok("query", "SELECT COUNT(*) FROM visits", "--max-rows", "5", "--accuracy")
     assert "note: Contribution bounds in force: each privacy unit counts with at most 5 row(s)" \
