@@ -91,7 +91,8 @@ class ServerLike(Protocol):
 
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
                   parameters: Sequence[object] | None, analyst: str,
-                  release: list[float] | None = None, bounds: Any = None) -> Any: ...
+                  release: list[float] | None = None, bounds: Any = None,
+                  retention: float | None = None) -> Any: ...
 
     def budget(self, analyst: str) -> Any: ...
 

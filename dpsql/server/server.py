@@ -136,13 +136,15 @@ class Server:
 
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
                   parameters: Sequence[object] | None, analyst: str,
-                  release: list[float] | None = None, bounds: Any = None) -> Any:
+                  release: list[float] | None = None, bounds: Any = None,
+                  retention: float | None = None) -> Any:
         """One private query through the library, charged to ``analyst``; ``release``: see
-        :meth:`dpsql.Database.run` (the session waits for the time grid without a thread)."""
+        :meth:`dpsql.Database.run` (the session waits for the time grid without a thread);
+        ``retention``: the session's retention epsilon (SET dpsql.retention)."""
         cap = self.config.statement_timeout
         return self.db.run(sql, epsilon, delta, mechanism, parameters=parameters,
                            analyst=analyst, timeout=cap if cap > 0 else None,
-                           release=release, bounds=bounds).result
+                           release=release, bounds=bounds, retention=retention).result
 
     def budget(self, analyst: str) -> Any:
         budget = getattr(self.db, "budget", None)

@@ -508,6 +508,30 @@ def test_set_dpsql_bounds_bigquery_options_and_bias_notices(served) -> None:
         assert conn.execute("SHOW dpsql.max_rows").fetchone() == ("default",)
 
 
+def test_set_dpsql_retention_sends_a_charged_estimate_as_a_notice(served) -> None:
+    """SET dpsql.retention = EPSILON: each query also estimates what its bounds keep, charged
+    at that epsilon, sent as a NOTICE; OFF stops it; an invalid epsilon is 22023."""
+    notices: list[str] = []
+    with connect(served, autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET dpsql.epsilon = 0.5")
+        conn.execute("SET dpsql.max_rows = 3")
+        conn.execute("SET dpsql.retention = 0.125")
+        assert conn.execute("SHOW dpsql.retention").fetchone() == ("0.125",)
+        before = spent(served)
+        conn.execute("SELECT COUNT(*) FROM visits WHERE amount > 10").fetchall()
+        assert spent(served) == pytest.approx(before + 0.625)
+        assert any(n.startswith("Retention (estimated at epsilon 0.125, charged): the bounds "
+                                "keep about") for n in notices), notices
+        conn.execute("SET dpsql.retention = off")
+        before, seen = spent(served), len(notices)
+        conn.execute("SELECT COUNT(*) FROM visits WHERE amount > 20").fetchall()
+        assert spent(served) == pytest.approx(before + 0.5)
+        assert not any(n.startswith("Retention") for n in notices[seen:])
+        with pytest.raises(pg_errors.InvalidParameterValue):
+            conn.execute("SET dpsql.retention = -1")
+
+
 @pytest.mark.parametrize(("sql", "at"), [
     ("SELECT COUNT(*) FROM visits WHERE", "WHERE"),
     ("SELECT 1; SELECT COUNT(*) FROM visits WHERE amount > 3 AND", "AND"),  # simple Query

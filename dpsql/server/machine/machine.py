@@ -492,7 +492,7 @@ class Machine:
             try:
                 return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
                                              params or None, self.user, release,
-                                             bounds=bounds)
+                                             bounds, st.retention(self.settings))
             except errors.Error as e:  # released on the grid too, as an answer is
                 return e
 

@@ -4,7 +4,9 @@ dpsql's own settings are ``dpsql.epsilon``, ``dpsql.delta`` and ``dpsql.mechanis
 parameters of each following query of the session; checked with the library's own limits),
 ``dpsql.max_rows`` and ``dpsql.max_groups`` (its contribution bounds k and g, a whole number or
 DEFAULT: the metadata's; the owner's caps are checked when a query runs,
-:mod:`dpsql.metadata.contribution`), and the read-only ``dpsql.analyst``. Other names are
+:mod:`dpsql.metadata.contribution`), ``dpsql.retention`` (OFF, or an epsilon at which each
+following query also estimates, charged, the share of a unit's rows its bounds keep, sent as a
+NOTICE: :mod:`dpsql.execution.kept`), and the read-only ``dpsql.analyst``. Other names are
 stored and shown back, so that clients that set ``extra_float_digits``, ``application_name``,
 ``search_path``... work; only the ones that change what is sent are interpreted
 (``client_encoding`` must be UTF8, ``DateStyle`` must start with ISO, ``statement_timeout``).
@@ -32,7 +34,7 @@ READ_ONLY = {"server_version", "server_version_num", "server_encoding", "integer
              "block_size", "lc_collate", "lc_ctype", "dpsql.analyst", "dpsql.version",
              "scram_iterations", "max_index_keys", "standard_conforming_strings"}
 DPSQL = ("dpsql.epsilon", "dpsql.delta", "dpsql.mechanism", "dpsql.analyst", "dpsql.version",
-         "dpsql.budget", "dpsql.max_rows", "dpsql.max_groups")
+         "dpsql.budget", "dpsql.max_rows", "dpsql.max_groups", "dpsql.retention")
 #: dpsql.max_rows and dpsql.max_groups when the session has not set them: the metadata's.
 DEFAULT_BOUND = "default"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?")
@@ -63,7 +65,14 @@ def defaults(user: str, epsilon: float, delta: float, mechanism: str,
         "dpsql.epsilon": _number(epsilon), "dpsql.delta": _number(delta),
         "dpsql.mechanism": mechanism, "dpsql.analyst": user, "dpsql.version": version,
         "dpsql.max_rows": DEFAULT_BOUND, "dpsql.max_groups": DEFAULT_BOUND,
+        "dpsql.retention": "off",
     }
+
+
+def retention(settings: dict[str, str]) -> float | None:
+    """The session's retention epsilon (SET dpsql.retention); None: off."""
+    value = settings.get("dpsql.retention", "off")
+    return None if value == "off" else float(value)
 
 
 def _number(value: float) -> str:
@@ -171,8 +180,8 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
         raise SettingError(f"parameter \"{display_name(name)}\" cannot be changed", "55P02")
     if name.startswith("dpsql.") and name not in DPSQL:
         raise SettingError(f"unrecognized configuration parameter \"{name}\"; dpsql's are "
-                           "dpsql.epsilon, dpsql.delta, dpsql.mechanism, dpsql.max_rows and "
-                           "dpsql.max_groups", "42704")
+                           "dpsql.epsilon, dpsql.delta, dpsql.mechanism, dpsql.max_rows, "
+                           "dpsql.max_groups and dpsql.retention", "42704")
     if name == "dpsql.budget":
         raise SettingError("dpsql.ledger.budget is read-only: SHOW dpsql.budget", "55P02")
     if name == "client_encoding":
@@ -200,13 +209,15 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
         if not -15 <= digits <= 3:
             raise SettingError("extra_float_digits must be between -15 and 3", "22023")
         return str(digits)
-    if name in ("dpsql.epsilon", "dpsql.delta"):
+    if name == "dpsql.retention" and value.strip().lower() in ("off", "false", "0", ""):
+        return "off"
+    if name in ("dpsql.epsilon", "dpsql.delta", "dpsql.retention"):
         try:
             number = float(value)
         except ValueError:
             raise SettingError(f"{name} must be a number, not {value!r}", "22023") from None
         try:
-            if name == "dpsql.epsilon":
+            if name != "dpsql.delta":
                 validate_privacy_parameters(number, 0.0, "laplace")
             else:
                 validate_privacy_parameters(1.0, number, "laplace")
