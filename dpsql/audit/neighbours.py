@@ -63,6 +63,7 @@ from dpsql.audit.neighbour_engines import (
 from dpsql.audit.neighbour_worlds import ADVERSARY, BASE, World, scenario_world, synthesize
 from dpsql.errors import Error, ProgrammingError, QueryRefused
 from dpsql.execution.free import FreeAnswer
+from dpsql.execution.kept import retention_sql
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.perturb import _by_key, histogram_arrays, perturb_cells
 from dpsql.execution.public import PublicRead
@@ -149,6 +150,41 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
             _check_plan(prepared, hood, verdict, "")
     except QueryRefused as e:  # the engine's dry run (check_engine_query): data-independent
         return Verdict(sql, "refused", refusal=type(e).__name__)
+    if verdict.violations:
+        verdict.status = "violation"
+    return verdict
+
+
+def check_retention(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: float = 0.0,
+                    bounds: ContributionBounds | None = None) -> Verdict:
+    """The neighbour test of ``sql``'s retention estimate (:mod:`dpsql.execution.kept`): its
+    two measurements, the units ``N`` and the sum of shares kept ``S``, each move by at most
+    their sensitivity 1 on every neighbour pair, and the outcome class is the same. "public":
+    a table that is never bounded (the estimate is exact from the metadata) or no plan."""
+    try:
+        text, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
+        prepared = hood.planner.prepare_query(text, epsilon if given is None else given, delta,
+                                              bounds=bounds)
+    except ProgrammingError as e:
+        return Verdict(sql, "refused", refusal=type(e).__name__)
+    if not isinstance(prepared, Plan) or not prepared.table.needs_bounding:
+        return Verdict(sql, "public")
+    query = retention_sql(prepared, hood.engine)
+    outcomes = {name: _run(hood, name, query, False) for name in hood.world.neighbours()}
+    verdict = Verdict(sql, "passed", releases=1)
+    for a, b, what in hood.world.pairs():
+        (sa, ra), (sb, rb) = outcomes[a], outcomes[b]
+        if sa != sb:
+            verdict.violations.append(Violation(what, "outcome", f"{sa} on one side, {sb} on "
+                                                "the other", math.inf))
+            continue
+        verdict.engine_errors += sa != "answer"
+        for i, name in enumerate(("N (units)", "S (sum of shares kept)") if ra and rb else ()):
+            moved = abs(float(ra[0][i]) - float(rb[0][i]))  # type: ignore[arg-type]
+            verdict.worst = max(verdict.worst, moved)
+            if moved > 1 + _SLACK:
+                verdict.violations.append(Violation(what, "sensitivity", f"{name} moved by "
+                                                    f"{moved:g}, sensitivity 1", moved))
     if verdict.violations:
         verdict.status = "violation"
     return verdict

@@ -86,7 +86,8 @@ WHOLE = Retention(0.0, float("nan"), 1.0, 1.0, 1.0)
 
 
 def retention_query(p: Plan) -> exp.Select:
-    """The engine query of ``N`` and ``S`` (module docstring), in one row."""
+    """The engine query of ``N`` and ``S`` (module docstring), in one row: ``__per`` holds one
+    row per unit, its ``__n`` rows (in ``__d`` groups with keys)."""
     keys = [exp.column(k.name) for k in p.keys]
     per_unit = exp.select(exp.column("__unit"), exp.Count(this=exp.Star()).as_("__n"),
                           copy=False).from_("__rows", copy=False).group_by("__unit", copy=False)
@@ -98,19 +99,24 @@ def retention_query(p: Plan) -> exp.Select:
             exp.column("__unit"), exp.Sum(this=exp.column("__n")).as_("__n"),
             exp.Count(this=exp.Star()).as_("__d"), copy=False).from_(
             pairs.subquery("__pairs"), copy=False).group_by("__unit", copy=False)
+    total = exp.Coalesce(this=exp.Sum(this=share(p)), expressions=[exp.Literal.number(0)])
+    query = exp.select(exp.Count(this=exp.Star()).as_("__units"), total.as_("__kept"),
+                       copy=False).from_(per_unit.subquery("__per"), copy=False)
+    return query.with_("__rows", as_=query_rows(p), copy=False)
+
+
+def share(p: Plan) -> exp.Expression:
+    """``f_u = min(1, k / n_u, g' / d_u)`` over ``__per``'s columns (a seam for the neighbour
+    harness's mutant, which releases the rows kept instead: sensitivity k, not 1)."""
     shares: list[exp.Expression] = [
         exp.Literal.number(1),
         exp.Div(this=exp.cast(exp.Literal.number(row_cap(p.table)), "DOUBLE"),
                 expression=exp.column("__n"))]
     cap = group_cap(p)
-    if keys and cap is not None:
+    if p.keys and cap is not None:
         shares.append(exp.Div(this=exp.cast(exp.Literal.number(cap), "DOUBLE"),
                               expression=exp.column("__d")))
-    share = exp.Least(this=shares[0], expressions=shares[1:])
-    total = exp.Coalesce(this=exp.Sum(this=share), expressions=[exp.Literal.number(0)])
-    query = exp.select(exp.Count(this=exp.Star()).as_("__units"), total.as_("__kept"),
-                       copy=False).from_(per_unit.subquery("__per"), copy=False)
-    return query.with_("__rows", as_=query_rows(p), copy=False)
+    return exp.Least(this=shares[0], expressions=shares[1:])
 
 
 def retention_sql(p: Plan, engine: Engine) -> str:

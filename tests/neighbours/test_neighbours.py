@@ -34,6 +34,7 @@ from dpsql.audit.neighbours import (
     Verdict,
     check_queries,
     check_query,
+    check_retention,
     duckdb_neighbourhood,
     format_verdicts,
     scenario_world,
@@ -266,6 +267,40 @@ def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighb
                 "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => "
                 "(0, 2)) FROM visits"):
         assert check_query(sql, typed).status == "refused"
+
+
+RETENTION = [
+    "SELECT COUNT(*) FROM visits",
+    "SELECT grp, SUM(amount) FROM visits WHERE qty > 2 GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
+    "max_groups_contributed = 1) grp, COUNT(DISTINCT pid) FROM visits GROUP BY grp",
+    "SELECT day, COUNT(*) FROM visits GROUP BY day",
+    "SELECT p.sex, COUNT(*) FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
+    "SELECT drug, SUM(dose) FROM rx GROUP BY drug",
+]
+
+
+@pytest.mark.parametrize("sql", RETENTION)
+def test_retention_measurements(typed: Neighbourhood, sql: str) -> None:
+    """The retention estimate's N and S (dpsql.execution.kept) move by at most 1 on every
+    neighbour pair; the adversary, with rows beyond the bounds, moves S by less than 1."""
+    verdict = check_retention(sql, typed, delta=1e-6)
+    assert verdict.status == "passed", verdict.report()
+    assert verdict.worst == 1  # N moves by exactly 1 when a person is added or removed
+    assert verdict.engine_errors == 0
+
+
+def test_retention_mutant_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Releasing the rows kept (min(k, n), sensitivity k) instead of the share kept: found."""
+    from sqlglot import exp
+
+    from dpsql.execution import kept
+
+    monkeypatch.setattr(kept, "share", lambda p: exp.Least(
+        this=exp.column("__n"), expressions=[exp.Literal.number(p.table.max_rows_per_unit)]))
+    verdict = check_retention("SELECT COUNT(*) FROM visits", fresh())
+    assert verdict.status == "violation" and "S (sum of shares kept)" in verdict.report()
+    assert check_retention("SELECT COUNT(*) FROM people", fresh()).status == "public"
 
 
 def test_refusals_are_counted_not_tested(typed: Neighbourhood) -> None:
