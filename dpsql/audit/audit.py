@@ -56,8 +56,10 @@ import numpy as np
 
 from dpsql.audit.scenarios import SCENARIOS, Scenario, TableRows
 from dpsql.database import Database
-from dpsql.execution.postprocess import Result
+from dpsql.execution.kept import measure, noisy
+from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.metadata.metadata import ENGINE_TYPES
+from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
 from dpsql.routes import answer_private
@@ -145,14 +147,32 @@ Outcome = Result | Exception
 
 
 def run(scenario: Scenario, db: Database, n: int) -> list[Outcome]:
-    """Answer the scenario's query ``n`` times on ``db`` (planned once, no data read)."""
+    """Answer the scenario's query ``n`` times on ``db`` (planned once, no data read); a
+    retention scenario's answer is the query's retention estimate, as a one-row Result."""
     plan = db.plan(scenario.sql, scenario.epsilon, scenario.delta, scenario.mechanism)
+    if scenario.retention:
+        return _retention(plan, db, scenario.epsilon, n)
     outcomes: list[Outcome] = []
     for _ in range(n):
         try:
             outcomes.append(answer_private(plan, db.engine, db.planner, db.randomness))
         except Exception as e:  # a failure on one side only is itself a leak, so every
             outcomes.append(e)  # failure is an event of the answer, never a crash of the audit
+    return outcomes
+
+
+def _retention(plan: object, db: Database, epsilon: float, n: int) -> list[Outcome]:
+    """``n`` retention estimates of ``plan`` on ``db``, each a one-row Result. The engine query
+    samples nothing (:mod:`dpsql.execution.kept`): measured once, its noise drawn ``n`` times,
+    as ``n`` estimates would be."""
+    assert isinstance(plan, Plan)  # a retention scenario's query is one aggregate
+    units, kept = measure(plan, db.engine)
+    names = ("units", "shares", "kept", "low", "high")
+    columns = [ResultColumn(name, "DOUBLE") for name in names]
+    outcomes: list[Outcome] = []
+    for _ in range(n):
+        r = noisy(units, kept, epsilon, db.randomness).as_json()
+        outcomes.append(Result(columns, [tuple(r[c] for c in names)], [(None,) * 5]))
     return outcomes
 
 

@@ -40,6 +40,9 @@ class Scenario:
     mechanism: str = "laplace"
     keys: tuple[str, ...] = ()  # result columns that are group keys
     more: tuple[TableRows, ...] = ()  # the other tables of a join
+    #: The release audited is the query's retention estimate at ``epsilon``
+    #: (:mod:`dpsql.execution.kept`), not its answer.
+    retention: bool = False
 
 
 
@@ -231,6 +234,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 8) COUNT(*) AS n "
              "FROM visits WHERE amount > 50", VISITS_CAPPED, "visits", VISITS_COLUMNS,
              visits_rows(), _frequent(60, GROUPS)),
+    Scenario("retention", "retention estimate (units, sum of shares kept), k = 8: "
+             "neighbour has 60 rows in 6 groups",
+             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 8) grp, COUNT(*) "
+             "FROM visits GROUP BY grp", VISITS_CAPPED, "visits", VISITS_COLUMNS,
+             visits_rows(), _frequent(60, GROUPS), retention=True),
     _people("median", "MEDIAN by the exponential mechanism, neighbour's age 1e12",
             "SELECT MEDIAN(age) FROM people", epsilon=2.0),
     # The fine histogram (2**16 buckets, issue 21.5) at user level: the neighbour's 10 rows at

@@ -41,6 +41,7 @@ from the metadata alone, is reported exactly and charges nothing.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -59,6 +60,7 @@ class Retention:
 
     epsilon: float  # what it cost (0: exact, from the metadata)
     units: float  # N~, the noisy number of units with a row the query reads
+    shares: float  # S~, the noisy sum of their shares kept
     kept: float  # S~ / N~ clipped to [0, 1]
     low: float  # an interval of at least 95% around it
     high: float
@@ -77,12 +79,12 @@ class Retention:
                 "over units, not weighted by their rows).")
 
     def as_json(self) -> dict[str, float]:
-        return {"epsilon": self.epsilon, "units": self.units, "kept": self.kept,
-                "low": self.low, "high": self.high}
+        return {"epsilon": self.epsilon, "units": self.units, "shares": self.shares,
+                "kept": self.kept, "low": self.low, "high": self.high}
 
 
 #: The estimate of a table that is never bounded: exact, free.
-WHOLE = Retention(0.0, float("nan"), 1.0, 1.0, 1.0)
+WHOLE = Retention(0.0, math.nan, math.nan, 1.0, 1.0, 1.0)
 
 
 def retention_query(p: Plan) -> exp.Select:
@@ -138,6 +140,12 @@ def estimate(p: Plan, engine: Engine, epsilon: float, rng: Randomness) -> Retent
     if not p.table.needs_bounding:
         return WHOLE
     units, kept = measure(p, engine)
+    return noisy(units, kept, epsilon, rng)
+
+
+def noisy(units: int, kept: float, epsilon: float, rng: Randomness) -> Retention:
+    """The release of the exact ``(N, S)`` at ``epsilon`` (module docstring). The engine query
+    samples nothing, so this is the whole of the randomness (the audit draws it so)."""
     count_spec = calibrate_laplace(1.0, epsilon / 2, integer=True)
     share_spec = calibrate_laplace(1.0, epsilon / 2, integer=False)
     n = float(perturb([units], count_spec, rng)[0])
@@ -145,10 +153,10 @@ def estimate(p: Plan, engine: Engine, epsilon: float, rng: Randomness) -> Retent
     a_n, a_s = accuracy(count_spec, 0.975), accuracy(share_spec, 0.975)
     point = _clip(s / n) if n > 0 else 1.0
     if n - a_n <= 0:
-        return Retention(epsilon, n, point, 0.0, 1.0)
+        return Retention(epsilon, n, s, point, 0.0, 1.0)
     low = _clip((s - a_s) / (n + a_n))
     high = _clip((s + a_s) / (n - a_n))
-    return Retention(epsilon, n, point, low, high)
+    return Retention(epsilon, n, s, point, low, high)
 
 
 def _clip(x: float) -> float:

@@ -230,7 +230,17 @@ def _scaling_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dpsql.execution.rewrite, "_scaled", lambda p, kind, lo, hi: p)
 
 
+def _retention_rows_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dpsql.execution.kept
+
+    # The retention estimate sums each unit's rows kept, min(n, k), not its share kept: one
+    # unit moves S by up to k, against the sensitivity 1 its noise is calibrated to.
+    monkeypatch.setattr(dpsql.execution.kept, "share", lambda p: exp.Least(
+        this=exp.column("__n"), expressions=[exp.Literal.number(p.table.max_rows_per_unit)]))
+
+
 MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "retention_rows_kept": _retention_rows_kept,
     "bounded_before_join": _bounded_before_join,
     "noise_halved": _noise_halved,
     "gaussian_noise_eighth": _gaussian_noise_eighth,
@@ -267,6 +277,7 @@ CAUGHT = [
     ("scaling_removed", "sum_scaled", 300, 150),
     ("k_per_group", "uncapped_groups", 300, 150),
     ("groups_never_capped", "units_grouped", 1000, 1000),
+    ("retention_rows_kept", "retention", 300, 150),
 ]
 
 
