@@ -132,7 +132,7 @@ def measure(p: Plan, engine: Engine) -> tuple[int, float]:
     """The exact ``(N, S)`` of ``p`` on ``engine``'s data (never released as is)."""
     _, rows = engine.execute(retention_sql(p, engine))
     units, kept = rows[0]
-    return int(units), float(kept)
+    return int(str(units)), float(str(kept))  # BIGINT and DOUBLE (or Decimal) by the engine
 
 
 def estimate(p: Plan, engine: Engine, epsilon: float, rng: Randomness) -> Retention:
