@@ -125,3 +125,15 @@ def assert_quantile_mutant_found(monkeypatch: pytest.MonkeyPatch, hood: Neighbou
         assert check_query(QUANTILE_SHAPES[1], hood).status == "violation"
     finally:
         hood.forget()
+
+
+#: Query shapes whose retention estimate (dpsql.execution.kept) the neighbour tests check.
+RETENTION = [
+    "SELECT COUNT(*) FROM visits",
+    "SELECT grp, SUM(amount) FROM visits WHERE qty > 2 GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
+    "max_groups_contributed = 1) grp, COUNT(DISTINCT pid) FROM visits GROUP BY grp",
+    "SELECT day, COUNT(*) FROM visits GROUP BY day",
+    "SELECT p.sex, COUNT(*) FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
+    "SELECT drug, SUM(dose) FROM rx GROUP BY drug",
+]

@@ -52,6 +52,7 @@ from tests.neighbours.leak_mutants import (
     LEAK_MUTANTS,
     QUANTILE_MUTANT,
     QUANTILE_SHAPES,
+    RETENTION,
     UNCAPPED,
 )
 from tests.support.subset import corpus_subset
@@ -267,17 +268,6 @@ def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighb
                 "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => "
                 "(0, 2)) FROM visits"):
         assert check_query(sql, typed).status == "refused"
-
-
-RETENTION = [
-    "SELECT COUNT(*) FROM visits",
-    "SELECT grp, SUM(amount) FROM visits WHERE qty > 2 GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
-    "max_groups_contributed = 1) grp, COUNT(DISTINCT pid) FROM visits GROUP BY grp",
-    "SELECT day, COUNT(*) FROM visits GROUP BY day",
-    "SELECT p.sex, COUNT(*) FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
-    "SELECT drug, SUM(dose) FROM rx GROUP BY drug",
-]
 
 
 @pytest.mark.parametrize("sql", RETENTION)

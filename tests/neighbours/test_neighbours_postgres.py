@@ -16,6 +16,7 @@ from dpsql.audit.neighbours import (
     Summary,
     check_queries,
     check_query,
+    check_retention,
     postgres_neighbourhood,
     synthesize,
 )
@@ -24,6 +25,7 @@ from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import corpus_metadata
 from tests.neighbours.leak_mutants import (
     LEAK_MUTANTS,
+    RETENTION,
     UNCAPPED,
     assert_quantile_mutant_found,
     assert_uncapped_clean,
@@ -81,6 +83,15 @@ def test_finds_each_class_reverted(monkeypatch: pytest.MonkeyPatch, typed: Neigh
     finally:
         hood.forget()
     assert verdict.status == "violation", (klass, verdict.status)
+
+
+def test_retention_measurements(typed: Neighbourhood) -> None:
+    """The retention estimate's N and S move by at most 1 on PostgreSQL too (its SQL compiled
+    for that engine)."""
+    for sql in RETENTION:
+        verdict = check_retention(sql, typed, delta=1e-6)
+        assert verdict.status == "passed" and verdict.engine_errors == 0, verdict.report()
+        assert verdict.worst == 1
 
 
 @pytest.mark.parametrize("klass", [1, 2, 3])
