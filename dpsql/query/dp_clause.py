@@ -67,12 +67,13 @@ def split(sql: str) -> tuple[str, DPOptions | None]:
     """``sql`` without BigQuery's clause and named arguments, and the options it set (None:
     no clause and no named argument, the text returned as it came)."""
     lowered = sql.lower()
-    if "differential_privacy" not in lowered and "=>" not in sql:
+    if "differential_privacy" not in lowered and "=>" not in sql and "anon" not in lowered:
         return sql, None  # the common case: nothing to tokenize
     try:
         tokens = _TOKENIZER.tokenize(sql)
     except TokenError:
         return sql, None  # the parser refuses it, with its own message
+    _refuse_anonymization(tokens)
     edits: list[tuple[int, int, str]] = []
     options = _clause(sql, tokens, edits)
     counts: list[tuple[float, float]] = []  # COUNT's contribution_bounds_per_group
@@ -89,6 +90,24 @@ def split(sql: str) -> tuple[str, DPOptions | None]:
         bounds = replace(options.bounds or ContributionBounds(), count_per_group=per_group)
         options = replace(options, bounds=bounds)
     return sql, options
+
+
+def _refuse_anonymization(tokens: list[Token]) -> None:
+    """BigQuery's deprecated ``WITH ANONYMIZATION`` and its ``ANON_`` aggregates clamp with
+    other semantics (``CLAMPED BETWEEN``, ANON_AVG per unit's average): refused, naming the
+    current syntax, never read as if they were it."""
+    for i, t in enumerate(tokens[:-1]):
+        following = tokens[i + 1]
+        if (t.token_type == TokenType.WITH and following.text.upper() == "ANONYMIZATION"
+                and i and tokens[i - 1].token_type == TokenType.SELECT):
+            raise UnsupportedQuery("SELECT WITH ANONYMIZATION is BigQuery's deprecated clause; "
+                                   "write SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...)")
+        if (t.text.upper().startswith("ANON_") and following.token_type == TokenType.L_PAREN
+                and t.token_type == TokenType.VAR):
+            name = t.text.upper().removeprefix("ANON_")
+            raise UnsupportedQuery(f"{t.text} is BigQuery's deprecated anonymization aggregate; "
+                                   f"write {name}(...) (with contribution_bounds_per_row => "
+                                   "(lower, upper) to clamp each row)")
 
 
 def _clause(sql: str, tokens: list[Token], edits: list[tuple[int, int, str]]

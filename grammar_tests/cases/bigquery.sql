@@ -154,3 +154,20 @@ FROM prescriptions GROUP BY drug;
 -- expect: refused UnsupportedQuery mentions="one WITH DIFFERENTIAL_PRIVACY"
 SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM visits
 WHERE person_id IN (SELECT WITH DIFFERENTIAL_PRIVACY person_id FROM visits);
+
+-- case: bigquery deprecated anonymization clause
+-- expect: refused UnsupportedQuery mentions="WITH DIFFERENTIAL_PRIVACY"
+SELECT WITH ANONYMIZATION OPTIONS(epsilon = 1, delta = 1e-6) COUNT(*) FROM visits;
+
+-- case: bigquery deprecated anon aggregate
+-- expect: refused UnsupportedQuery mentions="write SUM(...)"
+SELECT WITH DIFFERENTIAL_PRIVACY ANON_SUM(amount) FROM visits;
+
+-- case: bigquery approx quantiles has no private implementation
+-- expect: refused UnsupportedAggregate mentions=PERCENTILE_CONT
+SELECT WITH DIFFERENTIAL_PRIVACY APPROX_QUANTILES(amount, 4) FROM visits;
+
+-- case: bigquery percentile cont without bounds uses the declared ones
+-- expect: accepted cells=1 types=DOUBLE rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) PERCENTILE_CONT(amount, 0.5)
+FROM visits;
