@@ -133,10 +133,9 @@ class Answer:
     retention_cost: Cost | None = None
 
 
-def check_retention(p: Prepared, epsilon: float) -> None:
-    """Refuse a retention estimate (:mod:`dpsql.execution.kept`) at an invalid epsilon or for
-    a query it does not apply to, before anything is charged."""
-    validate_privacy_parameters(epsilon, 0.0, "laplace")
+def check_retention(p: Prepared) -> None:
+    """Refuse a retention estimate (:mod:`dpsql.execution.kept`) for a query it does not apply
+    to, before anything is charged."""
     if isinstance(p, TwoReleases | LocalRead):
         raise UnsupportedQuery("a retention estimate is made for one aggregate query over "
                                "private rows, not for a series limit or local rows; ask "
@@ -358,6 +357,8 @@ class Database:
         answer, so the same query asked again returns the same error at no new charge.
         """
         started = time.monotonic()
+        if retention is not None:  # refused whatever the query, before anything is charged
+            validate_privacy_parameters(retention, 0.0, "laplace")
         sql, epsilon, delta, bounds = resolve(sql, epsilon, delta, bounds)  # BigQuery's clause
         if epsilon is None:
             epsilon = self.query_epsilon(analyst)
@@ -375,7 +376,7 @@ class Database:
         for part in parts:
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         if retention is not None:
-            check_retention(p, retention)  # a refusal: before any charge
+            check_retention(p)  # a refusal: before any charge
         answer = self._charged(p, normalised, key_text, analyst, bounds, timeout, started,
                                release)
         if retention is not None and isinstance(p, Plan):

@@ -42,6 +42,7 @@ from the metadata alone, is reported exactly and charges nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -52,6 +53,7 @@ from dpsql.execution.rewrite import group_cap, query_rows, row_cap
 from dpsql.privacy.mechanisms import accuracy, calibrate_laplace, perturb
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
+from dpsql.query.joins import physical
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class Retention:
 WHOLE = Retention(0.0, math.nan, math.nan, 1.0, 1.0, 1.0)
 
 
-def retention_query(p: Plan) -> exp.Select:
+def retention_query(p: Plan, schema: Mapping[str, str] | None = None) -> exp.Select:
     """The engine query of ``N`` and ``S`` (module docstring), in one row: ``__per`` holds one
     row per unit, its ``__n`` rows (in ``__d`` groups with keys)."""
     keys = [exp.column(k.name) for k in p.keys]
@@ -104,7 +106,7 @@ def retention_query(p: Plan) -> exp.Select:
     total = exp.Coalesce(this=exp.Sum(this=share(p)), expressions=[exp.Literal.number(0)])
     query = exp.select(exp.Count(this=exp.Star()).as_("__units"), total.as_("__kept"),
                        copy=False).from_(per_unit.subquery("__per"), copy=False)
-    return query.with_("__rows", as_=query_rows(p), copy=False)
+    return query.with_("__rows", as_=query_rows(p, schema), copy=False)
 
 
 def share(p: Plan) -> exp.Expression:
@@ -123,7 +125,10 @@ def share(p: Plan) -> exp.Expression:
 
 def retention_sql(p: Plan, engine: Engine) -> str:
     """The retention query in ``engine``'s SQL (it takes no salt: it samples nothing)."""
-    tree = retention_query(p)
+    relation = p.query.relation  # the physical types, as the query's own rewrite reads them
+    schema = physical(relation, engine.schema) if relation is not None else \
+        engine.schema.get(p.table.name.lower(), {})
+    tree = retention_query(p, schema)
     return engine.compile(tree, p, False) if engine.name != "duckdb" else \
         tree.sql(dialect=DuckDBDialect)
 

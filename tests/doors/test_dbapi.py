@@ -475,4 +475,8 @@ def test_retention_estimate_is_charged_and_reused(metadata: Path) -> None:
         spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
         with pytest.raises(dpsql.ProgrammingError, match="epsilon"):
             cur.execute("SELECT COUNT(*) FROM visits", retention=-1.0)
+        with pytest.raises(dpsql.NotSupportedError, match="series limit"):
+            cur.execute("SELECT v.category, COUNT(*) FROM visits v JOIN (SELECT category AS c, "
+                        "COUNT(*) AS n FROM visits GROUP BY category ORDER BY n DESC LIMIT 2) "
+                        "AS s ON v.category = s.c GROUP BY v.category")
         assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]

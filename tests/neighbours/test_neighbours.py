@@ -271,10 +271,11 @@ def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighb
 
 
 @pytest.mark.parametrize("sql", RETENTION)
-def test_retention_measurements(typed: Neighbourhood, sql: str) -> None:
+@pytest.mark.parametrize("world", ["typed", "text_units"])
+def test_retention_measurements(request: pytest.FixtureRequest, world: str, sql: str) -> None:
     """The retention estimate's N and S (dpsql.execution.kept) move by at most 1 on every
-    neighbour pair; the adversary, with rows beyond the bounds, moves S by less than 1."""
-    verdict = check_retention(sql, typed, delta=1e-6)
+    neighbour pair, units in several spellings included."""
+    verdict = check_retention(sql, request.getfixturevalue(world), delta=1e-6)
     assert verdict.status == "passed", verdict.report()
     assert verdict.worst == 1  # N moves by exactly 1 when a person is added or removed
     assert verdict.engine_errors == 0
