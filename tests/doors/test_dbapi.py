@@ -480,3 +480,22 @@ def test_retention_estimate_is_charged_and_reused(metadata: Path) -> None:
                         "COUNT(*) AS n FROM visits GROUP BY category ORDER BY n DESC LIMIT 2) "
                         "AS s ON v.category = s.c GROUP BY v.category")
         assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
+
+
+def test_bigquery_per_group_bounds_refused_or_identity(conn: dpsql.Connection) -> None:
+    """BigQuery's contribution_bounds_per_group: refused on SUM (naming the per-row form),
+    accepted on COUNT where it changes nothing; a refusal charges nothing."""
+    cur = conn.cursor()
+    spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
+    with pytest.raises(dpsql.NotSupportedError, match="contribution_bounds_per_row"):
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY category, SUM(amount, "
+                    "contribution_bounds_per_group => (0, 100)) FROM visits GROUP BY category")
+    with pytest.raises(dpsql.ProgrammingError, match="max_rows_contributed"):
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group "
+                    "=> (0, 5)) FROM visits")
+    assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, max_groups_contributed"
+                " = 1, privacy_unit_column = person_id) category, COUNT(*, contribution_bounds_"
+                "per_group => (0, 1000)) AS n FROM visits GROUP BY category")
+    assert [d[0] for d in cur.description] == ["category", "n"] and cur.rowcount == 8
+    assert conn.budget().spent.epsilon == pytest.approx(spent + 0.5)  # type: ignore[union-attr]

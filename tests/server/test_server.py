@@ -532,6 +532,24 @@ def test_set_dpsql_retention_sends_a_charged_estimate_as_a_notice(served) -> Non
             conn.execute("SET dpsql.retention = -1")
 
 
+def test_bigquery_query_runs_unchanged_and_per_group_sums_are_refused(served) -> None:
+    """A BigQuery DP query over the wire: OPTIONS, privacy_unit_column, per-row bounds and a
+    per-group COUNT bound that changes nothing; a per-group SUM bound is 0A000, uncharged."""
+    with connect(served, autocommit=True) as conn:
+        before = spent(served)
+        rows = conn.execute(
+            "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25, delta = 1e-6, "
+            "max_groups_contributed = 1, privacy_unit_column = person_id) category, "
+            "COUNT(*, contribution_bounds_per_group => (0, 1000)) AS n, "
+            "AVG(amount, contribution_bounds_per_row => (0, 100)) AS a "
+            "FROM visits GROUP BY category").fetchall()
+        assert len(rows) == 8 and spent(served) == pytest.approx(before + 0.25)
+        with pytest.raises(pg_errors.FeatureNotSupported, match="contribution_bounds_per_row"):
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, "
+                         "contribution_bounds_per_group => (0, 100)) FROM visits")
+        assert spent(served) == pytest.approx(before + 0.25)
+
+
 @pytest.mark.parametrize(("sql", "at"), [
     ("SELECT COUNT(*) FROM visits WHERE", "WHERE"),
     ("SELECT 1; SELECT COUNT(*) FROM visits WHERE amount > 3 AND", "AND"),  # simple Query
