@@ -499,3 +499,19 @@ def test_bigquery_per_group_bounds_refused_or_identity(conn: dpsql.Connection) -
                 "per_group => (0, 1000)) AS n FROM visits GROUP BY category")
     assert [d[0] for d in cur.description] == ["category", "n"] and cur.rowcount == 8
     assert conn.budget().spent.epsilon == pytest.approx(spent + 0.5)  # type: ignore[union-attr]
+
+
+def test_retention_engine_failure_shows_no_engine_text(
+        conn: dpsql.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine failure on the retention estimate (a dpsql bug) is the fixed EngineFailure:
+    the engine's text, which may quote a private value, goes to the owner's log only."""
+    from dpsql.errors import EngineError, EngineFailure
+    from dpsql.execution import kept
+
+    def failing(*args: object) -> object:
+        raise EngineError("engine says: value 'Alice Smith'", owner_detail="Alice Smith")
+
+    monkeypatch.setattr(kept, "measure", failing)
+    with pytest.raises(EngineFailure) as e:
+        conn.cursor().execute("SELECT COUNT(*) FROM visits WHERE amount > 7", retention=0.1)
+    assert "Alice" not in str(e.value)
