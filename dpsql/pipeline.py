@@ -28,7 +28,7 @@ from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.contribution import (
     ContributionBounds,
     check_caps,
-    check_count_clamp,
+    check_per_group,
     check_unit,
     requested,
 )
@@ -96,7 +96,7 @@ def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | Non
         if declared is not None:
             check_caps(declared, bounds)
     check_unit(bound.table, bounds)
-    check_count_clamp(bound.table, bounds)
+    check_per_group(bound.table, bounds)
     return bound
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dpsql.errors import BoundsAboveCap
+from dpsql.errors import BoundsAboveCap, UnsupportedQuery
 from dpsql.metadata.metadata import Table
 
 
@@ -39,13 +39,15 @@ class ContributionBounds:
     """What one query asks for; None: the metadata's default. ``unit_column`` is BigQuery's
     ``privacy_unit_column``: dpsql's unit is the owner's, so it must name it.
     ``count_per_group``: the tightest ``(lo, hi)`` of BigQuery's ``COUNT(...,
-    contribution_bounds_per_group => (lo, hi))`` in the query (:mod:`dpsql.query.dp_clause`),
-    accepted only where it changes nothing (:func:`check_count_clamp`)."""
+    contribution_bounds_per_group => (lo, hi))`` in the query; ``per_group_clamps``: the
+    per-row form of the other aggregates given per-group bounds (:mod:`dpsql.query.dp_clause`),
+    both accepted only where they are BigQuery's answer (:func:`check_per_group`)."""
 
     max_rows: int | None = None
     max_groups: int | None = None
     unit_column: str | None = None
     count_per_group: tuple[float, float] | None = None
+    per_group_clamps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, value in (("max_rows", self.max_rows), ("max_groups", self.max_groups)):
@@ -63,7 +65,8 @@ class ContributionBounds:
             over.max_rows if over.max_rows is not None else self.max_rows,
             over.max_groups if over.max_groups is not None else self.max_groups,
             over.unit_column if over.unit_column is not None else self.unit_column,
-            over.count_per_group if over.count_per_group is not None else self.count_per_group)
+            over.count_per_group if over.count_per_group is not None else self.count_per_group,
+            over.per_group_clamps or self.per_group_clamps)
 
 
 def in_force(table: Table, bounds: ContributionBounds | None) -> Table:
@@ -96,16 +99,24 @@ def check_unit(table: Table, bounds: ContributionBounds) -> None:
     _check_unit(table, bounds.unit_column)
 
 
-def check_count_clamp(table: Table, bounds: ContributionBounds) -> None:
-    """BigQuery's ``COUNT(..., contribution_bounds_per_group => (lo, hi))`` clamps a unit's count
-    in a group to ``[lo, hi]``. Under dpsql's bound k that count is already in ``[0, k]`` (``k``
-    of the table or joined relation read, as bound), so the clamp is the identity, and the
-    answer BigQuery's, exactly when ``lo <= 0`` and ``hi >= k``; any other clamp would need a
-    per-(unit, group) total dpsql does not compute, and is refused."""
+def check_per_group(table: Table, bounds: ContributionBounds) -> None:
+    """BigQuery's ``contribution_bounds_per_group => (lo, hi)`` clamps a unit's total in a group
+    (``k``: of the table or joined relation read, as bound). On SUM, AVG and the others dpsql
+    clamps each row instead: the same when a unit contributes one row (k = 1), where its total
+    in its one group is that row; otherwise refused. On COUNT a unit's count in a group is
+    already in ``[0, k]``, so the clamp is the identity, and the answer BigQuery's, exactly
+    when ``lo <= 0`` and ``hi >= k``; any other clamp is refused."""
+    k = table.rows_per_unit
+    if bounds.per_group_clamps and k != 1:
+        raise UnsupportedQuery(
+            "contribution_bounds_per_group clamps each privacy unit's total in a group, which "
+            f"dpsql computes only when a unit contributes one row (here up to {k}); write "
+            f"{', '.join(bounds.per_group_clamps)} to clamp each row instead (the sum of a "
+            "unit's rows is then bounded by max_rows_contributed times the bound), or ask "
+            "for OPTIONS(max_rows_contributed = 1)")
     if bounds.count_per_group is None:
         return
     lo, hi = bounds.count_per_group
-    k = table.rows_per_unit
     if not (lo <= 0 and hi >= k):
         raise BoundsAboveCap(
             f"COUNT(..., contribution_bounds_per_group => ({lo:g}, {hi:g})) clamps a privacy "

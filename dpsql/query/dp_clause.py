@@ -23,13 +23,14 @@ dpsql's own SQL with the :class:`DPOptions` it set. How each piece maps:
   never makes it NULL).
 * ``contribution_bounds_per_group => (lo, hi)``: BigQuery clamps a unit's *total* within a
   group (its per-(unit, group) partial aggregate), and for AVG averages the units' averages.
-  dpsql computes neither, and answering with per-row clamping instead would be another
-  query's answer, so on SUM, AVG and the others it is refused, naming
-  ``contribution_bounds_per_row`` (each row clamped; SUM's sensitivity is then k times the
-  larger bound). On COUNT the clamp is accepted where it changes nothing: a unit's count in a
-  group is already in ``[0, k]`` under dpsql's bound k, so ``lo <= 0`` and ``hi >= k`` (the k in
-  force, checked once the query is bound: :func:`dpsql.pipeline.bind_in_force`) give
-  BigQuery's answer; other bounds are refused, naming ``max_rows_contributed``.
+  dpsql computes neither in general, and answering with per-row clamping would be another
+  query's answer. Where the two coincide it is accepted, checked once the query is bound
+  (:func:`dpsql.metadata.contribution.check_per_group`, the k in force known): on SUM, AVG
+  and the others when a unit contributes one row (k = 1: a one-row-per-unit table, or
+  ``max_rows_contributed = 1``), where a unit's total in its one group *is* its row, clamped
+  per row here; on COUNT when ``lo <= 0`` and ``hi >= k``, since a unit's count in a group is
+  already in ``[0, k]``. Otherwise it is refused, naming ``contribution_bounds_per_row`` (each
+  row clamped; SUM's sensitivity then k times the bound) or ``max_rows_contributed``.
 * ``report_format`` (ZetaSQL's ``'JSON'``/``'PROTO'``, a structured value with its noise
   interval, one cell instead of a number; BigQuery's own functions do not take it): refused,
   since the table would differ; dpsql returns the value, and its accuracy through
@@ -76,8 +77,10 @@ def split(sql: str) -> tuple[str, DPOptions | None]:
     _refuse_anonymization(tokens)
     edits: list[tuple[int, int, str]] = []
     options = _clause(sql, tokens, edits)
-    counts: list[tuple[float, float]] = []  # COUNT's contribution_bounds_per_group
-    _named_arguments(sql, tokens, edits, counts)
+    # contribution_bounds_per_group: COUNT's (lo, hi); the per-row form of the others'
+    counts: list[tuple[float, float]] = []
+    clamps: list[str] = []
+    _named_arguments(sql, tokens, edits, counts, clamps)
     if options is None and not edits:
         return sql, None
     for start, end, text in sorted(edits, reverse=True):
@@ -85,9 +88,11 @@ def split(sql: str) -> tuple[str, DPOptions | None]:
         # error's position in the result is its position in the analyst's text.
         sql = sql[:start] + text.ljust(end - start) + sql[end:]
     options = options or DPOptions()
-    if counts:  # the tightest asked: checked against the k in force once bound
-        per_group = (max(lo for lo, _ in counts), min(hi for _, hi in counts))
-        bounds = replace(options.bounds or ContributionBounds(), count_per_group=per_group)
+    if counts or clamps:  # checked against the k in force once bound (module docstring)
+        tightest = (max(lo for lo, _ in counts), min(hi for _, hi in counts)) if counts \
+            else None
+        bounds = replace(options.bounds or ContributionBounds(), count_per_group=tightest,
+                         per_group_clamps=tuple(clamps))
         options = replace(options, bounds=bounds)
     return sql, options
 
@@ -202,7 +207,7 @@ def _whole(text: str | None, name: str) -> int | None:
 
 
 def _named_arguments(sql: str, tokens: list[Token], edits: list[tuple[int, int, str]],
-                     counts: list[tuple[float, float]]) -> None:
+                     counts: list[tuple[float, float]], clamps: list[str]) -> None:
     """``f(x, contribution_bounds_per_row => (lo, hi))`` -> ``f(LEAST(GREATEST(x, lo), hi))``
     (module docstring); COUNT drops them, keeping its per-group bounds in ``counts``;
     ``report_format`` and per-group bounds on other aggregates are refused."""
@@ -216,11 +221,12 @@ def _named_arguments(sql: str, tokens: list[Token], edits: list[tuple[int, int, 
             opens[-1] = (opens[-1][0], i)
         elif (t.token_type == TokenType.FARROW and i > 1 and opens
               and tokens[i - 2].token_type == TokenType.COMMA):
-            _named(sql, tokens, i, opens[-1][0], edits, counts)
+            _named(sql, tokens, i, opens[-1][0], edits, counts, clamps)
 
 
 def _named(sql: str, tokens: list[Token], arrow: int, paren: int,
-           edits: list[tuple[int, int, str]], counts: list[tuple[float, float]]) -> None:
+           edits: list[tuple[int, int, str]], counts: list[tuple[float, float]],
+           clamps: list[str]) -> None:
     name = tokens[arrow - 1].text.lower()
     if name == "report_format":
         raise UnsupportedQuery("report_format (a JSON or PROTO report of a result, one "
@@ -238,13 +244,8 @@ def _named(sql: str, tokens: list[Token], arrow: int, paren: int,
             counts.append((float(lo), float(hi)))
         edits.append((comma.start, end, ""))
         return
-    if name == "contribution_bounds_per_group":
-        raise UnsupportedQuery(
-            f"{function}(..., contribution_bounds_per_group => ...) clamps each privacy unit's "
-            "total in a group, which dpsql does not compute; write "
-            f"{function}(x, contribution_bounds_per_row => ({lo}, {hi})) to clamp each row "
-            "instead (the sum of a unit's rows is then bounded by max_rows_contributed times "
-            "the bound)")
+    if name == "contribution_bounds_per_group":  # the row's clamp: checked once bound
+        clamps.append(f"{function}(x, contribution_bounds_per_row => ({lo}, {hi}))")
     first_comma = next(j for j in range(paren + 1, arrow) if tokens[j].token_type ==
                        TokenType.COMMA)
     arg = sql[tokens[paren].end + 1:tokens[first_comma].start]

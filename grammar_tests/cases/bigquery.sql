@@ -1,8 +1,8 @@
 -- BigQuery's differential privacy syntax, run unchanged (dpsql/query/dp_clause.py): the
 -- OPTIONS set the query's epsilon, delta and contribution bounds (within the owner's caps:
 -- visits k = 10, g = 3 here, caps 1000 rows and 12 groups), contribution_bounds_per_row
--- clamps each row; contribution_bounds_per_group (a unit's total in a group) is accepted on
--- COUNT only where it changes nothing (lo <= 0, hi >= k), refused elsewhere. The corpus pins visits' k and g (grammar_tests/databases.py).
+-- clamps each row; contribution_bounds_per_group (a unit's total in a group) is accepted where
+-- it is BigQuery's answer: on COUNT when lo <= 0 and hi >= k, on the others when k = 1. The corpus pins visits' k and g (grammar_tests/databases.py).
 
 -- case: bigquery options set epsilon and groups
 -- expect: accepted cells=1 keys=1 release=domain:8 l1[0]=10 cost=0.5,0 rows=8
@@ -39,6 +39,18 @@ FROM visits GROUP BY category;
 -- expect: refused UnsupportedQuery mentions=contribution_bounds_per_row
 SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, contribution_bounds_per_group => (0, 100))
 FROM visits;
+
+-- case: bigquery sum with contribution bounds per group at one row per unit
+-- expect: accepted cells=1 l1[0]=1000 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1)
+  SUM(amount, contribution_bounds_per_group => (0, 1000))
+FROM visits;
+
+-- case: bigquery avg with contribution bounds per group on one row per person
+-- expect: accepted cells=1 keys=1 rows=2
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, privacy_unit_column = person_id)
+  sex, AVG(income, contribution_bounds_per_group => (0, 100000)) AS income
+FROM people GROUP BY sex;
 
 -- case: bigquery avg with contribution bounds per row
 -- expect: accepted cells=1 measurements=2 l1[0]=10 l1[1]=500 rows=8

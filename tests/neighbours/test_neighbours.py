@@ -224,6 +224,10 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
     "max_groups_contributed = 4) grp, COUNT(*, contribution_bounds_per_group => (0, 6)), "
     "SUM(amount, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY grp",
+    # Per-group bounds on a sum where a unit contributes one row: its total is its row.
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) grp, "
+    "SUM(amount, contribution_bounds_per_group => (0, 10)), AVG(qty, contribution_bounds_per_"
+    "group => (1, 5)) FROM visits GROUP BY grp",
 ])
 def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
     """Per-query bounds (metadata.contribution): within the caps, every measurement moves by
@@ -261,8 +265,9 @@ def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
 
 def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighbourhood
                                                                     ) -> None:
-    """A unit's total in a group is not computed: per-group bounds on a sum, or on a count below
-    k, are refused before anything runs (never answered with per-row semantics)."""
+    """A unit's total in a group is not computed: per-group bounds on a sum where a unit has
+    several rows, or on a count below k, are refused before anything runs (never answered with
+    per-row semantics)."""
     for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, SUM(amount, contribution_bounds_per_group"
                 " => (0, 10)) FROM visits GROUP BY grp",
                 "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => "

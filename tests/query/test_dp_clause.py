@@ -40,6 +40,18 @@ def test_literals_and_comments_are_left_alone() -> None:
         assert split(sql) == (sql, None)
 
 
+def test_per_group_bounds_are_kept_for_the_check_at_bind() -> None:
+    """Per-group bounds on SUM/AVG are clamped per row and named in the bounds, so that binding
+    accepts them only where a unit contributes one row (dpsql.metadata.contribution)."""
+    sql, options = split("SELECT g, SUM(x, contribution_bounds_per_group => (0, 9)), "
+                         "AVG(y, contribution_bounds_per_group => (1, 2)) FROM t GROUP BY g")
+    assert " ".join(sql.split()) == ("SELECT g, SUM(LEAST(GREATEST(x, 0), 9) ), "
+                                     "AVG(LEAST(GREATEST(y, 1), 2) ) FROM t GROUP BY g")
+    assert options is not None and options.bounds == ContributionBounds(per_group_clamps=(
+        "SUM(x, contribution_bounds_per_row => (0, 9))",
+        "AVG(x, contribution_bounds_per_row => (1, 2))"))
+
+
 def test_resolve_takes_the_clause_over_the_front_door() -> None:
     sql, epsilon, delta, bounds = resolve(
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) COUNT(*) FROM t",
@@ -68,14 +80,6 @@ def test_resolve_takes_the_clause_over_the_front_door() -> None:
     ("SELECT SUM(x, contribution_bounds_per_group => (a, 1)) FROM t", UnsupportedQuery,
      "two numbers"),
     ("SELECT SUM(x, weight => 2) FROM t", UnsupportedQuery, "contribution_bounds_per_row"),
-    # A unit's total in a group (BigQuery's per-group bounds) is not computed: refused, naming
-    # the per-row form, never answered with per-row semantics under the per-group name.
-    ("SELECT g, SUM(x, contribution_bounds_per_group => (0, 9)) FROM t GROUP BY g",
-     UnsupportedQuery, r"SUM\(x, contribution_bounds_per_row => \(0, 9\)\)"),
-    ("SELECT AVG(x, contribution_bounds_per_group => (0, 9)) FROM t", UnsupportedQuery,
-     "contribution_bounds_per_row"),
-    ("SELECT PERCENTILE_CONT(x, 0.5, contribution_bounds_per_group => (0, 9)) FROM t",
-     UnsupportedQuery, "contribution_bounds_per_row"),
     ("SELECT COUNT(*, report_format => 'JSON') FROM t", UnsupportedQuery, "remove report_format"),
 ])
 def test_refusals_say_what_to_write(sql: str, error: type[Exception], words: str) -> None:
