@@ -90,16 +90,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     contribution-bounding sample: a fresh secret for every execution. ``physical`` maps the
     table's columns to their DuckDB types; casts that cannot fail are then plain casts."""
     table = plan.table
-    reader = Reader(table, physical or {})
     inputs = _inputs(plan)
-    rows = exp.select(*_row_projections(plan, inputs, reader), copy=False).from_(
-        _source(plan, reader), copy=False)
-    if table.needs_bounding:
-        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
-        # Rows of no identifiable unit are dropped (see the module docstring).
-        rows = rows.where(reader.unit(table.privacy_unit).is_(exp.null()).not_(), copy=False)
-    if plan.query.where is not None:
-        rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
+    rows = _rows(plan, inputs, physical)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
     source = "__rows"
@@ -113,6 +105,37 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     if plan.keys:
         query = query.group_by(*[exp.column(k.name) for k in plan.keys], copy=False)
     return query
+
+
+def _rows(plan: Plan, inputs: dict[str, str], physical: Mapping[str, str] | None
+          ) -> exp.Select:
+    """``__rows``: the table's rows WHERE keeps, of an identifiable unit, projected."""
+    table = plan.table
+    reader = Reader(table, physical or {})
+    rows = exp.select(*_row_projections(plan, inputs, reader), copy=False).from_(
+        _source(plan, reader), copy=False)
+    if table.needs_bounding:
+        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
+        # Rows of no identifiable unit are dropped (see the module docstring).
+        rows = rows.where(reader.unit(table.privacy_unit).is_(exp.null()).not_(), copy=False)
+    if plan.query.where is not None:
+        rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
+    return rows
+
+
+def unit_counts(plan: Plan, cap: int, physical: Mapping[str, str] | None = None
+                ) -> exp.Select:
+    """The engine query of an automatic k (:mod:`dpsql.privacy.auto_bounds`): how many units
+    have ``c`` rows among the rows the query reads (``__rows``: its WHERE, units not NULL),
+    ``c`` clamped to ``cap``; one row per ``c`` that occurs, no salt."""
+    per_unit = exp.select(exp.alias_(exp.Count(this=exp.Star()), "__n"), copy=False).from_(
+        "__rows", copy=False).group_by(exp.column("__unit"), copy=False)
+    clamped = exp.Least(this=exp.column("__n"), expressions=[exp.Literal.number(cap)])
+    return exp.select(exp.alias_(clamped, "__c"),
+                      exp.alias_(exp.Count(this=exp.Star()), "__units"), copy=False).with_(
+        "__rows", as_=_rows(plan, _inputs(plan), physical), copy=False).with_(
+        "__per_unit", as_=per_unit, copy=False).from_("__per_unit", copy=False).group_by(
+        clamped.copy(), copy=False)
 
 
 def _source(plan: Plan, reader: Reader) -> exp.Expression:
