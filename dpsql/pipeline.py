@@ -19,6 +19,7 @@ import duckdb
 from sqlglot import exp
 
 from dpsql.bias import bounding_notes
+from dpsql.cache import LRU
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import QueryTooComplex, UnsupportedQuery
@@ -28,7 +29,7 @@ from dpsql.execution.rewrite import rewrite, unit_counts
 from dpsql.metadata.contribution import ContributionBounds, check_caps, check_unit, requested
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
-from dpsql.privacy.auto_bounds import choose_rows, planned
+from dpsql.privacy.auto_bounds import choose_k, planned, with_rows
 from dpsql.privacy.mechanisms import Mechanism, accuracy
 from dpsql.privacy.plan import Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
@@ -48,6 +49,8 @@ from dpsql.query.parse import only_select, parse
 PASSES: tuple[Callable[..., Any], ...] = (
     parse, bind, check, fold_constants, check_cost, plan, rewrite, Engine.execute,
     perturb_cells, postprocess)
+#: Plans calibrated to an automatic k, per (plan identity, k): see :func:`_chosen`.
+_CHOSEN: LRU[tuple[int, int], tuple[Plan, Plan]] = LRU(512)
 
 
 def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
@@ -114,7 +117,8 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     (:mod:`dpsql.privacy.auto_bounds`), and the plan calibrated to it."""
     if p.auto is not None and p.auto.k is None:
         _, counts = engine.execute(units_sql(p, engine))
-        p = choose_rows(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
+        p = _chosen(p, choose_k(p, {int(c): int(n) for c, n in counts},  # type: ignore[call-overload]
+                                rng))
     sql, salted = engine_sql(p, engine)
     # The salt keys the contribution-bounding sample: fresh, secret, never shown.
     parameters = [rng.salt()] if salted else []
@@ -122,6 +126,7 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     result = postprocess(p, perturb_cells(p, rows, rng))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     result.notes.extend(bounding_notes(p))  # the bias the +/- intervals do not cover
+    result.chosen_rows = p.auto.k if p.auto is not None else None
     return result
 
 
@@ -144,6 +149,16 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
         sql, salted = _engine_sql(p, _schema(p, engine), engine)
         entry = engine.rewritten.put(id(p), (p, sql, salted))
     return entry[1], entry[2]
+
+
+def _chosen(p: Plan, k: int) -> Plan:
+    """``p`` calibrated to the released ``k`` (:func:`dpsql.privacy.auto_bounds.with_rows`),
+    once per plan and k: the engine's SQL of that plan is then cached too. The entry holds
+    ``p``, so its identity is not reused while the entry lives."""
+    entry = _CHOSEN.get((id(p), k))
+    if entry is None or entry[0] is not p:
+        entry = _CHOSEN.put((id(p), k), (p, with_rows(p, k)))
+    return entry[1]
 
 
 def units_sql(p: Plan, engine: Engine | None) -> str:

@@ -132,9 +132,9 @@ def with_rows(p: Plan, k: int) -> Plan:
                    auto=replace(auto, k=k))
 
 
-def choose_rows(p: Plan, units_by_count: Mapping[int, int], rng: Randomness) -> Plan:
-    """Draw k from the engine's counts of units per number of rows, and plan with it."""
+def choose_k(p: Plan, units_by_count: Mapping[int, int], rng: Randomness) -> int:
+    """Draw k from the engine's counts of units per number of rows (plan with it:
+    :func:`with_rows`)."""
     auto = p.auto
     assert auto is not None
-    k = auto_rows_per_unit(units_by_count, auto.cap, auto.above, auto.epsilon, rng)
-    return with_rows(p, k)
+    return auto_rows_per_unit(units_by_count, auto.cap, auto.above, auto.epsilon, rng)
