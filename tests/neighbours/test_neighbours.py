@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, leak_class, metadata
 from dpsql.audit.neighbour_shapes import generate_shapes
@@ -557,3 +558,26 @@ def test_cli_neighbour_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert "SUM(amount)" in broken.stderr and "adversary added" in broken.stderr
     missing = CliRunner().invoke(main, ["audit", "--neighbours"])
     assert missing.exit_code == 2 and "--queries" in missing.output
+
+
+def test_auto_k_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An automatic k's input must be one value per unit: counted over all rows at once (no
+    GROUP BY unit, no clamp), the neighbour moves it by two, and the harness says so."""
+    import dpsql.pipeline
+
+    honest = dpsql.pipeline.unit_counts
+
+    def pooled(*args: object) -> object:
+        tree = honest(*args)  # type: ignore[arg-type]
+        for cte in tree.find_all(exp.CTE):
+            if cte.alias == "__per_unit":
+                cte.this.set("group", None)
+        for least in list(tree.find_all(exp.Least)):  # every row's total, unclamped
+            least.replace(exp.column("__n"))
+        return tree
+
+    s = SCENARIOS["auto_rows"]
+    assert_clean(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
+    monkeypatch.setattr(dpsql.pipeline, "unit_counts", pooled)
+    verdict = assert_finds(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
+    assert "choosing k" in verdict.report()
