@@ -29,7 +29,7 @@ from dpsql.execution.rewrite import rewrite, unit_counts
 from dpsql.metadata.contribution import ContributionBounds, check_caps, check_unit, requested
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
-from dpsql.privacy.auto_bounds import choose_k, planned, with_rows
+from dpsql.privacy.auto_bounds import automatic, choose_k, planned, with_rows
 from dpsql.privacy.mechanisms import Mechanism, accuracy
 from dpsql.privacy.plan import Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
@@ -70,7 +70,8 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
     try:
         checked = check_cost(fold_constants(check(bind_in_force(tree, metadata, public,
                                                                 bounds))))
-        result = planned(checked, epsilon, delta, mechanism)  # k from the data, if automatic
+        result = (planned if automatic(checked) else plan)(  # k from the data, if automatic
+            checked, epsilon, delta, mechanism)
     except RecursionError:  # a shape parse's depth limit lets through: refused, not a crash
         raise QueryTooComplex("the query's expressions nest too deeply to be checked; flatten "
                               "them") from None

@@ -97,7 +97,7 @@ def planned(query: CheckedQuery, epsilon: float, delta: float = 0.0,
     the data chooses), carrying the choice to make (:class:`~dpsql.privacy.plan.AutoRows`).
     Its cost is the whole ``epsilon``."""
     declared = query.table.rows_auto
-    if declared is None or query.relation is not None or not query.table.needs_bounding:
+    if declared is None or not automatic(query):
         return plan(query, epsilon, delta, mechanism)
     spent = epsilon * declared.share
     rest = epsilon - spent
@@ -108,6 +108,13 @@ def planned(query: CheckedQuery, epsilon: float, delta: float = 0.0,
         return plan(query, epsilon, delta, mechanism)
     auto = AutoRows(spent, rest, declared.share, declared.cap, _above(p, spent, declared.cap))
     return replace(p, epsilon=epsilon, cost_epsilon=epsilon, auto=auto)
+
+
+def automatic(query: CheckedQuery) -> bool:
+    """Whether ``query``'s k is chosen from the data: one table, bounded, declared automatic
+    (a join reading such a table is refused: :func:`dpsql.pipeline.bind_in_force`)."""
+    table = query.table
+    return table.rows_auto is not None and query.relation is None and table.needs_bounding
 
 
 def _above(p: Plan, epsilon_auto: float, cap: int) -> int:
