@@ -46,7 +46,7 @@ from dpsql.metadata.metadata import Metadata, parse_metadata
 from dpsql.privacy.plan import Plan
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
-from grammar_tests.databases import EVENTS, corpus_metadata
+from grammar_tests.databases import EVENTS, auto_metadata, corpus_metadata
 from tests.neighbours.leak_mutants import (
     BIAS_MUTANTS,
     LEAK_MUTANTS,
@@ -332,7 +332,8 @@ def _central() -> Metadata:
 
 CORPUS_METADATA = {"sample": lambda: parse_metadata(corpus_metadata(), source="corpus"),
                    "central": _central,
-                   "events": lambda: parse_metadata({"tables": EVENTS}, source="events")}
+                   "events": lambda: parse_metadata({"tables": EVENTS}, source="events"),
+                   "auto": lambda: parse_metadata(auto_metadata(), source="auto")}
 
 
 @pytest.mark.parametrize("database", list(CORPUS_METADATA))
