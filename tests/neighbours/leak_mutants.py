@@ -125,3 +125,15 @@ def assert_quantile_mutant_found(monkeypatch: pytest.MonkeyPatch, hood: Neighbou
         assert check_query(QUANTILE_SHAPES[1], hood).status == "violation"
     finally:
         hood.forget()
+
+
+def assert_auto_k_clean(hood: Neighbourhood) -> None:
+    """An automatic k (issue 21.2) on ``hood``, the ``auto_rows`` scenario's pair on some engine:
+    the choice's input (the engine's count of units per number of rows, in its own SQL) moves
+    by one unit, and the measurements at k = 1, the cap and a draw by their sensitivities."""
+    from dpsql.audit.scenarios import SCENARIOS
+
+    s = SCENARIOS["auto_rows"]
+    verdict = check_query(s.sql, hood, s.epsilon)
+    assert verdict.status == "passed" and verdict.releases >= 3, verdict.report()
+    assert verdict.worst > 0  # the neighbour reaches the sensitivities it is checked against

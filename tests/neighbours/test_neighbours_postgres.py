@@ -17,6 +17,7 @@ from dpsql.audit.neighbours import (
     check_queries,
     check_query,
     postgres_neighbourhood,
+    scenario_world,
     synthesize,
 )
 from dpsql.metadata.metadata import parse_metadata
@@ -25,6 +26,7 @@ from grammar_tests.databases import corpus_metadata
 from tests.neighbours.leak_mutants import (
     LEAK_MUTANTS,
     UNCAPPED,
+    assert_auto_k_clean,
     assert_quantile_mutant_found,
     assert_uncapped_clean,
 )
@@ -134,3 +136,15 @@ def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourho
     """Issue 21.5's fine histograms on PostgreSQL: user-level quantiles move by at most k, and
     with the utility's sensitivity declared as one row the harness finds it."""
     assert_quantile_mutant_found(monkeypatch, typed)
+
+
+def test_automatic_k(database: str) -> None:
+    """Issue 21.2's automatic k on PostgreSQL: its count of units per number of rows compiled
+    from the same engine IR, checked as on DuckDB."""
+    from dpsql.audit.scenarios import SCENARIOS
+
+    hood = postgres_neighbourhood(scenario_world(SCENARIOS["auto_rows"]), database, "auto")
+    try:
+        assert_auto_k_clean(hood)
+    finally:
+        hood.close()
