@@ -221,3 +221,11 @@ def test_dbapi_notes_carry_the_chosen_k(files: tuple[Path, Path],
         cursor = conn.cursor()
         cursor.execute("SELECT COUNT(*) FROM v")
         assert not any("chosen from the data" in n for n in cursor.notes)
+
+
+def test_a_stored_answer_keeps_its_k() -> None:
+    from dpsql.execution.postprocess import Result, ResultColumn
+    from dpsql.ledger.answers import decode_result, encode_result
+
+    result = Result([ResultColumn("n", "BIGINT")], [(5,)], [(1.0,)], 1.0, 0.0, ["k"], 12)
+    assert decode_result(encode_result(result)).chosen_rows == 12
