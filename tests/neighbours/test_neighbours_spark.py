@@ -98,9 +98,11 @@ def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourho
     assert_quantile_mutant_found(monkeypatch, typed)
 
 
+@pytest.mark.skipif(os.environ.get("DPSQL_SLOW") != "1",
+                    reason="DPSQL_SLOW=1: about 100 s on a loaded 2-core machine")
 def test_automatic_k(tmp_path: Path, spark_cluster: SparkCluster) -> None:
     """Issue 21.2's automatic k on Spark: its count of units per number of rows compiled from
-    the same engine IR, checked as on DuckDB."""
+    the same engine IR, checked as on DuckDB (a world of its own and five plans: slow)."""
     from dpsql.audit.scenarios import SCENARIOS
 
     hood = spark_neighbourhood(scenario_world(SCENARIOS["auto_rows"]), tmp_path,
