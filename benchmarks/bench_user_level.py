@@ -4,7 +4,8 @@ choice between truncating and scaling a unit's contributions.
 
     python benchmarks/bench_user_level.py                       # 1M people, ~10M visits
     python benchmarks/bench_user_level.py --people 100000 --runs 10
-    python benchmarks/bench_user_level.py --auto-bounds         # once automatic k lands
+    python benchmarks/bench_user_level.py --auto-bounds         # and automatic k (max 100, 1000)
+    python benchmarks/bench_user_level.py --auto-bounds --no-scaling
 
 **Data** (``benchmarks/data/user_level_v1_N.duckdb``, generated with DuckDB's seeded
 ``random()``): ``visits(person_id, category, amount)``, N people, a person's number of visits
@@ -18,9 +19,10 @@ g = 3 groups per person, ``category`` a public domain.
 fresh salt and fresh noise). Per cell: the exact value, the mean relative error of the noisy
 answers (bias) and their relative RMSE (bias and noise together), then the mean over the 8
 categories. ``before`` forces the groups cap (dpsql's behaviour before issue 21's item 1);
-``after`` is dpsql at its defaults; ``auto`` (``--auto-bounds``) declares
-``max_rows_per_unit = { auto = true, max = 100 }`` for a checkout that supports automatic
-bounds, and says so when it does not.
+``after`` is dpsql at its defaults; ``auto max N`` (``--auto-bounds``) declares
+``max_rows_per_unit = { auto = true, max = N }`` (N = 100, then 1000: ``--auto-max``), k
+chosen per query from the data for 10% of the epsilon (:mod:`dpsql.privacy.auto_bounds`); the
+k chosen, over the runs, is printed under the table.
 
 **Scaling vs truncation** (issue 21, item 3), untimed, in SQL on the same data and no groups
 cap: per category, COUNT, SUM and AVG of (a) *truncation*, a uniform k-row sample per person
@@ -101,9 +103,10 @@ def ensure_data(people: int) -> Path:
     return path
 
 
-def metadata(folder: Path, auto: bool) -> Path:
-    rows = "{ auto = true, max = 100 }" if auto else str(K)
-    path = folder / ("user_level_auto.toml" if auto else "user_level.toml")
+def metadata(folder: Path, auto: int | None) -> Path:
+    """The metadata at k = 10, or (``auto``) with k automatic up to ``auto``."""
+    rows = f"{{ auto = true, max = {auto} }}" if auto else str(K)
+    path = folder / (f"user_level_auto_{auto}.toml" if auto else "user_level.toml")
     path.write_text(METADATA.format(rows=rows).replace("{{", "{").replace("}}", "}"))
     return path
 
@@ -119,15 +122,19 @@ def _capped(table, specs, thresholded):  # type: ignore[no-untyped-def]
     return table.groups_per_unit if table.needs_bounding else None
 
 
-def answers(database: Path, meta: Path, runs: int, mode: str
+def answers(database: Path, meta: Path, runs: int, mode: str, ks: list[int] | None = None
             ) -> dict[str, list[tuple[float, float]]]:
+    """``runs`` answers per category; the k chosen from the data, if any, appended to ``ks``."""
     out: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
     patch = (mock.patch.object(dpsql.privacy.plan, "groups_cap", _capped) if mode == "before"
              else mock.patch.object(dpsql.privacy.plan, "groups_cap",
                                     dpsql.privacy.plan.groups_cap))
     with patch, Database(database, meta) as db:
         for _ in range(runs):
-            for category, n, s in db.query(QUERY, epsilon=1.0).rows:
+            result = db.query(QUERY, epsilon=1.0)
+            if ks is not None and result.chosen_rows is not None:
+                ks.append(result.chosen_rows)
+            for category, n, s in result.rows:
                 out[str(category)].append((float(n), float(s)))  # type: ignore[arg-type]
     return out
 
@@ -219,6 +226,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--salts", type=int, default=5)
     parser.add_argument("--auto-bounds", action="store_true")
+    parser.add_argument("--auto-max", type=int, nargs="*", default=[100, 1000])
+    parser.add_argument("--no-scaling", action="store_true", help="skip scaling vs truncation")
     args = parser.parse_args()
     database = ensure_data(args.people)
     with duckdb.connect(str(database), read_only=True) as con:
@@ -229,14 +238,26 @@ def main() -> None:
     print(f"# User-level accuracy: {args.people:,} people, {visits:,} visits "
           f"({over:,} people over k = {K}), epsilon 1, {args.runs} runs\n")
     modes = {}
+    chosen: dict[str, list[int]] = {}
     for mode in ("before", "after"):
-        modes[mode] = answers(database, metadata(DATA, auto=False), args.runs, mode)
-    if args.auto_bounds:
-        try:
-            modes["auto"] = answers(database, metadata(DATA, auto=True), args.runs, "after")
-        except Exception as e:
-            print(f"(automatic bounds not available in this checkout: {e})\n")
+        started = time.perf_counter()
+        modes[mode] = answers(database, metadata(DATA, auto=None), args.runs, mode)
+        print(f"{mode}: {(time.perf_counter() - started) / args.runs:.2f} s per query",
+              file=sys.stderr)
+    for cap in args.auto_max if args.auto_bounds else []:
+        mode = f"auto max {cap}"
+        started = time.perf_counter()
+        chosen[mode] = []
+        modes[mode] = answers(database, metadata(DATA, auto=cap), args.runs, "after",
+                              chosen[mode])
+        print(f"{mode}: {(time.perf_counter() - started) / args.runs:.2f} s per query",
+              file=sys.stderr)
     print("\n".join(error_table(truth, modes)))
+    for mode, ks in chosen.items():
+        print(f"\n{mode}: k chosen from the data: median {statistics.median(ks):g}, "
+              f"range {min(ks)}-{max(ks)} over {len(ks)} runs")
+    if args.no_scaling:
+        return
     print("\n## Scaling vs truncation (no groups cap, same sensitivities)\n")
     with duckdb.connect(str(database), read_only=True) as con:
         print("\n".join(scaling_table(con, truth, args.salts)))

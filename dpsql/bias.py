@@ -40,11 +40,30 @@ def bounding_notes(p: Plan) -> list[str]:
                      "only; larger bounds (WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed"
                      " = ..., max_groups_contributed = ...), within the owner's caps) mean less "
                      "bias and more noise.")
+    if p.auto is not None:
+        notes.append(auto_note(p))
     clamped = clamped_columns(p)
     if clamped:
         notes.append("Values are clamped to their declared bounds before they are aggregated: "
                      + ", ".join(clamped) + ".")
     return notes
+
+
+def auto_note(p: Plan) -> str:
+    """What an automatic k costs and, after a run, which k the data chose (a DP release: the
+    choice is part of the answer, :mod:`dpsql.privacy.auto_bounds`)."""
+    auto = p.auto
+    assert auto is not None
+    cost = (f"{auto.share:.0%} of the query's epsilon (epsilon {auto.epsilon:.4g}) buys a "
+            f"private choice of max_rows_per_unit in [1, {auto.cap}] from the units' numbers of "
+            f"rows (aimed where about {auto.above} units have more rows); the measurements get "
+            f"the rest (epsilon {auto.rest:.4g})")
+    if auto.k is None:
+        return (f"max_rows_per_unit is chosen from the data when the query runs: {cost}. "
+                f"The noise shown is for k = {auto.cap}, its largest; the run's notes give the "
+                "k chosen. Give k yourself (max_rows_contributed) to spend the whole epsilon on "
+                "the measurements.")
+    return f"max_rows_per_unit = {auto.k} was chosen from the data: {cost}."
 
 
 def clamped_columns(p: Plan) -> list[str]:

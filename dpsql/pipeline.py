@@ -19,12 +19,13 @@ import duckdb
 from sqlglot import exp
 
 from dpsql.bias import bounding_notes
+from dpsql.cache import LRU
 from dpsql.engines import Engine, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import QueryTooComplex, UnsupportedQuery
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
-from dpsql.execution.rewrite import rewrite
+from dpsql.execution.rewrite import rewrite, unit_counts
 from dpsql.metadata.contribution import (
     ContributionBounds,
     check_caps,
@@ -34,6 +35,7 @@ from dpsql.metadata.contribution import (
 )
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
+from dpsql.privacy.auto_bounds import automatic, choose_k, planned, with_rows
 from dpsql.privacy.mechanisms import Mechanism, accuracy
 from dpsql.privacy.plan import Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
@@ -53,6 +55,8 @@ from dpsql.query.parse import only_select, parse
 PASSES: tuple[Callable[..., Any], ...] = (
     parse, bind, check, fold_constants, check_cost, plan, rewrite, Engine.execute,
     perturb_cells, postprocess)
+#: Plans calibrated to an automatic k, per (plan identity, k): see :func:`_chosen`.
+_CHOSEN: LRU[tuple[int, int], tuple[Plan, Plan]] = LRU(512)
 
 
 def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
@@ -72,7 +76,8 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
     try:
         checked = check_cost(fold_constants(check(bind_in_force(tree, metadata, public,
                                                                 bounds))))
-        result = plan(checked, epsilon, delta, mechanism)
+        result = (planned if automatic(checked) else plan)(  # k from the data, if automatic
+            checked, epsilon, delta, mechanism)
     except RecursionError:  # a shape parse's depth limit lets through: refused, not a crash
         raise QueryTooComplex("the query's expressions nest too deeply to be checked; flatten "
                               "them") from None
@@ -85,10 +90,10 @@ def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | Non
     """bind, then the table carries the contribution bounds in force: the one place every
     later pass reads k and g from (:func:`dpsql.metadata.contribution.in_force`)."""
     if bounds is None:
-        return bind(tree, metadata, public)
+        return _single_auto(bind(tree, metadata, public))
     asked = replace(metadata, tables={name: requested(table, bounds)
                                       for name, table in metadata.tables.items()})
-    bound = bind(tree, asked, public)
+    bound = _single_auto(bind(tree, asked, public))
     read = ([s.table.name for s in bound.relation.sources if not s.hidden]
             if bound.relation is not None else [bound.table.name])
     for name in read:  # each table read, against its caps as the owner declared them
@@ -100,9 +105,28 @@ def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | Non
     return bound
 
 
+def _single_auto(bound: BoundQuery) -> BoundQuery:
+    """An automatic k (:mod:`dpsql.privacy.auto_bounds`) is chosen for a query of one table:
+    a join reading such a table needs the analyst's own k."""
+    if bound.relation is None:
+        return bound
+    auto = [s.table.name for s in bound.relation.sources if s.table.rows_auto is not None]
+    if auto:
+        raise UnsupportedQuery(
+            f"{auto[0]}: its max_rows_per_unit is chosen from the data (auto) only for a "
+            "query of that table alone; for a join give k yourself: SET dpsql.max_rows = k, "
+            "or WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = k)")
+    return bound
+
+
 def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     """rewrite -> execute -> perturb -> post-process for a prepared plan, drawing the salt
-    and the noise from ``rng``."""
+    and the noise from ``rng``. An automatic k is drawn first, on the engine
+    (:mod:`dpsql.privacy.auto_bounds`), and the plan calibrated to it."""
+    if p.auto is not None and p.auto.k is None:
+        _, counts = engine.execute(units_sql(p, engine))
+        p = _chosen(p, choose_k(p, {int(c): int(n) for c, n in counts},  # type: ignore[call-overload]
+                                rng))
     sql, salted = engine_sql(p, engine)
     # The salt keys the contribution-bounding sample: fresh, secret, never shown.
     parameters = [rng.salt()] if salted else []
@@ -110,6 +134,7 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     result = postprocess(p, perturb_cells(p, rows, rng))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     result.notes.extend(bounding_notes(p))  # the bias the +/- intervals do not cover
+    result.chosen_rows = p.auto.k if p.auto is not None else None
     return result
 
 
@@ -125,11 +150,39 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     """
     if engine is None:
         return _engine_sql(p, {}, None)
+    if p.auto is not None and p.auto.k is None:
+        units_sql(p, engine)  # the choice of k runs first: checked before any charge too
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
         sql, salted = _engine_sql(p, _schema(p, engine), engine)
         entry = engine.rewritten.put(id(p), (p, sql, salted))
     return entry[1], entry[2]
+
+
+def _chosen(p: Plan, k: int) -> Plan:
+    """``p`` calibrated to the released ``k`` (:func:`dpsql.privacy.auto_bounds.with_rows`),
+    once per plan and k: the engine's SQL of that plan is then cached too. The entry holds
+    ``p``, so its identity is not reused while the entry lives."""
+    entry = _CHOSEN.get((id(p), k))
+    if entry is None or entry[0] is not p:
+        entry = _CHOSEN.put((id(p), k), (p, with_rows(p, k)))
+    return entry[1]
+
+
+def units_sql(p: Plan, engine: Engine | None) -> str:
+    """The engine query that counts units per number of rows for an automatic k
+    (:func:`dpsql.execution.rewrite.unit_counts`), in the engine's SQL: compiled once per plan
+    (the engine checks it: :class:`~dpsql.database.Database` asks before charging)."""
+    assert p.auto is not None
+    tree = unit_counts(p, p.auto.cap, _schema(p, engine))
+    if engine is None:
+        return tree.sql(dialect=DuckDBDialect)
+    key = -id(p)  # beside the plan's own SQL (id(p)) in the same cache
+    entry = engine.rewritten.get(key)
+    if entry is None or entry[0] is not p:
+        check_engine_query(p, tree, False, _schema(p, engine))  # DuckDB's semantics first
+        entry = engine.rewritten.put(key, (p, engine.compile(tree, p, False), False))
+    return entry[1]
 
 
 def _schema(p: Plan, engine: Engine | None) -> Mapping[str, str]:

@@ -52,7 +52,8 @@ from dpsql.ledger.budget import Cost, query_cost
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import Explanation, answer, bind_in_force, explain
-from dpsql.privacy.plan import Plan, plan
+from dpsql.privacy.auto_bounds import planned
+from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.query.check import check
 from dpsql.query.dates import normalise
@@ -393,7 +394,7 @@ def _prepare_filled(sql: str, planner: Planner, p: TwoReleases) -> Plan:
     normalise(tree)
     checked = fold_constants(check(bind_in_force(tree, planner.metadata, planner.public_store,
                                                  p.bounds)))
-    return plan(checked, p.epsilon / 2, p.delta / 2, p.mechanism)
+    return planned(checked, p.epsilon / 2, p.delta / 2, p.mechanism)
 
 
 def _released_groups_only(outer: Plan, p: TwoReleases, keys: list[tuple[object, ...]]

@@ -52,12 +52,23 @@ def corpus_metadata() -> dict[str, Any]:
     return data
 
 
+def auto_metadata() -> dict[str, Any]:
+    """``auto``: the corpus's metadata with visits' k chosen from the data up to its cap
+    (``max_rows_per_unit = { auto = true, max = 1000 }``, dpsql.metadata.auto)."""
+    data = corpus_metadata()
+    visits = data["tables"]["visits"]
+    visits["max_rows_per_unit"] = {"auto": True, "max": visits.pop("max_rows_per_unit_cap")}
+    return data
+
+
 def open_database(name: str, folder: Path) -> dpsql.Database:
     """The database ``name`` (see grammar_tests.corpus.DATABASES), built in ``folder``."""
     if name == "sample":
         return _pinned(folder, "sample.toml", corpus_metadata())
     if name == "central":
         return _central(folder)
+    if name == "auto":
+        return _pinned(folder, "auto.toml", auto_metadata())
     assert name == "events", name
     path = folder / "events.duckdb"
     with duckdb.connect(str(path)) as con:

@@ -69,8 +69,9 @@ from dpsql.execution.perturb import _by_key, histogram_arrays, perturb_cells
 from dpsql.execution.public import PublicRead
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import engine_sql
+from dpsql.pipeline import engine_sql, units_sql
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
+from dpsql.privacy.auto_bounds import AUTO_SENSITIVITY, auto_rows_per_unit, with_rows
 from dpsql.privacy.mechanisms import Mechanism
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -205,6 +206,8 @@ def _check_two(p: TwoReleases, hood: Neighbourhood, verdict: Verdict) -> None:
 
 def _check_plan(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
                 ) -> dict[str, Outcome]:
+    if p.auto is not None and p.auto.k is None:
+        return _check_auto(p, hood, verdict, label)
     sql, salted = engine_sql(p, hood.engine)
     outcomes = {name: _perturbed(p, _run(hood, name, sql, salted))
                 for name in hood.world.neighbours()}
@@ -217,6 +220,47 @@ def _check_plan(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
             verdict.violations.append(v)
         verdict.worst = max(verdict.worst, *(_ratios(p, outcomes[a], outcomes[b]) or [0.0]))
     return outcomes
+
+
+def _check_auto(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
+                ) -> dict[str, Outcome]:
+    """An automatic k (:mod:`dpsql.privacy.auto_bounds`): the choice's input, the number of
+    units per number of rows, moves by at most one unit (L1 <= ``AUTO_SENSITIVITY``, which
+    moves every rank by at most 1) on every pair; then the measurements are checked with the
+    same k on both sides (the composition conditions on the released k), for k = 1, the cap
+    and the k drawn on D. The choice's own randomness is audited (``auto_rows``,
+    :mod:`dpsql.audit.scenarios`)."""
+    auto = p.auto
+    assert auto is not None
+    sql = units_sql(p, hood.engine)
+    counts = {name: _run(hood, name, sql, False) for name in hood.world.neighbours()}
+    verdict.releases += 1
+    for a, b, what in hood.world.pairs():
+        (sa, ra), (sb, rb) = counts[a], counts[b]
+        if sa != sb:
+            verdict.violations.append(Violation(label + what, "outcome", f"choosing k: {sa} "
+                                                f"on one side, {sb} on the other", math.inf))
+            continue
+        ha, hb = _units_by_count(ra), _units_by_count(rb)
+        moved = sum(abs(ha.get(c, 0) - hb.get(c, 0)) for c in ha.keys() | hb.keys())
+        verdict.worst = max(verdict.worst, moved / AUTO_SENSITIVITY)
+        if moved > AUTO_SENSITIVITY:
+            verdict.violations.append(Violation(
+                label + what, "sensitivity", f"the units per number of rows (choosing k) "
+                f"moved by {moved} units, sensitivity {AUTO_SENSITIVITY:g}",
+                moved / AUTO_SENSITIVITY))
+    ks = {1, auto.cap}
+    if counts[BASE][0] == "answer":
+        ks.add(auto_rows_per_unit(_units_by_count(counts[BASE][1]), auto.cap, auto.above,
+                                  auto.epsilon, Randomness.seeded(0)))
+    outcomes: dict[str, Outcome] = {}
+    for k in sorted(ks):
+        outcomes = _check_plan(with_rows(p, k), hood, verdict, f"{label}k = {k}: ")
+    return outcomes
+
+
+def _units_by_count(rows: Sequence[tuple[object, ...]]) -> dict[int, int]:
+    return {int(c): int(n) for c, n in rows}  # type: ignore[call-overload]
 
 
 def _run(hood: Neighbourhood, name: str, sql: str, salted: bool) -> Outcome:

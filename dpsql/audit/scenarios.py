@@ -194,6 +194,24 @@ def _visits(name: str, title: str, sql: str, **kw: object) -> Scenario:
                     neighbour, **kw)  # type: ignore[arg-type]
 
 
+#: An automatic k (dpsql.privacy.auto_bounds) in [1, 10] for half the epsilon: at epsilon 2
+#: the choice aims where about 11 units have more rows (the plan's ``AutoRows.above``).
+VISITS_AUTO = VISITS.replace("max_rows_per_unit = 3\n", "max_rows_per_unit = { auto = true, "
+                             "max = 10, share = 0.5 }\n")
+AUTO_ABOVE = 11
+
+
+def _auto_rows() -> Scenario:
+    """D: 5 units with 1 row and 10 with 3, so the exact k at rank n - 11 is 1 on D and 3 on
+    D' (the neighbour has 12 rows, read as 10): a choice that is not private tells them apart
+    on every run; the exponential mechanism moves each utility by at most 1."""
+    rows = tuple((unit, GROUPS[unit % 6], 10.0, 1) for unit in range(15)
+                 for _ in range(1 if unit < 5 else 3))
+    return Scenario("auto_rows", "automatic k (half the epsilon): the neighbour moves the "
+                    "exact target from k = 1 to 3", "SELECT COUNT(*) AS n FROM visits",
+                    VISITS_AUTO, "visits", VISITS_COLUMNS, rows, _frequent(12), epsilon=2.0)
+
+
 JOIN_SCENARIOS = [
     _joined("join_private", "visits JOIN people on the unit; neighbour in both (10 visits)",
             "SELECT SUM(v.qty) FROM visits v JOIN people p ON v.pid = p.pid", True,
@@ -264,6 +282,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
             "COUNT(*) AS c FROM visits GROUP BY grp ORDER BY c DESC LIMIT 2) AS s "
             "ON v.grp = s.g GROUP BY v.grp", neighbour=_frequent(10, ("b",)), keys=("grp",)),
     *JOIN_SCENARIOS,
+    _auto_rows(),
     # Bounding on per-unit aggregates (dpsql.execution.rewrite): the neighbour's sum is scaled to k
     # rows.
     _visits("sum_scaled", "SUM over per-person sums: neighbour's 10 rows (k = 3) scaled to k",

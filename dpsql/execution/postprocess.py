@@ -46,6 +46,8 @@ class Result:
     epsilon: float = 0.0
     delta: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # The k chosen from the data (dpsql.privacy.auto_bounds), a DP release; None: k was fixed
+    chosen_rows: int | None = None
 
 
 def postprocess(plan: Plan, cells: NoisyCells) -> Result:

@@ -126,6 +126,21 @@ def query_rows(plan: Plan, physical: Mapping[str, str] | None = None,
     return rows
 
 
+def unit_counts(plan: Plan, cap: int, physical: Mapping[str, str] | None = None
+                ) -> exp.Select:
+    """The engine query of an automatic k (:mod:`dpsql.privacy.auto_bounds`): how many units
+    have ``c`` rows among the rows the query reads (``__rows``: its WHERE, units not NULL),
+    ``c`` clamped to ``cap``; one row per ``c`` that occurs, no salt."""
+    per_unit = exp.select(exp.alias_(exp.Count(this=exp.Star()), "__n"), copy=False).from_(
+        "__rows", copy=False).group_by(exp.column("__unit"), copy=False)
+    clamped = exp.Least(this=exp.column("__n"), expressions=[exp.Literal.number(cap)])
+    return exp.select(exp.alias_(clamped, "__c"),
+                      exp.alias_(exp.Count(this=exp.Star()), "__units"), copy=False).with_(
+        "__rows", as_=query_rows(plan, physical), copy=False).with_(
+        "__per_unit", as_=per_unit, copy=False).from_("__per_unit", copy=False).group_by(
+        clamped.copy(), copy=False)
+
+
 def _source(plan: Plan, reader: Reader) -> exp.Expression:
     """What ``__rows`` reads: the declared table, or the joined rows (:mod:`dpsql.query.joins`: the
     joined table's columns, its unit ``__join_unit``; bounding then runs after the join)."""

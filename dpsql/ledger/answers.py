@@ -37,6 +37,7 @@ def encode_result(result: Result) -> bytes:
         "epsilon": _encode(result.epsilon),
         "delta": _encode(result.delta),
         "notes": list(result.notes),
+        "chosen_rows": result.chosen_rows,  # an automatic k, released with the answer
     }
     return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
 
@@ -53,6 +54,7 @@ def decode_result(data: bytes) -> Result:
         epsilon=_decode(document["epsilon"]),
         delta=_decode(document["delta"]),
         notes=list(document["notes"]),
+        chosen_rows=document.get("chosen_rows"),  # absent from answers stored before it
     )
 
 

@@ -116,6 +116,8 @@ def query_cost(plan: Plan, accounting: str = "basic") -> Cost:
         return Cost(plan.cost_epsilon, plan.cost_delta, plan.rho)
     rho = plan.rho + sum(m.epsilon ** 2 / 2.0 for m in plan.measurements
                          if m.mechanism != Mechanism.GAUSSIAN)
+    if plan.auto is not None:  # the choice of k from the data: pure epsilon_auto-DP
+        rho += plan.auto.epsilon ** 2 / 2.0
     delta = plan.threshold.delta if plan.threshold is not None else 0.0
     return Cost(plan.cost_epsilon, delta, rho)
 

@@ -82,8 +82,10 @@ def requested(table: Table, bounds: ContributionBounds) -> Table:
     a query reads); a table that is never bounded as it is."""
     if not (table.needs_bounding or table.unit_path is not None):
         return table
+    # The analyst's own k overrides an automatic one (dpsql.metadata.auto): nothing to choose.
     return replace(table, max_rows_per_unit=bounds.max_rows or table.max_rows_per_unit,
-                   max_groups_per_unit=bounds.max_groups or table.max_groups_per_unit)
+                   max_groups_per_unit=bounds.max_groups or table.max_groups_per_unit,
+                   rows_auto=None if bounds.max_rows else table.rows_auto)
 
 
 def check_caps(table: Table, bounds: ContributionBounds) -> None:

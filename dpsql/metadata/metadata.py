@@ -5,7 +5,9 @@ The layout is dpsql's public interface::
 
     [tables.people]
     privacy_unit = "person_id"      # optional; without it each row is its own unit
-    max_rows_per_unit = 1           # contribution bound k, enforced on every query
+    max_rows_per_unit = 1           # contribution bound k, enforced on every query; or
+                                    # { auto = true, max = 100 }: chosen per query from the
+                                    # data under DP (dpsql.metadata.auto)
     max_groups_per_unit = 1         # g, for GROUP BY
     one_row_per_unit = true         # optional owner's promise; skips contribution bounding
 
@@ -84,6 +86,7 @@ from pathlib import Path
 from typing import Any
 
 from dpsql.errors import MetadataError
+from dpsql.metadata.auto import AutoBound, check_auto, parse_auto
 from dpsql.metadata.local_release import LocalSpec, parse_local
 from dpsql.metadata.owner_settings import Budget, ServerSettings, parse_budget, parse_server
 from dpsql.metadata.toml_values import (
@@ -215,6 +218,9 @@ class Table:
     max_groups_cap: int | None = None
     # The owner's opt-in to row-level releases under local DP (dpsql.metadata.local_release).
     local: LocalSpec | None = None
+    # max_rows_per_unit = { auto = true, max = N }: k chosen per query from the data, at most
+    # N = max_rows_per_unit (dpsql.metadata.auto; dpsql.privacy.auto_bounds).
+    rows_auto: AutoBound | None = None
 
     @property
     def rows_cap(self) -> int:
@@ -316,7 +322,9 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
         raise MetadataError(f"{where}: privacy_unit {unit!r} is not one of its declared columns")
     one_row = flag(spec, "one_row_per_unit", where)
     path = unit_path(spec.get("unit_path"), unit, one_row, columns, where)
-    k = positive_int(spec, "max_rows_per_unit", where)
+    auto = parse_auto(spec, "max_rows_per_unit", where)
+    check_auto(spec, auto, unit, one_row, where)
+    k = auto.cap if auto is not None else positive_int(spec, "max_rows_per_unit", where)
     g = positive_int(spec, "max_groups_per_unit", where)
     if one_row and k != 1:
         raise MetadataError(f"{where}: one_row_per_unit = true needs max_rows_per_unit = 1")
@@ -330,7 +338,7 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
     return Table(name=name, columns=columns, privacy_unit=unit.lower() if unit else None,
                  max_rows_per_unit=k, max_groups_per_unit=g, one_row_per_unit=one_row,
                  description=description_of(spec, where), unit_path=path,
-                 max_rows_cap=caps[0], max_groups_cap=caps[1], local=local)
+                 max_rows_cap=caps[0], max_groups_cap=caps[1], local=local, rows_auto=auto)
 
 
 def _cap(spec: Mapping[str, Any], key: str, default: int, where: str) -> int | None:

@@ -84,6 +84,21 @@ class Threshold:
 
 
 @dataclass(frozen=True)
+class AutoRows:
+    """k chosen from the data (:mod:`dpsql.privacy.auto_bounds`): ``epsilon`` spent on the
+    choice, ``rest`` on the measurements (``epsilon + rest <=`` the query's epsilon), k in
+    ``[1, cap]`` aimed where about ``above`` units have more rows than k; ``k``: the released
+    choice (None until the query runs)."""
+
+    epsilon: float
+    rest: float
+    share: float
+    cap: int
+    above: int
+    k: int | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything that will happen to a query, fixed before anything runs. Frozen: a plan is
     cached and shared by threads; randomness enters only when it is answered."""
@@ -104,6 +119,8 @@ class Plan:
     # g' when the rewrite caps the groups per unit, None when a unit keeps its k rows across
     # all its groups (aggregates.groups_cap: the cap only where it lowers what is released)
     group_cap: int | None = None
+    # The table's k is chosen from the data as the query runs (None: k is fixed now)
+    auto: AutoRows | None = None
 
     @property
     def groups_per_unit(self) -> int:

@@ -44,7 +44,7 @@ FULL_N = FULL or bool(os.environ.get("DPSQL_AUDIT_N"))
 N = A.default_n() if FULL_N else QUICK_N
 #: Scenarios run at a smaller N by default: series_limit plans its second release from the
 #: first one's noisy keys on every run (about 18 times a count's time per run).
-QUICKER = {"series_limit": 100}
+QUICKER = {"series_limit": 100, "auto_rows": 100}
 
 
 def quick(name: str) -> tuple[int, int | None]:
@@ -239,8 +239,20 @@ def _retention_rows_kept(monkeypatch: pytest.MonkeyPatch) -> None:
         this=exp.column("__n"), expressions=[exp.Literal.number(p.table.max_rows_per_unit)]))
 
 
+def _k_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An automatic k read from the data without noise: the exact value at the target rank."""
+    import dpsql.privacy.auto_bounds
+
+    def exact(buckets, counts, n_buckets, lower, upper, q, *rest):  # type: ignore[no-untyped-def]
+        values = np.sort(np.repeat(np.asarray(buckets), np.asarray(counts).astype(int)))
+        return lower + float(values[min(round(q * len(values)), len(values) - 1)])
+
+    monkeypatch.setattr(dpsql.privacy.auto_bounds, "quantile_from_buckets", exact)
+
+
 MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "retention_rows_kept": _retention_rows_kept,
+    "k_exact": _k_exact,
     "bounded_before_join": _bounded_before_join,
     "noise_halved": _noise_halved,
     "gaussian_noise_eighth": _gaussian_noise_eighth,
@@ -278,6 +290,7 @@ CAUGHT = [
     ("k_per_group", "uncapped_groups", 300, 150),
     ("groups_never_capped", "units_grouped", 1000, 1000),
     ("retention_rows_kept", "retention", 300, 150),
+    ("k_exact", "auto_rows", 300, 100),
 ]
 
 

@@ -137,3 +137,13 @@ RETENTION = [
     "SELECT p.sex, COUNT(*) FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
     "SELECT drug, SUM(dose) FROM rx GROUP BY drug",
 ]
+def assert_auto_k_clean(hood: Neighbourhood) -> None:
+    """An automatic k (issue 21.2) on ``hood``, the ``auto_rows`` scenario's pair on some engine:
+    the choice's input (the engine's count of units per number of rows, in its own SQL) moves
+    by one unit, and the measurements at k = 1, the cap and a draw by their sensitivities."""
+    from dpsql.audit.scenarios import SCENARIOS
+
+    s = SCENARIOS["auto_rows"]
+    verdict = check_query(s.sql, hood, s.epsilon)
+    assert verdict.status == "passed" and verdict.releases >= 3, verdict.report()
+    assert verdict.worst > 0  # the neighbour reaches the sensitivities it is checked against

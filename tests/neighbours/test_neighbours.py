@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, leak_class, metadata
 from dpsql.audit.neighbour_shapes import generate_shapes
@@ -46,7 +47,7 @@ from dpsql.metadata.metadata import Metadata, parse_metadata
 from dpsql.privacy.plan import Plan
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
-from grammar_tests.databases import EVENTS, corpus_metadata
+from grammar_tests.databases import EVENTS, auto_metadata, corpus_metadata
 from tests.neighbours.leak_mutants import (
     BIAS_MUTANTS,
     LEAK_MUTANTS,
@@ -377,7 +378,8 @@ def _central() -> Metadata:
 
 CORPUS_METADATA = {"sample": lambda: parse_metadata(corpus_metadata(), source="corpus"),
                    "central": _central,
-                   "events": lambda: parse_metadata({"tables": EVENTS}, source="events")}
+                   "events": lambda: parse_metadata({"tables": EVENTS}, source="events"),
+                   "auto": lambda: parse_metadata(auto_metadata(), source="auto")}
 
 
 @pytest.mark.parametrize("database", list(CORPUS_METADATA))
@@ -410,7 +412,10 @@ def test_audit_scenario_pair(name: str) -> None:
     hood = duckdb_neighbourhood(scenario_world(s))
     verdict = check_query(s.sql, hood, s.epsilon, s.delta, s.mechanism)
     assert verdict.status == "passed", verdict.report()
-    assert verdict.releases == (2 if name == "series_limit" else 1)
+    # an automatic k: its choice's input, then the measurements at k = 1, the cap and a draw
+    # (which may be one of those)
+    expected = {"series_limit": (2,), "auto_rows": (3, 4)}.get(name, (1,))
+    assert verdict.releases in expected
 
 
 def test_audit_scenarios_on_synthetic_worlds() -> None:
@@ -600,3 +605,26 @@ def test_cli_neighbour_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert "SUM(amount)" in broken.stderr and "adversary added" in broken.stderr
     missing = CliRunner().invoke(main, ["audit", "--neighbours"])
     assert missing.exit_code == 2 and "--queries" in missing.output
+
+
+def test_auto_k_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An automatic k's input must be one value per unit: counted over all rows at once (no
+    GROUP BY unit, no clamp), the neighbour moves it by two, and the harness says so."""
+    import dpsql.pipeline
+
+    honest = dpsql.pipeline.unit_counts
+
+    def pooled(*args: object) -> object:
+        tree = honest(*args)  # type: ignore[arg-type]
+        for cte in tree.find_all(exp.CTE):
+            if cte.alias == "__per_unit":
+                cte.this.set("group", None)
+        for least in list(tree.find_all(exp.Least)):  # every row's total, unclamped
+            least.replace(exp.column("__n"))
+        return tree
+
+    s = SCENARIOS["auto_rows"]
+    assert_clean(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
+    monkeypatch.setattr(dpsql.pipeline, "unit_counts", pooled)
+    verdict = assert_finds(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
+    assert "choosing k" in verdict.report()

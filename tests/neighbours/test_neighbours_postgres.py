@@ -18,6 +18,7 @@ from dpsql.audit.neighbours import (
     check_query,
     check_retention,
     postgres_neighbourhood,
+    scenario_world,
     synthesize,
 )
 from dpsql.metadata.metadata import parse_metadata
@@ -27,6 +28,7 @@ from tests.neighbours.leak_mutants import (
     LEAK_MUTANTS,
     RETENTION,
     UNCAPPED,
+    assert_auto_k_clean,
     assert_quantile_mutant_found,
     assert_uncapped_clean,
 )
@@ -145,3 +147,15 @@ def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourho
     """Issue 21.5's fine histograms on PostgreSQL: user-level quantiles move by at most k, and
     with the utility's sensitivity declared as one row the harness finds it."""
     assert_quantile_mutant_found(monkeypatch, typed)
+
+
+def test_automatic_k(database: str) -> None:
+    """Issue 21.2's automatic k on PostgreSQL: its count of units per number of rows compiled
+    from the same engine IR, checked as on DuckDB."""
+    from dpsql.audit.scenarios import SCENARIOS
+
+    hood = postgres_neighbourhood(scenario_world(SCENARIOS["auto_rows"]), database, "auto")
+    try:
+        assert_auto_k_clean(hood)
+    finally:
+        hood.close()

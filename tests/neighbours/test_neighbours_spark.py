@@ -16,6 +16,7 @@ from dpsql.audit.neighbours import (
     Query,
     check_queries,
     check_query,
+    scenario_world,
     spark_neighbourhood,
     synthesize,
 )
@@ -23,6 +24,7 @@ from dpsql.errors import ProgrammingError
 from tests.neighbours.leak_mutants import (
     LEAK_MUTANTS,
     UNCAPPED,
+    assert_auto_k_clean,
     assert_quantile_mutant_found,
     assert_uncapped_clean,
 )
@@ -94,3 +96,18 @@ def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourho
     """Issue 21.5's fine histograms on Spark: user-level quantiles move by at most k, and
     with the utility's sensitivity declared as one row the harness finds it."""
     assert_quantile_mutant_found(monkeypatch, typed)
+
+
+@pytest.mark.skipif(os.environ.get("DPSQL_SLOW") != "1",
+                    reason="DPSQL_SLOW=1: about 100 s on a loaded 2-core machine")
+def test_automatic_k(tmp_path: Path, spark_cluster: SparkCluster) -> None:
+    """Issue 21.2's automatic k on Spark: its count of units per number of rows compiled from
+    the same engine IR, checked as on DuckDB (a world of its own and five plans: slow)."""
+    from dpsql.audit.scenarios import SCENARIOS
+
+    hood = spark_neighbourhood(scenario_world(SCENARIOS["auto_rows"]), tmp_path,
+                               master=spark_cluster.master)
+    try:
+        assert_auto_k_clean(hood)
+    finally:
+        hood.close()

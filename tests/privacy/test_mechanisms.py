@@ -792,20 +792,3 @@ def test_sparse_quantile_refuses_bad_buckets(rng: Randomness) -> None:
         with pytest.raises(ValueError):
             quantiles.quantile_from_buckets(buckets, counts, n_buckets, 0.0, 1.0, 0.5, 1.0, 1.0,
                                             rng)
-
-
-def test_auto_rows_per_unit_finds_the_quantile_of_unit_counts(rng: Randomness) -> None:
-    """Issue 21.2's automatic k: 1000 units, 90% with at most 7 rows and 6% with 8; at
-    epsilon 1 the 0.9 quantile of per-unit counts is 7 or 8 (both hold rank 900: utility 0)
-    but for a few draws, always within [1, cap]."""
-    from dpsql.privacy.auto_bounds import auto_rows_per_unit
-
-    units_by_count = {1: 300, 3: 300, 7: 300, 8: 60, 500: 40}  # 500 rows read as the cap
-    ks = [auto_rows_per_unit(units_by_count, 100, 0.9, 1.0, rng) for _ in range(50)]
-    assert all(1 <= k <= 100 for k in ks)
-    assert sum(k in (7, 8) for k in ks) >= 45
-    assert auto_rows_per_unit({}, 5, 0.9, 1.0, rng) in range(1, 6)
-    for bad in ({"cap": 0}, {"epsilon": 0.0}, {"units_by_count": {2: -1}}):
-        arguments = {"units_by_count": {1: 1}, "cap": 4, "q": 0.5, "epsilon": 1.0, **bad}
-        with pytest.raises(ValueError):
-            auto_rows_per_unit(**arguments, rng=rng)  # type: ignore[arg-type]
