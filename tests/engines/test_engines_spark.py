@@ -4,9 +4,9 @@ and a Spark Connect server on that cluster (``sc://``), both started once per ru
 ``spark_cluster`` fixture (tests/support/sparkcluster.py). A missing PySpark, JDK or Connect
 package fails these tests: they do not skip.
 
-The corpus differential, the attack rows and the audit's neighbours run on both: the classic
-session on the representative subset (:func:`representative`), Connect on one case per corpus
-file (:func:`one_per_file`); every case on both with DPSQL_SLOW=1.
+The corpus differential, the attack rows and the audit's neighbours run on both: by default
+one selection of the corpus dealt between the classic session and Connect (:func:`dealt`);
+every case on both with DPSQL_SLOW=1.
 
 The differential harness (:func:`exact_rows`, :func:`differential`) runs a plan's rewritten
 query on two engines over the same data and compares the exact per-group measurements. It
@@ -44,17 +44,15 @@ from grammar_tests.corpus import Case, load_corpus
 from grammar_tests.databases import corpus_metadata
 from tests.support.helpers import REPO
 from tests.support.sparkcluster import SparkCluster
-from tests.support.subset import subset
+from tests.support.subset import cover, subset
 
 pytestmark = pytest.mark.spark
 FULL = os.environ.get("DPSQL_SLOW") == "1"
 
 SAMPLE = REPO / "sample_data"
 BACKENDS = ["cluster", "connect"]  # spark://127.0.0.1:<port> and sc://127.0.0.1:<port>
-#: Every accepted case runs with DPSQL_SLOW=1; by default a representative subset
-#: (:func:`representative`: every node type of every case's engine query, every measurement
-#: kind, every corpus file), plus two more on the run's seed (conftest.py), to keep CI time
-#: modest (a Spark query takes about a second on 2 cores).
+#: Every accepted case runs with DPSQL_SLOW=1; by default the cases :func:`dealt` chooses,
+#: to keep CI time modest (a Spark query takes about a second on 2 cores, three on a busy one).
 
 
 def loose_metadata(folder: Path) -> Path:
@@ -156,32 +154,30 @@ def planned(cases: list[Case], metadata: Metadata) -> list[tuple[Case, Plan]]:
     return out
 
 
-def one_per_file(cases: list[Case], metadata: Metadata) -> list[tuple[Case, Plan]]:
-    """The first case of each corpus file that plans under ``metadata`` (every case with
-    DPSQL_SLOW=1): the second backend's small deterministic subset."""
-    chosen: dict[str, tuple[Case, Plan]] = {}
-    for case, plan in planned(cases, metadata):
-        chosen.setdefault(case.file, (case, plan))
-    return planned(cases, metadata) if FULL else list(chosen.values())
-
-
-def representative(cases: list[Case], metadata: Metadata, seed: int
-                   ) -> list[tuple[Case, Plan]]:
-    """Every case with DPSQL_SLOW=1. Else every ROUND case (the rule dpsql.query.total_expressions
-    spells out for each engine), a cover of the cases' :func:`features` and about 2 more on
-    ``seed`` (tests/support/subset.py; CI's runs cover the whole corpus over time). Cases
-    accepted only under the sample's bounds (k, g) are left out: they are refused under the
-    loose ones."""
-    planned = []
-    for case in cases:
-        try:
-            plan = Planner(metadata).prepare(case.sql, **case.options)  # type: ignore[arg-type]
-        except QueryRefused:
-            continue
-        planned.append((case, plan))
-    rounding = [i for i, (case, _) in enumerate(planned) if "ROUND(" in case.sql.upper()]
-    return subset(planned, max(1, len(planned) // 2), lambda item: features(*item), seed,
-                  taken=rounding)
+def dealt(cases: list[Case], metadata: Metadata, seed: int
+          ) -> dict[str, list[tuple[Case, Plan]]]:
+    """The corpus cases each backend runs: every case on both with DPSQL_SLOW=1. Else one
+    selection dealt alternately to the two: the cluster and Connect run the same Spark SQL (one
+    dialect) and differ in the session (py4j rows, Connect's Arrow batches), so each node
+    type needs spelling and running once, not once per backend. The selection: every ROUND case
+    (the rule dpsql.query.total_expressions spells out for each engine), a cover of the
+    engine queries' node types and measurement kinds (:func:`features`, not their corpus
+    file), and about two more on ``seed`` (tests/support/subset.py; CI's runs cover the whole
+    corpus over time); then Connect also gets a cover of the measurement kinds, the shapes of
+    result its client converts. Cases accepted only under the sample's bounds (k, g) are left
+    out: they are refused under the loose ones."""
+    every = planned(cases, metadata)
+    if FULL:
+        return {backend: every for backend in BACKENDS}
+    found = [{f for f in features(*item) if not f.startswith("file ")} for item in every]
+    rounding = [i for i, (case, _) in enumerate(every) if "ROUND(" in case.sql.upper()]
+    chosen = subset(range(len(every)), max(1, len(every) // 2), found.__getitem__, seed,
+                    taken=rounding)
+    on_connect = set(chosen[1::2])
+    kinds = [{f for f in found[i] if f.startswith("measurement ")} for i in range(len(every))]
+    on_connect = cover(kinds, on_connect)
+    return {"cluster": [every[i] for i in chosen[0::2]],
+            "connect": [every[i] for i in sorted(on_connect)]}
 
 
 CORPUS = [c for c in load_corpus() if c.database == "sample"]  # the sample data here
@@ -191,13 +187,18 @@ ACCEPTED = [c for c in load_corpus() if c.database in ("sample", "central")
 REFUSED = [c for c in CORPUS if c.verdict == "refused"]
 
 
-def test_corpus_accepted_same_measurements(engines: tuple[Engine, Engine], loose: Metadata,
+@pytest.fixture(scope="module")
+def corpus_cases(loose: Metadata, neighbour_seed: int) -> dict[str, list[tuple[Case, Plan]]]:
+    return dealt(ACCEPTED, loose, neighbour_seed)
+
+
+def test_corpus_accepted_same_measurements(engines: tuple[Engine, Engine],
+                                           corpus_cases: dict[str, list[tuple[Case, Plan]]],
                                            neighbour_seed: int) -> None:
     """The rewritten Spark SQL computes DuckDB's exact per-group measurements, on the
-    cluster (:func:`representative`) and through Connect (:func:`one_per_file`)."""
+    cluster and through Connect, each on its share of the corpus (:func:`dealt`)."""
     duck, spark = engines
-    selected = (one_per_file(ACCEPTED, loose) if _is_connect(spark) else
-                representative(ACCEPTED, loose, neighbour_seed))
+    selected = corpus_cases["connect" if _is_connect(spark) else "cluster"]
     failures = []
     for case, plan in selected:
         try:
@@ -319,9 +320,10 @@ def test_attack_rows_never_fail_and_match_duckdb(
     """Rows built to break the engine (NaN, infinities, BIGINT extremes whose sum overflows
     64 bits, text that does not convert, divisions by zero) give DuckDB's exact answer on
     Spark, with no error; the sum of four 2^62 and one -2^62 exceeds BIGINT and is not
-    wrapped."""
+    wrapped. By default the cluster runs half of :data:`ATTACKS` and Connect the other."""
     metadata, duck, spark = attack
-    for sql in ATTACKS:
+    # Dealt between the two backends by default (one dialect); every row on both when slow.
+    for sql in ATTACKS if FULL else ATTACKS[_is_connect(spark)::2]:
         differential(Planner(metadata).prepare(sql, delta=1e-6), duck, spark)
     total = exact_rows(spark, Planner(metadata).prepare("SELECT SUM(n) FROM t"))[()][0]
     # 2000 integers of 2^53 - 1 add up beyond BIGINT: exact (DECIMAL(38, 0)), as DuckDB's

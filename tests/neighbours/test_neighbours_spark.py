@@ -86,7 +86,12 @@ def test_generated(typed: Neighbourhood, neighbour_seed: int) -> None:
     assert not summary.violations, summary.report() + again
 
 
-@pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)
+#: Gaussian's groups cap and the histogram and distinct kinds by default (one dialect spells
+#: the rest as on PostgreSQL and DuckDB, where every one runs); all of them with DPSQL_SLOW=1.
+UNCAPPED_ON_SPARK = UNCAPPED if os.environ.get("DPSQL_SLOW") == "1" else UNCAPPED[2:4]
+
+
+@pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED_ON_SPARK)
 def test_uncapped_groups(typed: Neighbourhood, sql: str, mechanism: str) -> None:
     """Issue 21: a unit's k rows over all its public groups (no groups cap), on Spark."""
     assert_uncapped_clean(typed, sql, mechanism)
@@ -95,7 +100,8 @@ def test_uncapped_groups(typed: Neighbourhood, sql: str, mechanism: str) -> None
 def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:
     """Issue 21.5's fine histograms on Spark: user-level quantiles move by at most k, and
     with the utility's sensitivity declared as one row the harness finds it."""
-    assert_quantile_mutant_found(monkeypatch, typed)
+    assert_quantile_mutant_found(monkeypatch, typed,
+                                 every_shape=os.environ.get("DPSQL_SLOW") == "1")
 
 
 @pytest.mark.skipif(os.environ.get("DPSQL_SLOW") != "1",
