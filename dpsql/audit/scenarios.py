@@ -194,6 +194,16 @@ def _visits(name: str, title: str, sql: str, **kw: object) -> Scenario:
                     neighbour, **kw)  # type: ignore[arg-type]
 
 
+#: Forty public groups, k = 40 rows and g = 1 group per unit: a unit in every group moves one
+#: count of units by one, where a missing groups cap would move all forty (the sum over the
+#: released groups, one of the audit's features, then moves by 40 against noise of about 9).
+WIDE_GROUPS = GROUPS + tuple(f"w{i:02}" for i in range(34))
+VISITS_WIDE = VISITS.replace("max_rows_per_unit = 3\nmax_groups_per_unit = 2\n",
+                             "max_rows_per_unit = 40\nmax_groups_per_unit = 1\n").replace(
+    'grp = { type = "text", values = ["a", "b", "c", "d", "e", "f"] }',
+    "grp = { type = \"text\", values = [" + ", ".join(f'"{g}"' for g in WIDE_GROUPS) + "] }")
+
+
 #: An automatic k (dpsql.privacy.auto_bounds) in [1, 10] for half the epsilon: at epsilon 2
 #: the choice aims where about 11 units have more rows (the plan's ``AutoRows.above``).
 VISITS_AUTO = VISITS.replace("max_rows_per_unit = 3\n", "max_rows_per_unit = { auto = true, "
@@ -302,4 +312,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     _visits("units_grouped", "COUNT(DISTINCT person) per public group: neighbour in 6 groups, "
             "g = 2", "SELECT grp, COUNT(DISTINCT pid) AS units FROM visits GROUP BY grp",
             neighbour=_frequent(60, GROUPS), keys=("grp",), epsilon=2.0),
+    Scenario("units_wide", "COUNT(DISTINCT person) per public group: neighbour in 40 groups, "
+             "g = 1", "SELECT grp, COUNT(DISTINCT pid) AS units FROM visits GROUP BY grp",
+             VISITS_WIDE, "visits", VISITS_COLUMNS, visits_rows(),
+             _frequent(40, WIDE_GROUPS), keys=("grp",)),
 ]}
