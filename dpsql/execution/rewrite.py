@@ -71,6 +71,7 @@ planned as ``COUNT(*)``), so it includes rows whose unit is NULL.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from sqlglot import exp
 
@@ -100,6 +101,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
         rows = rows.where(reader.unit(table.privacy_unit).is_(exp.null()).not_(), copy=False)
     if plan.query.where is not None:
         rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)
+    if table.needs_bounding and plan.weight_bits:
+        return _weighted_query(plan, inputs, rows)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
     source = "__rows"
@@ -279,6 +282,55 @@ def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> e
     if keys:
         query = query.group_by(*[k.copy() for k in keys], copy=False)
     return query
+
+
+def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
+    """Bounding by weights (module docstring): ``__tot``, each unit's rows ``__t``; ``__by``,
+    the rows joined to their unit's ``__t`` and grouped by (keys, ``__t``), one exact
+    aggregate ``__p{i}`` per measurement; then per group ``SUM(__p{i} * W(__t))``. The rows are
+    a subquery in both places, not one CTE: DuckDB would materialise a CTE read twice."""
+    keys = [exp.column(k.name) for k in plan.keys]
+    units = exp.Subquery(this=rows.copy(), alias=exp.TableAlias(this=exp.to_identifier("__r")))
+    tot = exp.select(exp.column("__unit"), _as(exp.Count(this=exp.Star()), "__t"),
+                     copy=False).from_(units, copy=False).group_by(exp.column("__unit"),
+                                                                      copy=False)
+    joined = exp.Join(this=exp.to_identifier("__tot"), on=exp.EQ(
+        this=exp.column("__unit", table="__rows"), expression=exp.column("__unit",
+                                                                        table="__tot")))
+    by = exp.select(*keys, exp.column("__t", table="__tot"),
+                    *[_as(_row_aggregate(m, inputs), f"__p{m.index}")
+                      for m in plan.measurements], copy=False)
+    by = by.from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(
+        "__rows"))), copy=False)
+    by.append("joins", joined)
+    by = by.group_by(*[k.copy() for k in keys], exp.column("__t", table="__tot"), copy=False)
+    weight = _weight(plan)
+    query = exp.select(*[k.copy() for k in keys], *[_as(_or_zero(exp.Sum(this=exp.Mul(
+        this=_cast(exp.column(f"__p{m.index}"), "HUGEINT"),
+        expression=_cast(weight.copy(), "HUGEINT")))), m.name) for m in plan.measurements],
+        copy=False)
+    query = query.with_("__tot", as_=tot, copy=False).with_("__by", as_=by, copy=False)
+    return query.from_(exp.to_identifier("__by"), copy=False).group_by(
+        *[k.copy() for k in keys], copy=False)
+
+
+def _weight(plan: Plan) -> exp.Expression:
+    """``W = min(2**F, floor(k 2**F / __t))``: a unit's weight in units of 2**-F rows."""
+    one = 2 ** plan.weight_bits
+    share = exp.IntDiv(this=exp.Literal.number(row_cap(plan.table) * one),
+                       expression=exp.column("__t"))
+    return _least(exp.Literal.number(one), share)
+
+
+def _row_aggregate(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
+    """A weighted measurement's exact aggregate of its rows' terms (before the weight): the
+    rows counted, or the sum of the terms on the row grid (``Measurement.row_step``)."""
+    x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+    if m.kind == MeasurementKind.COUNT:
+        return exp.Count(this=x if x is not None else exp.Star())
+    bits = m.weight_bits
+    row = replace(m, step=m.row_step, units=(m.units[0] >> bits, m.units[1] >> bits))
+    return exp.Sum(this=_sum_term(row, x))
 
 
 def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
