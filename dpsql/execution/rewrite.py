@@ -291,19 +291,20 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp
     a subquery in both places, not one CTE: DuckDB would materialise a CTE read twice."""
     keys = [exp.column(k.name) for k in plan.keys]
     units = exp.Subquery(this=rows.copy(), alias=exp.TableAlias(this=exp.to_identifier("__r")))
-    tot = exp.select(exp.column("__unit"), _as(exp.Count(this=exp.Star()), "__t"),
-                     copy=False).from_(units, copy=False).group_by(exp.column("__unit"),
-                                                                      copy=False)
-    joined = exp.Join(this=exp.to_identifier("__tot"), on=exp.EQ(
-        this=exp.column("__unit", table="__rows"), expression=exp.column("__unit",
-                                                                        table="__tot")))
-    by = exp.select(*keys, exp.column("__t", table="__tot"),
+    parts = weight_partition(plan)
+    tot = exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
+        units, copy=False).group_by(*[p.copy() for p in parts], copy=False)
+    joined = exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
+        this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
+        for p in parts]))
+    mine = [exp.column(k.name, table="__rows") for k in plan.keys]
+    by = exp.select(*[_as(k, k.name) for k in mine], exp.column("__t", table="__tot"),
                     *[_as(_row_aggregate(m, inputs), f"__p{m.index}")
                       for m in plan.measurements], copy=False)
     by = by.from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(
         "__rows"))), copy=False)
     by.append("joins", joined)
-    by = by.group_by(*[k.copy() for k in keys], exp.column("__t", table="__tot"), copy=False)
+    by = by.group_by(*[k.copy() for k in mine], exp.column("__t", table="__tot"), copy=False)
     weight = _weight(plan)
     query = exp.select(*[k.copy() for k in keys], *[_as(_or_zero(exp.Sum(this=exp.Mul(
         this=_cast(exp.column(f"__p{m.index}"), "HUGEINT"),
@@ -312,6 +313,12 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp
     query = query.with_("__tot", as_=tot, copy=False).with_("__by", as_=by, copy=False)
     return query.from_(exp.to_identifier("__by"), copy=False).group_by(
         *[k.copy() for k in keys], copy=False)
+
+
+def weight_partition(plan: Plan) -> list[exp.Column]:
+    """What a weight's total ``t`` counts the rows of: the unit (a seam for the audit's
+    mutants: per unit and group would give each group its own k rows)."""
+    return [exp.column("__unit")]
 
 
 def _weight(plan: Plan) -> exp.Expression:
