@@ -8,11 +8,32 @@ The query has three steps, each one or more CTEs:
    declared bounds (NaN read as NULL), every aggregated expression is clamped again to its
    derived interval, and every operation is made total (TRY_CAST, NULL for a division by zero),
    so no row can make the query fail.
-2. contribution bounding, unless each row is already its own unit, in one of two forms below:
-   on per-unit aggregates (counts and sums) or on a sample of rows (everything else).
+2. contribution bounding, unless each row is already its own unit, in one of three forms
+   below: by weights (counts and sums over public keys without a groups cap), on per-unit
+   aggregates (the other counts and sums) or on a sample of rows (everything else).
    With joins, the table is the joined rows (:mod:`dpsql.query.joins`), so that everything after
    ``__rows`` -- bounding included -- runs on the joined rows, after the join.
 3. the final aggregate per group: one column per measurement.
+
+**Bounding by weights** (``Plan.weight_bits = F > 0``, :func:`dpsql.privacy.aggregates.
+weight_bits`: every measurement a count or a sum, public keys, no groups cap; issue 23).
+``__tot`` counts each unit's rows ``t`` (after WHERE, in all its groups); ``__by`` joins the
+rows to their unit's ``t`` and groups them by (keys, ``t``): per measurement the exact
+aggregate ``p`` of the rows' terms (COUNT, or the HUGEINT sum of the quantised terms on the
+row grid ``Measurement.row_step``); the final query sums ``p * W(t)`` per group, ``W(t) =
+min(2**F, floor(k 2**F / t))`` an integer. Grouping by ``t`` is exact because ``W`` depends on
+``t`` alone: ``sum_t W(t) sum_{units with t} p_u = sum_u W(t_u) p_u``. The argument: unit u's
+rows each weigh ``W(t_u) / 2**F``, so it adds ``n_j W`` to group j's count (``sum_j n_j W =
+t W <= k 2**F``: at most k rows in total) and ``q_j W`` to a sum (``|sum_j q_j W| <= t T W <=
+k T 2**F`` in grid units), all exact integers; ``W`` is a function of the unit's own rows, so
+adding or removing it moves each measurement by exactly its own vector: L1 <= k (counts), k T
+(sums), L2 <= L1, the sensitivities of :mod:`dpsql.privacy.aggregates`. Nothing is sampled or
+ranked (no salt, no window, no sort): the unit's total is one GROUP BY of its rows, joined
+back, and the keys are grouped with ``t`` (a few thousand values), not with the unit. A unit
+reaches every group it has rows in: the noise grid pays one step per public key
+(``Plan.groups_per_unit``). Measurements are in units of ``2**-F`` rows (counts) or
+``row_step 2**-F`` (sums): real-valued, noised on their grid; the expected share is ``k n_j /
+t`` rows, the allocation's and the sample's (the same bias).
 
 **Bounding by per-unit aggregates** (:func:`aggregated`: every measurement is a count, a
 count of units or a sum, and the keys, if any, have a public domain). ``__units`` groups the
