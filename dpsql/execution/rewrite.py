@@ -91,8 +91,10 @@ planned as ``COUNT(*)``), so it includes rows whose unit is NULL.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from fractions import Fraction
 
 from sqlglot import exp
 
@@ -599,10 +601,34 @@ def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.E
     the input is (it is finite arithmetic on the clamped, NaN-free input)."""
     scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
     rounded = exp.cast(ir.RoundHalfAway(this=scaled), "BIGINT")
+    if _on_grid(m):
+        return rounded  # NULL for NULL, and within [units] for every input: no clamp needed
     low = ir.greatest(rounded, number(m.units[0]))
     clamped = _least(low, number(m.units[1]))
     present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
     return exp.Case(ifs=[exp.If(this=present, true=clamped)])
+
+
+def _on_grid(m: Measurement) -> bool:
+    """Whether every input the engine can sum rounds into ``m.units`` without the integer
+    clamp (a third of a SUM's time at 10M rows). The input is clamped to ``[m.lo, m.hi]``
+    (doubles: its DOUBLE value too, rounding being monotone), the term ``x`` or ``x - c``
+    (``power`` 1) is a monotone function of it in IEEE arithmetic, as are the division by the
+    power-of-two step and the rounding: so the term's grid value lies between those of the
+    interval's ends, computed here with the engine's own double arithmetic."""
+    if m.power != 1:
+        return False
+    ends = [float(m.lo), float(m.hi)]
+    if m.center:
+        ends = [e - float(m.center) for e in ends]
+    q = [_round_half_away(Fraction(e / m.step)) for e in ends]
+    return m.units[0] <= q[0] and q[1] <= m.units[1]
+
+
+def _round_half_away(v: Fraction) -> int:
+    """ir.RoundHalfAway of an exact value."""
+    magnitude = math.floor(abs(v) + Fraction(1, 2))
+    return magnitude if v >= 0 else -magnitude
 
 
 def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:

@@ -266,6 +266,7 @@ CAUGHT = [
     ("rows_uncapped", "sum_scaled", 300, 150),
     ("rows_uncapped", "count_where", 300, 150),
     ("rows_uncapped", "bounds_raised", 300, 150),
+    ("rows_uncapped", "group_public", 300, 150),  # the weights' k (bounding by weights)
     ("groups_uncapped", "units_grouped", 1000, 1000),  # at 500: bound 1.94 <= 2, missed
     ("scaling_removed", "sum_scaled", 300, 150),
     ("k_per_group", "uncapped_groups", 300, 150),
