@@ -430,3 +430,26 @@ def test_quantised_terms_are_clamped_in_grid_units_and_keep_null() -> None:
                 "(NULL), (NULL)) v(x)")
     # -10 -> -20 units -> -4; 0.2 -> 0; 1.3 -> 2.6 -> 3; 10 -> 20 -> 6; NULLs skipped.
     assert con.execute(sql).fetchall() == [(-4 + 0 + 3 + 6,)]
+
+
+@pytest.mark.parametrize(("lo", "hi", "center"), [
+    (0.0, 1000.0, 0.0), (0.0, 1000.0, 500.0), (-3.7, 0.3, 0.0), (0.1, 0.30000000000000004, 0.2),
+    (-1e15, 2.5e15, 7.5e14), (1.0, 2**53 + 2.0, 0.0)])
+def test_sums_drop_the_integer_clamp_only_where_every_input_rounds_into_the_grid(
+        lo: float, hi: float, center: float) -> None:
+    """rewrite._on_grid: every clamped input's term, rounded on the grid, lies in the
+    measurement's integer range (the ends and inputs between them, in IEEE doubles)."""
+    import random
+    from fractions import Fraction
+
+    from dpsql.execution.rewrite import _on_grid, _round_half_away
+    from dpsql.privacy.aggregates import fixed_point
+
+    step, units = fixed_point(lo - center, hi - center)
+    m = SimpleNamespace(lo=lo, hi=hi, center=center, power=1, step=step, units=units)
+    if not _on_grid(m):  # type: ignore[arg-type]
+        return  # the clamp stays
+    rng = random.Random(7)
+    for x in [lo, hi, *(rng.uniform(lo, hi) for _ in range(2000))]:
+        term = x - center if center else x
+        assert units[0] <= _round_half_away(Fraction(term / step)) <= units[1]
