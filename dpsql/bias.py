@@ -28,9 +28,12 @@ def bounding_notes(p: Plan) -> list[str]:
     notes = []
     table = p.table
     if table.needs_bounding:
+        # Counts and sums over public keys weigh a unit's rows instead of sampling them
+        # (dpsql.privacy.aggregates, "Bounding by weights").
+        how = (f"each of the t rows of a unit with more counts as {table.rows_per_unit}/t of "
+               "a row" if p.weight_bits else "a unit's other rows are left out at random")
         text = (f"{BOUNDS_NOTE}: each privacy unit counts with at most "
-                f"{table.rows_per_unit} row(s) (max_rows_per_unit; a unit's other rows are "
-                "left out at random)")
+                f"{table.rows_per_unit} row(s) (max_rows_per_unit; {how})")
         if p.keys and p.group_cap is not None:
             text += (f" in at most {p.group_cap} group(s) (max_groups_per_unit; its "
                      "other groups are left out)")

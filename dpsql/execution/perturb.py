@@ -177,7 +177,11 @@ def typed(values: np.ndarray, sql_type: str) -> np.ndarray:
     if sql_type == "TIMESTAMP":
         return instants(values)
     if sql_type == "BIGINT":
-        return np.asarray(values, dtype=np.int64)
+        # A count on weighted rows is real-valued (aggregates, "Bounding by weights"): the
+        # noisy value is rounded; integer measurements are integers already.
+        values = np.asarray(values)
+        return np.asarray(np.rint(values) if values.dtype.kind == "f" else values,
+                          dtype=np.int64)
     return np.asarray(values, dtype=np.float64)
 
 

@@ -8,11 +8,32 @@ The query has three steps, each one or more CTEs:
    declared bounds (NaN read as NULL), every aggregated expression is clamped again to its
    derived interval, and every operation is made total (TRY_CAST, NULL for a division by zero),
    so no row can make the query fail.
-2. contribution bounding, unless each row is already its own unit, in one of two forms below:
-   on per-unit aggregates (counts and sums) or on a sample of rows (everything else).
+2. contribution bounding, unless each row is already its own unit, in one of three forms
+   below: by weights (counts and sums over public keys without a groups cap), on per-unit
+   aggregates (the other counts and sums) or on a sample of rows (everything else).
    With joins, the table is the joined rows (:mod:`dpsql.query.joins`), so that everything after
    ``__rows`` -- bounding included -- runs on the joined rows, after the join.
 3. the final aggregate per group: one column per measurement.
+
+**Bounding by weights** (``Plan.weight_bits = F > 0``, :func:`dpsql.privacy.aggregates.
+weight_bits`: every measurement a count or a sum, public keys, no groups cap; issue 23).
+``__tot`` counts each unit's rows ``t`` (after WHERE, in all its groups); ``__by`` joins the
+rows to their unit's ``t`` and groups them by (keys, ``t``): per measurement the exact
+aggregate ``p`` of the rows' terms (COUNT, or the HUGEINT sum of the quantised terms on the
+row grid ``Measurement.row_step``); the final query sums ``p * W(t)`` per group, ``W(t) =
+min(2**F, floor(k 2**F / t))`` an integer. Grouping by ``t`` is exact because ``W`` depends on
+``t`` alone: ``sum_t W(t) sum_{units with t} p_u = sum_u W(t_u) p_u``. The argument: unit u's
+rows each weigh ``W(t_u) / 2**F``, so it adds ``n_j W`` to group j's count (``sum_j n_j W =
+t W <= k 2**F``: at most k rows in total) and ``q_j W`` to a sum (``|sum_j q_j W| <= t T W <=
+k T 2**F`` in grid units), all exact integers; ``W`` is a function of the unit's own rows, so
+adding or removing it moves each measurement by exactly its own vector: L1 <= k (counts), k T
+(sums), L2 <= L1, the sensitivities of :mod:`dpsql.privacy.aggregates`. Nothing is sampled or
+ranked (no salt, no window, no sort): the unit's total is one GROUP BY of its rows, joined
+back, and the keys are grouped with ``t`` (a few thousand values), not with the unit. A unit
+reaches every group it has rows in: the noise grid pays one step per public key
+(``Plan.groups_per_unit``). Measurements are in units of ``2**-F`` rows (counts) or
+``row_step 2**-F`` (sums): real-valued, noised on their grid; the expected share is ``k n_j /
+t`` rows, the allocation's and the sample's (the same bias).
 
 **Bounding by per-unit aggregates** (:func:`aggregated`: every measurement is a count, a
 count of units or a sum, and the keys, if any, have a public domain). ``__units`` groups the
@@ -70,7 +91,10 @@ planned as ``COUNT(*)``), so it includes rows whose unit is NULL.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+from fractions import Fraction
 
 from sqlglot import exp
 
@@ -92,6 +116,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     table = plan.table
     inputs = _inputs(plan)
     rows = query_rows(plan, physical, inputs)
+    if table.needs_bounding and plan.weight_bits:
+        return _weighted_query(plan, inputs, rows)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
     source = "__rows"
@@ -305,6 +331,62 @@ def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> e
     if keys:
         query = query.group_by(*[k.copy() for k in keys], copy=False)
     return query
+
+
+def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
+    """Bounding by weights (module docstring): ``__tot``, each unit's rows ``__t``; ``__by``,
+    the rows joined to their unit's ``__t`` and grouped by (keys, ``__t``), one exact
+    aggregate ``__p{i}`` per measurement; then per group ``SUM(__p{i} * W(__t))``. The rows are
+    a subquery in both places, not one CTE: DuckDB would materialise a CTE read twice."""
+    keys = [exp.column(k.name) for k in plan.keys]
+    units = exp.Subquery(this=rows.copy(), alias=exp.TableAlias(this=exp.to_identifier("__r")))
+    parts = weight_partition(plan)
+    tot = exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
+        units, copy=False).group_by(*[p.copy() for p in parts], copy=False)
+    joined = exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
+        this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
+        for p in parts]))
+    mine = [exp.column(k.name, table="__rows") for k in plan.keys]
+    by = exp.select(*[_as(k, k.name) for k in mine], exp.column("__t", table="__tot"),
+                    *[_as(_row_aggregate(m, inputs), f"__p{m.index}")
+                      for m in plan.measurements], copy=False)
+    by = by.from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(
+        "__rows"))), copy=False)
+    by.append("joins", joined)
+    by = by.group_by(*[k.copy() for k in mine], exp.column("__t", table="__tot"), copy=False)
+    weight = _weight(plan)
+    query = exp.select(*[k.copy() for k in keys], *[_as(_or_zero(exp.Sum(this=exp.Mul(
+        this=_cast(exp.column(f"__p{m.index}"), "HUGEINT"),
+        expression=_cast(weight.copy(), "HUGEINT")))), m.name) for m in plan.measurements],
+        copy=False)
+    query = query.with_("__tot", as_=tot, copy=False).with_("__by", as_=by, copy=False)
+    return query.from_(exp.to_identifier("__by"), copy=False).group_by(
+        *[k.copy() for k in keys], copy=False)
+
+
+def weight_partition(plan: Plan) -> list[exp.Column]:
+    """What a weight's total ``t`` counts the rows of: the unit (a seam for the audit's
+    mutants: per unit and group would give each group its own k rows)."""
+    return [exp.column("__unit")]
+
+
+def _weight(plan: Plan) -> exp.Expression:
+    """``W = min(2**F, floor(k 2**F / __t))``: a unit's weight in units of 2**-F rows."""
+    one = 2 ** plan.weight_bits
+    share = exp.IntDiv(this=exp.Literal.number(row_cap(plan.table) * one),
+                       expression=exp.column("__t"))
+    return _least(exp.Literal.number(one), share)
+
+
+def _row_aggregate(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
+    """A weighted measurement's exact aggregate of its rows' terms (before the weight): the
+    rows counted, or the sum of the terms on the row grid (``Measurement.row_step``)."""
+    x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+    if m.kind == MeasurementKind.COUNT:
+        return exp.Count(this=x if x is not None else exp.Star())
+    bits = m.weight_bits
+    row = replace(m, step=m.row_step, units=(m.units[0] >> bits, m.units[1] >> bits))
+    return exp.Sum(this=_sum_term(row, x))
 
 
 def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
@@ -545,10 +627,34 @@ def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.E
     the input is (it is finite arithmetic on the clamped, NaN-free input)."""
     scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
     rounded = exp.cast(ir.RoundHalfAway(this=scaled), "BIGINT")
+    if _on_grid(m):
+        return rounded  # NULL for NULL, and within [units] for every input: no clamp needed
     low = ir.greatest(rounded, number(m.units[0]))
     clamped = _least(low, number(m.units[1]))
     present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
     return exp.Case(ifs=[exp.If(this=present, true=clamped)])
+
+
+def _on_grid(m: Measurement) -> bool:
+    """Whether every input the engine can sum rounds into ``m.units`` without the integer
+    clamp (a third of a SUM's time at 10M rows). The input is clamped to ``[m.lo, m.hi]``
+    (doubles: its DOUBLE value too, rounding being monotone), the term ``x`` or ``x - c``
+    (``power`` 1) is a monotone function of it in IEEE arithmetic, as are the division by the
+    power-of-two step and the rounding: so the term's grid value lies between those of the
+    interval's ends, computed here with the engine's own double arithmetic."""
+    if m.power != 1:
+        return False
+    ends = [float(m.lo), float(m.hi)]
+    if m.center:
+        ends = [e - float(m.center) for e in ends]
+    q = [_round_half_away(Fraction(e / m.step)) for e in ends]
+    return m.units[0] <= q[0] and q[1] <= m.units[1]
+
+
+def _round_half_away(v: Fraction) -> int:
+    """ir.RoundHalfAway of an exact value."""
+    magnitude = math.floor(abs(v) + Fraction(1, 2))
+    return magnitude if v >= 0 else -magnitude
 
 
 def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:

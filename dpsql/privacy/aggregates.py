@@ -53,6 +53,29 @@ in total, each sum by at most k times one row's bound, and COUNT(DISTINCT unit) 
 groups: the table above holds for both (the argument, kind by kind, is in
 :mod:`dpsql.execution.rewrite`).
 
+**Bounding by weights** (:func:`weight_bits`; issue 23: counts and sums over public keys
+without a groups cap, the GROUP BY every chart sends). Instead of choosing which rows or how
+many of them a unit keeps in each group, every row of a unit with ``t`` rows (in all its
+groups, after WHERE) enters with the same weight ``w = W / 2**F``, ``W = min(2**F, floor(k
+2**F / t))`` an integer (``F = WEIGHT_BITS``): the unit contributes ``n_j W`` (in units of
+``2**-F`` rows) to group j's count and ``q_j W`` to a sum, ``q_j`` the exact integer sum of
+its quantised row terms in group j. All integers, summed exactly (HUGEINT). Per kind, ``T``
+one row's term bound:
+
+- counts: ``sum_j n_j W = t W <= k 2**F``: at most k rows in total, L1 <= k, L2 <= L1;
+- sums: ``|sum_j q_j W| <= t T W <= k T 2**F``: L1 <= k T in value units, L2 <= L1;
+
+exactly the table's sensitivities. ``W`` depends on the unit's own rows only, so adding or
+removing a unit moves each measurement by exactly its own contribution (no salt is needed:
+nothing is sampled). The measurements are real-valued fixed-point sums (:func:`weighted`:
+``step = row_step 2**-F``, a count's row step being 1 row), noised on their grid like every
+real sum; a unit reaches every group it has rows in (up to the whole public domain), and the
+noise grid pays one step per such cell (:func:`Plan.groups_per_unit`), a relative cost of
+about ``|domain| 2**-40``. A released count is the noisy real count rounded. The expected
+contribution of a unit to group j is ``k n_j / t`` rows when ``t > k``, the same as the k-row
+sample's and the allocation's (the bias is unchanged, ``benchmarks/README.md`` measures it);
+the weights have no sampling variance at all.
+
 **When the groups cap buys something** (:func:`groups_cap`; issue 21). The cap of ``g`` groups
 per unit costs bias (a unit's rows in its other groups are dropped), so the plan applies it
 only where it lowers what is released. Let a unit keep ``k`` rows, ``n_j`` of them in group
@@ -78,7 +101,8 @@ only where it lowers what is released. Let a unit keep ``k`` rows, ``n_j`` of th
   over it, :mod:`dpsql.privacy.thresholds`), so the cap **is applied**.
 
 The noise grid of real cells pays one grid step per group a unit reaches
-(:func:`Plan.groups_per_unit`): g' with the cap, ``min(k, |domain|)`` without.
+(:func:`Plan.groups_per_unit`): g' with the cap, ``min(k, |domain|)`` without, ``|domain|``
+with weighted rows.
 
 **Exact sums** (Casacuberta, Shoemate, Vadhan and Wagaman, CCS 2022). The sensitivities above
 hold for sums in real arithmetic. A floating-point SUM is not one: each addition rounds, and the
@@ -115,7 +139,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from fractions import Fraction
 from functools import cached_property
@@ -188,6 +212,11 @@ class MeasurementSpec:
     dates: bool = False
     # histogram only: the input is a timestamp, measured as its seconds since EPOCH_DAY (EPOCH)
     instants: bool = False
+    # Weighted rows only (see "Bounding by weights" above): F > 0 when each unit's rows enter
+    # with the weight floor(k 2**F / t) / 2**F, t its rows; the engine's integer is then in
+    # units of ``step``, one row's term on the grid ``row_step`` (0.0: the integer term itself)
+    weight_bits: int = 0
+    row_step: float = 0.0
 
     @property
     def histogram_range(self) -> tuple[float, float]:
@@ -199,7 +228,8 @@ class MeasurementSpec:
         """Two specs with the same key are one measurement (computed and noised once)."""
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
-                self.quantile, self.mechanism, self.step, self.units, self.dates, self.instants)
+                self.quantile, self.mechanism, self.step, self.units, self.dates, self.instants,
+                self.weight_bits, self.row_step)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -315,6 +345,45 @@ def units_measurement(table: Table, groups: int, mechanism: Mechanism) -> Measur
         return MeasurementSpec(MeasurementKind.COUNT, None, l1=1, l2=1, mechanism=mechanism)
     return MeasurementSpec(MeasurementKind.UNITS, None, l1=groups, l2=math.sqrt(groups),
                            mechanism=mechanism)
+
+
+#: F, the bits of the weights' fixed-point grid: a unit's weight is ``floor(k 2**F / t)`` in
+#: units of 2**-F rows, so a unit over k rows loses less than 2**-F of a row to the rounding.
+WEIGHT_BITS = 20
+#: The largest row term (in its grid's units) that weighted sums accept: 2**52 units times the
+#: weight 2**F over 2**40 rows stays far inside HUGEINT (2**127).
+_WEIGHTED_TERM = 2**52
+
+
+def weight_bits(table: Table, grouped: bool, public: bool, cap: int | None,
+                specs: Sequence[MeasurementSpec]) -> int:
+    """F when the rewrite bounds contributions by weighting each unit's rows (module docstring,
+    "Bounding by weights"), else 0: every measurement a count or a sum, public keys, no groups
+    cap (Laplace or Gaussian over public keys), and terms small enough for exact sums."""
+    if not (table.needs_bounding and grouped and public and cap is None):
+        return 0
+    for s in specs:
+        if s.kind == MeasurementKind.SUM:
+            terms = s.units if s.step else (int(s.lo), int(s.hi))
+            if max(abs(terms[0]), abs(terms[1])) > _WEIGHTED_TERM:
+                return 0
+        elif s.kind != MeasurementKind.COUNT:
+            return 0
+    return WEIGHT_BITS
+
+
+def weighted(spec: MeasurementSpec, bits: int) -> MeasurementSpec:
+    """``spec`` measured on weighted rows: a real-valued fixed-point sum whose engine integer is
+    in units of ``step = row_step 2**-F`` (``2**-F`` rows for a count, whose row term is 1);
+    its sensitivity is unchanged (module docstring, "Bounding by weights")."""
+    if spec.kind == MeasurementKind.COUNT:
+        row_step, terms = 0.0, (0, 1)
+    else:
+        row_step = spec.step
+        terms = spec.units if spec.step else (int(spec.lo), int(spec.hi))
+    return replace(spec, integer=False, step=math.ldexp(row_step or 1.0, -bits),
+                   units=(terms[0] << bits, terms[1] << bits), weight_bits=bits,
+                   row_step=row_step)
 
 
 def groups_cap(table: Table, specs: Sequence[MeasurementSpec], thresholded: bool) -> int | None:

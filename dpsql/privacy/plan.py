@@ -48,6 +48,8 @@ from dpsql.privacy.aggregates import (
     cell_for,
     groups_cap,
     units_measurement,
+    weight_bits,
+    weighted,
 )
 from dpsql.privacy.domains import key_domain
 from dpsql.privacy.key_filters import Filters, key_filters
@@ -121,13 +123,15 @@ class Plan:
     group_cap: int | None = None
     # The table's k is chosen from the data as the query runs (None: k is fixed now)
     auto: AutoRows | None = None
+    # F > 0 when each unit's rows are weighted instead of capped (aggregates.weight_bits)
+    weight_bits: int = 0
 
     @property
     def groups_per_unit(self) -> int:
-        """The GROUP BY groups one unit can reach: the cap g' when applied, else min(k, the
-        number of public keys); 1 without GROUP BY."""
+        """The GROUP BY groups one unit can reach: the cap g' when applied, every public key
+        with weighted rows, else min(k, the number of public keys); 1 without GROUP BY."""
         return _reach(self.table, self.keys, self.group_cap,
-                      len(self.domain) if self.domain is not None else None)
+                      len(self.domain) if self.domain is not None else None, self.weight_bits)
 
 
 def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
@@ -150,8 +154,15 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
         units = units_measurement(table, table.groups_per_unit, Mechanism.LAPLACE)
         specs = _distinct_specs([], [*specs, units])
     cap = groups_cap(table, specs, thresholded=units is not None)
+    bits = weight_bits(table, bool(keys), domain is not None, cap, specs)
+    if bits:  # bounding by weights (aggregates, "Bounding by weights"): real-valued sums
+        by_key = {s.key: weighted(s, bits) for s in specs}
+        specs = list(by_key.values())
+        cells = [replace(c, measurements=tuple(by_key[m.key] for m in c.measurements))
+                 for c in cells]
     split = _split_budget(specs, _weights(cells, specs), epsilon, delta, units is not None,
-                          _reach(table, keys, cap, len(domain) if domain is not None else None))
+                          _reach(table, keys, cap, len(domain) if domain is not None else None,
+                                 bits))
     calibrated = {m.key: m for m in split.measurements}
     thresholding = None
     if units is not None:
@@ -166,7 +177,7 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
                 measurements=split.measurements, threshold=thresholding, epsilon=epsilon,
                 delta=delta, mechanism=mechanism, cost_epsilon=epsilon,
                 cost_delta=split.delta_threshold + split.delta_gaussian, rho=split.rho,
-                group_cap=cap)
+                group_cap=cap, weight_bits=bits)
 
 
 def calibrated(cell: Cell) -> tuple[Measurement, ...]:
@@ -177,13 +188,17 @@ def calibrated(cell: Cell) -> tuple[Measurement, ...]:
     return out
 
 
-def _reach(table: Table, keys: tuple[Key, ...], cap: int | None, domain: int | None) -> int:
+def _reach(table: Table, keys: tuple[Key, ...], cap: int | None, domain: int | None,
+           bits: int = 0) -> int:
     """Cells one unit can change (rounding real cells to the noise grid costs one grid step
-    in each): the groups cap g' when applied, else min(k, number of public keys)."""
+    in each): the groups cap g' when applied, every public key with weighted rows (a unit's
+    weighted rows reach all its groups), else min(k, number of public keys)."""
     if not keys or not table.needs_bounding:
         return 1
     if cap is not None:
         return cap
+    if bits and domain is not None:
+        return max(1, domain)
     return max(1, min(table.rows_per_unit, domain if domain is not None else
                       table.rows_per_unit))
 

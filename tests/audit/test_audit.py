@@ -206,6 +206,9 @@ def _bounding_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     # Counts and sums are bounded on per-unit aggregates without sampling: route them through
     # the unbounded sample too.
     monkeypatch.setattr(dpsql.execution.rewrite, "aggregated", lambda plan: False)
+    # Counts and sums over public keys weigh a unit's rows by min(1, k / t): weight 1.
+    monkeypatch.setattr(dpsql.execution.rewrite, "_weight",
+                        lambda plan: exp.Literal.number(2 ** plan.weight_bits))
     # Joins of private tables also sample each table before the join (bounding the work).
     monkeypatch.setattr(dpsql.query.joins, "prebound", lambda select, source, *a: select)
 
@@ -295,6 +298,7 @@ CAUGHT = [
     ("rows_uncapped", "sum_scaled", 300, 150),
     ("rows_uncapped", "count_where", 300, 150),
     ("rows_uncapped", "bounds_raised", 300, 150),
+    ("rows_uncapped", "group_public", 300, 150),  # the weights' k (bounding by weights)
     # On units_grouped (6 groups, g = 2) these two needed N = 1000 (at 500: bound 1.94 <= 2);
     # on units_wide (40 groups, g = 1) N = 100 gives 2.30 against a declared 1.
     ("groups_uncapped", "units_wide", 150, 100),
@@ -342,9 +346,9 @@ def test_mutants_really_change_the_engine(monkeypatch: pytest.MonkeyPatch, tmp_p
     _clamping_removed(monkeypatch)
     with A.Database(d, meta) as db:
         broken = db.explain(s.sql).sql.lower()
-    # Honest: the unit's k rows allocated over its groups by windows over the unit (no
-    # ROW_NUMBER since the groups cap is not applied over public keys, issue 21); broken: none.
-    assert "over (partition by __unit" in honest and "over (partition by __unit" not in broken
+    # Honest: the unit's rows weighted by min(1, k / t) over public keys (no groups cap,
+    # issue 21; no window or sample, issue 23); broken: every row weighs 1.
+    assert "// __t" in honest and "// __t" not in broken
     # The input clamps are gone (the fixed-point sums keep their integer clamp in grid units).
     assert honest.count("greatest") > broken.count("greatest")
 

@@ -154,12 +154,12 @@ def test_explain() -> None:
     result = ok("explain", "SELECT category, COUNT(*), SUM(amount) FROM visits GROUP BY category",
                 "--epsilon", "0.8", "--max-rows", "10", "--max-groups", "3")
     out = result.stdout
-    # Contribution bounding in SQL: per (unit, group) aggregates, a unit's k rows allocated
-    # over all its groups (no groups cap over public keys under Laplace: issue 21).
-    assert "Rewritten SQL:" in out and "WITH __rows AS" in out and "__contrib" in out
-    assert "SUM(__n) OVER (PARTITION BY __unit ORDER BY" in out and "ROW_NUMBER()" not in out
-    # The salt is a query parameter bound at run time: never a number in the text.
-    assert "HASH($1," in out.upper() and re.search(r"HASH\(\s*-?\d", out.upper()) is None
+    # Contribution bounding in SQL: a unit's rows weighted by min(1, k / t) over all its
+    # groups (no groups cap over public keys under Laplace: issue 21; no sample: issue 23).
+    assert "Rewritten SQL:" in out and "WITH __tot AS" in out and "__by" in out
+    assert "LEAST(1048576, 10485760 // __t)" in out and "ROW_NUMBER()" not in out
+    # Nothing is sampled, so no salt at all (a sampled query's salt is a parameter: below).
+    assert "$1" not in out and "HASH(" not in out.upper()
     table = [line for line in out.splitlines() if "|" in line]
     assert "sensitivity" in table[0] and "epsilon" in table[0] and "mechanism" in table[0]
     count = next(line for line in table if line.startswith("COUNT(*)"))

@@ -192,22 +192,27 @@ def test_bounding_keeps_at_most_k_rows_and_g_groups(
 
 def test_per_unit_aggregates_keep_k_rows_in_g_groups(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
-    """Counts and sums bound each unit on its (unit, group) aggregates: over public keys
-    with Laplace or Gaussian noise, k rows allocated over all its groups in proportion to
-    their rows (5 groups of 2 rows -> 4 of them get 1 row, by systematic rounding); with a
-    count of units (whose sensitivity is g'), k rows over g groups (2 + 2 rows -> 2 + 2)."""
+    """Counts and sums bound each unit without sampling. Over public keys with Laplace or
+    Gaussian noise, every row of a unit of t rows weighs W = floor(k 2**F / t) / 2**F (10
+    rows, k = 4: 0.4 each, 4 rows in total, over all 5 groups); with a count of units (whose
+    sensitivity is g'), k rows allocated over g groups (2 + 2 rows -> 2 + 2)."""
     con, md = many
     for mechanism, delta in (("laplace", 0.0), ("gaussian", 1e-6)):
         p = Planner(md).prepare("SELECT cat, SUM(amount), COUNT(*) FROM v GROUP BY cat",
                                 mechanism=mechanism, delta=delta)
-        assert p.group_cap is None
-        sql = cte(p, "SELECT __unit, SUM(__c) AS rows, COUNT(*) AS groups, MAX(__c) "
-                  "FROM __contrib GROUP BY __unit", "__contrib")
-        for salt in (1, 2, 3):
-            per_unit = con.execute(sql, [salt]).fetchall()
-            assert len(per_unit) == 60
-            assert all(rows == 4 and groups == 5 and high == 1
-                       for _, rows, groups, high in per_unit)
+        assert p.group_cap is None and p.weight_bits == 20 and p.groups_per_unit == 5
+        weight = (4 << 20) // 10
+        tot = cte(p, "SELECT DISTINCT __t FROM __tot", "__tot")
+        assert con.execute(tot).fetchall() == [(10,)] and "$1" not in tot
+        rows = dict((cat, (total, count)) for cat, total, count in run(con, p))
+        assert sorted(rows) == [0, 1, 2, 3, 4]
+        # 60 units, 2 rows each per category, each row weighing W (in 2**-20 rows): a unit
+        # contributes 10 W <= 4 * 2**20 in all.
+        assert all(count == 60 * 2 * weight for _, count in rows.values())
+        step = p.measurements[0].step
+        exact = con.execute("SELECT cat, SUM(amount) FROM v GROUP BY cat").fetchall()
+        for cat, total in exact:
+            assert rows[cat][0] * step == pytest.approx(total * weight / 2**20, rel=1e-12)
     p = Planner(md).prepare("SELECT cat, COUNT(DISTINCT u), COUNT(*) FROM v GROUP BY cat")
     sql = cte(p, "SELECT __unit, SUM(__c) AS rows, COUNT(*) FILTER (WHERE __c > 0) AS groups, "
               "MIN(__c) FROM __contrib GROUP BY __unit", "__contrib")
@@ -425,3 +430,26 @@ def test_quantised_terms_are_clamped_in_grid_units_and_keep_null() -> None:
                 "(NULL), (NULL)) v(x)")
     # -10 -> -20 units -> -4; 0.2 -> 0; 1.3 -> 2.6 -> 3; 10 -> 20 -> 6; NULLs skipped.
     assert con.execute(sql).fetchall() == [(-4 + 0 + 3 + 6,)]
+
+
+@pytest.mark.parametrize(("lo", "hi", "center"), [
+    (0.0, 1000.0, 0.0), (0.0, 1000.0, 500.0), (-3.7, 0.3, 0.0), (0.1, 0.30000000000000004, 0.2),
+    (-1e15, 2.5e15, 7.5e14), (1.0, 2**53 + 2.0, 0.0)])
+def test_sums_drop_the_integer_clamp_only_where_every_input_rounds_into_the_grid(
+        lo: float, hi: float, center: float) -> None:
+    """rewrite._on_grid: every clamped input's term, rounded on the grid, lies in the
+    measurement's integer range (the ends and inputs between them, in IEEE doubles)."""
+    import random
+    from fractions import Fraction
+
+    from dpsql.execution.rewrite import _on_grid, _round_half_away
+    from dpsql.privacy.aggregates import fixed_point
+
+    step, units = fixed_point(lo - center, hi - center)
+    m = SimpleNamespace(lo=lo, hi=hi, center=center, power=1, step=step, units=units)
+    if not _on_grid(m):  # type: ignore[arg-type]
+        return  # the clamp stays
+    rng = random.Random(7)
+    for x in [lo, hi, *(rng.uniform(lo, hi) for _ in range(2000))]:
+        term = x - center if center else x
+        assert units[0] <= _round_half_away(Fraction(term / step)) <= units[1]

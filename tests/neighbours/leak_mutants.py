@@ -65,12 +65,17 @@ def groups_never_capped(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def k_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the cap, k rows kept in *each* of a unit's groups instead of k across them (the
-    mistake "no groups cap" invites): L1 becomes k times the groups."""
+    mistake "no groups cap" invites): L1 becomes k times the groups. Both forms: the
+    allocation over a unit's groups, and the weights of counts and sums over public keys
+    (each group's rows weighted by their own total)."""
     import dpsql.execution.rewrite
 
     monkeypatch.setattr(dpsql.execution.rewrite, "_allocated",
                         lambda k: dpsql.execution.rewrite._least(exp.column("__n"),
                                                                  exp.Literal.number(k)))
+    monkeypatch.setattr(dpsql.execution.rewrite, "weight_partition",
+                        lambda plan: [exp.column("__unit"),
+                                      *[exp.column(k.name) for k in plan.keys]])
 
 
 BIAS_MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {

@@ -103,8 +103,9 @@ def duckdb_query(final: str, tree: Any) -> str:
 
 
 def test_allocation_follows_the_groups_rows(kit: SimpleNamespace) -> None:
-    """A unit with 90 rows in one group and 10 in another, k = 10: the big group gets 9 rows
-    and the small one 1, in every draw (10 * 90 / 100 and 10 * 10 / 100 are whole)."""
+    """A unit with 90 rows in one group and 10 in another, k = 10: every row weighs
+    floor(10 2**20 / 100) / 2**20, so the big group gets 9 rows and the small one 1 (to
+    2**-20), the same in every run (nothing is drawn)."""
     con = duckdb.connect()
     con.execute("CREATE TABLE v AS SELECT 1 AS u, CASE WHEN i < 90 THEN 0 ELSE 1 END AS cat, "
                 "1.0 AS amount FROM range(100) r(i)")
@@ -115,10 +116,12 @@ def test_allocation_follows_the_groups_rows(kit: SimpleNamespace) -> None:
                                               "public_range": True},
                                       "amount": {"type": "float", "lower": 0, "upper": 1}}}})
     p = Planner(md).prepare("SELECT cat, COUNT(*), AVG(amount) FROM v GROUP BY cat")
-    for salt in range(10):
-        rows = dict((k, v) for k, v, *_ in con.execute(rewrite(p).sql(dialect=DuckDBDialect),
-                                                       [salt]).fetchall())
-        assert rows == {0: 9, 1: 1}
+    step = p.measurements[0].step
+    rows = dict((k, v * step) for k, v, *_ in con.execute(rewrite(p).sql(
+        dialect=DuckDBDialect)).fetchall())
+    weight = ((10 << 20) // 100) / 2**20
+    assert rows == {0: 90 * weight, 1: 10 * weight}
+    assert rows[0] == pytest.approx(9, abs=1e-4) and rows[1] == pytest.approx(1, abs=1e-4)
 
 
 def test_selective_where_keeps_the_rows_it_keeps(kit: SimpleNamespace) -> None:
@@ -138,7 +141,9 @@ def test_selective_where_keeps_the_rows_it_keeps(kit: SimpleNamespace) -> None:
     p = Planner(md).prepare("SELECT COUNT(*), SUM(qty) FROM v WHERE i = 7")
     assert tuple(con.execute(rewrite(p).sql(dialect=DuckDBDialect)).fetchone()) == exact
     p = Planner(md).prepare("SELECT cat, COUNT(*), SUM(qty) FROM v WHERE i = 7 GROUP BY cat")
-    got = con.execute(rewrite(p).sql(dialect=DuckDBDialect), [3]).fetchall()
+    steps = [m.step for m in p.measurements]  # weighted rows: whole rows weigh 2**20 units
+    got = [(cat, *(v * s for v, s in zip(values, steps, strict=True)))
+           for cat, *values in con.execute(rewrite(p).sql(dialect=DuckDBDialect)).fetchall()]
     want = con.execute("SELECT cat, COUNT(*), SUM(qty) FROM v WHERE i = 7 GROUP BY cat"
                        ).fetchall()
     assert sorted(got) == sorted(want)

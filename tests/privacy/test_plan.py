@@ -286,9 +286,12 @@ def test_explain_shows_every_share(md: Metadata) -> None:
     assert all(c.epsilon == pytest.approx(0.3) for c in e.cells)  # equal weights
     assert all(c.mechanism == "laplace" and c.accuracy > 0 for c in e.cells)
     assert e.epsilon == 0.9 and e.delta == 0
-    # No groups cap over public keys with Laplace noise: a unit reaches min(k, keys) groups.
-    assert (e.rows_per_unit, e.groups_per_unit) == (K, K)
+    # No groups cap over public keys with Laplace noise: a unit's rows are weighted, and
+    # reach every one of its groups (the noise grid pays one step per public key).
+    assert (e.rows_per_unit, e.groups_per_unit) == (K, 3)  # the keys a, b, c
     assert "public domain" in e.key_release
+    assert "$1" not in e.sql and "hash(" not in e.sql.lower()  # nothing sampled
+    e = explain(Planner(md).prepare("SELECT cat, MEDIAN(amount) FROM visits GROUP BY cat"))
     assert "$1" in e.sql  # the salt is a parameter, bound per run, never printed
     e = explain(Planner(md).prepare("SELECT state, COUNT(*) FROM people GROUP BY state",
                                     delta=1e-6))
