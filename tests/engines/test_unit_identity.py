@@ -408,5 +408,6 @@ def _measured_plan(db: dpsql.Database, plan: Any) -> dict[tuple[object, ...], fl
     text, salted = engine_sql(plan, db.engine)
     rows = db.engine.execute(text, [SALT] if salted else [])[1]
     nkeys = len(plan.keys)
-    return {(m.name, *row[:nkeys]): float(v or 0) for row in rows
+    # A fixed-point measurement (weighted rows, exact sums) is in grid units of m.step.
+    return {(m.name, *row[:nkeys]): float(v or 0) * (m.step or 1.0) for row in rows
             for m, v in zip(plan.measurements, row[nkeys:], strict=True)}
