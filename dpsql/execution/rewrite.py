@@ -99,6 +99,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpsql.engines import ir
+from dpsql.errors import UnsupportedQuery
 from dpsql.metadata.metadata import Table
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.plan import Plan
@@ -120,6 +121,11 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
         return _weighted_query(plan, inputs, rows)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
+    if table.needs_bounding and any(m.per_group is not None for m in plan.measurements):
+        # Its sensitivity holds on the per-(unit, group) totals only (dpsql.privacy.aggregates)
+        raise UnsupportedQuery("contribution_bounds_per_group on SUM is computed on each unit's "
+                               "totals, which this query's other aggregates or bounds do not "
+                               "allow; write contribution_bounds_per_row => (lower, upper)")
     source = "__rows"
     query = exp.select(*[exp.column(k.name) for k in plan.keys],
                        *[_measure(m, inputs) for m in plan.measurements], copy=False)
@@ -268,7 +274,8 @@ def aggregated(plan: Plan) -> bool:
     more than sampling the rows (benchmarks/README.md); the choice reads the plan only."""
     return (all(m.kind in PER_UNIT_KINDS and _fits(m, plan.table.max_rows_per_unit)
                 for m in plan.measurements)
-            and (not plan.keys or plan.domain is not None))
+            and (not plan.keys or plan.domain is not None
+                 or any(m.per_group is not None for m in plan.measurements)))
 
 
 def _fits(m: Measurement, k: int) -> bool:
@@ -503,6 +510,9 @@ def _contribution(m: Measurement) -> exp.Expression:
     if m.kind == MeasurementKind.COUNT and m.arg is None:
         return _or_zero(exp.Sum(this=exp.column("__c")))
     p = exp.column(f"__p{m.index}")
+    if m.per_group is not None:  # BigQuery's per-group bound: the unit's whole total, clamped
+        low = ir.greatest(p, _integer(m.per_group[0]))
+        return _or_zero(exp.Sum(this=_least(low, _integer(m.per_group[1]))))
     if m.kind == MeasurementKind.COUNT:
         return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
     lo, hi = _term_range(m)

@@ -55,6 +55,9 @@ _OPTIONS = {"epsilon", "delta", "max_groups_contributed", "kappa", "max_rows_con
             "privacy_unit_column", "group_selection_strategy"}
 _STRATEGIES = {"LAPLACE_THRESHOLD", "PUBLIC_GROUPS"}
 _CLAMPS = {"contribution_bounds_per_group", "contribution_bounds_per_row"}
+#: ``SUM(x, contribution_bounds_per_group => (lo, hi))`` as dpsql's SQL reads it: the SUM of
+#: each unit's total in a group clamped to ``[lo, hi]`` (dpsql.privacy.aggregates, ``_sum``)
+SUM_PER_GROUP = "DPSQL_SUM_PER_GROUP"
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,14 @@ def _named(sql: str, tokens: list[Token], arrow: int, paren: int,
         if name == "contribution_bounds_per_group":
             counts.append((float(lo), float(hi)))
         edits.append((comma.start, end, ""))
+        return
+    first_comma = next(j for j in range(paren + 1, arrow) if tokens[j].token_type ==
+                       TokenType.COMMA)
+    arg = sql[tokens[paren].end + 1:tokens[first_comma].start]
+    if function == "SUM" and name == "contribution_bounds_per_group":
+        # BigQuery's own semantics, computed on the per-(unit, group) totals (module docstring)
+        # (the SUM's own closing parenthesis stays where it is)
+        edits.append((tokens[paren - 1].start, end, f"{SUM_PER_GROUP}({arg.strip()}, {lo}, {hi}"))
         return
     if name == "contribution_bounds_per_group":  # the row's clamp: checked once bound
         clamps.append(f"{function}(x, contribution_bounds_per_row => ({lo}, {hi}))")
