@@ -61,6 +61,11 @@ one row's term, as in :mod:`dpsql.privacy.aggregates`):
   L2 <= sqrt(g');
 - SUM, the centred sums of AVG/VAR and the squared one: ``|contribution_j| <= c_j T``, so
   L1 <= K T <= k T = the measurement's ``l1``, L2 <= L1;
+- SUM with BigQuery's per-group bounds (``Measurement.per_group``, always with the cap):
+  ``clamp(p, lo, hi)``, the unit's whole exact total in each kept group, not scaled by ``c_j``
+  (no row cap): at most ``P = max(|lo|, |hi|)`` in each of at most g' groups, L1 <= g' P,
+  L2 <= sqrt(g') P; with these keys released by thresholding too (this path is taken for
+  any keys when such a sum is asked);
 
 exactly the sensitivities of :mod:`dpsql.privacy.aggregates`, and at most g' groups (with the
 cap) or ``min(k, keys)`` groups (without: only groups with ``c_j >= 1`` move) are touched (the

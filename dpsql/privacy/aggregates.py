@@ -25,11 +25,16 @@ COUNT(*), COUNT(x)          number of (non-NULL) rows (*)            k          
 COUNT(DISTINCT unit)        number of distinct units                 g'                sqrt(g')
 COUNT(DISTINCT x)           number of distinct values                k                 k
 SUM(x)                      sum of clamp(x)                          k * M             k * M
+SUM(x, per-group (lo, hi))  sum over units of clamp(unit's total)    g' * P            sqrt(g') P
 AVG(x)                      n = COUNT(x); S = sum of (clamp(x) - c)  k; k * h          same
 VAR/STDDEV(x)               n; S1 = sum(y); S2 = sum(y^2), y=x-c     k; k*h; k*h^2     same
 MEDIAN/QUANTILE/MIN/MAX     histogram of clamp(x) over B buckets,    utility: k        -
                             exponential mechanism (one per group)
 ==========================  =======================================  ================  ===========
+
+In the per-group row (BigQuery's ``contribution_bounds_per_group``, :func:`_per_group_sum`),
+``P = max(|lo|, |hi|)``: a unit adds its clamped total, at most P, to each of the at most g'
+groups it keeps; no row cap k enters (the groups cap is always applied, :func:`groups_cap`).
 
 (*) COUNT(x), and the count inside AVG(x) and VAR(x), of a column declared NOT NULL is COUNT(*):
 one measurement for all of them (:func:`counted`).
@@ -97,6 +102,8 @@ only where it lowers what is released. Let a unit keep ``k`` rows, ``n_j`` of th
   ``sqrt(g')`` with the cap, ``min(k, groups)`` without; the cap **is applied** when the query
   has this measurement (it is what lowers the noise; COUNT(*) beside it then keeps the capped
   rows as well, one bounding for the whole query).
+- *SUM with per-group bounds* (:func:`_per_group_sum`): L1 = ``g' P`` needs the cap: it
+  **is applied**.
 - *Keys released by thresholding*: tau is computed from g (one unit can push at most g' groups
   over it, :mod:`dpsql.privacy.thresholds`), so the cap **is applied**.
 

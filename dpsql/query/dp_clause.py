@@ -23,14 +23,16 @@ dpsql's own SQL with the :class:`DPOptions` it set. How each piece maps:
   never makes it NULL).
 * ``contribution_bounds_per_group => (lo, hi)``: BigQuery clamps a unit's *total* within a
   group (its per-(unit, group) partial aggregate), and for AVG averages the units' averages.
-  dpsql computes neither in general, and answering with per-row clamping would be another
-  query's answer. Where the two coincide it is accepted, checked once the query is bound
-  (:func:`dpsql.metadata.contribution.check_per_group`, the k in force known): on SUM, AVG
-  and the others when a unit contributes one row (k = 1: a one-row-per-unit table, or
-  ``max_rows_contributed = 1``), where a unit's total in its one group *is* its row, clamped
-  per row here; on COUNT when ``lo <= 0`` and ``hi >= k``, since a unit's count in a group is
-  already in ``[0, k]``. Otherwise it is refused, naming ``contribution_bounds_per_row`` (each
-  row clamped; SUM's sensitivity then k times the bound) or ``max_rows_contributed``.
+  On SUM dpsql computes exactly that: the call becomes ``DPSQL_SUM_PER_GROUP(x, lo, hi)``
+  (:data:`SUM_PER_GROUP`), answered on each unit's totals with the groups cap g applied
+  (:func:`dpsql.privacy.aggregates._per_group_sum`: L1 = g' max(|lo|, |hi|)). On AVG and the
+  others answering with per-row clamping would be another query's answer; where the two
+  coincide it is accepted, checked once the query is bound
+  (:func:`dpsql.metadata.contribution.check_per_group`, the k in force known): when a unit
+  contributes one row (k = 1: a one-row-per-unit table, or ``max_rows_contributed = 1``),
+  where a unit's total in its one group *is* its row, clamped per row here; on COUNT when
+  ``lo <= 0`` and ``hi >= k``, since a unit's count in a group is already in ``[0, k]``.
+  Otherwise it is refused, naming ``contribution_bounds_per_row`` or ``max_rows_contributed``.
 * ``report_format`` (ZetaSQL's ``'JSON'``/``'PROTO'``, a structured value with its noise
   interval, one cell instead of a number; BigQuery's own functions do not take it): refused,
   since the table would differ; dpsql returns the value, and its accuracy through
