@@ -505,8 +505,8 @@ def _per_group_sum(call: AggregateCall, table: Table, grouped: bool, mechanism: 
     assert call.arg is not None and call.per_group is not None
     lo, hi = call.per_group
     if not table.needs_bounding:  # each row is its unit: its total is the row
-        clamped = exp.func("LEAST", exp.func("GREATEST", call.arg.copy(), _literal(lo)),
-                           _literal(hi))
+        clamped = exp.Least(this=exp.Greatest(this=call.arg.copy(), expressions=[_literal(lo)]),
+                            expressions=[_literal(hi)])
         return _sum(replace(call, arg=clamped, per_group=None), table, grouped, mechanism)
     b, g = _bound(call, table), table.groups_per_unit if grouped else 1
     magnitude = max(abs(lo), abs(hi))
