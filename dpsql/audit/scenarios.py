@@ -316,4 +316,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
              "g = 1", "SELECT grp, COUNT(DISTINCT pid) AS units FROM visits GROUP BY grp",
              VISITS_WIDE, "visits", VISITS_COLUMNS, visits_rows(),
              _frequent(40, WIDE_GROUPS), keys=("grp",)),
+    # BigQuery's per-group SUM bounds (dpsql.privacy.aggregates._per_group_sum): each unit's
+    # total per group clamped, in at most g = 1 group; without the cap the neighbour's clamped
+    # totals would move all forty.
+    Scenario("per_group_sum", "SUM with contribution_bounds_per_group => (0, 100) per public "
+             "group: neighbour's totals in 40 groups, g = 1",
+             "SELECT WITH DIFFERENTIAL_PRIVACY grp, SUM(amount, contribution_bounds_per_group "
+             "=> (0, 100)) AS s FROM visits GROUP BY grp", VISITS_WIDE, "visits",
+             VISITS_COLUMNS, visits_rows(), _frequent(40, WIDE_GROUPS), keys=("grp",)),
 ]}

@@ -61,6 +61,11 @@ one row's term, as in :mod:`dpsql.privacy.aggregates`):
   L2 <= sqrt(g');
 - SUM, the centred sums of AVG/VAR and the squared one: ``|contribution_j| <= c_j T``, so
   L1 <= K T <= k T = the measurement's ``l1``, L2 <= L1;
+- SUM with BigQuery's per-group bounds (``Measurement.per_group``, always with the cap):
+  ``clamp(p, lo, hi)``, the unit's whole exact total in each kept group, not scaled by ``c_j``
+  (no row cap): at most ``P = max(|lo|, |hi|)`` in each of at most g' groups, L1 <= g' P,
+  L2 <= sqrt(g') P; with these keys released by thresholding too (this path is taken for
+  any keys when such a sum is asked);
 
 exactly the sensitivities of :mod:`dpsql.privacy.aggregates`, and at most g' groups (with the
 cap) or ``min(k, keys)`` groups (without: only groups with ``c_j >= 1`` move) are touched (the
@@ -99,6 +104,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpsql.engines import ir
+from dpsql.errors import UnsupportedQuery
 from dpsql.metadata.metadata import Table
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.plan import Plan
@@ -120,6 +126,11 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
         return _weighted_query(plan, inputs, rows)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
+    if table.needs_bounding and any(m.per_group is not None for m in plan.measurements):
+        # Its sensitivity holds on the per-(unit, group) totals only (dpsql.privacy.aggregates)
+        raise UnsupportedQuery("contribution_bounds_per_group on SUM is computed on each unit's "
+                               "totals, which this query's other aggregates or bounds do not "
+                               "allow; write contribution_bounds_per_row => (lower, upper)")
     source = "__rows"
     query = exp.select(*[exp.column(k.name) for k in plan.keys],
                        *[_measure(m, inputs) for m in plan.measurements], copy=False)
@@ -268,7 +279,8 @@ def aggregated(plan: Plan) -> bool:
     more than sampling the rows (benchmarks/README.md); the choice reads the plan only."""
     return (all(m.kind in PER_UNIT_KINDS and _fits(m, plan.table.max_rows_per_unit)
                 for m in plan.measurements)
-            and (not plan.keys or plan.domain is not None))
+            and (not plan.keys or plan.domain is not None
+                 or any(m.per_group is not None for m in plan.measurements)))
 
 
 def _fits(m: Measurement, k: int) -> bool:
@@ -503,6 +515,9 @@ def _contribution(m: Measurement) -> exp.Expression:
     if m.kind == MeasurementKind.COUNT and m.arg is None:
         return _or_zero(exp.Sum(this=exp.column("__c")))
     p = exp.column(f"__p{m.index}")
+    if m.per_group is not None:  # BigQuery's per-group bound: the unit's whole total, clamped
+        low = ir.greatest(p, _integer(m.per_group[0]))
+        return _or_zero(exp.Sum(this=_least(low, _integer(m.per_group[1]))))
     if m.kind == MeasurementKind.COUNT:
         return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
     lo, hi = _term_range(m)

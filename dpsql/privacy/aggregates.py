@@ -25,11 +25,16 @@ COUNT(*), COUNT(x)          number of (non-NULL) rows (*)            k          
 COUNT(DISTINCT unit)        number of distinct units                 g'                sqrt(g')
 COUNT(DISTINCT x)           number of distinct values                k                 k
 SUM(x)                      sum of clamp(x)                          k * M             k * M
+SUM(x, per-group (lo, hi))  sum over units of clamp(unit's total)    g' * P            sqrt(g') P
 AVG(x)                      n = COUNT(x); S = sum of (clamp(x) - c)  k; k * h          same
 VAR/STDDEV(x)               n; S1 = sum(y); S2 = sum(y^2), y=x-c     k; k*h; k*h^2     same
 MEDIAN/QUANTILE/MIN/MAX     histogram of clamp(x) over B buckets,    utility: k        -
                             exponential mechanism (one per group)
 ==========================  =======================================  ================  ===========
+
+In the per-group row (BigQuery's ``contribution_bounds_per_group``, :func:`_per_group_sum`),
+``P = max(|lo|, |hi|)``: a unit adds its clamped total, at most P, to each of the at most g'
+groups it keeps; no row cap k enters (the groups cap is always applied, :func:`groups_cap`).
 
 (*) COUNT(x), and the count inside AVG(x) and VAR(x), of a column declared NOT NULL is COUNT(*):
 one measurement for all of them (:func:`counted`).
@@ -97,6 +102,8 @@ only where it lowers what is released. Let a unit keep ``k`` rows, ``n_j`` of th
   ``sqrt(g')`` with the cap, ``min(k, groups)`` without; the cap **is applied** when the query
   has this measurement (it is what lowers the noise; COUNT(*) beside it then keeps the capped
   rows as well, one bounding for the whole query).
+- *SUM with per-group bounds* (:func:`_per_group_sum`): L1 = ``g' P`` needs the cap: it
+  **is applied**.
 - *Keys released by thresholding*: tau is computed from g (one unit can push at most g' groups
   over it, :mod:`dpsql.privacy.thresholds`), so the cap **is applied**.
 
@@ -147,11 +154,12 @@ from functools import cached_property
 import numpy as np
 from sqlglot import exp
 
-from dpsql.errors import UnboundedExpression
+from dpsql.errors import UnboundedExpression, UnsupportedQuery
 from dpsql.metadata.metadata import Table
 from dpsql.privacy.mechanisms import Mechanism, NoiseSpec
 from dpsql.query.bounds import Bound, bound, numeric_bound
 from dpsql.query.dates import written
+from dpsql.query.dp_clause import SUM_PER_GROUP
 
 #: Buckets of a quantile's histogram (one per value for integer inputs with at most this many
 #: values): 2**16 equal buckets of [L, U], so a median over [0, 200000] is drawn to within
@@ -173,6 +181,8 @@ class AggregateCall:
     quantile: float | None
     text: str  # the original SQL, for column names and explain
     placeholder: str
+    #: SUM only: BigQuery's contribution_bounds_per_group, each unit's total in a group clamped
+    per_group: tuple[float, float] | None = None
 
 
 class MeasurementKind(StrEnum):
@@ -217,6 +227,9 @@ class MeasurementSpec:
     # units of ``step``, one row's term on the grid ``row_step`` (0.0: the integer term itself)
     weight_bits: int = 0
     row_step: float = 0.0
+    # Sums with BigQuery's per-group bounds only (:func:`_per_group_sum`): the clamp of each
+    # unit's total in a group, in the integers the engine sums (None: no such clamp)
+    per_group: tuple[int, int] | None = None
 
     @property
     def histogram_range(self) -> tuple[float, float]:
@@ -229,7 +242,7 @@ class MeasurementSpec:
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
                 self.quantile, self.mechanism, self.step, self.units, self.dates, self.instants,
-                self.weight_bits, self.row_step)
+                self.weight_bits, self.row_step, self.per_group)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,9 +406,26 @@ def groups_cap(table: Table, specs: Sequence[MeasurementSpec], thresholded: bool
     released by thresholding and for a count of distinct units, and nowhere else."""
     if not table.needs_bounding:
         return None
-    if thresholded or any(s.kind == MeasurementKind.UNITS for s in specs):
+    if thresholded or any(s.kind == MeasurementKind.UNITS or s.per_group is not None
+                          for s in specs):
         return table.groups_per_unit
     return None
+
+
+def check_per_group_sums(table: Table, specs: Sequence[MeasurementSpec]) -> None:
+    """A SUM with per-group bounds is answered on per-(unit, group) totals
+    (:func:`_per_group_sum`): with counts and sums only, which the same path bounds; refused
+    beside the aggregates that need a sample of rows (quantiles, MIN, MAX, COUNT(DISTINCT x))."""
+    if not (table.needs_bounding and any(s.per_group is not None for s in specs)):
+        return
+    if any(s.kind not in _PER_UNIT for s in specs):
+        raise UnsupportedQuery(
+            "SUM(..., contribution_bounds_per_group => ...) is answered on each unit's totals, "
+            "with counts and sums only; ask for the quantiles, MIN, MAX or COUNT(DISTINCT x) in "
+            "another query, or write contribution_bounds_per_row => (lower, upper)")
+
+
+_PER_UNIT = (MeasurementKind.COUNT, MeasurementKind.UNITS, MeasurementKind.SUM)
 
 
 def counted(arg: exp.Expression | None, table: Table) -> exp.Expression | None:
@@ -442,6 +472,8 @@ def _count(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanis
 def _sum(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """SUM(x): the sum of clamp(x) to [L, U], L1 = L2 = k * M. Integer inputs are summed as
     they are (HUGEINT, exact); real ones on a fixed-point grid (see Exact sums)."""
+    if call.per_group is not None:
+        return _per_group_sum(call, table, grouped, mechanism)
     b, k = _bound(call, table), table.rows_per_unit
     assert call.arg is not None
     integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
@@ -452,6 +484,58 @@ def _sum(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism)
     else:
         m = _real_sum(call.arg, b, (b.lo, b.hi), k, mechanism)
     return Cell(call, SUM, (m,), "BIGINT" if integer else "DOUBLE", bound=b)
+
+
+def _per_group_sum(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism
+                   ) -> Cell:
+    """BigQuery's ``SUM(x, contribution_bounds_per_group => (lo, hi))``: per group, the sum over
+    units of ``clamp(t_u, lo, hi)``, ``t_u`` the sum of unit u's rows in the group. ``M = max(
+    |lo|, |hi|)``. The rewrite (:mod:`dpsql.execution.rewrite`, per-unit aggregates) computes
+    ``t_u`` exactly (every row of the unit in the group, no row cap: the clamp bounds the total
+    whatever the rows) and clamps it, and a unit keeps at most ``g' = min(g, k)`` groups (the
+    cap is always applied: :func:`groups_cap`). A unit's contribution is a function of its own
+    rows and the salt, at most ``M`` in each of at most ``g'`` groups: L1 = ``g' M``, L2 =
+    ``sqrt(g') M`` (one group without GROUP BY). Where each row is its own unit (no bounding)
+    the unit's total is its row: the row is clamped, SUM's own case with k = 1 (L1 = L2 = M).
+
+    The rows are read clamped to their declared bounds ``[L, U]`` (every column is), so ``x``
+    must be bounded; real totals are exact sums on the grid of one row's term (``Exact
+    sums``), clamped on that grid to ``[ceil(lo / step), floor(hi / step)]``, inside
+    ``[lo, hi]``; integer totals to ``[ceil(lo), floor(hi)]``."""
+    assert call.arg is not None and call.per_group is not None
+    lo, hi = call.per_group
+    if not table.needs_bounding:  # each row is its unit: its total is the row
+        clamped = exp.Least(this=exp.Greatest(this=call.arg.copy(), expressions=[_literal(lo)]),
+                            expressions=[_literal(hi)])
+        return _sum(replace(call, arg=clamped, per_group=None), table, grouped, mechanism)
+    b, g = _bound(call, table), table.groups_per_unit if grouped else 1
+    magnitude = max(abs(lo), abs(hi))
+    integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
+    # One grid for the rows and the clamp (fine enough for the larger of the two), so both
+    # fit: a row's term and the clamp at most 2**SUM_BITS steps, sums of them far from HUGEINT's.
+    step = 0.0 if integer else fixed_point(min(b.lo, lo), max(b.hi, hi))[0]
+    grid = Fraction(step) if step else Fraction(1)
+    units = (0, 0) if integer else (math.ceil(Fraction(b.lo) / grid),
+                                    math.floor(Fraction(b.hi) / grid))
+    clamp = (math.ceil(Fraction(lo) / grid), math.floor(Fraction(hi) / grid))
+    if max(abs(clamp[0]), abs(clamp[1])) >= 2**_PER_GROUP_BITS:
+        raise UnsupportedQuery(f"{call.text}: contribution_bounds_per_group => ({lo:g}, {hi:g}) "
+                               f"is beyond 2**{_PER_GROUP_BITS}, more than dpsql sums exactly; "
+                               "give bounds of the size of the totals")
+    m = MeasurementSpec(MeasurementKind.SUM, call.arg, b.lo, b.hi, integer=integer,
+                        l1=g * magnitude, l2=math.sqrt(g) * magnitude, mechanism=mechanism,
+                        step=step, units=units, per_group=clamp)
+    return Cell(call, SUM, (m,), "BIGINT" if integer else "DOUBLE", bound=b)
+
+
+#: The largest clamp of a unit's total (in its grid's units) summed exactly: 2**40 units' totals
+#: stay inside HUGEINT.
+_PER_GROUP_BITS = 80
+
+
+def _literal(value: float) -> exp.Expression:
+    number = exp.Literal.number(str(int(abs(value))) if value.is_integer() else repr(abs(value)))
+    return exp.Neg(this=number) if value < 0 else number
 
 
 def _avg(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
@@ -612,7 +696,7 @@ def _accuracy_first(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[fl
 
 
 COUNT = Aggregate("count", (exp.Count, exp.CountIf), _count, _first, _accuracy_first)
-SUM = Aggregate("sum", (exp.Sum,), _sum, _first, _accuracy_first)
+SUM = Aggregate("sum", (exp.Sum, SUM_PER_GROUP), _sum, _first, _accuracy_first)
 AVG = Aggregate("avg", (exp.Avg,), _avg, _combine_avg, _accuracy_avg)
 QUANTILE = Aggregate("quantile", (exp.Median, exp.PercentileCont, exp.Quantile,
                                   exp.ApproxQuantile, exp.Min, exp.Max, "QUANTILE",

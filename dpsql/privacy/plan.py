@@ -46,6 +46,7 @@ from dpsql.privacy.aggregates import (
     Measurement,
     MeasurementSpec,
     cell_for,
+    check_per_group_sums,
     groups_cap,
     units_measurement,
     weight_bits,
@@ -153,6 +154,7 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
     if keys and domain is None:
         units = units_measurement(table, table.groups_per_unit, Mechanism.LAPLACE)
         specs = _distinct_specs([], [*specs, units])
+    check_per_group_sums(table, specs)
     cap = groups_cap(table, specs, thresholded=units is not None)
     bits = weight_bits(table, bool(keys), domain is not None, cap, specs)
     if bits:  # bounding by weights (aggregates, "Bounding by weights"): real-valued sums

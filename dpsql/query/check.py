@@ -32,6 +32,7 @@ from dpsql.query.bind import BoundQuery
 from dpsql.query.bounds import bound, condition
 from dpsql.query.dates import written
 from dpsql.query.denied import RANDOM, denied
+from dpsql.query.dp_clause import SUM_PER_GROUP
 from dpsql.query.joins import Relation
 
 SUPPORTED = ("COUNT(*), COUNT(x), COUNT(DISTINCT x), COUNT_IF, SUM, AVG, VAR/VARIANCE/VAR_SAMP/"
@@ -168,8 +169,9 @@ def _extract_aggregate(node: exp.Expression, table: Table,
         return node  # handled with the WITHIN GROUP node itself
     aggregate = _aggregate_call(node, call, condition, table, len(found))
     for existing in found:
-        if (existing.kind, existing.arg, existing.distinct, existing.quantile) == (
-                aggregate.kind, aggregate.arg, aggregate.distinct, aggregate.quantile):
+        if (existing.kind, existing.arg, existing.distinct, existing.quantile,
+                existing.per_group) == (aggregate.kind, aggregate.arg, aggregate.distinct,
+                                        aggregate.quantile, aggregate.per_group):
             return exp.column(existing.placeholder)
     found.append(aggregate)
     return exp.column(aggregate.placeholder)
@@ -216,7 +218,28 @@ def _aggregate_call(node: exp.Expression, call: exp.Expression,
     if arg is not None:
         bound(arg, table)  # the allow list for row-level expressions
     return AggregateCall(kind=kind, arg=arg, distinct=distinct, quantile=quantile, text=text,
-                         placeholder=f"__a{index}")
+                         placeholder=f"__a{index}", per_group=_per_group(call, text))
+
+
+def _per_group(call: exp.Expression, text: str) -> tuple[float, float] | None:
+    """BigQuery's ``contribution_bounds_per_group => (lo, hi)`` of a SUM (:data:`dpsql.query.
+    dp_clause.SUM_PER_GROUP`): its two number literals, or None for any other call."""
+    if not (isinstance(call, exp.Anonymous) and str(call.this).upper() == SUM_PER_GROUP):
+        return None
+    values = [_number(a) for a in call.expressions[1:]]
+    if len(call.expressions) != 3 or None in values:
+        raise UnsupportedAggregate(f"{text}: contribution_bounds_per_group => (lower, upper) "
+                                   "takes two numbers")
+    lo, hi = cast(list[float], values)
+    return lo, hi
+
+
+def _number(node: exp.Expression) -> float | None:
+    negative = isinstance(node, exp.Neg)
+    inner = node.this if negative else node
+    if not (isinstance(inner, exp.Literal) and not inner.is_string):
+        return None
+    return -float(inner.this) if negative else float(inner.this)
 
 
 def _kind_and_arg(call: exp.Expression, text: str

@@ -23,14 +23,16 @@ dpsql's own SQL with the :class:`DPOptions` it set. How each piece maps:
   never makes it NULL).
 * ``contribution_bounds_per_group => (lo, hi)``: BigQuery clamps a unit's *total* within a
   group (its per-(unit, group) partial aggregate), and for AVG averages the units' averages.
-  dpsql computes neither in general, and answering with per-row clamping would be another
-  query's answer. Where the two coincide it is accepted, checked once the query is bound
-  (:func:`dpsql.metadata.contribution.check_per_group`, the k in force known): on SUM, AVG
-  and the others when a unit contributes one row (k = 1: a one-row-per-unit table, or
-  ``max_rows_contributed = 1``), where a unit's total in its one group *is* its row, clamped
-  per row here; on COUNT when ``lo <= 0`` and ``hi >= k``, since a unit's count in a group is
-  already in ``[0, k]``. Otherwise it is refused, naming ``contribution_bounds_per_row`` (each
-  row clamped; SUM's sensitivity then k times the bound) or ``max_rows_contributed``.
+  On SUM dpsql computes exactly that: the call becomes ``DPSQL_SUM_PER_GROUP(x, lo, hi)``
+  (:data:`SUM_PER_GROUP`), answered on each unit's totals with the groups cap g applied
+  (:func:`dpsql.privacy.aggregates._per_group_sum`: L1 = g' max(|lo|, |hi|)). On AVG and the
+  others answering with per-row clamping would be another query's answer; where the two
+  coincide it is accepted, checked once the query is bound
+  (:func:`dpsql.metadata.contribution.check_per_group`, the k in force known): when a unit
+  contributes one row (k = 1: a one-row-per-unit table, or ``max_rows_contributed = 1``),
+  where a unit's total in its one group *is* its row, clamped per row here; on COUNT when
+  ``lo <= 0`` and ``hi >= k``, since a unit's count in a group is already in ``[0, k]``.
+  Otherwise it is refused, naming ``contribution_bounds_per_row`` or ``max_rows_contributed``.
 * ``report_format`` (ZetaSQL's ``'JSON'``/``'PROTO'``, a structured value with its noise
   interval, one cell instead of a number; BigQuery's own functions do not take it): refused,
   since the table would differ; dpsql returns the value, and its accuracy through
@@ -55,6 +57,9 @@ _OPTIONS = {"epsilon", "delta", "max_groups_contributed", "kappa", "max_rows_con
             "privacy_unit_column", "group_selection_strategy"}
 _STRATEGIES = {"LAPLACE_THRESHOLD", "PUBLIC_GROUPS"}
 _CLAMPS = {"contribution_bounds_per_group", "contribution_bounds_per_row"}
+#: ``SUM(x, contribution_bounds_per_group => (lo, hi))`` as dpsql's SQL reads it: the SUM of
+#: each unit's total in a group clamped to ``[lo, hi]`` (dpsql.privacy.aggregates, ``_sum``)
+SUM_PER_GROUP = "DPSQL_SUM_PER_GROUP"
 
 
 @dataclass(frozen=True)
@@ -243,6 +248,14 @@ def _named(sql: str, tokens: list[Token], arrow: int, paren: int,
         if name == "contribution_bounds_per_group":
             counts.append((float(lo), float(hi)))
         edits.append((comma.start, end, ""))
+        return
+    first_comma = next(j for j in range(paren + 1, arrow) if tokens[j].token_type ==
+                       TokenType.COMMA)
+    arg = sql[tokens[paren].end + 1:tokens[first_comma].start]
+    if function == "SUM" and name == "contribution_bounds_per_group":
+        # BigQuery's own semantics, computed on the per-(unit, group) totals (module docstring)
+        # (the SUM's own closing parenthesis stays where it is)
+        edits.append((tokens[paren - 1].start, end, f"{SUM_PER_GROUP}({arg.strip()}, {lo}, {hi}"))
         return
     if name == "contribution_bounds_per_group":  # the row's clamp: checked once bound
         clamps.append(f"{function}(x, contribution_bounds_per_row => ({lo}, {hi}))")

@@ -1,8 +1,10 @@
 -- BigQuery's differential privacy syntax, run unchanged (dpsql/query/dp_clause.py): the
 -- OPTIONS set the query's epsilon, delta and contribution bounds (within the owner's caps:
 -- visits k = 10, g = 3 here, caps 1000 rows and 12 groups), contribution_bounds_per_row
--- clamps each row; contribution_bounds_per_group (a unit's total in a group) is accepted where
--- it is BigQuery's answer: on COUNT when lo <= 0 and hi >= k, on the others when k = 1. The corpus pins visits' k and g (grammar_tests/databases.py).
+-- clamps each row; contribution_bounds_per_group (a unit's total in a group) is computed as
+-- BigQuery does on SUM (each unit's total per group clamped, at most g groups: L1 = g * bound),
+-- and accepted where it is BigQuery's answer on the others: on COUNT when lo <= 0 and
+-- hi >= k, on AVG and the rest when k = 1. The corpus pins visits' k and g (grammar_tests/databases.py).
 
 -- case: bigquery options set epsilon and groups
 -- expect: accepted cells=1 keys=1 release=domain:8 l1[0]=10 cost=0.5,0 rows=8
@@ -36,9 +38,27 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6)
 FROM visits GROUP BY category;
 
 -- case: bigquery sum with contribution bounds per group
--- expect: refused UnsupportedQuery mentions=contribution_bounds_per_row
+-- expect: accepted cells=1 l1[0]=100 rows=1
 SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, contribution_bounds_per_group => (0, 100))
 FROM visits;
+
+-- case: bigquery grouped sum with contribution bounds per group
+-- expect: accepted cells=1 keys=1 l1[0]=200 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = 2)
+  category, SUM(amount, contribution_bounds_per_group => (0, 100)) AS total
+FROM visits GROUP BY category;
+
+-- case: bigquery sum with contribution bounds per group and a negative bound beside a count
+-- expect: accepted cells=2 keys=1 l1[1]=150
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6)
+  category, COUNT(*) AS n, SUM(amount, contribution_bounds_per_group => (-50, 20)) AS total
+FROM visits GROUP BY category;
+
+-- case: bigquery sum with contribution bounds per group beside a median
+-- expect: refused UnsupportedQuery mentions=contribution_bounds_per_row
+SELECT WITH DIFFERENTIAL_PRIVACY category, MEDIAN(amount) AS m,
+  SUM(amount, contribution_bounds_per_group => (0, 100)) AS total
+FROM visits GROUP BY category;
 
 -- case: bigquery sum with contribution bounds per group at one row per unit
 -- expect: accepted cells=1 l1[0]=1000 rows=1

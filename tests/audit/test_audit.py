@@ -305,6 +305,7 @@ CAUGHT = [
     ("scaling_removed", "sum_scaled", 300, 150),
     ("k_per_group", "uncapped_groups", 300, 150),
     ("groups_never_capped", "units_wide", 150, 100),
+    ("groups_never_capped", "per_group_sum", 150, 100),
     ("retention_rows_kept", "retention", 300, 150),
     ("k_exact", "auto_rows", 300, 100),
 ]

@@ -96,6 +96,44 @@ UNCAPPED = [
 ]
 
 
+#: BigQuery's SUM(x, contribution_bounds_per_group => (lo, hi)) on a world where a unit has
+#: many rows in many groups (dpsql.privacy.aggregates._per_group_sum): its clamped total in
+#: each of at most g' kept groups, L1 = g' max(|lo|, |hi|). Public keys, thresholded keys, no
+#: keys, a negative bound, beside counts, a one-row-per-unit table; (sql, mechanism, delta).
+PER_GROUP_SUMS = [
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) grp, SUM(amount, "
+     "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp", "laplace", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 3) grp, COUNT(*), "
+     "SUM(qty, contribution_bounds_per_group => (-5, 7)) FROM visits GROUP BY grp",
+     "gaussian", 1e-6),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6, max_groups_contributed = 2) day, "
+     "SUM(amount, contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY day",
+     "laplace", 1e-6),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, contribution_bounds_per_group => (2.5, 40)) "
+     "FROM visits WHERE qty > 1", "laplace", 0.0),
+    # One row per unit (no bounding): the unit's total is its row, clamped per row.
+    ("SELECT WITH DIFFERENTIAL_PRIVACY sex, SUM(age, contribution_bounds_per_group => "
+     "(-1.5, 50)) FROM people GROUP BY sex", "laplace", 0.0),
+]
+
+
+def assert_per_group_sums(monkeypatch: pytest.MonkeyPatch, hood: Neighbourhood) -> None:
+    """Every :data:`PER_GROUP_SUMS` query on ``hood``'s engine: within its sensitivity, the
+    adversary reaching it, the groups cap applied; with the cap dropped
+    (:func:`groups_never_capped`) the harness finds the grouped sum's leak."""
+    for sql, mechanism, delta in PER_GROUP_SUMS:
+        verdict = check_query(sql, hood, 1.0, delta, mechanism)
+        assert verdict.status == "passed", verdict.report() + f" ({verdict.status})"
+        assert 0 < verdict.worst <= 1 + 1e-9, (sql, verdict.worst)
+    hood.forget()
+    groups_never_capped(monkeypatch)
+    try:
+        sql, mechanism, delta = PER_GROUP_SUMS[0]
+        assert check_query(sql, hood, 1.0, delta, mechanism).status == "violation"
+    finally:
+        hood.forget()
+
+
 def quantile_sensitivity_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dpsql.privacy.aggregates, "quantile_sensitivity", lambda table: 1.0)
 

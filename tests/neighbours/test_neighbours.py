@@ -55,6 +55,7 @@ from tests.neighbours.leak_mutants import (
     QUANTILE_SHAPES,
     RETENTION,
     UNCAPPED,
+    assert_per_group_sums,
 )
 from tests.support.subset import corpus_subset
 
@@ -266,14 +267,29 @@ def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
 
 def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighbourhood
                                                                     ) -> None:
-    """A unit's total in a group is not computed: per-group bounds on a sum where a unit has
-    several rows, or on a count below k, are refused before anything runs (never answered with
-    per-row semantics)."""
-    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, SUM(amount, contribution_bounds_per_group"
+    """A unit's average in a group is not computed: per-group bounds on an AVG where a unit
+    has several rows, on a count below k, or on a SUM beside a median (answered on sampled
+    rows, not on totals), are refused before anything runs (never answered with per-row
+    semantics)."""
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, AVG(amount, contribution_bounds_per_group"
                 " => (0, 10)) FROM visits GROUP BY grp",
                 "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => "
-                "(0, 2)) FROM visits"):
+                "(0, 2)) FROM visits",
+                "SELECT WITH DIFFERENTIAL_PRIVACY grp, MEDIAN(qty), SUM(amount, "
+                "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp"):
         assert check_query(sql, typed).status == "refused"
+
+
+def test_per_group_sums(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BigQuery's per-group SUM bounds on per-(unit, group) totals: each measurement moves by
+    at most g' max(|lo|, |hi|) on adversarial neighbours (units with many rows in many
+    groups), the cap is applied, and its removal is found."""
+    hood = fresh()
+    plan = hood.planner.prepare_query(
+        "SELECT grp, DPSQL_SUM_PER_GROUP(amount, 0, 10) FROM visits GROUP BY grp", 1.0, 0.0)
+    assert isinstance(plan, Plan) and plan.group_cap is not None
+    assert [m.l1 for m in plan.measurements] == [plan.group_cap * 10]
+    assert_per_group_sums(monkeypatch, hood)
 
 
 @pytest.mark.parametrize("sql", RETENTION)

@@ -29,6 +29,7 @@ from tests.neighbours.leak_mutants import (
     RETENTION,
     UNCAPPED,
     assert_auto_k_clean,
+    assert_per_group_sums,
     assert_quantile_mutant_found,
     assert_uncapped_clean,
 )
@@ -141,6 +142,12 @@ def test_corpus(sample: Neighbourhood, neighbour_seed: int) -> None:
 def test_uncapped_groups(typed: Neighbourhood, sql: str, mechanism: str) -> None:
     """Issue 21: a unit's k rows over all its public groups (no groups cap), on PostgreSQL."""
     assert_uncapped_clean(typed, sql, mechanism)
+
+
+def test_per_group_sums(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:
+    """BigQuery's per-group SUM bounds on PostgreSQL: within g' max(|lo|, |hi|), the cap
+    applied, its removal found."""
+    assert_per_group_sums(monkeypatch, typed)
 
 
 def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:

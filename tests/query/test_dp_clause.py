@@ -41,15 +41,16 @@ def test_literals_and_comments_are_left_alone() -> None:
 
 
 def test_per_group_bounds_are_kept_for_the_check_at_bind() -> None:
-    """Per-group bounds on SUM/AVG are clamped per row and named in the bounds, so that binding
-    accepts them only where a unit contributes one row (dpsql.metadata.contribution)."""
+    """Per-group bounds on SUM become DPSQL_SUM_PER_GROUP (each unit's total clamped:
+    dpsql.privacy.aggregates); on AVG they are clamped per row and named in the bounds, so
+    that binding accepts them only where a unit contributes one row
+    (dpsql.metadata.contribution)."""
     sql, options = split("SELECT g, SUM(x, contribution_bounds_per_group => (0, 9)), "
                          "AVG(y, contribution_bounds_per_group => (1, 2)) FROM t GROUP BY g")
-    assert " ".join(sql.split()) == ("SELECT g, SUM(LEAST(GREATEST(x, 0), 9) ), "
+    assert " ".join(sql.split()) == ("SELECT g, DPSQL_SUM_PER_GROUP(x, 0, 9 ), "
                                      "AVG(LEAST(GREATEST(y, 1), 2) ) FROM t GROUP BY g")
     assert options is not None and options.bounds == ContributionBounds(per_group_clamps=(
-        "SUM(x, contribution_bounds_per_row => (0, 9))",
-        "AVG(x, contribution_bounds_per_row => (1, 2))"))
+        "AVG(x, contribution_bounds_per_row => (1, 2))",))
 
 
 def test_resolve_takes_the_clause_over_the_front_door() -> None:

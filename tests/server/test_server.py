@@ -532,9 +532,10 @@ def test_set_dpsql_retention_sends_a_charged_estimate_as_a_notice(served) -> Non
             conn.execute("SET dpsql.retention = -1")
 
 
-def test_bigquery_query_runs_unchanged_and_per_group_sums_are_refused(served) -> None:
+def test_bigquery_query_runs_unchanged_and_per_group_avgs_are_refused(served) -> None:
     """A BigQuery DP query over the wire: OPTIONS, privacy_unit_column, per-row bounds and a
-    per-group COUNT bound that changes nothing; a per-group SUM bound is 0A000, uncharged."""
+    per-group COUNT bound that changes nothing; a per-group SUM bound is answered on each
+    unit's totals; a per-group AVG bound is 0A000, uncharged."""
     with connect(served, autocommit=True) as conn:
         before = spent(served)
         rows = conn.execute(
@@ -544,10 +545,14 @@ def test_bigquery_query_runs_unchanged_and_per_group_sums_are_refused(served) ->
             "AVG(amount, contribution_bounds_per_row => (0, 100)) AS a "
             "FROM visits GROUP BY category").fetchall()
         assert len(rows) == 8 and spent(served) == pytest.approx(before + 0.25)
+        total = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) "
+                             "SUM(amount, contribution_bounds_per_group => (0, 100)) "
+                             "FROM visits").fetchall()
+        assert len(total) == 1 and spent(served) == pytest.approx(before + 0.5)
         with pytest.raises(pg_errors.FeatureNotSupported, match="contribution_bounds_per_row"):
-            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, "
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY AVG(amount, "
                          "contribution_bounds_per_group => (0, 100)) FROM visits")
-        assert spent(served) == pytest.approx(before + 0.25)
+        assert spent(served) == pytest.approx(before + 0.5)
 
 
 @pytest.mark.parametrize(("sql", "at"), [
