@@ -10,6 +10,7 @@ import click
 
 from dpsql.cli.common import (
     METADATA_HELP,
+    F,
     budget_metadata,
     cost_note,
     database_options,
@@ -165,6 +166,14 @@ def budget_init(ctx: click.Context, metadata: Path | None, start_over: bool, yes
                    + (f"; the lost ledger's record is kept as {retired}" if retired else ""))
 
 
+def password_options(fn: F) -> F:
+    """--metadata and --passwords, as every `dpsql analyst` command reads them."""
+    fn = click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
+                      help="The passwords file (default: as `dpsql serve` finds it).")(fn)
+    return click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
+                        help=METADATA_HELP)(fn)
+
+
 @click.group()
 def analyst() -> None:
     """Manage who may log in to `dpsql serve`."""
@@ -172,10 +181,7 @@ def analyst() -> None:
 
 @analyst.command("add")
 @click.argument("name")
-@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help=METADATA_HELP)
-@click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
-              help="The passwords file (default: as `dpsql serve` finds it).")
+@password_options
 @click.option("--password-stdin", is_flag=True, help="Read the password from standard input "
                                                      "instead of prompting.")
 @click.option("--iterations", type=click.IntRange(min=4096), default=4096, show_default=True,
@@ -210,10 +216,7 @@ def analyst_add(name: str, metadata: Path | None, passwords: Path | None, passwo
 
 
 @analyst.command("list")
-@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help=METADATA_HELP)
-@click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
-              help="The passwords file (default: as `dpsql serve` finds it).")
+@password_options
 @user_errors
 def analyst_list(metadata: Path | None, passwords: Path | None) -> None:
     """List who may log in to `dpsql serve`, with the privacy budget each is granted."""
@@ -243,10 +246,7 @@ def _granted(md: Metadata, name: str) -> str:
 
 @analyst.command("remove")
 @click.argument("name")
-@click.option("--metadata", "-m", type=click.Path(dir_okay=False, path_type=Path),
-              help=METADATA_HELP)
-@click.option("--passwords", type=click.Path(dir_okay=False, path_type=Path),
-              help="The passwords file (default: as `dpsql serve` finds it).")
+@password_options
 @user_errors
 def analyst_remove(name: str, metadata: Path | None, passwords: Path | None) -> None:
     """Remove NAME's password: they can no longer log in (a running server reads the file
