@@ -53,9 +53,13 @@ CITIES = {"public": True, "columns": {"city": {"type": "text", "nullable": True}
 
 
 def measured(db: dpsql.Database, sql: str) -> dict[tuple[object, ...], float]:
-    """The exact measurements of ``sql``: (measurement, group key, histogram bucket) -> value
-    (real sums in their own units)."""
-    plan = db.plan(sql)
+    """The exact measurements of ``sql`` (:func:`measured_plan`)."""
+    return measured_plan(db, db.plan(sql))
+
+
+def measured_plan(db: dpsql.Database, plan: Any) -> dict[tuple[object, ...], float]:
+    """The exact measurements of ``plan``: (measurement, group key, histogram bucket) -> value
+    (fixed-point sums and weighted counts in their own units, m.step per grid unit)."""
     text, salted = engine_sql(plan, db.engine)
     rows = db.engine.execute(text, [SALT] if salted else [])[1]
     nkeys, out = len(plan.keys), {}
@@ -398,16 +402,7 @@ def test_both_releases_of_a_series_limit_bound_one_unit(
     releases = two_releases(parse_query(sql), d.planner, 1.0, 0.0, "laplace")
     assert releases is not None
     for plan in (releases.inner, releases.outer):
-        a, b = (_measured_plan(db, plan) for db in (d, d_prime))
+        a, b = (measured_plan(db, plan) for db in (d, d_prime))
         for m in plan.measurements:
             moved = sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in {*a, *b} if k[0] == m.name)
             assert moved <= m.l1, (m.name, a, b)
-
-
-def _measured_plan(db: dpsql.Database, plan: Any) -> dict[tuple[object, ...], float]:
-    text, salted = engine_sql(plan, db.engine)
-    rows = db.engine.execute(text, [SALT] if salted else [])[1]
-    nkeys = len(plan.keys)
-    # A fixed-point measurement (weighted rows, exact sums) is in grid units of m.step.
-    return {(m.name, *row[:nkeys]): float(v or 0) * (m.step or 1.0) for row in rows
-            for m, v in zip(plan.measurements, row[nkeys:], strict=True)}
