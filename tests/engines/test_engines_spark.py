@@ -131,11 +131,11 @@ def differential(plan: Plan, one: Engine, other: Engine) -> None:
                 f"group {key}, {m.name} ({m.kind}): {a!r} != {b!r}"
 
 
-def features(case: Case, plan: Plan) -> set[str]:
-    """What a case exercises on an engine: every node type of its engine query (the engine
-    IR's nodes, sqlglot's functions and operators), every measurement kind, its corpus file."""
+def features(plan: Plan) -> set[str]:
+    """What a plan exercises on an engine: every node type of its engine query (the engine
+    IR's nodes, sqlglot's functions and operators) and every measurement kind."""
     found = {type(node).__name__ for node in rewrite(plan).walk()}
-    return found | {f"measurement {m.kind}" for m in plan.measurements} | {f"file {case.file}"}
+    return found | {f"measurement {m.kind}" for m in plan.measurements}
 
 
 def _is_connect(engine: Engine) -> bool:
@@ -161,15 +161,15 @@ def dealt(cases: list[Case], metadata: Metadata, seed: int
     dialect) and differ in the session (py4j rows, Connect's Arrow batches), so each node
     type needs spelling and running once, not once per backend. The selection: every ROUND case
     (the rule dpsql.query.total_expressions spells out for each engine), a cover of the
-    engine queries' node types and measurement kinds (:func:`features`, not their corpus
-    file), and about two more on ``seed`` (tests/support/subset.py; CI's runs cover the whole
-    corpus over time); then Connect also gets a cover of the measurement kinds, the shapes of
-    result its client converts. Cases accepted only under the sample's bounds (k, g) are left
+    engine queries' node types and measurement kinds (:func:`features`), and about two more
+    on ``seed`` (tests/support/subset.py; CI's runs cover the whole corpus over time); then
+    Connect also gets a cover of the measurement kinds, the shapes of result its client
+    converts. Cases accepted only under the sample's bounds (k, g) are left
     out: they are refused under the loose ones."""
     every = planned(cases, metadata)
     if FULL:
         return {backend: every for backend in BACKENDS}
-    found = [{f for f in features(*item) if not f.startswith("file ")} for item in every]
+    found = [features(plan) for _, plan in every]
     rounding = [i for i, (case, _) in enumerate(every) if "ROUND(" in case.sql.upper()]
     chosen = subset(range(len(every)), max(1, len(every) // 2), found.__getitem__, seed,
                     taken=rounding)
