@@ -242,7 +242,7 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
     salt_literal = SALT
     source: exp.Expression = exp.to_identifier("__rows")
     cap = group_cap(plan)
-    if keys and cap is not None and cap < table.max_rows_per_unit:
+    if keys and cap is not None and cap < shape_rows(plan):
         group_rank = exp.Window(
             this=exp.DenseRank(),
             partition_by=[exp.column("__unit")],
@@ -277,7 +277,7 @@ def aggregated(plan: Plan) -> bool:
     any, have a public domain. Keys released by thresholding (dates, free text) typically have
     nearly as many (unit, key) pairs as rows, where grouping the pairs and ranking them costs
     more than sampling the rows (benchmarks/README.md); the choice reads the plan only."""
-    return (all(m.kind in PER_UNIT_KINDS and _fits(m, plan.table.max_rows_per_unit)
+    return (all(m.kind in PER_UNIT_KINDS and _fits(m, shape_rows(plan))
                 for m in plan.measurements)
             and (not plan.keys or plan.domain is not None
                  or any(m.per_group is not None for m in plan.measurements)))
@@ -295,6 +295,15 @@ def _fits(m: Measurement, k: int) -> bool:
 def _term_range(m: Measurement) -> tuple[int, int]:
     """One row's term of sum measurement ``m``, in the integers the engine sums."""
     return m.units if m.step else (int(m.lo), int(m.hi))
+
+
+def shape_rows(plan: Plan) -> int:
+    """The k that the query's shape is chosen for: the cap of an automatic k
+    (:mod:`dpsql.privacy.auto_bounds`), else k. The plan of the k drawn after the charge then
+    has the shape of the cap's plan, whose SQL was checked and compiled before it, and
+    differs from it in constants only (tests/privacy/test_auto_sql.py): a groups rank that
+    min(g, k) = k makes redundant is kept, and a sum's path is the one chosen at the cap."""
+    return plan.auto.cap if plan.auto is not None else plan.table.max_rows_per_unit
 
 
 def row_cap(table: Table) -> int:
