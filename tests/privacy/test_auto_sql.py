@@ -14,21 +14,21 @@ measurements. The cap's SQL is what was checked and compiled before the charge.
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Iterator
+import re
 from pathlib import Path
 
 import duckdb
 import pytest
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.tokens import TokenType
 
+import dpsql
+import dpsql.pipeline
 from dpsql.audit.scenarios import VISITS_AUTO
 from dpsql.engines import DuckDBEngine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.postgres.dialect import PostgresDialect
 from dpsql.engines.spark.dialect import SparkDialect, spark_tree
+from dpsql.errors import EngineFailure, UnsupportedQuery
 from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.metadata import load_metadata
 from dpsql.pipeline import check_engine_query
@@ -54,40 +54,41 @@ SHAPES = (
 
 
 def _ks(p: Plan) -> list[int]:
-    """1, 2, g and g + 1 (where the groups cap min(g, k) stops being k), the middle and the
-    cap."""
+    """1, 2, g + 1 (the groups cap min(g, k) is k up to g: g is 2 or 3 here), the middle and
+    the cap."""
     assert p.auto is not None
     cap, g = p.auto.cap, p.table.max_groups_per_unit
-    return sorted(k for k in {1, 2, g, g + 1, cap // 2, cap} if 1 <= k <= cap)
+    return sorted(k for k in {1, 2, g + 1, cap // 2, cap} if 1 <= k <= cap)
 
 
-def _number_class(text: str) -> str:
-    try:
-        value = int(text)
-    except ValueError:
-        return "real"
-    return "int64" if -2**63 <= value < 2**63 else "wide"
+#: A number in SQL text: not part of a name (``__k0``) or of the salt's parameter (``$1``).
+NUMBER = re.compile(r"(?<![\w$.])\d+(?:\.\d*)?(?:[eE][+-]?\d+)?(?![\w.])")
 
 
-def _masked(sql: str, dialect: type[Dialect]) -> list[tuple[str, str]]:
-    """``sql``'s tokens, each number replaced by its class (module docstring)."""
-    return [(t.token_type.name, _number_class(t.text) if t.token_type == TokenType.NUMBER
-             else t.text) for t in dialect().tokenize(sql)]
+def _number_class(match: re.Match[str]) -> str:
+    text = match.group(0)
+    if not text.isdigit():
+        return "<real>"
+    return "<int64>" if int(text) < 2**63 else "<wide>"
 
 
-def _compiled(p: Plan, engine: DuckDBEngine, schema: dict[str, str]
-              ) -> dict[str, tuple[str, type[Dialect]]]:
+def _masked(sql: str) -> str:
+    """``sql`` with each number replaced by its class (module docstring)."""
+    return NUMBER.sub(_number_class, sql)
+
+
+def _compiled(p: Plan, engine: DuckDBEngine, schema: dict[str, str]) -> dict[str, str]:
     """``p``'s engine SQL for each engine, DuckDB's checked on empty tables as
     :func:`dpsql.pipeline.engine_sql` does (a refusal raises)."""
     tree = rewrite(p, schema)
     salted = tree.find(exp.Placeholder) is not None
     check_engine_query(p, tree, salted, schema)
     sums = {m.name for m in p.measurements}
-    return {"duckdb": (engine.compile(tree, p, salted), DuckDBDialect),
-            "postgres": (tree.sql(dialect=PostgresDialect), PostgresDialect),
-            "spark": (spark_tree(tree).sql(dialect=SparkDialect), SparkDialect),
-            # the exact sums Spark's analysis asks for (SparkEngine.generate)
-            "spark exact": (spark_tree(tree, sums).sql(dialect=SparkDialect), SparkDialect)}
+    return {"duckdb": engine.compile(tree, p, salted),
+            "postgres": tree.sql(dialect=PostgresDialect),
+            # with the exact sums that Spark's analysis asks for (SparkEngine.generate: the
+            # text without them differs only in those sums' wrappers)
+            "spark": spark_tree(tree, sums).sql(dialect=SparkDialect)}
 
 
 def _measurements(p: Plan) -> list[tuple[object, ...]]:
@@ -95,53 +96,80 @@ def _measurements(p: Plan) -> list[tuple[object, ...]]:
             for m in p.measurements]
 
 
-def _planners() -> Iterator[tuple[str, Planner, DuckDBEngine, list[tuple[str, float, float,
-                                                                         str]]]]:
-    folder = Path(tempfile.mkdtemp(prefix="dpsql-auto-sql-"))
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Plan, DuckDBEngine]]:
+    """The plan at the cap of each case (the corpus's ``auto`` database, then the shapes on
+    an empty table of the scenario's), with its engine."""
+    folder = tmp_path_factory.mktemp("auto-sql")
     db = open_database("auto", folder)
-    cases = [(c.sql, float(c.options["epsilon"]), float(c.options["delta"]),  # type: ignore
-              str(c.options["mechanism"])) for c in load_corpus()
-             if c.database == "auto" and c.verdict == "accepted"]
     assert isinstance(db.engine, DuckDBEngine)
-    yield "corpus", db.planner, db.engine, cases
+    corpus = [(c.sql, float(c.options["epsilon"]), float(c.options["delta"]),  # type: ignore
+               str(c.options["mechanism"])) for c in load_corpus()
+              if c.database == "auto" and c.verdict == "accepted"]
     metadata = folder / "visits.toml"
     metadata.write_text(VISITS_AUTO, encoding="utf-8")
     with duckdb.connect(str(folder / "visits.duckdb")) as con:
         con.execute("CREATE TABLE visits (pid BIGINT, grp VARCHAR, amount DOUBLE, qty BIGINT)")
-    engine = DuckDBEngine(folder / "visits.duckdb")
-    yield "shapes", Planner(load_metadata(metadata)), engine, [
-        (sql, 1.0, 1e-6, "laplace") for sql in SHAPES]
-
-
-def _plans() -> list[tuple[str, Plan, DuckDBEngine]]:
+    shapes = [(sql, 1.0, 1e-6, "laplace") for sql in SHAPES]
     out = []
-    for source, planner, engine, cases in _planners():
+    for planner, engine, cases in ((db.planner, db.engine, corpus),
+                                   (Planner(load_metadata(metadata)),
+                                    DuckDBEngine(folder / "visits.duckdb"), shapes)):
         for sql, epsilon, delta, mechanism in cases:
             p = planner.prepare_query(sql, epsilon, delta, mechanism)
             if isinstance(p, Plan) and p.auto is not None:
-                out.append((f"{source}: {sql}", p, engine))
+                out.append((sql, p, engine))
+    assert len(out) >= 5 + len(SHAPES)  # every automatic case of the corpus, every shape
     return out
 
 
-PLANS = _plans()
+def test_sql_after_the_charge_differs_in_constants_only(
+        plans: list[tuple[str, Plan, DuckDBEngine]]) -> None:
+    for sql_text, p, engine in plans:
+        schema = dict(engine.schema.get(p.table.name.lower(), {}))
+        at_cap = {name: _masked(sql) for name, sql in _compiled(p, engine, schema).items()}
+        for k in _ks(p):
+            where = f"{sql_text} at k = {k}"
+            chosen = with_rows(p, k)
+            assert chosen.auto is not None and chosen.auto.k == k
+            assert (chosen.cost_epsilon, chosen.cost_delta) == (p.cost_epsilon, p.cost_delta)
+            assert _measurements(chosen) == _measurements(p), where
+            assert (chosen.threshold is None, chosen.group_cap is None, chosen.domain) == \
+                (p.threshold is None, p.group_cap is None, p.domain), where
+            for name, sql in _compiled(chosen, engine, schema).items():
+                assert _masked(sql) == at_cap[name], f"{name}, {where}:\n{sql}"
 
 
-def test_every_automatic_case_is_covered() -> None:
-    assert len(PLANS) >= 5 + len(SHAPES)
+def test_k_at_most_g_keeps_the_groups_rank(plans: list[tuple[str, Plan, DuckDBEngine]]
+                                           ) -> None:
+    """The regression: with thresholded keys (g' = min(g, k)) a drawn k <= g made the groups
+    rank redundant and the rewrite dropped it, a SQL shape compiled only after the charge."""
+    p = next(p for sql, p, _ in plans if "GROUP BY duration_min" in sql)
+    assert p.group_cap == 3
+    for k in (1, 3, 4):
+        assert "DENSE_RANK" in rewrite(with_rows(p, k), {}).sql(dialect=DuckDBDialect)
 
 
-@pytest.mark.parametrize(("label", "p", "engine"), PLANS, ids=[x[0] for x in PLANS])
-def test_sql_after_the_charge_differs_in_constants_only(label: str, p: Plan,
-                                                        engine: DuckDBEngine) -> None:
-    schema = dict(engine.schema.get(p.table.name.lower(), {}))
-    at_cap = {name: _masked(sql, dialect)
-              for name, (sql, dialect) in _compiled(p, engine, schema).items()}
-    for k in _ks(p):
-        chosen = with_rows(p, k)
-        assert chosen.auto is not None and chosen.auto.k == k
-        assert (chosen.cost_epsilon, chosen.cost_delta) == (p.cost_epsilon, p.cost_delta)
-        assert _measurements(chosen) == _measurements(p), f"k = {k}"
-        assert (chosen.threshold is None, chosen.group_cap is None, chosen.domain) == \
-            (p.threshold is None, p.group_cap is None, p.domain), f"k = {k}"
-        for name, (sql, dialect) in _compiled(chosen, engine, schema).items():
-            assert _masked(sql, dialect) == at_cap[name], f"{name}, k = {k}:\n{sql}"
+def test_a_failure_after_the_charge_is_the_fixed_engine_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backstop of the above (dpsql.pipeline._after_charge): were re-planning at the drawn k to
+    refuse, the charged query's outcome is the generic EngineFailure stored with its charge,
+    not the refusal's text."""
+    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
+    with duckdb.connect(str(tmp_path / "v.duckdb")) as con:
+        con.execute("CREATE TABLE visits AS SELECT range % 20 AS pid, 'a' AS grp, "
+                    "1.0::DOUBLE AS amount, 1::BIGINT AS qty FROM range(100)")
+    metadata = tmp_path / "meta.toml"
+    metadata.write_text(f'[budget]\nledger = "{tmp_path / "ledger.sqlite"}"\n'
+                        f'[analysts.ann]\nepsilon = 10.0\n{VISITS_AUTO}', encoding="utf-8")
+
+    def refuse(p: Plan, k: int) -> Plan:
+        raise UnsupportedQuery(f"refused at k = {k}")
+
+    monkeypatch.setattr(dpsql.pipeline, "with_rows", refuse)
+    with dpsql.Database(tmp_path / "v.duckdb", metadata, analyst="ann") as db:
+        with pytest.raises(EngineFailure) as raised:
+            db.run("SELECT COUNT(*) AS n FROM visits WHERE qty > 0", epsilon=1.0)
+        assert "k =" not in str(raised.value)
+        spent = db.budget()
+        assert spent is not None and spent.spent.epsilon == pytest.approx(1.0)
