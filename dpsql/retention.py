@@ -16,6 +16,14 @@ unit has L1 sensitivity k, so its 95% interval at epsilon is that of discrete La
 scale ``k / epsilon`` (:func:`dpsql.privacy.mechanisms.accuracy`); the suggestion prints it, the
 noise a COUNT would carry. The smallest k (g) keeping ``target`` of the rows is suggested.
 
+**An automatic k.** A table declaring ``max_rows_per_unit = { auto = true, max = N, share =
+s }`` (:mod:`dpsql.metadata.auto`) has no one k: each query draws its own in ``[1, N]`` from the
+data, for ``s`` of its epsilon, and its measurements get the rest
+(:mod:`dpsql.privacy.auto_bounds`). The report then says so, shows what the cap ``N`` keeps (no
+query keeps more) and the noise of a COUNT at the cap on the measurements' epsilon, and, for
+the units' numbers of rows, the smallest k keeping each of a few shares of the rows: where a
+drawn k falls, and what it drops.
+
 **Clamping.** Every value of a bounded column is clamped into ``[lower, upper]`` before it enters
 an aggregate; the report counts the non-NULL values outside.
 """
@@ -29,12 +37,16 @@ from typing import cast
 from sqlglot import exp
 
 from dpsql.engines import Engine
+from dpsql.metadata.auto import AutoBound
 from dpsql.metadata.metadata import ColumnType, Metadata, Table
 from dpsql.privacy.mechanisms import accuracy, calibrate_laplace
 from dpsql.texttable import format_table
 
 #: The default share of rows the suggested k and g keep.
 DEFAULT_TARGET = 0.95
+
+#: The shares of rows whose smallest k the report of an automatic k lists (with the target).
+AUTO_SHARES = (0.5, 0.9, 0.99, 1.0)
 
 #: A histogram of units: (rows n, groups d) -> how many units have them.
 Histogram = Mapping[tuple[int, int], int]
@@ -83,6 +95,10 @@ class TableCheck:
     kept: tuple[Kept, ...]  # the whole table first, then one per public key
     suggestions: tuple[Suggestion, ...]
     clamped: tuple[Clamped, ...]
+    auto: AutoBound | None = None  # k chosen per query from the data, at most k (its cap)
+    # With ``auto``: (share of rows, the smallest k keeping it, the units with more rows than
+    # that k), for AUTO_SHARES and the target
+    rows_quantiles: tuple[tuple[float, int, int], ...] = ()
 
 
 def kept(histogram: Histogram, k: int, g: int, key: str | None) -> Kept:
@@ -98,14 +114,15 @@ def count_accuracy(k: int, epsilon: float) -> float:
     return accuracy(calibrate_laplace(float(k), epsilon, True))
 
 
-def suggest(histograms: Sequence[Histogram], target: float, epsilon: float
-            ) -> tuple[Suggestion, Suggestion | None]:
+def suggest(histograms: Sequence[Histogram], target: float, epsilon: float,
+            cap: int | None = None) -> tuple[Suggestion, Suggestion | None]:
     """The smallest k keeping ``target`` of the rows of the whole table (the first histogram),
     and, when keys were checked, the smallest g keeping ``target`` of the rows that k keeps
-    under every key (never above k: a unit reaches at most k groups)."""
+    under every key (never above k: a unit reaches at most k groups). ``cap``: k's largest
+    value (an automatic k's max), when k may not exceed it."""
     whole = histograms[0]
-    k = _smallest(lambda v: kept(whole, v, 1, None).share >= target,
-                  max((n for n, _ in whole), default=1))
+    k = smallest_k(whole, target)
+    k = k if cap is None else min(k, cap)
     k_suggestion = Suggestion("max_rows_per_unit", k, kept(whole, k, 1, None).share,
                               count_accuracy(k, epsilon))
     by_key = histograms[1:]
@@ -147,12 +164,26 @@ def check_table(engine: Engine, metadata: Metadata, table: Table,
     k, g = table.max_rows_per_unit, table.max_groups_per_unit
     reports = [kept(histograms[0], k, g, None)]
     reports += [kept(h, k, g, name) for name, h in zip(keys, histograms[1:], strict=True)]
-    k_s, g_s = suggest(histograms, target, epsilon)
+    auto = table.rows_auto
+    # what a query's measurements spend (an automatic k spends its share choosing k)
+    k_s, g_s = suggest(histograms, target,
+                       epsilon if auto is None else epsilon - epsilon * auto.share,
+                       None if auto is None else auto.cap)
     nulls = _scalar(engine, exp.select(_func("COUNT", exp.Star())).from_(source.copy())
                     .where(unit.copy().is_(exp.null())))
+    quantiles = () if auto is None else tuple(
+        (share, v, sum(c for (n, _), c in histograms[0].items() if n > v))
+        for share, v in ((x, smallest_k(histograms[0], x))
+                         for x in sorted({*AUTO_SHARES, target})))
     return TableCheck(table.name, k, g, nulls, tuple(reports),
                       tuple(s for s in (k_s, g_s) if s is not None),
-                      clamped(engine, table))
+                      clamped(engine, table), auto, quantiles)
+
+
+def smallest_k(histogram: Histogram, share: float) -> int:
+    """The smallest k keeping ``share`` of the rows of the units in ``histogram``."""
+    return _smallest(lambda v: kept(histogram, v, 1, None).share >= share,
+                     max((n for n, _ in histogram), default=1))
 
 
 def public_keys(table: Table) -> dict[str, exp.Expression]:
@@ -272,20 +303,25 @@ def report_text(checks: Sequence[TableCheck], target: float, epsilon: float) -> 
     """The owner's report as text (``dpsql metadata check``)."""
     out: list[str] = []
     for c in checks:
-        out.append(f"table {c.table}: max_rows_per_unit k = {c.k}, max_groups_per_unit "
-                   f"g = {c.g}")
+        at = measured_epsilon(c, epsilon)
+        out.append(_heading(c))
         rows = [[r.key or "(whole table)", r.rows, round(r.rows_kept), f"{100 * r.share:.1f}%",
                  r.units, r.units_whole] for r in c.kept]
         out.append(format_table(["aggregates by", "rows", "rows kept", "kept", "units",
                                  "units kept whole"], rows))
         if c.null_unit_rows:
             out.append(f"{c.null_unit_rows} row(s) have a NULL unit: every query drops them")
-        out.append(f"A COUNT(*) at epsilon {epsilon:g} with k = {c.k} is within "
-                   f"+/-{count_accuracy(c.k, epsilon):g} (95%) of what bounding keeps.")
+        if c.auto is None:
+            out.append(f"A COUNT(*) at epsilon {epsilon:g} with k = {c.k} is within "
+                       f"+/-{count_accuracy(c.k, epsilon):g} (95%) of what bounding keeps.")
+        else:
+            out.extend(_auto_lines(c, epsilon))
         for s in c.suggestions:
+            if c.auto is not None and s.name == "max_rows_per_unit":
+                continue  # each query chooses its own k: _auto_lines lists the candidates
             what = "of rows" if s.name == "max_rows_per_unit" else "of rows under its worst key"
             out.append(f"suggested for {100 * target:g}% of rows: {s.name} = {s.value} (keeps "
-                       f"{100 * s.kept:.1f}% {what}; a COUNT(*) at epsilon {epsilon:g} then "
+                       f"{100 * s.kept:.1f}% {what}; a COUNT(*) at epsilon {at:g} then "
                        f"carries +/-{s.count_accuracy:g})")
         if c.clamped:
             out.append(format_table(
@@ -296,6 +332,39 @@ def report_text(checks: Sequence[TableCheck], target: float, epsilon: float) -> 
                "groups then k rows per unit; bounds are public policy: choose them from "
                "these figures, never copy a data value into them.")
     return "\n".join(out) + "\n"
+
+
+def measured_epsilon(c: TableCheck, epsilon: float) -> float:
+    """What a query at ``epsilon`` spends on its measurements: all of it, but the share an
+    automatic k spends on its choice (:func:`dpsql.privacy.auto_bounds.planned`)."""
+    return epsilon if c.auto is None else epsilon - epsilon * c.auto.share
+
+
+def _heading(c: TableCheck) -> str:
+    if c.auto is None:
+        return f"table {c.table}: max_rows_per_unit k = {c.k}, max_groups_per_unit g = {c.g}"
+    return (f"table {c.table}: max_rows_per_unit chosen by each query from the data, in "
+            f"[1, {c.auto.cap}], for {100 * c.auto.share:g}% of its epsilon (auto); "
+            f"max_groups_per_unit g = {c.g}. Kept at the cap k = {c.auto.cap} (no query's k "
+            "keeps more):")
+
+
+def _auto_lines(c: TableCheck, epsilon: float) -> list[str]:
+    """An automatic k: the noise of a COUNT at the cap, and the smallest k keeping each share
+    of the rows (with its COUNT's noise), where a query's drawn k falls."""
+    assert c.auto is not None
+    at = measured_epsilon(c, epsilon)
+    rows = [[f"{100 * share:g}%", f"{k} (above the cap)" if k > c.auto.cap else k, above,
+             f"+/-{count_accuracy(min(k, c.auto.cap), at):g}"]
+            for share, k, above in c.rows_quantiles]
+    return [f"A COUNT(*) at epsilon {epsilon:g} ({at:g} for its measurements) is within "
+            f"+/-{count_accuracy(c.auto.cap, at):g} (95%) at the cap, less at the k the data "
+            "chooses. The smallest k keeping each share of the rows (the units' numbers of rows):",
+            format_table(["rows kept", "smallest k", "units with more rows",
+                          f"COUNT(*) at epsilon {at:g}"], rows),
+            "A query draws its k near where about as many units have more rows as its noise "
+            "is worth (dpsql explain shows that number): a larger epsilon or fewer released "
+            "cells, a larger k."]
 
 
 @dataclass(frozen=True)

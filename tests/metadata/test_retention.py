@@ -119,3 +119,41 @@ def test_init_proposes_k_g_not_null_and_unique(db: Database, tmp_path: Path) -> 
     assert tables["w"]["columns"]["vid"]["unique"] is True
     assert "unique" not in tables["w"]["columns"]["pid"]
     assert "privacy_unit" not in tables["p"]  # no unit column: left to the owner
+
+
+def test_cli_reports_an_automatic_k(db: Database, tmp_path: Path) -> None:
+    """An automatic k (dpsql.metadata.auto) has no one k: the report says each query chooses
+    it in [1, max] for its share of epsilon, shows what the cap keeps, and the smallest k
+    keeping each share of the rows (units of 1, 2 and 5 rows: 8 rows)."""
+    meta = tmp_path / "auto.toml"
+    meta.write_text(META.replace("max_rows_per_unit = 2\n", "max_rows_per_unit = { auto = "
+                                 "true, max = 4, share = 0.25 }\n", 1), encoding="utf-8")
+    result = CliRunner().invoke(main, ["metadata", "check", "-d", str(db.engine.location), "-m",
+                                       str(meta)], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert ("table v: max_rows_per_unit chosen by each query from the data, in [1, 4], for 25% "
+            "of its epsilon (auto); max_groups_per_unit g = 1. Kept at the cap k = 4") in out
+    assert "(whole table) |    8 |         7 | 87.5%" in out  # 1 + 2 + 4 rows at the cap
+    assert "table v: max_rows_per_unit k =" not in out
+    assert "max_rows_per_unit = " not in out.split("table p:")[0]  # no one k to declare
+    assert f"(0.75 for its measurements) is within +/-{count_accuracy(4, 0.75):g}" in out
+    table = {cells[0]: cells[1:] for line in out.splitlines()
+             if (cells := [c.strip() for c in line.split("|")])[0].endswith("%")
+             and len(cells) == 4}
+    assert table["50%"][:2] == ["2", "1"]  # k = 2 keeps 5 of 8 rows; unit 3 has more
+    assert table["95%"][:2] == ["5 (above the cap)", "0"]
+    assert table["50%"][2] == f"+/-{count_accuracy(2, 0.75):g}"
+    assert set(table) == {"50%", "90%", "95%", "99%", "100%"}
+    assert "table p: max_rows_per_unit k = 1" in out  # other tables as before
+
+
+def test_the_check_is_the_owners_alone() -> None:
+    """``metadata check`` reads the data exactly: only the owner's command calls it (no server
+    route, no analyst command), with the database's own path or URL."""
+    import dpsql
+
+    root = Path(dpsql.__file__).parent
+    callers = {p.relative_to(root).as_posix() for p in root.rglob("*.py")
+               if "check_metadata_bounds" in p.read_text(encoding="utf-8")}
+    assert callers == {"retention.py", "cli/owner.py"}
