@@ -47,3 +47,7 @@ FROM visits v JOIN people p ON v.person_id = p.person_id;
 -- case: auto other tables unchanged
 -- expect: accepted cells=1 l1[0]=1 rows=2
 SELECT sex, COUNT(*) FROM people GROUP BY sex;
+
+-- case: auto series limit
+-- expect: accepted path=two cost=1,0 rows<=3
+SELECT category, AVG(amount) AS mean FROM visits WHERE category IN (SELECT category FROM visits GROUP BY category ORDER BY COUNT(*) DESC LIMIT 3) GROUP BY category;

@@ -33,8 +33,10 @@ from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.metadata import load_metadata
 from dpsql.pipeline import check_engine_query
 from dpsql.planner import Planner
-from dpsql.privacy.auto_bounds import with_rows
+from dpsql.privacy.auto_bounds import auto_rows_per_unit, with_rows
 from dpsql.privacy.plan import Plan
+from dpsql.privacy.randomness import Randomness
+from dpsql.series import TwoReleases
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import open_database
 
@@ -116,10 +118,11 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Plan, Duc
                                    (Planner(load_metadata(metadata)),
                                     DuckDBEngine(folder / "visits.duckdb"), shapes)):
         for sql, epsilon, delta, mechanism in cases:
-            p = planner.prepare_query(sql, epsilon, delta, mechanism)
-            if isinstance(p, Plan) and p.auto is not None:
-                out.append((sql, p, engine))
-    assert len(out) >= 5 + len(SHAPES)  # every automatic case of the corpus, every shape
+            prepared = planner.prepare_query(sql, epsilon, delta, mechanism)
+            parts = (prepared.inner, prepared.outer) if isinstance(prepared, TwoReleases) \
+                else (prepared,)  # the outer with stand-in keys: the released ones' shape
+            out += [(sql, p, engine) for p in parts if isinstance(p, Plan) and p.auto is not None]
+    assert len(out) >= 7 + len(SHAPES)  # every automatic case of the corpus, every shape
     return out
 
 
@@ -173,3 +176,12 @@ def test_a_failure_after_the_charge_is_the_fixed_engine_failure(
         assert "k =" not in str(raised.value)
         spent = db.budget()
         assert spent is not None and spent.spent.epsilon == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("counts", [{}, {1: 1}, {50: 10**12}, {1: 10**12, 50: 1}, {0: 3, 99: 2}])
+def test_the_draw_of_k_is_total(counts: dict[int, int]) -> None:
+    """The step between the engine's counts and the re-plan (dpsql.pipeline.answer) gives a k
+    in [1, max] whatever the counts: no units, counts far beyond the cap, huge numbers."""
+    for epsilon, above in ((1e-6, 0), (0.05, 400), (1e6, 10**9)):
+        k = auto_rows_per_unit(counts, 50, above, epsilon, Randomness.seeded(1))
+        assert 1 <= k <= 50
