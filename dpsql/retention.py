@@ -166,8 +166,7 @@ def check_table(engine: Engine, metadata: Metadata, table: Table,
     reports += [kept(h, k, g, name) for name, h in zip(keys, histograms[1:], strict=True)]
     auto = table.rows_auto
     # what a query's measurements spend (an automatic k spends its share choosing k)
-    k_s, g_s = suggest(histograms, target,
-                       epsilon if auto is None else epsilon - epsilon * auto.share,
+    k_s, g_s = suggest(histograms, target, measured_epsilon(auto, epsilon),
                        None if auto is None else auto.cap)
     nulls = _scalar(engine, exp.select(_func("COUNT", exp.Star())).from_(source.copy())
                     .where(unit.copy().is_(exp.null())))
@@ -303,7 +302,7 @@ def report_text(checks: Sequence[TableCheck], target: float, epsilon: float) -> 
     """The owner's report as text (``dpsql metadata check``)."""
     out: list[str] = []
     for c in checks:
-        at = measured_epsilon(c, epsilon)
+        at = measured_epsilon(c.auto, epsilon)
         out.append(_heading(c))
         rows = [[r.key or "(whole table)", r.rows, round(r.rows_kept), f"{100 * r.share:.1f}%",
                  r.units, r.units_whole] for r in c.kept]
@@ -334,10 +333,10 @@ def report_text(checks: Sequence[TableCheck], target: float, epsilon: float) -> 
     return "\n".join(out) + "\n"
 
 
-def measured_epsilon(c: TableCheck, epsilon: float) -> float:
+def measured_epsilon(auto: AutoBound | None, epsilon: float) -> float:
     """What a query at ``epsilon`` spends on its measurements: all of it, but the share an
     automatic k spends on its choice (:func:`dpsql.privacy.auto_bounds.planned`)."""
-    return epsilon if c.auto is None else epsilon - epsilon * c.auto.share
+    return epsilon if auto is None else epsilon - epsilon * auto.share
 
 
 def _heading(c: TableCheck) -> str:
@@ -353,7 +352,7 @@ def _auto_lines(c: TableCheck, epsilon: float) -> list[str]:
     """An automatic k: the noise of a COUNT at the cap, and the smallest k keeping each share
     of the rows (with its COUNT's noise), where a query's drawn k falls."""
     assert c.auto is not None
-    at = measured_epsilon(c, epsilon)
+    at = measured_epsilon(c.auto, epsilon)
     rows = [[f"{100 * share:g}%", f"{k} (above the cap)" if k > c.auto.cap else k, above,
              f"+/-{count_accuracy(min(k, c.auto.cap), at):g}"]
             for share, k, above in c.rows_quantiles]
