@@ -106,8 +106,9 @@ from sqlglot import exp
 from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery
 from dpsql.metadata.metadata import Table
+from dpsql.privacy import auto_values
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
-from dpsql.privacy.plan import Plan
+from dpsql.privacy.plan import AutoValue, Plan
 from dpsql.query.bounds import bound
 from dpsql.query.joins import relation_sql
 from dpsql.query.total_expressions import Reader, clamp, number, total
@@ -176,6 +177,44 @@ def unit_counts(plan: Plan, cap: int, physical: Mapping[str, str] | None = None
         "__rows", as_=query_rows(plan, physical), copy=False).with_(
         "__per_unit", as_=per_unit, copy=False).from_("__per_unit", copy=False).group_by(
         clamped.copy(), copy=False)
+
+
+def unit_values(plan: Plan, v: AutoValue, physical: Mapping[str, str] | None = None
+                ) -> exp.Select:
+    """The engine query of an automatic value bound (:mod:`dpsql.privacy.auto_values`): how
+    many units have their largest (``upper``) or smallest (``lower``) value of ``v.column``,
+    read clamped to its declared bounds, in each geometric bucket ``__b``, among the rows the
+    query reads (``__rows``: its WHERE, units not NULL); one row per bucket that occurs, no
+    salt. Each unit is one value: a table without bounding has one row per unit."""
+    column = exp.column(v.column)
+    reads = replace(plan, keys=(), measurements=(replace(plan.measurements[0], arg=column),))
+    value = exp.column(_inputs(reads)[column.sql(dialect="duckdb")])
+    extreme = (exp.Max if v.side == "upper" else exp.Min)(this=value)
+    per_unit = exp.select(exp.alias_(extreme if plan.table.needs_bounding else value, "__v"),
+                          copy=False).from_("__rows", copy=False).where(
+        value.is_(exp.null()).not_(), copy=False)
+    if plan.table.needs_bounding:
+        per_unit = per_unit.group_by(exp.column("__unit"), copy=False)
+    o = auto_values.origin(v.lower, v.upper, v.side)
+    span = (v.upper - o) if v.side == "upper" else (o - v.lower)
+    last = auto_values.BUCKETS - 1
+    distance = exp.Sub(this=exp.column("__v"), expression=number(o)) if v.side == "upper" \
+        else exp.Sub(this=number(o), expression=exp.column("__v"))
+    steps = exp.Floor(this=exp.Div(this=exp.Ln(this=exp.Div(
+        this=exp.cast(exp.Literal.number(repr(float(span))), "DOUBLE"),
+        expression=exp.Paren(this=distance))),
+        expression=number(math.log(auto_values.RATIO))))
+    bucket = exp.Case(ifs=[exp.If(this=exp.LTE(this=distance.copy(), expression=number(0)),
+                                  true=exp.Literal.number(0))],
+                      default=exp.Greatest(this=exp.Literal.number(0), expressions=[
+                          exp.Least(this=exp.Sub(this=exp.Literal.number(last),
+                                                 expression=exp.cast(steps, "BIGINT")),
+                                    expressions=[exp.Literal.number(last)])]))
+    return exp.select(exp.alias_(bucket, "__b"), exp.alias_(exp.Count(this=exp.Star()),
+                                                              "__units"), copy=False).with_(
+        "__rows", as_=query_rows(reads, physical), copy=False).with_(
+        "__per_unit", as_=per_unit, copy=False).from_("__per_unit", copy=False).group_by(
+        bucket.copy(), copy=False)
 
 
 def _source(plan: Plan, reader: Reader) -> exp.Expression:
