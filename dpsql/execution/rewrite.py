@@ -111,7 +111,7 @@ from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.plan import AutoValue, Plan
 from dpsql.query.bounds import bound
 from dpsql.query.joins import relation_sql
-from dpsql.query.total_expressions import Reader, clamp, number, total
+from dpsql.query.total_expressions import Reader, clamp, clamped_column, number, total
 
 SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
 
@@ -267,8 +267,10 @@ def _input(arg: exp.Expression, table: Table, reader: Reader) -> exp.Expression:
     """An aggregated expression, made total and clamped to its derived interval."""
     value = total(arg, table, reader)
     b = bound(arg, table)
-    if isinstance(arg, exp.Column) or not (b.numeric and b.finite):
-        # A bare column is already read clamped to its declared bounds, which are its bound.
+    if isinstance(arg, exp.Column) or clamped_column(arg, table) is not None or not (
+            b.numeric and b.finite):
+        # A bare column is already read clamped to its declared bounds, which are its bound
+        # (or, clamped by constants, to their intersection: the bound of LEAST(GREATEST(..))).
         return value  # or only counted (COUNT, COUNT DISTINCT): it never enters a sum
     if b.kind == "bool":
         value = exp.cast(value, "INTEGER")
