@@ -62,10 +62,12 @@ def auto_metadata() -> dict[str, Any]:
 
 
 def autoval_metadata() -> dict[str, Any]:
-    """``autoval``: ``auto`` with value bounds chosen from the data too
+    """``autoval``: the corpus's metadata with value bounds chosen from the data
     (dpsql.privacy.auto_values): visits' amount up to 5000 and duration_min down to 5, people's
-    income up to 250000 (a table of one row per person)."""
-    data = auto_metadata()
+    income up to 250000 (a table of one row per person). k stays fixed (10): an automatic k
+    with them is tested in tests/privacy/test_auto_values.py and the neighbour harness's
+    ``auto_values`` pair with k automatic (tests/neighbours/test_neighbours.py)."""
+    data = corpus_metadata()
     visits, people = (data["tables"][t]["columns"] for t in ("visits", "people"))
     visits["amount"]["upper"] = {"auto": True, "max": visits["amount"]["upper"]}
     visits["duration_min"]["lower"] = {"auto": True, "min": visits["duration_min"]["lower"],

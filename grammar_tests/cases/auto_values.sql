@@ -1,19 +1,19 @@
 -- Automatic value bounds (issue 21, item 2; dpsql/privacy/auto_values.py): visits declares
 -- amount's upper = { auto = true, max = 5000 } and duration_min's lower = { auto = true,
 -- min = 5, share = 0.05 }, people income's upper = { auto = true, max = 250000, share = 0.2 },
--- and visits' k is automatic too (grammar_tests/databases.py, "autoval"). A query whose SUM,
--- AVG, VAR or STDDEV reads such a column chooses the bound from the data for its share of the
--- epsilon (after k) and calibrates those measurements to it; the plan's own measurements are
--- at the declared bounds (what explain shows), its cost the whole epsilon.
+-- visits' k is 10 (grammar_tests/databases.py, "autoval"). A query whose SUM, AVG, VAR or
+-- STDDEV reads such a column chooses the bound from the data for its share of the epsilon and
+-- calibrates those measurements to it; the plan's own measurements are at the declared bounds
+-- (what explain shows), its cost the whole epsilon.
 -- database: autoval
 
--- case: autoval sum planned at the declared cap and k's cap
--- expect: accepted cells=1 measurements=1 l1[0]=5000000 cost=1,0 rows=1
+-- case: autoval sum planned at the declared cap
+-- expect: accepted cells=1 measurements=1 l1[0]=50000 cost=1,0 rows=1
 SELECT SUM(amount) FROM visits;
 
--- case: autoval sum with the analyst's k: only the value bound is chosen
--- expect: accepted cells=1 l1[0]=50000 cost=1,0 rows=1
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 10) SUM(amount) FROM visits;
+-- case: autoval sum with the analyst's k
+-- expect: accepted cells=1 l1[0]=25000 cost=1,0 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5) SUM(amount) FROM visits;
 
 -- case: autoval count and sum per public category
 -- expect: accepted cells=2 keys=1 release=domain:8 cost=1,0 rows=8
@@ -37,7 +37,7 @@ SELECT sex, AVG(income), COUNT(*) FROM people GROUP BY sex;
 SELECT MEDIAN(amount) FROM visits;
 
 -- case: autoval analyst's own bounds
--- expect: accepted cells=1 l1[0]=100000 cost=1,0 rows=1
+-- expect: accepted cells=1 l1[0]=1000 cost=1,0 rows=1
 SELECT SUM(LEAST(GREATEST(amount, 0), 100)) FROM visits;
 
 -- case: autoval bigquery per-row bounds
@@ -46,7 +46,7 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contri
   SUM(amount, contribution_bounds_per_row => (0, 100)) FROM visits;
 
 -- case: autoval indicator sum reads no bound
--- expect: accepted cells=1 l1[0]=1000 rows=1
+-- expect: accepted cells=1 l1[0]=10 rows=1
 SELECT SUM(CASE WHEN amount > 100 THEN 1 ELSE 0 END) FROM visits;
 
 -- case: autoval thresholded keys

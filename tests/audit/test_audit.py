@@ -321,7 +321,7 @@ CAUGHT = [
     ("groups_never_capped", "per_group_sum", 150, 100),
     ("retention_rows_kept", "retention", 300, 150),
     ("k_exact", "auto_rows", 300, 100),
-    ("bound_exact", "auto_values", 300, 100),
+    ("bound_exact", "auto_values", 300, 60),
 ]
 
 
