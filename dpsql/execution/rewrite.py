@@ -197,23 +197,28 @@ def unit_values(plan: Plan, v: AutoValue, physical: Mapping[str, str] | None = N
         per_unit = per_unit.group_by(exp.column("__unit"), copy=False)
     o = auto_values.origin(v.lower, v.upper, v.side)
     span = (v.upper - o) if v.side == "upper" else (o - v.lower)
-    last = auto_values.BUCKETS - 1
+    last = exp.Literal.number(auto_values.BUCKETS - 1)
     distance = exp.Sub(this=exp.column("__v"), expression=number(o)) if v.side == "upper" \
         else exp.Sub(this=number(o), expression=exp.column("__v"))
-    steps = exp.Floor(this=exp.Div(this=exp.Ln(this=exp.Div(
-        this=exp.cast(exp.Literal.number(repr(float(span))), "DOUBLE"),
-        expression=exp.Paren(this=distance))),
-        expression=number(math.log(auto_values.RATIO))))
-    bucket = exp.Case(ifs=[exp.If(this=exp.LTE(this=distance.copy(), expression=number(0)),
-                                  true=exp.Literal.number(0))],
-                      default=exp.Greatest(this=exp.Literal.number(0), expressions=[
-                          exp.Least(this=exp.Sub(this=exp.Literal.number(last),
-                                                 expression=exp.cast(steps, "BIGINT")),
-                                    expressions=[exp.Literal.number(last)])]))
+    # __s: how many RATIO steps below the span the distance is (NULL at or below the origin)
+    steps = exp.Case(ifs=[exp.If(this=exp.GT(this=distance, expression=number(0)), true=exp.cast(
+        exp.Floor(this=exp.Div(this=exp.Ln(this=exp.Div(
+            this=exp.cast(exp.Literal.number(repr(float(span))), "DOUBLE"),
+            expression=exp.Paren(this=distance.copy()))),
+            expression=number(math.log(auto_values.RATIO)))), "BIGINT"))])
+    stepped = exp.select(exp.alias_(steps, "__s"), copy=False).from_("__per_unit", copy=False)
+    s = exp.column("__s")
+    bucket = exp.Case(ifs=[  # bucket B - 1 - __s, within [0, B - 1] (an ulp above the span: B - 1)
+        exp.If(this=exp.Or(this=s.is_(exp.null()), expression=exp.GTE(this=s.copy(),
+                                                                       expression=last.copy())),
+               true=exp.Literal.number(0)),
+        exp.If(this=exp.LTE(this=s.copy(), expression=exp.Literal.number(0)), true=last.copy())],
+        default=exp.Sub(this=last.copy(), expression=s.copy()))
     return exp.select(exp.alias_(bucket, "__b"), exp.alias_(exp.Count(this=exp.Star()),
                                                               "__units"), copy=False).with_(
         "__rows", as_=query_rows(reads, physical), copy=False).with_(
-        "__per_unit", as_=per_unit, copy=False).from_("__per_unit", copy=False).group_by(
+        "__per_unit", as_=per_unit, copy=False).with_("__stepped", as_=stepped, copy=False
+                                                      ).from_("__stepped", copy=False).group_by(
         bucket.copy(), copy=False)
 
 
