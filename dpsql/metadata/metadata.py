@@ -16,6 +16,8 @@ The layout is dpsql's public interface::
     income = { type = "float", lower = 0, upper = 200000, nullable = true }
     sex    = { type = "text",  values = ["F", "M"] }
     state  = { type = "text" }
+    # upper = { auto = true, max = 200000 } (lower = { auto = true, min = ... }): the bound of
+    # SUM/AVG/VAR/STDDEV chosen per query from the data under DP (dpsql.metadata.auto)
 
     [tables.prescriptions]
     unit_path = "visit_id -> visits.visit_id"  # instead of privacy_unit: the unit of the
