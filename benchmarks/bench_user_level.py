@@ -6,6 +6,7 @@ choice between truncating and scaling a unit's contributions.
     python benchmarks/bench_user_level.py --people 100000 --runs 10
     python benchmarks/bench_user_level.py --auto-bounds         # and automatic k (max 100, 1000)
     python benchmarks/bench_user_level.py --auto-bounds --no-scaling
+    python benchmarks/bench_user_level.py --people 200000 --auto-values  # value bounds only
 
 **Data** (``benchmarks/data/user_level_v1_N.duckdb``, generated with DuckDB's seeded
 ``random()``): ``visits(person_id, category, amount)``, N people, a person's number of visits
@@ -23,6 +24,14 @@ categories. ``before`` forces the groups cap (dpsql's behaviour before issue 21'
 ``max_rows_per_unit = { auto = true, max = N }`` (N = 100, then 1000: ``--auto-max``), k
 chosen per query from the data for 10% of the epsilon (:mod:`dpsql.privacy.auto_bounds`); the
 k chosen, over the runs, is printed under the table.
+
+**Value bounds** (``--auto-values``, issue 21 item 2's second half, instead of the modes
+above): k automatic up to 1000 in every mode, and amount's upper bound declared 500 (the
+tuned bound above, which clamps the tail), declared 5000 (loose: the generator's own cap), or
+``upper = { auto = true, max = 5000 }`` chosen per query for 10% of the epsilon
+(:mod:`dpsql.privacy.auto_values`). The errors are against the exact sum of the amounts as
+stored (no clamp: what an analyst wants); the bound chosen, over the runs, is printed under
+the table.
 
 **Scaling vs truncation** (issue 21, item 3), untimed, in SQL on the same data and no groups
 cap: per category, COUNT, SUM and AVG of (a) *truncation*, a uniform k-row sample per person
@@ -103,12 +112,20 @@ def ensure_data(people: int) -> Path:
     return path
 
 
-def metadata(folder: Path, auto: int | None) -> Path:
-    """The metadata at k = 10, or (``auto``) with k automatic up to ``auto``."""
+def metadata(folder: Path, auto: int | None, upper: str = str(UPPER)) -> Path:
+    """The metadata at k = 10, or (``auto``) with k automatic up to ``auto``; amount's upper
+    bound ``upper`` (a number, or an automatic bound's TOML)."""
     rows = f"{{ auto = true, max = {auto} }}" if auto else str(K)
-    path = folder / (f"user_level_auto_{auto}.toml" if auto else "user_level.toml")
-    path.write_text(METADATA.format(rows=rows).replace("{{", "{").replace("}}", "}"))
+    name = f"auto_{auto}" if auto else "fixed"
+    path = folder / f"user_level_{name}_{abs(hash(upper)) % 10**6}.toml"
+    text = METADATA.format(rows=rows).replace("{{", "{").replace("}}", "}")
+    path.write_text(text.replace(f"upper = {UPPER} ", f"upper = {upper} "))
     return path
+
+
+#: --auto-values: amount's upper bound per mode (module docstring), k automatic up to 1000.
+VALUE_MODES = {"declared upper 500": str(UPPER), "declared upper 5000": "5000.0",
+               "automatic upper, max 5000": "{ auto = true, max = 5000, share = 0.1 }"}
 
 
 def exact(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[float, float]]:
@@ -122,9 +139,10 @@ def _capped(table, specs, thresholded):  # type: ignore[no-untyped-def]
     return table.groups_per_unit if table.needs_bounding else None
 
 
-def answers(database: Path, meta: Path, runs: int, mode: str, ks: list[int] | None = None
-            ) -> dict[str, list[tuple[float, float]]]:
-    """``runs`` answers per category; the k chosen from the data, if any, appended to ``ks``."""
+def answers(database: Path, meta: Path, runs: int, mode: str, ks: list[int] | None = None,
+            uppers: list[float] | None = None) -> dict[str, list[tuple[float, float]]]:
+    """``runs`` answers per category; the k chosen from the data, if any, appended to ``ks``,
+    amount's upper bound chosen from the data, if any, to ``uppers``."""
     out: dict[str, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
     patch = (mock.patch.object(dpsql.privacy.plan, "groups_cap", _capped) if mode == "before"
              else mock.patch.object(dpsql.privacy.plan, "groups_cap",
@@ -134,6 +152,8 @@ def answers(database: Path, meta: Path, runs: int, mode: str, ks: list[int] | No
             result = db.query(QUERY, epsilon=1.0)
             if ks is not None and result.chosen_rows is not None:
                 ks.append(result.chosen_rows)
+            if uppers is not None and result.chosen_bounds:
+                uppers.append(result.chosen_bounds["amount"][1])
             for category, n, s in result.rows:
                 out[str(category)].append((float(n), float(s)))  # type: ignore[arg-type]
     return out
@@ -228,8 +248,13 @@ def main() -> None:
     parser.add_argument("--auto-bounds", action="store_true")
     parser.add_argument("--auto-max", type=int, nargs="*", default=[100, 1000])
     parser.add_argument("--no-scaling", action="store_true", help="skip scaling vs truncation")
+    parser.add_argument("--auto-values", action="store_true",
+                        help="only the value-bound modes (module docstring)")
     args = parser.parse_args()
     database = ensure_data(args.people)
+    if args.auto_values:
+        value_bounds(database, args.people, args.runs)
+        return
     with duckdb.connect(str(database), read_only=True) as con:
         truth = exact(con)
         visits, over = con.execute(f"SELECT COUNT(*), (SELECT COUNT(*) FROM (SELECT person_id "
@@ -261,6 +286,32 @@ def main() -> None:
     print("\n## Scaling vs truncation (no groups cap, same sensitivities)\n")
     with duckdb.connect(str(database), read_only=True) as con:
         print("\n".join(scaling_table(con, truth, args.salts)))
+
+
+def value_bounds(database: Path, people: int, runs: int) -> None:
+    """The --auto-values modes: errors against the stored amounts' exact sums."""
+    with duckdb.connect(str(database), read_only=True) as con:
+        truth = {c: (float(n), float(t)) for c, n, t in con.execute(
+            "SELECT category, COUNT(*), SUM(amount) FROM visits GROUP BY category").fetchall()}
+        top = con.execute("SELECT MAX(amount), QUANTILE_CONT(amount, 0.999) FROM (SELECT "
+                          "MAX(amount) AS amount FROM visits GROUP BY person_id)").fetchone()
+    print(f"# Value bounds: {people:,} people, epsilon 1, {runs} runs, k automatic (max "
+          f"1000); per person largest amount: max {top[0]:,.0f}, 99.9th percentile "
+          f"{top[1]:,.0f}\n")
+    modes, uppers = {}, {}
+    for mode, upper in VALUE_MODES.items():
+        started = time.perf_counter()
+        uppers[mode] = []
+        modes[mode] = answers(database, metadata(DATA, auto=1000, upper=upper), runs, "after",
+                              None, uppers[mode])
+        print(f"{mode}: {(time.perf_counter() - started) / runs:.2f} s per query",
+              file=sys.stderr)
+    print("\n".join(error_table(truth, modes)))
+    for mode, chosen in uppers.items():
+        if chosen:
+            print(f"\n{mode}: upper bound chosen from the data: median "
+                  f"{statistics.median(chosen):,.0f}, range {min(chosen):,.0f}-"
+                  f"{max(chosen):,.0f} over {len(chosen)} runs")
 
 
 if __name__ == "__main__":

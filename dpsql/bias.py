@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from dpsql.privacy.plan import Plan
+from dpsql.privacy.plan import AutoValue, Plan
 
 #: How the note on the bounds in force begins: EXPLAIN states the bounds once, in this note,
 #: where there is one (:func:`dpsql.explain.render`).
@@ -45,6 +45,7 @@ def bounding_notes(p: Plan) -> list[str]:
                      "bias and more noise.")
     if p.auto is not None:
         notes.append(auto_note(p))
+    notes.extend(value_note(p, v) for v in p.values)
     clamped = clamped_columns(p)
     if clamped:
         notes.append("Values are clamped to their declared bounds before they are aggregated: "
@@ -69,6 +70,23 @@ def auto_note(p: Plan) -> str:
     return f"max_rows_per_unit = {auto.k} was chosen from the data: {cost}."
 
 
+def value_note(p: Plan, v: AutoValue) -> str:
+    """What an automatic value bound costs and, after a run, the bound the data chose (a DP
+    release, part of the answer: :mod:`dpsql.privacy.auto_values`)."""
+    cap = v.upper if v.side == "upper" else v.lower
+    beyond = "above" if v.side == "upper" else "below"
+    cost = (f"{v.share:.0%} of the query's epsilon (epsilon {v.epsilon:.4g}) buys a private "
+            f"choice of {v.column}'s {v.side} bound in [{v.lower:g}, {v.upper:g}] from each "
+            f"unit's {'largest' if v.side == 'upper' else 'smallest'} value (aimed where about "
+            f"{v.above} units have a value {beyond} it), for its SUM, AVG, VAR and STDDEV")
+    if v.value is None:
+        return (f"{v.column}'s {v.side} bound is chosen from the data when the query runs: "
+                f"{cost}. The noise shown is for {v.side} = {cap:g}, the declared one; the "
+                "run's notes give the bound chosen. Clamp the argument yourself (SUM(LEAST("
+                "GREATEST(x, lo), hi))) to spend nothing on it.")
+    return f"{v.column}'s {v.side} bound {v.value:g} was chosen from the data: {cost}."
+
+
 def clamped_columns(p: Plan) -> list[str]:
     """``name to [lower, upper]`` for each bounded column a non-count aggregate reads."""
     seen: dict[str, str] = {}
@@ -80,4 +98,13 @@ def clamped_columns(p: Plan) -> list[str]:
             if column is not None and column.lower is not None and column.upper is not None:
                 seen.setdefault(column.name, f"{column.name} to [{column.lower}, "
                                              f"{column.upper}]")
+    chosen = {v.column for v in p.values if v.value is not None}
+    for name in chosen & seen.keys():  # its sums read the bounds chosen from the data
+        lo, hi = (next((v.value for v in p.values if v.column == name and v.side == side),
+                       None) for side in ("lower", "upper"))
+        column = p.table.column(name)
+        assert column is not None
+        lo = column.lower if lo is None else lo
+        hi = column.upper if hi is None else hi
+        seen[name] += f" (for its SUM, AVG, VAR and STDDEV: [{lo:g}, {hi:g}], chosen from the data)"
     return list(seen.values())

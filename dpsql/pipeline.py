@@ -25,7 +25,7 @@ from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import EngineError, QueryTooComplex, UnsupportedQuery
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
-from dpsql.execution.rewrite import rewrite, unit_counts
+from dpsql.execution.rewrite import rewrite, unit_counts, unit_values
 from dpsql.metadata.contribution import (
     ContributionBounds,
     check_caps,
@@ -33,9 +33,10 @@ from dpsql.metadata.contribution import (
     check_unit,
     requested,
 )
-from dpsql.metadata.metadata import Metadata
+from dpsql.metadata.metadata import ColumnType, Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import automatic, choose_k, planned, with_rows
+from dpsql.privacy.auto_values import draw, with_values
 from dpsql.privacy.mechanisms import Mechanism, accuracy
 from dpsql.privacy.plan import Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
@@ -57,6 +58,8 @@ PASSES: tuple[Callable[..., Any], ...] = (
     perturb_cells, postprocess)
 #: Plans calibrated to an automatic k, per (plan identity, k): see :func:`_chosen`.
 _CHOSEN: LRU[tuple[int, int], tuple[Plan, Plan]] = LRU(512)
+#: Plans calibrated to automatic value bounds, per (plan identity, bounds): see :func:`_valued`.
+_VALUED: LRU[tuple[int, tuple[float, ...]], tuple[Plan, Plan]] = LRU(512)
 
 
 def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
@@ -123,12 +126,7 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     """rewrite -> execute -> perturb -> post-process for a prepared plan, drawing the salt
     and the noise from ``rng``. An automatic k is drawn first, on the engine
     (:mod:`dpsql.privacy.auto_bounds`), and the plan calibrated to it."""
-    if p.auto is not None and p.auto.k is None:
-        _, counts = engine.execute(units_sql(p, engine))
-        k = choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
-        p, (sql, salted) = _after_charge(p, k, engine)
-    else:
-        sql, salted = engine_sql(p, engine)
+    p, (sql, salted) = _after_charge(p, engine, rng)
     # The salt keys the contribution-bounding sample: fresh, secret, never shown.
     parameters = [rng.salt()] if salted else []
     _, rows = engine.execute(sql, parameters)
@@ -136,7 +134,39 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     result.notes.extend(bounding_notes(p))  # the bias the +/- intervals do not cover
     result.chosen_rows = p.auto.k if p.auto is not None else None
+    result.chosen_bounds = chosen_bounds(p)
     return result
+
+
+def choose(p: Plan, engine: Engine, rng: Randomness) -> Plan:
+    """The choices from the data a plan leaves to its run, in order (k, then each value
+    bound, given the released k: :mod:`dpsql.privacy.auto_values`), and ``p`` calibrated to
+    them; ``p`` itself when it has none left."""
+    if p.auto is not None and p.auto.k is None:
+        _, counts = engine.execute(units_sql(p, engine))
+        k = choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
+        p = _chosen(p, k)
+    if p.values and p.values[0].value is None:
+        drawn = []
+        for i, v in enumerate(p.values):
+            _, buckets = engine.execute(values_sql(p, i, engine))
+            integer = p.table.columns[v.column].type == ColumnType.INT
+            drawn.append(draw(v, {int(b): int(n) for b, n in buckets},  # type: ignore[call-overload]
+                              integer, rng))
+        p = _valued(p, tuple(drawn))
+    return p
+
+
+def chosen_bounds(p: Plan) -> dict[str, tuple[float, float]] | None:
+    """Per column with a bound chosen from the data, the (lower, upper) its sums read."""
+    if not p.values:
+        return None
+    out: dict[str, tuple[float, float]] = {}
+    for v in p.values:
+        assert v.value is not None
+        lo, hi = out.get(v.column, (v.lower, v.upper))
+        out[v.column] = (v.value, hi) if v.side == "lower" else (lo, v.value)
+    return out
 
 
 def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
@@ -153,6 +183,8 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
         return _engine_sql(p, {}, None)
     if p.auto is not None and p.auto.k is None:
         units_sql(p, engine)  # the choice of k runs first: checked before any charge too
+    for i in range(len(p.values) if p.values and p.values[0].value is None else 0):
+        values_sql(p, i, engine)  # and the choices of value bounds
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
         sql, salted = _engine_sql(p, _schema(p, engine), engine)
@@ -160,23 +192,31 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     return entry[1], entry[2]
 
 
-def _after_charge(p: Plan, k: int, engine: Engine) -> tuple[Plan, tuple[str, bool]]:
-    """``p`` at the drawn ``k`` and its engine SQL, made after the charge. That SQL differs
-    from the cap's, checked and compiled before the charge, in constants only
-    (:func:`dpsql.execution.rewrite.shape_rows`; tests/privacy/test_auto_sql.py), so nothing
-    here fails. Were it to, the analyst gets the fixed
+def _after_charge(p: Plan, engine: Engine, rng: Randomness
+                  ) -> tuple[Plan, tuple[str, bool]]:
+    """``p`` with its choices from the data made (:func:`choose`) and its engine SQL, after the
+    charge. That SQL differs from the one checked and compiled before the charge in constants
+    only (:func:`dpsql.execution.rewrite.shape_rows`; tests/privacy/test_auto_sql.py), so
+    nothing here fails. Were it to, the analyst gets the fixed
     :class:`~dpsql.errors.EngineFailure`, stored with the charge
     (:class:`~dpsql.database.Database`), never a refusal's text: its outcome is then a
-    function of the released k alone."""
+    function of the released choices alone."""
+    if not _choices_left(p):
+        return p, engine_sql(p, engine)
     try:
-        chosen = _chosen(p, k)
+        chosen = choose(p, engine, rng)
         return chosen, engine_sql(chosen, engine)
     except EngineError:
         raise
     except Exception as e:  # a bug (the test above says none): the owner's log has it
         raise EngineError("the engine failed on the rewritten query (a dpsql bug)",
-                          owner_detail=f"planning at the chosen k = {k}: "
+                          owner_detail=f"planning at the bounds chosen from the data: "
                                        f"{type(e).__name__}: {e}") from None
+
+
+def _choices_left(p: Plan) -> bool:
+    return (p.auto is not None and p.auto.k is None) or bool(
+        p.values and p.values[0].value is None)
 
 
 def _chosen(p: Plan, k: int) -> Plan:
@@ -186,6 +226,30 @@ def _chosen(p: Plan, k: int) -> Plan:
     entry = _CHOSEN.get((id(p), k))
     if entry is None or entry[0] is not p:
         entry = _CHOSEN.put((id(p), k), (p, with_rows(p, k)))
+    return entry[1]
+
+
+def _valued(p: Plan, bounds: tuple[float, ...]) -> Plan:
+    """``p`` calibrated to the released value bounds (:func:`dpsql.privacy.auto_values.
+    with_values`), once per plan and bounds (as :func:`_chosen`)."""
+    entry = _VALUED.get((id(p), bounds))
+    if entry is None or entry[0] is not p:
+        entry = _VALUED.put((id(p), bounds), (p, with_values(p, bounds)))
+    return entry[1]
+
+
+def values_sql(p: Plan, i: int, engine: Engine | None) -> str:
+    """The engine query that histograms the units' values for ``p.values[i]``
+    (:func:`dpsql.execution.rewrite.unit_values`), in the engine's SQL, compiled once per plan
+    and checked as :func:`units_sql`'s."""
+    tree = unit_values(p, p.values[i], _schema(p, engine))
+    if engine is None:
+        return tree.sql(dialect=DuckDBDialect)
+    key = -id(p) * 16 - 1 - i  # beside the plan's own SQL and its units_sql
+    entry = engine.rewritten.get(key)
+    if entry is None or entry[0] is not p:
+        check_engine_query(p, tree, False, _schema(p, engine))
+        entry = engine.rewritten.put(key, (p, engine.compile(tree, p, False), False))
     return entry[1]
 
 

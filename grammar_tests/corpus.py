@@ -28,7 +28,7 @@ _LIST_FACTS = {"names", "types"}
 _OPTION_DEFAULTS: dict[str, object] = {"epsilon": 1.0, "delta": 0.0, "mechanism": "laplace"}
 _CELL_TYPES = {"BIGINT", "DOUBLE", "DATE", "TIMESTAMP", "VARCHAR", "BOOLEAN"}  # last two: public
 #: The databases a file may name in its header (``-- database: NAME``); see databases.py.
-DATABASES = ("sample", "events", "central", "auto")
+DATABASES = ("sample", "events", "central", "auto", "autoval")
 #: dpsql.planner: the path that answers a query.
 _PATHS = ("private", "public", "two", "free", "local")
 

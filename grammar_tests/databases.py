@@ -61,6 +61,21 @@ def auto_metadata() -> dict[str, Any]:
     return data
 
 
+def autoval_metadata() -> dict[str, Any]:
+    """``autoval``: the corpus's metadata with value bounds chosen from the data
+    (dpsql.privacy.auto_values): visits' amount up to 5000 and duration_min down to 5, people's
+    income up to 250000 (a table of one row per person). k stays fixed (10): an automatic k
+    with them is tested in tests/privacy/test_auto_values.py and the neighbour harness's
+    ``auto_values`` pair with k automatic (tests/neighbours/test_neighbours.py)."""
+    data = corpus_metadata()
+    visits, people = (data["tables"][t]["columns"] for t in ("visits", "people"))
+    visits["amount"]["upper"] = {"auto": True, "max": visits["amount"]["upper"]}
+    visits["duration_min"]["lower"] = {"auto": True, "min": visits["duration_min"]["lower"],
+                                       "share": 0.05}
+    people["income"]["upper"] = {"auto": True, "max": people["income"]["upper"], "share": 0.2}
+    return data
+
+
 def open_database(name: str, folder: Path) -> dpsql.Database:
     """The database ``name`` (see grammar_tests.corpus.DATABASES), built in ``folder``."""
     if name == "sample":
@@ -69,6 +84,8 @@ def open_database(name: str, folder: Path) -> dpsql.Database:
         return _central(folder)
     if name == "auto":
         return _pinned(folder, "auto.toml", auto_metadata())
+    if name == "autoval":
+        return _pinned(folder, "autoval.toml", autoval_metadata())
     assert name == "events", name
     path = folder / "events.duckdb"
     with duckdb.connect(str(path)) as con:

@@ -208,6 +208,8 @@ def features(outcome: Outcome, keys: Sequence[str]) -> dict[Feature, float]:
     out[("rows",)] = float(len(outcome.rows))
     if outcome.chosen_rows is not None:  # an automatic k is released with the answer
         out[("k",)] = float(outcome.chosen_rows)
+    for column, (lower, upper) in (outcome.chosen_bounds or {}).items():  # value bounds too
+        out[("lower", column)], out[("upper", column)] = float(lower), float(upper)
     if keys:  # column totals over the released groups: a unit's effect summed over groups
         for i, name in enumerate(names):
             values = [_number(row[i]) for row in outcome.rows]

@@ -68,10 +68,11 @@ from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.perturb import _by_key, histogram_arrays, perturb_cells
 from dpsql.execution.public import PublicRead
 from dpsql.metadata.contribution import ContributionBounds
-from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import engine_sql, units_sql
+from dpsql.metadata.metadata import ColumnType, Metadata
+from dpsql.pipeline import engine_sql, units_sql, values_sql
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import AUTO_SENSITIVITY, auto_rows_per_unit, with_rows
+from dpsql.privacy.auto_values import draw, edge, with_values
 from dpsql.privacy.mechanisms import Mechanism
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -208,6 +209,8 @@ def _check_plan(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
                 ) -> dict[str, Outcome]:
     if p.auto is not None and p.auto.k is None:
         return _check_auto(p, hood, verdict, label)
+    if p.values and p.values[0].value is None:
+        return _check_values(p, hood, verdict, label)
     sql, salted = engine_sql(p, hood.engine)
     outcomes = {name: _perturbed(p, _run(hood, name, sql, salted))
                 for name in hood.world.neighbours()}
@@ -232,23 +235,7 @@ def _check_auto(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
     :mod:`dpsql.audit.scenarios`)."""
     auto = p.auto
     assert auto is not None
-    sql = units_sql(p, hood.engine)
-    counts = {name: _run(hood, name, sql, False) for name in hood.world.neighbours()}
-    verdict.releases += 1
-    for a, b, what in hood.world.pairs():
-        (sa, ra), (sb, rb) = counts[a], counts[b]
-        if sa != sb:
-            verdict.violations.append(Violation(label + what, "outcome", f"choosing k: {sa} "
-                                                f"on one side, {sb} on the other", math.inf))
-            continue
-        ha, hb = _units_by_count(ra), _units_by_count(rb)
-        moved = sum(abs(ha.get(c, 0) - hb.get(c, 0)) for c in ha.keys() | hb.keys())
-        verdict.worst = max(verdict.worst, moved / AUTO_SENSITIVITY)
-        if moved > AUTO_SENSITIVITY:
-            verdict.violations.append(Violation(
-                label + what, "sensitivity", f"the units per number of rows (choosing k) "
-                f"moved by {moved} units, sensitivity {AUTO_SENSITIVITY:g}",
-                moved / AUTO_SENSITIVITY))
+    counts = _one_unit_apart(units_sql(p, hood.engine), hood, verdict, label, "choosing k")
     ks = {1, auto.cap}
     if counts[BASE][0] == "answer":
         ks.add(auto_rows_per_unit(_units_by_count(counts[BASE][1]), auto.cap, auto.above,
@@ -257,6 +244,52 @@ def _check_auto(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
     for k in sorted(ks):
         outcomes = _check_plan(with_rows(p, k), hood, verdict, f"{label}k = {k}: ")
     return outcomes
+
+
+def _check_values(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
+                  ) -> dict[str, Outcome]:
+    """Automatic value bounds (:mod:`dpsql.privacy.auto_values`), as :func:`_check_auto`:
+    each side's input, the units per bucket of their largest (smallest) value, moves by at
+    most one unit on every pair; then the measurements with the same bounds on both sides, at
+    the declared caps, at the lowest buckets' edges and at the bounds drawn on D."""
+    inputs = [_one_unit_apart(values_sql(p, i, hood.engine), hood, verdict, label,
+                              f"choosing {v.column}'s {v.side} bound")
+              for i, v in enumerate(p.values)]
+    caps = tuple(v.upper if v.side == "upper" else v.lower for v in p.values)
+    lowest = tuple(edge(v, 0) for v in p.values)
+    choices = {caps, lowest}
+    if all(counts[BASE][0] == "answer" for counts in inputs):
+        choices.add(tuple(
+            draw(v, _units_by_count(counts[BASE][1]), p.table.columns[v.column].type ==
+                 ColumnType.INT, Randomness.seeded(0)) for v, counts in zip(p.values, inputs,
+                                                                            strict=True)))
+    outcomes: dict[str, Outcome] = {}
+    for bounds in sorted(choices):
+        outcomes = _check_plan(with_values(p, bounds), hood, verdict,
+                               f"{label}bounds {', '.join(f'{b:g}' for b in bounds)}: ")
+    return outcomes
+
+
+def _one_unit_apart(sql: str, hood: Neighbourhood, verdict: Verdict, label: str, what: str
+                    ) -> dict[str, Outcome]:
+    """Run a choice's input query (rows of (value, units)) on every neighbour: on every pair
+    it moves by at most one unit (L1 <= ``AUTO_SENSITIVITY``)."""
+    counts = {name: _run(hood, name, sql, False) for name in hood.world.neighbours()}
+    verdict.releases += 1
+    for a, b, pair in hood.world.pairs():
+        (sa, ra), (sb, rb) = counts[a], counts[b]
+        if sa != sb:
+            verdict.violations.append(Violation(label + pair, "outcome", f"{what}: {sa} "
+                                                f"on one side, {sb} on the other", math.inf))
+            continue
+        ha, hb = _units_by_count(ra), _units_by_count(rb)
+        moved = sum(abs(ha.get(c, 0) - hb.get(c, 0)) for c in ha.keys() | hb.keys())
+        verdict.worst = max(verdict.worst, moved / AUTO_SENSITIVITY)
+        if moved > AUTO_SENSITIVITY:
+            verdict.violations.append(Violation(
+                label + pair, "sensitivity", f"the units per value ({what}) moved by "
+                f"{moved} units, sensitivity {AUTO_SENSITIVITY:g}", moved / AUTO_SENSITIVITY))
+    return counts
 
 
 def _units_by_count(rows: Sequence[tuple[object, ...]]) -> dict[int, int]:

@@ -222,6 +222,27 @@ def _auto_rows() -> Scenario:
                     VISITS_AUTO, "visits", VISITS_COLUMNS, rows, _frequent(12), epsilon=2.0)
 
 
+#: An automatic upper bound of amount (dpsql.privacy.auto_values) in [0, 100] for half the
+#: epsilon: at epsilon 2 (k = 3, one sum at epsilon 1) the choice aims where about 18 units
+#: have a larger value (the plan's ``AutoValue.above``).
+VISITS_AUTO_VALUES = VISITS.replace("amount = { type = \"float\", lower = 0, upper = 100 }",
+                                    "amount = { type = \"float\", lower = 0, upper = { auto = "
+                                    "true, max = 100, share = 0.5 } }")
+AUTO_VALUE_ABOVE = 18
+
+
+def _auto_values() -> Scenario:
+    """D: 5 units whose largest amount is 1 and 17 whose largest is 100, so the exact bound at
+    rank n - 18 is 1 on D and 100 on D' (the neighbour's amounts are read as 100): a choice
+    that is not private tells them apart on every run; the exponential mechanism moves each
+    utility by at most 1, whatever the neighbour's 12 rows."""
+    rows = tuple((unit, GROUPS[unit % 6], 1.0 if unit < 5 else 100.0, 1) for unit in range(22))
+    return Scenario("auto_values", "automatic upper bound of amount (half the epsilon): the "
+                    "neighbour moves the exact target from 1 to 100", "SELECT SUM(amount) AS s "
+                    "FROM visits", VISITS_AUTO_VALUES, "visits", VISITS_COLUMNS, rows,
+                    _frequent(12), epsilon=2.0)
+
+
 JOIN_SCENARIOS = [
     _joined("join_private", "visits JOIN people on the unit; neighbour in both (10 visits)",
             "SELECT SUM(v.qty) FROM visits v JOIN people p ON v.pid = p.pid", True,
@@ -293,6 +314,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
             "ON v.grp = s.g GROUP BY v.grp", neighbour=_frequent(10, ("b",)), keys=("grp",)),
     *JOIN_SCENARIOS,
     _auto_rows(),
+    _auto_values(),
     # Bounding on per-unit aggregates (dpsql.execution.rewrite): the neighbour's sum is scaled to k
     # rows.
     _visits("sum_scaled", "SUM over per-person sums: neighbour's 10 rows (k = 3) scaled to k",

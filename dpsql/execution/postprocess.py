@@ -48,6 +48,9 @@ class Result:
     notes: list[str] = field(default_factory=list)
     # The k chosen from the data (dpsql.privacy.auto_bounds), a DP release; None: k was fixed
     chosen_rows: int | None = None
+    # Column bounds chosen from the data (dpsql.privacy.auto_values), DP releases: column ->
+    # the (lower, upper) its SUM/AVG/VAR/STDDEV read; None: every bound was declared
+    chosen_bounds: dict[str, tuple[float, float]] | None = None
 
 
 def postprocess(plan: Plan, cells: NoisyCells) -> Result:

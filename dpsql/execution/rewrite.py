@@ -106,11 +106,12 @@ from sqlglot import exp
 from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery
 from dpsql.metadata.metadata import Table
+from dpsql.privacy import auto_values
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
-from dpsql.privacy.plan import Plan
+from dpsql.privacy.plan import AutoValue, Plan
 from dpsql.query.bounds import bound
 from dpsql.query.joins import relation_sql
-from dpsql.query.total_expressions import Reader, clamp, number, total
+from dpsql.query.total_expressions import Reader, clamp, clamped_column, number, total
 
 SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
 
@@ -178,6 +179,49 @@ def unit_counts(plan: Plan, cap: int, physical: Mapping[str, str] | None = None
         clamped.copy(), copy=False)
 
 
+def unit_values(plan: Plan, v: AutoValue, physical: Mapping[str, str] | None = None
+                ) -> exp.Select:
+    """The engine query of an automatic value bound (:mod:`dpsql.privacy.auto_values`): how
+    many units have their largest (``upper``) or smallest (``lower``) value of ``v.column``,
+    read clamped to its declared bounds, in each geometric bucket ``__b``, among the rows the
+    query reads (``__rows``: its WHERE, units not NULL); one row per bucket that occurs, no
+    salt. Each unit is one value: a table without bounding has one row per unit."""
+    column = exp.column(v.column)
+    reads = replace(plan, keys=(), measurements=(replace(plan.measurements[0], arg=column),))
+    value = exp.column(_inputs(reads)[column.sql(dialect="duckdb")])
+    extreme = (exp.Max if v.side == "upper" else exp.Min)(this=value)
+    per_unit = exp.select(exp.alias_(extreme if plan.table.needs_bounding else value, "__v"),
+                          copy=False).from_("__rows", copy=False).where(
+        value.is_(exp.null()).not_(), copy=False)
+    if plan.table.needs_bounding:
+        per_unit = per_unit.group_by(exp.column("__unit"), copy=False)
+    o = auto_values.origin(v.lower, v.upper, v.side)
+    span = (v.upper - o) if v.side == "upper" else (o - v.lower)
+    last = exp.Literal.number(auto_values.BUCKETS - 1)
+    distance = exp.Sub(this=exp.column("__v"), expression=number(o)) if v.side == "upper" \
+        else exp.Sub(this=number(o), expression=exp.column("__v"))
+    # __s: how many RATIO steps below the span the distance is (NULL at or below the origin)
+    steps = exp.Case(ifs=[exp.If(this=exp.GT(this=distance, expression=number(0)), true=exp.cast(
+        exp.Floor(this=exp.Div(this=exp.Ln(this=exp.Div(
+            this=exp.cast(exp.Literal.number(repr(float(span))), "DOUBLE"),
+            expression=exp.Paren(this=distance.copy()))),
+            expression=number(math.log(auto_values.RATIO)))), "BIGINT"))])
+    stepped = exp.select(exp.alias_(steps, "__s"), copy=False).from_("__per_unit", copy=False)
+    s = exp.column("__s")
+    bucket = exp.Case(ifs=[  # bucket B - 1 - __s, within [0, B - 1] (an ulp above the span: B - 1)
+        exp.If(this=exp.Or(this=s.is_(exp.null()), expression=exp.GTE(this=s.copy(),
+                                                                       expression=last.copy())),
+               true=exp.Literal.number(0)),
+        exp.If(this=exp.LTE(this=s.copy(), expression=exp.Literal.number(0)), true=last.copy())],
+        default=exp.Sub(this=last.copy(), expression=s.copy()))
+    return exp.select(exp.alias_(bucket, "__b"), exp.alias_(exp.Count(this=exp.Star()),
+                                                              "__units"), copy=False).with_(
+        "__rows", as_=query_rows(reads, physical), copy=False).with_(
+        "__per_unit", as_=per_unit, copy=False).with_("__stepped", as_=stepped, copy=False
+                                                      ).from_("__stepped", copy=False).group_by(
+        bucket.copy(), copy=False)
+
+
 def _source(plan: Plan, reader: Reader) -> exp.Expression:
     """What ``__rows`` reads: the declared table, or the joined rows (:mod:`dpsql.query.joins`: the
     joined table's columns, its unit ``__join_unit``; bounding then runs after the join)."""
@@ -228,8 +272,10 @@ def _input(arg: exp.Expression, table: Table, reader: Reader) -> exp.Expression:
     """An aggregated expression, made total and clamped to its derived interval."""
     value = total(arg, table, reader)
     b = bound(arg, table)
-    if isinstance(arg, exp.Column) or not (b.numeric and b.finite):
-        # A bare column is already read clamped to its declared bounds, which are its bound.
+    if isinstance(arg, exp.Column) or clamped_column(arg, table) is not None or not (
+            b.numeric and b.finite):
+        # A bare column is already read clamped to its declared bounds, which are its bound
+        # (or, clamped by constants, to their intersection: the bound of LEAST(GREATEST(..))).
         return value  # or only counted (COUNT, COUNT DISTINCT): it never enters a sum
     if b.kind == "bool":
         value = exp.cast(value, "INTEGER")

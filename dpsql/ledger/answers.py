@@ -38,6 +38,7 @@ def encode_result(result: Result) -> bytes:
         "delta": _encode(result.delta),
         "notes": list(result.notes),
         "chosen_rows": result.chosen_rows,  # an automatic k, released with the answer
+        "chosen_bounds": result.chosen_bounds,  # automatic value bounds, likewise
     }
     return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
 
@@ -55,6 +56,8 @@ def decode_result(data: bytes) -> Result:
         delta=_decode(document["delta"]),
         notes=list(document["notes"]),
         chosen_rows=document.get("chosen_rows"),  # absent from answers stored before it
+        chosen_bounds=None if document.get("chosen_bounds") is None else {
+            column: (lo, hi) for column, (lo, hi) in document["chosen_bounds"].items()},
     )
 
 

@@ -118,6 +118,7 @@ def query_cost(plan: Plan, accounting: str = "basic") -> Cost:
                          if m.mechanism != Mechanism.GAUSSIAN)
     if plan.auto is not None:  # the choice of k from the data: pure epsilon_auto-DP
         rho += plan.auto.epsilon ** 2 / 2.0
+    rho += sum(v.epsilon ** 2 / 2.0 for v in plan.values)  # each value bound chosen: the same
     delta = plan.threshold.delta if plan.threshold is not None else 0.0
     return Cost(plan.cost_epsilon, delta, rho)
 

@@ -16,6 +16,8 @@ The layout is dpsql's public interface::
     income = { type = "float", lower = 0, upper = 200000, nullable = true }
     sex    = { type = "text",  values = ["F", "M"] }
     state  = { type = "text" }
+    # upper = { auto = true, max = 200000 } (lower = { auto = true, min = ... }): the bound of
+    # SUM/AVG/VAR/STDDEV chosen per query from the data under DP (dpsql.metadata.auto)
 
     [tables.prescriptions]
     unit_path = "visit_id -> visits.visit_id"  # instead of privacy_unit: the unit of the
@@ -86,7 +88,14 @@ from pathlib import Path
 from typing import Any
 
 from dpsql.errors import MetadataError
-from dpsql.metadata.auto import AutoBound, check_auto, parse_auto
+from dpsql.metadata.auto import (
+    AutoBound,
+    AutoValueBound,
+    check_auto,
+    check_shares,
+    parse_auto,
+    parse_auto_value,
+)
 from dpsql.metadata.local_release import LocalSpec, parse_local
 from dpsql.metadata.owner_settings import Budget, ServerSettings, parse_budget, parse_server
 from dpsql.metadata.toml_values import (
@@ -148,6 +157,11 @@ class Column:
     # measurement of COUNT(*) (dpsql.privacy.aggregates.counted); a broken promise costs
     # accuracy (NULL rows counted), never privacy. Left out, nothing is assumed.
     not_null: bool = False
+    # lower/upper = { auto = true, min/max = N }: chosen per query from the data for SUM, AVG,
+    # VAR and STDDEV, within the declared lower/upper (dpsql.metadata.auto,
+    # dpsql.privacy.auto_values).
+    lower_auto: AutoValueBound | None = None
+    upper_auto: AutoValueBound | None = None
 
     @property
     def numeric(self) -> bool:
@@ -310,6 +324,12 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
     for cname, cspec in columns_raw.items():
         columns[cname.lower()] = _parse_column(cname, cspec, f"{where}, column {cname!r}")
     public = flag(spec, "public", where)
+    shares = {f"column {c.name!r} {side}": a.share for c in columns.values()
+              for side, a in (("lower", c.lower_auto), ("upper", c.upper_auto)) if a is not None}
+    if shares and (public or "unit_path" in spec):
+        raise MetadataError(f"{where}: {next(iter(shares))} is automatic, which only a "
+                            "private table read alone can use (a public table is read exactly, "
+                            "a unit_path table always joined); declare the bound as a number")
     if public:
         declared = [key for key in _PRIVATE_ONLY_KEYS if key in spec]
         if declared:
@@ -324,6 +344,7 @@ def _parse_table(name: str, spec: Any, where: str) -> Table:
     path = unit_path(spec.get("unit_path"), unit, one_row, columns, where)
     auto = parse_auto(spec, "max_rows_per_unit", where)
     check_auto(spec, auto, unit, one_row, where)
+    check_shares({**shares, **({"max_rows_per_unit": auto.share} if auto else {})}, where)
     k = auto.cap if auto is not None else positive_int(spec, "max_rows_per_unit", where)
     g = positive_int(spec, "max_groups_per_unit", where)
     if one_row and k != 1:
@@ -363,6 +384,9 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
     if ctype not in COLUMN_TYPES:
         raise MetadataError(f"{where}: type {ctype!r} is not one of {', '.join(COLUMN_TYPES)}")
     ctype = ColumnType(ctype)
+    numeric = ctype in (ColumnType.INT, ColumnType.FLOAT)
+    spec, lower_auto = parse_auto_value(spec, "lower", numeric, where)
+    spec, upper_auto = parse_auto_value(spec, "upper", numeric, where)
     lower, upper = (typed_bound(spec, key, ctype, where) for key in ("lower", "upper"))
     if (lower is None) != (upper is None):
         raise MetadataError(f"{where}: declare both lower and upper, or neither")
@@ -384,4 +408,5 @@ def _parse_column(name: str, spec: Any, where: str) -> Column:
                   nullable=flag(spec, "nullable", where), values=values,
                   public_range=public_range, description=description_of(spec, where),
                   unique=flag(spec, "unique", where),
-                  not_null="nullable" in spec and not flag(spec, "nullable", where))
+                  not_null="nullable" in spec and not flag(spec, "nullable", where),
+                  lower_auto=lower_auto, upper_auto=upper_auto)

@@ -49,6 +49,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from dpsql.errors import UnsupportedQuery
+from dpsql.privacy.auto_values import sides_for, value_sides, with_rows_above
 from dpsql.privacy.mechanisms import _check_positive_finite
 from dpsql.privacy.plan import AutoRows, Plan, plan
 from dpsql.privacy.quantiles import quantile_from_buckets
@@ -92,29 +94,50 @@ def auto_rows_per_unit(units_by_count: Mapping[int, int], cap: int, above: int,
 
 def planned(query: CheckedQuery, epsilon: float, delta: float = 0.0,
             mechanism: str = "laplace") -> Plan:
-    """The plan of ``query``: :func:`dpsql.privacy.plan.plan`, or, for a table whose k is
-    automatic, that plan at ``epsilon_rest`` with k at its cap (what ``explain`` shows before
-    the data chooses), carrying the choice to make (:class:`~dpsql.privacy.plan.AutoRows`).
-    Its cost is the whole ``epsilon``."""
-    declared = query.table.rows_auto
-    if declared is None or not automatic(query):
+    """The plan of ``query``: :func:`dpsql.privacy.plan.plan`, or, for a table whose k or
+    value bounds are automatic, that plan at ``epsilon_rest`` with k and the bounds at their
+    caps (what ``explain`` shows before the data chooses), carrying the choices to make
+    (:class:`~dpsql.privacy.plan.AutoRows`, :class:`~dpsql.privacy.plan.AutoValue`:
+    :mod:`dpsql.privacy.auto_values`). Its cost is the whole ``epsilon``."""
+    rows = query.table.rows_auto if _rows_automatic(query) else None
+    sides = _value_sides(query)
+    if rows is None and not sides:
         return plan(query, epsilon, delta, mechanism)
-    spent = epsilon * declared.share
-    rest = epsilon - spent
-    while spent + rest > epsilon:  # an ulp of rounding must not overspend
-        rest = math.nextafter(rest, 0.0)
+    spent = epsilon * rows.share if rows is not None else 0.0
+    rest = epsilon - spent - sum(epsilon * share for *_, share in sides)
+    while spent + sum(epsilon * share for *_, share in sides) + rest > epsilon:
+        rest = math.nextafter(rest, 0.0)  # an ulp of rounding must not overspend
     p = plan(query, rest, delta, mechanism)
     if not p.measurements:  # the answer is the public domain: nothing is calibrated to k
         return plan(query, epsilon, delta, mechanism)
-    auto = AutoRows(spent, rest, declared.share, declared.cap, _above(p, spent, declared.cap))
-    return replace(p, epsilon=epsilon, cost_epsilon=epsilon, auto=auto)
+    auto = None if rows is None else AutoRows(spent, rest, rows.share, rows.cap,
+                                              _above(p, spent, rows.cap))
+    return replace(p, epsilon=epsilon, cost_epsilon=epsilon, auto=auto,
+                   values=sides_for(query, p, epsilon, rest))
 
 
 def automatic(query: CheckedQuery) -> bool:
-    """Whether ``query``'s k is chosen from the data: one table, bounded, declared automatic
-    (a join reading such a table is refused: :func:`dpsql.pipeline.bind_in_force`)."""
+    """Whether ``query``'s k or a value bound is chosen from the data (a join reading a table
+    with an automatic k is refused: :func:`dpsql.pipeline.bind_in_force`; one whose sums read
+    a column with an automatic bound: :func:`_value_sides`)."""
+    return _rows_automatic(query) or bool(_value_sides(query))
+
+
+def _rows_automatic(query: CheckedQuery) -> bool:
     table = query.table
     return table.rows_auto is not None and query.relation is None and table.needs_bounding
+
+
+def _value_sides(query: CheckedQuery) -> list[tuple[str, str, float]]:
+    sides = value_sides(query)
+    if sides and query.relation is not None:
+        column, side, _ = sides[0]
+        raise UnsupportedQuery(
+            f"column {column}: its {side} bound is chosen from the data (auto) only for a "
+            "query of its table alone; in a join give the bounds yourself: "
+            f"SUM(LEAST(GREATEST({column}, lo), hi)), or contribution_bounds_per_row => "
+            "(lo, hi) in a SELECT WITH DIFFERENTIAL_PRIVACY")
+    return sides
 
 
 def _above(p: Plan, epsilon_auto: float, cap: int) -> int:
@@ -130,13 +153,14 @@ def _above(p: Plan, epsilon_auto: float, cap: int) -> int:
 
 def with_rows(p: Plan, k: int) -> Plan:
     """``p`` with its measurements calibrated to the released ``k`` at ``epsilon_rest``; the
-    cost is unchanged (module docstring, composition)."""
+    cost is unchanged (module docstring, composition). Automatic value bounds, still to
+    choose, aim for that k (:func:`dpsql.privacy.auto_values.with_rows_above`)."""
     auto = p.auto
     assert auto is not None and 1 <= k <= auto.cap
     table = replace(p.table, max_rows_per_unit=k, rows_auto=None)
     chosen = plan(replace(p.query, table=table), auto.rest, p.delta, p.mechanism)
-    return replace(chosen, epsilon=p.epsilon, cost_epsilon=p.cost_epsilon,
-                   auto=replace(auto, k=k))
+    return with_rows_above(replace(chosen, epsilon=p.epsilon, cost_epsilon=p.cost_epsilon,
+                                   auto=replace(auto, k=k), values=p.values))
 
 
 def choose_k(p: Plan, units_by_count: Mapping[int, int], rng: Randomness) -> int:

@@ -102,6 +102,25 @@ class AutoRows:
 
 
 @dataclass(frozen=True)
+class AutoValue:
+    """A column's ``side`` (``lower`` or ``upper``) bound chosen from the data for its SUM, AVG,
+    VAR and STDDEV (:mod:`dpsql.privacy.auto_values`): ``epsilon`` spent on the choice,
+    ``rest`` the measurements' epsilon (as :attr:`AutoRows.rest`), drawn within the declared
+    ``[lower, upper]`` and aimed where about ``above`` units have a value beyond it; ``value``:
+    the released bound (None until the query runs)."""
+
+    column: str
+    side: str
+    epsilon: float
+    rest: float
+    share: float
+    lower: float
+    upper: float
+    above: int
+    value: float | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything that will happen to a query, fixed before anything runs. Frozen: a plan is
     cached and shared by threads; randomness enters only when it is answered."""
@@ -124,6 +143,8 @@ class Plan:
     group_cap: int | None = None
     # The table's k is chosen from the data as the query runs (None: k is fixed now)
     auto: AutoRows | None = None
+    # Column bounds chosen from the data as the query runs, after k (empty: all declared)
+    values: tuple[AutoValue, ...] = ()
     # F > 0 when each unit's rows are weighted instead of capped (aggregates.weight_bits)
     weight_bits: int = 0
 

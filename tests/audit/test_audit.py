@@ -46,8 +46,9 @@ TIGHT_N = 300  # and dpsql.audit.audit's default of 100 selection runs
 FULL_N = FULL or bool(os.environ.get("DPSQL_AUDIT_N"))
 N = A.default_n() if FULL_N else QUICK_N
 #: Scenarios run at a smaller N by default: series_limit plans its second release from the
-#: first one's noisy keys on every run (about 18 times a count's time per run).
-QUICKER = {"series_limit": 60, "auto_rows": 100}
+#: first one's noisy keys on every run (about 18 times a count's time per run); the automatic
+#: bounds run a second engine query and re-plan for each new choice.
+QUICKER = {"series_limit": 60, "auto_rows": 100, "auto_values": 60}
 
 
 def quick(name: str) -> tuple[int, int | None]:
@@ -263,7 +264,20 @@ def _k_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dpsql.privacy.auto_bounds, "quantile_from_buckets", exact)
 
 
+def _bound_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An automatic value bound read from the data without noise: the exact bucket at the
+    target rank (as :func:`_k_exact`)."""
+    import dpsql.privacy.auto_values
+
+    def exact(buckets, counts, n_buckets, lower, upper, q, *rest):  # type: ignore[no-untyped-def]
+        values = np.sort(np.repeat(np.asarray(buckets), np.asarray(counts).astype(int)))
+        return lower + float(values[min(round(q * len(values)), len(values) - 1)])
+
+    monkeypatch.setattr(dpsql.privacy.auto_values, "quantile_from_buckets", exact)
+
+
 MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "bound_exact": _bound_exact,
     "retention_rows_kept": _retention_rows_kept,
     "k_exact": _k_exact,
     "bounded_before_join": _bounded_before_join,
@@ -308,6 +322,7 @@ CAUGHT = [
     ("groups_never_capped", "per_group_sum", 150, 100),
     ("retention_rows_kept", "retention", 300, 150),
     ("k_exact", "auto_rows", 300, 100),
+    ("bound_exact", "auto_values", 300, 60),
 ]
 
 

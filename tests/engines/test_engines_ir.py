@@ -257,6 +257,36 @@ def test_the_rewritten_corpus_holds_no_anonymous_function(tmp_path: Path) -> Non
             ir.StrictLeast, ir.RoundHalfAway} <= seen
 
 
+def test_automatic_value_bounds_compile_for_every_dialect(tmp_path: Path) -> None:
+    """The ``autoval`` corpus (issue 21.2's value bounds): each choice's engine query
+    (:func:`dpsql.execution.rewrite.unit_values`) and the plan calibrated to a bound, spelled by
+    DuckDB's, PostgreSQL's and Spark's dialects, with no anonymous function."""
+    from dpsql.execution.rewrite import unit_values
+    from dpsql.privacy.auto_values import edge, with_values
+
+    database = open_database("autoval", tmp_path)
+    compiled = 0
+    try:
+        for case in load_corpus():
+            if case.verdict != "accepted" or case.database != "autoval":
+                continue
+            options = {k: v for k, v in case.options.items()
+                       if k in ("epsilon", "delta", "mechanism")}
+            p = database.plan(case.sql, **options)  # type: ignore[arg-type]
+            if not isinstance(p, Plan) or not p.values:
+                continue
+            schema = database.engine.schema.get(p.table.name.lower(), {})
+            chosen = with_values(p, tuple(edge(v, 40) for v in p.values))
+            for tree in [*(unit_values(p, v, schema) for v in p.values), rewrite(chosen, schema)]:
+                assert not list(tree.find_all(*ENGINE_FACING)), case.id
+                for dialect in DIALECTS.values():
+                    assert tree.sql(dialect=dialect)
+                compiled += 1
+    finally:
+        database.close()
+    assert compiled >= 12  # the corpus's cases that choose a bound, each with its plan
+
+
 # --- engine identity and what the checker reads ---------------------------------------------
 
 

@@ -182,13 +182,15 @@ RETENTION = [
     "SELECT p.sex, COUNT(*) FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
     "SELECT drug, SUM(dose) FROM rx GROUP BY drug",
 ]
-def assert_auto_k_clean(hood: Neighbourhood) -> None:
+def assert_auto_k_clean(hood: Neighbourhood, scenario: str = "auto_rows") -> None:
     """An automatic k (issue 21.2) on ``hood``, the ``auto_rows`` scenario's pair on some engine:
     the choice's input (the engine's count of units per number of rows, in its own SQL) moves
-    by one unit, and the measurements at k = 1, the cap and a draw by their sensitivities."""
+    by one unit, and the measurements at k = 1, the cap and a draw by their sensitivities.
+    ``auto_values``: an automatic bound's input (units per bucket of their largest value), and
+    the measurements at the cap, the lowest bucket and a draw."""
     from dpsql.audit.scenarios import SCENARIOS
 
-    s = SCENARIOS["auto_rows"]
+    s = SCENARIOS[scenario]
     verdict = check_query(s.sql, hood, s.epsilon)
     assert verdict.status == "passed" and verdict.releases >= 3, verdict.report()
     assert verdict.worst > 0  # the neighbour reaches the sensitivities it is checked against

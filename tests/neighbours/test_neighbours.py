@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ from dpsql.metadata.metadata import Metadata, parse_metadata
 from dpsql.privacy.plan import Plan
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
-from grammar_tests.databases import EVENTS, auto_metadata, corpus_metadata
+from grammar_tests.databases import EVENTS, auto_metadata, autoval_metadata, corpus_metadata
 from tests.neighbours.leak_mutants import (
     BIAS_MUTANTS,
     LEAK_MUTANTS,
@@ -395,7 +396,8 @@ def _central() -> Metadata:
 CORPUS_METADATA = {"sample": lambda: parse_metadata(corpus_metadata(), source="corpus"),
                    "central": _central,
                    "events": lambda: parse_metadata({"tables": EVENTS}, source="events"),
-                   "auto": lambda: parse_metadata(auto_metadata(), source="auto")}
+                   "auto": lambda: parse_metadata(auto_metadata(), source="auto"),
+                   "autoval": lambda: parse_metadata(autoval_metadata(), source="autoval")}
 
 
 @pytest.mark.parametrize("database", list(CORPUS_METADATA))
@@ -429,8 +431,8 @@ def test_audit_scenario_pair(name: str) -> None:
     verdict = check_query(s.sql, hood, s.epsilon, s.delta, s.mechanism)
     assert verdict.status == "passed", verdict.report()
     # an automatic k: its choice's input, then the measurements at k = 1, the cap and a draw
-    # (which may be one of those)
-    expected = {"series_limit": (2,), "auto_rows": (3, 4)}.get(name, (1,))
+    # (which may be one of those); an automatic bound: at the cap, the lowest bucket, a draw
+    expected = {"series_limit": (2,), "auto_rows": (3, 4), "auto_values": (3, 4)}.get(name, (1,))
     assert verdict.releases in expected
 
 
@@ -644,3 +646,31 @@ def test_auto_k_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(dpsql.pipeline, "unit_counts", pooled)
     verdict = assert_finds(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
     assert "choosing k" in verdict.report()
+
+
+def test_auto_bound_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An automatic bound's input must be one value per unit: with every row a value (no
+    GROUP BY unit, a histogram of sensitivity k), the neighbour's 12 rows move it by 12, and
+    the harness says so."""
+    import dpsql.pipeline
+
+    honest = dpsql.pipeline.unit_values
+
+    def rows(*args: object) -> object:
+        tree = honest(*args)  # type: ignore[arg-type]
+        for cte in tree.find_all(exp.CTE):
+            if cte.alias == "__per_unit":
+                cte.this.set("group", None)
+                cte.this.expressions[0].set("this", cte.this.expressions[0].this.this)
+        return tree
+
+    s = SCENARIOS["auto_values"]
+    assert_clean(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
+    # with k automatic too: k first, then the bound at each k (both choices' inputs checked)
+    both = replace(s, metadata=s.metadata.replace("max_rows_per_unit = 3", "max_rows_per_unit"
+                                                  " = { auto = true, max = 10, share = 0.2 }"))
+    verdict = assert_clean(duckdb_neighbourhood(scenario_world(both)), s.sql, s.epsilon)
+    assert verdict.releases >= 2 + 3 * 2  # 2 + k's 3 (or 2) times the bound's 3 (or 2)
+    monkeypatch.setattr(dpsql.pipeline, "unit_values", rows)
+    verdict = assert_finds(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
+    assert "choosing amount's upper bound" in verdict.report()

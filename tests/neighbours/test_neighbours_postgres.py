@@ -166,3 +166,16 @@ def test_automatic_k(database: str) -> None:
         assert_auto_k_clean(hood)
     finally:
         hood.close()
+
+
+def test_automatic_value_bounds(database: str) -> None:
+    """Issue 21.2's automatic value bounds on PostgreSQL: the units per bucket of their
+    largest value (LN, FLOOR in its own SQL), checked as on DuckDB."""
+    from dpsql.audit.scenarios import SCENARIOS
+
+    hood = postgres_neighbourhood(scenario_world(SCENARIOS["auto_values"]), database,
+                                  "autoval")
+    try:
+        assert_auto_k_clean(hood, "auto_values")
+    finally:
+        hood.close()

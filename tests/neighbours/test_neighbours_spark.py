@@ -117,3 +117,18 @@ def test_automatic_k(tmp_path: Path, spark_cluster: SparkCluster) -> None:
         assert_auto_k_clean(hood)
     finally:
         hood.close()
+
+
+@pytest.mark.skipif(os.environ.get("DPSQL_SLOW") != "1",
+                    reason="DPSQL_SLOW=1: a Spark world of its own and four plans")
+def test_automatic_value_bounds(tmp_path: Path, spark_cluster: SparkCluster) -> None:
+    """Issue 21.2's automatic value bounds on Spark: the units per bucket of their largest
+    value in Spark's SQL, checked as on DuckDB."""
+    from dpsql.audit.scenarios import SCENARIOS
+
+    hood = spark_neighbourhood(scenario_world(SCENARIOS["auto_values"]), tmp_path,
+                               master=spark_cluster.master)
+    try:
+        assert_auto_k_clean(hood, "auto_values")
+    finally:
+        hood.close()
