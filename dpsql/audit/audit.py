@@ -58,6 +58,7 @@ import numpy as np
 from dpsql.audit.scenarios import SCENARIOS, Scenario, TableRows
 from dpsql.database import Database
 from dpsql.engines import Engine
+from dpsql.engines.locked import insert_rows
 from dpsql.execution.kept import measure, noisy
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.metadata.metadata import ENGINE_TYPES
@@ -130,25 +131,13 @@ def build_databases(scenario: Scenario, folder: str | Path) -> tuple[Path, Path,
                 ddl = ", ".join(f'"{c}" {k}' for c, k in zip(t.columns, types, strict=True))
                 con.execute(f'CREATE TABLE "{t.table}" ({ddl})')
                 rows = t.rows + (t.neighbour if label == "d_prime" else ())
-                _insert(con, t.table, len(t.columns), rows)
+                insert_rows(con, f'"{t.table}"', types, rows)
         paths.append(path)
     return paths[0], paths[1], metadata
 
 
 def _kind(spec: object) -> str:
     return spec if isinstance(spec, str) else str(spec.get("type", "text"))  # type: ignore
-
-
-def _insert(con: duckdb.DuckDBPyConnection, table: str, width: int,
-            rows: Sequence[Sequence[object]]) -> None:
-    """``rows`` into ``table``, many rows a statement (DuckDB's executemany runs one statement
-    a row: seconds for an audit's thousands)."""
-    chunk = max(1, 2000 // max(width, 1))
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        marks = ", ".join(["(" + ", ".join("?" * width) + ")"] * len(part))
-        con.execute(f'INSERT INTO "{table}" VALUES {marks}',
-                    [value for row in part for value in row])
 
 
 # --------------------------------------------------------------------------- running

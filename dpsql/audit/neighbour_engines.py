@@ -16,6 +16,7 @@ import duckdb
 from dpsql.audit.neighbour_worlds import BASE, TableData, World
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import _DISABLED_OPTIMIZERS, DuckDBEngine, Engine
+from dpsql.engines.locked import insert_rows
 from dpsql.execution.public import PublicStore
 from dpsql.metadata.metadata import Metadata
 from dpsql.planner import Planner
@@ -126,9 +127,8 @@ def _duckdb_table(con: duckdb.DuckDBPyConnection, schema: str, t: TableData,
     extra = ", __owner VARCHAR, __row INTEGER" if staging else ""
     con.execute(f'CREATE TABLE "{schema}"."{name}" ({ddl}{extra})')
     rows = [[*r, owner, i] if staging else list(r) for i, (owner, r) in enumerate(t.rows)]
-    if rows:
-        marks = ", ".join("?" for _ in rows[0])
-        con.executemany(f'INSERT INTO "{schema}"."{name}" VALUES ({marks})', rows)
+    types = [*t.types, "VARCHAR", "INTEGER"] if staging else list(t.types)
+    insert_rows(con, f'"{schema}"."{name}"', types, rows)
 
 
 _PG_TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text",

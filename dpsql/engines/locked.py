@@ -10,7 +10,7 @@ network) is off and the configuration is locked, so that no SQL can turn either 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +61,20 @@ def read_only(path: Path, allowed_directory: Path | None = None, **settings: Any
     if allowed_directory is not None:
         lock(con, allowed_directory)
     return con
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, types: Sequence[str],
+                rows: Sequence[Sequence[object]]) -> None:
+    """``rows`` into ``table`` (its SQL name) whose columns have the DuckDB ``types``, many
+    rows a statement: DuckDB's ``executemany`` runs one statement a row, seconds for
+    thousands. Each value is cast to its column's type, as a one-row INSERT would cast it, so
+    that one VALUES list never unifies a column's values into a wider type first (a BIGINT
+    beside a DOUBLE would round)."""
+    if not types:
+        return
+    row = "(" + ", ".join(f"CAST(? AS {t})" for t in types) + ")"
+    chunk = max(1, 2000 // len(types))
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        con.execute(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(part)),
+                    [value for r in part for value in r])

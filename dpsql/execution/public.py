@@ -205,10 +205,8 @@ class PublicStore:
             # The engine spells its own SQL (Engine.read_public): never DuckDB's text.
             rows = self._engine.read_public(
                 table.name, {c.name: c.type for c in table.columns.values()})
-            if rows:
-                marks = ", ".join("?" for _ in table.columns)
-                con.executemany(f"INSERT INTO {_name(table.name)} VALUES ({marks})",
-                                [list(r) for r in rows])
+            locked.insert_rows(con, _name(table.name),
+                               [ENGINE_TYPES[c.type] for c in table.columns.values()], rows)
 
     def read(self, sql: str) -> list[tuple[object, ...]]:
         """Rows of ``sql`` (DuckDB's SQL over the public tables, typed as declared) on this
