@@ -285,16 +285,15 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
     # DuckDB's semantics are the reference: every engine's query is checked there too, so a
     # query is refused the same way whatever the engine.
     check_engine_query(p, tree, salted, schema)
-    sql = tree.sql(dialect=DuckDBDialect)
-    if engine is not None and engine.raises_on_float_overflow:
+    if engine is None:
+        return tree.sql(dialect=DuckDBDialect), salted
+    if engine.raises_on_float_overflow:
         refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
                                *[m.arg for m in p.measurements]], p.table,
                               getattr(engine.dialect.generator_class, "ENGINE", engine.name))
-    if engine is not None:
-        # Its own SQL (checked on empty tables; DuckDB's gathers histograms as lists,
-        # dpsql.engines.histograms).
-        sql = engine.compile(tree, p, salted)
-    return sql, salted
+    # Its own SQL (checked on empty tables; DuckDB's gathers histograms as lists,
+    # dpsql.engines.histograms).
+    return engine.compile(tree, p, salted), salted
 
 
 def check_engine_query(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str]
@@ -303,8 +302,9 @@ def check_engine_query(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[s
     engine's physical types (its declared ones where unknown), so that an error the engine
     raises whatever the data (a type it will not accept) is a refusal before anything is
     charged, never an engine error after it."""
+    # with_empty's tree is a fresh copy: generated in place (sqlglot copies it otherwise)
     dry = with_empty(tree, empty_tables(p.query.relation, p.table, schema)).sql(
-        dialect=DuckDBDialect)
+        dialect=DuckDBDialect, copy=False)
     try:
         scratch().execute(dry, [0] if salted else []).fetchall()
     except duckdb.Error as e:

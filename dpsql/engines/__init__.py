@@ -197,8 +197,9 @@ class DuckDBEngine:
         # Histograms as GROUP BY keys, bucket, gathered into lists (dpsql.engines.histograms).
         from sqlglot import exp
 
-        if isinstance(tree, exp.Select):
-            tree = joined_histograms(tree.copy(), duckdb_gather)
+        if isinstance(tree, exp.Select):  # a fresh copy: generated in place
+            return joined_histograms(tree.copy(), duckdb_gather).sql(dialect=DuckDBDialect,
+                                                                      copy=False)
         return tree.sql(dialect=DuckDBDialect)
 
     def cancel_token(self) -> CancelToken:
