@@ -159,8 +159,9 @@ def dealt(cases: list[Case], metadata: Metadata, seed: int
     """The corpus cases each backend runs: every case on both with DPSQL_SLOW=1. Else one
     selection dealt alternately to the two: the cluster and Connect run the same Spark SQL (one
     dialect) and differ in the session (py4j rows, Connect's Arrow batches), so each node
-    type needs spelling and running once, not once per backend. The selection: every ROUND case
-    (the rule dpsql.query.total_expressions spells out for each engine), a cover of the
+    type needs spelling and running once, not once per backend. The selection: ROUND with
+    digits and one more ROUND case in turn (the rule dpsql.query.total_expressions spells out
+    for each engine), a cover of the
     engine queries' node types and measurement kinds (:func:`features`), and about two more
     on ``seed`` (tests/support/subset.py; CI's runs cover the whole corpus over time); then
     Connect also gets a cover of the measurement kinds, the shapes of result its client
@@ -172,7 +173,8 @@ def dealt(cases: list[Case], metadata: Metadata, seed: int
     found = [features(plan) for _, plan in every]
     rounding = [i for i, (case, _) in enumerate(every) if "ROUND(" in case.sql.upper()]
     chosen = subset(range(len(every)), max(1, len(every) // 2), found.__getitem__, seed,
-                    taken=rounding)
+                    taken={rounding[seed % len(rounding)],
+                           *(i for i in rounding if "with digits" in every[i][0].id)})
     on_connect = set(chosen[1::2])
     kinds = [{f for f in found[i] if f.startswith("measurement ")} for i in range(len(every))]
     on_connect = cover(kinds, on_connect)

@@ -67,6 +67,12 @@ def _features(sql: str, file: str, verdict: str, mechanism: str, delta: bool
     return frozenset(found)
 
 
+def text_features(sql: str) -> frozenset[str]:
+    """What a query's text exercises (every node type and function of its parsed SQL): the
+    features of :func:`subset` for a list of queries that are not corpus cases."""
+    return _features(sql, "", "", "", False)
+
+
 def cover(features: Sequence[Iterable[Hashable]], taken: Iterable[int] = ()) -> set[int]:
     """Indices of a greedy cover of ``features`` (one set per item), starting from
     ``taken``: repeatedly the item that adds the most features not yet covered (the first
