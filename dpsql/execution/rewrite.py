@@ -198,13 +198,18 @@ def unit_values(plan: Plan, v: AutoValue, physical: Mapping[str, str] | None = N
     o = auto_values.origin(v.lower, v.upper, v.side)
     span = (v.upper - o) if v.side == "upper" else (o - v.lower)
     last = exp.Literal.number(auto_values.BUCKETS - 1)
-    distance = exp.Sub(this=exp.column("__v"), expression=number(o)) if v.side == "upper" \
-        else exp.Sub(this=number(o), expression=exp.column("__v"))
+    # The distance in DOUBLE, and its steps as ln(span) - LN(distance): finite for every
+    # positive double, where span / distance overflows for a tiny distance (Infinity, which
+    # no BIGINT holds; PostgreSQL raises on the division itself). One unit's value must never
+    # fail the query.
+    read = exp.cast(exp.column("__v"), "DOUBLE")
+    distance = exp.Sub(this=read, expression=number(o)) if v.side == "upper" \
+        else exp.Sub(this=number(o), expression=read)
     # __s: how many RATIO steps below the span the distance is (NULL at or below the origin)
     steps = exp.Case(ifs=[exp.If(this=exp.GT(this=distance, expression=number(0)), true=exp.cast(
-        exp.Floor(this=exp.Div(this=exp.Ln(this=exp.Div(
-            this=exp.cast(exp.Literal.number(repr(float(span))), "DOUBLE"),
-            expression=exp.Paren(this=distance.copy()))),
+        exp.Floor(this=exp.Div(this=exp.Paren(this=exp.Sub(
+            this=number(math.log(span) if span > 0 else 0.0),
+            expression=exp.Ln(this=exp.Paren(this=distance.copy())))),
             expression=number(math.log(auto_values.RATIO)))), "BIGINT"))])
     stepped = exp.select(exp.alias_(steps, "__s"), copy=False).from_("__per_unit", copy=False)
     s = exp.column("__s")
