@@ -639,7 +639,7 @@ def _hash(parts: list[exp.Expression]) -> exp.Expression:
     return ir.SaltedHash(expressions=[p.copy() for p in parts])
 
 
-def _measure(m: Measurement, inputs: dict[str, str], shortcut: bool) -> exp.Expr:
+def _measure(m: Measurement, inputs: dict[str, str], shortcut: bool = True) -> exp.Expr:
     """The engine's column for measurement ``m``, by its kind (:data:`MEASURES`)."""
     x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
     if m.kind == MeasurementKind.SUM:
