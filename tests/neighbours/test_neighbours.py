@@ -583,6 +583,16 @@ def test_adversary_text_that_converts() -> None:
     assert {CONVERSIONS[0], CONVERSIONS[1], CONVERSIONS[4], CONVERSIONS[5]} <= reached, reached
 
 
+def test_adversary_tiny_value_reaches_the_bound_choice() -> None:
+    """A one-row unit whose income is 5e-324 (the worlds' last float extreme), the largest
+    value of its unit: the choice of income's automatic upper bound buckets it (span /
+    distance overflowed to Infinity there, and the query failed on one side only)."""
+    hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["autoval"](), seed=5, extremes=6))
+    verdict = assert_clean(hood, "SELECT AVG(income) AS a FROM people")
+    assert verdict.engine_errors == 0
+    hood.close()
+
+
 def test_generated_finds_the_reverted_classes(monkeypatch: pytest.MonkeyPatch) -> None:
     """With every fix of issue 17 reverted, the generator reaches each class on its own: the
     harness would have found them without being told where to look."""
