@@ -43,6 +43,13 @@ def real(value: float) -> exp.Expression:
     return exp.Paren(this=literal) if value < 0 else literal
 
 
+def whole(value: float) -> exp.Expression:
+    """A whole ``value`` as an exact integer constant of any size (a HUGEINT beyond BIGINT),
+    never a DOUBLE."""
+    literal = exp.Literal.number(int(value))
+    return exp.Paren(this=literal) if value < 0 else literal
+
+
 def clamp(value: exp.Expression, lo: float, hi: float, nan: bool = True) -> exp.Expression:
     """``value`` clamped to [lo, hi], NULL kept, NaN read as NULL:
 
@@ -51,9 +58,13 @@ def clamp(value: exp.Expression, lo: float, hi: float, nan: bool = True) -> exp.
     NULL fails both tests and stays NULL. NaN sorts above every number in DuckDB, so it takes
     the second branch, where ``isnan`` turns it into NULL (evaluated on the rare rows above
     ``hi`` only). DuckDB drops a test that its column statistics prove always true. A DOUBLE
-    value (``nan``) is clamped to DOUBLE constants (:func:`real`).
+    value (``nan``) is clamped to DOUBLE constants (:func:`real`), an integer one to exact
+    integers (:func:`whole`): a DOUBLE constant beyond 2^53 would make it a DOUBLE, and its
+    sum a floating-point one (dpsql.privacy.aggregates, "Exact sums").
     """
-    constant = real if nan else number
+    constant = real if nan else whole
+    if not nan:  # within [lo, hi] however an integer's bounds were computed
+        lo, hi = math.ceil(lo), math.floor(hi)
     high: exp.Expression = constant(hi)
     if nan:
         high = exp.Case(ifs=[exp.If(this=exp.IsNan(this=value.copy()), true=exp.Null())],
