@@ -196,8 +196,10 @@ def _after_charge(p: Plan, engine: Engine, rng: Randomness
                   ) -> tuple[Plan, tuple[str, bool]]:
     """``p`` with its choices from the data made (:func:`choose`) and its engine SQL, after the
     charge. That SQL differs from the one checked and compiled before the charge in constants
-    only (:func:`dpsql.execution.rewrite.shape_rows`; tests/privacy/test_auto_sql.py), so
-    nothing here fails. Were it to, the analyst gets the fixed
+    only (k: :func:`dpsql.execution.rewrite.shape_rows`; value bounds:
+    :func:`dpsql.execution.rewrite._on_grid_allowed`, DOUBLE and whole constants of
+    :func:`dpsql.query.total_expressions.clamp`; tests/privacy/test_auto_sql.py), so nothing
+    here fails. Were it to, the analyst gets the fixed
     :class:`~dpsql.errors.EngineFailure`, stored with the charge
     (:class:`~dpsql.database.Database`), never a refusal's text: its outcome is then a
     function of the released choices alone."""

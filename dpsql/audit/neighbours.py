@@ -72,7 +72,7 @@ from dpsql.metadata.metadata import ColumnType, Metadata
 from dpsql.pipeline import engine_sql, units_sql, values_sql
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import AUTO_SENSITIVITY, auto_rows_per_unit, with_rows
-from dpsql.privacy.auto_values import draw, edge, with_values
+from dpsql.privacy.auto_values import draw, placed, with_values
 from dpsql.privacy.mechanisms import Mechanism
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -256,7 +256,8 @@ def _check_values(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
                               f"choosing {v.column}'s {v.side} bound")
               for i, v in enumerate(p.values)]
     caps = tuple(v.upper if v.side == "upper" else v.lower for v in p.values)
-    lowest = tuple(edge(v, 0) for v in p.values)
+    lowest = tuple(placed(v, 0, p.table.columns[v.column].type == ColumnType.INT)
+                   for v in p.values)  # as drawn: an int column's rounded outwards
     choices = {caps, lowest}
     if all(counts[BASE][0] == "answer" for counts in inputs):
         choices.add(tuple(

@@ -111,7 +111,7 @@ from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.plan import AutoValue, Plan
 from dpsql.query.bounds import bound
 from dpsql.query.joins import relation_sql
-from dpsql.query.total_expressions import Reader, clamp, clamped_column, number, total
+from dpsql.query.total_expressions import Reader, clamp, clamped_column, number, real, total
 
 SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
 
@@ -134,7 +134,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
                                "allow; write contribution_bounds_per_row => (lower, upper)")
     source = "__rows"
     query = exp.select(*[exp.column(k.name) for k in plan.keys],
-                       *[_measure(m, inputs) for m in plan.measurements], copy=False)
+                       *[_measure(m, inputs, _on_grid_allowed(plan))
+                         for m in plan.measurements], copy=False)
     query = query.with_("__rows", as_=rows, copy=False)
     if table.needs_bounding:
         query = query.with_("__bounded", as_=_bounded(plan, inputs), copy=False)
@@ -198,13 +199,18 @@ def unit_values(plan: Plan, v: AutoValue, physical: Mapping[str, str] | None = N
     o = auto_values.origin(v.lower, v.upper, v.side)
     span = (v.upper - o) if v.side == "upper" else (o - v.lower)
     last = exp.Literal.number(auto_values.BUCKETS - 1)
-    distance = exp.Sub(this=exp.column("__v"), expression=number(o)) if v.side == "upper" \
-        else exp.Sub(this=number(o), expression=exp.column("__v"))
+    # The distance in DOUBLE, and its steps as ln(span) - LN(distance): finite for every
+    # positive double, where span / distance overflows for a tiny distance (Infinity, which
+    # no BIGINT holds; PostgreSQL raises on the division itself). One unit's value must never
+    # fail the query.
+    read = exp.cast(exp.column("__v"), "DOUBLE")
+    distance = exp.Sub(this=read, expression=number(o)) if v.side == "upper" \
+        else exp.Sub(this=number(o), expression=read)
     # __s: how many RATIO steps below the span the distance is (NULL at or below the origin)
     steps = exp.Case(ifs=[exp.If(this=exp.GT(this=distance, expression=number(0)), true=exp.cast(
-        exp.Floor(this=exp.Div(this=exp.Ln(this=exp.Div(
-            this=exp.cast(exp.Literal.number(repr(float(span))), "DOUBLE"),
-            expression=exp.Paren(this=distance.copy()))),
+        exp.Floor(this=exp.Div(this=exp.Paren(this=exp.Sub(
+            this=number(math.log(span) if span > 0 else 0.0),
+            expression=exp.Ln(this=exp.Paren(this=distance.copy())))),
             expression=number(math.log(auto_values.RATIO)))), "BIGINT"))])
     stepped = exp.select(exp.alias_(steps, "__s"), copy=False).from_("__per_unit", copy=False)
     s = exp.column("__s")
@@ -415,7 +421,7 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp
         for p in parts]))
     mine = [exp.column(k.name, table="__rows") for k in plan.keys]
     by = exp.select(*[_as(k, k.name) for k in mine], exp.column("__t", table="__tot"),
-                    *[_as(_row_aggregate(m, inputs), f"__p{m.index}")
+                    *[_as(_row_aggregate(m, inputs, _on_grid_allowed(plan)), f"__p{m.index}")
                       for m in plan.measurements], copy=False)
     by = by.from_(exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier(
         "__rows"))), copy=False)
@@ -445,7 +451,7 @@ def _weight(plan: Plan) -> exp.Expression:
     return _least(exp.Literal.number(one), share)
 
 
-def _row_aggregate(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
+def _row_aggregate(m: Measurement, inputs: dict[str, str], shortcut: bool) -> exp.Expression:
     """A weighted measurement's exact aggregate of its rows' terms (before the weight): the
     rows counted, or the sum of the terms on the row grid (``Measurement.row_step``)."""
     x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
@@ -453,7 +459,7 @@ def _row_aggregate(m: Measurement, inputs: dict[str, str]) -> exp.Expression:
         return exp.Count(this=x if x is not None else exp.Star())
     bits = m.weight_bits
     row = replace(m, step=m.row_step, units=(m.units[0] >> bits, m.units[1] >> bits))
-    return exp.Sum(this=_sum_term(row, x))
+    return exp.Sum(this=_sum_term(row, x, shortcut))
 
 
 def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
@@ -465,7 +471,8 @@ def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
         if m.kind == MeasurementKind.COUNT and x is not None:
             out.append(_as(exp.Count(this=x), f"__p{m.index}"))
         elif m.kind == MeasurementKind.SUM:
-            out.append(_as(exp.Sum(this=_sum_term(m, x)), f"__p{m.index}"))
+            out.append(_as(exp.Sum(this=_sum_term(m, x, _on_grid_allowed(plan))),
+                           f"__p{m.index}"))
     return out
 
 
@@ -632,9 +639,11 @@ def _hash(parts: list[exp.Expression]) -> exp.Expression:
     return ir.SaltedHash(expressions=[p.copy() for p in parts])
 
 
-def _measure(m: Measurement, inputs: dict[str, str]) -> exp.Expr:
+def _measure(m: Measurement, inputs: dict[str, str], shortcut: bool = True) -> exp.Expr:
     """The engine's column for measurement ``m``, by its kind (:data:`MEASURES`)."""
     x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+    if m.kind == MeasurementKind.SUM:
+        return exp.alias_(_sum(m, x, shortcut), m.name)
     return exp.alias_(MEASURES[m.kind](m, x), m.name)
 
 
@@ -650,11 +659,12 @@ def _distinct(m: Measurement, x: exp.Expression | None) -> exp.Expression:
     return exp.Count(this=exp.Distinct(expressions=[x]))
 
 
-def _sum(m: Measurement, x: exp.Expression | None) -> exp.Expression:
-    return exp.Coalesce(this=exp.Sum(this=_sum_term(m, x)), expressions=[exp.Literal.number(0)])
+def _sum(m: Measurement, x: exp.Expression | None, shortcut: bool = True) -> exp.Expression:
+    return exp.Coalesce(this=exp.Sum(this=_sum_term(m, x, shortcut)),
+                        expressions=[exp.Literal.number(0)])
 
 
-def _sum_term(m: Measurement, x: exp.Expression | None) -> exp.Expression:
+def _sum_term(m: Measurement, x: exp.Expression | None, shortcut: bool) -> exp.Expression:
     """One row's term of a sum measurement: the clamped input, centred and squared when asked,
     on the fixed-point grid when the sum is real-valued (an integer in ``m.units``)."""
     # Sum and histogram measurements are built (dpsql.privacy.aggregates) only for arguments that
@@ -664,11 +674,11 @@ def _sum_term(m: Measurement, x: exp.Expression | None) -> exp.Expression:
     if m.center or m.power != 1:
         # Centred and squared sums are real-valued: in DOUBLE, so that a narrow integer
         # input cannot overflow on (x - c) * (x - c).
-        term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=number(m.center))
+        term = exp.Sub(this=exp.cast(x, "DOUBLE"), expression=real(m.center))
     if m.power == 2:
         term = exp.Mul(this=exp.Paren(this=term), expression=exp.Paren(this=term.copy()))
     if m.step:
-        term = _quantised(term, x, m)
+        term = _quantised(term, x, m, shortcut)
     return term
 
 
@@ -685,7 +695,8 @@ MEASURES: dict[MeasurementKind, Callable[[Measurement, exp.Expression | None],
     MeasurementKind.HISTOGRAM: _histogram}
 
 
-def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.Expression:
+def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement, shortcut: bool
+               ) -> exp.Expression:
     """A real term on the measurement's fixed-point grid, as a BIGINT in [units]:
 
         CASE WHEN x IS NOT NULL
@@ -695,14 +706,23 @@ def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement) -> exp.E
     dpsql.privacy.aggregates, "Exact sums"). Dividing by a power of two is exact. DuckDB's GREATEST
     and LEAST skip NULLs, so NULL is kept by the CASE instead: the term is NULL exactly when
     the input is (it is finite arithmetic on the clamped, NaN-free input)."""
-    scaled = exp.Div(this=exp.Paren(this=term), expression=number(m.step))
+    scaled = exp.Div(this=exp.Paren(this=term), expression=real(m.step))
     rounded = exp.cast(ir.RoundHalfAway(this=scaled), "BIGINT")
-    if _on_grid(m):
+    if shortcut and _on_grid(m):
         return rounded  # NULL for NULL, and within [units] for every input: no clamp needed
     low = ir.greatest(rounded, number(m.units[0]))
     clamped = _least(low, number(m.units[1]))
     present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
     return exp.Case(ifs=[exp.If(this=present, true=clamped)])
+
+
+def _on_grid_allowed(plan: Plan) -> bool:
+    """Whether the clamp may be dropped where :func:`_on_grid` holds: not for a plan with
+    automatic value bounds (:mod:`dpsql.privacy.auto_values`), whose bounds are drawn after
+    the charge. Whether a drawn bound is on the grid depends on its value (5000 is, 0.0907
+    is not), and the SQL that runs after the charge must be the one compiled before it, up
+    to its constants (tests/privacy/test_auto_sql.py)."""
+    return not plan.values
 
 
 def _on_grid(m: Measurement) -> bool:

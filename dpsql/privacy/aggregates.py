@@ -160,6 +160,7 @@ from dpsql.privacy.mechanisms import Mechanism, NoiseSpec
 from dpsql.query.bounds import Bound, bound, numeric_bound
 from dpsql.query.dates import written
 from dpsql.query.dp_clause import SUM_PER_GROUP
+from dpsql.query.total_expressions import clamped_column
 
 #: Buckets of a quantile's histogram (one per value for integer inputs with at most this many
 #: values): 2**16 equal buckets of [L, U], so a median over [0, 200000] is drawn to within
@@ -435,9 +436,14 @@ def counted(arg: exp.Expression | None, table: Table) -> exp.Expression | None:
     table), so that COUNT(*), COUNT(x) and
     the count inside AVG(x) and VAR(x) are one measurement, noised once, with the budget of
     one (issue 21). The sensitivity is k either way; a declaration the data breaks costs
-    accuracy (x's NULL rows counted), never privacy."""
-    if isinstance(arg, exp.Column):
-        column = table.column(arg.name)
+    accuracy (x's NULL rows counted), never privacy. ``LEAST(GREATEST(x, lo), hi)`` of such
+    a column (:func:`~dpsql.query.total_expressions.clamped_column`: read NULL exactly where x
+    is) counts the same rows: an automatic value bound (:mod:`dpsql.privacy.auto_values`)
+    wraps x so after the charge, and must keep the measurements compiled before it."""
+    narrowed = clamped_column(arg, table) if arg is not None else None
+    read = narrowed[0] if narrowed is not None else arg
+    if isinstance(read, exp.Column):
+        column = table.column(read.name)
         if column is not None and column.not_null and not column.nullable:
             return None
     return arg

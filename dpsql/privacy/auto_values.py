@@ -151,7 +151,13 @@ def draw(v: AutoValue, units_by_bucket: Mapping[int, int], integer: bool,
     nonempty = np.flatnonzero(counts)
     drawn = quantile_from_buckets(nonempty, counts[nonempty], BUCKETS, 0.0, float(BUCKETS), q,
                                   v.epsilon, SENSITIVITY, rng)
-    value = edge(v, min(max(math.floor(drawn), 0), BUCKETS - 1))
+    return placed(v, math.floor(drawn), integer)
+
+
+def placed(v: AutoValue, index: int, integer: bool) -> float:
+    """The bound of side ``v`` when bucket ``index`` is drawn: its outer edge, rounded
+    outwards to a whole number for an int column, within the declared bounds."""
+    value = edge(v, min(max(index, 0), BUCKETS - 1))
     if integer:
         value = float(math.ceil(value) if v.side == "upper" else math.floor(value))
     return min(max(value, v.lower), v.upper)
@@ -183,11 +189,28 @@ def value_above(p: Plan, v: AutoValue) -> int:
 def with_values(p: Plan, chosen: Sequence[float]) -> Plan:
     """``p`` with its value-bounded aggregates reading the released bounds, its measurements
     calibrated to them at ``rest``; the cost is unchanged (module docstring, composition)."""
-    values = tuple(replace(v, value=c) for v, c in zip(p.values, chosen, strict=True))
+    values = _ordered(tuple(replace(v, value=c) for v, c in zip(p.values, chosen, strict=True)))
     query = clamped(p.query, values)
     done = plan(replace(query, table=p.table), values[0].rest, p.delta, p.mechanism)
     return replace(done, epsilon=p.epsilon, cost_epsilon=p.cost_epsilon, auto=p.auto,
                    values=values)
+
+
+def _ordered(values: tuple[AutoValue, ...]) -> tuple[AutoValue, ...]:
+    """A column's two chosen bounds in order. Drawn independently, each finest near its own
+    origin (0, or the opposite declared bound on a column that does not straddle 0), the
+    lower can land above the upper; the column is then read between them, swapped
+    (post-processing of the released pair), rather than as the constant that LEAST(GREATEST(x,
+    lo), hi) with lo > hi is, in SQL of another shape than the one compiled before the
+    charge."""
+    drawn = {(v.column, v.side): v.value for v in values}
+    out = []
+    for v in values:
+        lo, hi = drawn.get((v.column, "lower")), drawn.get((v.column, "upper"))
+        if lo is not None and hi is not None and lo > hi:
+            v = replace(v, value=lo if v.side == "upper" else hi)
+        out.append(v)
+    return tuple(out)
 
 
 def clamped(query: CheckedQuery, values: Sequence[AutoValue]) -> CheckedQuery:

@@ -34,6 +34,22 @@ def number(value: float) -> exp.Expression:
     return exp.Paren(this=literal) if value < 0 else literal
 
 
+def real(value: float) -> exp.Expression:
+    """``value`` as a DOUBLE constant whatever its value (``CAST(5000.0 AS DOUBLE)``, never
+    ``5000``): a constant of a DOUBLE expression that a bound chosen from the data sets
+    (:mod:`dpsql.privacy.auto_values`) is then spelled the same at every value, so the SQL
+    run after the charge differs from the one compiled before it in constants only."""
+    literal = exp.cast(exp.Literal.number(repr(float(value))), "DOUBLE")
+    return exp.Paren(this=literal) if value < 0 else literal
+
+
+def whole(value: float) -> exp.Expression:
+    """A whole ``value`` as an exact integer constant of any size (a HUGEINT beyond BIGINT),
+    never a DOUBLE."""
+    literal = exp.Literal.number(int(value))
+    return exp.Paren(this=literal) if value < 0 else literal
+
+
 def clamp(value: exp.Expression, lo: float, hi: float, nan: bool = True) -> exp.Expression:
     """``value`` clamped to [lo, hi], NULL kept, NaN read as NULL:
 
@@ -41,16 +57,22 @@ def clamp(value: exp.Expression, lo: float, hi: float, nan: bool = True) -> exp.
 
     NULL fails both tests and stays NULL. NaN sorts above every number in DuckDB, so it takes
     the second branch, where ``isnan`` turns it into NULL (evaluated on the rare rows above
-    ``hi`` only). DuckDB drops a test that its column statistics prove always true.
+    ``hi`` only). DuckDB drops a test that its column statistics prove always true. A DOUBLE
+    value (``nan``) is clamped to DOUBLE constants (:func:`real`), an integer one to exact
+    integers (:func:`whole`): a DOUBLE constant beyond 2^53 would make it a DOUBLE, and its
+    sum a floating-point one (dpsql.privacy.aggregates, "Exact sums").
     """
-    high: exp.Expression = number(hi)
+    constant = real if nan else whole
+    if not nan:  # within [lo, hi] however an integer's bounds were computed
+        lo, hi = math.ceil(lo), math.floor(hi)
+    high: exp.Expression = constant(hi)
     if nan:
         high = exp.Case(ifs=[exp.If(this=exp.IsNan(this=value.copy()), true=exp.Null())],
-                        default=number(hi))
-    inside = greatest(value.copy(), number(lo))
+                        default=constant(hi))
+    inside = greatest(value.copy(), constant(lo))
     return exp.Case(ifs=[
-        exp.If(this=exp.LTE(this=value.copy(), expression=number(hi)), true=inside),
-        exp.If(this=exp.GT(this=value.copy(), expression=number(hi)), true=high)])
+        exp.If(this=exp.LTE(this=value.copy(), expression=constant(hi)), true=inside),
+        exp.If(this=exp.GT(this=value.copy(), expression=constant(hi)), true=high)])
 
 
 def total(node: exp.Expression, table: Table, reader: Reader | None = None,
@@ -68,8 +90,9 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
     def fix(n: exp.Expression) -> exp.Expression:
         # A replaced node's children are not visited again, so rebuild them with total().
         narrowed = clamped_column(n, table)
-        if narrowed is not None:  # LEAST(GREATEST(x, lo), hi): x read within both bounds
-            return reader.read(narrowed[0], within=narrowed[1:])
+        if narrowed is not None:  # LEAST(GREATEST(x, lo), hi): x read within both bounds,
+            # of x's own type, as x alone is (an automatic bound wraps x so after the charge)
+            return reader.read(narrowed[0], widen=n.parent is not None, within=narrowed[1:])
         if isinstance(n, exp.Column):
             if filtering and _compared(n) and reader.comparable(n):
                 return exp.column(n.name, quoted=True)

@@ -416,6 +416,25 @@ def test_integer_sums_stay_exact_hugeints(kit: SimpleNamespace, md: Metadata) ->
             assert (m.step != 0.0) != m.integer and sql_type == "HUGEINT", (m, sql_type)
 
 
+def test_integer_sums_beyond_2_53_stay_exact() -> None:
+    """The regression: an integer input whose derived bound passes 2^53 (n * n of n up to 2^31)
+    was clamped to DOUBLE constants, so the engine summed DOUBLEs (rounded, order-dependent:
+    "Exact sums" broken) while the plan took an exact integer sum."""
+    from dpsql.metadata.metadata import parse_metadata
+
+    md = parse_metadata({"tables": {"v": {"privacy_unit": "pid", "max_rows_per_unit": 3,
+                                          "columns": {"pid": {"type": "int"}, "n": {
+                                              "type": "int", "lower": 0, "upper": 2**31}}}}})
+    p = Planner(md).prepare("SELECT SUM(n * n), SUM(n) FROM v")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE v (pid BIGINT, n BIGINT)")
+    con.execute(f"INSERT INTO v VALUES (1, {2**31 - 1}), (2, 3)")
+    sql = rewrite(p).sql(dialect=DuckDBDialect)
+    cursor = con.execute(sql, [7] if "$1" in sql else None)
+    assert [str(d[1]) for d in cursor.description] == ["HUGEINT", "HUGEINT"]
+    assert cursor.fetchall() == [((2**31 - 1) ** 2 + 9, 2**31 + 2)]
+
+
 def test_quantised_terms_are_clamped_in_grid_units_and_keep_null() -> None:
     """The integer clamp is what bounds a row's contribution whatever rounding the term went
     through; NULL rows are skipped by SUM, not counted at a clamp bound."""

@@ -1,4 +1,5 @@
-"""The SQL of an automatic k after the charge (issue 21, item 2; dpsql.privacy.auto_bounds).
+"""The SQL of an automatic k and of automatic value bounds after the charge (issue 21, item 2;
+dpsql.privacy.auto_bounds, dpsql.privacy.auto_values).
 
 A query over a table whose k is automatic is charged, then k is drawn from the data and the
 plan re-made for it (:func:`~dpsql.privacy.auto_bounds.with_rows`) and compiled for the engine
@@ -10,6 +11,11 @@ DuckDB's dry run, as before a charge), PostgreSQL and Spark (their dialects only
 each must differ from the cap's SQL in the values of its constants only (the same tokens, each
 number of the same class: a 64-bit integer, a wider one, or a real), with the same
 measurements. The cap's SQL is what was checked and compiled before the charge.
+
+The same for value bounds (:func:`test_sql_after_the_value_draw_differs_in_constants_only`): the
+corpus's ``autoval`` database and shapes that read a bound through an expression, re-planned
+at the bounds of the lowest bucket and the cap (an int column's rounded), both sides of a
+column together and crossed (the lower drawn above the upper).
 """
 
 from __future__ import annotations
@@ -30,10 +36,11 @@ from dpsql.engines.postgres.dialect import PostgresDialect
 from dpsql.engines.spark.dialect import SparkDialect, spark_tree
 from dpsql.errors import EngineFailure, UnsupportedQuery
 from dpsql.execution.rewrite import rewrite
-from dpsql.metadata.metadata import load_metadata
+from dpsql.metadata.metadata import ColumnType, load_metadata, parse_metadata
 from dpsql.pipeline import check_engine_query
 from dpsql.planner import Planner
 from dpsql.privacy.auto_bounds import auto_rows_per_unit, with_rows
+from dpsql.privacy.auto_values import placed, with_values
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.series import TwoReleases
@@ -75,8 +82,12 @@ def _number_class(match: re.Match[str]) -> str:
 
 
 def _masked(sql: str) -> str:
-    """``sql`` with each number replaced by its class (module docstring)."""
-    return NUMBER.sub(_number_class, sql)
+    """``sql`` with each number replaced by its class (module docstring), its sign part of
+    the constant: ``(-<int64>)`` and ``(CAST(-<real> AS DOUBLE))`` are the constants'
+    spellings when negative."""
+    masked = NUMBER.sub(_number_class, sql)
+    masked = re.sub(r"\(-(<\w+>)\)", r"\1", masked)
+    return re.sub(r"\(CAST\(-(<\w+>) AS ([^)]*)\)\)", r"CAST(\1 AS \2)", masked)
 
 
 def _compiled(p: Plan, engine: DuckDBEngine, schema: dict[str, str]) -> dict[str, str]:
@@ -185,3 +196,90 @@ def test_the_draw_of_k_is_total(counts: dict[int, int]) -> None:
     for epsilon, above in ((1e-6, 0), (0.05, 400), (1e6, 10**9)):
         k = auto_rows_per_unit(counts, 50, above, epsilon, Randomness.seeded(1))
         assert 1 <= k <= 50
+
+
+#: Shapes that read an automatic bound (the ``autoval`` database: visits' amount up to 5000,
+#: its duration_min (an int) down to 5; people's income) through expressions, and a column
+#: whose both bounds are automatic (``both``).
+VALUE_SHAPES = (
+    "SELECT SUM(amount * 2) AS s, SUM(amount + duration_min) AS t FROM visits",
+    "SELECT AVG(CASE WHEN amount > 100 THEN amount ELSE 0 END) AS a FROM visits",
+    "SELECT SUM(amount - 2500) AS s, VAR_SAMP(amount) AS v FROM visits",
+    "SELECT category, SUM(amount) AS s FROM visits GROUP BY category HAVING SUM(amount) > 10 "
+    "ORDER BY s",
+    "SELECT SUM(duration_min) AS s, STDDEV(duration_min) AS d FROM visits",
+    "SELECT AVG(income) AS a, COUNT(*) AS n FROM people",
+)
+BOTH = {"tables": {"bv": {"privacy_unit": "pid", "max_rows_per_unit": 3, "columns": {
+    "pid": {"type": "int"}, "cat": {"type": "text", "values": ["a", "b"]},
+    "x": {"type": "float", "nullable": False, "lower": {"auto": True, "min": 0},
+          "upper": {"auto": True, "max": 1000}},
+    "n": {"type": "int", "lower": {"auto": True, "min": 0}, "upper": {"auto": True,
+                                                                    "max": 100}}}}}}
+BOTH_SHAPES = ("SELECT cat, COUNT(*) AS c, AVG(x) AS a, SUM(n) AS s FROM bv GROUP BY cat",)
+
+
+@pytest.fixture(scope="module")
+def valued(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Plan, DuckDBEngine]]:
+    """The plan at the declared bounds of each case that chooses a bound, with its engine."""
+    folder = tmp_path_factory.mktemp("autoval-sql")
+    db = open_database("autoval", folder)
+    assert isinstance(db.engine, DuckDBEngine)
+    cases = [(c.sql, float(c.options["epsilon"]), float(c.options["delta"]),  # type: ignore
+              str(c.options["mechanism"])) for c in load_corpus()
+             if c.database == "autoval" and c.verdict == "accepted"]
+    cases += [(sql, 1.0, 0.0, "laplace") for sql in VALUE_SHAPES]
+    with duckdb.connect(str(folder / "bv.duckdb")) as con:
+        con.execute("CREATE TABLE bv (pid BIGINT, cat VARCHAR, x DOUBLE, n INTEGER)")
+    both = Planner(parse_metadata(BOTH))
+    out = []
+    for planner, engine, todo in ((db.planner, db.engine, cases),
+                                  (both, DuckDBEngine(folder / "bv.duckdb"),
+                                   [(sql, 1.0, 0.0, "laplace") for sql in BOTH_SHAPES])):
+        for sql, epsilon, delta, mechanism in todo:
+            p = planner.prepare_query(sql, epsilon, delta, mechanism)
+            if isinstance(p, Plan) and p.values:
+                out.append((sql, p, engine))
+    assert len(out) >= 7 + len(VALUE_SHAPES) + len(BOTH_SHAPES)
+    return out
+
+
+def _bounds(p: Plan) -> list[tuple[float, ...]]:
+    """Every side at its lowest bucket (off the sums' grid, real where the cap is whole),
+    then at its cap; with two sides or more, the first at its lowest and the others at their
+    caps (both of a column crossed when it is lower's)."""
+    sides = [[placed(v, i, p.table.columns[v.column].type == ColumnType.INT) for i in (0, 63)]
+             for v in p.values]
+    out = [tuple(s[0] for s in sides), tuple(s[1] for s in sides)]
+    if len(sides) > 1:
+        out.append(tuple(s[0] if j == 0 else s[1] for j, s in enumerate(sides)))
+    return out
+
+
+def test_sql_after_the_value_draw_differs_in_constants_only(
+        valued: list[tuple[str, Plan, DuckDBEngine]]) -> None:
+    """The regression: a drawn bound off the sums' grid (0.09 where the cap 5000 is on it)
+    added their integer clamp, a bound's class (5000, CAST(0.09 AS DOUBLE)) changed the SQL's
+    tokens, a column clamped to its bound was widened where the bare one was not, a NOT NULL
+    column's count split from COUNT(*), and crossed sides read a constant."""
+    for sql_text, p, engine in valued:
+        schema = dict(engine.schema.get(p.table.name.lower(), {}))
+        at_cap = {name: _masked(sql) for name, sql in _compiled(p, engine, schema).items()}
+        for bounds in _bounds(p):
+            where = f"{sql_text} at {bounds}"
+            chosen = with_values(p, bounds)
+            assert (chosen.cost_epsilon, chosen.cost_delta) == (p.cost_epsilon, p.cost_delta)
+            assert _measurements(chosen) == _measurements(p), where
+            assert [m.epsilon for m in chosen.measurements] == \
+                [m.epsilon for m in p.measurements], where
+            for name, sql in _compiled(chosen, engine, schema).items():
+                assert _masked(sql) == at_cap[name], f"{name}, {where}:\n{sql}"
+
+
+def test_crossed_sides_are_read_between_them(valued: list[tuple[str, Plan, DuckDBEngine]]
+                                             ) -> None:
+    p = next(p for sql, p, _ in valued if sql == BOTH_SHAPES[0])
+    chosen = with_values(p, (900.0, 10.0, 0.0, 100.0))  # x's lower above its upper
+    assert [v.value for v in chosen.values][:2] == [10.0, 900.0]
+    sums = [m for m in chosen.measurements if m.kind == "sum" and "x" in m.arg.sql()]  # type: ignore[union-attr]
+    assert sums and all((m.lo, m.hi) == (10.0, 900.0) for m in sums)

@@ -191,6 +191,28 @@ def test_the_engine_query_counts_one_value_per_unit(planner: Planner) -> None:
     assert edge(p.values[0], max(k for k in by_bucket if k < BUCKETS - 1)) >= 500
 
 
+def test_no_value_fails_the_engine_query() -> None:
+    """The regression: span / distance overflowed to Infinity for a tiny positive value (one
+    unit's 5e-324 or 1e-306 failed the charged query: CAST(inf AS BIGINT) on DuckDB, the
+    division itself on PostgreSQL), so whether the query failed told whether such a value
+    existed. Every value lands in a bucket instead (the lowest, here), extreme ints too."""
+    low = -(2**63)
+    declared = meta()
+    declared["tables"]["v"]["columns"]["n"]["lower"]["min"] = low
+    p = prepared(Planner(parse_metadata(declared)), "SELECT SUM(x), SUM(n) FROM v")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE v (pid BIGINT, cat VARCHAR, x DOUBLE, n BIGINT)")
+    con.execute(f"INSERT INTO v VALUES (1, 'a', 5e-324, {low}), (2, 'a', 1e-306, {low} + 1), "
+                "(3, 'a', 1000, 50)")
+    schema = {"pid": "BIGINT", "cat": "VARCHAR", "x": "DOUBLE", "n": "BIGINT"}
+    from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
+
+    for v, lowest in zip(p.values, (2, 2), strict=True):
+        rows = dict(con.execute(unit_values(p, v, schema).sql(dialect=DuckDBDialect)).fetchall())
+        assert rows == {0: 1, BUCKETS - 1: lowest} if v.side == "lower" else \
+            rows == {0: lowest, BUCKETS - 1: 1}, (v.side, rows)
+
+
 def test_spark_and_postgres_spell_the_engine_query(planner: Planner) -> None:
     from dpsql.engines.postgres.dialect import PostgresDialect
     from dpsql.engines.spark.dialect import SparkDialect
