@@ -171,3 +171,36 @@ def test_float_overflow_of_unbounded_columns_never_fails(
     finally:
         for db in dbs:
             db.close()
+
+
+UNDERFLOW_META = UNBOUNDED_META.replace('nullable = true }',
+                                        'nullable = true, lower = -10, upper = 10 }')
+UNDERFLOWS = ["SELECT COUNT(*) FROM t WHERE x * 1e-300 > 0", "SELECT SUM(x / 50) FROM t",
+              "SELECT SUM(x * x) FROM t", "SELECT SUM(POWER(x, 2)) FROM t",
+              "SELECT AVG(x / 3e300) FROM t", "SELECT VAR_SAMP(x) FROM t",
+              "SELECT COUNT(*) FROM t WHERE EXP(x - 750) >= 0"]
+
+
+@pytest.mark.parametrize("engine", OTHERS)
+@pytest.mark.parametrize("tiny", [5e-324, 1e-306])
+def test_float_underflow_never_fails(request: pytest.FixtureRequest, tmp_path: Path,
+                                     engine: str, tiny: float) -> None:
+    """A unit holding a tiny float in D' only: a product, quotient or power that underflows
+    (PostgreSQL raises "value out of range: underflow", DuckDB gives 0) is answered on both."""
+    meta = tmp_path / "meta.toml"
+    meta.write_text(UNDERFLOW_META)
+    dbs = []
+    for label, extra in (("d", ""), ("d_prime", f"UNION ALL SELECT 99, {tiny!r}::DOUBLE")):
+        path = tmp_path / f"{label}.duckdb"
+        with duckdb.connect(str(path)) as con:
+            con.execute("CREATE TABLE t AS SELECT i AS id, i::DOUBLE AS x FROM range(20) r(i) "
+                        + extra)
+        name = f"underflow_{label}_{next(_copies)}"
+        dbs.append(dpsql.Database(ENGINES[engine](request, path, name), meta))
+    try:
+        for sql in UNDERFLOWS:
+            fates = [outcome(db, sql, epsilon=1.0) for db in dbs]
+            assert fates == ["answered", "answered"], f"{engine}: {sql}: {fates}"
+    finally:
+        for db in dbs:
+            db.close()
