@@ -168,14 +168,14 @@ def _no_underflow(node: exp.Mul | exp.Div | exp.Pow) -> exp.Expression:
     LN(0) raises; PostgreSQL evaluates the branches of a CASE lazily (constant folding drops
     a branch whose test folds to false before folding it). NaN passes the test (it sorts above
     every number), and so do the infinities except a divisor: ``a / Infinity`` is 0. The ELSE
-    multiplies by 0 first, which cannot underflow, and keeps NULL. An integer factor or
-    dividend cannot underflow (its magnitude is at least 1): left as is. Each operand is
-    written four times, so deeply nested products grow (4^depth)."""
+    multiplies by 0 first, which cannot underflow, and keeps NULL. Each operand is written four
+    times, so nested products grow (4^depth): :func:`_cannot_underflow` leaves as is what
+    cannot underflow (ROUND(x, d)'s scaling, for one)."""
     a, b = _fixed(node.this), _fixed(node.expression)
     fixed = node.copy()
     fixed.set("this", a)
     fixed.set("expression", b)
-    if _integer(a) or (isinstance(node, exp.Mul) and _integer(b)):
+    if _cannot_underflow(node, a, b):
         return fixed
     zero = exp.Literal.number(0)
 
@@ -198,13 +198,38 @@ def _no_underflow(node: exp.Mul | exp.Div | exp.Pow) -> exp.Expression:
                                    default=small))
 
 
-def _integer(node: exp.Expression) -> bool:
-    """Is the value a whole number by its type (an integer literal or cast)?"""
+def _cannot_underflow(node: exp.Expression, a: exp.Expression, b: exp.Expression) -> bool:
+    """A whole-number factor or dividend (0 or at least 1 in magnitude), a constant factor of
+    magnitude at least 1, or a constant divisor of at most 1: the result is 0 only when it is
+    exactly 0, which PostgreSQL does not raise for."""
+    if isinstance(node, exp.Pow):
+        return _whole(a)
+    if isinstance(node, exp.Mul):
+        return any(_whole(v) or (_magnitude(v) or 0.0) >= 1 for v in (a, b))
+    divisor = _magnitude(b)
+    return _whole(a) or (divisor is not None and 0 < divisor <= 1)
+
+
+def _whole(node: exp.Expression) -> bool:
+    """Is the value a whole number by its type (an integer literal or cast, a rounding)?"""
     node = node.unnest()
     if isinstance(node, exp.Literal):
         return node.is_int
-    return isinstance(node, exp.Cast | ir.ExactInteger) and (
-        isinstance(node, ir.ExactInteger) or node.to.is_type(*exp.DataType.INTEGER_TYPES))
+    if isinstance(node, ir.ExactInteger | ir.RoundHalfAway | exp.Floor | exp.Ceil):
+        return True
+    return isinstance(node, exp.Cast) and node.to.is_type(*exp.DataType.INTEGER_TYPES)
+
+
+def _magnitude(node: exp.Expression) -> float | None:
+    """The absolute value of a number constant (under casts, parentheses and minus signs)."""
+    while isinstance(node, exp.Paren | exp.Neg | exp.Cast):
+        node = node.this
+    if isinstance(node, exp.Literal) and not node.is_string:
+        try:
+            return abs(float(node.this))
+        except ValueError:
+            return None
+    return None
 
 
 def _special(text: str) -> exp.Expression:
