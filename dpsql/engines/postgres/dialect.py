@@ -35,10 +35,6 @@ module does about it:
 * Integer division (``//``) is ``DIV`` in NUMERIC, read back as BIGINT; ``/`` divides in
   DOUBLE PRECISION (sqlglot's generator); a division by zero is already ``NULLIF``'d by
   :mod:`dpsql.query.total_expressions`.
-* **Float underflow.** PostgreSQL raises "value out of range: underflow" where a DOUBLE
-  product, quotient or POWER rounds to 0 from nonzero operands (``5e-324 / 50``); DuckDB gives
-  0. An error on some rows only would tell whether they exist, so these are spelled to give 0
-  instead (:func:`_no_underflow`); a result DuckDB rounds to a denormal below ~7.7e-324 reads 0.
 """
 
 from __future__ import annotations
@@ -147,89 +143,7 @@ def _fix(node: exp.Expression) -> exp.Expression:
         return _substring(node)
     if isinstance(node, exp.Sqrt | exp.Ln | exp.Log | exp.Exp):
         return _ieee(node)
-    if isinstance(node, exp.Mul | exp.Div | exp.Pow):
-        return _no_underflow(node)
     return node
-
-
-# ln(the smallest denormal, 4.9e-324) is -744.44: a result whose logarithm exceeds -744
-# (it is above 7.7e-324, and the logarithms are accurate to ~1e-13) cannot round to 0.
-_UNDERFLOW_LN = -744
-
-
-def _no_underflow(node: exp.Mul | exp.Div | exp.Pow) -> exp.Expression:
-    """``a * b``, ``a / b`` or ``POWER(a, p)`` with DuckDB's IEEE 0 where PostgreSQL raises
-    for underflow:
-
-        CASE WHEN a = 0 OR b = 0 OR LN(ABS(a)) + LN(ABS(b)) > -744 THEN a * b
-             ELSE (a * 0) * b END
-
-    (``-`` for a quotient, ``p * LN(ABS(a))`` for a power). The zero tests come first, as
-    LN(0) raises; PostgreSQL evaluates the branches of a CASE lazily (constant folding drops
-    a branch whose test folds to false before folding it). NaN passes the test (it sorts above
-    every number), and so do the infinities except a divisor: ``a / Infinity`` is 0. The ELSE
-    multiplies by 0 first, which cannot underflow, and keeps NULL. Each operand is written four
-    times, so nested products grow (4^depth): :func:`_cannot_underflow` leaves as is what
-    cannot underflow (ROUND(x, d)'s scaling, for one)."""
-    a, b = _fixed(node.this), _fixed(node.expression)
-    fixed = node.copy()
-    fixed.set("this", a)
-    fixed.set("expression", b)
-    if _cannot_underflow(node, a, b):
-        return fixed
-    zero = exp.Literal.number(0)
-
-    def ln(value: exp.Expression) -> exp.Expression:
-        return exp.Ln(this=exp.Abs(this=value.copy()))
-
-    if isinstance(node, exp.Pow):
-        tests = [exp.EQ(this=a.copy(), expression=zero.copy())]
-        size: exp.Expression = exp.Mul(this=exp.Paren(this=b.copy()), expression=ln(a))
-        small = exp.Mul(this=exp.Paren(this=a.copy()), expression=zero.copy())
-    else:
-        tests = [exp.EQ(this=v.copy(), expression=zero.copy()) for v in (a, b)]
-        size = (exp.Add if isinstance(node, exp.Mul) else exp.Sub)(this=ln(a), expression=ln(b))
-        small = node.copy()
-        small.set("this", exp.Paren(this=exp.Mul(this=exp.Paren(this=a.copy()),
-                                                 expression=zero.copy())))
-        small.set("expression", b.copy())
-    tests.append(exp.GT(this=size, expression=exp.Literal.number(_UNDERFLOW_LN)))
-    return exp.Paren(this=exp.Case(ifs=[exp.If(this=exp.or_(*tests), true=fixed)],
-                                   default=small))
-
-
-def _cannot_underflow(node: exp.Expression, a: exp.Expression, b: exp.Expression) -> bool:
-    """A whole-number factor or dividend (0 or at least 1 in magnitude), a constant factor of
-    magnitude at least 1, or a constant divisor of at most 1: the result is 0 only when it is
-    exactly 0, which PostgreSQL does not raise for."""
-    if isinstance(node, exp.Pow):
-        return _whole(a)
-    if isinstance(node, exp.Mul):
-        return any(_whole(v) or (_magnitude(v) or 0.0) >= 1 for v in (a, b))
-    divisor = _magnitude(b)
-    return _whole(a) or (divisor is not None and 0 < divisor <= 1)
-
-
-def _whole(node: exp.Expression) -> bool:
-    """Is the value a whole number by its type (an integer literal or cast, a rounding)?"""
-    node = node.unnest()
-    if isinstance(node, exp.Literal):
-        return node.is_int
-    if isinstance(node, ir.ExactInteger | ir.RoundHalfAway | exp.Floor | exp.Ceil):
-        return True
-    return isinstance(node, exp.Cast) and node.to.is_type(*exp.DataType.INTEGER_TYPES)
-
-
-def _magnitude(node: exp.Expression) -> float | None:
-    """The absolute value of a number constant (under casts, parentheses and minus signs)."""
-    while isinstance(node, exp.Paren | exp.Neg | exp.Cast):
-        node = node.this
-    if isinstance(node, exp.Literal) and not node.is_string:
-        try:
-            return abs(float(node.this))
-        except ValueError:
-            return None
-    return None
 
 
 def _special(text: str) -> exp.Expression:
