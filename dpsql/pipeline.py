@@ -142,11 +142,11 @@ def choose(p: Plan, engine: Engine, rng: Randomness) -> Plan:
     """The choices from the data a plan leaves to its run, in order (k, then each value
     bound, given the released k: :mod:`dpsql.privacy.auto_values`), and ``p`` calibrated to
     them; ``p`` itself when it has none left."""
-    if p.auto is not None and p.auto.k is None:
+    if k_to_choose(p):
         _, counts = engine.execute(units_sql(p, engine))
         k = choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
         p = _chosen(p, k)
-    if p.values and p.values[0].value is None:
+    if values_to_choose(p):
         drawn = []
         for i, v in enumerate(p.values):
             _, buckets = engine.execute(values_sql(p, i, engine))
@@ -181,9 +181,9 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     """
     if engine is None:
         return _engine_sql(p, {}, None)
-    if p.auto is not None and p.auto.k is None:
+    if k_to_choose(p):
         units_sql(p, engine)  # the choice of k runs first: checked before any charge too
-    for i in range(len(p.values) if p.values and p.values[0].value is None else 0):
+    for i in range(len(p.values) if values_to_choose(p) else 0):
         values_sql(p, i, engine)  # and the choices of value bounds
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
@@ -203,7 +203,7 @@ def _after_charge(p: Plan, engine: Engine, rng: Randomness
     :class:`~dpsql.errors.EngineFailure`, stored with the charge
     (:class:`~dpsql.database.Database`), never a refusal's text: its outcome is then a
     function of the released choices alone."""
-    if not _choices_left(p):
+    if not (k_to_choose(p) or values_to_choose(p)):
         return p, engine_sql(p, engine)
     try:
         chosen = choose(p, engine, rng)
@@ -216,9 +216,14 @@ def _after_charge(p: Plan, engine: Engine, rng: Randomness
                                        f"{type(e).__name__}: {e}") from None
 
 
-def _choices_left(p: Plan) -> bool:
-    return (p.auto is not None and p.auto.k is None) or bool(
-        p.values and p.values[0].value is None)
+def k_to_choose(p: Plan) -> bool:
+    """Whether ``p``'s k is still to be chosen from the data."""
+    return p.auto is not None and p.auto.k is None
+
+
+def values_to_choose(p: Plan) -> bool:
+    """Whether ``p``'s value bounds are still to be chosen (all are drawn together)."""
+    return bool(p.values) and p.values[0].value is None
 
 
 def _chosen(p: Plan, k: int) -> Plan:
@@ -244,29 +249,34 @@ def values_sql(p: Plan, i: int, engine: Engine | None) -> str:
     """The engine query that histograms the units' values for ``p.values[i]``
     (:func:`dpsql.execution.rewrite.unit_values`), in the engine's SQL, compiled once per plan
     and checked as :func:`units_sql`'s."""
-    tree = unit_values(p, p.values[i], _schema(p, engine))
-    if engine is None:
-        return tree.sql(dialect=DuckDBDialect)
-    key = -id(p) * 16 - 1 - i  # beside the plan's own SQL and its units_sql
-    entry = engine.rewritten.get(key)
-    if entry is None or entry[0] is not p:
-        check_engine_query(p, tree, False, _schema(p, engine))
-        entry = engine.rewritten.put(key, (p, engine.compile(tree, p, False), False))
-    return entry[1]
+    value = p.values[i]
+    # beside the plan's own SQL and its units_sql
+    return _choice_sql(p, -id(p) * 16 - 1 - i, lambda schema: unit_values(p, value, schema),
+                       engine)
 
 
 def units_sql(p: Plan, engine: Engine | None) -> str:
     """The engine query that counts units per number of rows for an automatic k
     (:func:`dpsql.execution.rewrite.unit_counts`), in the engine's SQL: compiled once per plan
     (the engine checks it: :class:`~dpsql.database.Database` asks before charging)."""
-    assert p.auto is not None
-    tree = unit_counts(p, p.auto.cap, _schema(p, engine))
+    auto = p.auto
+    assert auto is not None
+    # beside the plan's own SQL (id(p)) in the same cache
+    return _choice_sql(p, -id(p), lambda schema: unit_counts(p, auto.cap, schema), engine)
+
+
+def _choice_sql(p: Plan, key: int, build: Callable[[Mapping[str, str]], exp.Select],
+                engine: Engine | None) -> str:
+    """The engine's SQL of one choice from the data (the tree ``build`` makes for the
+    engine's physical types), built, checked with DuckDB's semantics and compiled once per
+    plan, under ``key`` in the engine's cache."""
     if engine is None:
-        return tree.sql(dialect=DuckDBDialect)
-    key = -id(p)  # beside the plan's own SQL (id(p)) in the same cache
+        return build(_schema(p, None)).sql(dialect=DuckDBDialect)
     entry = engine.rewritten.get(key)
     if entry is None or entry[0] is not p:
-        check_engine_query(p, tree, False, _schema(p, engine))  # DuckDB's semantics first
+        schema = _schema(p, engine)
+        tree = build(schema)
+        check_engine_query(p, tree, False, schema)  # DuckDB's semantics first
         entry = engine.rewritten.put(key, (p, engine.compile(tree, p, False), False))
     return entry[1]
 

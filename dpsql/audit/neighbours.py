@@ -69,7 +69,7 @@ from dpsql.execution.perturb import _by_key, histogram_arrays, perturb_cells
 from dpsql.execution.public import PublicRead
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import ColumnType, Metadata
-from dpsql.pipeline import engine_sql, units_sql, values_sql
+from dpsql.pipeline import engine_sql, k_to_choose, units_sql, values_sql, values_to_choose
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import AUTO_SENSITIVITY, auto_rows_per_unit, with_rows
 from dpsql.privacy.auto_values import draw, placed, with_values
@@ -207,9 +207,9 @@ def _check_two(p: TwoReleases, hood: Neighbourhood, verdict: Verdict) -> None:
 
 def _check_plan(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str
                 ) -> dict[str, Outcome]:
-    if p.auto is not None and p.auto.k is None:
+    if k_to_choose(p):
         return _check_auto(p, hood, verdict, label)
-    if p.values and p.values[0].value is None:
+    if values_to_choose(p):
         return _check_values(p, hood, verdict, label)
     sql, salted = engine_sql(p, hood.engine)
     outcomes = {name: _perturbed(p, _run(hood, name, sql, salted))
