@@ -105,9 +105,19 @@ class RoundHalfAway(EngineNode):
     arg_types: ClassVar[dict[str, bool]] = {"this": True}
 
 
+class Whole(EngineNode):
+    """``x`` itself (a column or another atom), stated to be a whole number (an integer, or a
+    DOUBLE holding one) or NULL: what the rewrite knows of its own columns (``__c``, an exact
+    sum ``__p0``) and their names do not tell a dialect. Spelled as ``x`` by every engine
+    (:data:`COMMON`); PostgreSQL leaves a product or quotient of it unguarded against
+    underflow (:mod:`dpsql.engines.postgres.underflow`: its magnitude is 0 or at least 1)."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True}
+
+
 NODES: tuple[type[EngineNode], ...] = (SaltedHash, SafeCast, ExactInteger, Histogram,
                                        StrictLeast, StrictGreatest, DaysSinceEpoch,
-                                       RoundHalfAway)
+                                       RoundHalfAway, Whole)
 EPOCH = exp.cast(exp.Literal.string("1970-01-01"), "DATE")
 
 
@@ -144,7 +154,8 @@ def least_or_greatest(generator: Generator, node: exp.Least | exp.Greatest) -> s
 #: The spellings that do not differ between the engines (each dialect includes them).
 COMMON: dict[type[exp.Expr], Any] = {
     StrictLeast: strict, StrictGreatest: strict,
-    exp.Least: least_or_greatest, exp.Greatest: least_or_greatest}
+    exp.Least: least_or_greatest, exp.Greatest: least_or_greatest,
+    Whole: lambda generator, node: generator.sql(node.this)}
 
 
 class Spelling(Generator):

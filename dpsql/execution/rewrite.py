@@ -554,8 +554,9 @@ def _allocated(k: int) -> exp.Expression:
     tot, big_k = exp.column("__tot"), _least(exp.column("__tot"), exp.Literal.number(k))
 
     def f(x: exp.Expression) -> exp.Expression:
-        share = exp.Div(this=exp.Mul(this=_cast(big_k.copy(), "DOUBLE"), expression=x),
-                        expression=tot.copy())
+        # Whole numbers (ir.Whole): PostgreSQL's product needs no guard against underflow.
+        share = exp.Div(this=exp.Mul(this=_cast(ir.Whole(this=big_k.copy()), "DOUBLE"),
+                                     expression=ir.Whole(this=x)), expression=tot.copy())
         floor = _cast(exp.Floor(this=exp.Add(this=share, expression=exp.column("__u"))),
                          "BIGINT")
         middle = _least(ir.greatest(floor, exp.Literal.number(0)), big_k.copy())
@@ -592,8 +593,9 @@ def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
     ``clamp(round(p * __c / __n), __c * lo, __c * hi)``: a deterministic integer in the range
     of any ``__c`` rows' terms, whatever the rounding of the DOUBLE product."""
     c, n = exp.column("__c"), exp.column("__n")
-    ratio = exp.Div(this=exp.Mul(this=_cast(p.copy(), "DOUBLE"), expression=c.copy()),
-                    expression=n.copy())
+    # Whole numbers (ir.Whole): PostgreSQL's product needs no guard against underflow.
+    ratio = exp.Div(this=exp.Mul(this=_cast(ir.Whole(this=p.copy()), "DOUBLE"),
+                                 expression=ir.Whole(this=c.copy())), expression=n.copy())
     rounded = _cast(ir.RoundHalfAway(this=ratio), kind)
     wide_c = _cast(c.copy(), "HUGEINT")
     low = ir.greatest(rounded, exp.Mul(this=wide_c, expression=_integer(lo)))

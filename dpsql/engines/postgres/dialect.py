@@ -33,8 +33,15 @@ module does about it:
   :func:`_round`).
 * **QUALIFY** becomes a subquery (:func:`_unqualify`, in ``preprocess``).
 * Integer division (``//``) is ``DIV`` in NUMERIC, read back as BIGINT; ``/`` divides in
-  DOUBLE PRECISION (sqlglot's generator); a division by zero is already ``NULLIF``'d by
-  :mod:`dpsql.query.total_expressions`.
+  DOUBLE PRECISION (as sqlglot's generator does); a division by zero is already ``NULLIF``'d
+  by :mod:`dpsql.query.total_expressions`.
+* **Float underflow.** PostgreSQL raises where a DOUBLE product, quotient or POWER rounds to 0
+  from nonzero operands (``5e-324 / 50``); DuckDB gives 0. Each one that can underflow is
+  spelled ``CASE WHEN <it would round to 0> THEN 0 ELSE a * b END``, its operands' SQL
+  generated once and written twice (:mod:`dpsql.engines.postgres.underflow`, which states the
+  tests and their thresholds); a product or quotient whose exact value is below ~1e-323, which
+  DuckDB rounds to the smallest denormals, reads 0 here. A nest of them too deep to spell is
+  refused before any charge.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ except ImportError:  # sqlglot < 30 (Superset 6.1's environment pins < 29): on t
     PostgresGenerator = Postgres.Generator  # type: ignore[misc]
 
 from dpsql.engines import ir
+from dpsql.engines.postgres import underflow
 from dpsql.errors import UnsupportedQuery
 
 _DOUBLE = exp.DataType.build("DOUBLE PRECISION", dialect="postgres")
@@ -110,6 +118,7 @@ class PostgresDialect(Postgres):
             exp.IsNan: lambda self, e: self.sql(_is_nan(e.this)),
             exp.StrToDate: lambda self, e: self.sql(_strptime(e)),
             exp.StrToTime: lambda self, e: self.sql(_strptime(e)),
+            exp.Mul: underflow.product, exp.Div: underflow.quotient, exp.Pow: underflow.power,
         }
 
         def preprocess(self, expression: exp.Expr) -> exp.Expr:
