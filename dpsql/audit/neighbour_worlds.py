@@ -260,7 +260,7 @@ def _as_date(value: object) -> dt.date:
 #: that converts to them, or to nothing).
 _EXTREMES: dict[str, tuple[object, ...]] = {
     "int": (10**15, None, -(10**15), 2**62),
-    "float": (math.inf, None, -math.inf, math.nan, 1e300, -1e300),
+    "float": (math.inf, None, -math.inf, math.nan, 1e300, -1e300, 5e-324),
     "text": (None, "", "zz_outside", "\u00e9", "2020-01-01", "1e400", "-inf",
              "99999999999999999999", "%_\\", "CITY1 ", "true"),
     "bool": (None, True),

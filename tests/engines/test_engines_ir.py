@@ -66,6 +66,7 @@ CASES: dict[str, tuple[exp.Expression, Callable[[list[Any]], bool]]] = {
         exp.Literal.number(3)]), lambda got: got == [3, 2 ** 40, None, 5]),
     "days since epoch": (ir.DaysSinceEpoch(this=column("d")),
                          lambda got: got == [10, -1, None, 20148]),
+    "whole": (ir.Whole(this=column("a")), lambda got: got == [1, 2 ** 40, None, 5]),
     "round half away": (ir.RoundHalfAway(this=column("x")),
                         lambda got: got == [-3.0, 0.0, None, 2.0 ** 52] and
                         all(isinstance(v, float) for v in got if v is not None)),

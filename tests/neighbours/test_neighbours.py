@@ -583,18 +583,11 @@ def test_adversary_text_that_converts() -> None:
     assert {CONVERSIONS[0], CONVERSIONS[1], CONVERSIONS[4], CONVERSIONS[5]} <= reached, reached
 
 
-def test_adversary_tiny_value_reaches_the_bound_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A one-row unit whose income is 5e-324, the largest value of its unit: the choice of
-    income's automatic upper bound buckets it (span / distance overflowed to Infinity there,
-    and the query failed on one side only). Not among every world's extremes: PostgreSQL
-    raises where float multiplication or division underflows to 0 (amount / 50 of it), which
-    the rewrite does not yet compensate."""
-    from dpsql.audit import neighbour_worlds
-
-    floats = neighbour_worlds._EXTREMES["float"]
-    monkeypatch.setitem(neighbour_worlds._EXTREMES, "float", (*floats, 5e-324))
-    hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["autoval"](), seed=5,
-                                           extremes=len(floats)))
+def test_adversary_tiny_value_reaches_the_bound_choice() -> None:
+    """A one-row unit whose income is 5e-324 (the worlds' last float extreme), the largest
+    value of its unit: the choice of income's automatic upper bound buckets it (span /
+    distance overflowed to Infinity there, and the query failed on one side only)."""
+    hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["autoval"](), seed=5, extremes=6))
     verdict = assert_clean(hood, "SELECT AVG(income) AS a FROM people")
     assert verdict.engine_errors == 0
     hood.close()
