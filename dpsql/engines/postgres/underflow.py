@@ -19,8 +19,8 @@ of an integer, NUMERIC or DOUBLE ELSE (a SMALLINT product becomes INTEGER).
 a whole number by its syntax (:func:`whole`: an integer literal or cast, a rounding, a count, an
 exact sum; its magnitude is 0 or at least 1), a constant factor of magnitude above 1/2 or a
 constant divisor of at most 1 (the product, quotient of a nonzero double is then at least the
-smallest denormal), a NUMERIC product (exact), a power of a whole base with a constant
-exponent >= 0, POWER(a, 0).
+smallest denormal), a NUMERIC product or quotient (exact), a power of a whole base with a
+constant exponent >= 0, POWER(a, 0).
 
 **The tests, by case.** ``d = 5e-324`` is the smallest denormal, 2^-1074; a result rounds to 0
 iff its exact value is at most d / 2 (round half to even).
@@ -35,7 +35,8 @@ iff its exact value is at most d / 2 (round half to even).
   square is 0 (1.5e-162), exact too.
 * Two variable operands: ``LN(ABS(a) + d) + LN(ABS(b) + d) <= -744.4`` (``-`` for a
   quotient). ``+ d`` keeps LN's argument positive (a = 0 never raises), and ``|a| <= fl(|a| +
-  d) <= |a| + d`` (``fl(|a| + d) = |a|`` for ``|a| >= 2^-1020``). If the exact product ``uv``
+  d) <= (|a| + d)(1 + 2^-52)`` (``fl(|a| + d) = |a|`` for ``|a| >= 2^-1020``, exact below
+  2^-1021). If the exact product ``uv``
   rounds to 0 (``uv <= d / 2``), then ``(u + d)(v + d) <= d (1 + 2d)`` (the maximum, at ``u =
   d, v = 1/2``): the test's exact value is at most ``ln d = -744.4400``; for a quotient ``u /
   v <= d / 2`` forces ``v >= 2``, so ``(u + d) / v <= d``. LN (libm, < 1 ulp) and the sum add
@@ -134,8 +135,7 @@ def power(generator: Generator, node: exp.Pow) -> str:
     if exponent is None:
         raise UnsupportedQuery("on PostgreSQL, POWER needs a constant exponent; write the "
                                "exponent as a number")
-    if exponent == 0 or not math.isfinite(exponent) or _numeric(a) or (
-            exponent > 0 and whole(a)):
+    if exponent == 0 or not math.isfinite(exponent) or (exponent > 0 and whole(a)):
         return plain
     limit = _power_limit(exponent)
     if limit == 0 or math.isinf(limit):
