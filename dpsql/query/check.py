@@ -30,6 +30,7 @@ from dpsql.metadata.metadata import Table
 from dpsql.privacy.aggregates import AggregateCall, kind_of
 from dpsql.query.bind import BoundQuery
 from dpsql.query.bounds import bound, condition
+from dpsql.query.bounds.core import literal_value
 from dpsql.query.dates import written
 from dpsql.query.denied import RANDOM, denied
 from dpsql.query.dp_clause import SUM_PER_GROUP
@@ -360,14 +361,23 @@ def refuse_float_overflow(expressions: Iterable[exp.Expression | None], table: T
     naming the expression: an error on some rows only would tell whether they exist.
 
     A division needs no bound of its own when it divides a finite dividend by an integer: the
-    rewrite NULLs a zero divisor, so ``|divisor| >= 1`` and ``|quotient| <= |dividend|``."""
+    rewrite NULLs a zero divisor, so ``|divisor| >= 1`` and ``|quotient| <= |dividend|``.
+    ``//`` of a double divides as ``/`` (DuckDB's semantics, made so by
+    :func:`dpsql.query.total_expressions.total`); ``ROUND(x, d)`` of a double multiplies ``x``
+    by ``10^d`` first (:func:`~dpsql.query.total_expressions.round_digits`): that product
+    needs a finite bound too."""
     for expression in expressions:
         if expression is None:
             continue
-        for node in expression.find_all(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Pow):
+        for node in expression.find_all(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv,
+                                        exp.Pow, exp.Round):
             try:
-                b = bound(cast(exp.Expression, node), table)
-                if isinstance(node, exp.Div) and not b.finite and _int_divisor(node, table):
+                computed = _computed(cast(exp.Expression, node), table)
+                if computed is None:
+                    continue
+                b = bound(computed, table)
+                if isinstance(node, exp.Div | exp.IntDiv) and not b.finite and \
+                        _int_divisor(node, table):
                     continue
             except QueryRefused:
                 continue
@@ -378,6 +388,22 @@ def refuse_float_overflow(expressions: Iterable[exp.Expression | None], table: T
                     "bounds on its columns, or compute with smaller constants")
 
 
-def _int_divisor(node: exp.Div, table: Table) -> bool:
+def _computed(node: exp.Expression, table: Table) -> exp.Expression | None:
+    """The arithmetic the engine computes for ``node`` whose bound must be finite, None when
+    it cannot overflow: ``ROUND(x, d)`` of a double with ``d > 0`` computes ``x * 10^d`` (the
+    ROUND's own bound, multiples of ``10^-d`` next to ``x``, hides that), with ``d < 0``
+    ``round(x / 10^-d) * 10^-d`` (its own bound); ``ROUND(x)`` rounds in place."""
+    if not isinstance(node, exp.Round):
+        return node
+    digits = node.args.get("decimals")
+    places = 0 if digits is None else int(literal_value(digits, "ROUND's number of digits"))
+    if places == 0:
+        return None
+    if places < 0 or bound(node.this, table).kind != "float":
+        return node
+    return exp.Mul(this=node.this.copy(), expression=exp.Literal.number(f"1e{places}"))
+
+
+def _int_divisor(node: exp.Div | exp.IntDiv, table: Table) -> bool:
     dividend, divisor = bound(node.this, table), bound(node.expression, table)
     return divisor.kind in ("int", "bool") and dividend.finite

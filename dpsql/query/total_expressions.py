@@ -21,6 +21,7 @@ from typing import cast
 from sqlglot import exp
 
 from dpsql.engines.ir import RoundHalfAway, SafeCast, greatest
+from dpsql.errors import QueryRefused
 from dpsql.metadata.metadata import Column, ColumnType, Table
 from dpsql.query.bounds import COMPARISONS, bound
 from dpsql.query.bounds.core import literal_value
@@ -125,12 +126,24 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             return exp.cast(exp.Sign(this=total(n.this, table, reader, filtering)), "BIGINT")
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
             divisor = total(n.expression, table, reader, filtering)
-            return n.__class__(this=total(n.this, table, reader, filtering),
+            # DuckDB's // of a double is / (7.5 // 2 is 3.75): spelled so, every engine
+            # computes it as DuckDB does (PostgreSQL's DIV would cast it to BIGINT, and fail
+            # on Infinity or beyond 2^63).
+            kind = exp.Div if isinstance(n, exp.IntDiv) and _real(n, table) else n.__class__
+            return kind(this=total(n.this, table, reader, filtering),
                                expression=exp.Nullif(this=exp.Paren(this=divisor),
                                                      expression=exp.Literal.number(0)))
         return n
 
     return node.copy().transform(fix, copy=False)
+
+
+def _real(node: exp.IntDiv, table: Table) -> bool:
+    """Whether either operand of ``//`` is a double (by :mod:`dpsql.query.bounds`)."""
+    try:
+        return "float" in (bound(node.this, table).kind, bound(node.expression, table).kind)
+    except QueryRefused:
+        return False
 
 
 def clamped_column(node: exp.Expression, table: Table

@@ -145,7 +145,11 @@ OVERFLOWS = ["SELECT COUNT(*) FROM t WHERE x * 1e300 > 1", "SELECT COUNT(*) FROM
              "SELECT COUNT(*) FROM t WHERE x + x > 1", "SELECT COUNT(*) FROM t WHERE x - x > 1",
              "SELECT COUNT(*) FROM t WHERE x / 1e-300 > 1",
              "SELECT COUNT(*) FROM t WHERE POWER(x, 2) > 1",
-             "SELECT COUNT(*) FROM t WHERE EXP(x) > 1", "SELECT COUNT(*) FROM t WHERE x > 1"]
+             "SELECT COUNT(*) FROM t WHERE EXP(x) > 1", "SELECT COUNT(*) FROM t WHERE x > 1",
+             # ROUND(x, 2) multiplies by 10^2 (round_digits); DuckDB's // of a double divides
+             "SELECT COUNT(*) FROM t WHERE ROUND(x, 2) > 1",
+             "SELECT COUNT(*) FROM t WHERE ROUND(x, -300) > 1",
+             "SELECT COUNT(*) FROM t WHERE x // 2 > 1", "SELECT COUNT(*) FROM t WHERE x // 0.5 > 1"]
 
 
 @pytest.mark.parametrize("engine", OTHERS)
