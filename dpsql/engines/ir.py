@@ -115,9 +115,20 @@ class Whole(EngineNode):
     arg_types: ClassVar[dict[str, bool]] = {"this": True}
 
 
+class Chosen(EngineNode):
+    """The constant ``x`` itself (a DOUBLE literal), computed from a value chosen from the data
+    after the charge (an automatic bound's grid step: :mod:`dpsql.privacy.auto_values`). The
+    SQL that runs after the charge must be the one compiled before it up to its constants
+    (tests/privacy/test_auto_sql.py), so no dialect may let its value change the SQL's shape:
+    PostgreSQL guards a product or quotient of it against underflow whatever its value
+    (:mod:`dpsql.engines.postgres.underflow`). Spelled as ``x`` by every engine."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True}
+
+
 NODES: tuple[type[EngineNode], ...] = (SaltedHash, SafeCast, ExactInteger, Histogram,
                                        StrictLeast, StrictGreatest, DaysSinceEpoch,
-                                       RoundHalfAway, Whole)
+                                       RoundHalfAway, Whole, Chosen)
 EPOCH = exp.cast(exp.Literal.string("1970-01-01"), "DATE")
 
 
@@ -155,7 +166,8 @@ def least_or_greatest(generator: Generator, node: exp.Least | exp.Greatest) -> s
 COMMON: dict[type[exp.Expr], Any] = {
     StrictLeast: strict, StrictGreatest: strict,
     exp.Least: least_or_greatest, exp.Greatest: least_or_greatest,
-    Whole: lambda generator, node: generator.sql(node.this)}
+    Whole: lambda generator, node: generator.sql(node.this),
+    Chosen: lambda generator, node: generator.sql(node.this)}
 
 
 class Spelling(Generator):

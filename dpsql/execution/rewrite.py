@@ -708,7 +708,9 @@ def _quantised(term: exp.Expression, x: exp.Expression, m: Measurement, shortcut
     dpsql.privacy.aggregates, "Exact sums"). Dividing by a power of two is exact. DuckDB's GREATEST
     and LEAST skip NULLs, so NULL is kept by the CASE instead: the term is NULL exactly when
     the input is (it is finite arithmetic on the clamped, NaN-free input)."""
-    scaled = exp.Div(this=exp.Paren(this=term), expression=real(m.step))
+    # An automatic bound's step is drawn after the charge: ir.Chosen keeps the SQL's shape.
+    step = real(m.step) if shortcut else ir.Chosen(this=real(m.step))
+    scaled = exp.Div(this=exp.Paren(this=term), expression=step)
     rounded = exp.cast(ir.RoundHalfAway(this=scaled), "BIGINT")
     if shortcut and _on_grid(m):
         return rounded  # NULL for NULL, and within [units] for every input: no clamp needed

@@ -67,6 +67,9 @@ CASES: dict[str, tuple[exp.Expression, Callable[[list[Any]], bool]]] = {
     "days since epoch": (ir.DaysSinceEpoch(this=column("d")),
                          lambda got: got == [10, -1, None, 20148]),
     "whole": (ir.Whole(this=column("a")), lambda got: got == [1, 2 ** 40, None, 5]),
+    "chosen": (exp.Div(this=column("x"), expression=ir.Chosen(this=exp.cast(
+        exp.Literal.number(0.5), "DOUBLE"))),
+               lambda got: got == [-5.0, 0.9999999999999999, None, 2.0 ** 53 - 1]),
     "round half away": (ir.RoundHalfAway(this=column("x")),
                         lambda got: got == [-3.0, 0.0, None, 2.0 ** 52] and
                         all(isinstance(v, float) for v in got if v is not None)),

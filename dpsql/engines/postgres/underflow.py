@@ -19,8 +19,10 @@ of an integer, NUMERIC or DOUBLE ELSE (a SMALLINT product becomes INTEGER).
 a whole number by its syntax (:func:`whole`: an integer literal or cast, a rounding, a count, an
 exact sum; its magnitude is 0 or at least 1), a constant factor of magnitude above 1/2 or a
 constant divisor of at most 1 (the product, quotient of a nonzero double is then at least the
-smallest denormal), a NUMERIC product or quotient (exact), a power of a whole base with a
-constant exponent >= 0, POWER(a, 0).
+smallest denormal; except a constant chosen from the data after the charge,
+:class:`~dpsql.engines.ir.Chosen`, whose test is written whatever its value, so that the
+SQL's shape does not change), a NUMERIC product or quotient (exact), a power of a whole base
+with a constant exponent >= 0, POWER(a, 0).
 
 **The tests, by case.** ``d = 5e-324`` is the smallest denormal, 2^-1074; a result rounds to 0
 iff its exact value is at most d / 2 (round half to even).
@@ -91,9 +93,10 @@ def product(generator: Generator, node: exp.Mul) -> str:
     plain = f"{sa} * {sb}"
     if whole(a) or whole(b) or (_numeric(a) and _numeric(b)):
         return plain
-    for value, text in ((_constant(b), sa), (_constant(a), sb)):
+    for value, text, chosen in ((_constant(b), sa, isinstance(b, ir.Chosen)),
+                                (_constant(a), sb, isinstance(a, ir.Chosen))):
         if value is not None:
-            if value == 0 or not math.isfinite(value) or abs(value) > 0.5:
+            if (value == 0 or not math.isfinite(value) or abs(value) > 0.5) and not chosen:
                 return plain
             return _guard(node, f"ABS({text}) <= {_double(_largest_zero(abs(value), False))}",
                           plain)
@@ -113,7 +116,7 @@ def quotient(generator: Generator, node: exp.Div) -> str:
     plain = f"{sa} / {sb}"
     divisor, dividend = _constant(b), _constant(a)
     if whole(a) or (_numeric(a) and _numeric(b)) or (divisor is not None and (
-            not math.isfinite(divisor) or abs(divisor) <= 1)):
+            not math.isfinite(divisor) or abs(divisor) <= 1) and not isinstance(b, ir.Chosen)):
         return plain  # a constant 0 divisor: division by zero, not underflow
     if divisor is not None:
         return _guard(node, f"ABS({sa}) <= {_double(_largest_zero(abs(divisor), True))}",
@@ -213,6 +216,8 @@ def _constant(node: exp.Expression) -> float | None:
     divisor's ``NULLIF(c, 0)`` too: NaN for NULL, which no test needs)."""
     if isinstance(node, exp.Paren):
         node = node.unnest()
+    if isinstance(node, ir.Chosen):  # its value, though not its spelling's shape
+        node = node.this
     if isinstance(node, exp.Nullif):
         value, null = _constant(node.this), _constant(node.expression)
         return None if value is None or null is None else math.nan if value == null else value
