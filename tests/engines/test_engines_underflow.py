@@ -92,6 +92,18 @@ def test_a_nest_is_generated_once_and_refused_when_absurd() -> None:
     assert time.perf_counter() - start < 5
 
 
+def test_the_refusal_does_not_depend_on_how_constants_are_spelled() -> None:
+    """The SQL run after the charge differs from the SQL checked before it in its constants
+    only (an automatic bound drawn: 0.018145860519450736 where the cap read 1000.0,
+    tests/privacy/test_auto_sql.py): a guarded operation's size counts each number as one
+    character, so both have the same fate (here both pass, at 88,569 and 124,969 characters)."""
+    def sql(constant: str) -> str:
+        return _pg(f"SELECT x * GREATEST(y, {', '.join([f'CAST({constant} AS DOUBLE)'] * 1300)}) "
+                   "FROM t")
+
+    assert len(sql("1000.0")) < MAX_GUARDED < len(sql("0.018145860519450736"))
+
+
 def test_power_needs_a_constant_exponent() -> None:
     with pytest.raises(UnsupportedQuery, match="constant exponent"):
         _pg("SELECT POWER(x, y) FROM t")
