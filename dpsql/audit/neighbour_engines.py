@@ -50,7 +50,7 @@ class _SchemaDuckDB(DuckDBEngine):
     def __init__(self, connection: duckdb.DuckDBPyConnection, schema: dict[str, dict[str, str]]
                  ) -> None:
         self.path = Path(":memory:")
-        self._tmp = None
+        self._folder = None
         self._connection = connection
         self._local = threading.local()
         self.schema = schema

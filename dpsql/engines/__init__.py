@@ -5,7 +5,9 @@ A database is a DuckDB file, or a folder of CSV/Parquet files (one table per fil
 the file). For a folder, dpsql writes a small private catalog file of views over those files,
 then opens it read-only with ``enable_external_access = false``; only the folder itself stays
 readable (``allowed_directories``) and the configuration is locked, so no query can reach any
-other file, install or load an extension, attach a database or change a setting.
+other file, install or load an extension, attach a database or change a setting. The
+process's engines on the same files share that catalog
+(:mod:`dpsql.engines.duckdb_engine.folders`).
 
 Post-processing runs on a separate *scratch* connection: in-memory, holding no private data,
 with external access disabled as well.
@@ -13,11 +15,8 @@ with external access disabled as well.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import re
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ import duckdb
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import locked
+from dpsql.engines.duckdb_engine import folders
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.histograms import duckdb_gather, joined_histograms
 from dpsql.engines.physical import INTEGER_TYPES as INTEGER_TYPES
@@ -51,8 +51,6 @@ _BEFORE_ROWS = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogEx
                 duckdb.PermissionException, duckdb.NotImplementedException,
                 duckdb.InterruptException)
 
-_READERS = {".parquet": "read_parquet", ".csv": "read_csv_auto", ".tsv": "read_csv_auto",
-            ".csv.gz": "read_csv_auto"}
 # DuckDB turns the row_number() <= k of contribution bounding into a per-unit top-k aggregate,
 # which measured 1.7x slower than the sorted window on 10M rows (benchmarks/bench_bounding.py).
 _DISABLED_OPTIMIZERS = "top_n_window_elimination"
@@ -148,15 +146,18 @@ class DuckDBEngine:
         if not self.path.exists():
             raise EngineError(f"database {self.path} does not exist; pass a DuckDB file or a "
                               "folder of CSV/Parquet files")
-        self._tmp: str | None = None
+        self._folder: folders.Catalog | None = None
         try:
             if self.path.is_dir():
-                self._connection = self._open_folder(self.path)
+                self._folder = folders.acquire(self.path, disabled_optimizers=_DISABLED_OPTIMIZERS)
+                self._connection = self._folder.connection.cursor()
             else:
                 self._connection = self._open_file(self.path, allowed=None)
         except duckdb.Error as e:
             raise EngineError(f"cannot open database {self.path}: {e}") from None
         self._local = threading.local()
+        if self._folder is not None and not self._folder.schema:
+            self._folder.schema = self.tables()  # read once per catalog
         self.schema = self._schema()
         # Plan identity -> (plan, rewritten SQL, salted): see dpsql.pipeline.engine_sql.
         self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
@@ -167,22 +168,9 @@ class DuckDBEngine:
 
     def _schema(self) -> dict[str, dict[str, str]]:
         """Table -> column -> physical DuckDB type, lower-case names (for the rewrite)."""
+        tables = self._folder.schema if self._folder is not None else self.tables()
         return {table.lower(): {c.lower(): t.upper() for c, t in columns}
-                for table, columns in self.tables().items()}
-
-    def _open_folder(self, folder: Path) -> duckdb.DuckDBPyConnection:
-        files = table_files(folder)
-        if not files:
-            raise EngineError(f"folder {folder} holds no .csv or .parquet files")
-        self._tmp = tempfile.mkdtemp(prefix="dpsql-")
-        atexit.register(shutil.rmtree, self._tmp, True)
-        catalog = Path(self._tmp) / "catalog.duckdb"
-        with duckdb.connect(str(catalog)) as writer:
-            for name, file in files.items():
-                reader = _READERS[_suffix(file)]
-                writer.execute(f'CREATE VIEW "{name}" AS SELECT * FROM '
-                               f"{reader}('{_quote(str(file.resolve()))}')")
-        return self._open_file(catalog, allowed=folder.resolve())
+                for table, columns in tables.items()}
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor for the calling thread (DuckDB connections are not shared across threads)."""
@@ -244,8 +232,9 @@ class DuckDBEngine:
 
     def close(self) -> None:
         self._connection.close()
-        if self._tmp:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._folder is not None:
+            folders.release(self._folder)
+            self._folder = None
 
 
 # --- which engine a database argument names ----------------------------------------------
@@ -383,22 +372,6 @@ def _names(names: Mapping[str, object]) -> str:
     shown = sorted(names)[:20]
     more = f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""
     return (", ".join(shown) + more) if shown else "none"
-
-
-def table_files(folder: Path) -> dict[str, Path]:
-    files = {}
-    for file in sorted(folder.iterdir()):
-        if file.is_file() and _suffix(file) in _READERS:
-            files[file.name[: -len(_suffix(file))]] = file
-    return files
-
-
-def _suffix(file: Path) -> str:
-    return "".join(file.suffixes[-2:]) if file.name.endswith(".csv.gz") else file.suffix.lower()
-
-
-def _quote(text: str) -> str:
-    return text.replace("'", "''")
 
 
 _scratch_lock = threading.Lock()

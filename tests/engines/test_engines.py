@@ -14,6 +14,7 @@ import pytest
 
 import dpsql
 from dpsql.engines import DuckDBEngine, run_on_cells
+from dpsql.engines.duckdb_engine import folders
 from dpsql.errors import EngineError
 
 
@@ -143,12 +144,33 @@ def test_folder_loads_as_views(kind: str, tmp_path: Path, kit: SimpleNamespace) 
         assert [r[0] for r in result.rows] == ["F", "M"]
 
 
-def test_folder_views_are_cleaned_up(tmp_path: Path) -> None:
-    e = DuckDBEngine(_folder(tmp_path, "csv"))
-    private = e._tmp
-    assert private is not None and Path(private).exists()
-    e.close()
-    assert not Path(private).exists()
+def test_folder_catalog_is_shared_renewed_and_cleaned_up(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engines on the same files share one catalog (dpsql.engines.duckdb_engine.folders), each
+    on a connection of its own; a rewritten file makes a new catalog; idle catalogs beyond
+    IDLE_KEPT are closed and their files deleted."""
+    monkeypatch.setattr(folders, "IDLE_KEPT", 1)
+    folder = _folder(tmp_path, "csv")
+    one, two = DuckDBEngine(folder), DuckDBEngine(folder)
+    catalog = one._folder
+    assert catalog is not None and catalog is two._folder and catalog.users == 2
+    assert Path(catalog.folder).exists()
+    one.close()
+    assert two.execute("SELECT COUNT(*) FROM people")[1] == [(6,)]  # still open for two
+    with pytest.raises(EngineError):
+        two.execute("SET enable_external_access = true")  # the lock holds for every engine
+    (folder / "visits.csv").write_text("pid,amount\n1,2.5\n")
+    three = DuckDBEngine(folder)
+    assert three._folder is not catalog and three.schema["visits"]["amount"] == "DOUBLE"
+    assert three.execute("SELECT COUNT(*) FROM visits")[1] == [(1,)]
+    newer = three._folder
+    assert newer is not None
+    two.close()
+    three.close()  # two idle catalogs, one kept: the older one is closed and deleted
+    assert not Path(catalog.folder).exists() and Path(newer.folder).exists()
+    again = DuckDBEngine(folder)  # the kept one serves the same files again
+    assert again._folder is newer
+    again.close()
 
 
 def test_missing_path(tmp_path: Path, kit: SimpleNamespace) -> None:
