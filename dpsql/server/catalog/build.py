@@ -104,11 +104,18 @@ def build(con: duckdb.DuckDBPyConnection, metadata: Metadata,
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Sequence[object]],
             columns: Sequence[str] | None = None) -> None:
+    """``rows`` into ``table`` (``columns`` of it, or all), many rows a statement:
+    executemany runs one statement a row (2 s per catalog). The values are dpsql's own
+    (ints, texts, booleans, lists), converted by the column types on insert."""
     if not rows:
         return
     names = f" ({', '.join(columns)})" if columns else ""
-    marks = ", ".join("?" for _ in rows[0])
-    con.executemany(f"INSERT INTO {table}{names} VALUES ({marks})", [list(r) for r in rows])
+    row = "(" + ", ".join("?" for _ in rows[0]) + ")"
+    chunk = max(1, 2000 // len(rows[0]))
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        con.execute(f"INSERT INTO {table}{names} VALUES " + ", ".join([row] * len(part)),
+                    [value for r in part for value in r])
 
 
 def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyConnection) -> None:
