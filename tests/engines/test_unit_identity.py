@@ -20,7 +20,8 @@ issue's two examples on Spark too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import duckdb
@@ -83,13 +84,32 @@ def assert_neighbours(d: dpsql.Database, d_prime: dpsql.Database, sql: str) -> N
                                      f"({a} on D, {b} on D')"
 
 
+@pytest.fixture(scope="module")
+def copies() -> Iterator[dict[tuple[str, ...], dpsql.Database]]:
+    """The module's databases copied into PostgreSQL or Spark, by engine and content: the
+    tests that differ in their query alone share them (a copy took about a second)."""
+    opened: dict[tuple[str, ...], dpsql.Database] = {}
+    yield opened
+    for db in opened.values():
+        db.close()
+
+
 def open_db(request: pytest.FixtureRequest, make_db: Callable[..., Any], engine: str,
             sql: list[str], tables: dict[str, Any], name: str) -> dpsql.Database:
-    """The crafted database (``make_db``) on DuckDB, or its tables copied into ``engine``."""
+    """The crafted database (``make_db``) on DuckDB, or its tables copied into ``engine``
+    (once per content: :func:`copies`)."""
     if engine == "duckdb":
         return make_db(sql, tables, name=name).db
-    folder = request.getfixturevalue("tmp_path") / f"{engine}-{name}"
-    folder.mkdir()
+    opened = request.getfixturevalue("copies")
+    key = (engine, json.dumps(tables, sort_keys=True), *sql)
+    if key not in opened:
+        opened[key] = _copied(request, engine, sql, tables, name)
+    return opened[key]
+
+
+def _copied(request: pytest.FixtureRequest, engine: str, sql: list[str],
+            tables: dict[str, Any], name: str) -> dpsql.Database:
+    folder = request.getfixturevalue("tmp_path_factory").mktemp(f"{engine}-{name}")
     with duckdb.connect(str(folder / "db.duckdb")) as con:
         for statement in sql:
             con.execute(statement)
@@ -101,9 +121,7 @@ def open_db(request: pytest.FixtureRequest, make_db: Callable[..., Any], engine:
         target = request.getfixturevalue("spark_cluster").url(folder)
     else:
         target = ENGINES[engine](request, folder / "db.duckdb", f"{name}_{next(_copies)}")
-    db = dpsql.Database(target, folder / "meta.toml")
-    request.addfinalizer(db.close)
-    return db
+    return dpsql.Database(target, folder / "meta.toml")
 
 
 def pair(request: pytest.FixtureRequest, make_db: Callable[..., Any], engine: str,
