@@ -211,6 +211,17 @@ def test_a_node_without_a_spelling_is_refused_when_compiled(dialect: str) -> Non
         _per_row(Unknown(this=column("a"))).sql(dialect=DIALECTS[dialect])
 
 
+def test_spark_sorts_by_the_signed_hash() -> None:
+    """A bounding window's ORDER BY sorts by Spark's signed BIGINT xxhash64: the same order as
+    the shifted DECIMAL(20, 0) the hash's value is everywhere else, sorted faster."""
+    hashed = ir.SaltedHash(expressions=[exp.Placeholder(this="1"), exp.column("u")])
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column("u")],
+                      order=exp.Order(expressions=[exp.Ordered(this=hashed)]))
+    sql = exp.select(rank, hashed.copy()).from_("t").sql(dialect=SparkDialect)
+    assert "ORDER BY XXHASH64(:dpsql_salt, u)" in sql, sql
+    assert "CAST(XXHASH64(:dpsql_salt, u) AS DECIMAL(20, 0))" in sql, sql
+
+
 def test_spark_refuses_a_histogram_inside_an_expression() -> None:
     with pytest.raises(UnsupportedQuery, match="Spark cannot compute Histogram"):
         _histogram().sql(dialect=SparkDialect)
