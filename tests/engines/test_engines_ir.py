@@ -211,6 +211,22 @@ def test_a_node_without_a_spelling_is_refused_when_compiled(dialect: str) -> Non
         _per_row(Unknown(this=column("a"))).sql(dialect=DIALECTS[dialect])
 
 
+def test_a_sort_key_is_the_signed_hash() -> None:
+    """A bounding window's ORDER BY sorts by the engine's signed BIGINT hash (Spark's xxhash64,
+    PostgreSQL's hash_record_extended): the same order as the value shifted into [0, 2^64)
+    that the hash is everywhere else (a DECIMAL, a NUMERIC), sorted faster."""
+    hashed = ir.SaltedHash(expressions=[exp.Placeholder(this="1"), exp.column("u")])
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column("u")],
+                      order=exp.Order(expressions=[exp.Ordered(this=hashed)]))
+    query = exp.select(rank, hashed.copy()).from_("t")
+    spark = query.sql(dialect=SparkDialect)
+    assert "ORDER BY XXHASH64(:dpsql_salt, u)" in spark, spark
+    assert "CAST(XXHASH64(:dpsql_salt, u) AS DECIMAL(20, 0))" in spark, spark
+    postgres = query.sql(dialect=PostgresDialect)
+    assert "ORDER BY HASH_RECORD_EXTENDED(ROW(u), $1))" in postgres, postgres
+    assert "CAST(HASH_RECORD_EXTENDED(ROW(u), $1) AS DECIMAL) + " in postgres, postgres
+
+
 def test_spark_refuses_a_histogram_inside_an_expression() -> None:
     with pytest.raises(UnsupportedQuery, match="Spark cannot compute Histogram"):
         _histogram().sql(dialect=SparkDialect)

@@ -14,6 +14,8 @@ module does about it:
   arbitrarily and still keep at most k rows per unit. The two engines therefore draw
   different samples of a unit that exceeds its bounds; the distribution of answers is the
   same (each unit keeps a uniformly random k of its rows).
+  Shifted into [0, 2^64) as a NUMERIC where its value is used; as a sort key (the ORDER BY
+  of a bounding window) the signed BIGINT itself, in the same order.
 * **TRY_CAST** (:class:`~dpsql.engines.ir.SafeCast`) does not exist. A cast that may fail is
   spelled as a ``CASE`` that tests the
   value's text against a regular expression of what converts without error, and casts only
@@ -86,6 +88,10 @@ def _hash(generator: Generator, node: ir.SaltedHash) -> str:
     salt, *parts = node.expressions
     row = exp.Anonymous(this="ROW", expressions=parts)
     signed = exp.Anonymous(this="hash_record_extended", expressions=[row, salt])
+    if isinstance(node.parent, exp.Ordered):
+        # A sort key (the bounding windows' ORDER BY): the shift is monotone, so the signed
+        # BIGINT sorts the rows in the same order, without a NUMERIC per row.
+        return generator.sql(signed)
     return generator.sql(exp.Paren(this=exp.Add(this=exp.cast(signed, _NUMERIC),
                                                 expression=exp.Literal.number(2**63))))
 
