@@ -15,7 +15,8 @@ and what this module does about it:
   overflows; ANSI mode is the second wall: a bug fails loudly (the analyst gets the generic
   EngineFailure, the owner the detail) instead of releasing a wrapped sum whose sensitivity is
   wrong. DuckDB sums integers into HUGEINT; Spark's SUM of BIGINT is a BIGINT, so every integer
-  SUM is made exact here as ``SUM(CAST(x AS DECIMAL(38, 0)))``: exact below 10^38, which
+  SUM of the final SELECT is made exact here as ``SUM(CAST(x AS DECIMAL(38, 0)))`` (the
+  rewrite's SUMs inside CTEs sum :class:`~dpsql.engines.ir.ExactInteger` terms): exact below 10^38, which
   bounded BIGINT terms cannot reach before 10^19 rows. :class:`~dpsql.engines.ir.ExactInteger`
   is DECIMAL(38, 0) too.
 * **Casts.** sqlglot writes ``TRY_CAST`` as ``CAST`` for Spark (right only without ANSI);
