@@ -16,9 +16,9 @@ and what this module does about it:
   EngineFailure, the owner the detail) instead of releasing a wrapped sum whose sensitivity is
   wrong. DuckDB sums integers into HUGEINT; Spark's SUM of BIGINT is a BIGINT, so every integer
   SUM of the final SELECT is made exact here as ``SUM(CAST(x AS DECIMAL(38, 0)))`` (the
-  rewrite's SUMs inside CTEs sum :class:`~dpsql.engines.ir.ExactInteger` terms): exact below 10^38, which
-  bounded BIGINT terms cannot reach before 10^19 rows. :class:`~dpsql.engines.ir.ExactInteger`
-  is DECIMAL(38, 0) too.
+  rewrite's SUMs inside CTEs sum :class:`~dpsql.engines.ir.ExactInteger` terms): exact below
+  10^38, which bounded BIGINT terms cannot reach before 10^19 rows.
+  :class:`~dpsql.engines.ir.ExactInteger` is DECIMAL(38, 0) too.
 * **Casts.** sqlglot writes ``TRY_CAST`` as ``CAST`` for Spark (right only without ANSI);
   here every :class:`~dpsql.engines.ir.SafeCast` (and TryCast) is a ``TRY_CAST`` (Spark 3.4+),
   NULL where the value does not convert.
