@@ -66,6 +66,12 @@ class ExactInteger(EngineNode):
     arg_types: ClassVar[dict[str, bool]] = {"this": True}
 
 
+class ExactSum(exp.Sum, EngineNode):
+    """``SUM(x)`` of integer terms, exact (at least 10^38 in magnitude), inside a CTE as in
+    the final SELECT: DuckDB's and PostgreSQL's SUMs of BIGINTs are exact already (HUGEINT,
+    NUMERIC), Spark's is a BIGINT that overflows."""
+
+
 class Histogram(EngineNode):
     """``Histogram(bucket)``, an aggregate: per group, the map bucket -> number of its rows
     with that bucket, NULL buckets not counted; an empty group's map is empty."""
@@ -126,7 +132,7 @@ class Chosen(EngineNode):
     arg_types: ClassVar[dict[str, bool]] = {"this": True}
 
 
-NODES: tuple[type[EngineNode], ...] = (SaltedHash, SafeCast, ExactInteger, Histogram,
+NODES: tuple[type[EngineNode], ...] = (SaltedHash, SafeCast, ExactInteger, ExactSum, Histogram,
                                        StrictLeast, StrictGreatest, DaysSinceEpoch,
                                        RoundHalfAway, Whole, Chosen)
 EPOCH = exp.cast(exp.Literal.string("1970-01-01"), "DATE")

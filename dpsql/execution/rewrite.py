@@ -459,7 +459,9 @@ def _row_aggregate(m: Measurement, inputs: dict[str, str], shortcut: bool) -> ex
         return exp.Count(this=x if x is not None else exp.Star())
     bits = m.weight_bits
     row = replace(m, step=m.row_step, units=(m.units[0] >> bits, m.units[1] >> bits))
-    return _exact_sum(_sum_term(row, x, shortcut))
+    # ExactSum: the __by step sums the terms of every unit with the same total (Spark's SUM of
+    # BIGINTs overflowed there on two corpus joins)
+    return ir.ExactSum(this=_sum_term(row, x, shortcut))
 
 
 def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
@@ -471,18 +473,10 @@ def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
         if m.kind == MeasurementKind.COUNT and x is not None:
             out.append(_as(exp.Count(this=x), f"__p{m.index}"))
         elif m.kind == MeasurementKind.SUM:
-            out.append(_as(_exact_sum(_sum_term(m, x, _on_grid_allowed(plan))),
+            out.append(_as(ir.ExactSum(this=_sum_term(m, x, _on_grid_allowed(plan))),
                            f"__p{m.index}"))
     return out
 
-
-def _exact_sum(term: exp.Expression) -> exp.Expression:
-    """SUM of integer terms (a sum measurement's: on its grid, or of an integer column) in
-    the engine's widest exact integer type, inside a CTE as in the final SELECT: Spark's SUM
-    of BIGINTs is a BIGINT, and the weighted query's ``__by`` sums the terms of every unit
-    with the same total (ARITHMETIC_OVERFLOW on two corpus joins); DuckDB's and PostgreSQL's
-    sums of BIGINTs are exact already."""
-    return exp.Sum(this=ir.ExactInteger(this=term))
 
 
 def _unit_order(plan: Plan) -> exp.Order:

@@ -279,7 +279,7 @@ def test_the_rewritten_corpus_holds_no_anonymous_function(tmp_path: Path) -> Non
 
 def test_sums_inside_the_rewritten_query_are_exact(tmp_path: Path) -> None:
     """Every SUM the rewrite computes inside a CTE or subquery (per unit, per total of the
-    weighted query's ``__by``) sums :class:`~dpsql.engines.ir.ExactInteger` terms: Spark's SUM
+    weighted query's ``__by``) is an :class:`~dpsql.engines.ir.ExactSum`: Spark's SUM
     of BIGINTs is a BIGINT, which overflowed on two corpus joins (the final SELECT's SUMs are
     widened by each dialect, see dpsql.engines.spark.dialect._exact_sums)."""
     inner = 0
@@ -292,7 +292,7 @@ def test_sums_inside_the_rewritten_query_are_exact(tmp_path: Path) -> None:
             # a sum of row counts (COUNT(*) AS __n) stays below the number of rows, 2^63
             if id(total) not in final and total.this != exp.column("__n"):
                 inner += 1
-                assert isinstance(total.this, ir.ExactInteger), \
+                assert isinstance(total, ir.ExactSum), \
                     f"{case}: {total.sql(dialect='duckdb')[:200]}"
     assert inner > 0  # the weighted and pre-aggregated queries of the corpus
 

@@ -37,6 +37,7 @@ class DuckDBDialect(DuckDB):
             ir.SaltedHash: lambda self, e: self.func("hash", *e.expressions),
             ir.SafeCast: lambda self, e: self.trycast_sql(e),
             ir.ExactInteger: lambda self, e: f"CAST({self.sql(e, 'this')} AS HUGEINT)",
+            ir.ExactSum: lambda self, e: self.func("SUM", e.this),
             ir.Histogram: lambda self, e: self.func("histogram", e.this),
             ir.DaysSinceEpoch: _days,
             # ROUND of a double without digits ties away from zero (1.x and 2.x alike).

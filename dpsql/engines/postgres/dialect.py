@@ -116,6 +116,7 @@ class PostgresDialect(Postgres):
             ir.SafeCast: lambda self, e: self.sql(_safe_cast(e.this, e.to)),
             exp.TryCast: lambda self, e: self.sql(_safe_cast(e.this, e.to)),
             ir.ExactInteger: lambda self, e: self.sql(exp.cast(e.this, _NUMERIC)),
+            ir.ExactSum: lambda self, e: self.func("SUM", e.this),
             ir.Histogram: lambda self, e: self.sql(_histogram(e.this)),
             # DATE minus DATE is an integer number of days in PostgreSQL too.
             ir.DaysSinceEpoch: lambda self, e: self.sql(exp.Paren(this=exp.Sub(

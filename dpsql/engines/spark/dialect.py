@@ -16,7 +16,7 @@ and what this module does about it:
   EngineFailure, the owner the detail) instead of releasing a wrapped sum whose sensitivity is
   wrong. DuckDB sums integers into HUGEINT; Spark's SUM of BIGINT is a BIGINT, so every integer
   SUM of the final SELECT is made exact here as ``SUM(CAST(x AS DECIMAL(38, 0)))`` (the
-  rewrite's SUMs inside CTEs sum :class:`~dpsql.engines.ir.ExactInteger` terms): exact below
+  rewrite's SUMs inside CTEs are :class:`~dpsql.engines.ir.ExactSum`, the same): exact below
   10^38, which bounded BIGINT terms cannot reach before 10^19 rows.
   :class:`~dpsql.engines.ir.ExactInteger` is DECIMAL(38, 0) too.
 * **Casts.** sqlglot writes ``TRY_CAST`` as ``CAST`` for Spark (right only without ANSI);
@@ -166,6 +166,7 @@ class SparkDialect(Spark):
             ir.SafeCast: _try_cast,
             exp.TryCast: _try_cast,
             ir.ExactInteger: lambda self, e: self.sql(exp.cast(e.this, EXACT_SUM)),
+            ir.ExactSum: lambda self, e: self.func("SUM", exp.cast(e.this, EXACT_SUM)),
             ir.DaysSinceEpoch: lambda self, e: self.sql(exp.DateDiff(
                 this=e.this, expression=ir.EPOCH.copy(), unit=exp.var("DAY"))),
             # ROUND of a double without digits is HALF_UP on its shortest decimal text, which
