@@ -153,12 +153,16 @@ class DuckDBEngine:
                 self._connection = self._folder.connection.cursor()
             else:
                 self._connection = self._open_file(self.path, allowed=None)
-        except duckdb.Error as e:
-            raise EngineError(f"cannot open database {self.path}: {e}") from None
-        self._local = threading.local()
-        if self._folder is not None and not self._folder.schema:
-            self._folder.schema = self.tables()  # read once per catalog
-        self.schema = self._schema()
+            self._local = threading.local()
+            if self._folder is not None and not self._folder.schema:
+                self._folder.schema = self.tables()  # read once per catalog
+            self.schema = self._schema()
+        except BaseException as e:
+            if self._folder is not None:  # never left in use: it could not be closed
+                folders.release(self._folder)
+            if isinstance(e, duckdb.Error):
+                raise EngineError(f"cannot open database {self.path}: {e}") from None
+            raise
         # Plan identity -> (plan, rewritten SQL, salted): see dpsql.pipeline.engine_sql.
         self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
 

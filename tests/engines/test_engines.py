@@ -4,6 +4,7 @@ CSV/Parquet files loaded as views."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -171,6 +172,32 @@ def test_folder_catalog_is_shared_renewed_and_cleaned_up(tmp_path: Path,
     again = DuckDBEngine(folder)  # the kept one serves the same files again
     assert again._folder is newer
     again.close()
+
+
+def test_a_failed_open_leaves_its_catalog_unused(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine whose schema cannot be read gives its catalog back (else it stayed in use,
+    never closed); a file replaced by one of the same size and times makes a new catalog."""
+    folder = _folder(tmp_path, "parquet")
+
+    def broken(self: DuckDBEngine) -> dict[str, list[tuple[str, str]]]:
+        raise duckdb.IOException("cannot read")
+    with monkeypatch.context() as patch:
+        patch.setattr(DuckDBEngine, "tables", broken)
+        with pytest.raises(EngineError, match="cannot open database"):
+            DuckDBEngine(folder)
+    engine = DuckDBEngine(folder)
+    catalog = engine._folder
+    assert catalog is not None and catalog.users == 1
+    before = (folder / "visits.parquet").stat()
+    (folder / "visits.parquet").rename(tmp_path / "visits.parquet")
+    shutil.copy2(tmp_path / "visits.parquet", folder / "visits.parquet")  # as cp -p does
+    after = (folder / "visits.parquet").stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    other = DuckDBEngine(folder)
+    assert other._folder is not catalog
+    engine.close()
+    other.close()
 
 
 def test_missing_path(tmp_path: Path, kit: SimpleNamespace) -> None:

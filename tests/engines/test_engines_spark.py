@@ -272,6 +272,19 @@ one_row_per_unit = true
 pid = { type = "int" }
 m = { type = "int", lower = 0, upper = 9007199254740991 }
 """
+ATTACK_METADATA += """
+[tables.e]
+privacy_unit = "pid"
+one_row_per_unit = true
+
+[tables.e.columns]
+pid = { type = "int" }
+ts = { type = "timestamp", lower = 2025-01-01T00:00:00, upper = 2025-12-31T00:00:00 }
+"""
+#: Timestamps with fractions of a second: Spark's EXTRACT(SECOND) keeps the fraction (a
+#: DECIMAL(8, 6)), DuckDB's gives whole seconds; summed as integers, 12.7 s once counted 13.
+EVENT_ROWS = ("SELECT range AS pid, TIMESTAMP '2025-03-01 10:00:12.7' + "
+              "INTERVAL (range * 61) SECOND AS ts FROM range(40)")
 #: NaN and infinities, BIGINT extremes (clamped to +-2^62: four of them overflow BIGINT),
 #: text declared int that does not convert, NULLs.
 ATTACK_ROWS = """
@@ -295,6 +308,7 @@ ATTACKS = [
     "SELECT SUM(LEAST(GREATEST(TRY_CAST(g AS INT), 0), 9)), COUNT(*) FROM t "
     "WHERE CAST(s AS DOUBLE) >= 0",
     "SELECT VARIANCE(x), STDDEV(s) FROM t",
+    "SELECT SUM(EXTRACT(SECOND FROM ts)), SUM(EXTRACT(MINUTE FROM ts)) FROM e",
 ]
 
 
@@ -310,6 +324,7 @@ def attack(request: pytest.FixtureRequest, spark_cluster: SparkCluster,
         con.execute(f"COPY t TO '{folder / 't.parquet'}' (FORMAT parquet)")
         con.execute(f"COPY (SELECT range AS pid, 9007199254740991 AS m FROM range(2000)) "
                     f"TO '{folder / 'w.parquet'}' (FORMAT parquet)")
+        con.execute(f"COPY ({EVENT_ROWS}) TO '{folder / 'e.parquet'}' (FORMAT parquet)")
     (folder / "metadata.toml").write_text(ATTACK_METADATA, encoding="utf-8")
     duck = DuckDBEngine(folder)
     spark = SparkEngine(backend_url(spark_cluster, request.param, folder))

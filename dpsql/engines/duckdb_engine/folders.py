@@ -9,8 +9,10 @@ application that connects per request, the server, a test suite) reuses the cata
 wrote: each engine gets a connection of its own (:meth:`duckdb.DuckDBPyConnection.cursor`:
 its own interrupt, its own transaction) on the one locked instance.
 
-A catalog is keyed by the folder and, for each file, its name, size and modification time:
-a file added, removed or rewritten (its schema may have changed) makes a new catalog. The
+A catalog is keyed by the folder and, for each file, its name, inode, size, and modification
+and change times: a file added, removed, rewritten or replaced (its schema may have changed)
+makes a new catalog. The change time is the kernel's, which no copy tool preserves (``cp -p``
+and ``rsync -a`` keep the modification time and often the size). The
 last :data:`IDLE_KEPT` catalogs no engine uses stay open; older ones are closed and their
 files deleted, and every one at exit.
 """
@@ -36,7 +38,7 @@ READERS = {".parquet": "read_parquet", ".csv": "read_csv_auto", ".tsv": "read_cs
 #: Catalogs kept open while no engine uses them (each a small DuckDB instance of views).
 IDLE_KEPT = 4
 
-Key = tuple[str, tuple[tuple[str, str, int, int], ...]]
+Key = tuple[str, tuple[tuple[str, str, int, int, int, int], ...]]
 
 
 @dataclass
@@ -104,7 +106,8 @@ def _key(folder: Path, files: Mapping[str, Path]) -> Key:
     stats = []
     for name, file in files.items():
         stat = file.stat()
-        stats.append((name, str(file.resolve()), stat.st_size, stat.st_mtime_ns))
+        stats.append((name, str(file.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns,
+                      stat.st_ctime_ns))
     return str(folder.resolve()), tuple(stats)
 
 

@@ -115,6 +115,11 @@ def _node(node: exp.Expression) -> exp.Expression:
                                expressions=[exp.cast(_spark(node.expression), "TIMESTAMP")])
         return exp.Paren(this=exp.Div(this=exp.cast(micros, "DOUBLE"),
                                       expression=exp.Literal.number(1_000_000)))
+    elif isinstance(node, exp.Extract) and node.name.upper() == "SECOND":
+        # Spark's SECOND is a DECIMAL(8, 6) with the fraction, DuckDB's the whole seconds
+        # (bounds read it as an integer in [0, 59], summed without a grid).
+        return exp.cast(exp.Floor(this=exp.Extract(this=node.this, expression=_spark(
+            node.expression))), "INT")
     elif isinstance(node, exp.DayOfWeek):
         return exp.Paren(this=exp.Sub(this=exp.DayOfWeek(this=_spark(node.this)),
                                       expression=exp.Literal.number(1)))
