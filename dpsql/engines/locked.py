@@ -70,10 +70,20 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, types: Sequence[str]
     thousands. Each value is cast to its column's type, as a one-row INSERT would cast it, so
     that one VALUES list never unifies a column's values into a wider type first (a BIGINT
     beside a DOUBLE would round)."""
-    if not types:
+    if types:
+        insert_values(con, table, rows, "(" + ", ".join(f"CAST(? AS {t})" for t in types) + ")")
+
+
+def insert_values(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Sequence[object]],
+                  row: str | None = None) -> None:
+    """``rows`` into ``table`` (its SQL name, with a column list if given), many rows a
+    statement, each row's values written as ``row`` (bare parameters by default: converted to
+    the columns' types on insert)."""
+    if not rows:
         return
-    row = "(" + ", ".join(f"CAST(? AS {t})" for t in types) + ")"
-    chunk = max(1, 2000 // len(types))
+    width = len(rows[0])
+    row = row or "(" + ", ".join(["?"] * width) + ")"
+    chunk = max(1, 2000 // width)
     for start in range(0, len(rows), chunk):
         part = rows[start:start + chunk]
         con.execute(f"INSERT INTO {table} VALUES " + ", ".join([row] * len(part)),

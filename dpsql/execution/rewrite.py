@@ -478,7 +478,6 @@ def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
     return out
 
 
-
 def _unit_order(plan: Plan) -> exp.Order:
     """A unit's groups in a secret random order: by a hash of the salt, the unit and the key
     (ties, impossible but for hash collisions, broken by the keys: a total order)."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import duckdb
 
+from dpsql.engines.locked import insert_values
 from dpsql.metadata.metadata import Column, Metadata, Table
 from dpsql.server.catalog.functions import _MACROS, INFO_MACROS, TABLE_MACROS
 from dpsql.server.catalog.keys import (
@@ -107,15 +108,8 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Sequence[
     """``rows`` into ``table`` (``columns`` of it, or all), many rows a statement:
     executemany runs one statement a row (2 s per catalog). The values are dpsql's own
     (ints, texts, booleans, lists), converted by the column types on insert."""
-    if not rows:
-        return
     names = f" ({', '.join(columns)})" if columns else ""
-    row = "(" + ", ".join("?" for _ in rows[0]) + ")"
-    chunk = max(1, 2000 // len(rows[0]))
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        con.execute(f"INSERT INTO {table}{names} VALUES " + ", ".join([row] * len(part)),
-                    [value for r in part for value in r])
+    insert_values(con, f"{table}{names}", rows)
 
 
 def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyConnection) -> None:
