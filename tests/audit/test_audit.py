@@ -123,11 +123,11 @@ TIGHT = {"count", "count_where", "sum_clamped", "group_public", "sum_case", "sum
          "bounds_raised"}
 
 
-#: The scenarios audited by default: a cover of what their SQL exercises and a rotating third
+#: The scenarios audited by default: a cover of what their SQL exercises and a rotating fifth
 #: of the rest (tests/support/subset.py; every one with DPSQL_SLOW=1). Every scenario's exact
 #: sensitivity is checked on every run by the neighbour harness (test_audit_scenario_pair in
 #: tests/neighbours/test_neighbours.py); what the audit adds is the noise on the answers.
-AUDITED = scenario_subset(list(A.SCENARIOS), 3)
+AUDITED = scenario_subset(list(A.SCENARIOS), 5)
 
 
 @pytest.mark.parametrize("name", AUDITED)
@@ -326,8 +326,8 @@ CAUGHT = [
 ]
 
 
-#: By default every mutant on one scenario at least, and a rotating third of the other pairs.
-CAUGHT_NOW = subset(CAUGHT, 3, lambda caught: {caught[0]})
+#: By default every mutant on one scenario at least, and a rotating fifth of the other pairs.
+CAUGHT_NOW = subset(CAUGHT, 5, lambda caught: {caught[0]})
 
 
 @pytest.mark.parametrize(("mutant", "scenario", "full_n", "quick_n"), CAUGHT_NOW,
