@@ -238,8 +238,13 @@ def test_spark_refuses_a_histogram_inside_an_expression() -> None:
 ENGINE_FACING = (exp.Anonymous, exp.AnonymousAggFunc)
 
 
-def _accepted_plans(folder: Path) -> Iterator[tuple[str, Plan, dpsql.Database]]:
-    database = open_database("sample", folder)  # the corpus's pinned bounds
+@pytest.fixture(scope="module")
+def rewritten_corpus(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, exp.Select]]:
+    """Every accepted case of the grammar corpus (of both releases of a two-release query),
+    planned on the sample database (the corpus's pinned bounds) and rewritten for its physical
+    types: (case id, engine query), planned once for the tests that read them."""
+    database = open_database("sample", tmp_path_factory.mktemp("rewritten"))
+    out = []
     try:
         for case in load_corpus():
             # "central" is the sample without people's local rows: its accepted cases (no
@@ -252,41 +257,38 @@ def _accepted_plans(folder: Path) -> Iterator[tuple[str, Plan, dpsql.Database]]:
             plans = [prepared] if isinstance(prepared, Plan) else [
                 p for p in vars(prepared).values() if isinstance(p, Plan)]
             for plan in plans:
-                yield case.id, plan, database
+                schema = physical(plan.query.relation, database.engine.schema) \
+                    if plan.query.relation is not None else \
+                    database.engine.schema.get(plan.table.name.lower(), {})
+                out.append((case.id, rewrite(plan, schema)))
     finally:
         database.close()
+    return out
 
 
-def test_the_rewritten_corpus_holds_no_anonymous_function(tmp_path: Path) -> None:
+def test_the_rewritten_corpus_holds_no_anonymous_function(
+        rewritten_corpus: list[tuple[str, exp.Select]]) -> None:
     """Every accepted case of the grammar corpus, rewritten for the sample database's physical
     types: an engine-facing function is a sqlglot node or an IR node, never a name that each
     engine would have to recognise."""
     seen: set[type[exp.Expression]] = set()
-    count = 0
-    for case, plan, database in _accepted_plans(tmp_path):
-        schema = physical(plan.query.relation, database.engine.schema) \
-            if plan.query.relation is not None else \
-            database.engine.schema.get(plan.table.name.lower(), {})
-        tree = rewrite(plan, schema)
-        count += 1
+    for case, tree in rewritten_corpus:
         for node in tree.find_all(*ENGINE_FACING):
             raise AssertionError(f"{case}: {node.sql(dialect='duckdb')}")
         seen.update(type(n) for n in tree.find_all(ir.EngineNode))
-    assert count > 100  # the corpus's accepted cases on the sample data
+    assert len(rewritten_corpus) > 100  # the corpus's accepted cases on the sample data
     assert {ir.SaltedHash, ir.SafeCast, ir.ExactInteger, ir.Histogram,
             ir.StrictLeast, ir.RoundHalfAway} <= seen
 
 
-def test_sums_inside_the_rewritten_query_are_exact(tmp_path: Path) -> None:
+def test_sums_inside_the_rewritten_query_are_exact(
+        rewritten_corpus: list[tuple[str, exp.Select]]) -> None:
     """Every SUM the rewrite computes inside a CTE or subquery (per unit, per total of the
     weighted query's ``__by``) is an :class:`~dpsql.engines.ir.ExactSum`: Spark's SUM
     of BIGINTs is a BIGINT, which overflowed on two corpus joins (the final SELECT's SUMs are
     widened by each dialect, see dpsql.engines.spark.dialect._exact_sums)."""
     inner = 0
-    for case, plan, database in _accepted_plans(tmp_path):
-        tree = rewrite(plan, database.engine.schema.get(plan.table.name.lower(), {})
-                       if plan.query.relation is None else
-                       physical(plan.query.relation, database.engine.schema))
+    for case, tree in rewritten_corpus:
         final = {id(s) for p in tree.expressions for s in p.find_all(exp.Sum)}
         for total in tree.find_all(exp.Sum):
             # a sum of row counts (COUNT(*) AS __n) stays below the number of rows, 2^63
