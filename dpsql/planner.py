@@ -21,8 +21,9 @@ probe:
 * :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
   :func:`dpsql.pipeline.prepare_plan`).
 
-The query is parsed once (by the caller, or here on a cache miss) and each path reads a copy
-of that tree. The clock is read first (:func:`dpsql.query.dates.fold_clock`): every cache below is
+The query is parsed once (by the caller, or here on a cache miss); each path reads that tree,
+and only one that changes a tree (the private passes, a split into two releases) copies it.
+The clock is read first (:func:`dpsql.query.dates.fold_clock`): every cache below is
 keyed by the folded text, so a plan made at one instant is never reused at another. Plans and
 routes depend only on the SQL text, the privacy parameters and this
 planner's metadata and public data, never on private data, so they are cached in a locked LRU
@@ -51,7 +52,7 @@ from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
-from dpsql.series import TwoReleases, two_releases
+from dpsql.series import TwoReleases, splits_in_two, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
@@ -97,28 +98,29 @@ class Planner:
             sql, tree = folded, None
         parsed: list[exp.Expression] = [] if tree is None else [tree]
 
-        def parsed_copy() -> exp.Expression:
+        def shared() -> exp.Expression:
+            """The parsed query, read by the routes below, never mutated (a copy of a tree
+            costs about as much as its parse: only a path that mutates one takes one)."""
             if not parsed:
                 parsed.append(parse_query(sql))
-            return parsed[0].copy()
+            return parsed[0]
 
         route = self.plans.get_or_compute(
-            ("public", sql), lambda: self._public(parsed_copy) or _PRIVATE)
+            ("public", sql), lambda: self._public(shared) or _PRIVATE)
         if isinstance(route, PublicRead):
             return route
         key = (sql, epsilon, delta, mechanism, bounds)
         free = self.plans.get_or_compute(
-            ("probe", *key), lambda: self._probe(sql, parsed_copy, epsilon, delta, mechanism,
+            ("probe", *key), lambda: self._probe(sql, shared, epsilon, delta, mechanism,
                                                  bounds) or _PRIVATE)
         if isinstance(free, FreeAnswer):
             return free
-        local = self.plans.get_or_compute(("local", sql), lambda: self._local(parsed_copy))
+        local = self.plans.get_or_compute(("local", sql), lambda: self._local(shared))
         if isinstance(local, LocalRead):  # its epsilon is the owner's, whatever is asked
             return local
         series = self.plans.get_or_compute(
             ("series", *key),
-            lambda: two_releases(parsed_copy(), self, epsilon, delta, mechanism, bounds)
-            or _PRIVATE)
+            lambda: self._series(shared, epsilon, delta, mechanism, bounds) or _PRIVATE)
         if isinstance(series, TwoReleases):
             return series
         p = self.prepare(sql, epsilon, delta, mechanism, tree=parsed[0] if parsed else None,
@@ -134,26 +136,32 @@ class Planner:
                ) -> FreeAnswer | None:
         """An empty probe's free answer (:func:`dpsql.execution.free.probe`), or None for any other
         query. A text that does not parse is refused here as the private parse pass would."""
-        tree = parsed()
-        why = empty_probe(tree)
+        why = empty_probe(parsed())  # reads the shared tree
         if why is None:
             return None
+        tree = parsed().copy()
         try:
             planned = self.prepare(sql, epsilon, delta, mechanism, tree=tree, bounds=bounds)
         except QueryRefused as refused:
             return probe(sql, tree, why, self.metadata, None, refused)  # type: ignore[arg-type]
         return probe(sql, tree, why, self.metadata, planned, None)  # type: ignore[arg-type]
 
+    def _series(self, parsed: Callable[[], exp.Expression], epsilon: float, delta: float,
+                mechanism: str, bounds: ContributionBounds | None) -> TwoReleases | None:
+        if not splits_in_two(parsed(), self.metadata):  # reads the shared tree
+            return None
+        return two_releases(parsed().copy(), self, epsilon, delta, mechanism, bounds)
+
     def _local(self, parsed: Callable[[], exp.Expression]) -> LocalRead | _Private:
         if not any(t.local is not None for t in self.metadata.tables.values()):
             return _PRIVATE  # no table opted in to local rows: nothing to parse for this route
-        return local_read(parsed(), self.metadata) or _PRIVATE
+        return local_read(parsed(), self.metadata) or _PRIVATE  # reads it, copies what it keeps
 
     def _public(self, parsed: Callable[[], exp.Expression]) -> PublicRead | None:
         if not any(t.public for t in self.metadata.tables.values()):
             return None  # no public table: nothing to parse for this route
         # A text that does not parse is refused here as the private parse pass would.
-        return public_read(parsed(), self.metadata)
+        return public_read(parsed(), self.metadata)  # reads the tree, keeps its text
 
     def prepare(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                 mechanism: str = "laplace", dialect: str = "duckdb", *,

@@ -131,6 +131,13 @@ def two_releases(tree: exp.Expression, planner: Planner, epsilon: float, delta: 
                        bounds)
 
 
+def splits_in_two(tree: exp.Expression, metadata: Metadata) -> bool:
+    """Whether :func:`two_releases` splits ``tree``: asked first on the planner's shared
+    parsed tree, which this only reads (refuses as :func:`two_releases` would), so that the
+    tree is copied only for a query that splits."""
+    return isinstance(tree, exp.Select) and _find(tree, metadata) is not None
+
+
 def _find(tree: exp.Select, metadata: Metadata) -> tuple[exp.Expression, exp.Select] | None:
     """The node holding a private aggregate subquery (a Join or an In) and that subquery. An
     aggregate of public tables only is public data, not a release: it is left to the passes."""

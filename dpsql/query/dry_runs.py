@@ -12,11 +12,12 @@ sqlglot tree (:func:`with_empty`), never spliced as text:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from dpsql.metadata.metadata import ENGINE_TYPES, Table
+from dpsql.metadata.metadata import ENGINE_TYPES, ColumnType, Table
 from dpsql.query.joins import Relation
 
 
@@ -35,11 +36,21 @@ def empty_tables(relation: Relation | None, table: Table, schema: Mapping[str, s
         prefix = "" if relation is None else next(
             s.prefix for s in relation.sources + tuple(j.source for j in relation.semijoins)
             if s.table is t)
-        empty = exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical_type(
-            schema, prefix + c.name, c.type)), c.name, quoted=True)
-            for c in t.columns.values()]).where(exp.false())
-        out.append((t.name, empty))
+        columns = tuple((c.name, schema.get(prefix + c.name), c.type)
+                        for c in t.columns.values())
+        out.append((t.name, _empty_select(columns).copy()))  # with_empty generates in place
     return out
+
+
+@lru_cache(maxsize=256)
+def _empty_select(columns: tuple[tuple[str, str | None, ColumnType], ...]) -> exp.Select:
+    """The typed ``SELECT`` of no row of ``columns`` (name, physical type or None, declared
+    type): a function of these values alone, so built once (building it parses every type,
+    twenty times the cost of a copy; every engine query's dry run asks for it). Never
+    handed out: :func:`empty_tables` copies it."""
+    return exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical_type(physical, declared)),
+                                   name, quoted=True)
+                        for name, physical, declared in columns]).where(exp.false())
 
 
 def with_empty(tree: exp.Query, empties: Sequence[tuple[str, exp.Select]]) -> exp.Query:
@@ -55,8 +66,8 @@ def with_empty(tree: exp.Query, empties: Sequence[tuple[str, exp.Select]]) -> ex
     return dry
 
 
-def _physical_type(schema: Mapping[str, str], column: str, declared: str) -> exp.DataType:
+def _physical_type(physical: str | None, declared: ColumnType) -> exp.DataType:
     try:
-        return exp.DataType.build(schema.get(column, ENGINE_TYPES[declared]), dialect="duckdb")
+        return exp.DataType.build(physical or ENGINE_TYPES[declared], dialect="duckdb")
     except (SqlglotError, ValueError):  # a type sqlglot cannot spell: read as declared
         return exp.DataType.build(ENGINE_TYPES[declared])
