@@ -1,8 +1,8 @@
 """The Spark SQL engine as users run it (PySpark on the JDK; no mocks): a standalone cluster
-on loopback, a master and two workers whose executors run in JVMs of their own (``spark://``),
-and a Spark Connect server on that cluster (``sc://``), both started once per run by the
-``spark_cluster`` fixture (tests/support/sparkcluster.py). A missing PySpark, JDK or Connect
-package fails these tests: they do not skip.
+on loopback, a master and a worker whose two executors run in JVMs of their own (``spark://``),
+and a Spark Connect server, a process of its own running its tasks locally (``sc://``), both
+started once per run by the ``spark_cluster`` fixture (tests/support/sparkcluster.py). A
+missing PySpark, JDK or Connect package fails these tests: they do not skip.
 
 The corpus differential, the attack rows and the audit's neighbours run on both: by default
 one selection of the corpus dealt between the classic session and Connect (:func:`dealt`);
