@@ -95,8 +95,9 @@ DEFAULTS = {
     "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
     "spark.master.rest.enabled": "false", "spark.driver.host": "127.0.0.1",
     "spark.sql.catalogImplementation": "in-memory",  # no Hive metastore to create
-    # Short-lived JVMs on a busy 2-core machine: the quick JIT only, one GC thread (startup
-    # costs a third less CPU; long queries are slower: benchmarks drop these).
+    # JVMs on a busy 2-core machine: the quick JIT only, one GC thread (startup costs a third
+    # less CPU, and the tests' few hundred small queries never repay C2: the -m spark subset
+    # took more JVM CPU with it, issue 18; long queries are slower: benchmarks drop these).
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
