@@ -199,11 +199,12 @@ def no_dpsql_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A standalone Spark cluster (a master, two workers, executors in JVMs of their own) and a
-    Spark Connect server on loopback for the whole run (tests.support.sparkcluster), started
-    from pyspark's own scripts. Every ``spark`` test runs on it (in one pytest-xdist worker,
-    see pytest_collection_modifyitems): ``spark_cluster.url(folder)`` is the classic session,
-    ``spark_cluster.connect_url(folder)`` the Connect server. A missing JDK or Connect
+    """A standalone Spark cluster (a master, a worker, two executors in JVMs of their own)
+    and a Spark Connect server (local mode) on loopback for the whole run
+    (tests.support.sparkcluster), started from pyspark's own scripts. Every ``spark`` test
+    runs on it (in one pytest-xdist worker, see pytest_collection_modifyitems):
+    ``spark_cluster.url(folder)`` is the classic session, ``spark_cluster.connect_url(folder)``
+    the Connect server. A missing JDK or Connect
     package is a failure, not a skip (scripts/test installs them)."""
     from tests.support.sparkcluster import standalone_cluster
 

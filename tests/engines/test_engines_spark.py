@@ -1,8 +1,8 @@
 """The Spark SQL engine as users run it (PySpark on the JDK; no mocks): a standalone cluster
-on loopback, a master and two workers whose executors run in JVMs of their own (``spark://``),
-and a Spark Connect server on that cluster (``sc://``), both started once per run by the
-``spark_cluster`` fixture (tests/support/sparkcluster.py). A missing PySpark, JDK or Connect
-package fails these tests: they do not skip.
+on loopback, a master and a worker whose two executors run in JVMs of their own (``spark://``),
+and a Spark Connect server, a process of its own running its tasks locally (``sc://``), both
+started once per run by the ``spark_cluster`` fixture (tests/support/sparkcluster.py). A
+missing PySpark, JDK or Connect package fails these tests: they do not skip.
 
 The corpus differential, the attack rows and the audit's neighbours run on both: by default
 one selection of the corpus dealt between the classic session and Connect (:func:`dealt`);
@@ -30,7 +30,7 @@ import tomli_w
 
 import dpsql
 from dpsql.engines import DuckDBEngine, Engine
-from dpsql.engines.spark.engine import SparkEngine
+from dpsql.engines.spark.engine import SparkEngine, spark_type
 from dpsql.errors import EngineError, QueryRefused, QueryTimeout
 from dpsql.execution.perturb import histogram_arrays
 from dpsql.execution.public import PublicStore
@@ -523,6 +523,51 @@ def test_urls_and_refusals(tmp_path: Path, spark_cluster: SparkCluster) -> None:
     assert url_scheme(SAMPLE) is None and isinstance(open_engine(SAMPLE), DuckDBEngine)
     assert spark_type("int") == "INTEGER" and spark_type("decimal(10,2)") == "DECIMAL(10,2)"
     assert spark_type("timestamp") == "TIMESTAMP WITH TIME ZONE"  # refused for dates
+
+
+#: Every type DuckDB writes that the footer converts (the sample tables' and the neighbour
+#: worlds' among them), and types it leaves to Spark's inference.
+FOOTER_TYPES = ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "VARCHAR",
+                "BOOLEAN", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "DECIMAL(4,1)", "DECIMAL(10,2)",
+                "DECIMAL(18,3)", "DECIMAL(38,10)", "BLOB"]
+LEFT_TO_SPARK = ["UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "TIME", "INTERVAL", "UUID",
+                 "INTEGER[]", "STRUCT(a INTEGER)", "MAP(VARCHAR, INTEGER)"]
+
+
+def test_footer_schema_is_the_one_spark_infers(tmp_path: Path,
+                                               spark_cluster: SparkCluster) -> None:
+    """A classic session opens each Parquet file with the schema read from its footer
+    (dpsql.engines.spark.footer, no Spark job): exactly the StructType Spark's inference
+    gives, on every sample table and on a file of every plain type; anything else (and a
+    file whose footer holds Spark's own schema) is left to Spark's inference."""
+    import duckdb
+
+    from dpsql.engines.spark.footer import SPARK_ROW_METADATA, spark_types, struct_type
+
+    with duckdb.connect() as con:
+        columns = ", ".join(f"CAST(NULL AS {t}) AS c{i}" for i, t in enumerate(FOOTER_TYPES))
+        con.execute(f"COPY (SELECT {columns}) TO '{tmp_path / 'typed.parquet'}'")
+        for i, kind in enumerate(LEFT_TO_SPARK):
+            con.execute(f"COPY (SELECT 1 AS a, CAST(NULL AS {kind}) AS b) TO "
+                        f"'{tmp_path / f'other{i}.parquet'}'")
+        con.execute(f"COPY (SELECT 1 AS a) TO '{tmp_path / 'by_spark.parquet'}' (FORMAT "
+                    f"parquet, KV_METADATA {{'{SPARK_ROW_METADATA}': '{{}}'}})")
+    engine = SparkEngine(spark_cluster.url(SAMPLE))
+    try:
+        session = engine._session
+        for path in [*sorted(SAMPLE.glob("*.parquet")), tmp_path / "typed.parquet"]:
+            columns_read = spark_types(path)
+            assert columns_read is not None, path
+            assert struct_type(session, columns_read) == session.read.parquet(
+                str(path)).schema, path
+        assert engine.tables()["people"] == [
+            (f.name, spark_type(f.dataType.simpleString()))
+            for f in session.read.parquet(str(SAMPLE / "people.parquet")).schema.fields]
+    finally:
+        engine.close()
+    assert [spark_types(tmp_path / f"other{i}.parquet") for i in range(len(LEFT_TO_SPARK))
+            ] == [None] * len(LEFT_TO_SPARK)
+    assert spark_types(tmp_path / "by_spark.parquet") is None
 
 
 @pytest.mark.parametrize(("url", "hidden", "extra"), [

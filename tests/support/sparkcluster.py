@@ -2,11 +2,14 @@
 loopback, from pyspark's own launch scripts (the pip wheel ships ``sbin/spark-daemon.sh`` and
 ``sbin/start-connect-server.sh``, and the Connect server's jar in ``jars/``):
 
-* a master and two workers (``spark-daemon.sh start ...Master`` / ``...Worker``, as Spark's own
-  ``start-master.sh`` / ``start-worker.sh`` do; the wheel leaves those two out);
-* a Spark Connect server attached to the master (``start-connect-server.sh``);
-* each application runs two executors of one core and 512 MB, each in its own JVM, one per
-  worker: the shuffle of every query crosses processes, as on a real cluster.
+* a master and one worker of two cores (``spark-daemon.sh start ...Master`` / ``...Worker``,
+  as Spark's own ``start-master.sh`` / ``start-worker.sh`` do; the wheel leaves those two out);
+* the classic application (this process's driver) runs two executors of one core and 512 MB on
+  that worker, each in its own JVM: the shuffle of every query crosses processes, as on a real
+  cluster;
+* a Spark Connect server (``start-connect-server.sh``), a process of its own that runs its
+  tasks in its own JVM (``local[2]``): a second set of executors would cost a third of the
+  tests' JVM time and prove nothing the classic application does not.
 
     >>> with standalone_cluster(tmp_path) as cluster:
     ...     dpsql.Database(cluster.url(folder), metadata)          # spark://127.0.0.1:<port>
@@ -36,7 +39,7 @@ from pathlib import Path
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 CONNECT = "org.apache.spark.sql.connect.service.SparkConnectServer"
-WORKERS = 2
+WORKERS = 1
 #: Every JVM starts in seconds on an idle machine; a loaded 2-core machine has taken minutes.
 STARTUP_SECONDS = 420.0
 
@@ -72,7 +75,7 @@ class SparkCluster:
         return f"{self.master}?folder={folder}"
 
     def connect_url(self, folder: Path | str) -> str:
-        """The same through the Spark Connect server (the files read by its executors)."""
+        """The same through the Spark Connect server (the files read by its own tasks)."""
         return f"sc://127.0.0.1:{self.connect_port}/?folder={folder}"
 
     def connect_running_jobs(self) -> list[int]:
@@ -92,8 +95,9 @@ DEFAULTS = {
     "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
     "spark.master.rest.enabled": "false", "spark.driver.host": "127.0.0.1",
     "spark.sql.catalogImplementation": "in-memory",  # no Hive metastore to create
-    # Short-lived JVMs on a busy 2-core machine: the quick JIT only, one GC thread (startup
-    # costs a third less CPU; long queries are slower: benchmarks drop these).
+    # JVMs on a busy 2-core machine: the quick JIT only, one GC thread (startup costs a third
+    # less CPU, and the tests' few hundred small queries never repay C2: the -m spark subset
+    # took more JVM CPU with it, issue 18; long queries are slower: benchmarks drop these).
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
@@ -120,7 +124,7 @@ def _log(folder: Path, klass: str, instance: int) -> str:
 
 
 def _wait(folder: Path, started: float) -> None:
-    """Until the master has registered both workers and the Connect server listens."""
+    """Until the master has registered its workers and the Connect server listens."""
     while time.monotonic() - started < STARTUP_SECONDS:
         master, connect = _log(folder, MASTER, 1), _log(folder, CONNECT, 1)
         if "Exception in thread \"main\"" in connect:  # the server gave up
@@ -136,7 +140,7 @@ def _wait(folder: Path, started: float) -> None:
 
 @contextlib.contextmanager
 def standalone_cluster(folder: Path) -> Iterator[SparkCluster]:
-    """A running master, two workers and a Connect server under ``folder``, stopped on exit.
+    """A running master, a worker and a Connect server under ``folder``, stopped on exit.
     Sets ``SPARK_CONF_DIR`` and ``SPARK_LOCAL_IP`` for this process's own driver meanwhile."""
     for sub in ("conf", "logs", "pids", "work", "warehouse"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
@@ -154,7 +158,7 @@ def standalone_cluster(folder: Path) -> Iterator[SparkCluster]:
                  for i in range(1, WORKERS + 1)]
     connect = spark_home() / "sbin" / "start-connect-server.sh"
     launches.append(subprocess.Popen(
-        ["bash", str(connect), "--master", cluster.master,
+        ["bash", str(connect), "--master", "local[2]",
          "--conf", f"spark.connect.grpc.binding.port={cluster.connect_port}",
          "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
          # Its UI's REST API lists its running jobs (SparkCluster.connect_running_jobs).

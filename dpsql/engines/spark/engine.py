@@ -46,11 +46,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+import duckdb
 from sqlglot import exp
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines.physical import public_select
 from dpsql.engines.spark.dialect import SALT_NAME, SparkDialect, spark_tree
+from dpsql.engines.spark.footer import spark_types, struct_type
 from dpsql.errors import EngineError, UnsupportedQuery
 
 if TYPE_CHECKING:  # dpsql.engines opens this module: no import back at run time
@@ -243,10 +245,26 @@ class SparkEngine:
             name = item.name[: -len(".parquet")] if item.name.endswith(".parquet") else \
                 item.name
             if item.suffix == ".parquet" or (item.is_dir() and any(item.glob("*.parquet"))):
-                self._session.read.parquet(str(item.resolve())).createOrReplaceTempView(name)
+                self._read(item.resolve()).createOrReplaceTempView(name)
                 found = True
         if not found:
             raise EngineError(f"folder {folder} holds no .parquet files or folders")
+
+    def _read(self, path: Path) -> Any:
+        """The DataFrame of a Parquet file or folder. A classic session's file is given its
+        schema from its footer (:mod:`dpsql.engines.spark.footer`: the schema Spark would
+        infer, without inferring's job, seconds on cold executors); through Connect the path
+        is the server's, and Spark infers."""
+        reader = self._session.read
+        if path.is_file() and not _is_connect(self._session):
+            try:
+                columns = spark_types(path)
+            except duckdb.Error:  # not a Parquet file DuckDB reads: Spark says what is wrong
+                columns = None
+            schema = None if columns is None else struct_type(self._session, columns)
+            if schema is not None:
+                reader = reader.schema(schema)
+        return reader.parquet(str(path))
 
     def tables(self) -> dict[str, list[tuple[str, str]]]:
         """Table -> [(column, type as DuckDB names it)], from the DataFrame schemas."""
