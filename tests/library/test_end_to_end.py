@@ -283,7 +283,7 @@ def draws(db: dpsql.Database, sql: str, times: int, **privacy: Any
 
 
 def test_count_noise_has_the_discrete_laplace_scale(db: dpsql.Database) -> None:
-    values, spec = draws(db, "SELECT COUNT(*) FROM t", 2000, epsilon=0.5)
+    values, spec = draws(db, "SELECT COUNT(*) FROM t", 1000, epsilon=0.5)
     assert spec.mechanism == "laplace" and spec.granularity == 1 and spec.grid_scale == 2.0
     assert np.all(values == np.round(values))
     assert_variance_in_band(values - N, *laplace_moments(spec))
@@ -295,7 +295,7 @@ def test_count_noise_has_the_discrete_laplace_scale(db: dpsql.Database) -> None:
 
 def test_real_sum_noise_has_the_discrete_laplace_scale(db: dpsql.Database) -> None:
     exact = float(truth(db, "SELECT SUM(x) FROM t"))
-    values, spec = draws(db, "SELECT SUM(x) FROM t", 1500, epsilon=2.0)
+    values, spec = draws(db, "SELECT SUM(x) FROM t", 800, epsilon=2.0)
     assert spec.mechanism == "laplace" and not spec.integer
     assert spec.scale == pytest.approx(100 / 2.0, rel=1e-6)
     variance, kurtosis = laplace_moments(spec)
@@ -304,7 +304,7 @@ def test_real_sum_noise_has_the_discrete_laplace_scale(db: dpsql.Database) -> No
 
 
 def test_count_noise_has_the_discrete_gaussian_scale(db: dpsql.Database) -> None:
-    values, spec = draws(db, "SELECT COUNT(*) FROM t", 2000, epsilon=2.0, delta=1e-5,
+    values, spec = draws(db, "SELECT COUNT(*) FROM t", 1000, epsilon=2.0, delta=1e-5,
                          mechanism="gaussian")
     assert spec.mechanism == "gaussian" and spec.granularity == 1
     variance, kurtosis = gaussian_moments(spec)

@@ -5,7 +5,7 @@ change only where thresholding protects them, the outcome class is the same.
 What runs: the grammar corpus (every accepted case, on a world synthesised from its
 metadata), every statistical-audit scenario (on its own D / D' pair and on a synthetic
 world of its metadata), series limits (both releases), and a random generator
-(dpsql.audit.neighbour_queries: 120 per run, and 40 on text-stored units, on a new seed every run
+(dpsql.audit.neighbour_queries: 60 per run, and 25 on text-stored units, on a new seed every run
 so that CI's runs add up to many more; a failure names its seed, and
 ``DPSQL_NEIGHBOUR_SEED=<seed>`` runs the same queries again, see conftest.py; DPSQL_SLOW=1
 runs 20,000 and 1,250, and the corpus on a world whose units are stored as text too). The
@@ -64,8 +64,8 @@ from tests.support.subset import corpus_subset
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 2500 if SLOW else 60  # per chunk
-CHUNKS = 8 if SLOW else 2  # chunks: pytest-xdist's workers share them with DPSQL_SLOW=1
-N_TEXT_UNITS = 1250 if SLOW else 40
+CHUNKS = 8 if SLOW else 1  # chunks: pytest-xdist's workers share them with DPSQL_SLOW=1
+N_TEXT_UNITS = 1250 if SLOW else 25
 #: One corpus case in CORPUS_SHARE runs on top of the cover by default (tests/support/subset.py).
 CORPUS_SHARE = 4
 #: dpsql.audit.neighbour_shapes's queries per storage (heavier than the first generator's).
