@@ -139,7 +139,8 @@ def features(plan: Plan) -> set[str]:
 
 
 def _is_connect(engine: Engine) -> bool:
-    return engine.location.startswith("sc://")
+    # not engine.location: an engine opened on a folder is named by the folder
+    return isinstance(engine, SparkEngine) and engine.over_connect
 
 
 def planned(cases: list[Case], metadata: Metadata) -> list[tuple[Case, Plan]]:

@@ -237,6 +237,11 @@ class SparkEngine:
         self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
         self._local = threading.local()
 
+    @property
+    def over_connect(self) -> bool:
+        """Whether the session is a Spark Connect client (its files and jobs the server's)."""
+        return _is_connect(self._session)
+
     def _register(self, folder: Path) -> None:
         if not folder.is_dir():
             raise EngineError(f"folder {folder} does not exist; pass a folder of Parquet files")
@@ -256,7 +261,7 @@ class SparkEngine:
         infer, without inferring's job, seconds on cold executors); through Connect the path
         is the server's, and Spark infers."""
         reader = self._session.read
-        if path.is_file() and not _is_connect(self._session):
+        if path.is_file() and not self.over_connect:
             try:
                 columns = spark_types(path)
             except duckdb.Error:  # not a Parquet file DuckDB reads: Spark says what is wrong
@@ -353,7 +358,7 @@ class SparkEngine:
         on the server and its client closed (an open client's exit handler calls the server,
         and retries for minutes when it is gone)."""
         try:
-            if _is_connect(self._session):
+            if self.over_connect:
                 self._session.stop()
                 return
             for table in self._session.catalog.listTables():
