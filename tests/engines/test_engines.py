@@ -4,6 +4,7 @@ CSV/Parquet files loaded as views."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import dpsql
-from dpsql.engines import DuckDBEngine, run_on_cells
+from dpsql.engines import DuckDBEngine, locked, run_on_cells
 from dpsql.engines.duckdb_engine import folders
 from dpsql.errors import EngineError
 
@@ -232,3 +233,34 @@ def test_scratch_connection_holds_no_data_and_no_files(files: SimpleNamespace) -
         run_on_cells("SET enable_external_access = true", "__cells", {"x": np.array([1])})
     with pytest.raises(EngineError):  # the cells table is gone after each query
         run_on_cells("SELECT * FROM __old", "__new", {"x": np.array([1])})
+
+
+INSERTED = [  # each column's values as given, then as a one-row INSERT stores each
+    ("BIGINT", [2**63 - 1, -2**63, None, 3]),  # the list path: all of one type, in range
+    ("BIGINT", [2**53 + 1, 0.5, None]),  # int beside float: a list would be DOUBLE first
+    ("HUGEINT", [2**64 + 1, 1]),  # beyond BIGINT: a list of these would be DOUBLE
+    ("DOUBLE", [0.1, float("nan"), float("-inf"), None]),
+    ("VARCHAR", ["it's", None, ""]),
+    ("DATE", [dt.date(2024, 2, 29), None, dt.date(1, 1, 1)]),
+    ("TIMESTAMP", [dt.datetime(2024, 1, 1, 0, 0, 0, 1), None, dt.datetime(1970, 1, 1)]),
+    ("BOOLEAN", [True, None, False]),
+    ("VARCHAR[]", [["a", "b"], [], None]),
+]
+
+
+@pytest.mark.parametrize(("ty", "values"), INSERTED)
+def test_inserted_rows_are_stored_as_one_row_inserts_store_them(ty: str, values: list) -> None:
+    """locked.insert_rows and insert_values, whichever path each column takes (one list
+    parameter, or a VALUES list): each value stored as a one-row INSERT of it would store it,
+    never first unified with its column's other values (a BIGINT beside a DOUBLE rounds)."""
+    con = duckdb.connect()
+    for name in ("one", "rows", "values"):
+        con.execute(f"CREATE TABLE {name} (i INTEGER, v {ty})")
+    for i, value in enumerate(values):
+        con.execute("INSERT INTO one VALUES (?, ?)", [i, value])
+    rows = [(i, value) for i, value in enumerate(values)]
+    locked.insert_rows(con, "rows", ["INTEGER", ty], rows)
+    locked.insert_values(con, "values", rows)
+    stored = {name: repr(con.execute(f'SELECT * FROM "{name}" ORDER BY i').fetchall())
+              for name in ("one", "rows", "values")}  # repr: NaN equals NaN
+    assert stored["rows"] == stored["one"] and stored["values"] == stored["one"], stored
