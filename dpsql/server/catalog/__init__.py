@@ -60,10 +60,7 @@ class Catalog:
         self._cache: LRU[tuple[object, ...], CatalogQuery] = LRU(1024)
         def fill(con: duckdb.DuckDBPyConnection) -> None:
             build(con, metadata, self.table_oids)
-            # Every function the catalog DuckDB has (its own and the macros of PG_SCHEMA): a
-            # query calling another is refused before it runs (see _unsupported).
-            self._functions = frozenset(row[0].lower() for row in con.execute(
-                "SELECT DISTINCT function_name FROM duckdb_functions()").fetchall())
+            self._functions = _function_names(con)
             con.execute(f"SET memory_limit = '{memory_limit}'")
             con.execute("SET threads = 2")
 
@@ -138,6 +135,20 @@ class Catalog:
 
     def close(self) -> None:
         self._con.close()
+
+
+_functions: frozenset[str] | None = None
+
+
+def _function_names(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """Every function the catalog DuckDB has (its own and the macros of PG_SCHEMA): a query
+    calling another is refused before it runs (see Catalog._unsupported). The same for every
+    catalog (the macros are dpsql's own, not the metadata's): read once per process (45 ms)."""
+    global _functions
+    if _functions is None:
+        _functions = frozenset(row[0].lower() for row in con.execute(
+            "SELECT DISTINCT function_name FROM duckdb_functions()").fetchall())
+    return _functions
 
 
 def _first_line(error: Exception) -> str:
