@@ -261,6 +261,7 @@ def serve_in_thread(db: Database, config: ServerConfig | None = None) -> Iterato
     server = Server(db, config)
     loop = asyncio.new_event_loop()
     started: concurrent.futures.Future[int] = concurrent.futures.Future()
+    serving: list[asyncio.Task[None]] = []
 
     def main() -> None:
         asyncio.set_event_loop(loop)
@@ -275,11 +276,18 @@ def serve_in_thread(db: Database, config: ServerConfig | None = None) -> Iterato
             with contextlib.suppress(asyncio.CancelledError):
                 await server.serve_forever()
 
-        task = loop.create_task(run())
+        serving.append(loop.create_task(run()))
         try:
-            loop.run_until_complete(task)
+            loop.run_until_complete(serving[0])
         finally:
+            # Closed here, on the loop, to the end: a close awaited from another thread raced
+            # this loop's stop when sessions were still open (the loop stopped once serving
+            # ended, the close half done: the stop waited 15 s for nothing).
             loop.run_until_complete(server.close())
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             loop.close()
 
     thread = threading.Thread(target=main, name="dpsql-server", daemon=True)
@@ -288,15 +296,9 @@ def serve_in_thread(db: Database, config: ServerConfig | None = None) -> Iterato
     try:
         yield Running(server, port, server.config.host, loop, thread)
     finally:
-        async def stop() -> None:
-            await server.close()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
-                    task.cancel()
-
-        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
-            asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=15)
-        thread.join(timeout=10)
+        with contextlib.suppress(RuntimeError):  # the loop already closed
+            loop.call_soon_threadsafe(serving[0].cancel)
+        thread.join(timeout=30)
 
 
 def run(db: Database, config: ServerConfig) -> None:

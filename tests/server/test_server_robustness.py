@@ -341,3 +341,26 @@ def test_tls_when_a_certificate_is_configured(served, tmp_path: Path) -> None:
                                   "PATH": "/usr/bin:/bin"},
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
+
+
+def test_a_server_in_a_thread_closes_to_the_end_with_clients_connected(served) -> None:
+    """serve_in_thread's exit closes the server on its own loop to the end while clients are
+    still connected: its sessions, its threads and its catalog. (The close was once awaited
+    from the caller's thread and raced the loop's stop: the loop stopped once serving ended,
+    the close half done, and the exit waited 15 s for it.)"""
+    db = served.db
+    with serve_in_thread(db, ServerConfig(port=0, passwords=served.setup.passwords)) as running:
+        clients = [connect(running.port) for _ in range(3)]
+        assert clients[0].execute("SELECT COUNT(*) FROM people").fetchone()[0] > 0
+    try:
+        assert not running.thread.is_alive() and running.loop.is_closed()
+        assert running.server.sessions == {} and running.server.connections == 0
+        assert running.server.executor._shutdown  # no public flag
+        with pytest.raises(duckdb.ConnectionException):
+            running.server.catalog.cursor().execute("SELECT 1")
+        for client in clients:  # the server ended each session
+            with pytest.raises(psycopg.OperationalError):
+                client.execute("SELECT 1")
+    finally:
+        for client in clients:
+            client.close()
