@@ -44,7 +44,7 @@ from grammar_tests.corpus import Case, load_corpus
 from grammar_tests.databases import corpus_metadata
 from tests.support.helpers import REPO
 from tests.support.sparkcluster import SparkCluster
-from tests.support.subset import cover, subset
+from tests.support.subset import cover, half, subset
 
 pytestmark = pytest.mark.spark
 FULL = os.environ.get("DPSQL_SLOW") == "1"
@@ -176,16 +176,12 @@ def dealt(cases: list[Case], metadata: Metadata, seed: int
     every = planned(cases, metadata)
     if FULL:
         return {backend: every for backend in BACKENDS}
-    found = [features(plan) for _, plan in every]
-    wanted = set(sorted(set().union(*found))[seed % 2::2])  # this seed's half
-    found = [f & wanted for f in found]
+    found = half([features(plan) for _, plan in every], seed)
     rounding = [i for i, (case, _) in enumerate(every) if "ROUND(" in case.sql.upper()]
     chosen = subset(range(len(every)), max(1, len(every) // 2), found.__getitem__, seed,
                     taken={rounding[seed % len(rounding)],
                            *(i for i in rounding if "with digits" in every[i][0].id)})
-    kinds = [{f for f in found[i] if f.startswith("measurement ")} for i in chosen]
-    wanted = set(sorted(set().union(*kinds))[seed % 2::2])  # this seed's half of the kinds
-    kinds = [k & wanted for k in kinds]
+    kinds = half([{f for f in found[i] if f.startswith("measurement ")} for i in chosen], seed)
     start = seed % len(chosen)
     on_connect = {chosen[j] for j in cover(kinds, {start} if kinds[start] else ())}
     return {"cluster": [every[i] for i in chosen if i not in on_connect],

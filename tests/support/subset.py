@@ -76,6 +76,13 @@ def text_features(sql: str) -> frozenset[str]:
     return _features(sql, "", "", "", False)
 
 
+def half(features: Sequence[set[str]], seed: int) -> list[set[str]]:
+    """``features`` (one set per item) restricted to this ``seed``'s half of all their
+    features, every other one in sorted order: two consecutive seeds cover them all."""
+    wanted = set(sorted(set().union(*features))[seed % 2::2])
+    return [f & wanted for f in features]
+
+
 def cover(features: Sequence[Iterable[Hashable]], taken: Iterable[int] = ()) -> set[int]:
     """Indices of a greedy cover of ``features`` (one set per item), starting from
     ``taken``: repeatedly the item that adds the most features not yet covered (the first
