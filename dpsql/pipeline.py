@@ -20,8 +20,9 @@ from sqlglot import exp
 
 from dpsql.bias import bounding_notes
 from dpsql.cache import LRU
-from dpsql.engines import Engine, scratch
+from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
+from dpsql.engines.duckdb_engine.dry import run_dry
 from dpsql.errors import EngineError, QueryTooComplex, UnsupportedQuery
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
@@ -45,7 +46,7 @@ from dpsql.query.bind import BoundQuery, bind
 from dpsql.query.check import check, refuse_float_overflow
 from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
-from dpsql.query.dry_runs import empty_tables, with_empty
+from dpsql.query.dry_runs import empty_creates
 from dpsql.query.fold import fold_constants
 from dpsql.query.joins import PublicRows, physical
 from dpsql.query.parse import only_select, parse
@@ -275,9 +276,8 @@ def _choice_sql(p: Plan, key: int, build: Callable[[Mapping[str, str]], exp.Sele
     entry = engine.rewritten.get(key)
     if entry is None or entry[0] is not p:
         schema = _schema(p, engine)
-        tree = build(schema)
-        check_engine_query(p, tree, False, schema)  # DuckDB's semantics first
-        entry = engine.rewritten.put(key, (p, engine.compile(tree, p, False), False))
+        entry = engine.rewritten.put(key, (p, _checked(p, build(schema), False, schema, engine),
+                                           False))
     return entry[1]
 
 
@@ -294,31 +294,37 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
                 ) -> tuple[str, bool]:
     tree = rewrite(p, schema)
     salted = tree.find(exp.Placeholder) is not None
-    # DuckDB's semantics are the reference: every engine's query is checked there too, so a
-    # query is refused the same way whatever the engine.
-    check_engine_query(p, tree, salted, schema)
+    return _checked(p, tree, salted, schema, engine), salted
+
+
+def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
+             engine: Engine | None) -> str:
+    """``engine``'s SQL of the engine query ``tree`` (DuckDB's without one), refused before any
+    charge where it cannot run. DuckDB's semantics are the reference: every engine's query is
+    checked there too (:func:`check_engine_query`), so a query is refused the same way
+    whatever the engine; on DuckDB that is the very text it runs, generated once."""
     if engine is None:
-        return tree.sql(dialect=DuckDBDialect), salted
+        text = tree.sql(dialect=DuckDBDialect)
+        check_engine_query(p, text, salted, schema)
+        return text
+    native = engine.dialect is DuckDBDialect
+    reference = engine.compile(tree, p, salted) if native else tree.sql(dialect=DuckDBDialect)
+    check_engine_query(p, reference, salted, schema)
     if engine.raises_on_float_overflow:
         refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
                                *[m.arg for m in p.measurements]], p.table,
                               getattr(engine.dialect.generator_class, "ENGINE", engine.name))
-    # Its own SQL (checked on empty tables; DuckDB's gathers histograms as lists,
-    # dpsql.engines.histograms).
-    return engine.compile(tree, p, salted), salted
+    # Another engine's own SQL, checked on its own empty tables.
+    return reference if native else engine.compile(tree, p, salted)
 
 
-def check_engine_query(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str]
-                       ) -> None:
-    """Run the engine query (the rewritten ``tree``, in DuckDB's SQL) on an empty table of the
-    engine's physical types (its declared ones where unknown), so that an error the engine
-    raises whatever the data (a type it will not accept) is a refusal before anything is
-    charged, never an engine error after it."""
-    # with_empty's tree is a fresh copy: generated in place (sqlglot copies it otherwise)
-    dry = with_empty(tree, empty_tables(p.query.relation, p.table, schema)).sql(
-        dialect=DuckDBDialect, copy=False)
+def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str]) -> None:
+    """Run the engine query ``sql`` (in DuckDB's SQL) on empty tables of the engine's physical
+    types (its declared ones where unknown), so that an error the engine raises whatever the
+    data (a type it will not accept) is a refusal before anything is charged, never an engine
+    error after it."""
     try:
-        scratch().execute(dry, [0] if salted else []).fetchall()
+        run_dry(sql, [0] if salted else [], empty_creates(p.query.relation, p.table, schema))
     except duckdb.Error as e:
         raise UnsupportedQuery(f"the engine cannot run this query: {str(e).splitlines()[0]}; "
                                "check the types of the expressions it computes") from None

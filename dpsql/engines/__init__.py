@@ -185,7 +185,8 @@ class DuckDBEngine:
         return cur
 
     def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
-        """DuckDB's text of the tree (the pipeline checks it on an empty table)."""
+        """DuckDB's text of the tree: the pipeline checks this very text on empty tables
+        (:func:`dpsql.pipeline.check_engine_query`)."""
         # Histograms as GROUP BY keys, bucket, gathered into lists (dpsql.engines.histograms).
         from sqlglot import exp
 

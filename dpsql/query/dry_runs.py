@@ -2,11 +2,13 @@
 
 An error a query raises on empty tables is one it would raise on any data (a type the engine
 will not accept, a name it cannot bind), so running it there first makes that error a refusal
-before anything is charged, never an engine error after it. Every dry run is built here, as a
-sqlglot tree (:func:`with_empty`), never spliced as text:
-:func:`dpsql.pipeline.check_engine_query` (DuckDB, the reference), each engine's ``compile``
-(:mod:`dpsql.engines.postgres.engine`), and the outer query's check
-(:func:`dpsql.execution.postprocess.check_outer`).
+before anything is charged, never an engine error after it. Every dry run is built here, as
+sqlglot trees, never spliced as text: either the query's own text on a database of empty tables
+(:func:`empty_creates`; :func:`dpsql.pipeline.check_engine_query`, DuckDB, the reference, on
+:mod:`dpsql.engines.duckdb_engine.dry`), or a copy of the query that reads empty CTEs in
+their place (:func:`with_empty`; each other engine's ``compile``,
+:mod:`dpsql.engines.postgres.engine`, and the outer query's check,
+:func:`dpsql.execution.postprocess.check_outer`).
 """
 
 from __future__ import annotations
@@ -28,26 +30,54 @@ def empty_tables(relation: Relation | None, table: Table, schema: Mapping[str, s
     as ``schema``'s physical types (keyed by joined column names,
     :func:`dpsql.query.joins.physical`; the declared types where unknown). An engine's query run
     over these instead of the tables reads no data, so an error it raises is one it would raise on
-    any data: a refusal before the charge (:func:`dpsql.pipeline.check_engine_query`, each engine's
-    ``compile``)."""
+    any data: a refusal before the charge (each engine's ``compile``)."""
+    # with_empty generates its tree in place: a copy of each cached SELECT
+    return [(name, _empty_select(columns).copy())
+            for name, columns in _typed_tables(relation, table, schema)]
+
+
+def empty_creates(relation: Relation | None, table: Table, schema: Mapping[str, str]
+                  ) -> tuple[str, ...]:
+    """The tables of :func:`empty_tables` as DuckDB's ``CREATE TABLE`` statements, for the
+    dry runs' database (:func:`dpsql.engines.duckdb_engine.dry.run_dry`, which
+    :func:`dpsql.pipeline.check_engine_query` runs the engine query's own text on)."""
+    return tuple(_empty_create(name, columns)
+                 for name, columns in _typed_tables(relation, table, schema))
+
+
+_Columns = tuple[tuple[str, str | None, ColumnType], ...]
+
+
+def _typed_tables(relation: Relation | None, table: Table, schema: Mapping[str, str]
+                  ) -> list[tuple[str, _Columns]]:
+    """Each table the query reads, with its columns' (name, physical type or None, declared
+    type)."""
     tables = relation.tables() if relation is not None else [table]
     out = []
     for t in tables:
         prefix = "" if relation is None else next(
             s.prefix for s in relation.sources + tuple(j.source for j in relation.semijoins)
             if s.table is t)
-        columns = tuple((c.name, schema.get(prefix + c.name), c.type)
-                        for c in t.columns.values())
-        out.append((t.name, _empty_select(columns).copy()))  # with_empty generates in place
+        out.append((t.name, tuple((c.name, schema.get(prefix + c.name), c.type)
+                                  for c in t.columns.values())))
     return out
 
 
 @lru_cache(maxsize=256)
-def _empty_select(columns: tuple[tuple[str, str | None, ColumnType], ...]) -> exp.Select:
+def _empty_create(name: str, columns: _Columns) -> str:
+    """``CREATE TABLE name AS`` the typed ``SELECT`` of no row of ``columns``, in DuckDB's
+    SQL, built as a tree."""
+    create = exp.Create(this=exp.to_table(exp.to_identifier(name, quoted=True)), kind="TABLE",
+                        expression=_empty_select(columns).copy())
+    return create.sql(dialect="duckdb", copy=False)
+
+
+@lru_cache(maxsize=256)
+def _empty_select(columns: _Columns) -> exp.Select:
     """The typed ``SELECT`` of no row of ``columns`` (name, physical type or None, declared
     type): a function of these values alone, so built once (building it parses every type,
     twenty times the cost of a copy; every engine query's dry run asks for it). Never
-    handed out: :func:`empty_tables` copies it."""
+    handed out: :func:`empty_tables` and :func:`_empty_create` copy it."""
     return exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical_type(physical, declared)),
                                    name, quoted=True)
                         for name, physical, declared in columns]).where(exp.false())
@@ -55,9 +85,9 @@ def _empty_select(columns: tuple[tuple[str, str | None, ColumnType], ...]) -> ex
 
 def with_empty(tree: exp.Query, empties: Sequence[tuple[str, exp.Select]]) -> exp.Query:
     """A copy of ``tree`` in which each name of ``empties`` reads its empty, typed SELECT (a
-    CTE placed before ``tree``'s own, which may read it): the one way every dry run is built
-    (:func:`dpsql.pipeline.check_engine_query`, each engine's ``compile``, the outer query's
-    check), as a tree, never spliced as text."""
+    CTE placed before ``tree``'s own, which may read it): the dry run of an engine that has no
+    database of empty tables (each engine's ``compile``, the outer query's check), as a tree,
+    never spliced as text."""
     dry = tree.copy()
     ctes = [exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
             for name, empty in empties]

@@ -6,17 +6,20 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import shutil
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import duckdb
 import numpy as np
 import pytest
 
 import dpsql
+import dpsql.pipeline
 from dpsql.engines import DuckDBEngine, locked, run_on_cells
-from dpsql.engines.duckdb_engine import folders
+from dpsql.engines.duckdb_engine import dry, folders
 from dpsql.errors import EngineError
 
 
@@ -264,3 +267,80 @@ def test_inserted_rows_are_stored_as_one_row_inserts_store_them(ty: str, values:
     stored = {name: repr(con.execute(f'SELECT * FROM "{name}" ORDER BY i').fetchall())
               for name in ("one", "rows", "values")}  # repr: NaN equals NaN
     assert stored["rows"] == stored["one"] and stored["values"] == stored["one"], stored
+
+
+PEOPLE_CREATE = 'CREATE TABLE "people" ("pid" INTEGER, "age" DOUBLE)'
+VISITS_CREATE = 'CREATE TABLE "visits" ("vid" INTEGER)'
+
+
+def test_dry_runs_create_each_set_of_tables_once_apart_from_the_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dry runs' database: a set of empty tables is created on its first dry run and only
+    used again after (the query's own text, ``main.`` names included), each set in a database
+    of its own; a set whose tables fail to create is not kept; past MAX_SETS sets a new
+    database starts empty, and a cursor on the old one is replaced."""
+    monkeypatch.setattr(dry, "_current", None)
+    columns, rows = dry.run_dry("SELECT COUNT(*) AS n, MAX(age) FROM main.people WHERE pid = $1",
+                                [1], (PEOPLE_CREATE,))
+    assert columns == [("n", "BIGINT"), ("max(age)", "DOUBLE")] and rows == [(0, None)]
+    first = dry._current
+    assert first is not None and len(first.sets) == 1
+    dry.run_dry("SELECT pid FROM people", (), (PEOPLE_CREATE,))
+    assert dry._current is first and len(first.sets) == 1
+    with pytest.raises(duckdb.CatalogException):  # another set's tables are not in reach
+        dry.run_dry("SELECT pid FROM people", (), (VISITS_CREATE,))
+    assert len(first.sets) == 2
+    with pytest.raises(duckdb.Error):
+        dry.run_dry("SELECT 1", (), (VISITS_CREATE, 'CREATE TABLE "x" ("a" NO_SUCH_TYPE)'))
+    assert len(first.sets) == 2  # not kept
+    assert dry.run_dry("SELECT 1 AS one", (), (VISITS_CREATE, 'CREATE TABLE "x" ("a" INT)')
+                       )[1] == [(1,)]
+    monkeypatch.setattr(dry, "MAX_SETS", 3)
+    assert dry.run_dry("SELECT vid FROM visits", (), (VISITS_CREATE,))[1] == []
+    assert dry._current is not first and len(dry._current.sets) == 1
+
+
+def test_the_dry_runs_database_is_locked_and_threads_keep_their_own_set(
+        files: SimpleNamespace) -> None:
+    """No file, no setting from a dry run; threads dry-running different sets at once each
+    read their own (each thread's cursor switches databases for itself)."""
+    with pytest.raises(duckdb.Error):
+        dry.run_dry(f"SELECT * FROM read_csv('{files.outside}')", (), (PEOPLE_CREATE,))
+    with pytest.raises(duckdb.Error):
+        dry.run_dry("SET enable_external_access = true", (), (PEOPLE_CREATE,))
+    seen: dict[str, set[str]] = {"people": set(), "visits": set()}
+
+    def run(table: str, create: str) -> None:
+        for _ in range(50):
+            columns, _ = dry.run_dry(f"SELECT * FROM {table}", (), (create,))
+            seen[table].add(columns[0][0])
+
+    threads = [threading.Thread(target=run, args=args)
+               for args in (("people", PEOPLE_CREATE), ("visits", VISITS_CREATE))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"people": {"pid"}, "visits": {"vid"}}
+
+
+def test_duckdbs_dry_run_is_the_text_it_runs(monkeypatch: pytest.MonkeyPatch,
+                                             make_db: Callable[..., Any]) -> None:
+    """On DuckDB the pipeline checks the very text the engine then runs (generated once,
+    histograms gathered as the engine gathers them), before the engine reads anything."""
+    crafted = make_db("CREATE TABLE t AS SELECT range AS pid, range % 90 AS age, "
+                      "CASE WHEN range % 2 = 0 THEN 'F' ELSE 'M' END AS sex FROM range(50)",
+                      {"t": {"privacy_unit": "pid", "max_rows_per_unit": 1,
+                             "columns": {"pid": {"type": "int"},
+                                         "age": {"type": "int", "lower": 0, "upper": 100},
+                                         "sex": {"type": "text", "values": ["F", "M"]}}}})
+    steps: list[tuple[str, str]] = []
+    real = dpsql.pipeline.run_dry
+    monkeypatch.setattr(dpsql.pipeline, "run_dry", lambda sql, *rest: (
+        steps.append(("dry", sql)), real(sql, *rest))[1])
+    execute = crafted.db.engine.execute
+    monkeypatch.setattr(crafted.db.engine, "execute", lambda sql, *rest: (
+        steps.append(("engine", sql)), execute(sql, *rest))[1])
+    crafted.db.query("SELECT sex, COUNT(*), MEDIAN(age) FROM t GROUP BY sex")
+    assert [kind for kind, _ in steps] == ["dry", "engine"]
+    assert steps[0][1] == steps[1][1] and "__h0" in steps[1][1]  # the gathered histogram

@@ -95,9 +95,10 @@ def _compiled(p: Plan, engine: DuckDBEngine, schema: dict[str, str]) -> dict[str
     :func:`dpsql.pipeline.engine_sql` does (a refusal raises)."""
     tree = rewrite(p, schema)
     salted = tree.find(exp.Placeholder) is not None
-    check_engine_query(p, tree, salted, schema)
+    duckdb_sql = engine.compile(tree, p, salted)
+    check_engine_query(p, duckdb_sql, salted, schema)
     sums = {m.name for m in p.measurements}
-    return {"duckdb": engine.compile(tree, p, salted),
+    return {"duckdb": duckdb_sql,
             "postgres": tree.sql(dialect=PostgresDialect),
             # with the exact sums that Spark's analysis asks for (SparkEngine.generate: the
             # text without them differs only in those sums' wrappers)
