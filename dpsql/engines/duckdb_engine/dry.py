@@ -25,7 +25,7 @@ import duckdb
 from dpsql.engines import locked
 
 #: Sets of tables kept before the dry database starts again empty.
-MAX_SETS = 1024
+MAX_SETS = 256
 #: Nothing is read here, but an analyst's public read runs as written: bounded as the public
 #: store's own queries are (dpsql.execution.public).
 MEMORY_LIMIT = "512MB"
