@@ -10,7 +10,9 @@ empty CTEs, and a public read no longer opens a database of its own (27 ms each,
 
 The tables hold no row, ever, so nothing here reads or keeps data; the database is locked as
 every connection of dpsql's is (:mod:`dpsql.engines.locked`), on one thread and a small memory
-limit (an analyst's public read runs here as written). Its sets are bounded: past
+limit (an analyst's public read runs here as written). The sets share one DuckDB, so a dry
+run's error is shown by its first line only (every caller does so): DuckDB names a similar
+table of another set ("Did you mean ...") on a later line. Its sets are bounded: past
 :data:`MAX_SETS`, a new database replaces the old one (a thread's cursor on the old
 one is replaced at its next dry run).
 """
