@@ -41,7 +41,6 @@ import duckdb
 from sqlglot import exp
 
 from dpsql.engines import Engine, locked
-from dpsql.engines.duckdb_engine.dry import run_dry
 from dpsql.errors import (
     DataError,
     EngineError,
@@ -143,14 +142,21 @@ def check_functions(tree: exp.Query) -> None:
 
 
 def dry_run(sql: str, tables: list[Table]) -> tuple[ResultColumn, ...]:
-    """Bind and run ``sql`` on empty tables of the declared types (the dry runs' database,
-    :mod:`dpsql.engines.duckdb_engine.dry`): a name or type error is a refusal, nothing read;
-    the result's column names and types are the answer's."""
-    creates = tuple(f"CREATE TABLE {_name(table.name)} ({_column_list(table)})"
-                    for table in tables)
+    """Bind and run ``sql`` on empty tables of the declared types: a name or type error is a
+    refusal, nothing read; the result's column names and types are the answer's. On a DuckDB
+    of its own, not the shared dry runs' database (:mod:`dpsql.engines.duckdb_engine.dry`):
+    ``sql`` is the analyst's, and neither its memory nor what it can name (the database's own
+    name, say) may depend on other queries of the process."""
+    def empty_tables(con: duckdb.DuckDBPyConnection) -> None:
+        for table in tables:
+            con.execute(f"CREATE TABLE {_name(table.name)} ({_column_list(table)})")
+
+    con = locked.in_memory(empty_tables, memory_limit=_MEMORY_LIMIT, threads=1)
     try:
-        columns, _ = run_dry(sql, (), creates)
-        return tuple(ResultColumn(name, dtype) for name, dtype in columns)
+        result = con.execute(sql)
+        description = result.description or []
+        result.fetchall()
+        return tuple(ResultColumn(d[0], str(d[1])) for d in description)
     except duckdb.BinderException as e:
         first = str(e).splitlines()[0]
         kind = UnknownColumn if "column" in first.lower() else UnsupportedQuery
@@ -158,6 +164,8 @@ def dry_run(sql: str, tables: list[Table]) -> tuple[ResultColumn, ...]:
     except duckdb.Error as e:
         raise UnsupportedQuery(f"the query over public tables is not valid: "
                                f"{str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
 
 
 def _name(name: str) -> str:

@@ -123,6 +123,8 @@ class ColumnType(StrEnum):
 
 
 COLUMN_TYPES: tuple[str, ...] = tuple(t.value for t in ColumnType)
+#: Table names starting so are refused: the rewritten queries' own CTEs are named so.
+RESERVED_PREFIX = "__"
 #: The DuckDB type each declared column type is read as (dpsql.query.total_expressions.Reader), and
 #: that an empty table of the declared types has (plan-time checks, the audit's databases).
 ENGINE_TYPES: dict[str, str] = {
@@ -314,6 +316,12 @@ def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
 
 
 def _parse_table(name: str, spec: Any, where: str) -> Table:
+    if name.startswith(RESERVED_PREFIX):
+        # The rewritten query's own CTEs are named so (__rows, __tot, ...): a table of that
+        # name would be shadowed by one of them, and a query would read dpsql's CTE instead.
+        raise MetadataError(f"{where}: names starting with {RESERVED_PREFIX!r} are reserved "
+                            "for dpsql's rewritten queries; rename the table, or declare a "
+                            "view of it under another name")
     if not isinstance(spec, dict):
         raise MetadataError(f"{where}: must be a table of settings")
     no_unknown_keys(spec, _TABLE_KEYS, where)

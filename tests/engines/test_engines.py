@@ -300,6 +300,19 @@ def test_dry_runs_create_each_set_of_tables_once_apart_from_the_others(
     assert dry._current is not first and len(dry._current.sets) == 1
 
 
+def test_a_sets_database_is_named_by_the_set_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither the name a dry run can see (current_database()) nor anything else tells which
+    sets were made before it in the process."""
+    def seen(creates: tuple[str, ...]) -> object:
+        return dry.run_dry("SELECT current_database()", (), creates)[1]
+
+    monkeypatch.setattr(dry, "_current", None)
+    alone = seen((PEOPLE_CREATE,))
+    monkeypatch.setattr(dry, "_current", None)
+    seen((VISITS_CREATE,))
+    assert seen((PEOPLE_CREATE,)) == alone != seen((VISITS_CREATE,))
+
+
 def test_the_dry_runs_database_is_locked_and_threads_keep_their_own_set(
         files: SimpleNamespace) -> None:
     """No file, no setting from a dry run; threads dry-running different sets at once each

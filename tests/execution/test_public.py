@@ -105,6 +105,19 @@ def test_only_declared_columns_and_tables_are_visible(make_db) -> None:
         db.query("SELECT (SELECT COUNT(*) FROM people) FROM ref")
 
 
+def test_a_public_reads_dry_run_depends_on_no_other_query(metered: Database) -> None:
+    """A public read is dry-run on a DuckDB of its own, never on the database where dpsql's
+    engine queries are dry-run (dpsql.engines.duckdb_engine.dry): what it can name there (the
+    database's own name) is the same whatever ran before it in the process."""
+    sql = "SELECT CAST(concat(current_database(), MIN(state)) AS INT) FROM states"
+    with pytest.raises(dpsql.errors.QueryRefused) as first:
+        metered.query(sql)
+    metered.query("SELECT COUNT(*) FROM people", epsilon=0.1)  # an engine query's dry run
+    with pytest.raises(dpsql.errors.QueryRefused) as again:
+        metered.query(sql)
+    assert str(first.value) == str(again.value) and "dry_" not in str(again.value)
+
+
 def test_public_read_runtime_error_is_a_data_error(metered: Database) -> None:
     with pytest.raises(dpsql.errors.DataError, match="public tables failed"):
         metered.query("SELECT CAST(state AS INTEGER) FROM states")

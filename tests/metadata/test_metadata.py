@@ -169,6 +169,20 @@ def test_table_declared_twice_ignoring_case(tmp_path: Path) -> None:
         load_metadata(path)
 
 
+@pytest.mark.parametrize("name", ["__tot", "__rows", "__h0", "__anything"])
+def test_table_names_of_the_rewrites_ctes_are_reserved(tmp_path: Path, name: str) -> None:
+    """The rewritten query's own CTEs start with two underscores: a table named so would be
+    shadowed by one (a public "__tot" joined to a private table read dpsql's per-unit totals
+    instead), so the owner is told to rename it."""
+    path = tmp_path / "owner.toml"
+    path.write_text(f'[tables."{name}"]\npublic = true\n[tables."{name}".columns]\na = "int"\n')
+    with pytest.raises(MetadataError, match=rf"owner\.toml: table '{name}': names starting "
+                                            r"with '__' are reserved.*rename the table"):
+        load_metadata(path)
+    path.write_text('[tables._one.columns]\na = "int"\n')  # one underscore: a name as any
+    assert "_one" in load_metadata(path).tables
+
+
 def test_no_tables(tmp_path: Path) -> None:
     path = tmp_path / "owner.toml"
     path.write_text("description = 'nothing'\n")

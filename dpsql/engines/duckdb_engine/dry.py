@@ -2,23 +2,26 @@
 
 A dry run (:mod:`dpsql.query.dry_runs`) runs a query on empty tables of the right types, so
 that an error it raises whatever the data is a refusal before anything is charged. Each set
-of tables is created once per process, in an in-memory database of its own attached as
-``dry_<n>`` (its tables in its ``main`` schema, as a query may name them); a later dry run over
-the same set only switches its thread's cursor to that database (``USE``) and runs the query's
-own text: a private query's engine text is generated once, not once more around
-empty CTEs, and a public read no longer opens a database of its own (27 ms each, measured).
+of tables is created once per process, in an in-memory database of its own attached under a
+name that the set alone decides (``dry_`` and a hash of its statements: neither the name nor
+anything else here tells which sets were made before), its tables in its ``main`` schema, as
+a query may name them; a later dry run over the same set only switches its thread's cursor to
+that database (``USE``) and runs the query's own text: a private query's engine text is
+generated once, not once more around empty CTEs.
 
-The tables hold no row, ever, so nothing here reads or keeps data; the database is locked as
-every connection of dpsql's is (:mod:`dpsql.engines.locked`), on one thread and a small memory
-limit (an analyst's public read runs here as written). The sets share one DuckDB, so a dry
-run's error is shown by its first line only (every caller does so): DuckDB names a similar
-table of another set ("Did you mean ...") on a later line. Its sets are bounded: past
-:data:`MAX_SETS`, a new database replaces the old one (a thread's cursor on the old
-one is replaced at its next dry run).
+Only dpsql's engine queries run here (the analyst's public reads get a DuckDB of their own,
+:func:`dpsql.execution.public.dry_run`). The tables hold no row, ever, so nothing here reads or
+keeps data; the database is locked as every connection of dpsql's is
+(:mod:`dpsql.engines.locked`), on one thread and with a memory limit. The sets share one
+DuckDB, so a dry run's error is shown by its first line only (every caller does so): DuckDB
+names a similar table of another set ("Did you mean ...") on a later line. The sets are
+bounded: past :data:`MAX_SETS`, a new database replaces the old one (a thread's cursor on the
+old one is replaced at its next dry run).
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Sequence
 
@@ -28,8 +31,7 @@ from dpsql.engines import locked
 
 #: Sets of tables kept before the dry database starts again empty.
 MAX_SETS = 256
-#: Nothing is read here, but an analyst's public read runs as written: bounded as the public
-#: store's own queries are (dpsql.execution.public).
+#: Nothing is read here: a query over empty tables needs little.
 MEMORY_LIMIT = "512MB"
 
 _lock = threading.Lock()
@@ -81,7 +83,7 @@ def _attached(database: _Database, cursor: duckdb.DuckDBPyConnection,
         name = database.sets.get(creates)
         if name is not None:
             return name
-        name = f"dry_{len(database.sets)}"
+        name = "dry_" + hashlib.sha256("\0".join(creates).encode()).hexdigest()[:32]
         cursor.execute(f"ATTACH ':memory:' AS {name}")
         try:
             cursor.execute(f"USE {name}")
