@@ -197,6 +197,19 @@ def no_dpsql_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DPSQL_ANALYST", raising=False)
 
 
+@pytest.fixture
+def noise_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every noise draw is 0 (dpsql.privacy.mechanisms._noise): each answer is its exact
+    measurements on the noise grid, then the same post-processing, thresholds and key release
+    as ever -- the noise-free answer that the rules of SQL semantics are checked on."""
+    import numpy as np
+
+    def zeros(spec: object, size: int, rng: object) -> np.ndarray:
+        return np.zeros(size, dtype=np.int64)
+
+    monkeypatch.setattr("dpsql.privacy.mechanisms._noise", zeros)
+
+
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A standalone Spark cluster (a master, a worker, two executors in JVMs of their own)

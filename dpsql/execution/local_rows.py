@@ -199,8 +199,8 @@ def released_rows(table: Table, mechanism: RowMechanism, engine: Engine, rng: Ra
     # Only what is released is read (and the unit, to bound): a withheld column never leaves
     # the engine.
     names = [m.name for m in mechanism.released]
-    if table.needs_bounding:
-        names.append(table.privacy_unit)  # type: ignore[arg-type]
+    if table.privacy_unit is not None:  # to bound, and to drop rows of no unit
+        names.append(table.privacy_unit)
     data = engine.read_public(table.name, {n: table.columns[n].type for n in names})
     data = _bounded(data, table, names, rng)
     if mechanism.public_row_count:
@@ -219,16 +219,20 @@ def released_rows(table: Table, mechanism: RowMechanism, engine: Engine, rng: Ra
 
 def _bounded(data: list[tuple[object, ...]], table: Table, names: list[str], rng: Randomness
              ) -> list[tuple[object, ...]]:
-    """At most k rows per unit, a uniform sample (rows of a NULL unit dropped), as the central
-    path bounds (:mod:`dpsql.execution.rewrite`); rows in a random order either way."""
+    """At most k rows per unit, a uniform sample, as the central path bounds
+    (:mod:`dpsql.execution.rewrite`); rows of a NULL unit dropped, in a ``one_row_per_unit``
+    table too (a NULL unit is no one); rows in a random order either way."""
     order = _permutation(len(data), rng)
-    if not table.needs_bounding:
+    if table.privacy_unit is None:
         return [data[i] for i in order]
-    unit = names.index(table.privacy_unit)  # type: ignore[arg-type]
+    unit = names.index(table.privacy_unit)
     k, kept, seen = table.max_rows_per_unit, [], {}  # type: ignore[var-annotated]
     for i in order:
         key = data[i][unit]
-        if key is None:
+        if key is None or key != key:  # NULL, or NaN (read as NULL, as Reader.unit does)
+            continue
+        if not table.needs_bounding:  # each row is its own unit
+            kept.append(data[i])
             continue
         seen[key] = seen.get(key, 0) + 1
         if seen[key] <= k:

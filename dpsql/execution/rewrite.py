@@ -88,10 +88,12 @@ bounded together they would form one partition, one "unit" of arbitrarily many r
 sampled rows could stand in for different people from query to query, and which one person
 could join (by writing rows without an id) to displace others from the sample. Dropping them
 is the conservative choice: the neighbouring relation is over identified units only, and a
-row without one contributes nothing. In a ``one_row_per_unit`` table (no bounding) each row is
-its own unit, NULL unit included, exactly as in a table without ``privacy_unit``: one row
-changes a count by at most 1 either way; there ``COUNT(DISTINCT unit)`` counts rows (it is
-planned as ``COUNT(*)``), so it includes rows whose unit is NULL.
+row without one contributes nothing. A ``one_row_per_unit`` table (no bounding) drops them too:
+a NULL unit never counts as a person, on any path, so that the owner's promise changes how
+rows are bounded and nothing else -- the same data with or without the promise gives the same
+answers (``COUNT(DISTINCT unit)``, planned there as ``COUNT(*)``, counts SQL's non-NULL units,
+and ``COUNT(*)`` the rows of identified units, as in a bounded table). A table without
+``privacy_unit`` has no unit column: each row is its own unit.
 """
 
 from __future__ import annotations
@@ -156,9 +158,8 @@ def query_rows(plan: Plan, physical: Mapping[str, str] | None = None,
     rows = exp.select(*_row_projections(plan, _inputs(plan) if inputs is None else inputs,
                                         reader), copy=False).from_(_source(plan, reader),
                                                                     copy=False)
-    if table.needs_bounding:
-        assert table.privacy_unit is not None  # needs_bounding implies a privacy unit
-        # Rows of no identifiable unit are dropped (see the module docstring).
+    if table.privacy_unit is not None:
+        # Rows of no identifiable unit are dropped, bounded or not (see the module docstring).
         rows = rows.where(reader.unit(table.privacy_unit).is_(exp.null()).not_(), copy=False)
     if plan.query.where is not None:
         rows = rows.where(total(plan.query.where, table, reader, filtering=True), copy=False)

@@ -155,6 +155,17 @@ def test_a_public_count_table_bounds_each_unit_to_k_rows(tmp_path: Path) -> None
     assert answered.cost is not None and answered.cost.epsilon == 1.0  # k x epsilon
 
 
+def test_a_one_row_per_unit_table_releases_no_row_of_a_null_unit(tmp_path: Path) -> None:
+    """A NULL unit is no one on the local path too (issue 35), as on the central one."""
+    sql = ["CREATE TABLE people AS SELECT CASE WHEN i < 5 THEN NULL ELSE i END AS pid, "
+           "'M' AS sex FROM range(40) t(i)"]
+    table = {"privacy_unit": "pid", "one_row_per_unit": True, "columns": {
+        "pid": {"type": "int", "nullable": True}, "sex": {"type": "text", "values": ["F", "M"]}},
+        "local": {"epsilon": 1.0, "row_count": "public", "columns": {"sex": "rr"}}}
+    with _open(tmp_path, sql, {"people": table}) as db:
+        assert len(db.query("SELECT sex FROM people").rows) == 35
+
+
 def test_an_empty_sampled_table_releases_phantom_rows(tmp_path: Path) -> None:
     sql = ["CREATE TABLE visits (pid BIGINT, kind VARCHAR)"]
     with _open(tmp_path, sql, {"visits": VISITS}) as db:

@@ -1,6 +1,6 @@
 """Rows whose privacy unit is NULL: dropped, before contribution bounding, from every query over
-a table that needs bounding (they belong to no identifiable unit); in a ``one_row_per_unit``
-table each such row is its own unit. Measured through the real pipeline on a real engine:
+every table with a unit (they belong to no identifiable unit), ``one_row_per_unit`` tables
+included. Measured through the real pipeline on a real engine:
 the exact measurements the engine returns for a fixed salt, then noisy answers."""
 
 from __future__ import annotations
@@ -87,10 +87,27 @@ def test_null_units_cannot_displace(make_db: Callable[..., Any]) -> None:
         assert measured(before, sql, salt) == measured(after, sql, salt) == [("a", 5, 5.0)]
 
 
-def test_one_row_per_unit_table_counts_each_null_unit_row(make_db: Callable[..., Any]) -> None:
-    """Without bounding each row is its own unit, NULL unit included (documented in
-    dpsql.execution.rewrite): one row still changes a count by at most 1."""
-    table = {"privacy_unit": "pid", "one_row_per_unit": True, "columns": VISITS["columns"]}
-    db = visits(make_db, IDENTIFIED + NULLS[:4], table=table)
-    assert measured(db, "SELECT COUNT(*) FROM visits", 1) == [(24,)]
-    assert measured(db, "SELECT COUNT(DISTINCT pid) FROM visits", 1) == [(24,)]
+ONE_ROW = {"privacy_unit": "pid", "one_row_per_unit": True, "columns": VISITS["columns"]}
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+@pytest.mark.usefixtures("noise_free")
+def test_one_row_per_unit_table_drops_null_units(make_db: Callable[..., Any], sql: str) -> None:
+    """A NULL unit never counts as a person, on the fast path too (issue 35): a
+    ``one_row_per_unit`` table drops rows of no unit as a bounded table does, so the owner's
+    promise changes how rows are bounded and nothing else."""
+    without = visits(make_db, IDENTIFIED, "without", table=ONE_ROW)
+    with_nulls = visits(make_db, IDENTIFIED + NULLS, "with", table=ONE_ROW)
+    bounded = visits(make_db, IDENTIFIED + NULLS, "bounded")
+    assert measured(with_nulls, sql, 1) == measured(without, sql, 1)
+    answers = [db.query(sql, epsilon=100.0).rows for db in (with_nulls, without, bounded)]
+    assert answers[0] == answers[1] == answers[2], answers
+
+
+def test_count_distinct_unit_is_sql_on_one_row_per_unit(make_db: Callable[..., Any]) -> None:
+    """people = {1, NULL}: SQL's COUNT(DISTINCT pid) is 1, and so is the fast path's (it
+    counted the NULL row as a second person); COUNT(*) counts the identified row only."""
+    db = visits(make_db, ["(1, 'a', 1.0)", "(NULL, 'a', 2.0)"], table=ONE_ROW)
+    assert measured(db, "SELECT COUNT(DISTINCT pid) FROM visits", 1) == [(1,)]
+    assert measured(db, "SELECT COUNT(*), SUM(amount) FROM visits", 1) == [(1, 1.0)]
+    assert measured(db, "SELECT COUNT(*) FROM visits WHERE pid IS NULL", 1) == [(0,)]
