@@ -157,7 +157,7 @@ SEMI_QUERIES = [
     "WHERE v.pid IN (SELECT pid FROM visits WHERE amount > 50)",
     "SELECT COUNT(*) FROM people p LEFT JOIN visits v ON v.pid = p.pid AND v.vid < 0 "
     "WHERE EXISTS (SELECT 1 FROM visits w WHERE w.pid = v.pid AND w.amount > 50)",
-    # a one_row_per_unit table whose NULL-unit rows are each their own unit
+    # a one_row_per_unit table with NULL-unit rows (dropped: a NULL unit is no one)
     "SELECT COUNT(*) FROM people WHERE pid NOT IN (SELECT pid FROM visits WHERE amount > 50)",
     "SELECT COUNT(*) FROM people p WHERE NOT EXISTS (SELECT 1 FROM visits v "
     "WHERE v.pid = p.pid AND v.amount > 50)",
@@ -187,9 +187,11 @@ def test_a_null_outer_unit_never_depends_on_who_matches(
 def test_null_outer_units_have_the_documented_fate(
         request: pytest.FixtureRequest, make_db: Callable[..., Any], engine: str) -> None:
     """NOT EXISTS keeps a row whose outer unit is NULL (SQL's answer: no row equals NULL);
-    NOT IN, IN and EXISTS drop it, whether or not the subquery has rows."""
+    NOT IN, IN and EXISTS drop it, whether or not the subquery has rows. A row whose own unit
+    is NULL (the 30 of the one_row_per_unit table) is no one's and never read (issue 35)."""
     db = open_db(request, make_db, engine, _people_visits(NULL_PEOPLE), {
         "people": PEOPLE, "visits": VISITS}, "d")
+    filled = "FROM people p LEFT JOIN visits w ON w.pid = p.pid AND w.vid < 0"  # w.pid NULL
     for pred in ("amount > 50", "amount > 5"):  # the subquery empty, then not
         not_in = measured(db, f"SELECT COUNT(*) FROM people WHERE pid NOT IN (SELECT pid FROM "
                               f"visits WHERE {pred})")
@@ -197,7 +199,13 @@ def test_null_outer_units_have_the_documented_fate(
                                   f"FROM visits v WHERE v.pid = p.pid AND v.{pred})")
         identified = 20 if pred == "amount > 50" else 0
         assert list(not_in.values()) == [identified], pred
-        assert list(not_exists.values()) == [identified + 30], pred
+        assert list(not_exists.values()) == [identified], pred
+        null_not_in = measured(db, f"SELECT COUNT(*) {filled} WHERE w.pid NOT IN (SELECT pid "
+                                   f"FROM visits WHERE {pred})")
+        null_not_exists = measured(db, f"SELECT COUNT(*) {filled} WHERE NOT EXISTS (SELECT 1 "
+                                       f"FROM visits v WHERE v.pid = w.pid AND v.{pred})")
+        assert list(null_not_in.values()) == [0], pred
+        assert list(null_not_exists.values()) == [20], pred
 
 
 # --- 2. one canonical unit ------------------------------------------------------------------
