@@ -96,7 +96,7 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             return reader.read(narrowed[0], widen=n.parent is not None, within=narrowed[1:])
         if isinstance(n, exp.Column):
             if filtering and _compared(n) and reader.comparable(n):
-                return exp.column(n.name, quoted=True)
+                return reader.stored(n)
             # A bare integer column is summed as stored (DuckDB sums into HUGEINT); one
             # inside an expression is widened to BIGINT first, so its arithmetic cannot
             # overflow a narrow type.
@@ -377,6 +377,17 @@ class Reader:
         typed = {"bool": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP"}[meta.type]
         return ref if stored == typed else exp.TryCast(this=ref,
                                                        to=exp.DataType.build(typed))
+
+    def stored(self, column: exp.Column) -> exp.Expression:
+        """``column`` as stored, unclamped (a filter's comparison with constants, which the
+        engine can push into its scan), NaN read as NULL as everywhere else: NaN is NULL in
+        WHERE as in expressions, keys and aggregates, on every engine (each orders NaN
+        differently against numbers, and a clamped value could never be NaN)."""
+        ref = exp.column(column.name, quoted=True)
+        meta = self.table.column(column.name)
+        if meta is None or meta.type != ColumnType.FLOAT:
+            return ref
+        return exp.Nullif(this=ref, expression=exp.cast(exp.Literal.string("NaN"), "DOUBLE"))
 
     def read(self, column: exp.Column, widen: bool = True,
              within: tuple[float, float] | None = None) -> exp.Expression:
