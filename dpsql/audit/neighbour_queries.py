@@ -298,15 +298,15 @@ def _with_bounds(sql: str, aliases: Sequence[_Alias]) -> str:
 #: Queries of :data:`METADATA` that exhibit the leak classes of issue 17 (the tests assert
 #: that the harness finds each one when the class's bug is present, and that each passes
 #: once it is fixed). Class 1: three-valued logic of a rewritten anti-join whose outer unit is
-#: NULL (a NULL-filled LEFT JOIN side, or NULL-unit rows of a one_row_per_unit table): the
+#: NULL (a NULL-filled LEFT JOIN side; rows of a NULL unit are read by no query, issue 35): the
 #: row's fate depends on whether *anyone* matches. Class 2: a unit's identity differs between
 #: bounding (the stored text) and filters (the typed value): needs ``text_units``. Class 3:
 #: a ``unit_path`` table read through a CTE or a subquery in FROM is planned with k = 1.
 LEAK_CLASSES: dict[int, tuple[str, ...]] = {
     1: ("SELECT COUNT(*) FROM people p LEFT JOIN visits v ON v.pid = p.pid AND v.vid < 0 "
         "WHERE v.pid NOT IN (SELECT pid FROM visits WHERE pid = 2 AND qty >= 0)",
-        "SELECT COUNT(*) FROM people p WHERE p.pid NOT IN (SELECT pid FROM visits WHERE "
-        "pid = 2)",
+        "SELECT COUNT(*) FROM people p LEFT JOIN visits v ON v.pid = p.pid AND v.vid < 0 "
+        "WHERE v.pid NOT IN (SELECT pid FROM visits WHERE pid = 2)",
         "SELECT COUNT(*) FROM people p LEFT JOIN visits v ON v.pid = p.pid AND v.vid < 0 "
         "WHERE NOT EXISTS (SELECT 1 FROM visits w WHERE w.pid = v.pid AND w.qty > 10)"),
     2: ("SELECT COUNT(*) FROM visits WHERE pid = 99",

@@ -18,6 +18,9 @@ from dpsql.audit.scenarios import Scenario, TableRows
 from dpsql.metadata.metadata import ENGINE_TYPES, Metadata, Table, parse_metadata
 
 ADVERSARY = "A"  # the person one neighbour adds
+#: A removed person whose every nullable value is NULL (no unit, path or unique column): what
+#: a count of units or a sum of no non-NULL value must still bound when they leave.
+ALL_NULL = "p2"
 BASE = "d"  # the schema of D itself
 
 
@@ -171,6 +174,8 @@ def _row(table: Table, person: str, number: int, j: int, spec: _Spec, data: Tabl
             spec.targets.setdefault((table.name, c), []).append((person, value))
         elif extreme:
             value = _extreme(column.type, j // 2 + spec.extremes, physical)
+        elif person == ALL_NULL and column.nullable:
+            value = None
         else:
             value = _ordinary(column, spec.rng, j + number)
         out.append(value)

@@ -12,8 +12,9 @@ the claims on data, without noise, so that a broken argument fails deterministic
    person with more rows than k in more groups than g, values far outside the bounds (and
    inf, -inf, NaN), NULL and NaN keys, duplicated rows, units in several spellings (and one
    that converts to nothing), many join partners and rows that dangling foreign keys of D
-   reach. D itself holds rows of no one (NULL units, dangling or NULL ``unit_path``
-   columns), people whom a LEFT JOIN NULL-fills, and public keys that match many rows.
+   reach. D itself holds a person whose nullable values are all NULL, rows of no one (NULL
+   units, dangling or NULL ``unit_path`` columns), people whom a LEFT JOIN NULL-fills, and
+   public keys that match many rows.
 2. The neighbours are D minus each person and D plus the adversary; each is materialised
    once as one schema of one engine database (:func:`duckdb_neighbourhood`,
    :func:`postgres_neighbourhood`), so a query runs on a neighbour by switching the schema.

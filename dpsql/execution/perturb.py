@@ -9,6 +9,15 @@ measurements into the cells of the query (post-processing). Exact values never l
 Real-valued sums arrive as exact integers (HUGEINT) in units of their measurement's ``step``
 (dpsql.privacy.aggregates, "Exact sums") and go to :func:`dpsql.privacy.mechanisms.perturb_fixed`,
 which reaches the noise grid by integer arithmetic: no float rounding happens before the noise.
+
+**Empty and all-NULL aggregates are 0** (:func:`_number`, README "NULL, NaN and empty groups"):
+the engine's NULL for a count or sum over no rows or only NULLs (SQL's ``SUM``, DuckDB's
+``COUNT_IF``), and a released group the engine has no row for (a public domain's empty group),
+are perturbed as 0, on every path, never released as NULL: whether a group holds a non-NULL
+value is a function of the data, so releasing NULL exactly where SQL has one would tell, for a
+group of one person, whether their value is NULL. Post-processing (HAVING, ORDER BY, outer
+expressions) then reads the released number. NULL units and NaN never reach the engine's
+aggregates (:mod:`dpsql.execution.rewrite`, :mod:`dpsql.query.total_expressions`).
 """
 
 from __future__ import annotations
@@ -137,6 +146,7 @@ def _column(keys: list[tuple[object, ...]],
 
 
 def _number(value: object) -> int | float:
+    """An exact measurement as a number: the engine's NULL (no rows, only NULLs) is 0."""
     if value is None:
         return 0
     return value if isinstance(value, int) else float(value)  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ import duckdb
 import pytest
 
 import dpsql
-from tests.engines.test_unit_identity import open_db
+from tests.engines.test_unit_identity import copies, open_db  # noqa: F401  (copies: a fixture)
 
 pytestmark = pytest.mark.usefixtures("noise_free")
 ENGINE_NAMES = ["duckdb", pytest.param("postgres", marks=pytest.mark.pg)]
@@ -148,7 +148,11 @@ ZERO_WHEN_EMPTY = [
     "SELECT cat, SUM(amount) AS s FROM visits GROUP BY cat ORDER BY s, cat",
     "SELECT cat, SUM(amount) + 1, COALESCE(SUM(amount), -1), SUM(amount) IS NULL FROM visits "
     "GROUP BY cat ORDER BY cat",
-    # a join: people without visits of cat 'c'
+    # a series limit: the inner release ranks the empty group by its 0
+    "SELECT cat, SUM(amount), COUNT_IF(flag) FROM visits JOIN (SELECT cat AS c__, SUM(amount) "
+    "AS m FROM visits GROUP BY cat ORDER BY m LIMIT 2) AS s ON cat = c__ GROUP BY cat "
+    "ORDER BY cat",
+    # a join whose joined rows hold only NULL values
     "SELECT SUM(v.amount), COUNT_IF(v.amount > 0), SUM(p.score) FROM visits v JOIN people p "
     "ON v.pid = p.pid WHERE v.amount IS NULL AND p.score IS NULL",
 ]
@@ -171,6 +175,10 @@ ZERO_WHEN_EMPTY_SQL = [
     "SELECT d.cat, COALESCE(SUM(amount), 0) + 1, COALESCE(SUM(amount), 0), false FROM "
     "(VALUES ('a'), ('b'), ('c')) d(cat) LEFT JOIN visits v ON v.cat = d.cat GROUP BY d.cat "
     "ORDER BY d.cat",
+    "WITH d AS (SELECT d.cat, COALESCE(SUM(amount), 0) AS s, COUNT(*) FILTER (WHERE flag) "
+    "AS n FROM (VALUES ('a'), ('b'), ('c')) d(cat) LEFT JOIN visits v ON v.cat = d.cat GROUP BY "
+    "d.cat) SELECT cat, s, n FROM d WHERE cat IN (SELECT cat FROM d ORDER BY s LIMIT 2) "
+    "ORDER BY cat",
     "SELECT COALESCE(SUM(v.amount), 0), COUNT(*) FILTER (WHERE v.amount > 0), "
     "COALESCE(SUM(p.score), 0) FROM visits v JOIN people p ON v.pid = p.pid "
     "WHERE v.amount IS NULL AND p.score IS NULL",
