@@ -203,8 +203,9 @@ def noise_free(monkeypatch: pytest.MonkeyPatch) -> None:
     measurements on the noise grid, then the same post-processing, thresholds and key release
     as ever -- the noise-free answer that the rules of SQL semantics are checked on."""
     import numpy as np
+    import numpy.typing as npt
 
-    def zeros(spec: object, size: int, rng: object) -> np.ndarray:
+    def zeros(spec: object, size: int, rng: object) -> npt.NDArray[np.int64]:
         return np.zeros(size, dtype=np.int64)
 
     monkeypatch.setattr("dpsql.privacy.mechanisms._noise", zeros)

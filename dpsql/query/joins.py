@@ -35,8 +35,8 @@ with one type (refused otherwise, before any charge).
 (SELECT 1 FROM t WHERE t.unit = outer AND p)``) are written ``outer IN (S)`` with ``S`` the
 canonical units of t's rows that satisfy p, NULL units removed (:func:`_semi`). The outer unit
 column of a joined row is either NULL (an outer join NULL-filled its table; rows of a NULL
-unit never get this far, :mod:`dpsql.execution.rewrite`) or equal to the row's unit ``u`` (every private table joins an
-earlier one on the unit). The filter's value for a row:
+unit never get this far, :mod:`dpsql.execution.rewrite`) or equal to the row's unit ``u``
+(every private table joins an earlier one on the unit). The filter's value for a row:
 
 * outer = u, not NULL: ``u IN S`` is TRUE exactly when *u's own* rows of t satisfy p, FALSE
   otherwise (S holds no NULL, so never NULL): a function of u's rows alone;

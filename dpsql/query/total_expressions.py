@@ -82,9 +82,10 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
     divisions by zero that give NULL.
 
     With ``filtering`` (a WHERE clause), a column compared directly with constants is read as
-    stored, without clamping (NaN still read as NULL, :meth:`Reader.stored`): a row filter cannot change how much one unit contributes, any
+    stored, without clamping: a row filter cannot change how much one unit contributes, any
     comparison of matching types is total, and the engine can then push the filter into its
-    scan. A column used in arithmetic is clamped as everywhere else.
+    scan (a float column's NaN is still read as NULL, :meth:`Reader.stored`). A column used
+    in arithmetic is clamped as everywhere else.
     """
     reader = reader or Reader(table, {})
 

@@ -5,8 +5,9 @@ engine query on both, every exact measurement moving by at most its declared sen
 Two leak classes, each with the issue's examples and variants, then their siblings:
 
 * three-valued logic in semi- and anti-joins (:func:`dpsql.query.joins.null_outer`): a row whose
-  outer unit is NULL -- NULL-filled by a LEFT JOIN, or a NULL-unit row of a
-  ``one_row_per_unit`` table -- must not pass or fail by whether *anyone* matches;
+  outer unit is NULL -- NULL-filled by a LEFT JOIN (a row of a NULL unit, even in a
+  ``one_row_per_unit`` table, is read by no query) -- must not pass or fail by whether
+  *anyone* matches;
 * the unit's identity (:meth:`dpsql.query.total_expressions.Reader.unit`): spellings of one unit
 stored as text
   ('99', '099', '+99', ' 99', ...) are one unit in bounding as in filters, values that do not
