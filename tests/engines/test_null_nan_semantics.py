@@ -250,3 +250,18 @@ def test_nan_reads_as_null_in_where_expressions_keys_and_aggregates(
     db = world(engine)
     for sql in NAN_QUERIES:
         assert answer(db, sql) == expected(reference, sql), sql
+
+
+def test_the_rules_through_the_dbapi(make_db: Callable[..., Any],
+                                     reference: duckdb.DuckDBPyConnection) -> None:
+    """A door: ``dpsql.connect`` gives the same noise-free answers (the three rules at once)."""
+    crafted = make_db(WORLD, TABLES, name="dbapi")
+    queries = [NAN_QUERIES[0], NAN_QUERIES[1], "SELECT COUNT(DISTINCT pid) FROM people",
+               ZERO_WHEN_EMPTY[4]]
+    wanted = [NAN_QUERIES[0], NAN_QUERIES[1], "SELECT COUNT(DISTINCT pid) FROM raw.people",
+              ZERO_WHEN_EMPTY_SQL[4]]
+    with dpsql.connect(crafted.path, crafted.metadata_path, epsilon=EPSILON) as connection:
+        cursor = connection.cursor()
+        for sql, reference_sql in zip(queries, wanted, strict=True):
+            cursor.execute(sql)
+            assert [tuple(r) for r in cursor.fetchall()] == expected(reference, reference_sql)
