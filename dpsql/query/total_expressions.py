@@ -382,8 +382,10 @@ class Reader:
     def stored(self, column: exp.Column) -> exp.Expression:
         """``column`` as stored, unclamped (a filter's comparison with constants, which the
         engine can push into its scan), NaN read as NULL as everywhere else: NaN is NULL in
-        WHERE as in expressions, keys and aggregates, on every engine (each orders NaN
-        differently against numbers, and a clamped value could never be NaN)."""
+        WHERE as in expressions, keys and aggregates, on every engine. A clamped value is
+        never NaN (a NaN in a sum would make the noisy sum NaN, revealing its row), so a
+        filter that read NaN as above every number would disagree with the same comparison
+        inside an expression (``amount > 5`` against ``amount * 2 > 10``)."""
         ref = exp.column(column.name, quoted=True)
         meta = self.table.column(column.name)
         if meta is None or meta.type != ColumnType.FLOAT:
