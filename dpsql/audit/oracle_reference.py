@@ -13,6 +13,9 @@ release. Rules (each one function below; change a rule in one place):
 * :func:`without_unit` -- rows that reach no privacy unit (a NULL unit, a dangling or NULL
   ``unit_path``) are dropped from a relation that is bounded; in a ``one_row_per_unit`` table
   alone every row is its own unit;
+* :func:`total` -- row-level SQL is total: a division or modulo by zero, a failed cast, NULL;
+* :func:`semi_join` -- ``[NOT] IN (SELECT unit ...)`` reads the subquery's non-NULL units, and
+  NOT IN drops a NULL outer unit (:mod:`dpsql.query.joins`);
 * :func:`units_of_group` -- the number of units in a group, which thresholding compares with
   tau (noise-free: a key is released iff its units reach tau);
 * :func:`empty_aggregate` -- what an aggregate over no rows, or only NULLs, releases
@@ -112,6 +115,19 @@ def moment_columns(sql: str) -> list[bool]:
     return [any(True for _ in e.find_all(*MOMENTS)) for e in _parse(sql).expressions]
 
 
+def total(node: exp.Expression) -> exp.Expression:
+    """Row-level SQL made total (:mod:`dpsql.query.total_expressions`): a division or modulo
+    by zero is NULL (not an error, inf or NaN), a cast that fails is NULL."""
+    if isinstance(node, exp.Div | exp.IntDiv | exp.Mod):
+        divisor = exp.Nullif(this=node.expression.copy(), expression=exp.Literal.number(0))
+        return node.__class__(this=node.this.copy(), expression=divisor)
+    if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
+        return exp.TryCast(this=node.this.copy(), to=node.args["to"].copy())
+    if isinstance(node, exp.StrToTime):
+        return exp.func("try_strptime", node.this.copy(), node.args["format"].copy())
+    return node
+
+
 def semi_join(node: exp.Expression) -> exp.Expression:
     """``outer [NOT] IN (SELECT unit ...)`` over the subquery's non-NULL units, and a NULL
     outer unit dropped by NOT IN too (:mod:`dpsql.query.joins`, "Semi- and anti-joins": the
@@ -158,7 +174,8 @@ def _aggregates(select: exp.Select) -> list[exp.Expression]:
                 continue
             if any(isinstance(a, exp.AggFunc) for a in _ancestors(node, part)):
                 continue
-            target = node.parent if isinstance(node.parent, exp.Filter) else node
+            target = node.parent if isinstance(node.parent, exp.Filter | exp.WithinGroup) \
+                else node
             if not any(target is f for f in found):
                 found.append(target)
     return found
@@ -208,6 +225,29 @@ def order_is_approximate(sql: str) -> bool:
     parts = [select.args.get("having"), select.args.get("order"),
              *(w for e in select.expressions for w in e.find_all(exp.Window))]
     return any(p is not None and any(True for _ in p.find_all(*APPROXIMATE)) for p in parts)
+
+
+def sort_columns(sql: str) -> list[int] | None:
+    """The output columns ORDER BY sorts by (ordinals, aliases, or select items repeated);
+    None without ORDER BY or when it sorts by anything else."""
+    select = _parse(sql)
+    order = select.args.get("order")
+    if order is None:
+        return None
+    items = [e.unalias() for e in select.expressions]
+    aliases = [e.alias for e in select.expressions]
+    out = []
+    for o in order.expressions:
+        key = o.this
+        if isinstance(key, exp.Literal) and key.is_int:
+            out.append(int(key.this) - 1)
+        elif isinstance(key, exp.Column) and not key.table and key.name in aliases:
+            out.append(aliases.index(key.name))
+        elif any(key == i for i in items):
+            out.append(next(n for n, i in enumerate(items) if key == i))
+        else:
+            return None
+    return out
 
 
 def _parse(sql: str) -> exp.Select:
@@ -277,7 +317,7 @@ def reference_sql(sql: str, metadata: Metadata, release: Release) -> str:
         inner.set("group", exp.Group(expressions=[k.copy() for k in keys]))
     if release.bounded and unit is not None:
         inner = inner.where(without_unit(unit.copy()))
-    inner = inner.transform(_semi_joins)
+    inner = inner.transform(_semi_joins).transform(total)
     source, key_ref, agg_ref, join = _released(inner, keys, aggregates, release)
     outer = exp.Select()
     if select.args.get("with") is not None:
@@ -317,7 +357,8 @@ def _semi_joins(node: exp.Expression) -> exp.Expression:
 
 
 def _meant(aggregate: exp.Expression) -> exp.Expression:
-    inner = aggregate.this if isinstance(aggregate, exp.Filter) else aggregate
+    inner = aggregate.this if isinstance(aggregate, exp.Filter | exp.WithinGroup) else \
+        aggregate
     rule = AGGREGATE_RULES.get(type(inner), _plain)
     return empty_aggregate(rule(aggregate.copy()))
 
