@@ -40,7 +40,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-import dpsql
+from dpsql.database import Database
 from dpsql.audit.oracle_reference import (
     Release,
     MOMENTS,
@@ -109,7 +109,7 @@ class Oracle:
             path.unlink(missing_ok=True)
             to_duckdb(world, path).close()
             engine_url = str(path)
-        self.db = dpsql.Database(engine_url, self.metadata, randomness=zero_noise())
+        self.db = Database(engine_url, self.metadata, randomness=zero_noise())
         self.reference = _reference_connection(worlds, read_value)
         self._variants: dict[str, duckdb.DuckDBPyConnection] = {}
 

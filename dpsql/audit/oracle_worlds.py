@@ -167,3 +167,15 @@ def to_duckdb(world: World, path: Path | str) -> duckdb.DuckDBPyConnection:
     for t in world.tables.values():
         _duckdb_table(con, "main", t)
     return con
+
+
+def to_postgres(world: World, url: str) -> None:
+    """``world``'s tables in the current schema of the PostgreSQL database at ``url``."""
+    import psycopg
+
+    from dpsql.audit.neighbour_engines import _pg_table
+
+    with psycopg.connect(url, autocommit=True) as con:
+        for t in world.tables.values():
+            con.execute(f'DROP TABLE IF EXISTS "{t.name}"')
+            _pg_table(con, "public", t, lambda owner: True)

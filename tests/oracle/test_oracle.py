@@ -41,8 +41,8 @@ def oracle(neighbour_seed: int) -> Iterator[Oracle]:
     o.close()
 
 
-def assert_all_explained(summary: OracleSummary, seed: int) -> None:
-    print(f"\n[oracle, duckdb] {summary.line()}")
+def assert_all_explained(summary: OracleSummary, seed: int, engine: str = "duckdb") -> None:
+    print(f"\n[oracle, {engine}] {summary.line()}")
     bad = summary.disagreements
     assert not bad, f"{len(bad)} disagreements (seed {seed}):\n" + "\n\n".join(
         v.report(seed) for v in bad[:5])
