@@ -40,10 +40,9 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-from dpsql.database import Database
 from dpsql.audit.oracle_reference import (
-    Release,
     MOMENTS,
+    Release,
     approximate_columns,
     moment_columns,
     order_is_approximate,
@@ -53,6 +52,7 @@ from dpsql.audit.oracle_reference import (
     undefined_moment,
 )
 from dpsql.audit.oracle_worlds import Worlds, to_duckdb
+from dpsql.database import Database
 from dpsql.errors import Error, ProgrammingError
 from dpsql.execution.free import FreeAnswer
 from dpsql.execution.local_rows import LocalRead
