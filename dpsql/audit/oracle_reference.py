@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import sqlglot
+import sqlglot.errors
 from sqlglot import exp
 
 from dpsql.metadata.metadata import Metadata
@@ -165,14 +166,16 @@ def _aggregates(select: exp.Select) -> list[exp.Expression]:
     """The aggregates of ``select``'s own select list, HAVING and ORDER BY (a FILTER clause
     with its aggregate; not a window's own function, not inside a subquery)."""
     found: list[exp.Expression] = []
-    parts = [*select.expressions, select.args.get("having"), select.args.get("order")]
+    parts = [*select.expressions, select.args.get("having"), select.args.get("order"),
+             select.args.get("qualify")]
     for part in parts:
         if part is None:
             continue
         for node in part.find_all(exp.AggFunc):
             if isinstance(node.parent, exp.Window) or node.parent_select is not select:
                 continue
-            if any(isinstance(a, exp.AggFunc) for a in _ancestors(node, part)):
+            if any(isinstance(a, exp.AggFunc) and not isinstance(a.parent, exp.Window)
+                   for a in _ancestors(node, part)):
                 continue
             target = node.parent if isinstance(node.parent, exp.Filter | exp.WithinGroup) \
                 else node
@@ -194,6 +197,9 @@ def _keys(select: exp.Select) -> list[exp.Expression]:
     """The GROUP BY keys as expressions (ordinals and select aliases resolved); the select
     list of a DISTINCT without GROUP BY."""
     group = select.args.get("group")
+    if group is not None and group.args.get("all"):
+        return [e.unalias() for e in select.expressions
+                if not any(True for _ in e.find_all(exp.AggFunc))]
     if group is None:
         return [e.unalias() for e in select.expressions] if select.args.get("distinct") else []
     aliases = {e.alias: e.unalias() for e in select.expressions if isinstance(e, exp.Alias)}
@@ -250,10 +256,18 @@ def sort_columns(sql: str) -> list[int] | None:
     return out
 
 
+class NotModelled(ValueError):
+    """A query the reference model does not read (not one plain SELECT): not compared."""
+
+
 def _parse(sql: str) -> exp.Select:
-    tree = sqlglot.parse_one(sql, read="duckdb")
-    assert isinstance(tree, exp.Select), f"not a SELECT: {sql}"
-    return tree
+    try:
+        trees = [t for t in sqlglot.parse(sql, read="duckdb") if t is not None]
+    except sqlglot.errors.SqlglotError as e:
+        raise NotModelled(f"not DuckDB SQL: {e}") from None
+    if len(trees) != 1 or not isinstance(trees[0], exp.Select):
+        raise NotModelled("not one SELECT")
+    return trees[0]
 
 
 def unit_expression(select: exp.Select, metadata: Metadata) -> exp.Expression | None:
@@ -304,7 +318,7 @@ def reference_sql(sql: str, metadata: Metadata, release: Release) -> str:
     aggregates = _aggregates(select)
     unit = unit_expression(select, metadata)
     inner = select.copy()
-    for arg in ("having", "order", "limit", "offset", "distinct"):
+    for arg in ("having", "order", "limit", "offset", "distinct", "qualify"):
         inner.set(arg, None)
     inner.set("with", None)
     columns: list[exp.Expression] = [k.copy().as_(f"__k{i}") for i, k in enumerate(keys)]
@@ -340,9 +354,11 @@ def reference_sql(sql: str, metadata: Metadata, release: Release) -> str:
                               agg_ref))
     if where:
         outer.set("where", exp.Where(this=exp.and_(*where)))
-    if select.args.get("order") is not None:
-        outer.set("order", _replace(select.args["order"].copy(), keys, aggregates, key_ref,
+    for arg in ("order", "qualify"):
+        if select.args.get(arg) is not None:
+            outer.set(arg, _replace(select.args[arg].copy(), keys, aggregates, key_ref,
                                     agg_ref))
+    outer.set("distinct", select.args.get("distinct"))
     for arg in ("limit", "offset"):
         if select.args.get(arg) is not None:
             outer.set(arg, select.args[arg].copy())
