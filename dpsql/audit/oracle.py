@@ -148,7 +148,7 @@ class Oracle:
         try:
             ref_sql = sql if release is None else reference_sql(sql, self.metadata, release)
             expected = [tuple(r) for r in self.reference.execute(ref_sql).fetchall()]
-            problem = compare(sql, got, expected)
+            problem = compare(sql, got, expected, self._pool(ref_sql))
         except (duckdb.Error, NotModelled) as e:
             return OracleVerdict(sql, "skipped", got, detail=f"reference failed: {e}")
         verdict = OracleVerdict(sql, "agrees", got, expected, reference=ref_sql)
@@ -164,6 +164,15 @@ class Oracle:
                 verdict.status, verdict.known = "known", "+".join(names)
                 break
         return verdict
+
+    def _pool(self, ref_sql: str) -> Rows | None:
+        """The reference's rows without LIMIT and OFFSET (None if it has neither)."""
+        tree = sqlglot.parse_one(ref_sql, read="duckdb")
+        if tree.args.get("limit") is None and tree.args.get("offset") is None:
+            return None
+        tree.set("limit", None)
+        tree.set("offset", None)
+        return [tuple(r) for r in self.reference.execute(tree.sql("duckdb")).fetchall()]
 
     def _explained(self, names: list[str], sql: str, got: Rows, ref_sql: str) -> bool:
         """Whether the reference read by the known classes ``names`` gives ``got``."""
@@ -247,11 +256,24 @@ def _matching(got: Sequence[Sequence[object]], expected: Sequence[Sequence[objec
     return True
 
 
-def compare(sql: str, got: Rows, expected: Rows) -> str | None:
+def _within(got: Rows, pool: Rows, exact: Sequence[bool], moments: Sequence[bool]) -> bool:
+    """Whether every row of ``got`` is a distinct row of ``pool``."""
+    left = list(pool)
+    for row in got:
+        i = next((i for i, other in enumerate(left) if _row_same(row, other, exact, moments)),
+                 None)
+        if i is None:
+            return False
+        del left[i]
+    return True
+
+
+def compare(sql: str, got: Rows, expected: Rows, pool: Rows | None = None) -> str | None:
     """None if ``got`` answers ``sql`` as ``expected`` does, else what differs. Under ORDER
     BY the rows' sort keys (the output columns it names) must come in the reference's
     sequence, rows tied on them in any order; under LIMIT too, the rows with a key of their
-    own the same."""
+    own the same. ``pool``: the reference's rows without LIMIT, of which the rows under a
+    LIMIT that sorts by anything else (ties unknown) must be some."""
     exact = [not a for a in approximate_columns(sql)]
     moments = moment_columns(sql)
     if got and expected and len(got[0]) != len(expected[0]):
@@ -263,8 +285,11 @@ def compare(sql: str, got: Rows, expected: Rows) -> str | None:
     if not limited and not _matching(got, expected, exact, moments):
         return "rows differ"
     if keys is None:
-        return None if not limited or _matching(got, expected, exact, moments) else \
-            "other rows under LIMIT"
+        if not limited or _matching(got, expected, exact, moments):
+            return None
+        if pool is not None and _within(got, pool, exact, moments):
+            return None
+        return "other rows under LIMIT"
     ranks = [[row[i] for i in keys] for row in expected]
     flags = [True] * len(keys)
     none = [False] * len(keys)
@@ -298,13 +323,24 @@ def _nan_in_comparisons(ref_sql: str, metadata: Metadata) -> str:
 
     def null_nan(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column) and node.name in floats and not (
-                isinstance(node.parent, _COMPARISONS) and
-                node.find_ancestor(exp.AggFunc) is None):
+                isinstance(node.parent, _COMPARISONS) and _in_filter(node)):
             return exp.If(this=exp.func("isnan", node.copy()), true=exp.Null(),
                           false=node.copy())
         return node
 
     return sqlglot.parse_one(ref_sql, read="duckdb").transform(null_nan).sql("duckdb")
+
+
+def _in_filter(node: exp.Expression) -> bool:
+    """Whether ``node`` sits in a WHERE or an ON (not inside an aggregate or a key)."""
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        if isinstance(parent, exp.AggFunc):
+            return False
+        if isinstance(parent, exp.Where | exp.Join):
+            return True
+        parent = parent.parent
+    return False
 
 
 def _nan_as_value(value: object, lower: float | None, upper: float | None) -> object:

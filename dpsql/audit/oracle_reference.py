@@ -8,8 +8,10 @@ select list's arithmetic over the aggregates, HAVING, ORDER BY, LIMIT and OFFSET
 the aggregates), evaluated over the grouped part's rows. Between the two sit the rules of key
 release. Rules (each one function below; change a rule in one place):
 
-* :func:`read_value` -- what a stored value reads as: clamped to its declared bounds, NaN as
-  NULL (the world's data is transformed so, :func:`reference_rows`);
+* :func:`read_value` -- what a stored value reads as: NaN as NULL (the reference world's data
+  is transformed so);
+* :func:`clamped` -- an aggregate's argument and a group key read bounded columns clamped to
+  their declared bounds; filters (WHERE, ON, FILTER) read them as stored;
 * :func:`without_unit` -- rows that reach no privacy unit (a NULL unit, a dangling or NULL
   ``unit_path``) are dropped from a relation that is bounded; in a ``one_row_per_unit`` table
   alone every row is its own unit;
@@ -58,16 +60,31 @@ class Release:
 
 
 def read_value(value: object, lower: float | None, upper: float | None) -> object:
-    """A stored value as every query reads it: NaN as NULL, a number clamped to its declared
-    bounds (NULL stays NULL)."""
+    """A stored value as every query reads it: NaN as NULL (``lower`` and ``upper`` are for
+    readings that clamp; filters and keys read values as stored, :func:`clamped`)."""
     if isinstance(value, float) and math.isnan(value):
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if lower is not None and value < lower:
-            return type(value)(lower)
-        if upper is not None and value > upper:
-            return type(value)(upper)
     return value
+
+
+def clamped(argument: exp.Expression, metadata: Metadata) -> exp.Expression:
+    """An aggregate's argument and a group key read each bounded column clamped to its
+    declared bounds (NULL stays NULL); filters (WHERE, ON, a FILTER clause) read it as
+    stored."""
+    bounds = {name: (c.lower, c.upper) for t in metadata.tables.values()
+              for name, c in t.columns.items()
+              if c.type in ("int", "float") and c.lower is not None and c.upper is not None}
+
+    def clamp(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.name in bounds and \
+                node.find_ancestor(exp.Subquery, exp.Exists) is None:
+            lo, hi = bounds[node.name]
+            return exp.Case(ifs=[exp.If(this=node.copy() < lo, true=exp.convert(lo)),
+                                 exp.If(this=node.copy() > hi, true=exp.convert(hi))],
+                            default=node.copy())
+        return node
+
+    return argument.transform(clamp)
 
 
 def without_unit(unit: exp.Expression) -> exp.Expression:
@@ -321,14 +338,15 @@ def reference_sql(sql: str, metadata: Metadata, release: Release) -> str:
     for arg in ("having", "order", "limit", "offset", "distinct", "qualify"):
         inner.set(arg, None)
     inner.set("with", None)
-    columns: list[exp.Expression] = [k.copy().as_(f"__k{i}") for i, k in enumerate(keys)]
+    read_keys = [clamped(k.copy(), metadata) for k in keys]  # keys read clamped too
+    columns: list[exp.Expression] = [k.as_(f"__k{i}") for i, k in enumerate(read_keys)]
     for j, a in enumerate(aggregates):
-        columns.append(_meant(a).as_(f"__a{j}"))
+        columns.append(_meant(a, metadata).as_(f"__a{j}"))
     if release.tau is not None and unit is not None:
         columns.append(units_of_group(unit, release.bounded).as_("__units"))
     inner.set("expressions", columns)
     if keys:
-        inner.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+        inner.set("group", exp.Group(expressions=[k.copy() for k in read_keys]))
     if release.bounded and unit is not None:
         inner = inner.where(without_unit(unit.copy()))
     inner = inner.transform(_semi_joins).transform(total)
@@ -372,11 +390,20 @@ def _semi_joins(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _meant(aggregate: exp.Expression) -> exp.Expression:
+def _meant(aggregate: exp.Expression, metadata: Metadata) -> exp.Expression:
+    aggregate = aggregate.copy()
     inner = aggregate.this if isinstance(aggregate, exp.Filter | exp.WithinGroup) else \
         aggregate
+    for arg in ("this", "expressions"):  # the arguments, not a FILTER's condition
+        value = inner.args.get(arg)
+        if isinstance(value, exp.Expression):
+            inner.set(arg, clamped(value, metadata))
+        elif isinstance(value, list):
+            inner.set(arg, [clamped(v, metadata) for v in value])
+    if isinstance(aggregate, exp.WithinGroup):  # PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x)
+        aggregate.set("expression", clamped(aggregate.expression, metadata))
     rule = AGGREGATE_RULES.get(type(inner), _plain)
-    return empty_aggregate(rule(aggregate.copy()))
+    return empty_aggregate(rule(aggregate))
 
 
 Ref = Callable[[int], exp.Expression]

@@ -41,6 +41,14 @@ def oracle(neighbour_seed: int) -> Iterator[Oracle]:
     o.close()
 
 
+@pytest.fixture(scope="module")
+def clamping(neighbour_seed: int) -> Iterator[Oracle]:
+    """A world where some values lie outside their declared bounds (the clamping rule bites)."""
+    o = Oracle(oracle_world(metadata(), seed=neighbour_seed + 1, clamp_bites=True))
+    yield o
+    o.close()
+
+
 def assert_all_explained(summary: OracleSummary, seed: int, engine: str = "duckdb") -> None:
     print(f"\n[oracle, {engine}] {summary.line()}")
     bad = summary.disagreements
@@ -64,6 +72,15 @@ def test_generated(oracle: Oracle, neighbour_seed: int) -> None:
     assert summary.count("agrees") >= 0.5 * len(queries)
     seen = Counter(part for name in summary.known() for part in name.split("+"))
     assert set(seen) <= set(KNOWN)
+
+
+def test_generated_clamp_bites(clamping: Oracle, neighbour_seed: int) -> None:
+    """The same on a world where clamping bites: aggregates and keys read clamped values,
+    filters the stored ones (the rule ``clamped`` of the reference model)."""
+    queries = accepted_forms(generate(N_GENERATED // 2, neighbour_seed + 1))
+    summary = check_all(clamping, queries)
+    assert_all_explained(summary, neighbour_seed, "duckdb, clamping bites")
+    assert summary.count("agrees") >= 0.5 * len(queries)
 
 
 def test_shapes(oracle: Oracle, neighbour_seed: int) -> None:
