@@ -306,84 +306,15 @@ def compare(sql: str, got: Rows, expected: Rows, pool: Rows | None = None) -> st
 # --------------------------------------------------------------- known disagreements
 
 
-def _always(sql: str) -> bool:
-    return True
-
-
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.In,
-                exp.Between)
-
-
-def _nan_in_comparisons(ref_sql: str, metadata: Metadata) -> str:
-    """Class ``nan_in_where``'s reading of a reference query over a world that keeps NaN: a
-    float column compared as it stands in a filter reads NaN; anywhere else (arithmetic,
-    inside aggregates, keys) NULL."""
-    floats = {c.name for t in metadata.tables.values() for c in t.columns.values()
-              if c.type == "float"}
-
-    def null_nan(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Column) and node.name in floats and not (
-                isinstance(node.parent, _COMPARISONS) and _in_filter(node)):
-            return exp.If(this=exp.func("isnan", node.copy()), true=exp.Null(),
-                          false=node.copy())
-        return node
-
-    return sqlglot.parse_one(ref_sql, read="duckdb").transform(null_nan).sql("duckdb")
-
-
-def _in_filter(node: exp.Expression) -> bool:
-    """Whether ``node`` sits in a WHERE or an ON (not inside an aggregate or a key)."""
-    parent = node.parent
-    while parent is not None and not isinstance(parent, exp.Select):
-        if isinstance(parent, exp.AggFunc):
-            return False
-        if isinstance(parent, exp.Where | exp.Join):
-            return True
-        parent = parent.parent
-    return False
-
-
-def _nan_as_value(value: object, lower: float | None, upper: float | None) -> object:
-    """NaN stays NaN (``nan_in_where``'s world), everything else read as the rule says."""
-    if isinstance(value, float) and math.isnan(value):
-        return value
-    return read_value(value, lower, upper)
-
-
-def _null_unit_counted(sql: str) -> bool:
-    return "COUNT(DISTINCT" in sql.upper()
-
-
 #: Known disagreements with SQL (issue 35, What to build 5), each being fixed on its own
 #: branch: class -> why. The tests require every listed class to occur (so the list cannot
 #: rot: a fixed class must be removed) and every disagreement to be one of them.
 KNOWN: dict[str, str] = {
-    "nan_in_where": "NaN is read as NaN in WHERE (and CASE conditions) but as NULL inside "
-                    "aggregates and expressions, so a row with NaN passes `amount > 5` yet is "
-                    "not counted by COUNT(amount): the answer matches the reference only when "
-                    "the reference reads NaN as a value",
-    "null_unit_counted": "COUNT(DISTINCT pid) on a one_row_per_unit table counts a row whose "
-                         "unit is NULL (planned as COUNT(*)); SQL's COUNT(DISTINCT) skips it",
     "empty_moment_read": "AVG (VAR, STDDEV) over no values is released as a number (the "
                          "midpoint of its bounds; 0) where SQL says NULL, and HAVING reads that "
                          "number: a public domain's empty group passes `HAVING AVG(x) > 2`, "
                          "which SQL's NULL fails",
 }
-
-
-def _count_rows(ref_sql: str, metadata: Metadata) -> str:
-    """Class ``null_unit_counted``'s reading: COUNT(DISTINCT unit) of a ``one_row_per_unit``
-    table's unit counts rows."""
-    units = {t.privacy_unit for t in metadata.tables.values() if t.one_row_per_unit}
-
-    def rows(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct) and \
-                all(isinstance(e, exp.Column) and e.name in units
-                    for e in node.this.expressions):
-            return exp.Count(this=exp.Star())
-        return node
-
-    return sqlglot.parse_one(ref_sql, read="duckdb").transform(rows).sql("duckdb")
 
 
 def _reads_moment(sql: str) -> bool:
@@ -424,8 +355,6 @@ class KnownRule:
 
 
 KNOWN_RULES: dict[str, KnownRule] = {
-    "nan_in_where": KnownRule(_always, _nan_as_value, _nan_in_comparisons),
-    "null_unit_counted": KnownRule(_null_unit_counted, None, _count_rows),
     "empty_moment_read": KnownRule(_reads_moment, None, _moments_pass),
 }
 

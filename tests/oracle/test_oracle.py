@@ -98,8 +98,6 @@ def test_shapes(oracle: Oracle, neighbour_seed: int) -> None:
 
 #: One example per known class (the report's): each must still disagree, as its class.
 EXAMPLES = {
-    "nan_in_where": "SELECT COUNT(*) FROM visits WHERE amount >= 0",
-    "null_unit_counted": "SELECT COUNT(DISTINCT pid) FROM people",
     "empty_moment_read": "SELECT grp, COUNT(*) FROM visits GROUP BY grp HAVING AVG(qty) > 1",
 }
 
