@@ -372,7 +372,9 @@ def write_release(result: Result, read: LocalRead, path: Path) -> None:
     released = [m.name for m in read.rows.released]
     data = {n: np.array([row[names.index(n)] for row in result.rows], dtype=object)
             for n in released}
-    meta = json.dumps(read.rows.params(read.epsilon)).replace("'", "''")
+    # The file says what its rows are, as every door does (the label), for whoever opens it.
+    meta = json.dumps({**read.rows.params(read.epsilon), "randomized": read.label()}
+                      ).replace("'", "''")
     target = str(path).replace("'", "''")
     casts = ", ".join(f"CAST({_name(n)} AS {ENGINE_TYPES[read.table.columns[n].type]}) AS "
                       f"{_name(n)}" for n in released)

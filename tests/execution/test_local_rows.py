@@ -281,3 +281,19 @@ def test_a_local_release_joined_with_a_private_table_links_no_one(
                        "ON v.kind = r.sex")
         free = both.query("SELECT COUNT(*) FROM people_local")  # post-processing: exact
     assert free.rows == [(N,)]
+
+
+def test_averaging_over_differently_written_queries_buys_nothing(tmp_path: Path) -> None:
+    # The attack that per-query draws allowed: one person, asked for again and again in
+    # different words, each answer a fresh draw; their mean converges to the true age. From
+    # one stored copy every spelling returns the same randomized value, and nothing more is
+    # charged: the copy's noise cannot be averaged away.
+    sql = ["CREATE TABLE people AS SELECT 1 AS pid, 'M' AS sex, 77 AS age, 1.0 AS pay, "
+           "DATE '2021-01-01' AS day, '' AS note"]
+    with _open(tmp_path, sql, {"people": PEOPLE}) as db:
+        ages = [db.query(q).rows[0][0] for q in (
+            "SELECT age FROM people", "SELECT age FROM people LIMIT 1", "SELECT age AS a FROM "
+            "people WHERE 1 = 1", "SELECT age + 0 FROM people", "SELECT age FROM people "
+            "ORDER BY sex", *(f"SELECT age FROM people LIMIT {n}" for n in range(2, 30)))]
+        assert _spent(db) == 1.5
+    assert len(set(ages)) == 1  # one draw: at epsilon 0.5 for age, rarely the true 77
