@@ -29,10 +29,10 @@ in force, the rows beyond them left out, the columns clamped; :mod:`dpsql.bias`)
 included; None when it was served from a stored answer or the database is unmetered),
 ``reused``, ``randomized`` (True when the rows are randomized local DP rows, not real
 ones: a row-level SELECT of a table the owner opted in to local DP; ``notes`` then starts with
-the sentence that says so, and with what was charged) and ``retention`` (the :class:`~dpsql.execution.kept.Retention` estimate, when
-asked for with ``retention=EPSILON`` on ``connect`` or ``execute``: a noisy estimate of the
-share of a unit's rows the bounds keep, charged at that epsilon; its sentence is in
-``notes``). Connection extensions:
+the sentence that says so, and with what was charged) and ``retention`` (the
+:class:`~dpsql.execution.kept.Retention` estimate, when asked for with ``retention=EPSILON``
+on ``connect`` or ``execute``: a noisy estimate of the share of a unit's rows the bounds
+keep, charged at that epsilon; its sentence is in ``notes``). Connection extensions:
 ``epsilon``, ``delta`` and ``mechanism`` (the defaults of ``execute``, settable), ``analyst``,
 ``metered``, ``budget()`` (what the analyst has spent and has left) and ``database``.
 

@@ -23,7 +23,7 @@ import pytest
 
 import dpsql
 from dpsql.database import ANALYST_ENV, LEDGER_ENV
-from tests.support.sandbox import Sandbox, sandbox
+from tests.support.sandbox import Sandbox, sandbox, served_sandbox
 
 PASSWORD = "label pw"
 #: Words of the label every door must show (dpsql.execution.local_rows.LocalRead.label).
@@ -102,8 +102,6 @@ def test_the_library_and_the_dbapi_carry_the_label(setup: Sandbox) -> None:
 
 @pytest.fixture(scope="module")
 def served_copy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
-    from tests.support.sandbox import served_sandbox
-
     with served_sandbox(tmp_path_factory.mktemp("label"), PASSWORD) as running:
         yield running
 
