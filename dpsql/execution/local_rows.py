@@ -232,8 +232,9 @@ def answer_local(read: LocalRead, engine: Engine, rng: Randomness) -> Result:
     (no stored copy: an unmetered database, or stored answers turned off)."""
     rows = released_rows(read.table, read.rows, engine, rng, read.percent, read.sample_size)
     return run_over(read, rows, read.epsilon, [
-        f"This query's randomized rows cost epsilon {read.epsilon:g} ({read.charge_reason()}); "
-        "without stored answers every query draws, and is charged, anew."])
+        f"These randomized rows cost epsilon {read.epsilon:g} ({read.charge_reason()}); with no "
+        "stored copy (stored answers turned off, or no budget ledger) every row-level query "
+        "draws anew and costs this again."])
 
 
 def answer_from_copy(read: LocalRead, copy: Result, rng: Randomness, drawn: float) -> Result:
