@@ -66,7 +66,7 @@ from dpsql.errors import (
 )
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.kept import Retention, estimate
-from dpsql.execution.local_rows import LocalRead, write_release
+from dpsql.execution.local_rows import LocalRead, joined, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
@@ -85,7 +85,7 @@ from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
-from dpsql.routes import answer_private, local_cost
+from dpsql.routes import answer_from_stored_copy, answer_private, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
 
 log = logging.getLogger(__name__)
@@ -392,6 +392,16 @@ class Database:
             result = self._compute(p, normalised, None, None, timeout, started, release)
             return Answer(result, normalised, None, None)
         who = resolve_analyst(analyst, self.analyst)
+        if isinstance(p, LocalRead) and self.reuse_answers:  # one stored copy per analyst
+            def draw(extra: LocalRead, entry_id: int, held: Result | None) -> Result:
+                return self._compute(extra, normalised, who, entry_id, timeout, started,
+                                     release, held)
+            # keyed by the table on this database and declarations: not the text, not epsilon
+            copy_key = hashlib.sha256(json.dumps([1, self._scope, "local copy",
+                                                  p.table.name.lower()]).encode()).hexdigest()
+            result, cost = answer_from_stored_copy(p, ledger, who, copy_key, draw,
+                                                   self.randomness)
+            return Answer(result, normalised, who, cost, reused=cost is None)
         key = self._answer_key(key_text, p, bounds)
         if self.reuse_answers:
             stored = self._stored(ledger.lookup(who, key), p)
@@ -485,14 +495,17 @@ class Database:
             min(timeout, settings.statement_timeout)
 
     def _compute(self, p: Charged, sql: str, who: str | None, entry_id: int | None,
-                 timeout: float | None, started: float, release: list[float] | None = None
-                 ) -> Result:
+                 timeout: float | None, started: float, release: list[float] | None = None,
+                 held: Result | None = None) -> Result:
         """Answer a charged plan under the owner's time limit, store the outcome with its
-        charge (``entry_id``), and return on the owner's time grid (see :meth:`run`)."""
+        charge (``entry_id``), and return on the owner's time grid (see :meth:`run`). ``held``:
+        the analyst's copy of local rows that ``p``'s new draws join (routes.DrawCopy)."""
         settings = self.metadata.server
         limit = self._limit(timeout)
         try:
             result = self._answer_within(p, limit, sql, who, entry_id)
+            if held is not None:
+                result = joined(held, result)
             if entry_id is not None:
                 self._store(entry_id, result)
             return result

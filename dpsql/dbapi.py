@@ -27,10 +27,12 @@ in force, the rows beyond them left out, the columns clamped; :mod:`dpsql.bias`)
 (the
 :class:`~dpsql.ledger.budget.Cost` charged by the last ``execute``, a retention estimate's
 included; None when it was served from a stored answer or the database is unmetered),
-``reused`` and ``retention`` (the :class:`~dpsql.execution.kept.Retention` estimate, when
-asked for with ``retention=EPSILON`` on ``connect`` or ``execute``: a noisy estimate of the
-share of a unit's rows the bounds keep, charged at that epsilon; its sentence is in
-``notes``). Connection extensions:
+``reused``, ``randomized`` (True when the rows are randomized local DP rows, not real
+ones: a row-level SELECT of a table the owner opted in to local DP; ``notes`` then starts with
+the sentence that says so, and with what was charged) and ``retention`` (the
+:class:`~dpsql.execution.kept.Retention` estimate, when asked for with ``retention=EPSILON``
+on ``connect`` or ``execute``: a noisy estimate of the share of a unit's rows the bounds
+keep, charged at that epsilon; its sentence is in ``notes``). Connection extensions:
 ``epsilon``, ``delta`` and ``mechanism`` (the defaults of ``execute``, settable), ``analyst``,
 ``metered``, ``budget()`` (what the analyst has spent and has left) and ``database``.
 
@@ -283,6 +285,7 @@ class Cursor:
         self.notes: list[str] = []
         self.cost: Cost | None = None
         self.reused = False
+        self.randomized = False
         self.retention: Retention | None = None
         self._rows: list[tuple[Any, ...]] = []
         self._position = 0
@@ -371,6 +374,7 @@ class Cursor:
         self.cost = Cost(sum(c.epsilon for c in costs), sum(c.delta for c in costs),
                          sum(c.rho for c in costs)) if costs else None
         self.reused = all(a.reused for a in answers)
+        self.randomized = any(a.result.randomized for a in answers)
 
     def _check_result(self) -> None:
         self._check_open()

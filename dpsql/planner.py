@@ -15,7 +15,8 @@ plain value.
 probe:
   ``LIMIT 0`` or a constant-false WHERE; or a public domain with no aggregate): exact, free;
 * :class:`~dpsql.execution.local_rows.LocalRead`: a row-level SELECT of a table the owner opted
-  in to local DP (randomized rows, charged per query: :mod:`dpsql.privacy.local`);
+  in to local DP (randomized rows, charged once per analyst and table for their stored copy:
+  :mod:`dpsql.privacy.local`, :func:`dpsql.routes.answer_from_stored_copy`);
 * :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
   limit): two private releases, one charge;
 * :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,

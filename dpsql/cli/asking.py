@@ -14,6 +14,7 @@ from dpsql.cli.common import (
     database_options,
     format_csv,
     format_json,
+    format_labelled_json,
     open_database,
     pointing_into,
     privacy_options,
@@ -48,7 +49,14 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
           retention: float | None) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget.
 
-    SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
+    SQL is the query's text, or - to read it from standard input (or pass -f FILE).
+
+    A query without an aggregate of a table the owner opted in to local DP (people in the
+    sample data) returns randomized rows, never real ones: a line says so before the table
+    (on stderr with --format csv; with --format json the output is an object whose "rows" are
+    the rows and "randomized" the sentence). Such rows cost the owner's per-row epsilon times k
+    once per analyst and table, whatever --epsilon says; every later row-level query of that
+    table reads the same randomized copy for free."""
     sql = read_sql(sql, file)
     with open_database(database, metadata, analyst) as db, pointing_into(sql):
         if not db.metered:
@@ -58,10 +66,15 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
         status = db.budget() if db.metered else None
     result = answered.result
     header, rows = tabulate(result, accuracy)
-    click.echo({"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows),
-               nl=fmt != "csv")
+    if result.local_label is not None and fmt != "json":  # randomized rows: said first
+        click.echo(result.local_label, err=fmt == "csv")  # csv stays parseable on stdout
+    out = {"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows)
+    if result.local_label is not None and fmt == "json":  # a field, not a line
+        out = format_labelled_json(result.local_label, out)
+    click.echo(out, nl=fmt != "csv")
     for note in result.notes:  # the bias the +/- columns do not cover (dpsql.bias)
-        if accuracy or note.startswith("Retention"):  # asked for with --retention
+        if accuracy or note.startswith("Retention") or (  # asked for with --retention
+                result.randomized and note != result.local_label):  # the charge, explained
             click.echo(f"note: {note}", err=True)
     # on stderr for every format, so that csv and json stay parseable on stdout
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "

@@ -194,10 +194,20 @@ def format_json(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
                       indent=2, ensure_ascii=False)  # keys such as "n ±95%" as written
 
 
+def format_labelled_json(label: str, rows_json: str) -> str:
+    """Randomized rows (local DP) as JSON: an object whose ``randomized`` field says so and
+    whose ``rows`` are the rows, so that no reader takes them for a plain list of real rows."""
+    return json.dumps({"randomized": label, "rows": json.loads(rows_json)}, indent=2,
+                      ensure_ascii=False)
+
+
 def cost_note(answered: Answer, status: BudgetStatus | None) -> str:
     result = answered.result
     cost = f"epsilon={result.epsilon:g}, delta={result.delta:g}"
-    if answered.reused:
+    if answered.reused and result.randomized:
+        note = (f"rows from your stored randomized copy of the table (paid {cost} when it was "
+                "released): no new privacy cost")
+    elif answered.reused:
         note = (f"the stored answer to the same query (paid {cost} before): no new privacy "
                 "cost")
     elif answered.cost is not None:

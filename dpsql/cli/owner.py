@@ -282,5 +282,6 @@ def release(table: str, out: Path, database: str | None, metadata: Path | None,
         answered = db.release_local(table, out)
         status = db.budget() if db.metered else None
     rows = len(answered.result.rows)
+    click.echo(answered.result.local_label or "", err=True)
     click.echo(f"wrote {rows} randomized row{'s' if rows != 1 else ''} of {table} to {out} "
                f"({cost_note(answered, status)})", err=True)

@@ -29,6 +29,14 @@ analyst sees is a function of randomized rows only.
 
 **Time.** The work is linear in the table's rows (the whole table is read, in both modes); the
 owner's time grid covers it like every private query.
+
+**Once per analyst, and always labelled.** Where the ledger keeps answers, the rows are
+released once per analyst and table, as their stored copy (:meth:`LocalRead.copy_release`,
+:func:`dpsql.routes.answer_from_stored_copy`): every later row-level query of the table, windows
+included, is the analyst's query over that copy (:func:`answer_from_copy`), post-processing at
+no cost. Every answer carries :meth:`LocalRead.label` as its ``local_label`` (and first note)
+and a note on what was charged and why the query's epsilon does not apply: the label travels
+with the result, so no door can show these rows without it.
 """
 
 from __future__ import annotations
@@ -89,7 +97,40 @@ class LocalRead:
             f"{self.draws} uniform draws"
         return (f"local DP rows of {self.table.name}: {count}, each row randomized with "
                 f"epsilon {self.rows.epsilon:g} ({split}; other columns withheld as NULL); "
-                f"charge {self.epsilon:g}")
+                f"charge {self.epsilon:g} ({self.charge_reason()}), once per analyst where "
+                f"answers are stored: later row-level queries of {self.table.name} read the "
+                "analyst's stored copy at no cost")
+
+    def charge_reason(self) -> str:
+        """Why the charge is what it is, whatever epsilon the query asked for."""
+        k = self.rows.rows_per_unit
+        count = f"{k} row{'s' if k != 1 else ''} per unit" if self.rows.public_row_count \
+            else f"{self.draws} draws"
+        return (f"the owner's per-row epsilon {self.rows.epsilon:g} x {count}; the epsilon a "
+                "query asks for does not apply to local rows")
+
+    def label(self) -> str:
+        """The sentence that comes with every answer of this path, on every door."""
+        bounded = [self.table.columns[m.name] for m in self.rows.released if m.grid]
+        spread = f" ({bounded[0].name} is declared {bounded[0].lower}..{bounded[0].upper} " \
+            "but may show values far outside)" if bounded else ""
+        return (f"These rows of {self.table.name} are randomized (local differential privacy), "
+                f"not real: every value was replaced by a noisy one before your query read it, "
+                f"so a single value is often not the true one and can lie outside its declared "
+                f"range{spread}; withheld columns are NULL. Only counts and averages over many "
+                f"rows are meaningful; for statistics, ask for aggregates.")
+
+    def copy_release(self, have: int | None) -> LocalRead | None:
+        """The release that makes an analyst's stored copy (``have`` rows; None: no copy yet)
+        cover this query: the whole bounded table (public row count), or the draws missing
+        (uniform draws, independent of those held: the copy grows, each draw charged once);
+        None when the copy covers it."""
+        need = None if self.rows.public_row_count else (self.draws or 0) - (have or 0)
+        if have is not None and (need is None or need <= 0):
+            return None
+        sql = f"SELECT * FROM {_name(self.table.name)}"
+        return LocalRead(sql, self.table, self.rows, dry_run(sql, [self.table]), None, need,
+                         query_epsilon(self.rows, need))
 
 
 def local_read(tree: exp.Expression, metadata: Metadata) -> LocalRead | None:
@@ -187,9 +228,48 @@ def _number(node: Any) -> float:
 
 def answer_local(read: LocalRead, engine: Engine, rng: Randomness) -> Result:
     """Read, bound, select, shuffle and randomize the rows, then run the analyst's query over
-    them in a fresh locked DuckDB (module docstring)."""
+    them in a fresh locked DuckDB (module docstring). Its own release, charged on its own
+    (no stored copy: an unmetered database, or stored answers turned off)."""
     rows = released_rows(read.table, read.rows, engine, rng, read.percent, read.sample_size)
-    return run_over(read, rows)
+    return run_over(read, rows, read.epsilon, [
+        f"These randomized rows cost epsilon {read.epsilon:g} ({read.charge_reason()}); with no "
+        "stored copy (stored answers turned off, or no budget ledger) every row-level query "
+        "draws anew and costs this again."])
+
+
+def answer_from_copy(read: LocalRead, copy: Result, rng: Randomness, drawn: float) -> Result:
+    """The analyst's query over their stored copy (:meth:`LocalRead.copy_release`): the rows a
+    sample asks for (the first n, or each row with probability p, from ``rng``), then the
+    query, in the copy's random order: post-processing of the copy, which cost ``copy.epsilon``
+    in all, ``drawn`` of it for this query."""
+    names = [c.name for c in copy.columns]
+    n = len(copy.rows)
+    chosen = np.arange(n, dtype=np.int64)
+    if read.percent is not None:
+        chosen = chosen[uniform(n, rng) < read.percent / 100.0] if n else chosen
+    elif read.draws is not None or read.sample_size is not None:
+        chosen = chosen[:read.draws if read.draws is not None else read.sample_size]
+    columns = {}
+    for i, name in enumerate(names):
+        values = np.empty(len(chosen), dtype=object)
+        values[:] = [copy.rows[j][i] for j in chosen]
+        columns[name] = values
+    table = read.table.name
+    note = (f"Charged epsilon {drawn:g} ({read.charge_reason()}) for your randomized copy of "
+            f"{table}, stored in the ledger: every later row-level query of {table} (another "
+            f"LIMIT, filter or sample) reads the same copy at no cost.") if drawn else (
+            f"No new privacy cost: these rows come from your randomized copy of {table}, "
+            f"released once (epsilon {copy.epsilon:g} charged then); the epsilon a query asks "
+            f"for does not apply to local rows.")
+    return run_over(read, columns, copy.epsilon, [note])
+
+
+def joined(before: Result | None, drawn: Result) -> Result:
+    """An analyst's copy grown by new draws (:meth:`LocalRead.copy_release`)."""
+    if before is None:
+        return drawn
+    return Result(before.columns, before.rows + drawn.rows, before.accuracy + drawn.accuracy,
+                  epsilon=before.epsilon + drawn.epsilon, local_label=drawn.local_label)
 
 
 def released_rows(table: Table, mechanism: RowMechanism, engine: Engine, rng: Randomness,
@@ -257,8 +337,11 @@ def _permutation(n: int, rng: Randomness) -> npt.NDArray[np.int64]:
     return np.argsort(rng.words(n), kind="stable").astype(np.int64)
 
 
-def run_over(read: LocalRead, rows: dict[str, npt.NDArray[np.object_]]) -> Result:
-    """The analyst's query over the randomized rows only, in a locked scratch DuckDB."""
+def run_over(read: LocalRead, rows: dict[str, npt.NDArray[np.object_]], epsilon: float,
+             notes: list[str]) -> Result:
+    """The analyst's query over the randomized rows only, in a locked scratch DuckDB (one
+    thread: a LIMIT without ORDER BY keeps the rows' random order), labelled as randomized,
+    ``epsilon`` what the rows cost and ``notes`` the charge."""
     table = read.table
 
     def fill(con: duckdb.DuckDBPyConnection) -> None:
@@ -282,8 +365,8 @@ def run_over(read: LocalRead, rows: dict[str, npt.NDArray[np.object_]]) -> Resul
     finally:
         con.close()
     width = len(read.columns)
-    return Result(list(read.columns), out, [(None,) * width for _ in out],
-                  epsilon=read.epsilon, notes=[read.describe()])
+    return Result(list(read.columns), out, [(None,) * width for _ in out], epsilon=epsilon,
+                  notes=notes, local_label=read.label())
 
 
 def _name(name: str) -> str:
@@ -302,7 +385,9 @@ def write_release(result: Result, read: LocalRead, path: Path) -> None:
     released = [m.name for m in read.rows.released]
     data = {n: np.array([row[names.index(n)] for row in result.rows], dtype=object)
             for n in released}
-    meta = json.dumps(read.rows.params(read.epsilon)).replace("'", "''")
+    # The file says what its rows are, as every door does (the label), for whoever opens it.
+    meta = json.dumps({**read.rows.params(read.epsilon), "randomized": read.label()}
+                      ).replace("'", "''")
     target = str(path).replace("'", "''")
     casts = ", ".join(f"CAST({_name(n)} AS {ENGINE_TYPES[read.table.columns[n].type]}) AS "
                       f"{_name(n)}" for n in released)

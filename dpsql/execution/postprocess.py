@@ -51,6 +51,19 @@ class Result:
     # Column bounds chosen from the data (dpsql.privacy.auto_values), DP releases: column ->
     # the (lower, upper) its SUM/AVG/VAR/STDDEV read; None: every bound was declared
     chosen_bounds: dict[str, tuple[float, float]] | None = None
+    # Local DP rows (dpsql.execution.local_rows): the sentence that says these rows are
+    # randomized, None for every other answer. It travels with the result (stored answers
+    # included) and is always its first note, so no door shows such rows without it.
+    local_label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.local_label is not None and self.notes[:1] != [self.local_label]:
+            self.notes.insert(0, self.local_label)
+
+    @property
+    def randomized(self) -> bool:
+        """Whether the rows are randomized local DP rows (not real rows): see local_label."""
+        return self.local_label is not None
 
 
 def postprocess(plan: Plan, cells: NoisyCells) -> Result:

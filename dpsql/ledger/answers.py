@@ -39,6 +39,7 @@ def encode_result(result: Result) -> bytes:
         "notes": list(result.notes),
         "chosen_rows": result.chosen_rows,  # an automatic k, released with the answer
         "chosen_bounds": result.chosen_bounds,  # automatic value bounds, likewise
+        "local_label": result.local_label,  # randomized rows stay labelled when reused
     }
     return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
 
@@ -58,6 +59,7 @@ def decode_result(data: bytes) -> Result:
         chosen_rows=document.get("chosen_rows"),  # absent from answers stored before it
         chosen_bounds=None if document.get("chosen_bounds") is None else {
             column: (lo, hi) for column, (lo, hi) in document["chosen_bounds"].items()},
+        local_label=document.get("local_label"),
     )
 
 

@@ -38,6 +38,11 @@ e^epsilon`` either way; an empty table draws from a *phantom row* (every column 
 domain value or its lower bound), itself within ``e^epsilon`` of any row. So each draw is
 ``epsilon``-DP and m draws cost ``m * epsilon``, the row count staying hidden (m is fixed).
 
+**Once per analyst.** Where the ledger stores answers, the rows released to an analyst are kept
+as their copy of the table and every later row-level query of it reads that copy
+(:func:`dpsql.routes.answer_from_stored_copy`): post-processing, free. The copy is charged as
+above when first released, and a sampled table's copy grows only by new draws, each charged.
+
 Randomness is the project's (:class:`~dpsql.privacy.randomness.Randomness`: the OS CSPRNG;
 seeded only in tests). The keep-or-flip coin compares a 53-bit uniform to ``p``; the other
 values are drawn exactly (rejection on 64-bit words).

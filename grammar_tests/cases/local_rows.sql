@@ -1,7 +1,8 @@
 -- Row-level SELECTs of a table opted in to local DP (the sample's people: [tables.people.local]):
 -- answered from randomized rows (dpsql/execution/local_rows.py, path=local), charged the
--- owner's row epsilon times k (2.0 here) whatever epsilon is asked; filters, ORDER BY and LIMIT
--- run over the randomized rows. Reading any other table, a seed, or a statistic is not this path.
+-- owner's row epsilon times k (2.0 here) whatever epsilon is asked, once per analyst and table
+-- (their stored copy); filters, ORDER BY, LIMIT and windows run over the randomized rows.
+-- Reading any other table, a seed, or a statistic is not this path.
 
 -- case: local preview
 -- expect: accepted path=local cost=2,0 columns=10 rows=100
@@ -39,6 +40,14 @@ SELECT age FROM people ORDER BY age DESC LIMIT 5;
 -- case: local cte and window over randomized rows
 -- expect: accepted path=local cost=2,0 columns=2
 WITH t AS (SELECT age FROM people) SELECT age, ROW_NUMBER() OVER (ORDER BY age) AS r FROM t;
+
+-- case: local window ranks randomized values, never the true ones
+-- expect: accepted path=local cost=2,0 names="age|r" rows=20000
+SELECT age, ROW_NUMBER() OVER (ORDER BY income) AS r FROM people;
+
+-- case: local lag over randomized rows
+-- expect: accepted path=local cost=2,0 names="age|previous" rows=10
+SELECT age, LAG(age) OVER (ORDER BY signup_date, age) AS previous FROM people LIMIT 10;
 
 -- case: local withheld column beside a released one
 -- expect: accepted path=local cost=2,0 types=VARCHAR|BIGINT

@@ -19,6 +19,8 @@ def test_release_writes_the_randomized_table_with_its_parameters(tmp_path: Path)
     assert "randomized rows of people" in result.stderr and "epsilon=2" in result.stderr
     params = read_release_params(out)
     assert params["table"] == "people" and params["epsilon_row"] == 2.0
+    label = "are randomized (local differential privacy), not real"
+    assert label in result.stderr and label in params["randomized"]  # the file says so too
     assert "person_id" in params["withheld"] and "email" in params["withheld"]
     assert sum(c["epsilon"] for c in params["columns"].values()) == 2.0  # the stated split
 

@@ -97,8 +97,72 @@ def test_a_repeated_request_returns_the_same_rows_for_free(db: dpsql.Database) -
     assert again.reused and again.cost is None
     assert again.result.rows == first.result.rows
     assert _spent(db) == 1.5
-    fresh = db.run("SELECT sex, age FROM people LIMIT 21")  # another query: charged again
-    assert fresh.cost is not None and _spent(db) == 3.0
+
+
+def test_every_preview_of_a_table_reads_one_copy_charged_once(db: dpsql.Database) -> None:
+    first = db.run("SELECT sex, age FROM people LIMIT 3", epsilon=0.01)
+    assert first.cost is not None and first.cost.epsilon == 1.5 and not first.reused
+    more = db.run("SELECT age, sex FROM people LIMIT 100", epsilon=7.0)  # its epsilon ignored
+    assert more.cost is None and more.reused and _spent(db) == 1.5
+    assert [(r[1], r[0]) for r in more.result.rows[:3]] == first.result.rows  # the same copy
+    everything = db.query("SELECT sex, age FROM people")
+    assert len(everything.rows) == N and everything.rows[:3] == first.result.rows
+    # Filters, orders, windows and samples of the copy: post-processing, all free.
+    females = db.query("SELECT sex, age FROM people WHERE sex = 'F'").rows
+    assert females == [r for r in everything.rows if r[0] == "F"]
+    ranked = db.query("SELECT age, ROW_NUMBER() OVER (ORDER BY age, sex) AS n FROM people "
+                      "ORDER BY n").rows
+    assert [r[0] for r in ranked] == sorted(r[1] for r in everything.rows)
+    sample = db.query("SELECT sex, age FROM people TABLESAMPLE 50%").rows
+    assert set(sample) <= set(everything.rows) and 0 < len(sample) < N
+    assert _spent(db) == 1.5
+    # Every answer says what was charged, and why not the epsilon asked for.
+    assert any("Charged epsilon 1.5" in n and "does not apply" in n for n in first.result.notes)
+    assert any("No new privacy cost" in n for n in more.result.notes)
+
+
+def test_each_analyst_gets_and_pays_for_a_copy_of_their_own(tmp_path: Path) -> None:
+    path, metadata = tmp_path / "data.duckdb", tmp_path / "metadata.toml"
+    with duckdb.connect(str(path)) as con:
+        con.execute(ROWS_SQL[0])
+    metadata.write_text(tomli_w.dumps({
+        "budget": {"ledger": str(tmp_path / "ledger.sqlite")},
+        "analysts": {"ann": {"epsilon": 1000.0}, "bob": {"epsilon": 1000.0}},
+        "tables": {"people": PEOPLE}}), encoding="utf-8")
+    with dpsql.Database(path, metadata) as db:
+        ann = db.query("SELECT age FROM people", analyst="ann").rows
+        bob = db.run("SELECT age FROM people", analyst="bob")
+        again = db.run("SELECT age FROM people LIMIT 5", analyst="ann")
+    assert bob.cost is not None and bob.cost.epsilon == 1.5 and bob.result.rows != ann
+    assert again.cost is None and again.result.rows == ann[:5]  # ann's copy, not bob's
+
+
+def test_a_sampled_copy_grows_by_the_draws_asked_each_charged_once(db: dpsql.Database
+                                                                   ) -> None:
+    small = db.run("SELECT kind FROM visits TABLESAMPLE (4 ROWS)")
+    assert small.cost is not None and small.cost.epsilon == pytest.approx(2.0)  # 4 x 0.5
+    default = db.run("SELECT kind FROM visits")  # m = 30: 26 more draws, the 4 kept
+    assert default.cost is not None and default.cost.epsilon == pytest.approx(13.0)
+    assert len(default.result.rows) == 30 and default.result.rows[:4] == small.result.rows
+    again = db.run("SELECT kind FROM visits TABLESAMPLE (10 ROWS)")
+    assert again.cost is None and again.result.rows == default.result.rows[:10]
+    assert _spent(db) == pytest.approx(15.0)  # 30 draws released, each paid once
+
+
+def test_without_stored_answers_each_query_draws_and_is_charged(tmp_path: Path) -> None:
+    path = tmp_path / "data.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(ROWS_SQL[0])
+    metadata = tmp_path / "metadata.toml"
+    metadata.write_text(tomli_w.dumps({
+        "budget": {"ledger": str(tmp_path / "ledger.sqlite"), "reuse_answers": False},
+        "analysts": {"ann": {"epsilon": 1000.0}}, "tables": {"people": PEOPLE}}),
+        encoding="utf-8")
+    with dpsql.Database(path, metadata, analyst="ann") as db:
+        first, second = (db.run("SELECT age FROM people LIMIT 3") for _ in range(2))
+        spent = _spent(db)
+    assert first.cost is not None and second.cost is not None and spent == 3.0
+    assert second.result.randomized and any("draws anew" in n for n in second.result.notes)
 
 
 def test_the_filter_reads_randomized_values_never_the_true_ones(db: dpsql.Database) -> None:
@@ -140,8 +204,8 @@ def test_a_sampled_table_draws_m_rows_each_costing_epsilon(db: dpsql.Database) -
     answered = db.run("SELECT * FROM visits")
     assert len(answered.result.rows) == 30
     assert answered.cost is not None and answered.cost.epsilon == pytest.approx(15.0)
-    small = db.run("SELECT kind FROM visits TABLESAMPLE (4 ROWS)")
-    assert len(small.result.rows) == 4 and small.cost.epsilon == pytest.approx(2.0)  # type: ignore[union-attr]
+    small = db.run("SELECT kind FROM visits TABLESAMPLE (4 ROWS)")  # 4 of the 30 draws
+    assert len(small.result.rows) == 4 and small.cost is None
 
 
 def test_a_public_count_table_bounds_each_unit_to_k_rows(tmp_path: Path) -> None:
@@ -228,3 +292,19 @@ def test_a_local_release_joined_with_a_private_table_links_no_one(
                        "ON v.kind = r.sex")
         free = both.query("SELECT COUNT(*) FROM people_local")  # post-processing: exact
     assert free.rows == [(N,)]
+
+
+def test_averaging_over_differently_written_queries_buys_nothing(tmp_path: Path) -> None:
+    # The attack that per-query draws allowed: one person, asked for again and again in
+    # different words, each answer a fresh draw; their mean converges to the true age. From
+    # one stored copy every spelling returns the same randomized value, and nothing more is
+    # charged: the copy's noise cannot be averaged away.
+    sql = ["CREATE TABLE people AS SELECT 1 AS pid, 'M' AS sex, 77 AS age, 1.0 AS pay, "
+           "DATE '2021-01-01' AS day, '' AS note"]
+    with _open(tmp_path, sql, {"people": PEOPLE}) as db:
+        ages = [db.query(q).rows[0][0] for q in (
+            "SELECT age FROM people", "SELECT age FROM people LIMIT 1", "SELECT age AS a FROM "
+            "people WHERE 1 = 1", "SELECT age + 0 FROM people", "SELECT age FROM people "
+            "ORDER BY sex", *(f"SELECT age FROM people LIMIT {n}" for n in range(2, 30)))]
+        assert _spent(db) == 1.5
+    assert len(set(ages)) == 1  # one draw: at epsilon 0.5 for age, rarely the true 77

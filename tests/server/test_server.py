@@ -392,7 +392,8 @@ def test_describe_answers_from_the_plan_without_charging(served) -> None:
         assert [k for k, _ in client.until(b"Z")] == [b"2", b"T", b"Z"]
         assert spent(served) == before
         client.send(message(b"E", b"p1\0" + struct.pack("!i", 1)) + message(b"H", b""))
-        assert [k for k, _ in client.until(b"s")] == [b"D", b"s"]  # PortalSuspended
+        # the answer's notes as a NOTICE (the bounds in force), then the rows
+        assert [k for k, _ in client.until(b"s")] == [b"N", b"D", b"s"]  # PortalSuspended
         client.send(message(b"E", b"p1\0" + struct.pack("!i", 0)) + message(b"S", b""))
         seen = client.until(b"Z")
         assert [k for k, _ in seen] == [b"D", b"C", b"Z"]

@@ -52,3 +52,26 @@ def test_psql_previews_rows(served: SimpleNamespace) -> None:
         capture_output=True, text=True, env=env, timeout=60, check=True)
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 5 and all(line.startswith("F|") for line in lines)
+
+
+def test_previews_of_any_size_read_one_copy_and_say_they_are_randomized(
+        served: SimpleNamespace) -> None:
+    """LIMIT 3 then LIMIT 100 (and a filter): one charge for the analyst's copy, the first
+    three rows the same, every answer with the NOTICE that its rows are randomized and one
+    saying what was charged (or that nothing was)."""
+    notices: list[str] = []
+    before = _spent(served)
+    with _connect(served) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        three = conn.execute("SELECT age, sex FROM people LIMIT 3").fetchall()
+        first = list(notices)
+        hundred = conn.execute("SELECT age, sex FROM people LIMIT 100").fetchall()
+        notices.clear()
+        older = conn.execute("SELECT age FROM people WHERE age > 60").fetchall()
+    assert hundred[:3] == three and older and all(r[0] > 60 for r in older)
+    spent = _spent(served) - before
+    assert spent in (0.0, pytest.approx(2.0))  # 0 when an earlier test paid for the copy
+    assert "randomized (local differential privacy)" in first[0]
+    assert any("does not apply" in n or "No new privacy cost" in n for n in first)
+    assert "randomized (local differential privacy)" in notices[0]
+    assert any("No new privacy cost" in n for n in notices)

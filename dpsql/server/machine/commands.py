@@ -230,7 +230,9 @@ async def declare(m: Machine, statement: Statement, params: list[object],
     fields = with_formats(outcome.fields, [1]) if declaration.binary else outcome.fields
     m.cursors[name] = cursors.Cursor(declaration, fields, outcome.rows,
                                      in_transaction=m.status == "T" or m.implicit)
-    return Outcome(None, tag=statement.tag)
+    # The answer's notices (randomized local rows say so; the bias of bounding) come with
+    # DECLARE, which answered the query: FETCH only pages through its rows.
+    return Outcome(None, tag=statement.tag, extra=outcome.extra)
 
 
 async def close(m: Machine, statement: Statement) -> Outcome:

@@ -387,6 +387,8 @@ class Machine:
             for extra in outcome.extra:
                 self.send(extra)
             return False
+        for extra in outcome.extra:  # the answer's notices (randomized rows say so), first
+            self.send(extra)
         return True
 
     async def _send_portal_rows(self, portal: Portal, max_rows: int) -> None:
