@@ -90,8 +90,11 @@ MAX_DELTA = DEFAULT_MAX_QUERY_DELTA
 #: front door or an inner pass checks; the owner's limits are checked where the query enters the
 #: library (:class:`dpsql.planner.Planner`), with the owner's values.
 WELL_FORMED = QueryLimits(max_epsilon=float(np.finfo(np.float64).max), max_delta=1.0)
-#: Smallest granularity for real cells (only reached when the sensitivity is zero).
-_MIN_GRANULARITY = 2.0**-1000
+#: Smallest granularity for real cells (reached when the sensitivity is zero, or the epsilon
+#: beyond ~1e280, as an owner's test database may allow): a cell's values are saturated at
+#: ``2**1020`` grid units, so this grid still carries every value up to ``2**120``. A coarser
+#: grid than the noise asks for costs accuracy only: the grid sensitivity pays its rounding.
+_MIN_GRANULARITY = 2.0**-900
 #: Exact values are saturated to this many grid units: far beyond any plausible aggregate,
 #: small enough that ``units + noise`` cannot overflow int64.
 _INT_SATURATION = 2**62
