@@ -246,6 +246,9 @@ class Table:
     # max_rows_per_unit = { auto = true, max = N }: k chosen per query from the data, at most
     # N = max_rows_per_unit (dpsql.metadata.auto; dpsql.privacy.auto_bounds).
     rows_auto: AutoBound | None = None
+    # BigQuery's ``UNNEST([1, 2, 3]) AS x`` in a join: a public table written in the query, one
+    # column (named as the alias) holding these values, one row each (dpsql.query.joins).
+    literal: tuple[int | float | str, ...] | None = None
 
     @property
     def rows_cap(self) -> int:

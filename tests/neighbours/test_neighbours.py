@@ -239,6 +239,19 @@ def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
     at most the sensitivity of the bounds in force, and the adversary reaches it."""
     verdict = assert_clean(typed, sql)
     assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM visits CROSS JOIN UNNEST([1, 2, 3]) AS x",
+    "SELECT x, COUNT(*), SUM(amount) FROM visits CROSS JOIN UNNEST([1, 2]) AS x GROUP BY x",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1) x, COUNT(*) "
+    "FROM visits CROSS JOIN UNNEST(['a', 'b', 'c']) AS x GROUP BY x",
+])
+def test_unnest_of_a_literal_array(typed: Neighbourhood, sql: str) -> None:
+    """BigQuery's UNNEST([...]) AS x multiplies each unit's rows by the array's length: the
+    joined k and g account for it, and no measurement moves by more than its sensitivity."""
+    verdict = assert_clean(typed, sql)
+    assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
+
+
 @pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)
 def test_uncapped_groups_pass(typed: Neighbourhood, sql: str, mechanism: str) -> None:
     delta = 1e-6 if mechanism == "gaussian" else 0.0
