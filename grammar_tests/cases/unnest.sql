@@ -24,3 +24,15 @@ SELECT COUNT(*) FROM people CROSS JOIN UNNEST([age, children]) AS x;
 -- case: unnest of mixed types is refused
 -- expect: refused UnsupportedQuery mentions="only declared tables"
 SELECT COUNT(*) FROM people CROSS JOIN UNNEST([1, 'a']) AS x;
+
+-- case: approx quantiles as a list column
+-- expect: accepted cells=6 measurements=6 cost=1,0 rows=1
+SELECT APPROX_QUANTILES(income, 5) AS q FROM people;
+
+-- case: approx quantiles read by offset
+-- expect: accepted cells=3 rows=1
+SELECT APPROX_QUANTILES(age, 2)[OFFSET(1)] AS median_age, ARRAY_LENGTH(APPROX_QUANTILES(age, 2)) AS n FROM people;
+
+-- case: approx quantiles needs a whole number of quantiles
+-- expect: refused UnsupportedAggregate mentions="whole number n"
+SELECT APPROX_QUANTILES(age, 0) FROM people;

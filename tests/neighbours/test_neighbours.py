@@ -244,6 +244,9 @@ def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
     "SELECT x, COUNT(*), SUM(amount) FROM visits CROSS JOIN UNNEST([1, 2]) AS x GROUP BY x",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1) x, COUNT(*) "
     "FROM visits CROSS JOIN UNNEST(['a', 'b', 'c']) AS x GROUP BY x",
+    # APPROX_QUANTILES(x, n): n + 1 quantiles sharing the epsilon (dpsql.query.quantile_lists).
+    "SELECT grp, APPROX_QUANTILES(qty, 3)[OFFSET(1)], ARRAY_LENGTH(APPROX_QUANTILES(amount, 2)) "
+    "FROM visits GROUP BY grp",
 ])
 def test_unnest_of_a_literal_array(typed: Neighbourhood, sql: str) -> None:
     """BigQuery's UNNEST([...]) AS x multiplies each unit's rows by the array's length: the
