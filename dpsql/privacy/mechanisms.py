@@ -86,6 +86,8 @@ GRID_BITS = 40
 MAX_EPSILON = DEFAULT_MAX_QUERY_EPSILON
 #: Largest delta accepted unless the owner sets ``[budget] max_query_delta``.
 MAX_DELTA = DEFAULT_MAX_QUERY_DELTA
+#: The owner's limits when the metadata sets none.
+DEFAULT_LIMITS = QueryLimits()
 #: The limits of a parameter's form alone (any finite epsilon > 0, any delta in [0, 1]): what a
 #: front door or an inner pass checks; the owner's limits are checked where the query enters the
 #: library (:class:`dpsql.planner.Planner`), with the owner's values.
@@ -444,7 +446,7 @@ def _laplace_steps(scale: float, alpha: float) -> int:
 
 
 def validate_privacy_parameters(epsilon: float, delta: float, mechanism: str,
-                                limits: QueryLimits = QueryLimits()) -> None:
+                                limits: QueryLimits = DEFAULT_LIMITS) -> None:
     """Refuse privacy parameters an analyst must not use, saying what to change.
 
     ``0 < epsilon <= limits.max_epsilon`` (the owner's ``[budget] max_query_epsilon``, default

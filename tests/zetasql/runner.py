@@ -8,7 +8,8 @@ lines, the SQL, ``--``, then the expected value (``ARRAY<STRUCT<...>>[{...}, ...
 
 The tables are built in a DuckDB file, transpiled from the BigQuery dialect (the setup is the
 harness's, not a query through dpsql), and declared to dpsql with ``privacy_unit = "uid"``,
-public value bounds far outside the data (see :func:`_column`) and a database-wide ``[budget] max_query_epsilon = 1e308`` and
+public value bounds far outside the data (see :func:`_column`) and a database-wide
+``[budget] max_query_epsilon = 1e308`` and
 ``max_query_delta = 1`` so that the cases' ``epsilon = 1e20`` runs verbatim. Every case's SQL
 goes to ``cursor.execute`` as written. ``python3 -m tests.zetasql.runner`` prints every case's
 outcome.
