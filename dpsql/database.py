@@ -293,6 +293,12 @@ class Database:
             normalised, self.query_epsilon() if epsilon is None else epsilon, delta, mechanism,
             tree=tree, bounds=bounds)
 
+    def check_parameters(self, epsilon: float, delta: float, mechanism: str) -> None:
+        """Refuse privacy parameters beyond the owner's per-query limits (``[budget]
+        max_query_epsilon`` and ``max_query_delta``) or malformed: what a front door calls for
+        its session defaults, so that no door holds the limits itself."""
+        validate_privacy_parameters(epsilon, delta, mechanism, self.metadata.limits)
+
     def query_epsilon(self, analyst: str | None = None, fallback: float | None = None
                       ) -> float:
         """The epsilon of a query that gives none: the analyst's ``query_epsilon`` in the
@@ -358,7 +364,7 @@ class Database:
         """
         started = time.monotonic()
         if retention is not None:  # refused whatever the query, before anything is charged
-            validate_privacy_parameters(retention, 0.0, "laplace")
+            validate_privacy_parameters(retention, 0.0, "laplace", self.metadata.limits)
         sql, epsilon, delta, bounds = resolve(sql, epsilon, delta, bounds)  # BigQuery's clause
         if epsilon is None:
             epsilon = self.query_epsilon(analyst)

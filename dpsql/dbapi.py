@@ -74,7 +74,7 @@ from dpsql.execution.postprocess import Result
 from dpsql.ledger.budget import BudgetStatus, Cost
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
-from dpsql.privacy.mechanisms import validate_privacy_parameters
+from dpsql.privacy.mechanisms import WELL_FORMED, validate_privacy_parameters
 from dpsql.query.parameters import Parameters
 
 apilevel = "2.0"
@@ -168,10 +168,12 @@ def connect(database: str | Path | None = None, metadata: str | Path | Metadata 
     if (database is None) != (metadata is None):
         raise InterfaceError("pass both database and metadata, or neither for the bundled "
                              "sample data")
-    validate_privacy_parameters(1.0 if epsilon is None else epsilon, delta, mechanism)
+    # The form only: the owner's limits (the metadata's [budget]) are checked once it is open.
+    validate_privacy_parameters(1.0 if epsilon is None else epsilon, delta, mechanism,
+                                WELL_FORMED)
     bounds = ContributionBounds(max_rows, max_groups)  # refuses what is not a whole number >= 1
     if retention is not None:
-        validate_privacy_parameters(retention, 0.0, "laplace")
+        validate_privacy_parameters(retention, 0.0, "laplace", WELL_FORMED)
     connection = Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
                             delta=delta, mechanism=mechanism, bounds=bounds)
     connection.retention = retention
@@ -197,7 +199,7 @@ class Connection:
         try:
             if epsilon is None:
                 epsilon = database.query_epsilon()
-            validate_privacy_parameters(epsilon, delta, mechanism)
+            database.check_parameters(epsilon, delta, mechanism)
         except BaseException:
             database.close()
             raise

@@ -50,6 +50,7 @@ from dpsql.query.dry_runs import empty_creates
 from dpsql.query.fold import fold_constants
 from dpsql.query.joins import PublicRows, physical
 from dpsql.query.parse import only_select, parse
+from dpsql.query.quantile_lists import expand_quantile_lists
 
 #: The passes, in the order the pipeline runs them: :func:`prepare_plan` runs parse to plan
 #: (no data read), :func:`answer` runs rewrite to post-process (``execute`` is the engine's
@@ -76,6 +77,7 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
     """
     tree = parse(sql, dialect) if isinstance(sql, str) else only_select(sql)
     normalise(tree)  # date functions as the checker knows them (dpsql.query.dates)
+    expand_quantile_lists(tree)  # APPROX_QUANTILES as a list of quantiles
     # Refusals quote the analyst's text (dpsql.query.dates.written), joined columns included.
     try:
         checked = check_cost(fold_constants(check(bind_in_force(tree, metadata, public,

@@ -93,7 +93,7 @@ class Planner:
         if unclaused != sql:
             sql, tree = unclaused, None
         epsilon = epsilon if given is None else given
-        validate_privacy_parameters(epsilon, delta, mechanism)
+        validate_privacy_parameters(epsilon, delta, mechanism, self.metadata.limits)
         folded = fold_clock(sql)
         if folded != sql:  # the tree is of the text before the clock was read
             sql, tree = folded, None
@@ -172,7 +172,7 @@ class Planner:
         refusal, no private data read. ``tree`` as for :meth:`prepare_query`."""
         # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
         # otherwise find the plan cached for a valid one.
-        validate_privacy_parameters(epsilon, delta, mechanism)
+        validate_privacy_parameters(epsilon, delta, mechanism, self.metadata.limits)
         key = ("plan", sql, epsilon, delta, mechanism, dialect, bounds)
         result: Plan = self.plans.get_or_compute(key, lambda: prepare_plan(
             sql if tree is None else tree.copy(), self.metadata, self.public_store, epsilon,

@@ -23,6 +23,7 @@ from dpsql.execution.perturb import NoisyCells, typed
 from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
 from dpsql.query.dry_runs import with_empty
+from dpsql.query.over_released import compose
 
 _CELLS = "__cells"
 _ACC = "__acc_"
@@ -70,6 +71,8 @@ def postprocess(plan: Plan, cells: NoisyCells) -> Result:
     """Evaluate the outer query over the noisy cells."""
     outer = plan.query.outer
     names = plan.query.output_names
+    if plan.query.post is not None:  # a query over the answer: its columns are computed
+        return _run_outer(plan, cells, names, [None] * len(names))
     direct = [_direct_cell(e) for e in outer.expressions]
     if _is_projection(outer):
         return _project(plan, cells, names, direct)
@@ -177,8 +180,9 @@ def typed_empty(plan: Plan) -> Result:
 def outer_sql(plan: Plan, carry: list[str]) -> exp.Select:
     """The analyst's outer query over ``__cells``, plus the accuracy of the ``carry`` cells."""
     outer = plan.query.outer.copy()
+    names = plan.query.released_names or plan.query.output_names
     projections = [exp.alias_(e.this if isinstance(e, exp.Alias) else e, name, quoted=True)
-                   for e, name in zip(outer.expressions, plan.query.output_names, strict=True)]
+                   for e, name in zip(outer.expressions, names, strict=True)]
     extra = [exp.alias_(exp.column(f"{_ACC}{d}"), f"{_ACC}{d}") for d in carry]
     outer.set("expressions", projections + extra)
     outer = outer.from_(_CELLS)
@@ -186,13 +190,18 @@ def outer_sql(plan: Plan, carry: list[str]) -> exp.Select:
     if having is not None:  # each row of __cells is already one group: HAVING filters rows
         outer.set("having", None)
         outer = outer.where(having.this)
+    if plan.query.post is not None:  # the analyst's query over this answer
+        outer = compose(plan.query.post, outer)
+        outer.set("expressions", [
+            exp.alias_(e.this if isinstance(e, exp.Alias) else e, name, quoted=True)
+            for e, name in zip(outer.expressions, plan.query.output_names, strict=True)])
     return outer
 
 
 def check_outer(plan: Plan) -> None:
     """Bind the outer query against an empty, typed table of cells, so that an error in it is
     reported when the query is planned, before anything is charged or run."""
-    if _is_projection(plan.query.outer):
+    if _is_projection(plan.query.outer) and plan.query.post is None:
         return
     typed = [exp.alias_(exp.cast(exp.Null(), _type_of(plan, name)), name)
              for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]]

@@ -49,6 +49,8 @@ The privacy budget (see :mod:`dpsql.ledger.budget` and :mod:`dpsql.database`)::
     ledger = "dpsql-ledger.sqlite"  # the ledger file, relative to this file; ~ is expanded
     accounting = "basic"            # or "zcdp"; fixed once the ledger file exists
     reuse_answers = true            # the same query asked again gets its stored answer, free
+    max_query_epsilon = 100.0       # the largest epsilon one query may ask for (default 100)
+    max_query_delta = 0.1           # the largest delta one query may ask for (default 0.1)
 
     [analysts.alice]                # alice's total over all her queries
     epsilon = 10.0
@@ -97,7 +99,14 @@ from dpsql.metadata.auto import (
     parse_auto_value,
 )
 from dpsql.metadata.local_release import LocalSpec, parse_local
-from dpsql.metadata.owner_settings import Budget, ServerSettings, parse_budget, parse_server
+from dpsql.metadata.owner_settings import (
+    Budget,
+    QueryLimits,
+    ServerSettings,
+    parse_budget,
+    parse_query_limits,
+    parse_server,
+)
 from dpsql.metadata.toml_values import (
     Scalar,
     check_unit_path,
@@ -237,6 +246,9 @@ class Table:
     # max_rows_per_unit = { auto = true, max = N }: k chosen per query from the data, at most
     # N = max_rows_per_unit (dpsql.metadata.auto; dpsql.privacy.auto_bounds).
     rows_auto: AutoBound | None = None
+    # BigQuery's ``UNNEST([1, 2, 3]) AS x`` in a join: a public table written in the query, one
+    # column (named as the alias) holding these values, one row each (dpsql.query.joins).
+    literal: tuple[int | float | str, ...] | None = None
 
     @property
     def rows_cap(self) -> int:
@@ -276,6 +288,7 @@ class Metadata:
     raw: Mapping[str, Any] = field(default_factory=dict)
     budget: Budget | None = None  # None: no analyst declared, nothing is metered
     server: ServerSettings = field(default_factory=ServerSettings)
+    limits: QueryLimits = field(default_factory=QueryLimits)  # [budget] max_query_epsilon, ...
 
     def table(self, name: str) -> Table | None:
         return self.tables.get(name.lower())
@@ -312,7 +325,8 @@ def parse_metadata(data: Mapping[str, Any], source: str = "<metadata>",
     budget = parse_budget(data, source, path)
     description_of(data, source)
     return Metadata(tables=tables, source=source, path=path, raw=dict(data), budget=budget,
-                    server=parse_server(data.get("server", {}), source, path))
+                    server=parse_server(data.get("server", {}), source, path),
+                    limits=parse_query_limits(data, source))
 
 
 def _parse_table(name: str, spec: Any, where: str) -> Table:

@@ -14,7 +14,8 @@ from dpsql.errors import MetadataError
 from dpsql.metadata.toml_values import description_of, flag, no_unknown_keys, relative_to, seconds
 from dpsql.privacy.accounting import Allowance
 
-_BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"}
+_LIMIT_KEYS = {"max_query_epsilon", "max_query_delta"}
+_BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"} | _LIMIT_KEYS
 _ANALYST_KEYS = {"epsilon", "delta", "query_epsilon", "description"}
 _SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "idle_timeout", "description"}
 DEFAULT_STATEMENT_TIMEOUT = 300.0
@@ -48,6 +49,24 @@ DEFAULT_IDLE_TIMEOUT = 1800.0
 DEFAULT_TIME_GRID = 0.05
 DEFAULT_LEDGER = "dpsql-ledger.sqlite"
 EVERY_OTHER_ANALYST = "*"
+
+
+#: The largest epsilon and delta one query may ask for unless the owner sets
+#: ``[budget] max_query_epsilon`` / ``max_query_delta``: beyond epsilon 100 there is no privacy
+#: left to speak of, and delta is the probability of a total privacy failure.
+DEFAULT_MAX_QUERY_EPSILON = 100.0
+DEFAULT_MAX_QUERY_DELTA = 0.1
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """``[budget] max_query_epsilon`` and ``max_query_delta``: the largest epsilon and delta a
+    single query may ask for, whoever asks (a test database may raise them to run a compliance
+    suite at epsilon 1e20, where the noise vanishes). Declared with or without analysts: an
+    unmetered database still bounds each query."""
+
+    max_epsilon: float = DEFAULT_MAX_QUERY_EPSILON
+    max_delta: float = DEFAULT_MAX_QUERY_DELTA
 
 
 @dataclass(frozen=True)
@@ -131,7 +150,7 @@ def parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Bud
         raise MetadataError(f"{source}: [analysts] must hold one [analysts.NAME] section per "
                             "analyst, e.g. [analysts.alice] with epsilon = 1.0")
     if not analysts_raw:
-        if settings:
+        if set(settings) - _LIMIT_KEYS - {"description"}:
             raise MetadataError(
                 f"{where} is declared but no analyst has a budget; add an [analysts.NAME] "
                 "section with epsilon (and delta), or [analysts.\"*\"] for everyone")
@@ -157,6 +176,26 @@ def parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Bud
     default = analysts.pop(EVERY_OTHER_ANALYST, None)
     return Budget(ledger=ledger_path, analysts=analysts, default=default, accounting=accounting,
                   reuse_answers=reuse, query_epsilon=query_epsilon)
+
+
+def parse_query_limits(data: Mapping[str, Any], source: str) -> QueryLimits:
+    """The ``[budget]`` section's per-query limits (the section's other keys are
+    :func:`parse_budget`'s)."""
+    settings = data.get("budget", {})
+    if not isinstance(settings, dict):
+        raise MetadataError(f"{source}: [budget] must be a section of settings")
+    where = f"{source}: [budget]"
+    epsilon = settings.get("max_query_epsilon", DEFAULT_MAX_QUERY_EPSILON)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) or \
+            not math.isfinite(epsilon) or epsilon <= 0:
+        raise MetadataError(f"{where}: max_query_epsilon (the largest epsilon one query may ask "
+                            f"for) must be a finite number > 0, such as 10, not {epsilon!r}")
+    delta = settings.get("max_query_delta", DEFAULT_MAX_QUERY_DELTA)
+    if isinstance(delta, bool) or not isinstance(delta, int | float) or \
+            not 0 <= delta <= 1:
+        raise MetadataError(f"{where}: max_query_delta (the largest delta one query may ask "
+                            f"for) must be a number from 0 to 1, such as 1e-5, not {delta!r}")
+    return QueryLimits(float(epsilon), float(delta))
 
 
 def _query_epsilon(value: Any, where: str) -> float:

@@ -71,17 +71,32 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsql.errors import InvalidPrivacyParameter
+from dpsql.metadata.owner_settings import (
+    DEFAULT_MAX_QUERY_DELTA,
+    DEFAULT_MAX_QUERY_EPSILON,
+    QueryLimits,
+)
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.samplers import MAX_GRID_SCALE, discrete_gaussian, discrete_laplace
 
 #: The grid is this many binary orders of magnitude finer than the noise scale.
 GRID_BITS = 40
-#: Largest epsilon accepted from an analyst: beyond this there is no privacy left to speak of.
-MAX_EPSILON = 100.0
-#: Largest delta accepted: delta is the probability of a total privacy failure.
-MAX_DELTA = 0.1
-#: Smallest granularity for real cells (only reached when the sensitivity is zero).
-_MIN_GRANULARITY = 2.0**-1000
+#: Largest epsilon accepted from an analyst unless the owner sets ``[budget] max_query_epsilon``
+#: (:class:`~dpsql.metadata.owner_settings.QueryLimits`).
+MAX_EPSILON = DEFAULT_MAX_QUERY_EPSILON
+#: Largest delta accepted unless the owner sets ``[budget] max_query_delta``.
+MAX_DELTA = DEFAULT_MAX_QUERY_DELTA
+#: The owner's limits when the metadata sets none.
+DEFAULT_LIMITS = QueryLimits()
+#: The limits of a parameter's form alone (any finite epsilon > 0, any delta in [0, 1]): what a
+#: front door or an inner pass checks; the owner's limits are checked where the query enters the
+#: library (:class:`dpsql.planner.Planner`), with the owner's values.
+WELL_FORMED = QueryLimits(max_epsilon=float(np.finfo(np.float64).max), max_delta=1.0)
+#: Smallest granularity for real cells (reached when the sensitivity is zero, or the epsilon
+#: beyond ~1e280, as an owner's test database may allow): a cell's values are saturated at
+#: ``2**1020`` grid units, so this grid still carries every value up to ``2**120``. A coarser
+#: grid than the noise asks for costs accuracy only: the grid sensitivity pays its rounding.
+_MIN_GRANULARITY = 2.0**-900
 #: Exact values are saturated to this many grid units: far beyond any plausible aggregate,
 #: small enough that ``units + noise`` cannot overflow int64.
 _INT_SATURATION = 2**62
@@ -259,7 +274,7 @@ def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec, rng: Ran
         raise ValueError("perturb_fixed() needs a real spec and a power-of-two step")
     shift = math.frexp(spec.granularity)[1] - 1
     d = math.frexp(step)[1] - 1 - shift
-    limit = 1 << min(1000, 1020 - shift)
+    limit = 1 << min(1020, 1020 - shift)  # as in _perturb_real: a fine grid needs the range
     noise = _noise(spec, len(sums), rng)
     out = np.empty(len(sums), dtype=np.float64)
     for i, item in enumerate(sums):
@@ -319,8 +334,10 @@ def _perturb_real(
     if not np.all(np.isfinite(exact)):
         raise ValueError("perturb() got a non-finite value; coalesce NULL/NaN before noising")
     shift = math.frexp(granularity)[1] - 1
-    # Saturation bound in grid units that keeps (units + noise) * g finite.
-    limit = 2.0 ** min(1000, 1020 - shift)
+    # Saturation bound in grid units that keeps (units + noise) * g finite (and the bound
+    # itself a double). A fine grid (tiny noise, epsilon 1e20 and beyond) needs the large
+    # bound: at g = 2**-1000, 2**1000 units would saturate every value above 1.
+    limit = 2.0 ** min(1020, 1020 - shift)
     with np.errstate(over="ignore"):
         units = np.clip(np.rint(exact / granularity), -limit, limit)
     return _noisy_units(units, noise) * granularity
@@ -428,23 +445,27 @@ def _laplace_steps(scale: float, alpha: float) -> int:
 # --------------------------------------------------------------------------- validation
 
 
-def validate_privacy_parameters(epsilon: float, delta: float, mechanism: str) -> None:
+def validate_privacy_parameters(epsilon: float, delta: float, mechanism: str,
+                                limits: QueryLimits = DEFAULT_LIMITS) -> None:
     """Refuse privacy parameters an analyst must not use, saying what to change.
 
-    ``0 < epsilon <= 100``; ``0 <= delta <= 0.1`` (1e-3 or less is recommended; delta is the
-    probability of a total failure); ``mechanism`` is ``"laplace"`` or ``"gaussian"``, and the
-    Gaussian needs ``delta > 0``. Booleans and non-numbers are refused.
+    ``0 < epsilon <= limits.max_epsilon`` (the owner's ``[budget] max_query_epsilon``, default
+    100); ``0 <= delta <= limits.max_delta`` (``max_query_delta``, default 0.1; 1e-3 or less is
+    recommended: delta is the probability of a total failure); ``mechanism`` is ``"laplace"``
+    or ``"gaussian"``, and the Gaussian needs ``delta > 0``. Booleans and non-numbers are
+    refused. :data:`WELL_FORMED` checks the form alone.
     """
     eps = _real_parameter(epsilon, "epsilon")
-    if not 0.0 < eps <= MAX_EPSILON:
+    if not 0.0 < eps <= limits.max_epsilon:
         raise InvalidPrivacyParameter(
-            f"epsilon must be greater than 0 and at most {MAX_EPSILON:g}, got {epsilon!r}. "
-            "Use a value such as 0.1 to 1."
+            f"epsilon must be greater than 0 and at most {limits.max_epsilon:g} (the data "
+            f"owner's [budget] max_query_epsilon), got {epsilon!r}. Use a value such as 0.1 to 1."
         )
     dlt = _real_parameter(delta, "delta")
-    if not 0.0 <= dlt <= MAX_DELTA:
+    if not 0.0 <= dlt <= limits.max_delta:
         raise InvalidPrivacyParameter(
-            f"delta must be between 0 and {MAX_DELTA:g}, got {delta!r}. "
+            f"delta must be between 0 and {limits.max_delta:g} (the data owner's [budget] "
+            f"max_query_delta), got {delta!r}. "
             "Use 0 for pure epsilon-DP or a small value such as 1e-6 (1e-3 at most is advised)."
         )
     if not isinstance(mechanism, str) or mechanism not in MECHANISMS:

@@ -60,6 +60,7 @@ from dpsql.privacy.mechanisms import (
     calibrate_gaussian,
     calibrate_laplace,
     rho_for,
+    WELL_FORMED,
     validate_privacy_parameters,
 )
 from dpsql.privacy.thresholds import tau_for
@@ -159,7 +160,8 @@ class Plan:
 def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
          mechanism: str = "laplace") -> Plan:
     """Plan ``query`` for a budget of (epsilon, delta) with the given mechanism."""
-    validate_privacy_parameters(epsilon, delta, mechanism)
+    # The form alone: the owner's limits were checked where the query entered (planner).
+    validate_privacy_parameters(epsilon, delta, mechanism, WELL_FORMED)
     mechanism = Mechanism(mechanism)
     table = query.table
     filters = key_filters(query.where)  # the analyst's constants narrow public domains

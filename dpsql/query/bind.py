@@ -10,7 +10,7 @@ whose name is the declared column name in lower case.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from sqlglot import exp
@@ -19,6 +19,7 @@ from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, Unsuppo
 from dpsql.metadata.metadata import Metadata, Table
 from dpsql.query.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.query.joins import PublicRows, Relation
+from dpsql.query.over_released import split
 from dpsql.query.parameters import parse_array_literal
 
 # Clauses that make a SELECT more than a row-level transformation of its input.
@@ -35,6 +36,10 @@ class BoundQuery:
     where: exp.Expression | None
     output_names: list[str]  # the result's column names, as the analyst wrote them
     relation: Relation | None = None  # joins: ``table`` is then the joined table
+    # A query over this aggregate's answer (dpsql.query.over_released): the outer query, run
+    # as post-processing, and the names of this query's own columns, which it reads.
+    post: exp.Select | None = None
+    released_names: list[str] | None = None
 
 
 @dataclass
@@ -50,6 +55,15 @@ def bind(select: exp.Select, metadata: Metadata, public: PublicRows | None = Non
          ) -> BoundQuery:
     """Resolve ``select`` against ``metadata``; a join with a public table reads ``public``
     (its multiplicities, key domains and bounds: :mod:`dpsql.query.joins`)."""
+    over = split(select)  # SELECT ... FROM (a private aggregate): post-processing of its answer
+    if over is not None:
+        inner, post = over
+        bound = bind(inner, metadata, public)
+        if bound.post is not None:
+            raise UnsupportedQuery("a query over a query over a private aggregate is not "
+                                   "supported; write one outer query over the aggregate")
+        return replace(bound, post=post, released_names=bound.output_names,
+                       output_names=[output_name(e) for e in post.expressions])
     select = _quantified_to_in(select.copy())
     names = [output_name(e) for e in select.expressions]
     ctes = _collect_ctes(select, {})

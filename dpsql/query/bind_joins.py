@@ -25,6 +25,7 @@ from dpsql.query.joins import (
     Source,
     conjuncts,
     joined_table,
+    literal_table,
     unit_name,
 )
 
@@ -88,6 +89,9 @@ def bind_relation(select: exp.Select, ctes: dict[str, exp.Select], metadata: Met
 
 def _declared(item: exp.Expression, ctes: dict[str, exp.Select], metadata: Metadata,
               index: int) -> tuple[Table, str]:
+    literal = literal_table(item) if isinstance(item, exp.Unnest) and index > 0 else None
+    if literal is not None:  # UNNEST([1, 2, 3]) AS x: a public table written in the query
+        return literal, literal.name if _PLAIN_ALIAS.fullmatch(literal.name) else f"t{index}"
     if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier) or (
             not item.db and item.name.lower() in ctes):
         raise UnsupportedQuery(f"{item.sql(dialect='duckdb')[:60]}: only declared tables can "

@@ -58,6 +58,10 @@ class CheckedQuery:
     outer: exp.Select  # reads __k{i} and __a{j} from the table of noisy cells
     output_names: list[str]
     relation: Relation | None = None  # joins: ``table`` is the joined table (dpsql.query.joins)
+    # A query over this one's answer, run after ``outer`` (dpsql.query.over_released), and the
+    # names of ``outer``'s columns, which it reads.
+    post: exp.Select | None = None
+    released_names: list[str] | None = None
 
 
 def check(query: BoundQuery) -> CheckedQuery:
@@ -88,7 +92,8 @@ def check(query: BoundQuery) -> CheckedQuery:
     _check_outer(select)
     select.set("group", None)
     return CheckedQuery(table=table, where=query.where, keys=keys, aggregates=aggregates,
-                        outer=select, output_names=query.output_names, relation=query.relation)
+                        outer=select, output_names=query.output_names, relation=query.relation,
+                        post=query.post, released_names=query.released_names)
 
 
 def _row_level(node: exp.Expression, table: Table, where: str) -> None:

@@ -144,6 +144,8 @@ class Relation:
         """The declared tables read, each once."""
         seen: dict[str, Table] = {}
         for s in [*self.sources, *(j.source for j in self.semijoins)]:
+            if s.table.literal is not None:  # written in the query: no table to read
+                continue
             seen.setdefault(s.table.name.lower(), s.table)
         return list(seen.values())
 
@@ -274,7 +276,55 @@ def _public_column(table: Table, column: Column, public: PublicRows | None) -> C
 
 
 def _ref(table: Table) -> str:
-    return exp.to_identifier(table.name, quoted=True).sql("duckdb")
+    return _from(table).sql("duckdb")
+
+
+def _from(table: Table) -> exp.Expression:
+    """Where a source's rows are read: its table, or the VALUES of a literal array."""
+    if table.literal is None:
+        return exp.Table(this=exp.to_identifier(table.name, quoted=True))
+    (column,) = table.columns
+    return exp.Values(
+        expressions=[exp.Tuple(expressions=[_literal(v)]) for v in table.literal],
+        alias=exp.TableAlias(this=exp.to_identifier("__literal", quoted=True),
+                             columns=[exp.to_identifier(column, quoted=True)]))
+
+
+def _literal(value: int | float | str) -> exp.Expression:
+    return exp.Literal.string(value) if isinstance(value, str) else exp.Literal.number(value)
+
+
+def literal_table(unnest: exp.Unnest) -> Table | None:
+    """``UNNEST([c1, c2, ...]) AS x`` of constant numbers or strings (BigQuery's literal array)
+    as a public table: column ``x``, one row per element, none repeated away (a row of another
+    table joined with it becomes one row per element, as in BigQuery). None for any other
+    UNNEST."""
+    alias = unnest.args.get("alias")
+    name = alias.name if alias is not None else ""
+    columns = alias.columns if alias is not None else []
+    if len(columns) == 1:  # BigQuery's dialect names the column; DuckDB's, the table
+        name = columns[0].name
+    if not name or len(unnest.expressions) != 1 or not isinstance(unnest.expressions[0],
+                                                                   exp.Array):
+        return None
+    values: list[int | float | str] = []
+    for item in unnest.expressions[0].expressions:
+        negative = isinstance(item, exp.Neg)
+        item = item.this if negative else item
+        if not isinstance(item, exp.Literal) or (negative and item.is_string):
+            return None
+        number = float(item.this) if not item.is_string else None
+        if number is not None and not math.isfinite(number):
+            return None
+        value: int | float | str = item.this if item.is_string else (
+            int(item.this) if item.is_int else float(item.this))
+        values.append(-value if negative and not isinstance(value, str) else value)
+    kinds = {type(v) for v in values}
+    if not values or len(kinds) != 1:
+        return None
+    kind = {int: ColumnType.INT, float: ColumnType.FLOAT, str: ColumnType.TEXT}[kinds.pop()]
+    return Table(name=name.lower(), columns={name.lower(): Column(name.lower(), kind)},
+                 public=True, literal=tuple(values))
 
 
 class PublicRows(Protocol):
@@ -389,8 +439,7 @@ def _renamed(source: Source, several: bool = False, reader: Reader | None = None
     (:func:`prebound`)."""
     projections = [exp.alias_(exp.column(c, quoted=True), source.name(c), quoted=True)
                    for c in source.table.columns]
-    inner = exp.select(*projections, copy=False).from_(
-        exp.Table(this=exp.to_identifier(source.table.name, quoted=True)), copy=False)
+    inner = exp.select(*projections, copy=False).from_(_from(source.table), copy=False)
     if several and source.table.needs_bounding and not source.hidden:
         inner = prebound(inner, source, _source_reader(source, reader))
     return exp.Subquery(this=inner, alias=exp.TableAlias(

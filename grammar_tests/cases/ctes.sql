@@ -138,7 +138,7 @@ WITH b AS (WITH a AS (SELECT sex FROM people GROUP BY sex) SELECT * FROM a) SELE
 WITH a AS (SELECT * FROM people), b AS (SELECT MAX(age) AS m FROM a) SELECT SUM(m) FROM b;
 
 -- case: subquery with group by
--- expect: refused UnsupportedQuery
+-- expect: accepted rows=1
 SELECT COUNT(*) FROM (SELECT sex FROM people GROUP BY sex) s;
 
 -- case: subquery with limit
@@ -150,7 +150,7 @@ SELECT COUNT(*) FROM (SELECT * FROM people LIMIT 5);
 SELECT COUNT(*) FROM (SELECT DISTINCT sex FROM people);
 
 -- case: subquery with aggregate
--- expect: refused UnsupportedQuery
+-- expect: accepted cells=1 rows=1
 SELECT AVG(n) FROM (SELECT COUNT(*) AS n FROM visits) t;
 
 -- case: subquery in where inside cte

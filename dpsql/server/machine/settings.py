@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from dpsql.errors import InvalidPrivacyParameter
-from dpsql.privacy.mechanisms import validate_privacy_parameters
+from dpsql.privacy.mechanisms import WELL_FORMED, validate_privacy_parameters
 
 SERVER_VERSION = "16.4"
 SERVER_VERSION_NUM = "160004"
@@ -218,9 +218,9 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
             raise SettingError(f"{name} must be a number, not {value!r}", "22023") from None
         try:
             if name != "dpsql.delta":
-                validate_privacy_parameters(number, 0.0, "laplace")
+                validate_privacy_parameters(number, 0.0, "laplace", WELL_FORMED)
             else:
-                validate_privacy_parameters(1.0, number, "laplace")
+                validate_privacy_parameters(1.0, number, "laplace", WELL_FORMED)
         except InvalidPrivacyParameter as e:
             raise SettingError(str(e), e.sqlstate) from None
         return _number(number)

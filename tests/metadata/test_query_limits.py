@@ -1,0 +1,112 @@
+"""``[budget] max_query_epsilon`` and ``max_query_delta``: the owner's largest epsilon and delta
+of one query, checked by the library with the owner's values (every door), and noise that
+behaves at the epsilons they allow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pytest
+import tomli_w
+
+import dpsql
+from dpsql.errors import InvalidPrivacyParameter, MetadataError
+from dpsql.metadata.metadata import parse_metadata
+from dpsql.privacy.mechanisms import calibrate_laplace, perturb, perturb_fixed
+from dpsql.privacy.randomness import Randomness
+
+TABLES = {"t": {"privacy_unit": "uid", "max_rows_per_unit": 1, "columns": {
+    "uid": {"type": "int"},
+    "x": {"type": "float", "lower": 0, "upper": 1e6},
+}}}
+SUM = "SELECT SUM(x) FROM t"
+
+
+def database(tmp_path: Path, budget: dict[str, Any] | None = None) -> tuple[str, str]:
+    path = tmp_path / "db.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t AS SELECT range AS uid, range * 1000.5 AS x FROM range(20)")
+    document: dict[str, Any] = {"tables": TABLES}
+    if budget is not None:
+        document["budget"] = budget
+    metadata = tmp_path / "db.toml"
+    metadata.write_text(tomli_w.dumps(document))
+    return str(path), str(metadata)
+
+
+def test_defaults_and_declared_without_analysts() -> None:
+    assert parse_metadata({"tables": TABLES}).limits.max_epsilon == 100.0
+    assert parse_metadata({"tables": TABLES}).limits.max_delta == 0.1
+    declared = parse_metadata({"tables": TABLES, "budget": {"max_query_epsilon": 1e20,
+                                                            "max_query_delta": 1}})
+    assert (declared.limits.max_epsilon, declared.limits.max_delta) == (1e20, 1.0)
+    assert declared.budget is None  # still unmetered: the limits are not a budget
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("max_query_epsilon", 0), ("max_query_epsilon", -1.0), ("max_query_epsilon", float("inf")),
+    ("max_query_epsilon", True), ("max_query_epsilon", "10"),
+    ("max_query_delta", 1.5), ("max_query_delta", -0.1), ("max_query_delta", float("nan")),
+])
+def test_bad_limits_are_refused(key: str, value: object) -> None:
+    with pytest.raises(MetadataError, match=key):
+        parse_metadata({"tables": TABLES, "budget": {key: value}})
+
+
+def test_other_budget_keys_still_need_an_analyst() -> None:
+    with pytest.raises(MetadataError, match="no analyst"):
+        parse_metadata({"tables": TABLES, "budget": {"max_query_epsilon": 5,
+                                                     "accounting": "zcdp"}})
+
+
+def test_library_refuses_beyond_the_default_naming_the_setting(tmp_path: Path) -> None:
+    db = dpsql.Database(*database(tmp_path))
+    with db:
+        with pytest.raises(InvalidPrivacyParameter, match=r"max_query_epsilon") as info:
+            db.query(SUM, epsilon=150)
+        assert "at most 100" in str(info.value)
+        with pytest.raises(InvalidPrivacyParameter, match=r"max_query_delta"):
+            db.query(SUM, epsilon=1.0, delta=0.5)
+        with pytest.raises(InvalidPrivacyParameter, match=r"max_query_epsilon"):
+            db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1e20, delta = 0) "
+                     "SUM(x) FROM t")
+
+
+def test_owner_raises_the_limits_and_the_noise_vanishes(tmp_path: Path) -> None:
+    exact = sum(i * 1000.5 for i in range(20))
+    db = dpsql.Database(*database(tmp_path, {"max_query_epsilon": 1e308,
+                                             "max_query_delta": 1.0}))
+    with db:
+        for epsilon in (1e20, 1e308):
+            assert db.query(SUM, epsilon=epsilon, delta=1.0).rows[0][0] == pytest.approx(
+                exact, rel=1e-12)
+        with pytest.raises(InvalidPrivacyParameter, match="max_query_delta"):
+            db.query(SUM, epsilon=1.0, delta=1.01)
+
+
+def test_the_dbapi_door_uses_the_owners_limits(tmp_path: Path) -> None:
+    strict = tmp_path / "strict"
+    strict.mkdir()
+    with pytest.raises(dpsql.dbapi.ProgrammingError, match="max_query_epsilon"):
+        dpsql.connect(*database(strict), epsilon=1e20)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    with dpsql.connect(*database(loose, {"max_query_epsilon": 1e20}), epsilon=1e20) as con:
+        cursor = con.cursor()
+        cursor.execute("SELECT COUNT(*) FROM t")
+        assert cursor.fetchall() == [(20,)]
+
+
+@pytest.mark.parametrize("epsilon", [1e20, 1e100, 1e308])
+def test_noise_at_huge_epsilon_keeps_large_values(epsilon: float) -> None:
+    """A tiny noise scale gives a fine grid; the values it carries are not saturated (the
+    grid's bound once clipped every value above 1 at epsilon 1e308)."""
+    rng = Randomness.seeded(1)
+    values = np.array([11.0, -3.25, 123456.5, 1e15])
+    spec = calibrate_laplace(100.0, epsilon, integer=False)
+    assert np.allclose(perturb(values, spec, rng), values, rtol=1e-12)
+    fixed = perturb_fixed([44, -13, 2**40], 0.25, spec, rng)
+    assert np.allclose(fixed, [11.0, -3.25, 2.0**38], rtol=1e-12)
