@@ -104,6 +104,7 @@ from fractions import Fraction
 from sqlglot import exp
 
 from dpsql.engines import ir
+from dpsql.execution import per_person
 from dpsql.errors import UnsupportedQuery
 from dpsql.metadata.metadata import Table
 from dpsql.privacy import auto_values
@@ -474,8 +475,7 @@ def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
             out.append(_as(exp.Count(this=x), f"__p{m.index}"))
         elif m.person == "mean":  # ZetaSQL's AVG: the unit's exact sum and count (its average)
             assert x is not None
-            out.append(_as(ir.ExactSum(this=_row_term(m, x)), f"__p{m.index}"))
-            out.append(_as(exp.Count(this=x.copy()), f"__q{m.index}"))
+            out.extend(per_person.pre_aggregates(m, x))
         elif m.kind == MeasurementKind.SUM:
             out.append(_as(ir.ExactSum(this=_sum_term(m, x, _on_grid_allowed(plan))),
                            f"__p{m.index}"))
@@ -584,53 +584,12 @@ def _contribution(m: Measurement) -> exp.Expression:
     if m.kind == MeasurementKind.COUNT and m.arg is None:
         return _or_zero(exp.Sum(this=exp.column("__c")))
     p = exp.column(f"__p{m.index}")
-    if m.person == "present":  # ZetaSQL's AVG: 1 for a unit with a non-NULL value
-        return _or_zero(exp.Sum(this=exp.Case(ifs=[exp.If(
-            this=exp.GT(this=p, expression=exp.Literal.number(0)),
-            true=exp.Literal.number(1))])))
-    if m.person == "mean":
-        return _or_zero(exp.Sum(this=_mean_term(m, p)))
-    if m.per_group is not None:  # BigQuery's per-group bound: the unit's whole total, clamped
-        low = ir.greatest(p, _integer(m.per_group[0]))
-        # a unit whose values in the group are all NULL (its total NULL) contributes nothing
-        present = exp.Not(this=exp.Is(this=p.copy(), expression=exp.Null()))
-        return _or_zero(exp.Sum(this=exp.Case(ifs=[exp.If(
-            this=present, true=_least(low, _integer(m.per_group[1])))])))
+    if m.per_group is not None:  # ZetaSQL's per-group bounds: the unit's own aggregate
+        return _or_zero(exp.Sum(this=per_person.term(m, p)))
     if m.kind == MeasurementKind.COUNT:
         return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
     lo, hi = _term_range(m)
     return _or_zero(exp.Sum(this=_scaled(p, "HUGEINT", lo, hi)))
-
-
-def _row_term(m: Measurement, x: exp.Expression) -> exp.Expression:
-    """One row's term of ZetaSQL's per-person AVG (``m.person == "mean"``): the row itself
-    (integer rows) or its value on the rows' grid ``m.row_grid``, an integer, NULL kept."""
-    if m.row_grid is None:
-        return x
-    step, lo, hi = m.row_grid
-    scaled = exp.Div(this=exp.Paren(this=x.copy()), expression=real(step))
-    rounded = exp.cast(ir.RoundHalfAway(this=scaled), "BIGINT")
-    present = exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null()))
-    return exp.Case(ifs=[exp.If(this=present, true=_least(ir.greatest(rounded, number(lo)),
-                                                          number(hi)))])
-
-
-def _mean_term(m: Measurement, p: exp.Expression) -> exp.Expression:
-    """A unit's term of ZetaSQL's per-person AVG (dpsql.privacy.aggregates,
-    ``_per_person_avg``): its average ``p * row_step / q`` clamped to ``[lo, hi]``, centred,
-    rounded onto the sum's grid and clamped there to ``m.units``; NULL (nothing) for a unit
-    without a non-NULL value (``q = 0``). A deterministic function of the unit's rows."""
-    q = exp.column(f"__q{m.index}")
-    row_step = m.row_grid[0] if m.row_grid is not None else 1.0
-    total = exp.Mul(this=_cast(ir.Whole(this=p.copy()), "DOUBLE"), expression=real(row_step))
-    mean = exp.Div(this=total, expression=q.copy())
-    clamped = _least(ir.greatest(mean, real(m.lo)), real(m.hi))
-    centred = exp.Sub(this=clamped, expression=real(m.center))
-    rounded = exp.cast(ir.RoundHalfAway(this=exp.Div(this=exp.Paren(this=centred),
-                                                     expression=real(m.step))), "BIGINT")
-    term = _least(ir.greatest(rounded, number(m.units[0])), number(m.units[1]))
-    return exp.Case(ifs=[exp.If(this=exp.GT(this=q, expression=exp.Literal.number(0)),
-                                true=term)])
 
 
 def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:

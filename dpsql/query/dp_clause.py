@@ -174,10 +174,11 @@ class _Parser(DuckDBParser):  # type: ignore[misc]
                     "in parentheses: OPTIONS(epsilon = 1, delta = 1e-6)")
         while not self._match(TokenType.R_PAREN):
             start = self._curr
-            option = self._parse_assignment()
-            if not isinstance(option, exp.EQ) or not isinstance(option.this, exp.Column):
-                name = option.sql() if option is not None else start.text
-                _syntax(start, f"OPTIONS takes name = value pairs, not {name!r}")
+            if not start or not self._next or self._next.token_type != TokenType.EQ:
+                _syntax(start or self._prev, "OPTIONS takes name = value pairs, not "
+                        f"{start.text if start else ''!r}")
+            self._advance(2)
+            option = exp.EQ(this=exp.column(start.text), expression=self._option_value())
             option.meta["position"] = start.start + 1
             options.append(option)
             if not self._match(TokenType.COMMA) and not (self._curr and self._curr.token_type
@@ -185,6 +186,23 @@ class _Parser(DuckDBParser):  # type: ignore[misc]
                 _syntax(self._curr or self._prev, "WITH DIFFERENTIAL_PRIVACY OPTIONS( is not "
                         "closed; close it with )")
         return DifferentialPrivacy(expressions=options)
+
+    def _option_value(self) -> exp.Expr:
+        """An option's value: one word (a keyword such as ANY too, refused by name later) or
+        an expression (a number, a negative one, a quoted or backquoted name)."""
+        if self._curr and self._next and self._next.token_type in (TokenType.COMMA,
+                                                                   TokenType.R_PAREN):
+            self._advance()
+            token = self._prev
+            if token.token_type in (TokenType.NUMBER, TokenType.STRING):
+                return exp.Literal(this=token.text,
+                                   is_string=token.token_type == TokenType.STRING)
+            return exp.column(token.text, quoted=token.token_type == TokenType.IDENTIFIER)
+        value = self._parse_assignment()
+        if value is None:
+            _syntax(self._curr or self._prev, "OPTIONS takes name = value pairs: give each "
+                    "option a value")
+        return value  # type: ignore[no-any-return]
 
 
 def _syntax(token: Any, message: str) -> None:
