@@ -5,6 +5,7 @@ value at epsilon = 1e20."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,3 +145,33 @@ def test_avg_outside_the_clause_keeps_its_row_meaning(zeta: dpsql.Connection) ->
     [(rows,)] = answer(zeta, "SELECT AVG(double_val) FROM TestTableWithUid2")
     [(persons,)] = answer(zeta, f"{CLAUSE}AVG(double_val) FROM TestTableWithUid2")
     assert rows == pytest.approx(1.375) and persons == pytest.approx(4 / 3)
+
+
+ZETA_JSON = ('{"result":{"noise_confidence_interval":{"confidence_level":0.95,"lower_bound":'
+             '-A,"upper_bound":A},"value":V}}')
+
+
+def test_report_format_json_through_the_dbapi(zeta: dpsql.Connection) -> None:
+    """report_format => 'JSON': ZetaSQL's report as a JSON column (the text, type JSON), its
+    interval the noise's 95% interval, which is the cell's accuracy."""
+    cur = zeta.cursor()
+    cur.execute(f"{CLAUSE}COUNT(double_val, contribution_bounds_per_group => (0, 10), "
+                "report_format => 'JSON') AS n, SUM(double_val, contribution_bounds_per_group "
+                "=> (0, 10), report_format => \"JSON\") FROM TestTableWithUid2")
+    assert [d[1] for d in cur.description] == ["JSON", "JSON"]
+    [(count, total)] = cur.fetchall()
+    assert isinstance(count, str) and isinstance(total, str)
+    for text, value in ((count, "8"), (total, "11.0")):
+        half = json.loads(text)["result"]["noise_confidence_interval"]["upper_bound"]
+        assert half > 0
+        assert text == ZETA_JSON.replace("V", value).replace("A", repr(half))
+    [(n_accuracy, sum_accuracy)] = cur.accuracy
+    assert n_accuracy is None and sum_accuracy is None  # a report is not a number
+
+
+def test_report_format_refusals_charge_nothing(zeta: dpsql.Connection) -> None:
+    cur = zeta.cursor()
+    for sql in (f"{CLAUSE}COUNT(*, report_format => 'PROTO') FROM TestTableWithUid",
+                f"{CLAUSE}MEDIAN(double_val, report_format => 'JSON') FROM TestTableWithUid"):
+        with pytest.raises(dpsql.NotSupportedError, match="report_format|JSON"):
+            cur.execute(sql)
