@@ -84,7 +84,7 @@ from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
-from dpsql.query.dp_clause import resolve, resolve_query
+from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
 from dpsql.routes import answer_private, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
@@ -288,11 +288,14 @@ class Database:
         :meth:`query_epsilon`. ``bounds``: the query's contribution bounds (None: the
         metadata's; BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` wins,
         :mod:`dpsql.query.dp_clause`)."""
-        sql, epsilon, delta, bounds = resolve(sql, epsilon, delta, bounds)
-        normalised, _, tree = self._texts(sql, parameters)
-        return self.planner.prepare_query(
-            normalised, self.query_epsilon() if epsilon is None else epsilon, delta, mechanism,
-            tree=tree, bounds=bounds)
+        clause = resolve_query(sql, epsilon, delta, bounds)
+        epsilon = clause.epsilon
+        normalised, _, tree = self._texts(clause.sql, parameters)
+        p = self.planner.prepare_query(
+            normalised, self.query_epsilon() if epsilon is None else epsilon, clause.delta,
+            mechanism, tree=tree, bounds=clause.bounds)
+        check_reports(p, clause.reports)  # the planner reads the lowered text, without them
+        return p
 
     def query_epsilon(self, analyst: str | None = None, fallback: float | None = None
                       ) -> float:
