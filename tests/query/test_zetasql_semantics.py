@@ -175,3 +175,14 @@ def test_report_format_refusals_charge_nothing(zeta: dpsql.Connection) -> None:
                 f"{CLAUSE}MEDIAN(double_val, report_format => 'JSON') FROM TestTableWithUid"):
         with pytest.raises(dpsql.NotSupportedError, match="report_format|JSON"):
             cur.execute(sql)
+
+
+def test_notes_say_which_bounds_were_used(zeta: dpsql.Connection) -> None:
+    cur = zeta.cursor()
+    cur.execute(f"{CLAUSE}AVG(double_val), SUM(int64_val, contribution_bounds_per_group => "
+                "(2, 3)) FROM TestTableWithUid2")
+    notes = " ".join(cur.notes)
+    assert "each unit's own average in its group, clamped to [-10, 10] (no bounds written" \
+        in notes
+    assert "each unit's own total in its group, clamped to [2, 3] (contribution_bounds_per_" \
+        "group as written)" in notes
