@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
@@ -93,7 +93,7 @@ class DifferentialPrivacy(exp.Expression):
     """``WITH DIFFERENTIAL_PRIVACY OPTIONS(name = value, ...)`` on a SELECT (its arg
     ``differential_privacy``): one :class:`exp.EQ` per option, in the order written."""
 
-    arg_types = {"expressions": False}
+    arg_types: ClassVar[dict[str, bool]] = {"expressions": False}
 
 
 class NamedArguments(exp.Expression):
@@ -101,7 +101,7 @@ class NamedArguments(exp.Expression):
     ``expressions``, one :class:`exp.Kwarg` per ``name => value`` (``meta["position"]``: the
     1-based offset of its name in the text)."""
 
-    arg_types = {"this": True, "expressions": True}
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "expressions": True}
 
 
 def _kwarg(parser: Any, expressions: list[exp.Expr]) -> exp.Expr:
@@ -113,7 +113,12 @@ def _kwarg(parser: Any, expressions: list[exp.Expr]) -> exp.Expr:
 
 
 class _Parser(DuckDBParser):  # type: ignore[misc]
-    LAMBDAS = {**DuckDBParser.LAMBDAS, TokenType.FARROW: _kwarg}
+    """DuckDB's parser, and BigQuery's clause: ``name => value`` is a Kwarg (as in sqlglot)
+    that remembers where its name is; a call's Kwargs are taken out of its arguments before
+    sqlglot builds it (SUM takes one argument) and kept around it in a NamedArguments node
+    (``_named``: one list per call being parsed, innermost last)."""
+
+    LAMBDAS: ClassVar[dict[Any, Any]] = {**DuckDBParser.LAMBDAS, TokenType.FARROW: _kwarg}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -214,7 +219,7 @@ class DPSQL(DuckDB):
     with BigQuery's backquoted names (``privacy_unit_column = `uid` ``)."""
 
     class Tokenizer(DuckDB.Tokenizer):
-        IDENTIFIERS = [*DuckDB.Tokenizer.IDENTIFIERS, "`"]
+        IDENTIFIERS: ClassVar[list[Any]] = [*DuckDB.Tokenizer.IDENTIFIERS, "`"]
 
     Parser = _Parser
 
