@@ -66,7 +66,8 @@ def per_unit_note(cell: Cell) -> str:
     what = "average" if call.kind == "avg" else "total"
     source = ("contribution_bounds_per_group as written" if written else
               "no bounds written: the column's bounds (declared, or chosen from the data)")
-    return (f"{call.text} is the {'average' if what == 'average' else 'sum'} over privacy "
+    shown = f"{call.kind.upper()}({call.arg.sql(dialect='duckdb') if call.arg else '*'})"
+    return (f"{shown} is the {'average' if what == 'average' else 'sum'} over privacy "
             f"units of each unit's own {what} in its group, clamped to [{lo:g}, {hi:g}] "
             f"({source}); a unit without a non-NULL value there counts for nothing.")
 

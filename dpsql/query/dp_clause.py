@@ -282,6 +282,7 @@ def lowered(tree: exp.Expr) -> tuple[exp.Expr, DPOptions]:
         raise UnsupportedQuery("a query takes one WITH DIFFERENTIAL_PRIVACY clause, on its "
                                "outermost SELECT; remove the others")
     options = DPOptions()
+    _keep_names(tree, clauses[0] if clauses else None)
     if clauses:
         options = _options_of(clauses[0].args["differential_privacy"])
         clauses[0].set("differential_privacy", None)
@@ -308,6 +309,21 @@ def lowered(tree: exp.Expr) -> tuple[exp.Expr, DPOptions]:
     if reports:
         options = replace(options, reports=tuple(sorted(set(reports))))
     return tree, options
+
+
+def _keep_names(tree: exp.Expr, clause: exp.Select | None) -> None:
+    """Alias each output column that lowering changes with the name it has as written,
+    without its named arguments (``AVG(amount)``, not dpsql's internal form)."""
+    for select in tree.find_all(exp.Select):
+        for projection in select.expressions:
+            if isinstance(projection, exp.Alias | exp.Star) or not (
+                    projection.find(NamedArguments)
+                    or (select is clause and projection.find(exp.Avg))):
+                continue
+            shown = projection.transform(
+                lambda n: n.this if isinstance(n, NamedArguments) else n)
+            name = exp.to_identifier(shown.sql(dialect="duckdb"), quoted=True)
+            projection.replace(exp.Alias(this=projection.copy(), alias=name))
 
 
 def _options_of(clause: DifferentialPrivacy) -> DPOptions:
