@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
@@ -112,7 +112,7 @@ def _kwarg(parser: Any, expressions: list[exp.Expr]) -> exp.Expr:
     return kwarg
 
 
-class _Parser(DuckDBParser):  # type: ignore[misc]
+class _Parser(DuckDBParser):
     """DuckDB's parser, and BigQuery's clause: ``name => value`` is a Kwarg (as in sqlglot)
     that remembers where its name is; a call's Kwargs are taken out of its arguments before
     sqlglot builds it (SUM takes one argument) and kept around it in a NamedArguments node
@@ -129,7 +129,7 @@ class _Parser(DuckDBParser):  # type: ignore[misc]
         if self._named:
             self._named[-1].extend(a for a in args if isinstance(a, exp.Kwarg))
             args = [a for a in args if not isinstance(a, exp.Kwarg)]
-        return args  # type: ignore[no-any-return]
+        return args
 
     def _parse_function_call(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         self._named.append([])
@@ -138,13 +138,13 @@ class _Parser(DuckDBParser):  # type: ignore[misc]
         finally:
             named = self._named.pop()
         if not named or result is None:
-            return result  # type: ignore[no-any-return]
+            return result
         call = result.this if isinstance(result, exp.Window) else result
         wrapped = NamedArguments(this=call, expressions=named)
         if call is result:
             return wrapped
         result.set("this", wrapped)
-        return result  # type: ignore[no-any-return]
+        return result
 
     def _parse_select_query(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         clause = None
@@ -168,7 +168,7 @@ class _Parser(DuckDBParser):  # type: ignore[misc]
         query = super()._parse_select_query(*args, **kwargs)
         if clause is not None and isinstance(query, exp.Select):
             query.set("differential_privacy", clause)
-        return query  # type: ignore[no-any-return]
+        return query
 
     def _clause(self) -> DifferentialPrivacy:
         options: list[exp.Expr] = []
@@ -207,10 +207,10 @@ class _Parser(DuckDBParser):  # type: ignore[misc]
         if value is None:
             _syntax(self._curr or self._prev, "OPTIONS takes name = value pairs: give each "
                     "option a value")
-        return value  # type: ignore[no-any-return]
+        return value
 
 
-def _syntax(token: Any, message: str) -> None:
+def _syntax(token: Any, message: str) -> NoReturn:
     raise SQLSyntaxError(message, token.start + 1 if token is not None else None)
 
 
