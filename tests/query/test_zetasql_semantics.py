@@ -186,3 +186,22 @@ def test_notes_say_which_bounds_were_used(zeta: dpsql.Connection) -> None:
         in notes
     assert "each unit's own total in its group, clamped to [2, 3] (contribution_bounds_per_" \
         "group as written)" in notes
+
+
+def test_bounds_chosen_from_the_data_are_reported(zeta_files: tuple[Path, Path],
+                                                  tmp_path: Path, no_noise: None) -> None:
+    """Where a column's bound is chosen from the data (an automatic value bound), the JSON
+    report adds ZetaSQL's bounding report, and ZetaSQL's AVG reads the chosen bounds."""
+    auto = tmp_path / "auto.toml"
+    auto.write_text(zeta_metadata().replace(
+        'double_val = { type = "float", lower = -10, upper = 10, nullable = true }',
+        'double_val = { type = "float", lower = -10, upper = { auto = true, max = 10, '
+        'share = 0.2 }, nullable = true }'))
+    with dpsql.connect(database=zeta_files[0], metadata=auto, epsilon=1.0) as conn:
+        [(text, avg)] = answer(conn, f"{CLAUSE}SUM(double_val, report_format => 'JSON'), "
+                                     "AVG(double_val) FROM TestTableWithUid2")
+    report = json.loads(text)
+    bounding = report["bounding_report"]
+    lower, upper = bounding["lower_bound"], bounding["upper_bound"]
+    assert lower == -10 and 0 < upper <= 10
+    assert -10 <= avg <= upper
