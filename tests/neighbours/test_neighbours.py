@@ -609,6 +609,17 @@ def test_adversary_tiny_value_reaches_the_bound_choice() -> None:
     hood.close()
 
 
+def test_per_person_avg_on_automatic_bounds() -> None:
+    """ZetaSQL's AVG inside the clause, on a bound chosen from the data (visits' amount, several
+    rows per person): the bound's choice and each measurement at the cap, the lowest bucket and
+    a draw move by at most their sensitivity."""
+    hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["autoval"](), seed=5))
+    verdict = assert_clean(hood, "SELECT WITH DIFFERENTIAL_PRIVACY category, AVG(amount) AS a "
+                           "FROM visits GROUP BY category")
+    assert 0 < verdict.worst <= 1 + 1e-9
+    hood.close()
+
+
 def test_generated_finds_the_reverted_classes(monkeypatch: pytest.MonkeyPatch) -> None:
     """With every fix of issue 17 reverted, the generator reaches each class on its own: the
     harness would have found them without being told where to look. Each world's queries are
