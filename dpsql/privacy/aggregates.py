@@ -37,6 +37,9 @@ MEDIAN/QUANTILE/MIN/MAX     histogram of clamp(x) over B buckets,    utility: k 
 In the per-group row (BigQuery's ``contribution_bounds_per_group``, :func:`_per_group_sum`),
 ``P = max(|lo|, |hi|)``: a unit adds its clamped total, at most P, to each of the at most g'
 groups it keeps; no row cap k enters (the groups cap is always applied, :func:`groups_cap`).
+In the per-group AVG row (ZetaSQL's AVG, :func:`_per_person_avg`) a unit adds 1 to the count
+of units and its clamped average minus ``c``, at most ``h``, to the sum, in each of at most g'
+groups.
 
 (*) COUNT(x), and the count inside AVG(x) and VAR(x), of a column declared NOT NULL is COUNT(*):
 one measurement for all of them (:func:`counted`).
