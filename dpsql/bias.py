@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dpsql.privacy.aggregates import Cell
 from dpsql.privacy.plan import AutoValue, Plan
 
 #: How the note on the bounds in force begins: EXPLAIN states the bounds once, in this note,
@@ -46,11 +47,29 @@ def bounding_notes(p: Plan) -> list[str]:
     if p.auto is not None:
         notes.append(auto_note(p))
     notes.extend(value_note(p, v) for v in p.values)
+    notes.extend(per_unit_note(cell) for cell in p.cells
+                 if cell.call.per_person or cell.call.per_group is not None)
     clamped = clamped_columns(p)
     if clamped:
         notes.append("Values are clamped to their declared bounds before they are aggregated: "
                      + ", ".join(clamped) + ".")
     return notes
+
+
+def per_unit_note(cell: Cell) -> str:
+    """Which bounds ZetaSQL's per-unit aggregate (BigQuery's clause) used, and what they
+    clamp: each unit's own total or average in a group, not each row."""
+    call = cell.call
+    written = call.per_group is not None
+    lo, hi = call.per_group if call.per_group is not None else (
+        (cell.bound.lo, cell.bound.hi) if cell.bound is not None else (None, None))
+    what = "average" if call.kind == "avg" else "total"
+    source = ("contribution_bounds_per_group as written" if written else
+              "no bounds written: the column's bounds (declared, or chosen from the data)")
+    shown = f"{call.kind.upper()}({call.arg.sql(dialect='duckdb') if call.arg else '*'})"
+    return (f"{shown} is the {'average' if what == 'average' else 'sum'} over privacy "
+            f"units of each unit's own {what} in its group, clamped to [{lo:g}, {hi:g}] "
+            f"({source}); a unit without a non-NULL value there counts for nothing.")
 
 
 def auto_note(p: Plan) -> str:

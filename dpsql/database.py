@@ -44,7 +44,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -69,6 +69,7 @@ from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
+from dpsql.execution.reports import check_reports, reported
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.ledger.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
@@ -83,7 +84,7 @@ from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
-from dpsql.query.dp_clause import resolve
+from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
 from dpsql.routes import answer_from_stored_copy, answer_private, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
@@ -287,11 +288,14 @@ class Database:
         :meth:`query_epsilon`. ``bounds``: the query's contribution bounds (None: the
         metadata's; BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` wins,
         :mod:`dpsql.query.dp_clause`)."""
-        sql, epsilon, delta, bounds = resolve(sql, epsilon, delta, bounds)
-        normalised, _, tree = self._texts(sql, parameters)
-        return self.planner.prepare_query(
-            normalised, self.query_epsilon() if epsilon is None else epsilon, delta, mechanism,
-            tree=tree, bounds=bounds)
+        clause = resolve_query(sql, epsilon, delta, bounds)
+        epsilon = clause.epsilon
+        normalised, _, tree = self._texts(clause.sql, parameters)
+        p = self.planner.prepare_query(
+            normalised, self.query_epsilon() if epsilon is None else epsilon, clause.delta,
+            mechanism, tree=tree, bounds=clause.bounds)
+        check_reports(p, clause.reports)  # the planner reads the lowered text, without them
+        return p
 
     def check_parameters(self, epsilon: float, delta: float, mechanism: str) -> None:
         """Refuse privacy parameters beyond the owner's per-query limits (``[budget]
@@ -365,13 +369,25 @@ class Database:
         started = time.monotonic()
         if retention is not None:  # refused whatever the query, before anything is charged
             validate_privacy_parameters(retention, 0.0, "laplace", self.metadata.limits)
-        sql, epsilon, delta, bounds = resolve(sql, epsilon, delta, bounds)  # BigQuery's clause
+        clause = resolve_query(sql, epsilon, delta, bounds)  # BigQuery's clause
+        sql, epsilon, delta, bounds = clause.sql, clause.epsilon, clause.delta, clause.bounds
         if epsilon is None:
             epsilon = self.query_epsilon(analyst)
         # NOW(), CURRENT_DATE: read once, here, so the stored answers' key holds the instant.
         normalised, key_text, tree = self._texts(fold_clock(sql), parameters)
         p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree,
                                        bounds=bounds)
+        check_reports(p, clause.reports)  # report_format => 'JSON': refused before any charge
+        answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
+                              release, retention)
+        if clause.reports:  # post-processing of the released answer (dpsql.execution.reports)
+            answer = replace(answer, result=reported(answer.result, clause.reports, p))
+        return answer
+
+    def _answer(self, p: Prepared, normalised: str, key_text: str, analyst: str | None,
+                bounds: ContributionBounds | None, timeout: float | None, started: float,
+                release: list[float] | None, retention: float | None) -> Answer:
+        """:meth:`run` once the query is prepared."""
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)

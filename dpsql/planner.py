@@ -44,13 +44,14 @@ from dpsql.errors import QueryRefused
 from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
 from dpsql.execution.local_rows import LocalRead, local_read
 from dpsql.execution.public import PublicRead, public_read
+from dpsql.execution.reports import check_reports
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import prepare_plan
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.query.dates import fold_clock
-from dpsql.query.dp_clause import resolve
+from dpsql.query.dp_clause import Resolved, resolve_query
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
 from dpsql.series import TwoReleases, splits_in_two, two_releases
@@ -88,8 +89,16 @@ class Planner:
         ``bounds``: the query's own contribution bounds (in every cache key below); BigQuery's
         ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy
         parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
-        first, before it parses the text)."""
-        unclaused, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
+        first, before it parses the text); so do its ``report_format`` columns
+        (:func:`dpsql.execution.reports.check_reports`)."""
+        clause = resolve_query(sql, epsilon, delta, bounds)
+        prepared = self._prepare_query(clause, sql, epsilon, mechanism, tree)
+        check_reports(prepared, clause.reports)
+        return prepared
+
+    def _prepare_query(self, clause: Resolved, sql: str, epsilon: float, mechanism: str,
+                       tree: exp.Expression | None) -> Prepared:
+        unclaused, given, delta, bounds = clause.sql, clause.epsilon, clause.delta, clause.bounds
         if unclaused != sql:
             sql, tree = unclaused, None
         epsilon = epsilon if given is None else given

@@ -107,6 +107,7 @@ from sqlglot import exp
 
 from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery
+from dpsql.execution import per_person
 from dpsql.metadata.metadata import Table
 from dpsql.privacy import auto_values
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
@@ -473,6 +474,9 @@ def _pre_aggregates(plan: Plan, inputs: dict[str, str]) -> list[exp.Expr]:
         x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
         if m.kind == MeasurementKind.COUNT and x is not None:
             out.append(_as(exp.Count(this=x), f"__p{m.index}"))
+        elif m.person == "mean":  # ZetaSQL's AVG: the unit's exact sum and count (its average)
+            assert x is not None
+            out.extend(per_person.pre_aggregates(m, x))
         elif m.kind == MeasurementKind.SUM:
             out.append(_as(ir.ExactSum(this=_sum_term(m, x, _on_grid_allowed(plan))),
                            f"__p{m.index}"))
@@ -581,9 +585,8 @@ def _contribution(m: Measurement) -> exp.Expression:
     if m.kind == MeasurementKind.COUNT and m.arg is None:
         return _or_zero(exp.Sum(this=exp.column("__c")))
     p = exp.column(f"__p{m.index}")
-    if m.per_group is not None:  # BigQuery's per-group bound: the unit's whole total, clamped
-        low = ir.greatest(p, _integer(m.per_group[0]))
-        return _or_zero(exp.Sum(this=_least(low, _integer(m.per_group[1]))))
+    if m.per_group is not None:  # ZetaSQL's per-group bounds: the unit's own aggregate
+        return _or_zero(exp.Sum(this=per_person.term(m, p)))
     if m.kind == MeasurementKind.COUNT:
         return _or_zero(exp.Sum(this=_scaled(p, "BIGINT", 0, 1)))
     lo, hi = _term_range(m)

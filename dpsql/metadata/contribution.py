@@ -103,12 +103,13 @@ def check_unit(table: Table, bounds: ContributionBounds) -> None:
 
 def check_per_group(table: Table, bounds: ContributionBounds) -> None:
     """BigQuery's ``contribution_bounds_per_group => (lo, hi)`` clamps a unit's total in a group
-    (``k``: of the table or joined relation read, as bound). SUM's is computed as BigQuery's
-    (:mod:`dpsql.query.dp_clause`), never listed here. On AVG and the others dpsql clamps each
-    row instead: the same when a unit contributes one row (k = 1), where its total in its one
-    group is that row; otherwise refused. On COUNT a unit's count in a group is
-    already in ``[0, k]``, so the clamp is the identity, and the answer BigQuery's, exactly
-    when ``lo <= 0`` and ``hi >= k``; any other clamp is refused."""
+    (``k``: of the table or joined relation read, as bound). SUM's and AVG's are computed as
+    ZetaSQL's (:mod:`dpsql.query.dp_clause`), never listed here. On VAR, STDDEV and
+    PERCENTILE_CONT dpsql clamps each row instead: the same when a unit contributes one row
+    (k = 1), where its total in its one group is that row; otherwise refused.
+    On COUNT a unit's count in a group is already in ``[0, k]``, so the clamp is the identity,
+    and the answer BigQuery's, exactly when ``lo <= 0`` and ``hi >= k``;
+    any other clamp is refused."""
     k = table.rows_per_unit
     if bounds.per_group_clamps and k != 1:
         raise UnsupportedQuery(

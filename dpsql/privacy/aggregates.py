@@ -26,6 +26,8 @@ COUNT(DISTINCT unit)        number of distinct units                 g'         
 COUNT(DISTINCT x)           number of distinct values                k                 k
 SUM(x)                      sum of clamp(x)                          k * M             k * M
 SUM(x, per-group (lo, hi))  sum over units of clamp(unit's total)    g' * P            sqrt(g') P
+AVG(x, per-group (lo, hi))  units with a value; sum over units of     g'; g' * h        sqrt(g'),
+                            (clamp(unit's average) - c)                                 sqrt(g') h
 AVG(x)                      n = COUNT(x); S = sum of (clamp(x) - c)  k; k * h          same
 VAR/STDDEV(x)               n; S1 = sum(y); S2 = sum(y^2), y=x-c     k; k*h; k*h^2     same
 MEDIAN/QUANTILE/MIN/MAX     histogram of clamp(x) over B buckets,    utility: k        -
@@ -35,6 +37,9 @@ MEDIAN/QUANTILE/MIN/MAX     histogram of clamp(x) over B buckets,    utility: k 
 In the per-group row (BigQuery's ``contribution_bounds_per_group``, :func:`_per_group_sum`),
 ``P = max(|lo|, |hi|)``: a unit adds its clamped total, at most P, to each of the at most g'
 groups it keeps; no row cap k enters (the groups cap is always applied, :func:`groups_cap`).
+In the per-group AVG row (ZetaSQL's AVG, :func:`_per_person_avg`) a unit adds 1 to the count
+of units and its clamped average minus ``c``, at most ``h``, to the sum, in each of at most g'
+groups.
 
 (*) COUNT(x), and the count inside AVG(x) and VAR(x), of a column declared NOT NULL is COUNT(*):
 one measurement for all of them (:func:`counted`).
@@ -159,7 +164,7 @@ from dpsql.metadata.metadata import Table
 from dpsql.privacy.mechanisms import Mechanism, NoiseSpec
 from dpsql.query.bounds import Bound, bound, numeric_bound
 from dpsql.query.dates import written
-from dpsql.query.dp_clause import SUM_PER_GROUP
+from dpsql.query.dp_clause import AVG_PER_GROUP, SUM_PER_GROUP, row_clamp
 from dpsql.query.total_expressions import clamped_column
 
 #: Buckets of a quantile's histogram (one per value for integer inputs with at most this many
@@ -182,8 +187,11 @@ class AggregateCall:
     quantile: float | None
     text: str  # the original SQL, for column names and explain
     placeholder: str
-    #: SUM only: BigQuery's contribution_bounds_per_group, each unit's total in a group clamped
+    #: SUM and AVG: BigQuery's contribution_bounds_per_group, each unit's total (SUM) or
+    #: average (AVG) in a group clamped
     per_group: tuple[float, float] | None = None
+    #: AVG only: ZetaSQL's average of each unit's average (``per_group`` None: the bounds of x)
+    per_person: bool = False
 
 
 class MeasurementKind(StrEnum):
@@ -231,6 +239,11 @@ class MeasurementSpec:
     # Sums with BigQuery's per-group bounds only (:func:`_per_group_sum`): the clamp of each
     # unit's total in a group, in the integers the engine sums (None: no such clamp)
     per_group: tuple[int, int] | None = None
+    #: ZetaSQL's per-person AVG only (:func:`_per_person_avg`): "present", a count of the units
+    #: with a non-NULL value; "mean", a sum of each unit's clamped, centred average (its row
+    #: terms on the grid ``row_grid``: (step, lowest, highest), None for integer rows)
+    person: str = ""
+    row_grid: tuple[float, int, int] | None = None
 
     @property
     def histogram_range(self) -> tuple[float, float]:
@@ -243,7 +256,7 @@ class MeasurementSpec:
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
                 self.quantile, self.mechanism, self.step, self.units, self.dates, self.instants,
-                self.weight_bits, self.row_step, self.per_group)
+                self.weight_bits, self.row_step, self.per_group, self.person, self.row_grid)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -547,6 +560,8 @@ def _literal(value: float) -> exp.Expression:
 def _avg(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """AVG(x) = c + S / max(n, 1), clamped to [L, U]: n = COUNT(x) (L1 = k) and the centred sum
     S = sum(clamp(x) - c) (L1 = k * h), so a unit's rows move S by h each, not M."""
+    if call.per_person:
+        return _per_person_avg(call, table, grouped, mechanism)
     b, k = _bound(call, table), table.rows_per_unit
     assert call.arg is not None
     c, h = (b.lo + b.hi) / 2, (b.hi - b.lo) / 2
@@ -554,6 +569,51 @@ def _avg(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism)
                         mechanism=mechanism)
     s = _real_sum(call.arg, b, (-h, h), k, mechanism, center=c)
     return Cell(call, AVG, (n, s), "DOUBLE", bound=b)
+
+
+def _per_person_avg(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism
+                    ) -> Cell:
+    """ZetaSQL's AVG (``AVG(x, contribution_bounds_per_group => (lo, hi))``, and AVG inside
+    ``SELECT WITH DIFFERENTIAL_PRIVACY`` with ``[lo, hi]`` the bounds ``[L, U]`` of x): per
+    group, the average over units of ``clamp(a_u, lo, hi)``, ``a_u`` the average of unit u's
+    non-NULL values in the group; a unit without one contributes nothing. With ``c = (lo + hi)
+    / 2`` and ``h = (hi - lo) / 2`` it is ``c + S / max(n, 1)`` clamped to ``[lo, hi]`` (AVG's
+    own post-processing), from two measurements on each unit's per-group aggregates
+    (:mod:`dpsql.execution.rewrite`, the per-unit path, the groups cap always applied, no row
+    cap: the clamp bounds the average whatever the rows):
+
+    - n, the units with a non-NULL value: a unit adds 1 to each of at most ``g'`` groups:
+      L1 = ``g'``, L2 = ``sqrt(g')``;
+    - S, the sum over units of ``clamp(a_u, lo, hi) - c``: at most ``h`` in each of at most
+      ``g'`` groups: L1 = ``g' h``, L2 = ``sqrt(g') h``.
+
+    ``a_u = p_u / n_u`` from the unit's exact integer sum ``p_u`` of its row terms (on the
+    rows' grid, "Exact sums") and its count ``n_u``: a function of its own rows; the centred
+    term is rounded onto S's grid and clamped there to ``[ceil(-h / step), floor(h / step)]``,
+    so S is an exact integer sum whatever the rounding of the division. Where each row is its
+    own unit (no bounding) ``a_u`` is the row: AVG of the rows clamped to ``[lo, hi]``, NULL
+    kept (``_avg`` with k = 1)."""
+    assert call.arg is not None
+    if not table.needs_bounding:  # each row is its unit: its average is the row
+        arg = call.arg if call.per_group is None else row_clamp(
+            call.arg.copy(), _literal(call.per_group[0]), _literal(call.per_group[1]))
+        return _avg(replace(call, arg=arg, per_group=None, per_person=False), table, grouped,
+                    mechanism)
+    b, g = _bound(call, table), table.groups_per_unit if grouped else 1
+    lo, hi = call.per_group if call.per_group is not None else (b.lo, b.hi)
+    c, h = (lo + hi) / 2, (hi - lo) / 2
+    integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
+    row_grid = None
+    if not integer:
+        row_step, row_units = fixed_point(b.lo, b.hi)
+        row_grid = (row_step, *row_units)
+    step, units = fixed_point(-h, h)
+    n = MeasurementSpec(MeasurementKind.COUNT, call.arg, l1=g, l2=math.sqrt(g),
+                        mechanism=mechanism, per_group=(0, 1), person="present")
+    s = MeasurementSpec(MeasurementKind.SUM, call.arg, lo, hi, center=c, integer=False,
+                        l1=g * h, l2=math.sqrt(g) * h, mechanism=mechanism, step=step,
+                        units=units, per_group=units, person="mean", row_grid=row_grid)
+    return Cell(call, AVG, (n, s), "DOUBLE", bound=Bound("float", lo, hi))
 
 
 def _combine_avg(cell: Cell, v: Sequence[np.ndarray]) -> np.ndarray:
@@ -703,7 +763,7 @@ def _accuracy_first(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[fl
 
 COUNT = Aggregate("count", (exp.Count, exp.CountIf), _count, _first, _accuracy_first)
 SUM = Aggregate("sum", (exp.Sum, SUM_PER_GROUP), _sum, _first, _accuracy_first)
-AVG = Aggregate("avg", (exp.Avg,), _avg, _combine_avg, _accuracy_avg)
+AVG = Aggregate("avg", (exp.Avg, AVG_PER_GROUP), _avg, _combine_avg, _accuracy_avg)
 QUANTILE = Aggregate("quantile", (exp.Median, exp.PercentileCont, exp.Quantile,
                                   exp.ApproxQuantile, exp.Min, exp.Max, "QUANTILE",
                                   "PERCENTILE"),

@@ -56,11 +56,11 @@ from dpsql.privacy.domains import key_domain
 from dpsql.privacy.key_filters import Filters, key_filters
 from dpsql.privacy.keys import distinct
 from dpsql.privacy.mechanisms import (
+    WELL_FORMED,
     Mechanism,
     calibrate_gaussian,
     calibrate_laplace,
     rho_for,
-    WELL_FORMED,
     validate_privacy_parameters,
 )
 from dpsql.privacy.thresholds import tau_for

@@ -33,7 +33,7 @@ from dpsql.query.bounds import bound, condition
 from dpsql.query.bounds.core import literal_value
 from dpsql.query.dates import written
 from dpsql.query.denied import RANDOM, denied
-from dpsql.query.dp_clause import SUM_PER_GROUP
+from dpsql.query.dp_clause import AVG_PER_GROUP, SUM_PER_GROUP
 from dpsql.query.joins import Relation
 
 SUPPORTED = ("COUNT(*), COUNT(x), COUNT(DISTINCT x), COUNT_IF, SUM, AVG, VAR/VARIANCE/VAR_SAMP/"
@@ -176,8 +176,9 @@ def _extract_aggregate(node: exp.Expression, table: Table,
     aggregate = _aggregate_call(node, call, condition, table, len(found))
     for existing in found:
         if (existing.kind, existing.arg, existing.distinct, existing.quantile,
-                existing.per_group) == (aggregate.kind, aggregate.arg, aggregate.distinct,
-                                        aggregate.quantile, aggregate.per_group):
+                existing.per_group, existing.per_person) == (
+                    aggregate.kind, aggregate.arg, aggregate.distinct, aggregate.quantile,
+                    aggregate.per_group, aggregate.per_person):
             return exp.column(existing.placeholder)
     found.append(aggregate)
     return exp.column(aggregate.placeholder)
@@ -224,13 +225,18 @@ def _aggregate_call(node: exp.Expression, call: exp.Expression,
     if arg is not None:
         bound(arg, table)  # the allow list for row-level expressions
     return AggregateCall(kind=kind, arg=arg, distinct=distinct, quantile=quantile, text=text,
-                         placeholder=f"__a{index}", per_group=_per_group(call, text))
+                         placeholder=f"__a{index}", per_group=_per_group(call, text),
+                         per_person=_function_name(call) == AVG_PER_GROUP)
 
 
 def _per_group(call: exp.Expression, text: str) -> tuple[float, float] | None:
-    """BigQuery's ``contribution_bounds_per_group => (lo, hi)`` of a SUM (:data:`dpsql.query.
-    dp_clause.SUM_PER_GROUP`): its two number literals, or None for any other call."""
-    if not (isinstance(call, exp.Anonymous) and str(call.this).upper() == SUM_PER_GROUP):
+    """BigQuery's ``contribution_bounds_per_group => (lo, hi)`` of a SUM or an AVG
+    (:data:`dpsql.query.dp_clause.SUM_PER_GROUP`, ``AVG_PER_GROUP``): its two number literals,
+    or None for any other call (and ZetaSQL's AVG without bounds, ``AVG_PER_GROUP(x)``)."""
+    name = _function_name(call)
+    if name not in (SUM_PER_GROUP, AVG_PER_GROUP):
+        return None
+    if name == AVG_PER_GROUP and len(call.expressions) == 1:
         return None
     values = [_number(a) for a in call.expressions[1:]]
     if len(call.expressions) != 3 or None in values:
@@ -238,6 +244,10 @@ def _per_group(call: exp.Expression, text: str) -> tuple[float, float] | None:
                                    "takes two numbers")
     lo, hi = cast(list[float], values)
     return lo, hi
+
+
+def _function_name(call: exp.Expression) -> str | None:
+    return str(call.this).upper() if isinstance(call, exp.Anonymous) else None
 
 
 def _number(node: exp.Expression) -> float | None:

@@ -1,4 +1,5 @@
-"""BigQuery's differential privacy clause, read so that queries written for it run unchanged.
+"""BigQuery's differential privacy clause, read into the tree so that queries written for it run
+unchanged, with BigQuery's (ZetaSQL's) meaning.
 
     SELECT WITH DIFFERENTIAL_PRIVACY
       OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = 12,
@@ -6,8 +7,18 @@
       category, COUNT(*), AVG(amount, contribution_bounds_per_group => (0, 100))
     FROM visits GROUP BY category
 
-:func:`split` takes the clause out of the text, before it is parsed, and returns the query in
-dpsql's own SQL with the :class:`DPOptions` it set. How each piece maps:
+**Parsing.** :data:`DIALECT` (``"dpsql"``) is DuckDB's SQL with BigQuery's clause: the clause
+becomes a :class:`DifferentialPrivacy` node on its SELECT (arg ``differential_privacy``, one
+:class:`exp.EQ` per option) and a call with named arguments ``name => value`` a
+:class:`NamedArguments` node around the call (one :class:`exp.Kwarg` per argument, with the
+position of its name). :func:`clause_tree` parses; :func:`lowered` reads the options off the
+tree (:class:`DPOptions`) and rewrites the tree, node by node, into the SQL the checker knows;
+:func:`resolve` is what the front doors and the planner call. Nothing is edited as text: a
+query with the clause is planned from the SQL its lowered tree generates. A malformed clause is
+a :class:`~dpsql.errors.SQLSyntaxError` with the position of the offending token; an unknown
+option or a bad value a refusal before planning. Nothing here reads data.
+
+**How each piece maps.**
 
 * ``epsilon``, ``delta``: the query's own epsilon and delta, in place of the front door's
   (charged to the analyst's budget as any query's);
@@ -18,48 +29,199 @@ dpsql's own SQL with the :class:`DPOptions` it set. How each piece maps:
 * ``group_selection_strategy``: ``LAPLACE_THRESHOLD`` or ``PUBLIC_GROUPS``, accepted: dpsql
   releases the keys of a declared public domain and thresholds the others, in both cases;
 * ``contribution_bounds_per_row => (lo, hi)`` on SUM, AVG, PERCENTILE_CONT, VAR_POP,
-  STDDEV_POP: each row's argument is clamped to ``[lo, hi]`` (``LEAST(GREATEST(x, lo), hi)``),
-  which the checker's interval arithmetic then uses; on COUNT it is dropped (clamping a value
-  never makes it NULL).
-* ``contribution_bounds_per_group => (lo, hi)``: BigQuery clamps a unit's *total* within a
-  group (its per-(unit, group) partial aggregate), and for AVG averages the units' averages.
-  On SUM dpsql computes exactly that: the call becomes ``DPSQL_SUM_PER_GROUP(x, lo, hi)``
-  (:data:`SUM_PER_GROUP`), answered on each unit's totals with the groups cap g applied
-  (:func:`dpsql.privacy.aggregates._per_group_sum`: L1 = g' max(|lo|, |hi|)). On AVG and the
-  others answering with per-row clamping would be another query's answer; where the two
-  coincide it is accepted, checked once the query is bound
-  (:func:`dpsql.metadata.contribution.check_per_group`, the k in force known): when a unit
-  contributes one row (k = 1: a one-row-per-unit table, or ``max_rows_contributed = 1``),
-  where a unit's total in its one group *is* its row, clamped per row here; on COUNT when
-  ``lo <= 0`` and ``hi >= k``, since a unit's count in a group is already in ``[0, k]``.
-  Otherwise it is refused, naming ``contribution_bounds_per_row`` or ``max_rows_contributed``.
-* ``report_format`` (ZetaSQL's ``'JSON'``/``'PROTO'``, a structured value with its noise
-  interval, one cell instead of a number; BigQuery's own functions do not take it): refused,
-  since the table would differ; dpsql returns the value, and its accuracy through
-  ``--accuracy`` or the DB-API's ``cursor.accuracy``.
-
-Nothing here reads data; an unknown option or a malformed value is refused before planning.
+  STDDEV_POP: each row's argument is clamped to ``[lo, hi]`` and a NULL stays NULL (as in
+  ZetaSQL: a NULL row is skipped, never read as ``lo``): ``LEAST(GREATEST(x, lo), hi)`` of a
+  column (which the checker reads clamped, NULL kept:
+  :func:`~dpsql.query.total_expressions.clamped_column`), ``CASE WHEN e IS NULL THEN NULL ELSE
+  LEAST(GREATEST(e, lo), hi) END`` of any other expression; on COUNT it is dropped (clamping a
+  value never makes it NULL).
+* ``contribution_bounds_per_group => (lo, hi)``: ZetaSQL clamps each privacy unit's *own*
+  aggregate in a group, and a unit with no non-NULL value there contributes nothing. SUM: the
+  unit's total (:data:`SUM_PER_GROUP`); AVG: the unit's average, and the AVG is the average
+  over units of their clamped averages (:data:`AVG_PER_GROUP`); both answered on each unit's
+  per-group aggregates (:mod:`dpsql.privacy.aggregates`, ``_per_group_sum`` and
+  ``_per_person_avg``, with their sensitivities). COUNT: a unit's count in a group is already
+  in ``[0, k]``, so the clamp is the identity when ``lo <= 0`` and ``hi >= k``, checked once
+  the k in force is known (:func:`dpsql.metadata.contribution.check_per_group`); the others
+  (VAR, STDDEV, PERCENTILE_CONT) are clamped per row where that is ZetaSQL's answer (a unit
+  contributes one row, k = 1), else refused.
+* **Without bounds** inside the clause the owner's declared (or automatic) bounds of the column
+  clamp each row (the notes say which bounds were used). AVG inside the clause is always
+  ZetaSQL's average of each unit's average (:data:`AVG_PER_GROUP` with the bounds of ``x``,
+  every unit's average lying within them), so that its meaning never depends on whether bounds
+  were written; outside the clause AVG keeps dpsql's row-level meaning. SUM and COUNT without
+  bounds are dpsql's row-level sums (each unit's rows capped at k): where no bound bites this
+  is ZetaSQL's sum of each unit's total.
+* ``report_format => 'JSON'`` on an aggregate that is a whole output column: the column is
+  ZetaSQL's JSON report (:mod:`dpsql.execution.reports`): ``{"result": {"value": v,
+  "noise_confidence_interval": {"lower_bound": -a, "upper_bound": a, "confidence_level":
+  0.95}}}``, ``a`` the cell's 95% accuracy (the interval is the noise's, as ZetaSQL's), plus
+  ``"bounding_report"`` where its bounds were chosen from the data. ``'PROTO'`` is refused.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, NoReturn
 
+from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
-from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
+from sqlglot.parsers.duckdb import DuckDBParser
+from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
-from dpsql.errors import InvalidPrivacyParameter, UnsupportedQuery
+from dpsql.errors import InvalidPrivacyParameter, SQLSyntaxError, UnsupportedQuery
 from dpsql.metadata.contribution import ContributionBounds
 
-_TOKENIZER = DuckDB().tokenizer_class()
+#: ``SUM(x, contribution_bounds_per_group => (lo, hi))`` as dpsql's SQL reads it: the SUM of
+#: each unit's total in a group clamped to ``[lo, hi]`` (dpsql.privacy.aggregates, ``_sum``)
+SUM_PER_GROUP = "DPSQL_SUM_PER_GROUP"
+#: ZetaSQL's AVG: ``DPSQL_AVG_PER_GROUP(x, lo, hi)`` the average over units of each unit's
+#: average in the group clamped to ``[lo, hi]``; ``DPSQL_AVG_PER_GROUP(x)`` with the bounds of x
+AVG_PER_GROUP = "DPSQL_AVG_PER_GROUP"
+#: The name of the dialect (:class:`DPSQL`) that parses the clause
+DIALECT = "dpsql"
+
 _OPTIONS = {"epsilon", "delta", "max_groups_contributed", "kappa", "max_rows_contributed",
             "privacy_unit_column", "group_selection_strategy"}
 _STRATEGIES = {"LAPLACE_THRESHOLD", "PUBLIC_GROUPS"}
 _CLAMPS = {"contribution_bounds_per_group", "contribution_bounds_per_row"}
-#: ``SUM(x, contribution_bounds_per_group => (lo, hi))`` as dpsql's SQL reads it: the SUM of
-#: each unit's total in a group clamped to ``[lo, hi]`` (dpsql.privacy.aggregates, ``_sum``)
-SUM_PER_GROUP = "DPSQL_SUM_PER_GROUP"
+_NAMED = _CLAMPS | {"report_format"}
+
+
+class DifferentialPrivacy(exp.Expression):
+    """``WITH DIFFERENTIAL_PRIVACY OPTIONS(name = value, ...)`` on a SELECT (its arg
+    ``differential_privacy``): one :class:`exp.EQ` per option, in the order written."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"expressions": False}
+
+
+class NamedArguments(exp.Expression):
+    """A call with BigQuery's named arguments: ``this``, the call without them;
+    ``expressions``, one :class:`exp.Kwarg` per ``name => value`` (``meta["position"]``: the
+    1-based offset of its name in the text)."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "expressions": True}
+
+
+def _kwarg(parser: Any, expressions: list[exp.Expr]) -> exp.Expr:
+    name = parser._tokens[parser._index - 2]  # name =>
+    kwarg = exp.Kwarg(this=exp.var(expressions[0].name),
+                      expression=parser._parse_disjunction())
+    kwarg.meta["position"] = name.start + 1
+    return kwarg
+
+
+class _Parser(DuckDBParser):
+    """DuckDB's parser, and BigQuery's clause: ``name => value`` is a Kwarg (as in sqlglot)
+    that remembers where its name is; a call's Kwargs are taken out of its arguments before
+    sqlglot builds it (SUM takes one argument) and kept around it in a NamedArguments node
+    (``_named``: one list per call being parsed, innermost last)."""
+
+    LAMBDAS: ClassVar[dict[Any, Any]] = {**DuckDBParser.LAMBDAS, TokenType.FARROW: _kwarg}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._named: list[list[exp.Kwarg]] = []
+
+    def _parse_function_args(self, alias: bool = False) -> list[exp.Expr]:
+        args = super()._parse_function_args(alias)
+        if self._named:
+            self._named[-1].extend(a for a in args if isinstance(a, exp.Kwarg))
+            args = [a for a in args if not isinstance(a, exp.Kwarg)]
+        return args
+
+    def _parse_function_call(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
+        self._named.append([])
+        try:
+            result = super()._parse_function_call(*args, **kwargs)
+        finally:
+            named = self._named.pop()
+        if not named or result is None:
+            return result
+        call = result.this if isinstance(result, exp.Window) else result
+        wrapped = NamedArguments(this=call, expressions=named)
+        if call is result:
+            return wrapped
+        result.set("this", wrapped)
+        return result
+
+    def _parse_select_query(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
+        clause = None
+        if (self._curr and self._curr.token_type == TokenType.SELECT and self._next
+                and self._next.token_type == TokenType.WITH
+                and self._index + 2 < len(self._tokens)
+                and self._tokens[self._index + 2].text.upper() == "DIFFERENTIAL_PRIVACY"):
+            select = self._curr
+            self._advance(3)
+            clause = self._clause()
+            # The SELECT again, just before its projections, so that the SELECT is parsed as
+            # any other: the clause's last token is read, the SELECT stands in its place.
+            self._tokens[self._index - 1] = select
+            self._retreat(self._index - 1)
+        elif (self._curr and self._curr.token_type == TokenType.SELECT and self._next
+              and self._next.token_type == TokenType.WITH
+              and self._index + 2 < len(self._tokens)
+              and self._tokens[self._index + 2].text.upper() == "ANONYMIZATION"):
+            raise UnsupportedQuery("SELECT WITH ANONYMIZATION is BigQuery's deprecated clause; "
+                                   "write SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...)")
+        query = super()._parse_select_query(*args, **kwargs)
+        if clause is not None and isinstance(query, exp.Select):
+            query.set("differential_privacy", clause)
+        return query
+
+    def _clause(self) -> DifferentialPrivacy:
+        options: list[exp.Expr] = []
+        if not self._match_text_seq("OPTIONS"):
+            return DifferentialPrivacy(expressions=options)
+        if not self._match(TokenType.L_PAREN):
+            _syntax(self._curr or self._prev, "WITH DIFFERENTIAL_PRIVACY OPTIONS takes a list "
+                    "in parentheses: OPTIONS(epsilon = 1, delta = 1e-6)")
+        while not self._match(TokenType.R_PAREN):
+            start = self._curr
+            if not start or not self._next or self._next.token_type != TokenType.EQ:
+                _syntax(start or self._prev, "OPTIONS takes name = value pairs, not "
+                        f"{start.text if start else ''!r}")
+            self._advance(2)
+            option = exp.EQ(this=exp.column(start.text), expression=self._option_value())
+            option.meta["position"] = start.start + 1
+            options.append(option)
+            if not self._match(TokenType.COMMA) and not (self._curr and self._curr.token_type
+                                                         == TokenType.R_PAREN):
+                _syntax(self._curr or self._prev, "WITH DIFFERENTIAL_PRIVACY OPTIONS( is not "
+                        "closed; close it with )")
+        return DifferentialPrivacy(expressions=options)
+
+    def _option_value(self) -> exp.Expr:
+        """An option's value: one word (a keyword such as ANY too, refused by name later) or
+        an expression (a number, a negative one, a quoted or backquoted name)."""
+        if self._curr and self._next and self._next.token_type in (TokenType.COMMA,
+                                                                   TokenType.R_PAREN):
+            self._advance()
+            token = self._prev
+            if token.token_type in (TokenType.NUMBER, TokenType.STRING):
+                return exp.Literal(this=token.text,
+                                   is_string=token.token_type == TokenType.STRING)
+            return exp.column(token.text, quoted=token.token_type == TokenType.IDENTIFIER)
+        value = self._parse_assignment()
+        if value is None:
+            _syntax(self._curr or self._prev, "OPTIONS takes name = value pairs: give each "
+                    "option a value")
+        return value
+
+
+def _syntax(token: Any, message: str) -> NoReturn:
+    raise SQLSyntaxError(message, token.start + 1 if token is not None else None)
+
+
+class DPSQL(DuckDB):
+    """DuckDB's SQL and BigQuery's differential privacy clause (registered as ``"dpsql"``),
+    with BigQuery's backquoted names (``privacy_unit_column = `uid` ``)."""
+
+    class Tokenizer(DuckDB.Tokenizer):
+        IDENTIFIERS: ClassVar[list[Any]] = [*DuckDB.Tokenizer.IDENTIFIERS, "`"]
+
+    Parser = _Parser
 
 
 @dataclass(frozen=True)
@@ -67,221 +229,256 @@ class DPOptions:
     epsilon: float | None = None
     delta: float | None = None
     bounds: ContributionBounds | None = None
+    #: the output columns (0-based) answered as ZetaSQL's JSON report (``report_format``)
+    reports: tuple[int, ...] = field(default=())
+
+
+def might_hold_clause(sql: str) -> bool:
+    """Whether ``sql`` may hold the clause or a named argument (the common case: neither)."""
+    lowered = sql.lower()
+    return "differential_privacy" in lowered or "=>" in sql or "anon" in lowered
+
+
+def clause_tree(sql: str) -> exp.Expr:
+    """``sql`` parsed in :data:`DIALECT`, the clause and named arguments as nodes."""
+    from dpsql.query.parse import parse_query  # parse imports nothing of this module's users
+    return parse_query(sql, DIALECT)
 
 
 def split(sql: str) -> tuple[str, DPOptions | None]:
-    """``sql`` without BigQuery's clause and named arguments, and the options it set (None:
-    no clause and no named argument, the text returned as it came)."""
-    lowered = sql.lower()
-    if "differential_privacy" not in lowered and "=>" not in sql and "anon" not in lowered:
-        return sql, None  # the common case: nothing to tokenize
-    try:
-        tokens = _TOKENIZER.tokenize(sql)
-    except TokenError:
-        return sql, None  # the parser refuses it, with its own message
-    _refuse_anonymization(tokens)
-    edits: list[tuple[int, int, str]] = []
-    options = _clause(sql, tokens, edits)
-    # contribution_bounds_per_group: COUNT's (lo, hi); the per-row form of the others'
+    """``sql`` without BigQuery's clause and named arguments (the lowered tree's SQL), and the
+    options it set (None: no clause and no named argument, the text returned as it came)."""
+    if not might_hold_clause(sql):
+        return sql, None
+    tree = clause_tree(sql)  # its refusals are the parse pass's, with the same positions
+    _refuse_anonymization(tree)
+    if not _has_clause(tree) and tree.find(NamedArguments) is None:
+        return sql, None
+    tree, options = lowered(tree)
+    return tree.sql(dialect="duckdb"), options
+
+
+def _has_clause(tree: exp.Expr) -> bool:
+    return any(s.args.get("differential_privacy") for s in tree.find_all(exp.Select))
+
+
+def _refuse_anonymization(tree: exp.Expr) -> None:
+    """BigQuery's deprecated ``WITH ANONYMIZATION`` and its ``ANON_`` aggregates clamp with
+    other semantics (``CLAMPED BETWEEN``, ANON_AVG per unit's average): refused, naming the
+    current syntax, never read as if they were it."""
+    for node in tree.walk():
+        if isinstance(node, exp.Anonymous) and str(node.this).upper().startswith("ANON_"):
+            name = str(node.this).upper().removeprefix("ANON_")
+            raise UnsupportedQuery(f"{node.this} is BigQuery's deprecated anonymization "
+                                   f"aggregate; write {name}(...) (with contribution_bounds_"
+                                   "per_row => (lower, upper) to clamp each row)")
+
+
+def lowered(tree: exp.Expr) -> tuple[exp.Expr, DPOptions]:
+    """``tree`` (from :func:`clause_tree`, mutated) in the SQL the checker knows, and the
+    options its clause and named arguments set (module docstring)."""
+    clauses = [s for s in tree.find_all(exp.Select) if s.args.get("differential_privacy")]
+    if len(clauses) > 1:
+        raise UnsupportedQuery("a query takes one WITH DIFFERENTIAL_PRIVACY clause, on its "
+                               "outermost SELECT; remove the others")
+    options = DPOptions()
+    _keep_names(tree, clauses[0] if clauses else None)
+    if clauses:
+        options = _options_of(clauses[0].args["differential_privacy"])
+        clauses[0].set("differential_privacy", None)
+    if clauses:  # ZetaSQL's AVG of each unit's average, the owner's bounds (module docstring)
+        for avg in list(clauses[0].find_all(exp.Avg)):
+            if not isinstance(avg.parent, NamedArguments):
+                avg.replace(exp.Anonymous(this=AVG_PER_GROUP, expressions=[avg.this]))
     counts: list[tuple[float, float]] = []
     clamps: list[str] = []
-    _named_arguments(sql, tokens, edits, counts, clamps)
-    if options is None and not edits:
-        return sql, None
-    for start, end, text in sorted(edits, reverse=True):
-        # Padded to the length it replaces (every replacement is shorter), so that a syntax
-        # error's position in the result is its position in the analyst's text.
-        sql = sql[:start] + text.ljust(end - start) + sql[end:]
-    options = options or DPOptions()
+    reports: list[int] = []
+    for node in list(tree.find_all(NamedArguments)):
+        node.replace(_lowered_call(node, counts, clamps, reports))
+    for quantiles in list(tree.find_all(exp.ApproxQuantiles)):
+        # DuckDB writes it as APPROX_QUANTILE(x, [...]), which reads as another call: kept as
+        # written, so that the SQL planned reads as the analyst's (the checker refuses it)
+        quantiles.replace(exp.Anonymous(this="APPROX_QUANTILES", expressions=[
+            a for a in (quantiles.this, quantiles.expression) if a is not None]))
     if counts or clamps:  # checked against the k in force once bound (module docstring)
         tightest = (max(lo for lo, _ in counts), min(hi for _, hi in counts)) if counts \
             else None
         bounds = replace(options.bounds or ContributionBounds(), count_per_group=tightest,
                          per_group_clamps=tuple(clamps))
         options = replace(options, bounds=bounds)
-    return sql, options
+    if reports:
+        options = replace(options, reports=tuple(sorted(set(reports))))
+    return tree, options
 
 
-def _refuse_anonymization(tokens: list[Token]) -> None:
-    """BigQuery's deprecated ``WITH ANONYMIZATION`` and its ``ANON_`` aggregates clamp with
-    other semantics (``CLAMPED BETWEEN``, ANON_AVG per unit's average): refused, naming the
-    current syntax, never read as if they were it."""
-    for i, t in enumerate(tokens[:-1]):
-        following = tokens[i + 1]
-        if (t.token_type == TokenType.WITH and following.text.upper() == "ANONYMIZATION"
-                and i and tokens[i - 1].token_type == TokenType.SELECT):
-            raise UnsupportedQuery("SELECT WITH ANONYMIZATION is BigQuery's deprecated clause; "
-                                   "write SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...)")
-        if (t.text.upper().startswith("ANON_") and following.token_type == TokenType.L_PAREN
-                and t.token_type == TokenType.VAR):
-            name = t.text.upper().removeprefix("ANON_")
-            raise UnsupportedQuery(f"{t.text} is BigQuery's deprecated anonymization aggregate; "
-                                   f"write {name}(...) (with contribution_bounds_per_row => "
-                                   "(lower, upper) to clamp each row)")
+def _keep_names(tree: exp.Expr, clause: exp.Select | None) -> None:
+    """Alias each output column that lowering changes with the name it has as written,
+    without its named arguments (``AVG(amount)``, not dpsql's internal form)."""
+    for select in tree.find_all(exp.Select):
+        for projection in select.expressions:
+            if isinstance(projection, exp.Alias | exp.Star) or not (
+                    projection.find(NamedArguments)
+                    or (select is clause and projection.find(exp.Avg))):
+                continue
+            shown = projection.transform(
+                lambda n: n.this if isinstance(n, NamedArguments) else n)
+            name = exp.to_identifier(shown.sql(dialect="duckdb"), quoted=True)
+            projection.replace(exp.Alias(this=projection.copy(), alias=name))
 
 
-def _clause(sql: str, tokens: list[Token], edits: list[tuple[int, int, str]]
-            ) -> DPOptions | None:
-    found = None
-    for i in range(len(tokens) - 2):
-        if (tokens[i].token_type == TokenType.SELECT and tokens[i + 1].token_type
-                == TokenType.WITH and tokens[i + 2].text.upper() == "DIFFERENTIAL_PRIVACY"):
-            if found is not None:
-                raise UnsupportedQuery("a query takes one WITH DIFFERENTIAL_PRIVACY clause, on "
-                                       "its outermost SELECT; remove the others")
-            found = i + 1
-    if found is None:
-        return None
-    end = found + 2
-    values: dict[str, str] = {}
-    if end < len(tokens) and tokens[end].text.upper() == "OPTIONS":
-        end, values = _options(sql, tokens, end + 1)
-    edits.append((tokens[found].start, tokens[end - 1].end + 1, " "))
-    return _options_of(values)
-
-
-def _options(sql: str, tokens: list[Token], i: int) -> tuple[int, dict[str, str]]:
-    """The ``(name = value, ...)`` list from token ``i``: the token after it, and its values."""
-    if i >= len(tokens) or tokens[i].token_type != TokenType.L_PAREN:
-        raise UnsupportedQuery("WITH DIFFERENTIAL_PRIVACY OPTIONS takes a list in parentheses: "
-                               "OPTIONS(epsilon = 1, delta = 1e-6)")
-    values: dict[str, str] = {}
-    depth, i, start = 0, i + 1, i + 1
-    while i < len(tokens):
-        t = tokens[i]
-        if t.token_type == TokenType.L_PAREN:
-            depth += 1
-        elif t.token_type == TokenType.R_PAREN and depth:
-            depth -= 1
-        elif t.token_type in (TokenType.COMMA, TokenType.R_PAREN) and not depth:
-            if i > start:
-                _option(sql, tokens[start:i], values)
-            if t.token_type == TokenType.R_PAREN:
-                return i + 1, values
-            start = i + 1
-        i += 1
-    raise UnsupportedQuery("WITH DIFFERENTIAL_PRIVACY OPTIONS( is not closed; close it with )")
-
-
-def _option(sql: str, tokens: list[Token], values: dict[str, str]) -> None:
-    name = tokens[0].text.lower()
-    if len(tokens) < 3 or tokens[1].token_type != TokenType.EQ:
-        raise UnsupportedQuery(f"OPTIONS takes name = value pairs, not {name!r}")
-    if name not in _OPTIONS:
-        raise UnsupportedQuery(f"{name} is not an option of WITH DIFFERENTIAL_PRIVACY dpsql "
-                               f"knows; use {', '.join(sorted(_OPTIONS))}")
-    if name in values:
-        raise UnsupportedQuery(f"option {name} is given twice; give it once")
-    values[name] = sql[tokens[2].start:tokens[-1].end + 1].strip()
-
-
-def _options_of(values: dict[str, str]) -> DPOptions:
+def _options_of(clause: DifferentialPrivacy) -> DPOptions:
+    values: dict[str, exp.Expr] = {}
+    for option in clause.expressions:
+        name = option.this.name.lower()
+        if name not in _OPTIONS:
+            raise UnsupportedQuery(f"{name} is not an option of WITH DIFFERENTIAL_PRIVACY dpsql "
+                                   f"knows; use {', '.join(sorted(_OPTIONS))}")
+        if name in values:
+            raise UnsupportedQuery(f"option {name} is given twice; give it once")
+        values[name] = option.expression
     if "kappa" in values and "max_groups_contributed" in values:
         raise UnsupportedQuery("kappa and max_groups_contributed name the same option; give "
                                "one")
     strategy = values.get("group_selection_strategy")
-    if strategy is not None and strategy.strip("'\"").upper() not in _STRATEGIES:
-        raise UnsupportedQuery(f"group_selection_strategy = {strategy} is not one of "
+    if strategy is not None and strategy.name.upper() not in _STRATEGIES:
+        raise UnsupportedQuery(f"group_selection_strategy = {strategy.sql()} is not one of "
                                f"{', '.join(sorted(_STRATEGIES))}")
     groups = values.get("max_groups_contributed", values.get("kappa"))
     unit = values.get("privacy_unit_column")
     bounds = ContributionBounds(_whole(values.get("max_rows_contributed"), "max_rows_contributed"),
                                 _whole(groups, "max_groups_contributed"),
-                                unit.strip('`"') if unit else None)
+                                unit.name if unit is not None else None)
     return DPOptions(_number(values.get("epsilon"), "epsilon"),
                      _number(values.get("delta"), "delta"),
                      bounds if bounds != ContributionBounds() else None)
 
 
-def _number(text: str | None, name: str) -> float | None:
-    if text is None:
+def _value(node: exp.Expr) -> float | None:
+    """A number literal's value (negated under a minus), None for anything else."""
+    negative = isinstance(node, exp.Neg)
+    inner = node.this if negative else node
+    if not (isinstance(inner, exp.Literal) and not inner.is_string):
         return None
     try:
-        return float(text)
+        value = float(inner.this)
     except ValueError:
-        raise InvalidPrivacyParameter(f"{name} = {text} must be a number") from None
-
-
-def _whole(text: str | None, name: str) -> int | None:
-    if text is None:
         return None
-    if not (text.isascii() and text.isdigit()):
-        raise InvalidPrivacyParameter(f"{name} = {text} must be a whole number >= 1 (rows or "
-                                      "groups one privacy unit may contribute)")
+    return -value if negative else value
+
+
+def _number(node: exp.Expr | None, name: str) -> float | None:
+    if node is None:
+        return None
+    value = _value(node)
+    if value is None:
+        raise InvalidPrivacyParameter(f"{name} = {node.sql()} must be a number")
+    return value
+
+
+def _whole(node: exp.Expr | None, name: str) -> int | None:
+    if node is None:
+        return None
+    text = node.this if isinstance(node, exp.Literal) and not node.is_string else ""
+    if not (isinstance(text, str) and text.isascii() and text.isdigit()):
+        raise InvalidPrivacyParameter(f"{name} = {node.sql()} must be a whole number >= 1 (rows "
+                                      "or groups one privacy unit may contribute)")
     return int(text)
 
 
-def _named_arguments(sql: str, tokens: list[Token], edits: list[tuple[int, int, str]],
-                     counts: list[tuple[float, float]], clamps: list[str]) -> None:
-    """``f(x, contribution_bounds_per_row => (lo, hi))`` -> ``f(LEAST(GREATEST(x, lo), hi))``
-    (module docstring); COUNT drops them, keeping its per-group bounds in ``counts``;
-    ``report_format`` and per-group bounds on other aggregates are refused."""
-    opens: list[tuple[int, int | None]] = []  # per open parenthesis: its token, first comma
-    for i, t in enumerate(tokens):
-        if t.token_type == TokenType.L_PAREN:
-            opens.append((i, None))
-        elif t.token_type == TokenType.R_PAREN and opens:
-            opens.pop()
-        elif t.token_type == TokenType.COMMA and opens and opens[-1][1] is None:
-            opens[-1] = (opens[-1][0], i)
-        elif (t.token_type == TokenType.FARROW and i > 1 and opens
-              and tokens[i - 2].token_type == TokenType.COMMA):
-            _named(sql, tokens, i, opens[-1][0], edits, counts, clamps)
+def _lowered_call(node: NamedArguments, counts: list[tuple[float, float]],
+                  clamps: list[str], reports: list[int]) -> exp.Expr:
+    """The call of ``node`` in dpsql's SQL (module docstring); COUNT's per-group bounds kept in
+    ``counts``, the per-row form of the others' in ``clamps``, report columns in ``reports``."""
+    call: exp.Expr = node.this
+    for kwarg in node.expressions:
+        name = kwarg.this.name.lower()
+        if name == "report_format":
+            reports.append(_report_column(node, kwarg))
+        elif name not in _CLAMPS:
+            raise UnsupportedQuery(f"named argument {name} => is not one dpsql knows; use "
+                                   f"{', '.join(sorted(_NAMED))}")
+    for kwarg in node.expressions:
+        name = kwarg.this.name.lower()
+        if name in _CLAMPS:
+            call = _clamped(call, name, *_pair(kwarg, name), counts, clamps)
+    return call
 
 
-def _named(sql: str, tokens: list[Token], arrow: int, paren: int,
-           edits: list[tuple[int, int, str]], counts: list[tuple[float, float]],
-           clamps: list[str]) -> None:
-    name = tokens[arrow - 1].text.lower()
-    if name == "report_format":
-        raise UnsupportedQuery("report_format (a JSON or PROTO report of a result, one "
-                               "structured cell) is not supported: dpsql returns the value as "
-                               "a number, and its accuracy with --accuracy or the DB-API's "
-                               "cursor.accuracy; remove report_format")
-    if name not in _CLAMPS:
-        raise UnsupportedQuery(f"named argument {name} => is not one dpsql knows; use "
-                               f"{', '.join(sorted(_CLAMPS))} => (lower, upper)")
-    end, lo, hi = _pair(sql, tokens, arrow + 1, name)
-    function = tokens[paren - 1].text.upper() if paren else ""
-    comma = tokens[arrow - 2]
-    if function == "COUNT":  # counts are bounded by k: the bounds are dropped
-        if name == "contribution_bounds_per_group":
-            counts.append((float(lo), float(hi)))
-        edits.append((comma.start, end, ""))
-        return
-    first_comma = next(j for j in range(paren + 1, arrow) if tokens[j].token_type ==
-                       TokenType.COMMA)
-    arg = sql[tokens[paren].end + 1:tokens[first_comma].start]
-    if function == "SUM" and name == "contribution_bounds_per_group":
-        # BigQuery's own semantics, computed on the per-(unit, group) totals (module docstring)
-        # (the SUM's own closing parenthesis stays where it is)
-        edits.append((tokens[paren - 1].start, end, f"{SUM_PER_GROUP}({arg.strip()}, {lo}, {hi}"))
-        return
-    if name == "contribution_bounds_per_group":  # the row's clamp: checked once bound
-        clamps.append(f"{function}(x, contribution_bounds_per_row => ({lo}, {hi}))")
-    first_comma = next(j for j in range(paren + 1, arrow) if tokens[j].token_type ==
-                       TokenType.COMMA)
-    arg = sql[tokens[paren].end + 1:tokens[first_comma].start]
-    rest = sql[tokens[first_comma].start:comma.start]  # PERCENTILE_CONT's percentile
-    edits.append((tokens[paren].end + 1, end,
-                  f"LEAST(GREATEST({arg.strip()}, {lo}), {hi}){rest}"))
+def _report_column(node: NamedArguments, kwarg: exp.Kwarg) -> int:
+    """The output column a ``report_format => 'JSON'`` aggregate is (it must be one whole)."""
+    value = kwarg.expression
+    if not (isinstance(value, exp.Literal) and value.is_string) and not isinstance(
+            value, exp.Column):
+        raise UnsupportedQuery(f"report_format => {value.sql()}: write report_format => 'JSON'")
+    if value.name.upper() == "PROTO":
+        raise UnsupportedQuery("report_format => 'PROTO' (ZetaSQL's protocol buffer) is not "
+                               "supported; write report_format => 'JSON' for the same report "
+                               "as a JSON column")
+    if value.name.upper() != "JSON":
+        raise UnsupportedQuery(f"report_format => {value.sql()} is not a format dpsql knows; "
+                               "write report_format => 'JSON'")
+    column: exp.Expr = node
+    while isinstance(column.parent, exp.Alias | exp.Window):
+        column = column.parent
+    select = column.parent
+    if not isinstance(select, exp.Select) or column.arg_key != "expressions":
+        raise UnsupportedQuery("report_format => 'JSON' makes its aggregate a JSON report: "
+                               "ask for it as a whole output column (SELECT WITH "
+                               "DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') AS c "
+                               "...), not inside an expression or a subquery")
+    return int(column.index or 0)
 
 
-def _pair(sql: str, tokens: list[Token], i: int, name: str) -> tuple[int, str, str]:
-    """``(lo, hi)`` from token ``i``: the text offset after it, and its two numbers."""
-    j = i
-    while j < len(tokens) and tokens[j].token_type != TokenType.R_PAREN:
-        j += 1
-    text = sql[tokens[i].start:tokens[min(j, len(tokens) - 1)].end + 1]
-    parts = [p.strip() for p in text.strip().removeprefix("(").removesuffix(")").split(",")]
-    try:
-        lo, hi = (float(p) for p in parts)
-    except ValueError:
+def _pair(kwarg: exp.Kwarg, name: str) -> tuple[exp.Expr, exp.Expr]:
+    value = kwarg.expression
+    parts = value.expressions if isinstance(value, exp.Tuple) else []
+    numbers = [_value(p) for p in parts]
+    if len(numbers) != 2 or None in numbers:
         raise UnsupportedQuery(f"{name} => takes (lower, upper), two numbers, not "
-                               f"{text}") from None
-    if lo > hi:
-        raise UnsupportedQuery(f"{name} => {text}: lower is above upper")
-    return tokens[j].end + 1, parts[0], parts[1]
+                               f"{value.sql()}")
+    if float(numbers[0] or 0.0) > float(numbers[1] or 0.0):
+        raise UnsupportedQuery(f"{name} => {value.sql()}: lower is above upper")
+    return parts[0], parts[1]
+
+
+def _float(node: exp.Expr) -> float:
+    value = _value(node)
+    assert value is not None  # checked by _pair
+    return value
+
+
+def _clamped(call: exp.Expr, name: str, lo: exp.Expr, hi: exp.Expr,
+             counts: list[tuple[float, float]], clamps: list[str]) -> exp.Expr:
+    if isinstance(call, exp.Count):  # counts are bounded by k: the bounds are dropped
+        if name == "contribution_bounds_per_group":
+            counts.append((_float(lo), _float(hi)))
+        return call
+    function = call.sql(dialect="duckdb").split("(", 1)[0]
+    if name == "contribution_bounds_per_group" and isinstance(call, exp.Sum | exp.Avg):
+        kind = SUM_PER_GROUP if isinstance(call, exp.Sum) else AVG_PER_GROUP
+        return exp.Anonymous(this=kind, expressions=[call.this, lo.copy(), hi.copy()])
+    if name == "contribution_bounds_per_group":  # the row's clamp: checked once bound
+        clamps.append(f"{function}(x, contribution_bounds_per_row => ({lo.sql()}, "
+                      f"{hi.sql()}))")
+    _first_argument(call, lambda arg: row_clamp(arg, lo, hi))
+    return call
+
+
+def _first_argument(call: exp.Expr, change: Callable[[exp.Expr], exp.Expr]) -> None:
+    if isinstance(call, exp.Anonymous):
+        call.expressions[0].replace(change(call.expressions[0]))
+    elif call.this is not None:
+        call.set("this", change(call.this))
+
+
+def row_clamp(arg: exp.Expr, lo: exp.Expr, hi: exp.Expr) -> exp.Expr:
+    """``arg`` clamped to ``[lo, hi]``, NULL kept (module docstring)."""
+    clamped = exp.Least(this=exp.Greatest(this=arg, expressions=[lo.copy()], ignore_nulls=True),
+                        expressions=[hi.copy()], ignore_nulls=True)
+    if isinstance(arg, exp.Column):
+        return clamped  # read clamped by the checker, NULL kept (clamped_column)
+    return exp.Case(ifs=[exp.If(this=exp.Is(this=arg.copy(), expression=exp.Null()),
+                                true=exp.Null())], default=clamped)
 
 
 def resolve(sql: str, epsilon: float | None, delta: float,
@@ -289,10 +486,30 @@ def resolve(sql: str, epsilon: float | None, delta: float,
                                                         ContributionBounds | None]:
     """The query without the clause, and the privacy parameters and bounds in force: the
     clause's own over the front door's (a session's settings, a connection's arguments)."""
+    resolved = resolve_query(sql, epsilon, delta, bounds)
+    return resolved.sql, resolved.epsilon, resolved.delta, resolved.bounds
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """:func:`resolve_query`'s answer: what is planned, with what, and which output columns
+    are answered as JSON reports."""
+
+    sql: str
+    epsilon: float | None
+    delta: float
+    bounds: ContributionBounds | None
+    reports: tuple[int, ...] = ()
+
+
+def resolve_query(sql: str, epsilon: float | None, delta: float,
+                  bounds: ContributionBounds | None) -> Resolved:
+    """:func:`resolve`, with the report columns of ``report_format => 'JSON'``."""
     sql, options = split(sql)
     if options is None:
-        return sql, epsilon, delta, bounds
+        return Resolved(sql, epsilon, delta, bounds)
     if options.bounds is not None:
         bounds = (bounds or ContributionBounds()).merged(options.bounds)
-    return (sql, options.epsilon if options.epsilon is not None else epsilon,
-            options.delta if options.delta is not None else delta, bounds)
+    return Resolved(sql, options.epsilon if options.epsilon is not None else epsilon,
+                    options.delta if options.delta is not None else delta, bounds,
+                    options.reports)

@@ -163,8 +163,8 @@ def clamped_column(node: exp.Expression, table: Table
     lo, hi = _constant(node.this.expressions[0]), _constant(node.expressions[0])
     if meta is None or not meta.numeric or not meta.bounded or lo is None or hi is None:
         return None
-    if meta.type == ColumnType.INT and not (isinstance(lo, int) and isinstance(hi, int)):
-        return None
+    if meta.type == ColumnType.INT:  # an integer within [2.0, 3.5] is one within [2, 3]
+        lo, hi = math.ceil(lo), math.floor(hi)
     low, high = max(float(meta.lower), lo), min(float(meta.upper), hi)  # type: ignore[arg-type]
     return (node.this.this, low, high) if low <= high else None
 

@@ -1,10 +1,12 @@
 -- BigQuery's differential privacy syntax, run unchanged (dpsql/query/dp_clause.py): the
 -- OPTIONS set the query's epsilon, delta and contribution bounds (within the owner's caps:
 -- visits k = 10, g = 3 here, caps 1000 rows and 12 groups), contribution_bounds_per_row
--- clamps each row; contribution_bounds_per_group (a unit's total in a group) is computed as
--- BigQuery does on SUM (each unit's total per group clamped, at most g groups: L1 = g * bound),
--- and accepted where it is BigQuery's answer on the others: on COUNT when lo <= 0 and
--- hi >= k, on AVG and the rest when k = 1. The corpus pins visits' k and g (grammar_tests/databases.py).
+-- clamps each row (NULL kept); contribution_bounds_per_group (a unit's own aggregate in a
+-- group) is computed as ZetaSQL does on SUM and AVG (each unit's total or average per group
+-- clamped, at most g groups: L1 = g * bound; AVG in the clause is always each person's
+-- average), and accepted where it is ZetaSQL's answer on the others: on COUNT when lo <= 0
+-- and hi >= k, on VAR and the rest when k = 1. report_format => 'JSON' answers a column as
+-- ZetaSQL's JSON report. The corpus pins visits' k and g (grammar_tests/databases.py).
 
 -- case: bigquery options set epsilon and groups
 -- expect: accepted cells=1 keys=1 release=domain:8 l1[0]=10 cost=0.5,0 rows=8
@@ -32,10 +34,34 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5000) COUNT(*) F
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(privacy_unit_column = visit_id) COUNT(*) FROM visits;
 
 -- case: bigquery avg with contribution bounds per group
--- expect: refused UnsupportedQuery mentions=contribution_bounds_per_row
+-- expect: accepted cells=1 measurements=2 keys=1 l1[0]=3 l1[1]=150 rows=8
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6)
   category, AVG(amount, contribution_bounds_per_group => (0, 100)) AS a
 FROM visits GROUP BY category;
+
+-- case: bigquery avg without bounds is the average of each person's average
+-- expect: accepted cells=1 measurements=2 l1[0]=1 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) AVG(amount) FROM visits;
+
+-- case: bigquery var pop with contribution bounds per group where a person has several rows
+-- expect: refused UnsupportedQuery mentions=contribution_bounds_per_row
+SELECT WITH DIFFERENTIAL_PRIVACY VAR_POP(amount, contribution_bounds_per_group => (0, 100))
+FROM visits;
+
+-- case: bigquery sum with contribution bounds per row on an expression
+-- expect: accepted cells=1 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount * 2, contribution_bounds_per_row => (0.0, 50.5))
+FROM visits;
+
+-- case: bigquery options with backquoted unit and a keyword value
+-- expect: refused UnsupportedQuery mentions=LAPLACE_THRESHOLD
+SELECT WITH DIFFERENTIAL_PRIVACY
+  OPTIONS(privacy_unit_column = `person_id`, group_selection_strategy = ANY)
+  COUNT(*) FROM visits;
+
+-- case: bigquery options not closed
+-- expect: refused SQLSyntaxError mentions="not closed"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1 COUNT(*) FROM visits;
 
 -- case: bigquery sum with contribution bounds per group
 -- expect: accepted cells=1 l1[0]=100 rows=1
@@ -116,12 +142,27 @@ SELECT WITH DIFFERENTIAL_PRIVACY
   PERCENTILE_CONT(amount, 0.5, contribution_bounds_per_row => (0, 100))
 FROM visits;
 
--- case: bigquery report format
--- expect: refused UnsupportedQuery mentions=report_format
-SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') FROM visits;
+-- case: bigquery report format json
+-- expect: accepted cells=1 rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') AS n FROM visits;
+
+-- case: bigquery report format json per group
+-- expect: accepted cells=2 keys=1 rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6)
+  category, COUNT(*) AS n,
+  SUM(amount, contribution_bounds_per_group => (0, 100), report_format => "JSON") AS total
+FROM visits GROUP BY category;
+
+-- case: bigquery report format inside an expression
+-- expect: refused UnsupportedQuery mentions="whole output column"
+SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') + 1 FROM visits;
+
+-- case: bigquery report format on a median
+-- expect: refused UnsupportedQuery mentions="report_format"
+SELECT WITH DIFFERENTIAL_PRIVACY MEDIAN(amount, report_format => 'JSON') FROM visits;
 
 -- case: bigquery report format proto on a sum
--- expect: refused UnsupportedQuery mentions="cursor.accuracy"
+-- expect: refused UnsupportedQuery mentions="'JSON'"
 SELECT WITH DIFFERENTIAL_PRIVACY
   SUM(amount, contribution_bounds_per_row => (0, 100), report_format => 'PROTO')
 FROM visits;

@@ -23,6 +23,7 @@ def test_approx_quantiles_is_a_list_of_n_plus_one(cursor: dpsql.dbapi.Cursor) ->
     (row,) = cursor.fetchall()
     quantiles, top = row
     assert isinstance(quantiles, list) and len(quantiles) == 5
+    assert top == quantiles[4]  # OFFSET(4) reads the list's last element
     assert all(18 <= q <= 95 for q in quantiles)  # within the declared bounds
     assert [d[0] for d in cursor.description] == ["q", "top"]
 

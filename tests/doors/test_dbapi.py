@@ -483,9 +483,9 @@ def test_retention_estimate_is_charged_and_reused(metadata: Path) -> None:
 
 
 def test_bigquery_per_group_bounds_refused_or_identity(conn: dpsql.Connection) -> None:
-    """BigQuery's contribution_bounds_per_group: computed on SUM (each unit's total per group
-    clamped), refused on AVG where a unit has several rows (naming the per-row form), accepted
-    on COUNT where it changes nothing; a refusal charges nothing."""
+    """BigQuery's contribution_bounds_per_group: computed on SUM and AVG (each unit's total or
+    average per group clamped), refused on VAR_POP where a unit has several rows (naming the
+    per-row form), accepted on COUNT where it changes nothing; a refusal charges nothing."""
     cur = conn.cursor()
     spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
     cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta = 1e-6, "
@@ -495,12 +495,18 @@ def test_bigquery_per_group_bounds_refused_or_identity(conn: dpsql.Connection) -
     assert conn.budget().spent.epsilon == pytest.approx(spent + 0.5)  # type: ignore[union-attr]
     spent += 0.5
     with pytest.raises(dpsql.NotSupportedError, match="contribution_bounds_per_row"):
-        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY category, AVG(amount, "
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY category, VAR_POP(amount, "
                     "contribution_bounds_per_group => (0, 100)) FROM visits GROUP BY category")
     with pytest.raises(dpsql.ProgrammingError, match="max_rows_contributed"):
         cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group "
                     "=> (0, 5)) FROM visits")
     assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta = 1e-6) "
+                "category, AVG(amount, contribution_bounds_per_group => (0, 100)) AS a FROM "
+                "visits GROUP BY category")
+    assert all(0 <= a <= 100 for _, a in cur.fetchall())
+    assert conn.budget().spent.epsilon == pytest.approx(spent + 0.5)  # type: ignore[union-attr]
+    spent += 0.5
     cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, max_groups_contributed"
                 " = 1, privacy_unit_column = person_id) category, COUNT(*, contribution_bounds_"
                 "per_group => (0, 1000)) AS n FROM visits GROUP BY category")

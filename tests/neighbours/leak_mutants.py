@@ -117,18 +117,37 @@ PER_GROUP_SUMS = [
 ]
 
 
-def assert_per_group_sums(monkeypatch: pytest.MonkeyPatch, hood: Neighbourhood) -> None:
+#: ZetaSQL's AVG, the average of each unit's clamped average (dpsql.privacy.aggregates,
+#: _per_person_avg): written per-group bounds, and AVG inside the clause without bounds.
+PER_PERSON_AVGS = [
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) grp, AVG(amount, "
+     "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp", "laplace", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 3) grp, COUNT(*), "
+     "AVG(qty, contribution_bounds_per_group => (-5, 7)) FROM visits GROUP BY grp",
+     "gaussian", 1e-6),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) day, AVG(amount) FROM visits "
+     "GROUP BY day", "laplace", 1e-6),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY AVG(amount), AVG(qty, contribution_bounds_per_group => "
+     "(2.5, 4)) FROM visits WHERE qty > 1", "laplace", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY sex, AVG(age, contribution_bounds_per_group => "
+     "(-1.5, 50)) FROM people GROUP BY sex", "laplace", 0.0),
+]
+
+
+def assert_per_group_sums(monkeypatch: pytest.MonkeyPatch, hood: Neighbourhood,
+                          queries: list[tuple[str, str, float]] | None = None) -> None:
     """Every :data:`PER_GROUP_SUMS` query on ``hood``'s engine: within its sensitivity, the
     adversary reaching it, the groups cap applied; with the cap dropped
     (:func:`groups_never_capped`) the harness finds the grouped sum's leak."""
-    for sql, mechanism, delta in PER_GROUP_SUMS:
+    queries = PER_GROUP_SUMS if queries is None else queries
+    for sql, mechanism, delta in queries:
         verdict = check_query(sql, hood, 1.0, delta, mechanism)
         assert verdict.status == "passed", verdict.report() + f" ({verdict.status})"
         assert 0 < verdict.worst <= 1 + 1e-9, (sql, verdict.worst)
     hood.forget()
     groups_never_capped(monkeypatch)
     try:
-        sql, mechanism, delta = PER_GROUP_SUMS[0]
+        sql, mechanism, delta = queries[0]
         assert check_query(sql, hood, 1.0, delta, mechanism).status == "violation"
     finally:
         hood.forget()

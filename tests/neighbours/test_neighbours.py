@@ -55,6 +55,7 @@ from grammar_tests.databases import EVENTS, auto_metadata, autoval_metadata, cor
 from tests.neighbours.leak_mutants import (
     BIAS_MUTANTS,
     LEAK_MUTANTS,
+    PER_PERSON_AVGS,
     QUANTILE_MUTANT,
     QUANTILE_SHAPES,
     RETENTION,
@@ -293,12 +294,12 @@ def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
 
 def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighbourhood
                                                                     ) -> None:
-    """A unit's average in a group is not computed: per-group bounds on an AVG where a unit
-    has several rows, on a count below k, or on a SUM beside a median (answered on sampled
-    rows, not on totals), are refused before anything runs (never answered with per-row
-    semantics)."""
-    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, AVG(amount, contribution_bounds_per_group"
-                " => (0, 10)) FROM visits GROUP BY grp",
+    """A unit's variance in a group is not computed: per-group bounds on a VAR_POP where a
+    unit has several rows, on a count below k, or on a SUM beside a median (answered on
+    sampled rows, not on totals), are refused before anything runs (never answered with
+    per-row semantics)."""
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, VAR_POP(amount, contribution_bounds_per_"
+                "group => (0, 10)) FROM visits GROUP BY grp",
                 "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => "
                 "(0, 2)) FROM visits",
                 "SELECT WITH DIFFERENTIAL_PRIVACY grp, MEDIAN(qty), SUM(amount, "
@@ -316,6 +317,19 @@ def test_per_group_sums(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(plan, Plan) and plan.group_cap is not None
     assert [m.l1 for m in plan.measurements] == [plan.group_cap * 10]
     assert_per_group_sums(monkeypatch, hood)
+
+
+def test_per_person_avgs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZetaSQL's AVG on per-(unit, group) averages: the count of units with a value moves by
+    at most g', the sum of clamped centred averages by g' h, on adversarial neighbours; the
+    cap is applied, and its removal is found."""
+    hood = fresh()
+    plan = hood.planner.prepare_query(
+        "SELECT WITH DIFFERENTIAL_PRIVACY grp, AVG(amount, contribution_bounds_per_group => "
+        "(0, 10)) FROM visits GROUP BY grp", 1.0, 0.0)
+    assert isinstance(plan, Plan) and plan.group_cap is not None
+    assert [m.l1 for m in plan.measurements] == [plan.group_cap, plan.group_cap * 5]
+    assert_per_group_sums(monkeypatch, hood, PER_PERSON_AVGS)
 
 
 @pytest.mark.parametrize("sql", RETENTION)
@@ -615,6 +629,17 @@ def test_adversary_tiny_value_reaches_the_bound_choice() -> None:
     hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["autoval"](), seed=5, extremes=6))
     verdict = assert_clean(hood, "SELECT AVG(income) AS a FROM people")
     assert verdict.engine_errors == 0
+    hood.close()
+
+
+def test_per_person_avg_on_automatic_bounds() -> None:
+    """ZetaSQL's AVG inside the clause, on a bound chosen from the data (visits' amount, several
+    rows per person): the bound's choice and each measurement at the cap, the lowest bucket and
+    a draw move by at most their sensitivity."""
+    hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["autoval"](), seed=5))
+    verdict = assert_clean(hood, "SELECT WITH DIFFERENTIAL_PRIVACY category, AVG(amount) AS a "
+                           "FROM visits GROUP BY category")
+    assert 0 < verdict.worst <= 1 + 1e-9
     hood.close()
 
 

@@ -26,6 +26,7 @@ from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import corpus_metadata
 from tests.neighbours.leak_mutants import (
     LEAK_MUTANTS,
+    PER_PERSON_AVGS,
     RETENTION,
     UNCAPPED,
     assert_auto_k_clean,
@@ -148,6 +149,12 @@ def test_per_group_sums(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -
     """BigQuery's per-group SUM bounds on PostgreSQL: within g' max(|lo|, |hi|), the cap
     applied, its removal found."""
     assert_per_group_sums(monkeypatch, typed)
+
+
+def test_per_person_avgs(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:
+    """ZetaSQL's per-person AVG on PostgreSQL: within g' and g' h, its removal of the cap
+    found."""
+    assert_per_group_sums(monkeypatch, typed, PER_PERSON_AVGS)
 
 
 def test_quantile_histograms(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood) -> None:

@@ -1,13 +1,23 @@
-"""BigQuery's differential privacy clause read off the text (dpsql.query.dp_clause): what it
-sets, what it leaves alone (literals, comments), and its refusals."""
+"""BigQuery's differential privacy clause parsed into the tree and lowered (dpsql.query.
+dp_clause): what it sets, what it leaves alone (literals, comments), and its refusals, with
+the positions of malformed clauses."""
 
 from __future__ import annotations
 
 import pytest
+from sqlglot import exp
 
-from dpsql.errors import InvalidPrivacyParameter, UnsupportedQuery
+from dpsql.errors import InvalidPrivacyParameter, SQLSyntaxError, UnsupportedQuery
 from dpsql.metadata.contribution import ContributionBounds
-from dpsql.query.dp_clause import DPOptions, resolve, split
+from dpsql.query.dp_clause import (
+    DifferentialPrivacy,
+    DPOptions,
+    NamedArguments,
+    clause_tree,
+    resolve,
+    resolve_query,
+    split,
+)
 
 
 def test_options_and_named_arguments() -> None:
@@ -16,21 +26,42 @@ def test_options_and_named_arguments() -> None:
                          "g, SUM(x, contribution_bounds_per_row => (-1, 2.5)), COUNT(*, "
                          "contribution_bounds_per_group => (0, 50)), COUNT(y, contribution_"
                          "bounds_per_group=>(-1, 20)) FROM t GROUP BY g")
-    assert " ".join(sql.split()) == ("SELECT g, SUM(LEAST(GREATEST(x, -1), 2.5) ), COUNT(* ), "
-                                     "COUNT(y ) FROM t GROUP BY g")
+    # an output column lowering changes keeps its name as written, named arguments left out
+    assert sql == ('SELECT g, SUM(LEAST(GREATEST(x, -1), 2.5)) AS "SUM(x)", COUNT(*) AS '
+                   '"COUNT(*)", COUNT(y) AS "COUNT(y)" FROM t GROUP BY g')
     # COUNT's per-group bounds: the tightest, checked against the k in force once bound
     assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid", (0.0, 20.0)))
     assert split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t") == (
-        "SELECT                           COUNT(*) FROM t", DPOptions())
+        "SELECT COUNT(*) FROM t", DPOptions())
 
 
-def test_text_keeps_its_length() -> None:
-    """The clause and named arguments become blanks of their length: a syntax error's position
-    in the rewritten text is its position in the analyst's (the caret, the wire's P field)."""
+def test_the_clause_is_a_node_of_the_tree() -> None:
+    """The clause is a DifferentialPrivacy node on its SELECT, each named argument a Kwarg of
+    a NamedArguments node around its call, with the position of its name."""
+    sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, privacy_unit_column = `uid`) "
+           "SUM(x, contribution_bounds_per_row => (0, 10)) FROM t")
+    tree = clause_tree(sql)
+    clause = tree.args["differential_privacy"]
+    assert isinstance(clause, DifferentialPrivacy)
+    assert [(o.this.name, o.expression.name) for o in clause.expressions] == [
+        ("epsilon", "1"), ("privacy_unit_column", "uid")]
+    named = tree.find(NamedArguments)
+    assert named is not None and isinstance(named.this, exp.Sum)
+    [kwarg] = named.expressions
+    assert kwarg.meta["position"] == sql.index("contribution_bounds_per_row") + 1
+
+
+def test_syntax_errors_point_into_the_analysts_text() -> None:
+    """A syntax error after the clause is reported where the analyst wrote it (the caret, the
+    wire's P field): the text is parsed as written, never edited."""
     sql = ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) SUM(x, contribution_bounds_"
            "per_row => (0, 10)), COUNT(*, contribution_bounds_per_group => (0, 9)) FROM t WHERE (")
-    out, _ = split(sql)
-    assert len(out) == len(sql) and out.index("FROM t WHERE (") == sql.index("FROM t WHERE (")
+    with pytest.raises(SQLSyntaxError) as e:
+        split(sql)
+    assert e.value.position is not None and e.value.position >= sql.index("WHERE (")
+    with pytest.raises(SQLSyntaxError) as e:
+        split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1 COUNT(*) FROM t")
+    assert e.value.position == len("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1 ") + 1
 
 
 def test_literals_and_comments_are_left_alone() -> None:
@@ -41,16 +72,33 @@ def test_literals_and_comments_are_left_alone() -> None:
 
 
 def test_per_group_bounds_are_kept_for_the_check_at_bind() -> None:
-    """Per-group bounds on SUM become DPSQL_SUM_PER_GROUP (each unit's total clamped:
-    dpsql.privacy.aggregates); on AVG they are clamped per row and named in the bounds, so
-    that binding accepts them only where a unit contributes one row
-    (dpsql.metadata.contribution)."""
+    """Per-group bounds on SUM and AVG become DPSQL_SUM_PER_GROUP and DPSQL_AVG_PER_GROUP
+    (each unit's total or average clamped: dpsql.privacy.aggregates); on VAR_POP they are
+    clamped per row and named in the bounds, so that binding accepts them only where a unit
+    contributes one row (dpsql.metadata.contribution). Inside the clause a bare AVG is
+    ZetaSQL's per-person AVG; a per-row AVG averages rows."""
     sql, options = split("SELECT g, SUM(x, contribution_bounds_per_group => (0, 9)), "
-                         "AVG(y, contribution_bounds_per_group => (1, 2)) FROM t GROUP BY g")
-    assert " ".join(sql.split()) == ("SELECT g, DPSQL_SUM_PER_GROUP(x, 0, 9 ), "
-                                     "AVG(LEAST(GREATEST(y, 1), 2) ) FROM t GROUP BY g")
+                         "AVG(y, contribution_bounds_per_group => (1, 2)), VAR_POP(z, "
+                         "contribution_bounds_per_group => (0, 1)) FROM t GROUP BY g")
+    assert sql == ('SELECT g, DPSQL_SUM_PER_GROUP(x, 0, 9) AS "SUM(x)", DPSQL_AVG_PER_GROUP(y, '
+                   '1, 2) AS "AVG(y)", VAR_POP(LEAST(GREATEST(z, 0), 1)) AS "VAR_POP(z)" FROM t '
+                   'GROUP BY g')
     assert options is not None and options.bounds == ContributionBounds(per_group_clamps=(
-        "AVG(x, contribution_bounds_per_row => (1, 2))",))
+        "VAR_POP(x, contribution_bounds_per_row => (0, 1))",))
+    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY AVG(y), AVG(y, contribution_bounds_per_row"
+                   " => (1, 2)), AVG(y * 2, contribution_bounds_per_row => (1, 2)) FROM t")
+    assert sql == ('SELECT DPSQL_AVG_PER_GROUP(y) AS "AVG(y)", AVG(LEAST(GREATEST(y, 1), 2)) AS '
+                   '"AVG(y)", AVG(CASE WHEN y * 2 IS NULL THEN NULL ELSE LEAST(GREATEST(y * 2, 1),'
+                   ' 2) END) AS "AVG(y * 2)" FROM t')
+    assert split("SELECT AVG(y) FROM t") == ("SELECT AVG(y) FROM t", None)
+
+
+def test_report_format_names_its_columns() -> None:
+    resolved = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY g, COUNT(*, report_format => "
+                             "'JSON') AS n, SUM(x, report_format => \"JSON\") FROM t GROUP BY g",
+                             1.0, 0.0, None)
+    assert resolved.reports == (1, 2)
+    assert resolved.sql == 'SELECT g, COUNT(*) AS n, SUM(x) AS "SUM(x)" FROM t GROUP BY g'
 
 
 def test_resolve_takes_the_clause_over_the_front_door() -> None:
@@ -62,10 +110,16 @@ def test_resolve_takes_the_clause_over_the_front_door() -> None:
 
 
 @pytest.mark.parametrize(("sql", "error", "words"), [
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1 COUNT(*) FROM t", UnsupportedQuery,
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1 COUNT(*) FROM t", SQLSyntaxError,
      "not closed"),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon) COUNT(*) FROM t", UnsupportedQuery,
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon) COUNT(*) FROM t", SQLSyntaxError,
      "name = value"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(nonsense = 1) COUNT(*) FROM t", UnsupportedQuery,
+     "not an option"),
+    ("SELECT WITH ANONYMIZATION COUNT(*) FROM t", UnsupportedQuery, "DIFFERENTIAL_PRIVACY"),
+    ("SELECT ANON_SUM(x) FROM t", UnsupportedQuery, "SUM"),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM (SELECT WITH DIFFERENTIAL_PRIVACY x FROM "
+     "t)", UnsupportedQuery, "one WITH DIFFERENTIAL_PRIVACY"),
     ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, epsilon = 2) COUNT(*) FROM t",
      UnsupportedQuery, "twice"),
     ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = big) COUNT(*) FROM t",
@@ -81,7 +135,10 @@ def test_resolve_takes_the_clause_over_the_front_door() -> None:
     ("SELECT SUM(x, contribution_bounds_per_group => (a, 1)) FROM t", UnsupportedQuery,
      "two numbers"),
     ("SELECT SUM(x, weight => 2) FROM t", UnsupportedQuery, "contribution_bounds_per_row"),
-    ("SELECT COUNT(*, report_format => 'JSON') FROM t", UnsupportedQuery, "remove report_format"),
+    ("SELECT COUNT(*, report_format => 'PROTO') FROM t", UnsupportedQuery, "'JSON'"),
+    ("SELECT COUNT(*, report_format => 'XML') FROM t", UnsupportedQuery, "'JSON'"),
+    ("SELECT COUNT(*, report_format => 'JSON') + 1 FROM t", UnsupportedQuery,
+     "whole output column"),
 ])
 def test_refusals_say_what_to_write(sql: str, error: type[Exception], words: str) -> None:
     with pytest.raises(error, match=words):

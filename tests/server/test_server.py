@@ -533,10 +533,11 @@ def test_set_dpsql_retention_sends_a_charged_estimate_as_a_notice(served) -> Non
             conn.execute("SET dpsql.retention = -1")
 
 
-def test_bigquery_query_runs_unchanged_and_per_group_avgs_are_refused(served) -> None:
+def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
     """A BigQuery DP query over the wire: OPTIONS, privacy_unit_column, per-row bounds and a
     per-group COUNT bound that changes nothing; a per-group SUM bound is answered on each
-    unit's totals; a per-group AVG bound is 0A000, uncharged."""
+    unit's totals, a per-group AVG bound on each unit's average; a per-group VAR_POP bound is
+    0A000, uncharged; report_format => 'JSON' is a json column."""
     with connect(served, autocommit=True) as conn:
         before = spent(served)
         rows = conn.execute(
@@ -551,9 +552,23 @@ def test_bigquery_query_runs_unchanged_and_per_group_avgs_are_refused(served) ->
                              "FROM visits").fetchall()
         assert len(total) == 1 and spent(served) == pytest.approx(before + 0.5)
         with pytest.raises(pg_errors.FeatureNotSupported, match="contribution_bounds_per_row"):
-            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY AVG(amount, "
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY VAR_POP(amount, "
                          "contribution_bounds_per_group => (0, 100)) FROM visits")
         assert spent(served) == pytest.approx(before + 0.5)
+        # ZetaSQL's report: a json column (OID 114), which psycopg reads as a dict
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) AVG(amount, "
+                           "contribution_bounds_per_group => (0, 100), report_format => 'JSON') "
+                           "AS a FROM visits")
+        assert cur.description is not None and cur.description[0].type_code == 114
+        [(report,)] = cur.fetchall()
+        interval = report["result"]["noise_confidence_interval"]
+        assert 0 <= report["result"]["value"] <= 100 and interval["confidence_level"] == 0.95
+        assert interval["lower_bound"] == -interval["upper_bound"] < 0
+        assert spent(served) == pytest.approx(before + 0.75)
+        with pytest.raises(pg_errors.FeatureNotSupported, match="'JSON'"):
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'PROTO') "
+                         "FROM visits")
+        assert spent(served) == pytest.approx(before + 0.75)
 
 
 @pytest.mark.parametrize(("sql", "at"), [
