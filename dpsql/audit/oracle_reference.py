@@ -43,7 +43,7 @@ from dpsql.metadata.metadata import Metadata
 #: Aggregates drawn by the exponential mechanism: noise-free is not exact for them (the
 #: "approximate" class: their columns are not compared, see :mod:`dpsql.audit.oracle`).
 APPROXIMATE = (exp.Median, exp.Quantile, exp.PercentileCont, exp.PercentileDisc, exp.Min,
-               exp.Max, exp.ApproxQuantile)
+               exp.Max, exp.ApproxQuantile, exp.ApproxQuantiles)
 
 
 @dataclass(frozen=True)

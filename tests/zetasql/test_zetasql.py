@@ -13,7 +13,7 @@ from tests.zetasql.runner import Outcome, all_cases, expected_rows, run_all, sam
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "zetasql.md"
 #: The pass rate of the cases that do not ask for PROTO that this branch reaches: it may only
 #: rise (raise it when more cases pass).
-FLOOR = 30 / 70
+FLOOR = 41 / 70
 #: The aim of issue 35.
 AIM = 0.90
 
