@@ -12,7 +12,7 @@ The README and every page under docs/ are read, and each of these must hold (doc
 - every `dpsql ...` command line names a command whose `--help` parses, and each option it uses
   appears in that help;
 - every relative link of the README resolves in a clone (the site's own links are mkdocs's);
-- every code block marked ```` ```console runnable ```` runs on the sample database: each
+- every code block marked ```` ```console {.runnable} ```` runs on the sample database: each
   `$ dpsql ...` line exits 0, or, when the next line is an error (`dpsql: ClassName: ...`), fails
   with that class.
 
@@ -56,7 +56,9 @@ GENERATED = ("benchmarks/data/", ".ci/superset-venv", ".ci/dbt-venv", ".ci/test-
 FILE_SUFFIXES = (".py", ".md", ".toml", ".sql", ".txt", ".sh", ".yml", ".yaml", ".json",
                  ".parquet", ".duckdb", ".sqlite", ".csv", ".cfg", ".jar", ".conf", ".out")
 SHELL_FENCES = {"", "sh", "bash", "shell", "console"}
-RUNNABLE = "runnable"
+#: The info string's attribute that marks a block as runnable (```console {.runnable}: GitHub
+#: reads the language, MkDocs's superfences the class).
+RUNNABLE = ".runnable"
 
 
 def doc_files() -> list[Path]:
@@ -341,7 +343,7 @@ def test_commands_and_options_exist() -> None:
 
 def runnable_commands() -> list[Code]:
     return [code for code in all_code()
-            if code.fence is not None and RUNNABLE in code.fence.split()[1:]
+            if code.fence is not None and RUNNABLE in re.findall(r"\.[\w-]+", code.fence)
             and code.text.startswith("$ dpsql ")]
 
 
