@@ -166,8 +166,7 @@ def path_problem(token: str) -> str | None:
         bare = token.rstrip("/")
         candidates = [ROOT / bare, ROOT / "dpsql" / bare]
         if "*" in bare:
-            if any(list(ROOT.glob(bare)) or list((ROOT / "dpsql").glob(bare))
-                   for _ in (0,)):
+            if any(next(base.glob(bare), None) for base in (ROOT, ROOT / "dpsql")):
                 return None
             return f"no file matches {token}"
         if any(candidate.exists() for candidate in candidates):
@@ -193,9 +192,7 @@ def resolve(dotted: str) -> bool:
             if not hasattr(target, name):
                 annotations = getattr(target, "__annotations__", {})
                 fields = getattr(target, "__dataclass_fields__", {})
-                if name in annotations or name in fields:
-                    return True  # a field an instance holds
-                return False
+                return name in annotations or name in fields  # a field an instance holds
             target = getattr(target, name)
         return True
     return False
@@ -318,24 +315,58 @@ def command_path(args: list[str]) -> tuple[tuple[str, ...], list[str]]:
     return tuple(path), []
 
 
-def test_commands_and_options_exist() -> None:
+def command_problems(args: list[str]) -> list[str]:
+    """What is wrong with `dpsql ARGS`: an unknown command, a --help that fails, an option."""
+    path, rest = command_path(args)
+    if not path:
+        return [f"`dpsql {' '.join(args[:1])}`: no such command"]
+    status, text = help_of(path)
+    if status != 0:
+        return [f"`dpsql {' '.join(path)} --help` exits {status}"]
     problems = []
-    for code, args in command_lines():
-        path, rest = command_path(args)
-        at = where(code.path, code.line)
-        if not path:
-            problems.append(f"{at}: `dpsql {' '.join(args[:1])}`: no such command")
-            continue
-        status, text = help_of(path)
-        if status != 0:
-            problems.append(f"{at}: `dpsql {' '.join(path)} --help` exits {status}")
-            continue
-        for arg in rest:
-            option = arg.split("=")[0]
-            if re.fullmatch(r"--?[a-zA-Z][\w-]*", option) and not re.search(
-                    rf"(?<![\w-]){re.escape(option)}(?![\w-])", text):
-                problems.append(f"{at}: `dpsql {' '.join(path)}` has no option {option}")
+    for arg in rest:
+        option = arg.split("=")[0]
+        if re.fullmatch(r"--?[a-zA-Z][\w-]*", option) and not re.search(
+                rf"(?<![\w-]){re.escape(option)}(?![\w-])", text):
+            problems.append(f"`dpsql {' '.join(path)}` has no option {option}")
+    return problems
+
+
+def test_commands_and_options_exist() -> None:
+    problems = [f"{where(code.path, code.line)}: {problem}"
+                for code, args in command_lines() for problem in command_problems(args)]
     assert not problems, "\n".join(problems)
+
+
+def test_the_checks_find_what_is_missing(tmp_path: Path) -> None:
+    """Each check names what it did not find (and accepts what exists)."""
+    assert path_problem("dpsql/query/parse.py") is None
+    assert path_problem("query/parse.py") is None  # a module by its path inside dpsql/
+    missing = "dpsql/engines/duckdb_sql.py"
+    assert path_problem(missing) == f"no such path: {missing}"
+    assert path_problem("tests/nothing*.py") == "no file matches tests/nothing*.py"
+    assert path_problem("postgres_sql.py") is not None
+    assert path_problem("my-metadata.toml") is None  # a user's file, not the repository's
+    assert dotted_problem("dpsql.engines.spark.footer", whole_span=False) is None
+    assert dotted_problem("dpsql.epsilon", whole_span=False) is None  # a server setting
+    assert dotted_problem("dpsql.engines.nothing", whole_span=False) is not None
+    assert dotted_problem("pipeline.answer", whole_span=True) is None
+    assert "no empty_tables" in str(dotted_problem("joins.empty_tables", whole_span=True))
+    assert dotted_problem("execution/rewrite.shape_rows", whole_span=True) is None
+    assert dotted_problem("execution/rewrite.nothing", whole_span=True) is not None
+    assert command_problems(["query", "SELECT 1", "--epsilon", "1"]) == []
+    assert command_problems(["budget", "reset", "alice"]) == []
+    assert command_problems(["qeury"]) == ["`dpsql qeury`: no such command"]
+    assert command_problems(["query", "--epsilonn", "1"]) == [
+        "`dpsql query` has no option --epsilonn"]
+    page = tmp_path / "page.md"
+    page.write_text("Run `dpsql query x`.\n\n```console {.runnable}\n$ dpsql budget\n"
+                    "dpsql: BudgetExhausted: ...\n```\n")
+    codes = list(code_of(page))
+    assert [(code.line, code.text, code.fence) for code in codes] == [
+        (1, "dpsql query x", None), (4, "$ dpsql budget", "console {.runnable}"),
+        (5, "dpsql: BudgetExhausted: ...", "console {.runnable}")]
+    assert codes[1].next_line == "dpsql: BudgetExhausted: ..."
 
 
 # ------------------------------------------------------------------ runnable examples
