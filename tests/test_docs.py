@@ -88,8 +88,17 @@ def code_of(path: Path) -> Iterator[Code]:
     lines = path.read_text().splitlines()
     fence: str | None = None
     marker = ""
+    joined = ""  # a shell line continued with a backslash, and the line it started on
+    start = 0
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
+        following = lines[number] if number < len(lines) else ""
+        if fence is not None and (joined or stripped.endswith("\\")):
+            start = start or number
+            joined += stripped.removesuffix("\\") + " "
+            if stripped.endswith("\\"):
+                continue
+            line, number, joined, start = joined.strip(), start, "", 0
         if fence is None and re.match(r"^(`{3,}|~{3,})", stripped):
             marker = re.match(r"^(`{3,}|~{3,})", stripped).group(1)  # type: ignore[union-attr]
             fence = stripped[len(marker):].strip()
@@ -98,7 +107,6 @@ def code_of(path: Path) -> Iterator[Code]:
             if stripped.startswith(marker) and stripped.strip("`~") == "":
                 fence = None
                 continue
-            following = lines[number] if number < len(lines) else ""
             yield Code(path, number, line, fence, following)
             continue
         for span in re.findall(r"(?<!`)`([^`]+)`(?!`)", line):
@@ -367,6 +375,9 @@ def test_the_checks_find_what_is_missing(tmp_path: Path) -> None:
         (1, "dpsql query x", None), (4, "$ dpsql budget", "console {.runnable}"),
         (5, "dpsql: BudgetExhausted: ...", "console {.runnable}")]
     assert codes[1].next_line == "dpsql: BudgetExhausted: ..."
+    page.write_text("```sh\ndpsql query x \\\n    --epsilonn 1\n```\n")
+    [code] = code_of(page)
+    assert (code.line, code.text) == (2, "dpsql query x --epsilonn 1")
 
 
 # ------------------------------------------------------------------ runnable examples
