@@ -95,7 +95,7 @@ def code_of(path: Path) -> Iterator[Code]:
         following = lines[number] if number < len(lines) else ""
         if fence is not None and (joined or stripped.endswith("\\")):
             start = start or number
-            joined += stripped.removesuffix("\\") + " "
+            joined += stripped.removesuffix("\\").rstrip() + " "
             if stripped.endswith("\\"):
                 continue
             line, number, joined, start = joined.strip(), start, "", 0
