@@ -394,7 +394,12 @@ def test_there_are_runnable_examples() -> None:
 
 
 @pytest.mark.parametrize("code", runnable_commands(), ids=lambda code: where(code.path, code.line))
-def test_runnable_example_runs(code: Code, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runnable_example_runs(code: Code, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each example in a ledger of its own: the analysts the docs name (alice) start with the
+    # sample's full demo budget, whatever other tests spent.
+    monkeypatch.setenv("DPSQL_LEDGER", str(tmp_path / "ledger.sqlite"))
+    monkeypatch.setenv("DPSQL_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.chdir(ROOT)
     args = shlex.split(code.text.removeprefix("$ dpsql "), comments=True)
     result = CliRunner().invoke(main, args)
