@@ -51,6 +51,12 @@ NOT_MODULES = {
     "sqlalchemy.dialects": "an entry-point group (pyproject.toml)",
     "superset.db_engine_specs": "an entry-point group (pyproject.toml)",
 }
+#: Options named alone in inline code that belong to other programs, with whose they are.
+OTHER_OPTIONS = {
+    "--master": "spark-submit's and start-connect-server.sh's",
+    "--packages": "spark-submit's",
+    "--option": "a placeholder in docs/development.md",
+}
 #: Paths that a run creates (git-ignored), named in the docs as where things go.
 GENERATED = ("benchmarks/data/", ".ci/superset-venv", ".ci/dbt-venv", ".ci/test-venv", "site/")
 FILE_SUFFIXES = (".py", ".md", ".toml", ".sql", ".txt", ".sh", ".yml", ".yaml", ".json",
@@ -340,9 +346,36 @@ def command_problems(args: list[str]) -> list[str]:
     return problems
 
 
+@cache
+def every_option() -> frozenset[str]:
+    """The options of every dpsql command."""
+    found: set[str] = set()
+    commands: list[click.Command] = [main]
+    while commands:
+        command = commands.pop()
+        for param in command.params:
+            found.update(param.opts, param.secondary_opts)
+        if isinstance(command, click.Group):
+            commands.extend(command.commands.values())
+    return frozenset(found)
+
+
+def lone_option_problem(code: Code) -> str | None:
+    """An inline span that starts with an option (`--max-rows`) names an option of dpsql."""
+    option = re.match(r"(--[a-z][\w-]*)(?![\w-])", code.text)
+    if code.fence is not None or option is None:
+        return None
+    name = option.group(1)
+    if name in every_option() or name in OTHER_OPTIONS:
+        return None
+    return f"no dpsql command has an option {name}"
+
+
 def test_commands_and_options_exist() -> None:
     problems = [f"{where(code.path, code.line)}: {problem}"
                 for code, args in command_lines() for problem in command_problems(args)]
+    problems += [f"{where(code.path, code.line)}: {problem}" for code in all_code()
+                 if (problem := lone_option_problem(code))]
     assert not problems, "\n".join(problems)
 
 
@@ -367,6 +400,9 @@ def test_the_checks_find_what_is_missing(tmp_path: Path) -> None:
     assert command_problems(["qeury"]) == ["`dpsql qeury`: no such command"]
     assert command_problems(["query", "--epsilonn", "1"]) == [
         "`dpsql query` has no option --epsilonn"]
+    assert lone_option_problem(Code(ROOT, 1, "--max-rows", None)) is None
+    assert lone_option_problem(Code(ROOT, 1, "--max-rowz N", None)) == \
+        "no dpsql command has an option --max-rowz"
     page = tmp_path / "page.md"
     page.write_text("Run `dpsql query x`.\n\n```console {.runnable}\n$ dpsql budget\n"
                     "dpsql: BudgetExhausted: ...\n```\n")
