@@ -43,6 +43,8 @@ from dpsql.privacy.accounting import BudgetStatus
 SCHEMA = "dpsql"
 #: The share of a budget past which every answer carries a warning.
 WARN_SHARE = 0.8
+#: How the warning's sentence starts (a door may pick it out of an answer's notes).
+BUDGET_NOTE = "Budget: "
 _MEMORY_LIMIT = "256MB"
 
 #: Each view's columns (name, DuckDB type) and what a row is.
@@ -106,7 +108,7 @@ def budget_warning(status: BudgetStatus) -> str | None:
     share = spent_share(status)
     if share < WARN_SHARE:
         return None
-    return (f"Budget: {status.analyst} has spent {share:.0%} of their privacy budget "
+    return (f"{BUDGET_NOTE}{status.analyst} has spent {share:.0%} of their privacy budget "
             f"(epsilon {status.spent.epsilon:.6g} of {status.total.epsilon:g}, delta "
             f"{status.spent.delta:.6g} of {status.total.delta:g}); when it is spent, queries "
             "are refused until the data owner grants more (dpsql budget shows it)")
