@@ -74,7 +74,7 @@ from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.ledger.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
 from dpsql.ledger.identity import read_record, retire_record, unavailable
-from dpsql.ledger.spending import LedgerRead, answer_ledger, budget_warning, view_rows
+from dpsql.ledger.spending import LedgerRead, read_views, warn
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
@@ -390,8 +390,8 @@ class Database:
                 release: list[float] | None, retention: float | None) -> Answer:
         """:meth:`run` once the query is prepared."""
         if isinstance(p, LedgerRead):  # the ledger's own rows: exact, free, no private data
-            who, result = self._read_ledger(p, analyst)
-            return Answer(result, normalised, who, None)
+            who = resolve_analyst(analyst, self.analyst)
+            return Answer(read_views(p, self.ledger, self.metadata, who), normalised, who, None)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
@@ -408,9 +408,7 @@ class Database:
         if retention is not None and isinstance(p, Plan):
             self._retention(answer, p, retention, key_text, bounds, timeout, release)
         if answer.cost is not None and self.ledger is not None and answer.analyst is not None:
-            warning = budget_warning(self.ledger.status(answer.analyst))  # past 80%: said
-            if warning is not None:
-                answer.result.notes.append(warning)
+            warn(answer.result, self.ledger.status(answer.analyst))  # past 80%: said
         return answer
 
     def _charged(self, p: Charged, normalised: str, key_text: str, analyst: str | None,
@@ -500,20 +498,6 @@ class Database:
         who = resolve_analyst(analyst, self.analyst)
         self.ledger.status(who)
         return who
-
-    def _read_ledger(self, read: LedgerRead, analyst: str | None) -> tuple[str, Result]:
-        """The ledger views (:mod:`dpsql.ledger.spending`) over the rows ``analyst`` may see:
-        their own, or everyone's for a login of ``[budget] owners``."""
-        ledger, budget = self.ledger, self.metadata.budget
-        if ledger is None or budget is None:
-            raise UnsupportedQuery(f"no privacy budget is declared in {self.metadata.source}: "
-                                   "there is no ledger to read (add [analysts.NAME])")
-        who = resolve_analyst(analyst, self.analyst)
-        if who in budget.owners:
-            rows = view_rows(ledger.charges(), ledger.all_status())
-        else:
-            rows = view_rows(ledger.charges(who), [ledger.status(who)])  # unknown: refused
-        return who, answer_ledger(read, rows)
 
     def _read_public(self, read: PublicRead, timeout: float | None, who: str | None,
                      sql: str) -> Result:
@@ -666,12 +650,7 @@ class Database:
             return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
                                f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
-        if isinstance(p, LedgerRead):
-            return Explanation(sql=p.sql, cells=[], key_release="exact read of the ledger "
-                               f"view(s) {', '.join(p.views)} (your own spending, no private "
-                               "data): no noise, no privacy cost", epsilon=0.0, delta=0.0,
-                               rows_per_unit=0, groups_per_unit=0)
-        if isinstance(p, FreeAnswer):
+        if isinstance(p, FreeAnswer | LedgerRead):
             return Explanation(sql=p.sql, cells=[], key_release=p.reason, epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):

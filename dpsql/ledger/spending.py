@@ -36,7 +36,8 @@ from dpsql.engines import locked
 from dpsql.errors import UnknownTable, UnsupportedQuery
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions
-from dpsql.ledger.budget import LedgerEntry
+from dpsql.ledger.budget import Ledger, LedgerEntry
+from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.accounting import BudgetStatus
 
 #: The schema of the views, as analysts and BI tools name it.
@@ -124,6 +125,12 @@ class LedgerRead:
     sql: str
     views: tuple[str, ...]
     columns: tuple[ResultColumn, ...]
+
+    @property
+    def reason(self) -> str:
+        """What EXPLAIN says of it."""
+        return (f"exact read of the ledger view(s) {', '.join(self.views)} (your own "
+                "spending, no private data): no noise, no privacy cost")
 
 
 def ledger_read(tree: exp.Expression) -> LedgerRead | None:
@@ -218,3 +225,23 @@ def answer_ledger(read: LedgerRead, rows: Mapping[str, Sequence[tuple[object, ..
         con.close()
     width = len(read.columns)
     return Result(list(read.columns), answered, [(None,) * width for _ in answered])
+
+
+def read_views(read: LedgerRead, ledger: Ledger | None, metadata: Metadata, who: str) -> Result:
+    """The answer to ``read`` over the rows ``who`` may see: their own, or everyone's for a
+    login of ``[budget] owners``. An analyst without a budget is refused, as for any query."""
+    if ledger is None or metadata.budget is None:
+        raise UnsupportedQuery(f"no privacy budget is declared in {metadata.source}: there is "
+                               "no ledger to read (add [analysts.NAME])")
+    if who in metadata.budget.owners:
+        rows = view_rows(ledger.charges(), ledger.all_status())
+    else:
+        rows = view_rows(ledger.charges(who), [ledger.status(who)])  # unknown: refused
+    return answer_ledger(read, rows)
+
+
+def warn(result: Result, status: BudgetStatus) -> None:
+    """Add :func:`budget_warning` to a charged answer's notes when it applies."""
+    warning = budget_warning(status)
+    if warning is not None:
+        result.notes.append(warning)
