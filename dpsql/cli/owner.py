@@ -22,7 +22,7 @@ from dpsql.cli.common import (
     unmetered_warning,
     user_errors,
 )
-from dpsql.database import init_ledger, ledger_path, open_ledger
+from dpsql.database import init_ledger, ledger_path, open_ledger, resolve_analyst
 from dpsql.ledger.report import budget_report
 from dpsql.ledger.spending import VIEWS, view_rows
 from dpsql.metadata.metadata import Metadata
@@ -43,30 +43,45 @@ def metadata() -> None:
 @click.option("--unit", metavar="COLUMN", help="The privacy unit's column: read the data to "
               "propose k, g, NOT NULL and unique columns (without it: the schema only).")
 @click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95,
-              show_default=True, help="With --unit: the share of rows the proposed k, g keep.")
+              show_default=True, help="With --unit: the share of rows the proposed g keeps "
+              "(and the k shown beside the recommended one).")
+@click.option("--epsilon", "-e", type=click.FloatRange(0.0, min_open=True), default=1.0,
+              show_default=True, help="With --unit: a query's epsilon, at which each k's "
+              "noise is shown and the recommended k is chosen.")
+@click.option("--analyst", "-a", metavar="NAME", help="Whose budget [analysts.NAME] "
+              "declares (default: $DPSQL_ANALYST, else the operating-system user).")
 @user_errors
-def metadata_init(database: str, output: Path | None, unit: str | None, target: float) -> None:
-    """Write a metadata skeleton from the database's schema (and, with --unit, proposals read
-    from its data)."""
+def metadata_init(database: str, output: Path | None, unit: str | None, target: float,
+                  epsilon: float, analyst: str | None) -> None:
+    """Write a metadata skeleton from the database's schema (its keys and NOT NULL too) and,
+    with --unit, proposals read from its data. It declares a [budget] and your
+    [analysts.NAME], so that the first query is metered."""
     from dpsql.engines import DuckDBEngine, open_engine
+    from dpsql.engines.constraints import read_constraints
     from dpsql.retention import propose
     from dpsql.skeleton import skeleton
 
+    who = resolve_analyst(analyst)
     engine = open_engine(database)
     try:  # DuckDB keeps the names' case; a server's schema is in DuckDB's type names too
         tables = (engine.tables() if isinstance(engine, DuckDBEngine) else
                   {t: list(columns.items()) for t, columns in engine.schema.items()})
         proposals = None if unit is None else {
             t: propose(engine, t, [c for c, _ in cols], unit if any(
-                c == unit for c, _ in cols) else None, target) for t, cols in tables.items()}
-        text = skeleton(tables, proposals)
+                c == unit for c, _ in cols) else None, target, epsilon)
+            for t, cols in tables.items()}
+        text = skeleton(tables, proposals, read_constraints(engine), who)
     finally:
         engine.close()
+    for proposal in (proposals or {}).values():
+        if proposal.report:  # the owner's exact numbers: on the terminal, not in the file
+            click.echo(proposal.report, err=True)
     if output is None:
         click.echo(text, nl=False)
     else:
         output.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {output}; fill in bounds, domains and contribution limits", err=True)
+        click.echo(f"wrote {output}: metered for {who!r} (its [budget] and [analysts]); fill in "
+                   "bounds, domains and contribution limits", err=True)
 
 
 @metadata.command("check")
