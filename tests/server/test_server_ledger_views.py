@@ -116,18 +116,27 @@ def test_a_notice_past_80_percent(views: SimpleNamespace) -> None:
     assert not [n for n in notices if n.startswith("Budget: ")]
 
 
+def chart_sql() -> str:
+    """The SQL of the chart that docs/budget_and_dbapi.md describes, as written there."""
+    docs = (Path(__file__).parents[2] / "docs" / "budget_and_dbapi.md").read_text("utf-8")
+    section = docs[docs.index("### A chart of spending per analyst per day"):]
+    start = section.index("```sql\n") + len("```sql\n")
+    return section[start:section.index("\n```", start)]
+
+
 def test_sqlalchemy_reads_the_chart_query(views: SimpleNamespace) -> None:
-    """The chart of docs/budget_and_dbapi.md: spending per analyst per day."""
+    """The chart of docs/budget_and_dbapi.md: spending per analyst per day, as the owner."""
     engine = sa.create_engine(
         f"postgresql+psycopg://dana:dana%20pw@127.0.0.1:{views.port}/dpsql")
     try:
         with engine.connect() as conn:
-            rows = conn.execute(sa.text(
-                "SELECT day, analyst, SUM(epsilon) AS epsilon FROM dpsql.spending "
-                "WHERE day >= :since GROUP BY day, analyst ORDER BY day, analyst"),
-                {"since": dt.date(2000, 1, 1)}).fetchall()
-        assert [(r.analyst, r.epsilon) for r in rows] == [
-            (a, spent(views.db, a)) for a in ("alice", "bob")]
+            rows = conn.execute(sa.text(chart_sql())).fetchall()
+            assert list(rows[0]._fields) == ["day", "analyst", "epsilon", "queries"]
+            assert [(r.analyst, r.epsilon) for r in rows] == [
+                (a, spent(views.db, a)) for a in ("alice", "bob")]
+            since = conn.execute(sa.text("SELECT COUNT(*) FROM dpsql.spending WHERE day >= "
+                                         ":since"), {"since": dt.date(2999, 1, 1)}).scalar()
+            assert since == 0
     finally:
         engine.dispose()
 
