@@ -390,8 +390,9 @@ class Database:
                 release: list[float] | None, retention: float | None) -> Answer:
         """:meth:`run` once the query is prepared."""
         if isinstance(p, LedgerRead):  # the ledger's own rows: exact, free, no private data
-            who = resolve_analyst(analyst, self.analyst)
-            return Answer(read_views(p, self.ledger, self.metadata, who), normalised, who, None)
+            reader = resolve_analyst(analyst, self.analyst)
+            return Answer(read_views(p, self.ledger, self.metadata, reader), normalised, reader,
+                          None)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)

@@ -118,9 +118,9 @@ def test_dbapi_note_past_80_percent(db: Database) -> None:
     conn = dpsql.connect(sample_paths()[0], db.metadata, analyst="alice")
     try:
         cur = conn.cursor()
-        cur.execute("SELECT COUNT(*) FROM visits", epsilon=7.0)  # type: ignore[call-arg]
+        cur.execute("SELECT COUNT(*) FROM visits", epsilon=7.0)
         assert not [n for n in cur.notes if n.startswith(BUDGET_NOTE)]
-        cur.execute("SELECT COUNT(*) FROM people", epsilon=1.5)  # type: ignore[call-arg]
+        cur.execute("SELECT COUNT(*) FROM people", epsilon=1.5)
         said = [n for n in cur.notes if n.startswith(BUDGET_NOTE)]
         assert len(said) == 1 and "alice has spent 85%" in said[0]
     finally:

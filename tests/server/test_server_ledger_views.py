@@ -96,7 +96,8 @@ def test_the_owner_sees_everyone(views: SimpleNamespace) -> None:
         rows = conn.execute("SELECT analyst, SUM(epsilon) FROM dpsql.spending GROUP BY analyst "
                             "ORDER BY analyst").fetchall()
         assert rows == [(a, spent(views.db, a)) for a in ("alice", "bob")]
-        shares = dict(conn.execute("SELECT analyst, share_spent FROM dpsql.budgets").fetchall())
+        shares: dict[str, float] = dict(
+            conn.execute("SELECT analyst, share_spent FROM dpsql.budgets").fetchall())
         assert set(shares) == {"alice", "bob", "dana"}  # dana has a budget, spent nothing
         assert shares["bob"] == pytest.approx(spent(views.db, "bob") / 10.0)
 
