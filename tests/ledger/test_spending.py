@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 import tomli_w
 from click.testing import CliRunner
@@ -169,3 +170,40 @@ def test_first_charge_is_explained_once(tmp_path: Path,
     assert "first charge" not in run("query", "SELECT COUNT(*) FROM people")[1]
     other = run("query", "SELECT COUNT(*) FROM visits", "--analyst", "zoe")[1]
     assert "first charge to analyst 'zoe' (--analyst" in other
+
+
+def test_views_are_the_same_on_neighbouring_databases(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack the views must resist: an analyst reads the ledger to learn about the data.
+    Two databases that differ by one person (all of person 3's rows), asked the same queries
+    (answered, reused, refused), give the same views but for the instants of the charges."""
+    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
+    answers = []
+    worlds = (("with", "(1, 5), (2, 7), (3, 9), (3, 10)"), ("without", "(1, 5), (2, 7)"))
+    for world, rows in worlds:
+        folder = tmp_path / world
+        folder.mkdir()
+        data = folder / "d.duckdb"
+        with duckdb.connect(str(data)) as con:
+            con.execute("CREATE TABLE t (pid BIGINT, x BIGINT)")
+            con.execute(f"INSERT INTO t VALUES {rows}")
+        meta = folder / "m.toml"
+        meta.write_text(tomli_w.dumps({
+            "budget": {"ledger": str(folder / "l.sqlite")},
+            "analysts": {"eve": {"epsilon": 5.0, "delta": 1e-3}},
+            "tables": {"t": {"privacy_unit": "pid", "max_rows_per_unit": 2,
+                             "max_groups_per_unit": 1, "columns": {
+                                 "pid": {"type": "int"},
+                                 "x": {"type": "int", "lower": 0, "upper": 10}}}}}), "utf-8")
+        with Database(data, meta, analyst="eve") as db:
+            for sql in ("SELECT COUNT(*) FROM t", "SELECT SUM(x) FROM t",
+                        "SELECT COUNT(*) FROM t"):  # the last one reused: not charged again
+                db.run(sql, epsilon=1.0)
+            with pytest.raises(UnsupportedQuery):
+                db.run("SELECT * FROM dpsql.queries, t")
+            answers.append([db.run(sql).result.rows for sql in (
+                "SELECT analyst, queries, epsilon, delta FROM dpsql.spending",
+                "SELECT id, analyst, sql, epsilon, delta FROM dpsql.queries ORDER BY id",
+                "SELECT * FROM dpsql.budgets")])
+    assert answers[0] == answers[1]
+    assert answers[0][0] == [("eve", 2, 2.0, 0.0)]

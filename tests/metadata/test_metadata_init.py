@@ -79,14 +79,35 @@ def test_the_skeleton_is_metered_for_its_author(keyed: Path, tmp_path: Path,
             "dpsql-ledger.sqlite"  # next to the metadata file
 
 
+def first_query_is_metered(database: str | Path, folder: Path, sql: str) -> None:
+    """The skeleton, as written, answers its first query charged to its author."""
+    out = folder / "metadata.toml"
+    init("-d", str(database), "-o", str(out), "--analyst", "olga")
+    with Database(database, out, analyst="olga") as db:
+        answer = db.run(sql, epsilon=1.0)
+        assert answer.cost is not None and answer.analyst == "olga"
+        status = db.budget()
+        assert status is not None and status.spent.epsilon == 1.0
+
+
+def test_the_sample_datas_skeleton_is_metered(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
+    first_query_is_metered(sample_paths()[0], tmp_path, "SELECT COUNT(*) FROM visits")
+
+
 @pytest.mark.pg
-def test_keys_and_not_null_from_postgresql(pg_cluster: Cluster) -> None:
+def test_keys_and_not_null_from_postgresql(pg_cluster: Cluster, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
     db = pg_cluster.database("init_keys")
     db.execute("CREATE TABLE people (id BIGINT PRIMARY KEY, email TEXT UNIQUE, "
                "name TEXT NOT NULL, age BIGINT)",
+               "INSERT INTO people VALUES (1, 'a', 'n', 30), (2, NULL, 'm', NULL)",
                "GRANT SELECT ON people TO PUBLIC")
     text = init("-d", db.url())[0]
     columns = tomllib.loads(text)["tables"]["people"]["columns"]
     assert columns["id"]["nullable"] is False and columns["id"]["unique"] is True
     assert columns["email"].get("unique") is True and columns["email"]["nullable"] is True
     assert columns["name"]["nullable"] is False and columns["age"]["nullable"] is True
+    first_query_is_metered(db.url(), tmp_path, "SELECT COUNT(*) FROM people")
