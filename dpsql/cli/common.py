@@ -17,10 +17,11 @@ from typing import Any, TextIO, TypeVar
 import click
 
 from dpsql.cli.defaults import metadata_source, sources
-from dpsql.database import ANALYST_ENV, LEDGER_ENV, Answer, Database, sample_paths
+from dpsql.database import ANALYST_ENV, Answer, Database, sample_paths
 from dpsql.errors import BudgetExhausted, Error, SQLSyntaxError, guarded
 from dpsql.execution.postprocess import Result
 from dpsql.ledger.budget import BudgetStatus
+from dpsql.ledger.opening import LEDGER_ENV
 from dpsql.ledger.spending import BUDGET_NOTE
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata

@@ -22,7 +22,8 @@ from dpsql.cli.common import (
     unmetered_warning,
     user_errors,
 )
-from dpsql.database import init_ledger, ledger_path, open_ledger, resolve_analyst
+from dpsql.database import resolve_analyst
+from dpsql.ledger.opening import init_ledger, ledger_path, open_ledger
 from dpsql.ledger.report import budget_report
 from dpsql.ledger.spending import VIEWS, view_rows
 from dpsql.metadata.metadata import Metadata

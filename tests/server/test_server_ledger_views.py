@@ -14,7 +14,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from dpsql.database import LEDGER_ENV, Database
+from dpsql.database import Database
+from dpsql.ledger.opening import LEDGER_ENV
 from dpsql.server.config import ServerConfig
 from dpsql.server.server import serve_in_thread
 from tests.support.sandbox import sandbox
