@@ -127,6 +127,10 @@ class LedgerRead:
     columns: tuple[ResultColumn, ...]
 
     @property
+    def output_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
     def reason(self) -> str:
         """What EXPLAIN says of it."""
         return (f"exact read of the ledger view(s) {', '.join(self.views)} (your own "
