@@ -20,7 +20,7 @@ from click.testing import CliRunner
 import dpsql
 from dpsql.cli import main
 from dpsql.database import Database, sample_paths
-from dpsql.errors import ForbiddenFunction, UnknownTable, UnsupportedQuery
+from dpsql.errors import ForbiddenFunction, MetadataError, UnknownTable, UnsupportedQuery
 from dpsql.ledger.budget import Cost, LedgerEntry
 from dpsql.ledger.spending import (
     BUDGET_NOTE,
@@ -29,6 +29,7 @@ from dpsql.ledger.spending import (
     daily,
     spent_share,
 )
+from dpsql.metadata.metadata import load_metadata
 from dpsql.privacy.accounting import Allowance, BudgetStatus, UnknownAnalyst
 
 
@@ -207,3 +208,14 @@ def test_views_are_the_same_on_neighbouring_databases(tmp_path: Path,
                 "SELECT * FROM dpsql.budgets")])
     assert answers[0] == answers[1]
     assert answers[0][0] == [("eve", 2, 2.0, 0.0)]
+
+
+@pytest.mark.parametrize("owners", ["dana", [""], ["*"], [1]])
+def test_owners_must_be_a_list_of_logins(tmp_path: Path, owners: object) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(tomli_w.dumps({"budget": {"owners": owners},
+                                   "analysts": {"a": {"epsilon": 1.0}},
+                                   "tables": {"t": {"privacy_unit": "p", "columns": {
+                                       "p": {"type": "int"}}}}}), "utf-8")
+    with pytest.raises(MetadataError, match="owners must be a list"):
+        load_metadata(path)
