@@ -73,6 +73,7 @@ from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.ledger.budget import BudgetStatus, Cost, UnknownAnalyst, query_cost
 from dpsql.ledger.opening import open_ledger
+from dpsql.ledger.spending import LedgerRead, read_views, warn
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
@@ -337,6 +338,10 @@ class Database:
                 bounds: ContributionBounds | None, timeout: float | None, started: float,
                 release: list[float] | None, retention: float | None) -> Answer:
         """:meth:`run` once the query is prepared."""
+        if isinstance(p, LedgerRead):  # the ledger's own rows: exact, free, no private data
+            reader = resolve_analyst(analyst, self.analyst)
+            return Answer(read_views(p, self.ledger, self.metadata, reader), normalised, reader,
+                          None)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
@@ -352,6 +357,8 @@ class Database:
                                release)
         if retention is not None and isinstance(p, Plan):
             self._retention(answer, p, retention, key_text, bounds, timeout, release)
+        if answer.cost is not None and self.ledger is not None and answer.analyst is not None:
+            warn(answer.result, self.ledger.status(answer.analyst))  # past 80%: said
         return answer
 
     def _charged(self, p: Charged, normalised: str, key_text: str, analyst: str | None,
@@ -593,7 +600,7 @@ class Database:
             return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
                                f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
-        if isinstance(p, FreeAnswer):
+        if isinstance(p, FreeAnswer | LedgerRead):
             return Explanation(sql=p.sql, cells=[], key_release=p.reason, epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):

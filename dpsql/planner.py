@@ -10,6 +10,8 @@ plain value.
 
 :meth:`Planner.prepare_query` picks the path of a query, the one place that chooses:
 
+* :class:`~dpsql.ledger.spending.LedgerRead`: the query reads the ledger views (``dpsql.spending``,
+  ...) only: exact and free, answered with the asking analyst's own ledger rows (no private data);
 * :class:`~dpsql.execution.public.PublicRead`: the query reads public tables only (exact, free);
 * :class:`~dpsql.execution.free.FreeAnswer`: the answer is fixed by public information (an empty
 probe:
@@ -45,6 +47,7 @@ from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
 from dpsql.execution.local_rows import LocalRead, local_read
 from dpsql.execution.public import PublicRead, public_read
 from dpsql.execution.reports import check_reports
+from dpsql.ledger.spending import SCHEMA, LedgerRead, ledger_read
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import prepare_plan
@@ -58,7 +61,7 @@ from dpsql.series import TwoReleases, splits_in_two, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
-Prepared = Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead
+Prepared = Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead | LedgerRead
 
 
 class _Private:
@@ -115,6 +118,11 @@ class Planner:
                 parsed.append(parse_query(sql))
             return parsed[0]
 
+        if SCHEMA in sql.lower():  # a ledger view is named dpsql.NAME: else nothing to parse
+            ledger = self.plans.get_or_compute(
+                ("ledger", sql), lambda: ledger_read(shared()) or _PRIVATE)
+            if isinstance(ledger, LedgerRead):
+                return ledger
         route = self.plans.get_or_compute(
             ("public", sql), lambda: self._public(shared) or _PRIVATE)
         if isinstance(route, PublicRead):
