@@ -40,11 +40,10 @@ from typing import Any
 from sqlglot import exp
 
 from dpsql.cache import LRU
-from dpsql.errors import QueryRefused
+from dpsql.errors import QueryRefused, UnsupportedQuery
 from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
 from dpsql.execution.local_rows import LocalRead, local_read
 from dpsql.execution.public import PublicRead, public_read
-from dpsql.execution.reports import check_reports
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import prepare_plan
@@ -90,10 +89,10 @@ class Planner:
         ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy
         parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
         first, before it parses the text); so do its ``report_format`` columns
-        (:func:`dpsql.execution.reports.check_reports`)."""
+        (:func:`check_report_route`)."""
         clause = resolve_query(sql, epsilon, delta, bounds)
         prepared = self._prepare_query(clause, sql, epsilon, mechanism, tree)
-        check_reports(prepared, clause.reports)
+        check_report_route(prepared, clause.report)
         return prepared
 
     def _prepare_query(self, clause: Resolved, sql: str, epsilon: float, mechanism: str,
@@ -187,3 +186,13 @@ class Planner:
             sql if tree is None else tree.copy(), self.metadata, self.public_store, epsilon,
             delta, mechanism, dialect, bounds))
         return result
+
+
+def check_report_route(p: Prepared, report: bool) -> None:
+    """Refuse ``report_format => 'JSON'`` in a query that is not one private release: a report
+    shows the noise of an aggregate's released value (:mod:`dpsql.execution.reports`); a free
+    answer (its columns only) passes."""
+    if report and not isinstance(p, Plan | FreeAnswer):
+        raise UnsupportedQuery("report_format => 'JSON' reports a noisy aggregate of one "
+                               "private query; this query is answered otherwise (public "
+                               "tables, local rows, two releases): remove report_format")

@@ -52,17 +52,18 @@ option or a bad value a refusal before planning. Nothing here reads data.
   were written; outside the clause AVG keeps dpsql's row-level meaning. SUM and COUNT without
   bounds are dpsql's row-level sums (each unit's rows capped at k): where no bound bites this
   is ZetaSQL's sum of each unit's total.
-* ``report_format => 'JSON'`` on an aggregate that is a whole output column: the column is
-  ZetaSQL's JSON report (:mod:`dpsql.execution.reports`): ``{"result": {"value": v,
-  "noise_confidence_interval": {"lower_bound": -a, "upper_bound": a, "confidence_level":
-  0.95}}}``, ``a`` the cell's 95% accuracy (the interval is the noise's, as ZetaSQL's), plus
-  ``"bounding_report"`` where its bounds were chosen from the data. ``'PROTO'`` is refused.
+* ``report_format => 'JSON'`` on an aggregate: the call becomes ``DPSQL_REPORT(call)``
+  (:data:`REPORT`), which the post-processing query answers with ZetaSQL's JSON report of the
+  call's released value (:mod:`dpsql.execution.reports`): a whole output column, or a value
+  an outer expression reads (``SUM(x, report_format => 'JSON').result.value``,
+  ``JSON_QUERY_ARRAY(APPROX_QUANTILES(x, 4, report_format => 'JSON').result)``).
+  ``'PROTO'`` is refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NoReturn
 
 from sqlglot import exp
@@ -72,6 +73,7 @@ from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
 from dpsql.errors import InvalidPrivacyParameter, SQLSyntaxError, UnsupportedQuery
 from dpsql.metadata.contribution import ContributionBounds
+from dpsql.query.bigquery_json import lower_json_functions
 
 #: ``SUM(x, contribution_bounds_per_group => (lo, hi))`` as dpsql's SQL reads it: the SUM of
 #: each unit's total in a group clamped to ``[lo, hi]`` (dpsql.privacy.aggregates, ``_sum``)
@@ -79,6 +81,9 @@ SUM_PER_GROUP = "DPSQL_SUM_PER_GROUP"
 #: ZetaSQL's AVG: ``DPSQL_AVG_PER_GROUP(x, lo, hi)`` the average over units of each unit's
 #: average in the group clamped to ``[lo, hi]``; ``DPSQL_AVG_PER_GROUP(x)`` with the bounds of x
 AVG_PER_GROUP = "DPSQL_AVG_PER_GROUP"
+#: ``report_format => 'JSON'``: ``DPSQL_REPORT(aggregate)``, the aggregate's JSON report, built
+#: by post-processing from its released value (dpsql.execution.reports)
+REPORT = "DPSQL_REPORT"
 #: The name of the dialect (:class:`DPSQL`) that parses the clause
 DIALECT = "dpsql"
 
@@ -229,8 +234,8 @@ class DPOptions:
     epsilon: float | None = None
     delta: float | None = None
     bounds: ContributionBounds | None = None
-    #: the output columns (0-based) answered as ZetaSQL's JSON report (``report_format``)
-    reports: tuple[int, ...] = field(default=())
+    #: whether an aggregate asks for ZetaSQL's JSON report (``report_format => 'JSON'``)
+    report: bool = False
 
 
 def might_hold_clause(sql: str) -> bool:
@@ -292,9 +297,10 @@ def lowered(tree: exp.Expr) -> tuple[exp.Expr, DPOptions]:
                 avg.replace(exp.Anonymous(this=AVG_PER_GROUP, expressions=[avg.this]))
     counts: list[tuple[float, float]] = []
     clamps: list[str] = []
-    reports: list[int] = []
+    reports: list[bool] = []
     for node in list(tree.find_all(NamedArguments)):
         node.replace(_lowered_call(node, counts, clamps, reports))
+    lower_json_functions(tree)  # BigQuery's JSON functions, as users read reports with them
     for quantiles in list(tree.find_all(exp.ApproxQuantiles)):
         # DuckDB writes it as APPROX_QUANTILE(x, [...]), which reads as another call: kept as
         # written, so that the SQL planned reads as the analyst's (the checker refuses it)
@@ -307,7 +313,7 @@ def lowered(tree: exp.Expr) -> tuple[exp.Expr, DPOptions]:
                          per_group_clamps=tuple(clamps))
         options = replace(options, bounds=bounds)
     if reports:
-        options = replace(options, reports=tuple(sorted(set(reports))))
+        options = replace(options, report=True)
     return tree, options
 
 
@@ -386,14 +392,17 @@ def _whole(node: exp.Expr | None, name: str) -> int | None:
 
 
 def _lowered_call(node: NamedArguments, counts: list[tuple[float, float]],
-                  clamps: list[str], reports: list[int]) -> exp.Expr:
+                  clamps: list[str], reports: list[bool]) -> exp.Expr:
     """The call of ``node`` in dpsql's SQL (module docstring); COUNT's per-group bounds kept in
-    ``counts``, the per-row form of the others' in ``clamps``, report columns in ``reports``."""
+    ``counts``, the per-row form of the others' in ``clamps``, one True in ``reports`` for a
+    report."""
     call: exp.Expr = node.this
+    report = False
     for kwarg in node.expressions:
         name = kwarg.this.name.lower()
         if name == "report_format":
-            reports.append(_report_column(node, kwarg))
+            _check_format(kwarg)
+            report = True
         elif name not in _CLAMPS:
             raise UnsupportedQuery(f"named argument {name} => is not one dpsql knows; use "
                                    f"{', '.join(sorted(_NAMED))}")
@@ -401,11 +410,14 @@ def _lowered_call(node: NamedArguments, counts: list[tuple[float, float]],
         name = kwarg.this.name.lower()
         if name in _CLAMPS:
             call = _clamped(call, name, *_pair(kwarg, name), counts, clamps)
-    return call
+    if not report:
+        return call
+    reports.append(True)
+    return exp.Anonymous(this=REPORT, expressions=[call])
 
 
-def _report_column(node: NamedArguments, kwarg: exp.Kwarg) -> int:
-    """The output column a ``report_format => 'JSON'`` aggregate is (it must be one whole)."""
+def _check_format(kwarg: exp.Kwarg) -> None:
+    """``report_format => 'JSON'`` (or ``JSON`` unquoted); PROTO and others refused."""
     value = kwarg.expression
     if not (isinstance(value, exp.Literal) and value.is_string) and not isinstance(
             value, exp.Column):
@@ -413,20 +425,10 @@ def _report_column(node: NamedArguments, kwarg: exp.Kwarg) -> int:
     if value.name.upper() == "PROTO":
         raise UnsupportedQuery("report_format => 'PROTO' (ZetaSQL's protocol buffer) is not "
                                "supported; write report_format => 'JSON' for the same report "
-                               "as a JSON column")
+                               "as a JSON value")
     if value.name.upper() != "JSON":
         raise UnsupportedQuery(f"report_format => {value.sql()} is not a format dpsql knows; "
                                "write report_format => 'JSON'")
-    column: exp.Expr = node
-    while isinstance(column.parent, exp.Alias | exp.Window):
-        column = column.parent
-    select = column.parent
-    if not isinstance(select, exp.Select) or column.arg_key != "expressions":
-        raise UnsupportedQuery("report_format => 'JSON' makes its aggregate a JSON report: "
-                               "ask for it as a whole output column (SELECT WITH "
-                               "DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') AS c "
-                               "...), not inside an expression or a subquery")
-    return int(column.index or 0)
 
 
 def _pair(kwarg: exp.Kwarg, name: str) -> tuple[exp.Expr, exp.Expr]:
@@ -492,19 +494,19 @@ def resolve(sql: str, epsilon: float | None, delta: float,
 
 @dataclass(frozen=True)
 class Resolved:
-    """:func:`resolve_query`'s answer: what is planned, with what, and which output columns
-    are answered as JSON reports."""
+    """:func:`resolve_query`'s answer: what is planned, with what, and whether it asks for
+    a JSON report (``report_format``)."""
 
     sql: str
     epsilon: float | None
     delta: float
     bounds: ContributionBounds | None
-    reports: tuple[int, ...] = ()
+    report: bool = False
 
 
 def resolve_query(sql: str, epsilon: float | None, delta: float,
                   bounds: ContributionBounds | None) -> Resolved:
-    """:func:`resolve`, with the report columns of ``report_format => 'JSON'``."""
+    """:func:`resolve`, and whether ``report_format => 'JSON'`` asks for a report."""
     sql, options = split(sql)
     if options is None:
         return Resolved(sql, epsilon, delta, bounds)
@@ -512,4 +514,4 @@ def resolve_query(sql: str, epsilon: float | None, delta: float,
         bounds = (bounds or ContributionBounds()).merged(options.bounds)
     return Resolved(sql, options.epsilon if options.epsilon is not None else epsilon,
                     options.delta if options.delta is not None else delta, bounds,
-                    options.reports)
+                    options.report)
