@@ -35,7 +35,7 @@ when a plan is answered. Refusals are not cached.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlglot import exp
 
@@ -50,7 +50,7 @@ from dpsql.pipeline import prepare_plan
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.query.dates import fold_clock
-from dpsql.query.dp_clause import Resolved, resolve_query
+from dpsql.query.dp_clause import REPORT, Resolved, resolve_query
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
 from dpsql.series import TwoReleases, splits_in_two, two_releases
@@ -170,7 +170,12 @@ class Planner:
         if not any(t.public for t in self.metadata.tables.values()):
             return None  # no public table: nothing to parse for this route
         # A text that does not parse is refused here as the private parse pass would.
-        return public_read(parsed(), self.metadata)  # reads the tree, keeps its text
+        try:
+            return public_read(parsed(), self.metadata)  # reads the tree, keeps its text
+        except QueryRefused:
+            if any(str(n.this).upper() == REPORT for n in parsed().find_all(exp.Anonymous)):
+                _refuse_report_route()  # its dry run fails on the report (a private query's)
+            raise
 
     def prepare(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                 mechanism: str = "laplace", dialect: str = "duckdb", *,
@@ -193,6 +198,10 @@ def check_report_route(p: Prepared, report: bool) -> None:
     shows the noise of an aggregate's released value (:mod:`dpsql.execution.reports`); a free
     answer (its columns only) passes."""
     if report and not isinstance(p, Plan | FreeAnswer):
-        raise UnsupportedQuery("report_format => 'JSON' reports a noisy aggregate of one "
+        _refuse_report_route()
+
+
+def _refuse_report_route() -> NoReturn:
+    raise UnsupportedQuery("report_format => 'JSON' reports a noisy aggregate of one "
                                "private query; this query is answered otherwise (public "
                                "tables, local rows, two releases): remove report_format")

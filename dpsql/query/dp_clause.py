@@ -40,9 +40,9 @@ option or a bad value a refusal before planning. Nothing here reads data.
   unit's total (:data:`SUM_PER_GROUP`); AVG: the unit's average, and the AVG is the average
   over units of their clamped averages (:data:`AVG_PER_GROUP`); both answered on each unit's
   per-group aggregates (:mod:`dpsql.privacy.aggregates`, ``_per_group_sum`` and
-  ``_per_person_avg``, with their sensitivities). COUNT: a unit's count in a group is already
-  in ``[0, k]``, so the clamp is the identity when ``lo <= 0`` and ``hi >= k``, checked once
-  the k in force is known (:func:`dpsql.metadata.contribution.check_per_group`); the others
+  ``_per_person_avg``, with their sensitivities). COUNT: the unit's count in the group,
+  clamped (:data:`SUM_PER_GROUP` of 1 per counted row, 0 for a NULL one: ``COUNT(*,
+  contribution_bounds_per_group => (0, 1))`` counts the units in each group); the others
   (VAR, STDDEV, PERCENTILE_CONT) are clamped per row where that is ZetaSQL's answer (a unit
   contributes one row, k = 1), else refused.
 * **Without bounds** inside the clause the owner's declared (or automatic) bounds of the column
@@ -295,22 +295,18 @@ def lowered(tree: exp.Expr) -> tuple[exp.Expr, DPOptions]:
         for avg in list(clauses[0].find_all(exp.Avg)):
             if not isinstance(avg.parent, NamedArguments):
                 avg.replace(exp.Anonymous(this=AVG_PER_GROUP, expressions=[avg.this]))
-    counts: list[tuple[float, float]] = []
     clamps: list[str] = []
     reports: list[bool] = []
     for node in list(tree.find_all(NamedArguments)):
-        node.replace(_lowered_call(node, counts, clamps, reports))
+        node.replace(_lowered_call(node, clamps, reports))
     lower_json_functions(tree)  # BigQuery's JSON functions, as users read reports with them
     for quantiles in list(tree.find_all(exp.ApproxQuantiles)):
         # DuckDB writes it as APPROX_QUANTILE(x, [...]), which reads as another call: kept as
         # written, so that the SQL planned reads as the analyst's (the checker refuses it)
         quantiles.replace(exp.Anonymous(this="APPROX_QUANTILES", expressions=[
             a for a in (quantiles.this, quantiles.expression) if a is not None]))
-    if counts or clamps:  # checked against the k in force once bound (module docstring)
-        tightest = (max(lo for lo, _ in counts), min(hi for _, hi in counts)) if counts \
-            else None
-        bounds = replace(options.bounds or ContributionBounds(), count_per_group=tightest,
-                         per_group_clamps=tuple(clamps))
+    if clamps:  # checked against the k in force once bound (module docstring)
+        bounds = replace(options.bounds or ContributionBounds(), per_group_clamps=tuple(clamps))
         options = replace(options, bounds=bounds)
     if reports:
         options = replace(options, report=True)
@@ -391,11 +387,9 @@ def _whole(node: exp.Expr | None, name: str) -> int | None:
     return int(text)
 
 
-def _lowered_call(node: NamedArguments, counts: list[tuple[float, float]],
-                  clamps: list[str], reports: list[bool]) -> exp.Expr:
-    """The call of ``node`` in dpsql's SQL (module docstring); COUNT's per-group bounds kept in
-    ``counts``, the per-row form of the others' in ``clamps``, one True in ``reports`` for a
-    report."""
+def _lowered_call(node: NamedArguments, clamps: list[str], reports: list[bool]) -> exp.Expr:
+    """The call of ``node`` in dpsql's SQL (module docstring); the per-row form of per-group
+    bounds on VAR and the rest kept in ``clamps``, one True in ``reports`` for a report."""
     call: exp.Expr = node.this
     report = False
     for kwarg in node.expressions:
@@ -409,7 +403,7 @@ def _lowered_call(node: NamedArguments, counts: list[tuple[float, float]],
     for kwarg in node.expressions:
         name = kwarg.this.name.lower()
         if name in _CLAMPS:
-            call = _clamped(call, name, *_pair(kwarg, name), counts, clamps)
+            call = _clamped(call, name, *_pair(kwarg, name), clamps)
     if not report:
         return call
     reports.append(True)
@@ -443,18 +437,13 @@ def _pair(kwarg: exp.Kwarg, name: str) -> tuple[exp.Expr, exp.Expr]:
     return parts[0], parts[1]
 
 
-def _float(node: exp.Expr) -> float:
-    value = _value(node)
-    assert value is not None  # checked by _pair
-    return value
-
-
 def _clamped(call: exp.Expr, name: str, lo: exp.Expr, hi: exp.Expr,
-             counts: list[tuple[float, float]], clamps: list[str]) -> exp.Expr:
-    if isinstance(call, exp.Count):  # counts are bounded by k: the bounds are dropped
-        if name == "contribution_bounds_per_group":
-            counts.append((_float(lo), _float(hi)))
-        return call
+             clamps: list[str]) -> exp.Expr:
+    if isinstance(call, exp.Count):
+        if name != "contribution_bounds_per_group":
+            return call  # clamping a value never makes it NULL: the count is unchanged
+        return exp.Anonymous(this=SUM_PER_GROUP, expressions=[_counted(call), lo.copy(),
+                                                              hi.copy()])
     function = call.sql(dialect="duckdb").split("(", 1)[0]
     if name == "contribution_bounds_per_group" and isinstance(call, exp.Sum | exp.Avg):
         kind = SUM_PER_GROUP if isinstance(call, exp.Sum) else AVG_PER_GROUP
@@ -464,6 +453,20 @@ def _clamped(call: exp.Expr, name: str, lo: exp.Expr, hi: exp.Expr,
                       f"{hi.sql()}))")
     _first_argument(call, lambda arg: row_clamp(arg, lo, hi))
     return call
+
+
+def _counted(count: exp.Count) -> exp.Expr:
+    """What ``count`` adds per row: ZetaSQL's per-group COUNT is the sum over units of each
+    unit's count in the group, clamped (:data:`SUM_PER_GROUP` of 1 per counted row)."""
+    arg = count.this
+    if isinstance(arg, exp.Distinct):
+        raise UnsupportedQuery("COUNT(DISTINCT x, contribution_bounds_per_group => ...) is not "
+                               "supported: a unit's distinct values are bounded by "
+                               "max_rows_contributed; leave the bounds out")
+    if arg is None or isinstance(arg, exp.Star):
+        return exp.Literal.number(1)
+    return exp.Case(ifs=[exp.If(this=exp.Is(this=arg.copy(), expression=exp.Null()),
+                                true=exp.Literal.number(0))], default=exp.Literal.number(1))
 
 
 def _first_argument(call: exp.Expr, change: Callable[[exp.Expr], exp.Expr]) -> None:
