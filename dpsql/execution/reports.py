@@ -150,7 +150,10 @@ def _at(widths: np.ndarray | None, row: int) -> float | None:
 
 def _drawn(cell: Cell, drawn: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
     """The bounds chosen from the data for ``cell``'s column, if any."""
-    arg = cell.call.arg  # a plain column: the bounds are the aggregate's own
+    arg = cell.call.arg
+    if isinstance(arg, exp.Least) and isinstance(arg.this, exp.Greatest):
+        arg = arg.this.this  # the column clamped to its drawn bounds (auto_values.clamped)
+    # a plain column: the bounds are the aggregate's own
     return drawn.get(arg.name.lower()) if isinstance(arg, exp.Column) else None
 
 
