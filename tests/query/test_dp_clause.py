@@ -27,10 +27,11 @@ def test_options_and_named_arguments() -> None:
                          "contribution_bounds_per_group => (0, 50)), COUNT(y, contribution_"
                          "bounds_per_group=>(-1, 20)) FROM t GROUP BY g")
     # an output column lowering changes keeps its name as written, named arguments left out
-    assert sql == ('SELECT g, SUM(LEAST(GREATEST(x, -1), 2.5)) AS "SUM(x)", COUNT(*) AS '
-                   '"COUNT(*)", COUNT(y) AS "COUNT(y)" FROM t GROUP BY g')
-    # COUNT's per-group bounds: the tightest, checked against the k in force once bound
-    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid", (0.0, 20.0)))
+    # COUNT's per-group bounds: ZetaSQL's sum over units of each unit's count, clamped
+    assert sql == ('SELECT g, SUM(LEAST(GREATEST(x, -1), 2.5)) AS "SUM(x)", '
+                   'DPSQL_SUM_PER_GROUP(1, 0, 50) AS "COUNT(*)", DPSQL_SUM_PER_GROUP(CASE WHEN y '
+                   'IS NULL THEN 0 ELSE 1 END, -1, 20) AS "COUNT(y)" FROM t GROUP BY g')
+    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid"))
     assert split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t") == (
         "SELECT COUNT(*) FROM t", DPOptions())
 
