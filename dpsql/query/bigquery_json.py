@@ -13,6 +13,10 @@ the dialect's clause (:func:`dpsql.query.dp_clause.lowered`):
 * ``DOUBLE(j)``, ``FLOAT64(j)``, ``INT64(j)``, ``BOOL(j)``: casts of a JSON number or
   boolean to ``DOUBLE``, ``BIGINT``, ``BOOLEAN``.
 
+A name that starts with an output column's alias, in ORDER BY, HAVING or QUALIFY (``ORDER BY
+r.result.value``, ``r`` the alias of a report), is BigQuery's field access on that column, not
+a table's column: :func:`alias_field_access`.
+
 These run only on released values (the post-processing query): nothing here reads data.
 """
 
@@ -25,8 +29,26 @@ _ARRAYS = {"JSON_QUERY_ARRAY", "JSON_EXTRACT_ARRAY"}
 
 
 def lower_json_functions(tree: exp.Expr) -> exp.Expr:
-    """``tree`` with BigQuery's JSON functions in DuckDB's SQL (module docstring), in place."""
+    """``tree`` with BigQuery's JSON functions in DuckDB's SQL (module docstring), in place;
+    and each SELECT's field access on its output aliases (:func:`alias_field_access`)."""
+    for select in list(tree.find_all(exp.Select)):
+        alias_field_access(select)
     return tree.transform(_lowered, copy=False)
+
+
+def alias_field_access(select: exp.Select) -> None:
+    """``a.f.g`` in ORDER BY, HAVING or QUALIFY, ``a`` an output alias of ``select`` and not a
+    table of its FROM: the field access ``(a).f.g`` (in place)."""
+    aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+    tables = {t.alias_or_name.lower() for t in select.find_all(exp.Table)}
+    for key in ("order", "having", "qualify"):
+        part = select.args.get(key)
+        for column in list(part.find_all(exp.Column)) if part is not None else []:
+            names = [p.name for p in column.parts]
+            if len(names) > 1 and names[0].lower() in aliases - tables:
+                # in parentheses, so that the SQL planned reads it as field access again
+                column.replace(exp.Dot.build([exp.Paren(this=exp.column(names[0])),
+                                              *(exp.to_identifier(n) for n in names[1:])]))
 
 
 def _lowered(node: exp.Expr) -> exp.Expr:

@@ -324,7 +324,9 @@ def _keep_names(tree: exp.Expr, clause: exp.Select | None) -> None:
                 continue
             shown = projection.transform(
                 lambda n: n.this if isinstance(n, NamedArguments) else n)
-            name = exp.to_identifier(shown.sql(dialect="duckdb"), quoted=True)
+            # BigQuery names a field access by its last field (``r.result.value``: value)
+            text = shown.name if isinstance(shown, exp.Dot) else shown.sql(dialect="duckdb")
+            name = exp.to_identifier(text, quoted=True)
             projection.replace(exp.Alias(this=projection.copy(), alias=name))
 
 

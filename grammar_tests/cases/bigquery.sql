@@ -173,6 +173,11 @@ SELECT WITH DIFFERENTIAL_PRIVACY
   DOUBLE(COUNT(*, report_format => 'JSON').result.noise_confidence_interval.upper_bound) AS half
 FROM visits;
 
+-- case: bigquery report format ordered by a field of its alias
+-- expect: accepted cells=1 keys=1 names="category|r" rows=3
+SELECT WITH DIFFERENTIAL_PRIVACY category, COUNT(*, report_format => 'JSON') AS r
+FROM visits GROUP BY category ORDER BY DOUBLE(r.result.value) DESC LIMIT 3;
+
 -- case: bigquery report format of approx quantiles read over the released rows
 -- expect: accepted cells=3 names="median|hi" rows=1
 SELECT DOUBLE(r[OFFSET(1)].value) AS median, DOUBLE(r[OFFSET(1)].noise_confidence_interval.upper_bound) AS hi
