@@ -58,7 +58,6 @@ from dpsql.errors import (
     EngineFailure,
     Error,
     InterfaceError,
-    LedgerError,
     MetadataError,
     OperationalError,
     QueryTimeout,
@@ -71,8 +70,8 @@ from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
-from dpsql.ledger.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
-from dpsql.ledger.identity import read_record, retire_record, unavailable
+from dpsql.ledger.budget import BudgetStatus, Cost, UnknownAnalyst, query_cost
+from dpsql.ledger.opening import open_ledger
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
@@ -94,7 +93,6 @@ _MEMO_SIZE = 1024
 ANALYST_ENV = "DPSQL_ANALYST"
 #: A query's epsilon when neither the query nor the analyst's ``query_epsilon`` gives one.
 DEFAULT_EPSILON = 1.0
-LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
 #: A prepared query that reads private data: charged, its answer stored.
 Charged = Plan | TwoReleases | LocalRead
@@ -165,55 +163,6 @@ def resolve_analyst(*candidates: str | None) -> str:
         raise UnknownAnalyst(f"{EVERY_OTHER_ANALYST!r} is not an analyst name; it stands for "
                              "every analyst not listed in the metadata")
     return name
-
-
-def ledger_path(metadata: Metadata) -> Path | None:
-    """The ledger file: ``DPSQL_LEDGER`` if set, else the metadata's; None when unmetered."""
-    if metadata.budget is None:
-        return None
-    override = os.environ.get(LEDGER_ENV)
-    return Path(override).expanduser().absolute() if override else metadata.budget.ledger
-
-
-def open_ledger(metadata: Metadata) -> Ledger | None:
-    """Open the ledger the metadata declares; None when unmetered. It is created only where
-    none was ever recorded (see :mod:`dpsql.ledger.identity`): a missing, emptied or replaced
-    ledger is :class:`~dpsql.errors.LedgerUnavailable`."""
-    path = ledger_path(metadata)
-    if path is None or metadata.budget is None:
-        return None
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as e:
-        raise LedgerError(owner_detail=f"cannot create the folder of the budget ledger {path}: "
-                          f"{e.strerror or e}") from None
-    budget = metadata.budget
-    return Ledger(path, budget.analysts, accounting=budget.accounting,  # type: ignore[arg-type]
-                  default=budget.default)
-
-
-def init_ledger(metadata: Metadata, start_over: bool = False) -> tuple[Ledger, Path | None]:
-    """``dpsql budget init``: create the metadata's ledger explicitly (refused if one exists).
-
-    Where a recorded ledger is missing, a new one is created only with ``start_over``, the
-    owner's decision that it is lost (see :mod:`dpsql.ledger.identity`); its record is kept,
-    renamed, and returned. The ledger is returned open.
-    """
-    path = ledger_path(metadata)
-    if path is None or metadata.budget is None:
-        raise MetadataError(f"{metadata.source} declares no analyst, so there is no budget "
-                            "ledger to create; add an [analysts.NAME] section first")
-    if path.exists():
-        raise MetadataError(f"the budget ledger {path} already exists; `dpsql budget -m "
-                            f"{metadata.source}` shows it")
-    retired = None
-    if read_record(path) is not None:
-        if not start_over:
-            raise unavailable(path, "it is missing (deleted or moved)", read_record(path))
-        retired = retire_record(path)
-    ledger = open_ledger(metadata)
-    assert ledger is not None
-    return ledger, retired
 
 
 class Database:

@@ -119,8 +119,8 @@ def test_set_parsing_and_privacy_settings() -> None:
         with pytest.raises(st.SettingError) as e:
             st.normalise("dpsql.epsilon", bad, {})
         assert e.value.sqlstate == "22023"
-    with pytest.raises(st.SettingError):
-        st.normalise("dpsql.delta", "0.9", {})
+    with pytest.raises(st.SettingError):  # not a probability; the owner's limit is checked
+        st.normalise("dpsql.delta", "1.5", {})  # at SET (below), with the owner's values
     with pytest.raises(st.SettingError) as e:
         st.normalise("dpsql.epsilom", "1", {})
     assert e.value.sqlstate == "42704"
@@ -340,6 +340,9 @@ def test_private_answers_simple_extended_prepared_and_binary(served) -> None:
         assert {r[0] for r in rows} == {True, False}
         assert all(isinstance(r[1], int) and isinstance(r[2], float) for r in rows)
     with connect(served, autocommit=True) as conn:
+        for beyond in ("SET dpsql.delta = 0.9", "SET dpsql.epsilon = 1000"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="max_query"):
+                conn.execute(beyond)  # beyond the owner's per-query limits (0.1 and 100)
         conn.execute("SET dpsql.delta = 1e-6")
         rows = conn.cursor(binary=True).execute(
             "SELECT signup_date, COUNT(*) FROM people GROUP BY signup_date").fetchall()
