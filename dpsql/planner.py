@@ -88,8 +88,8 @@ class Planner:
         ``bounds``: the query's own contribution bounds (in every cache key below); BigQuery's
         ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy
         parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
-        first, before it parses the text); so do its ``report_format`` columns
-        (:func:`check_report_route`)."""
+        first, before it parses the text); a ``report_format`` report is refused on a path
+        that is not one private release (:func:`check_report_route`)."""
         clause = resolve_query(sql, epsilon, delta, bounds)
         prepared = self._prepare_query(clause, sql, epsilon, mechanism, tree)
         check_report_route(prepared, clause.report)
