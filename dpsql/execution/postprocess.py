@@ -218,8 +218,10 @@ def check_outer(plan: Plan) -> None:
     try:
         scratch().execute(sql).fetchall()
     except duckdb.Error as e:
+        hint = ("; a report (report_format => 'JSON') is JSON: read its numbers as "
+                "DOUBLE(r.result.value)") if reports else ""
         raise UnsupportedQuery(f"the query's outer part (over the aggregates) is not valid: "
-                               f"{str(e).splitlines()[0]}") from None
+                               f"{str(e).splitlines()[0]}{hint}") from None
 
 
 def _float(value: object) -> float | None:
