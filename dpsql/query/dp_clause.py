@@ -132,9 +132,23 @@ class _Parser(DuckDBParser):
     def _parse_function_args(self, alias: bool = False) -> list[exp.Expr]:
         args = super()._parse_function_args(alias)
         if self._named:
+            for distinct in (a for a in args if isinstance(a, exp.Distinct)):
+                # COUNT(DISTINCT x, name => value): the named arguments are the call's
+                self._named[-1].extend(e for e in distinct.expressions
+                                       if isinstance(e, exp.Kwarg))
+                distinct.set("expressions", [e for e in distinct.expressions
+                                             if not isinstance(e, exp.Kwarg)])
             self._named[-1].extend(a for a in args if isinstance(a, exp.Kwarg))
             args = [a for a in args if not isinstance(a, exp.Kwarg)]
         return args
+
+    def _parse_disjunction(self) -> exp.Expr | None:
+        """A DISTINCT list's item, or a named argument after it (``name => value``)."""
+        if (self._named and self._curr and self._next
+                and self._next.token_type == TokenType.FARROW):
+            self._advance(2)
+            return _kwarg(self, [exp.var(self._tokens[self._index - 2].text)])
+        return super()._parse_disjunction()
 
     def _parse_function_call(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         self._named.append([])

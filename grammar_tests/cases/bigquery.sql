@@ -173,6 +173,17 @@ SELECT WITH DIFFERENTIAL_PRIVACY
   DOUBLE(COUNT(*, report_format => 'JSON').result.noise_confidence_interval.upper_bound) AS half
 FROM visits;
 
+-- case: bigquery report format on a count of distinct persons
+-- expect: accepted cells=1 keys=1 names="category|people" rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY category,
+  COUNT(DISTINCT person_id, report_format => 'JSON') AS people
+FROM visits GROUP BY category;
+
+-- case: bigquery count distinct with contribution bounds per group
+-- expect: refused UnsupportedQuery mentions="max_rows_contributed"
+SELECT WITH DIFFERENTIAL_PRIVACY COUNT(DISTINCT category, contribution_bounds_per_group => (0, 1))
+FROM visits;
+
 -- case: bigquery report format ordered by a field of its alias
 -- expect: accepted cells=1 keys=1 names="category|r" rows=3
 SELECT WITH DIFFERENTIAL_PRIVACY category, COUNT(*, report_format => 'JSON') AS r

@@ -113,6 +113,17 @@ def test_report_format_wraps_its_aggregate_and_names_its_columns() -> None:
                              None).report
 
 
+def test_named_arguments_after_distinct() -> None:
+    """COUNT(DISTINCT x, name => value): the named arguments are the call's, not DISTINCT's."""
+    resolved = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(DISTINCT pid, "
+                             "report_format => 'JSON') AS n FROM t", 1.0, 0.0, None)
+    assert resolved.report
+    assert resolved.sql == "SELECT DPSQL_REPORT(COUNT(DISTINCT pid)) AS n FROM t"
+    with pytest.raises(UnsupportedQuery, match=r"COUNT\(DISTINCT x, contribution_bounds_per_"):
+        split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(DISTINCT pid, contribution_bounds_per_"
+              "group => (0, 1)) FROM t")
+
+
 def test_bigquery_json_functions_are_duckdbs() -> None:
     """BigQuery's JSON functions, as users read a report (dpsql.query.bigquery_json)."""
     sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY DOUBLE(r.v), INT64(r.n), "
