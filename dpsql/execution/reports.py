@@ -121,7 +121,8 @@ def report_columns(plan: Plan, reports: Sequence[exp.Anonymous],
             if bounds is not None:
                 out["bounding_report"] = {"lower_bound": _plain(bounds[0]),
                                           "upper_bound": _plain(bounds[1])}
-            texts.append(json.dumps(out, sort_keys=True, separators=(",", ":")))
+            # a date or timestamp (a quantile of dates) as its ISO text
+            texts.append(json.dumps(out, sort_keys=True, separators=(",", ":"), default=str))
         columns[_COLUMN.format(i)] = np.array(texts, dtype=object)
     return columns
 

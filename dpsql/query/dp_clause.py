@@ -336,12 +336,21 @@ def _keep_names(tree: exp.Expr, clause: exp.Select | None) -> None:
                     projection.find(NamedArguments)
                     or (select is clause and projection.find(exp.Avg))):
                 continue
-            shown = projection.transform(
-                lambda n: n.this if isinstance(n, NamedArguments) else n)
+            shown = projection.transform(_as_written)
             # BigQuery names a field access by its last field (``r.result.value``: value)
             text = shown.name if isinstance(shown, exp.Dot) else shown.sql(dialect="duckdb")
             name = exp.to_identifier(text, quoted=True)
             projection.replace(exp.Alias(this=projection.copy(), alias=name))
+
+
+def _as_written(node: exp.Expr) -> exp.Expr:
+    """``node`` as the analyst wrote it: without named arguments, APPROX_QUANTILES by name."""
+    if isinstance(node, NamedArguments):
+        return _as_written(node.this)  # the call taken out is not visited again
+    if isinstance(node, exp.ApproxQuantiles):
+        return exp.Anonymous(this="APPROX_QUANTILES", expressions=[
+            a for a in (node.this, node.expression) if a is not None])
+    return node
 
 
 def _options_of(clause: DifferentialPrivacy) -> DPOptions:

@@ -160,6 +160,27 @@ def test_bounds_chosen_from_the_data_are_the_released_ones(zeta_files: tuple[Pat
     assert inputs is None
 
 
+def test_a_report_of_dates(tmp_path: Path) -> None:
+    """A quantile of dates is reported as its ISO text (the interval is in days: none given),
+    and the column keeps the name written, APPROX_QUANTILES included."""
+    database, metadata = tmp_path / "d.duckdb", tmp_path / "m.toml"
+    with duckdb.connect(str(database)) as con:
+        con.execute("CREATE TABLE t AS SELECT i % 7 AS pid, DATE '2020-01-01' + (i % 100)::INT "
+                    "AS d FROM range(500) r(i)")
+    metadata.write_text('[tables.t]\nprivacy_unit = "pid"\nmax_rows_per_unit = 100\n'
+                        '[tables.t.columns]\npid = { type = "int" }\n'
+                        'd = { type = "date", lower = 2020-01-01, upper = 2020-12-31 }\n')
+    with dpsql.connect(database=database, metadata=metadata) as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY APPROX_QUANTILES(d, 2, report_format => "
+                    "'JSON') FROM t")
+        [(text,)] = cur.fetchall()
+        assert cur.description[0][:2] == ("APPROX_QUANTILES(d, 2)", "JSON")
+    for element in json.loads(text)["result"]:
+        assert "2020-01-01" <= element["value"] <= "2020-12-31"
+        assert element["noise_confidence_interval"]["lower_bound"] is None
+
+
 # --------------------------------------------------------------------------- attacks
 
 
