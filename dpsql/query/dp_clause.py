@@ -494,6 +494,20 @@ def _counted(count: exp.Count) -> exp.Expr:
                                 true=exp.Literal.number(0))], default=exp.Literal.number(1))
 
 
+def counted_as_written(arg: exp.Expr | None) -> str | None:
+    """``COUNT(*)`` or ``COUNT(x)`` if ``arg`` is what :func:`_counted` adds per row (the
+    notes name the COUNT the analyst wrote), else None."""
+    one, zero = exp.Literal.number(1), exp.Literal.number(0)
+    if arg == one:
+        return "COUNT(*)"
+    if not isinstance(arg, exp.Case) or arg.args.get("default") != one:
+        return None
+    ifs = arg.args.get("ifs") or []
+    if len(ifs) == 1 and isinstance(ifs[0].this, exp.Is) and ifs[0].args.get("true") == zero:
+        return f"COUNT({ifs[0].this.this.sql(dialect='duckdb')})"
+    return None
+
+
 def _first_argument(call: exp.Expr, change: Callable[[exp.Expr], exp.Expr]) -> None:
     if isinstance(call, exp.Anonymous):
         call.expressions[0].replace(change(call.expressions[0]))

@@ -136,6 +136,9 @@ def test_per_group_count_is_zetasqls(zeta: dpsql.Connection, written: str, lo: i
             "AS c FROM TestTableWithUid2 GROUP BY uid)").fetchall()
     assert cur.fetchall() == [(expected,)]
     assert cur.description[0][1] == "BIGINT"
+    assert any(n.startswith(f"COUNT({written}) is the sum over privacy units of each unit's "
+                            f"own count in its group, clamped to [{lo}, {hi}]")
+               for n in cur.notes), cur.notes
 
 
 def test_bounds_chosen_from_the_data_are_the_released_ones(zeta_files: tuple[Path, Path],
