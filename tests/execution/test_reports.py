@@ -228,3 +228,15 @@ def test_a_report_of_anything_else_is_refused(zeta: dpsql.Connection, sql: str,
     when the query is planned."""
     with pytest.raises(dpsql.NotSupportedError, match=words):
         zeta.cursor().execute(sql)
+
+
+@pytest.mark.parametrize("column", ["__report_0", "__acc___a0", "__a0"])
+def test_the_post_processing_columns_cannot_be_named(zeta: dpsql.Connection,
+                                                      column: str) -> None:
+    """The scratch table's report, accuracy and cell columns are not the analyst's to read:
+    named in a query (beside a report, or inside one) they are unknown columns."""
+    for sql in (f"{CLAUSE}COUNT(*, report_format => 'JSON'), {column} FROM TestTableWithUid",
+                f"{CLAUSE}COUNT(*), DPSQL_REPORT({column}) FROM TestTableWithUid"):
+        with pytest.raises(dpsql.ProgrammingError, match="not declared"):
+            zeta.cursor().execute(sql)
+
