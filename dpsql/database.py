@@ -44,7 +44,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -68,7 +68,6 @@ from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
-from dpsql.execution.reports import check_reports, reported
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.ledger.budget import BudgetStatus, Cost, UnknownAnalyst, query_cost
@@ -78,7 +77,7 @@ from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.pipeline import Explanation, engine_sql, explain
-from dpsql.planner import Planner, Prepared
+from dpsql.planner import Planner, Prepared, check_report_route
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -244,7 +243,7 @@ class Database:
         p = self.planner.prepare_query(
             normalised, self.query_epsilon() if epsilon is None else epsilon, clause.delta,
             mechanism, tree=tree, bounds=clause.bounds)
-        check_reports(p, clause.reports)  # the planner reads the lowered text, without them
+        check_report_route(p, clause.report)  # the planner reads the lowered text, without it
         return p
 
     def check_parameters(self, epsilon: float, delta: float, mechanism: str) -> None:
@@ -327,12 +326,9 @@ class Database:
         normalised, key_text, tree = self._texts(fold_clock(sql), parameters)
         p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree,
                                        bounds=bounds)
-        check_reports(p, clause.reports)  # report_format => 'JSON': refused before any charge
-        answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
-                              release, retention)
-        if clause.reports:  # post-processing of the released answer (dpsql.execution.reports)
-            answer = replace(answer, result=reported(answer.result, clause.reports, p))
-        return answer
+        check_report_route(p, clause.report)  # report_format => 'JSON': before any charge
+        return self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
+                            release, retention)
 
     def _answer(self, p: Prepared, normalised: str, key_text: str, analyst: str | None,
                 bounds: ContributionBounds | None, timeout: float | None, started: float,
