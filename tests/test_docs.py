@@ -45,6 +45,9 @@ DOCS = ROOT / "docs"
 #: Dotted names that are not modules or attributes, with what they are.
 NOT_MODULES = {
     "dpsql.owner": "the owner's logger",
+    "dpsql.spending": "a ledger view in the server's schema `dpsql` (dpsql/ledger/spending.py)",
+    "dpsql.queries": "a ledger view in the server's schema `dpsql` (dpsql/ledger/spending.py)",
+    "dpsql.budgets": "a ledger view in the server's schema `dpsql` (dpsql/ledger/spending.py)",
     "dpsql.psycopg2": "a SQLAlchemy dialect name (pyproject.toml's entry points)",
     "dpsql.sample_data": "the bundled sample data's package (pyproject.toml's package-dir)",
     "public.people": "a table in the server's schema `public`, not dpsql.execution.public",
@@ -304,6 +307,7 @@ def command_lines() -> Iterator[tuple[Code, list[str]]]:
             continue
         for match in re.finditer(r"(?:^|[\s;&|(`])(?:\$ )?dpsql\s+(?=[a-z-])", text):
             rest = re.split(r"\s(?:\||&&|;|>|2>|#|&)(?:\s|$)", text[match.end():])[0]
+            rest = rest.split("`")[0]  # `dpsql budget` quoted inside a line of output
             try:
                 args = shlex.split(rest.replace("...", ""), comments=True)
             except ValueError:
