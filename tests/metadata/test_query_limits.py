@@ -4,6 +4,8 @@ behaves at the epsilons they allow."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +112,28 @@ def test_noise_at_huge_epsilon_keeps_large_values(epsilon: float) -> None:
     assert np.allclose(perturb(values, spec, rng), values, rtol=1e-12)
     fixed = perturb_fixed([44, -13, 2**40], 0.25, spec, rng)
     assert np.allclose(fixed, [11.0, -3.25, 2.0**38], rtol=1e-12)
+
+
+#: Queries whose measurements weigh more than 1 in the budget split (a median beside a variance,
+#: a threshold's count of units): their share of epsilon was computed as ``epsilon * w``.
+SPLIT = ["SELECT MEDIAN(x), VAR_POP(x), STDDEV_SAMP(x) FROM t",
+         "SELECT SUM(x), AVG(x) FROM t"]
+
+
+@pytest.mark.parametrize("sql", SPLIT)
+@pytest.mark.parametrize(("epsilon", "mechanism"), [
+    (float(np.finfo(np.float64).max), "laplace"), (float(np.finfo(np.float64).max), "gaussian"),
+    (1e308, "gaussian"), (5e-324, "laplace"), (5e-324, "gaussian"), (1e-300, "gaussian")])
+def test_every_epsilon_the_owner_allows_plans_or_is_refused_with_a_dpsql_error(
+        tmp_path: Path, sql: str, epsilon: float, mechanism: str) -> None:
+    """At the edges of what ``max_query_epsilon`` allows (up to the largest double, down to
+    the smallest), planning ends at once, with a plan or an InvalidPrivacyParameter: the split
+    of epsilon once overflowed to inf (an endless loop in plan._shares, a server thread spent
+    for ever by one query) or underflowed to 0 (a bare ValueError)."""
+    db = dpsql.Database(*database(tmp_path, {"max_query_epsilon": epsilon if epsilon > 1
+                                             else 100, "max_query_delta": 0.5}))
+    with db:
+        started = time.monotonic()
+        with contextlib.suppress(InvalidPrivacyParameter):
+            db.plan(sql, epsilon=epsilon, delta=1e-6, mechanism=mechanism)
+        assert time.monotonic() - started < 5
