@@ -19,7 +19,7 @@ import pytest
 
 import dpsql
 from dpsql.audit import audit as A
-from dpsql.errors import Error
+from dpsql.errors import Error, UnsupportedQuery
 from tests.privacy.test_attacks import BASE, COLUMNS, GUARD, META, VICTIM
 
 
@@ -199,3 +199,26 @@ def test_integer_division_of_an_unbounded_column_is_a_refusal_not_a_crash(
     from dpsql.errors import QueryRefused
     with pytest.raises(QueryRefused):
         victim_dbs.d.query(sql, epsilon=1.0, delta=1e-6)
+
+
+# --------------------------------------------------------------------------- issue 35 review
+#: A query over a private aggregate's answer (dpsql/query/over_released.py) with ``*``: its
+#: output was planned as one column named ``*``, so the answer -- computed, and charged on a
+#: metered database -- failed to fit it (a bare ValueError after the charge). ``*`` is now
+#: the released columns; ``* EXCLUDE (...)`` is refused before anything runs.
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM (SELECT city, COUNT(*) AS n FROM people GROUP BY city) WHERE n > -100",
+    "SELECT g.*, n * 2 AS twice FROM (SELECT city, COUNT(*) AS n FROM people GROUP BY city) g",
+])
+def test_star_over_a_released_answer_is_its_columns(victim_dbs: SimpleNamespace,
+                                                    sql: str) -> None:
+    result = victim_dbs.d.query(sql, epsilon=1.0)
+    names = [c.name for c in result.columns]
+    assert names[:2] == ["city", "n"] and all(len(row) == len(names) for row in result.rows)
+    assert {row[0] for row in result.rows} <= {"Ames", "Bend", "Cody"}
+
+
+def test_star_exclude_over_a_released_answer_is_refused(victim_dbs: SimpleNamespace) -> None:
+    with pytest.raises(UnsupportedQuery, match="EXCLUDE"):
+        victim_dbs.d.query("SELECT * EXCLUDE (n) FROM (SELECT city, COUNT(*) AS n FROM people "
+                           "GROUP BY city)", epsilon=1.0)
