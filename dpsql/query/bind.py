@@ -19,7 +19,7 @@ from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, Unsuppo
 from dpsql.metadata.metadata import Metadata, Table
 from dpsql.query.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.query.joins import PublicRows, Relation
-from dpsql.query.over_released import split
+from dpsql.query.over_released import expand_star, split
 from dpsql.query.parameters import parse_array_literal
 
 # Clauses that make a SELECT more than a row-level transformation of its input.
@@ -42,26 +42,6 @@ class BoundQuery:
     released_names: list[str] | None = None
 
 
-def _star_expanded(post: exp.Select, released: list[str]) -> exp.Select:
-    """``post`` with each ``*`` (or ``alias.*``) over the released answer written as its
-    columns: the output names must be known when planned (a ``*`` was one column named
-    ``*``, and the answer, computed and charged, then failed to fit it)."""
-    expressions: list[exp.Expression] = []
-    for e in post.expressions:
-        star = e if isinstance(e, exp.Star) else e.this if isinstance(e, exp.Column) and \
-            isinstance(e.this, exp.Star) else None
-        if star is not None:
-            if any(star.args.values()):
-                raise UnsupportedQuery("* EXCLUDE, REPLACE or RENAME over a private "
-                                       "aggregate's answer is not supported; name the "
-                                       "columns you want")
-            expressions.extend(exp.column(name, quoted=True) for name in released)
-        else:
-            expressions.append(e)
-    post.set("expressions", expressions)
-    return post
-
-
 @dataclass
 class _Source:
     table: Table
@@ -82,7 +62,7 @@ def bind(select: exp.Select, metadata: Metadata, public: PublicRows | None = Non
         if bound.post is not None:
             raise UnsupportedQuery("a query over a query over a private aggregate is not "
                                    "supported; write one outer query over the aggregate")
-        post = _star_expanded(post, bound.output_names)
+        post = expand_star(post, bound.output_names)
         return replace(bound, post=post, released_names=bound.output_names,
                        output_names=[output_name(e) for e in post.expressions])
     select = _quantified_to_in(select.copy())
