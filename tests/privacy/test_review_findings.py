@@ -9,6 +9,7 @@ The data is the attack suite's (tests/privacy/test_attacks.py): 40 ordinary peop
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -222,3 +223,26 @@ def test_star_exclude_over_a_released_answer_is_refused(victim_dbs: SimpleNamesp
     with pytest.raises(UnsupportedQuery, match="EXCLUDE"):
         victim_dbs.d.query("SELECT * EXCLUDE (n) FROM (SELECT city, COUNT(*) AS n FROM people "
                            "GROUP BY city)", epsilon=1.0)
+
+
+#: report_format => 'JSON' inside a query over the answer: the report's column was the inner
+#: query's, the answer's columns the outer query's; checked against the inner and applied to
+#: the outer's answer after the charge, it failed with an IndexError (or reported another
+#: column), on every later ask too. The report is now a value of the tree (main's z35b): it
+#: follows its column wherever the outer query puts it, charged once.
+def test_a_report_inside_a_query_over_the_answer_follows_its_column(tmp_path: Path) -> None:
+    d, _, metadata = _pair(tmp_path)
+    text = metadata.read_text() + (f'\n[budget]\nledger = "{tmp_path / "own.sqlite"}"\n'
+                                   '\n[analysts.ann]\nepsilon = 10.0\n')
+    metadata.write_text(text)
+    inner = ("(SELECT WITH DIFFERENTIAL_PRIVACY city, COUNT(*, report_format => 'JSON') AS n "
+             "FROM people GROUP BY city)")
+    with dpsql.Database(d, metadata, analyst="ann") as db:
+        for sql, at in ((f"SELECT n FROM {inner}", 0), (f"SELECT city, n FROM {inner}", 1),
+                        (f"SELECT n, city FROM {inner}", 0)):
+            result = db.query(sql, epsilon=1.0)
+            assert result.columns[at].type == "JSON", sql
+            assert all(json.loads(row[at])["result"]["noise_confidence_interval"]
+                       for row in result.rows)
+        status = db.budget()
+        assert status is not None and status.spent.epsilon == 3.0  # three queries, one each
