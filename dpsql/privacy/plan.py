@@ -39,7 +39,12 @@ from typing import Any
 
 from sqlglot import exp
 
-from dpsql.errors import InvalidPrivacyParameter, KeyReleaseRefused, Remedy
+from dpsql.errors import (
+    InvalidPrivacyParameter,
+    KeyReleaseRefused,
+    Remedy,
+    UnboundedExpression,
+)
 from dpsql.metadata.metadata import MAX_DOMAIN_SIZE, Table
 from dpsql.privacy.aggregates import (
     Cell,
@@ -313,6 +318,13 @@ def _split_budget(specs: list[MeasurementSpec], weights: list[float], epsilon: f
     rhos = dict(zip(gaussian, _shares(rho, [weights[i] for i in gaussian], 0.5), strict=True))
     measurements = []
     for index, spec in enumerate(specs):
+        if not (math.isfinite(spec.l1) and math.isfinite(spec.l2)):
+            # bounds a double holds whose product with k or g' does not (per-group bounds
+            # of +-1e308): a refusal, never a bare error
+            what = spec.arg.sql(dialect="duckdb") if spec.arg is not None else "*"
+            raise UnboundedExpression(
+                f"the bounds on {spec.kind.value}({what}) are too wide: what one unit can "
+                "change is beyond the largest number; write or declare narrower bounds")
         noise = None
         if spec.mechanism == Mechanism.LAPLACE:
             noise = calibrate_laplace(spec.l1, shares[index], spec.integer,

@@ -5,6 +5,7 @@ behaves at the epsilons they allow."""
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 import tomli_w
 
 import dpsql
-from dpsql.errors import InvalidPrivacyParameter, MetadataError
+from dpsql.errors import InvalidPrivacyParameter, MetadataError, UnboundedExpression
 from dpsql.metadata.metadata import parse_metadata
 from dpsql.privacy.mechanisms import calibrate_laplace, perturb, perturb_fixed
 from dpsql.privacy.randomness import Randomness
@@ -137,3 +138,27 @@ def test_every_epsilon_the_owner_allows_plans_or_is_refused_with_a_dpsql_error(
         with contextlib.suppress(InvalidPrivacyParameter):
             db.plan(sql, epsilon=epsilon, delta=1e-6, mechanism=mechanism)
         assert time.monotonic() - started < 5
+
+
+def test_bounds_near_the_largest_double(tmp_path: Path) -> None:
+    """Per-group bounds a double holds: one group's sum is answered (a finite number: the
+    noise alone could pass the largest double, an OverflowError after the charge before);
+    where a unit reaches 2 groups the sensitivity overflows, and the query is refused naming
+    the bounds, before anything runs (a bare ValueError before)."""
+    path, metadata = tmp_path / "g.duckdb", tmp_path / "g.toml"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE v AS SELECT range % 7 AS uid, range * 1.5 AS x, "
+                    "CASE WHEN range % 2 = 0 THEN 'a' ELSE 'b' END AS g FROM range(40)")
+    metadata.write_text(tomli_w.dumps({"tables": {"v": {
+        "privacy_unit": "uid", "max_rows_per_unit": 3, "max_groups_per_unit": 2, "columns": {
+            "uid": {"type": "int"}, "x": {"type": "float", "lower": 0, "upper": 100},
+            "g": {"type": "text", "values": ["a", "b"]}}}}}))
+    with dpsql.Database(path, metadata) as db:
+        for _ in range(20):
+            (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY SUM(x, "
+                                 "contribution_bounds_per_group => (-1e308, 1e308)) FROM v",
+                                 epsilon=1.0).rows
+            assert math.isfinite(value)
+        with pytest.raises(UnboundedExpression, match="too wide"):
+            db.query("SELECT WITH DIFFERENTIAL_PRIVACY g, SUM(x, contribution_bounds_per_group "
+                     "=> (-1e308, 1e308)) FROM v GROUP BY g", epsilon=1.0)
