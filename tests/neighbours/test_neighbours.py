@@ -755,3 +755,48 @@ def test_auto_bound_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(dpsql.pipeline, "unit_values", rows)
     verdict = assert_finds(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
     assert "choosing amount's upper bound" in verdict.report()
+
+
+@pytest.mark.parametrize("sql, delta", [
+    # UNNEST of a literal array: duplicates, two arrays, keyed and unkeyed joins, k x length
+    ("SELECT COUNT(*) FROM visits CROSS JOIN UNNEST([1, 1, 1]) AS x", 0.0),
+    ("SELECT SUM(x * amount) FROM visits CROSS JOIN UNNEST([-5, 1000]) AS x", 0.0),
+    ("SELECT x, SUM(qty) FROM visits JOIN UNNEST([1, 1, 2]) AS x ON x = visits.qty GROUP BY x",
+     0.0),
+    ("SELECT x, y, COUNT(*) FROM people CROSS JOIN UNNEST([1, 2]) AS x "
+     "CROSS JOIN UNNEST([1, 2, 3]) AS y GROUP BY x, y", 0.0),
+    ("SELECT city, COUNT(*) FROM people CROSS JOIN UNNEST([1, 2, 3]) AS x GROUP BY city", 1e-6),
+    ("SELECT drug, SUM(dose) FROM rx CROSS JOIN UNNEST([1, 2, 3]) AS x GROUP BY drug", 0.0),
+    ("SELECT MEDIAN(x), VAR_POP(x * qty) FROM visits CROSS JOIN UNNEST([1, 2, 3]) AS x", 0.0),
+    # over a released answer: its HAVING, LIMIT, thresholded keys, *
+    ("SELECT SUM(n) FROM (SELECT grp, COUNT(*) AS n FROM visits GROUP BY grp "
+     "HAVING COUNT(*) > 3) AS g", 0.0),
+    ("SELECT COUNT(*) FROM (SELECT grp, COUNT(*) AS n FROM visits GROUP BY grp "
+     "ORDER BY n DESC LIMIT 2) AS g", 0.0),
+    ("SELECT MAX(n) FROM (SELECT city, COUNT(*) AS n FROM people GROUP BY city) AS g", 1e-6),
+    ("SELECT * FROM (SELECT grp, AVG(amount) AS a FROM visits GROUP BY grp) AS g", 0.0),
+    # ZetaSQL's per-person AVG and per-group SUM on joins, LEFT JOINs, unit_path, NULL-heavy
+    ("SELECT WITH DIFFERENTIAL_PRIVACY p.sex, AVG(v.amount, contribution_bounds_per_group => "
+     "(0, 100)) FROM people p LEFT JOIN visits v ON v.pid = p.pid GROUP BY p.sex", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY drug, AVG(dose, contribution_bounds_per_group => "
+     "(1, 50)) FROM rx GROUP BY drug", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY grp, AVG(CASE WHEN amount > 50 THEN NULL ELSE qty END, "
+     "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY sex, AVG(income, contribution_bounds_per_group => "
+     "(-10, 1000)), SUM(income, contribution_bounds_per_group => (0, 1000)) FROM people "
+     "GROUP BY sex", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY x, SUM(amount, contribution_bounds_per_group => "
+     "(0, 100)) FROM visits CROSS JOIN UNNEST([1, 1, 2]) AS x GROUP BY x", 0.0),
+    # NaN read as NULL in every spelling of a filter
+    ("SELECT COUNT(*) FROM visits WHERE amount IS DISTINCT FROM 'NaN'::DOUBLE", 0.0),
+    ("SELECT COUNT(*) FROM visits WHERE CAST(amount AS VARCHAR) = 'nan'", 0.0),
+    ("SELECT COUNT(*) FROM visits WHERE NOT (amount < 1e308)", 0.0),
+    ("SELECT city, COUNT(*) FROM people GROUP BY city HAVING COUNT_IF(income IS NULL) < 2",
+     1e-6),
+])
+def test_issue_35_shapes(typed: Neighbourhood, sql: str, delta: float) -> None:
+    """The review of issue 35's paths (UNNEST of literal arrays, queries over a released
+    answer, ZetaSQL's per-person AVG and per-group SUM, NaN as NULL): no measurement moves by
+    more than its sensitivity on adversarial neighbours."""
+    verdict = assert_clean(typed, sql, delta=delta)
+    assert verdict.worst <= 1 + 1e-9, verdict.worst
