@@ -162,3 +162,17 @@ def test_bounds_near_the_largest_double(tmp_path: Path) -> None:
         with pytest.raises(UnboundedExpression, match="too wide"):
             db.query("SELECT WITH DIFFERENTIAL_PRIVACY g, SUM(x, contribution_bounds_per_group "
                      "=> (-1e308, 1e308)) FROM v GROUP BY g", epsilon=1.0)
+
+
+def test_per_person_avg_on_bounds_near_the_largest_double(tmp_path: Path) -> None:
+    """ZetaSQL's per-person AVG with contribution_bounds_per_group => (-1e308, 1e308): its
+    half-width (hi - lo) / 2 overflowed to inf, a bare OverflowError while planning; now the
+    plan's own refusal (the noise a share of epsilon 1 needs is beyond a double), before
+    anything runs; at a narrower half-width, an answer inside the bounds."""
+    with dpsql.Database(*database(tmp_path)) as db:
+        with pytest.raises(InvalidPrivacyParameter, match="infinite"):
+            db.query("SELECT WITH DIFFERENTIAL_PRIVACY AVG(x, contribution_bounds_per_group "
+                     "=> (-1e308, 1e308)) FROM t", epsilon=1.0)
+        (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY AVG(x, contribution_bounds_per_"
+                             "group => (-1e290, 1e290)) FROM t", epsilon=1.0).rows
+        assert math.isfinite(value) and -1e290 <= value <= 1e290
