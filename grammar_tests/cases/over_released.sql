@@ -42,9 +42,3 @@ SELECT s.*, n * 2 AS twice FROM (SELECT sex, COUNT(*) AS n FROM people GROUP BY 
 -- case: over released star exclude
 -- expect: refused UnsupportedQuery mentions=EXCLUDE
 SELECT * EXCLUDE (n) FROM (SELECT sex, COUNT(*) AS n FROM people GROUP BY sex) AS s;
-
--- case: over released json report inside
--- expect: refused UnsupportedQuery mentions=report_format
-SELECT c FROM (
-  SELECT WITH DIFFERENTIAL_PRIVACY sex, COUNT(*, report_format => 'JSON') AS c
-  FROM people GROUP BY sex);
