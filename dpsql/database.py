@@ -63,6 +63,7 @@ from dpsql.errors import (
     QueryTimeout,
     UnsupportedQuery,
 )
+from dpsql.execution.caveats import caveats as caveats_of
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
@@ -130,6 +131,15 @@ class Answer:
     #: its own charge (None: reused, unmetered, or exact from the metadata).
     retention: Retention | None = None
     retention_cost: Cost | None = None
+
+
+def with_caveats(answer: Answer, p: Prepared) -> None:
+    """Attach the caveats of a private answer (:mod:`dpsql.execution.caveats`) to its result,
+    after it was stored: computed afresh from the released values whenever it is answered."""
+    if isinstance(p, Plan):
+        result = answer.result
+        result.caveats = caveats_of(p, result, answer.retention)
+        result.notes.extend(n for n in result.caveats if n not in result.notes)
 
 
 def check_retention(p: Prepared) -> None:
@@ -279,9 +289,16 @@ class Database:
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None, *, timeout: float | None = None,
             release: list[float] | None = None,
-            bounds: ContributionBounds | None = None, retention: float | None = None) -> Answer:
+            bounds: ContributionBounds | None = None, retention: float | None = None,
+            caveats: bool = True) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
         Without ``epsilon``, the analyst's default (:meth:`query_epsilon`).
+
+        **Caveats.** A private answer whose noise exceeds its values in some cells, whose AVG
+        or quantile sits at a bound, or whose retention estimate shows the bounds dropping a
+        large share of rows says so in ``Result.caveats`` (also in ``notes``), each naming
+        the cause and the fix (:mod:`dpsql.execution.caveats`: post-processing of released
+        values, free). ``caveats=False`` leaves them out.
 
         **Retention.** ``retention``: an epsilon for a noisy estimate of the share of its rows
         the query's contribution bounds keep (:mod:`dpsql.execution.kept`), charged as a
@@ -329,6 +346,8 @@ class Database:
         check_reports(p, clause.reports)  # report_format => 'JSON': refused before any charge
         answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
                               release, retention)
+        if caveats:  # before the reports: they read the released numbers
+            with_caveats(answer, p.outer if isinstance(p, TwoReleases) else p)
         if clause.reports:  # post-processing of the released answer (dpsql.execution.reports)
             answer = replace(answer, result=reported(answer.result, clause.reports, p))
         return answer

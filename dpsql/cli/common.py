@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -187,18 +186,6 @@ def format_csv(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     writer.writerow(header)
     writer.writerows([["" if v is None else v for v in row] for row in rows])
     return buffer.getvalue()
-
-
-def format_json(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    return json.dumps([dict(zip(header, row, strict=True)) for row in rows], default=str,
-                      indent=2, ensure_ascii=False)  # keys such as "n ±95%" as written
-
-
-def format_labelled_json(label: str, rows_json: str) -> str:
-    """Randomized rows (local DP) as JSON: an object whose ``randomized`` field says so and
-    whose ``rows`` are the rows, so that no reader takes them for a plain list of real rows."""
-    return json.dumps({"randomized": label, "rows": json.loads(rows_json)}, indent=2,
-                      ensure_ascii=False)
 
 
 def cost_note(answered: Answer, status: BudgetStatus | None) -> str:
