@@ -63,7 +63,7 @@ from dpsql.errors import (
     QueryTimeout,
     UnsupportedQuery,
 )
-from dpsql.execution.caveats import caveats as caveats_of
+from dpsql.execution.caveats import attach_caveats
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
@@ -131,15 +131,6 @@ class Answer:
     #: its own charge (None: reused, unmetered, or exact from the metadata).
     retention: Retention | None = None
     retention_cost: Cost | None = None
-
-
-def with_caveats(answer: Answer, p: Prepared) -> None:
-    """Attach the caveats of a private answer (:mod:`dpsql.execution.caveats`) to its result,
-    after it was stored: computed afresh from the released values whenever it is answered."""
-    if isinstance(p, Plan):
-        result = answer.result
-        result.caveats = caveats_of(p, result, answer.retention)
-        result.notes.extend(n for n in result.caveats if n not in result.notes)
 
 
 def check_retention(p: Prepared) -> None:
@@ -346,8 +337,9 @@ class Database:
         check_reports(p, clause.reports)  # report_format => 'JSON': refused before any charge
         answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
                               release, retention)
-        if caveats:  # before the reports: they read the released numbers
-            with_caveats(answer, p.outer if isinstance(p, TwoReleases) else p)
+        if caveats:  # after the answer was stored, before the reports: from released numbers
+            attach_caveats(p.outer if isinstance(p, TwoReleases) else p, answer.result,
+                           answer.retention)
         if clause.reports:  # post-processing of the released answer (dpsql.execution.reports)
             answer = replace(answer, result=reported(answer.result, clause.reports, p))
         return answer

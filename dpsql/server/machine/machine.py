@@ -494,8 +494,7 @@ class Machine:
             await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
         if isinstance(result, errors.Error):
             raise from_dpsql(result, statement)
-        columns = [(c.name, c.type) for c in result.columns]
-        fields = fields_of(columns, statement.names)
+        fields = fields_of([(c.name, c.type) for c in result.columns], statement.names)
         # The bias of bounding and clamping, which the noise's accuracy does not cover, and
         # the caveats (dpsql.execution.caveats), as psql and drivers show a NOTICE (dpsql.bias;
         # public: the bounds in force; the caveats are post-processing).
