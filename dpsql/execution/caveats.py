@@ -105,10 +105,9 @@ def _noise(result: Result, cells: Sequence[Cell | None]) -> str | None:
     if not over:
         return None
     detail = f" ({'; '.join(where)})" if len(where) > 1 else f" ({where[0].split(':')[0]})"
-    return (f"{NOISE} in {over} of {total} cell(s){detail}: there the ±95% interval is wider "
-            "than the value, which may be mostly noise (a negative count or sum is). Coarser "
-            "groups (fewer, larger ones) or a larger epsilon make the noise smaller than the "
-            "values.")
+    return (f"{NOISE} in {over} of {total} cell(s){detail}: their ±95% is wider than the "
+            "value, which is then mostly noise. Coarser groups (fewer, larger ones) or a larger "
+            "epsilon help.")
 
 
 def _at_bound(result: Result, index: int, lo: float, hi: float, width: float
@@ -141,10 +140,9 @@ def _avg_bounds(result: Result, cells: Sequence[Cell | None]) -> str | None:
             found.append(_where(result.columns[i].name, low, high, count, f"{lo:g}", f"{hi:g}"))
     if not found:
         return None
-    return (f"{AVG_AT_BOUND}: {'; '.join(found)}. An AVG is clamped to its argument's bounds; "
-            "it sits there when its group's noisy count is small (coarser groups or a larger "
-            "epsilon), or when the values lie beyond the bounds (ask the owner for wider "
-            "ones).")
+    return (f"{AVG_AT_BOUND}: {'; '.join(found)}: an AVG is clamped to its argument's bounds, "
+            "where a small noisy count pins it (coarser groups or a larger epsilon help) or "
+            "values beyond them (the owner's bounds).")
 
 
 def _avg_clamp(cell: Cell, result: Result) -> tuple[float, float]:
@@ -173,16 +171,15 @@ def _quantile_bounds(result: Result, cells: Sequence[Cell | None]) -> str | None
                                 "its lower bound", "its upper bound"))
     if not found:
         return None
-    return (f"{QUANTILE_AT_BOUND}: {'; '.join(found)}. A MIN, MAX, MEDIAN or quantile is drawn "
-            "between its column's declared bounds, so values beyond them count as the bound: "
-            "the true value may lie further out (ask the owner for wider bounds), or, with few "
-            "rows in a group, the draw is mostly noise (coarser groups or a larger epsilon).")
+    return (f"{QUANTILE_AT_BOUND}: {'; '.join(found)}: values beyond the declared bounds count "
+            "as the bound, so the true value may lie further out (the owner's bounds), or with "
+            "few rows the draw is mostly noise (coarser groups or a larger epsilon help).")
 
 
 def _dropped(retention: Retention | None) -> str | None:
     if retention is None or retention.epsilon == 0 or retention.high >= KEPT_AT_MOST:
         return None
     return (f"{DROPPED} about {1 - retention.kept:.0%} of a unit's rows on average (the "
-            f"retention estimate; at least {1 - retention.high:.0%} at 95%): counts and sums "
-            "undercount by that much, which the ± does not cover. A larger "
-            "max_rows_contributed (within the owner's caps) keeps more rows, at more noise.")
+            f"retention estimate; at least {1 - retention.high:.0%} at 95%), a bias the ± does "
+            "not cover: a larger max_rows_contributed (within the owner's caps) keeps more, at "
+            "more noise.")

@@ -62,7 +62,7 @@ def test_avg_at_a_bound(md: Metadata) -> None:
                   {"__a0": [1.0, 1.0, 1.0]})
     [note] = cv.caveats(p, r)
     assert note.startswith(f"{cv.AVG_AT_BOUND}: a at -10 in 1 and at 40 in 1 of 3 row(s)")
-    assert "noisy count is small" in note and "the owner" in note
+    assert "small noisy count" in note and "the owner's bounds" in note
     p, r = answer("SELECT cat, AVG(amount) AS a FROM visits GROUP BY cat", md,
                   [("a",), ("b",)], {"__a0": [-9.9, 39.9]}, {"__a0": [1.0, 1.0]})
     assert cv.caveats(p, r) == []
@@ -151,3 +151,17 @@ def test_explain_gives_each_output_its_accuracy_in_its_units(md: Metadata) -> No
 
 def median_buckets(p: Plan) -> int:
     return p.cells[3].measurements[0].buckets
+
+
+def test_caveats_read_released_values_only() -> None:
+    """The privacy argument is structural: the module reads no engine and no ledger, and its
+    entry points take the plan (public), the released result and the released estimate."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cv))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m and m.startswith(("dpsql.engines", "dpsql.ledger")) for m in imported)
+    assert list(inspect.signature(cv.caveats).parameters) == ["plan", "result", "retention"]
+    assert list(inspect.signature(cv.attach_caveats).parameters) == ["plan", "result",
+                                                                     "retention"]
