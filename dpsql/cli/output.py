@@ -11,14 +11,16 @@ one object holding it all (:func:`answer_json`).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dpsql.cli.common import cost_note, format_csv, tabulate
-from dpsql.database import Answer
-from dpsql.ledger.budget import BudgetStatus
 from dpsql.texttable import format_table
+
+if TYPE_CHECKING:  # types only: the command line imports the library where it is used
+    from dpsql.database import Answer
+    from dpsql.ledger.budget import BudgetStatus
 
 
 def show_answer(answered: Answer, status: BudgetStatus | None, fmt: str,
