@@ -11,6 +11,7 @@ import click
 
 from dpsql.cli.common import (
     bounds_options,
+    budget_lines,
     database_options,
     open_database,
     pointing_into,
@@ -67,7 +68,10 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
                           bounds=query_bounds(max_rows, max_groups), retention=retention,
                           caveats=not no_caveats)
         status = db.budget() if db.metered else None
+        said = budget_lines(db, answered, analyst)  # past 80%; the first charge
     show_answer(answered, status, fmt, accuracy)
+    for line in said:
+        click.echo(line, err=True)
 
 
 @click.command()

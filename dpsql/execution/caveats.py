@@ -33,7 +33,6 @@ from sqlglot import exp
 
 from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result
-from dpsql.execution.reports import reported_cell
 from dpsql.privacy.aggregates import EPOCH_DAY, Cell, MeasurementKind
 from dpsql.privacy.plan import Plan
 
@@ -51,7 +50,7 @@ def caveats(plan: Plan, result: Result, retention: Retention | None = None) -> l
     AVGs at a bound, quantiles at a bound, rows dropped. Empty when the answer reads well."""
     cells: list[Cell | None] = [None] * len(result.columns)
     if plan.query.post is None:  # a query over the answer computes its columns: none direct
-        cells = [reported_cell(plan, i) for i in range(len(result.columns))]
+        cells = (_direct_cells(plan) + cells)[:len(cells)]
     notes = [_noise(result, cells), _avg_bounds(result, cells), _quantile_bounds(result, cells),
              _dropped(retention)]
     return [n for n in notes if n is not None]
@@ -64,6 +63,13 @@ def attach_caveats(plan: object, result: Result, retention: Retention | None) ->
     if isinstance(plan, Plan):
         result.caveats = caveats(plan, result, retention)
         result.notes.extend(n for n in result.caveats if n not in result.notes)
+
+
+def _direct_cells(plan: Plan) -> list[Cell | None]:
+    """The cell each output column merely shows (a renamed placeholder), else None."""
+    by_placeholder = {cell.call.placeholder: cell for cell in plan.cells}
+    nodes = [e.unalias() for e in plan.query.outer.expressions]
+    return [by_placeholder.get(n.name) if isinstance(n, exp.Column) else None for n in nodes]
 
 
 def _values(result: Result, index: int) -> list[tuple[float, float | None]]:

@@ -593,6 +593,30 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
             conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'PROTO') "
                          "FROM visits")
         assert spent(served) == pytest.approx(before + 0.75)
+        # a report read by field access and BigQuery's JSON functions: json and float8
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) COUNT(*, "
+                           "report_format => 'JSON').result.noise_confidence_interval AS ci, "
+                           "DOUBLE(COUNT(*, report_format => 'JSON').result.value) AS v "
+                           "FROM visits")
+        assert cur.description is not None
+        assert [c.type_code for c in cur.description] == [114, 701]
+        [(ci, value)] = cur.fetchall()
+        assert set(ci) == {"confidence_level", "lower_bound", "upper_bound"}
+        assert ci["upper_bound"] > 0 and isinstance(value, float)
+        assert spent(served) == pytest.approx(before + 1.0)
+        # APPROX_QUANTILES' report as BigQuery users read it: a json[] column of the quantiles
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) "
+                           "JSON_QUERY_ARRAY(APPROX_QUANTILES(amount, 2, contribution_bounds_"
+                           "per_row => (0, 100), report_format => 'JSON').result) AS q "
+                           "FROM visits")
+        assert cur.description is not None and cur.description[0].type_code == 199
+        [(quantiles,)] = cur.fetchall()
+        assert len(quantiles) == 3 and all(
+            q["noise_confidence_interval"]["upper_bound"] == 100 for q in quantiles)
+        assert spent(served) == pytest.approx(before + 1.25)
+        with pytest.raises(pg_errors.FeatureNotSupported, match="not an expression"):
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY DPSQL_REPORT(COUNT(*) + 1) FROM visits")
+        assert spent(served) == pytest.approx(before + 1.25)
 
 
 @pytest.mark.parametrize(("sql", "at"), [

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlglot.errors import SqlglotError
 
 from dpsql import errors
-from dpsql.execution.reports import report_types
 from dpsql.explain import render
 from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
@@ -345,7 +344,7 @@ class Machine:
             def plan_columns() -> list[tuple[str, str]]:
                 plan = self.server.db.plan(statement.engine_sql, epsilon, delta, mechanism,
                                            parameters=values or None)
-                return report_types(describe(plan), statement.engine_sql)
+                return describe(plan)
 
             try:
                 columns = await self.blocking(plan_columns)
