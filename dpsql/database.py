@@ -63,6 +63,7 @@ from dpsql.errors import (
     QueryTimeout,
     UnsupportedQuery,
 )
+from dpsql.execution.caveats import attach_caveats
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
@@ -279,9 +280,16 @@ class Database:
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None, *, timeout: float | None = None,
             release: list[float] | None = None,
-            bounds: ContributionBounds | None = None, retention: float | None = None) -> Answer:
+            bounds: ContributionBounds | None = None, retention: float | None = None,
+            caveats: bool = True) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
         Without ``epsilon``, the analyst's default (:meth:`query_epsilon`).
+
+        **Caveats.** A private answer whose noise exceeds its values in some cells, whose AVG
+        or quantile sits at a bound, or whose retention estimate shows the bounds dropping a
+        large share of rows says so in ``Result.caveats`` (also in ``notes``), each naming
+        the cause and the fix (:mod:`dpsql.execution.caveats`: post-processing of released
+        values, free). ``caveats=False`` leaves them out.
 
         **Retention.** ``retention``: an epsilon for a noisy estimate of the share of its rows
         the query's contribution bounds keep (:mod:`dpsql.execution.kept`), charged as a
@@ -327,8 +335,12 @@ class Database:
         p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree,
                                        bounds=bounds)
         check_report_route(p, clause.report)  # report_format => 'JSON': before any charge
-        return self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
-                            release, retention)
+        answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
+                              release, retention)
+        if caveats:  # after the answer was stored: from its released numbers
+            attach_caveats(p.outer if isinstance(p, TwoReleases) else p, answer.result,
+                           answer.retention)
+        return answer
 
     def _answer(self, p: Prepared, normalised: str, key_text: str, analyst: str | None,
                 bounds: ContributionBounds | None, timeout: float | None, started: float,

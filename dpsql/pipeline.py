@@ -24,6 +24,7 @@ from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.duckdb_engine.dry import run_dry
 from dpsql.errors import EngineError, QueryTooComplex, UnsupportedQuery
+from dpsql.execution.expected import Expected, expected
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite, unit_counts, unit_values
@@ -342,6 +343,8 @@ class Explanation:
     rows_per_unit: int
     groups_per_unit: int
     notes: list[str] = field(default_factory=list)  # the bias of bounding and clamping
+    # each output aggregate's accuracy in its column's units (dpsql.execution.expected)
+    outputs: list[Expected] = field(default_factory=list)
     # False when a unit keeps its k rows across all its groups (no groups cap applied:
     # dpsql.privacy.aggregates.groups_cap)
     groups_capped: bool = True
@@ -371,7 +374,7 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
     return Explanation(sql=sql, cells=cells, key_release=key_release, epsilon=p.cost_epsilon,
                        delta=p.cost_delta, rows_per_unit=p.table.rows_per_unit,
                        groups_per_unit=p.groups_per_unit, notes=bounding_notes(p),
-                       groups_capped=not p.keys or p.group_cap is not None)
+                       outputs=expected(p), groups_capped=not p.keys or p.group_cap is not None)
 
 
 def _explain_measurement(output: str, m: Measurement) -> CellExplanation:

@@ -196,13 +196,6 @@ def format_json(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
                       indent=2, ensure_ascii=False)  # keys such as "n ±95%" as written
 
 
-def format_labelled_json(label: str, rows_json: str) -> str:
-    """Randomized rows (local DP) as JSON: an object whose ``randomized`` field says so and
-    whose ``rows`` are the rows, so that no reader takes them for a plain list of real rows."""
-    return json.dumps({"randomized": label, "rows": json.loads(rows_json)}, indent=2,
-                      ensure_ascii=False)
-
-
 def cost_note(answered: Answer, status: BudgetStatus | None) -> str:
     result = answered.result
     cost = f"epsilon={result.epsilon:g}, delta={result.delta:g}"

@@ -85,7 +85,7 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]], rng: Randomnes
         measurements = calibrated(cell)
         parts = [noisy[m.name] for m in measurements]
         values[cell.call.placeholder] = typed(cell.combine(parts), cell.type)
-        widths = [_width(m) for m in measurements]
+        widths = [measurement_width(m) for m in measurements]
         accuracies[cell.call.placeholder] = cell.accuracy(parts, widths)
     return NoisyCells(keys=keys, values=values, accuracy=accuracies)
 
@@ -210,7 +210,7 @@ def instants(seconds: np.ndarray) -> np.ndarray:
                      else None for s in np.asarray(seconds, dtype=np.float64)], dtype=object)
 
 
-def _width(m: Measurement) -> float:
+def measurement_width(m: Measurement) -> float:
     """A measurement's 95% half-width: from its noise, or the exponential mechanism's rank
     error for a quantile."""
     if m.kind == MeasurementKind.HISTOGRAM:

@@ -57,6 +57,9 @@ class Result:
     # randomized, None for every other answer. It travels with the result (stored answers
     # included) and is always its first note, so no door shows such rows without it.
     local_label: str | None = None
+    # The notes that say when the answer is not worth reading (dpsql.execution.caveats):
+    # computed from released values when it is answered, never stored; also in ``notes``.
+    caveats: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.local_label is not None and self.notes[:1] != [self.local_label]:

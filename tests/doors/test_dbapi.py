@@ -36,6 +36,27 @@ def conn(metadata: Path) -> dpsql.Connection:
         yield connection
 
 
+DAILY = "SELECT day, COUNT(*) AS n FROM visits WHERE day < DATE '2025-01-15' GROUP BY day"
+
+
+def test_caveats_on_the_cursor(metadata: Path) -> None:
+    """cursor.caveats (also in notes) when the noise exceeds the values; caveats=False on
+    execute or on connect leaves them out."""
+    with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice",
+                       epsilon=0.05) as conn:
+        cur = conn.execute(DAILY)
+        [noise] = [c for c in cur.caveats if c.startswith("The noise exceeds the value in ")]
+        assert noise in cur.notes and len(cur.fetchall()) == 14
+        cur.execute(DAILY, caveats=False)
+        assert cur.caveats == [] and noise not in cur.notes and cur.reused
+    with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice", epsilon=0.05,
+                       caveats=False) as conn:
+        cur = conn.execute(DAILY)
+        assert cur.caveats == [] and not any("noise exceeds" in n for n in cur.notes)
+        conn.caveats = True
+        assert conn.execute(DAILY).caveats
+
+
 # --- module ----------------------------------------------------------------------------------
 
 

@@ -483,7 +483,8 @@ class Machine:
             try:
                 return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
                                              params or None, self.user, release,
-                                             bounds, st.retention(self.settings))
+                                             bounds, st.retention(self.settings),
+                                             caveats=st.caveats(self.settings))
             except errors.Error as e:  # released on the grid too, as an answer is
                 return e
 
@@ -492,10 +493,10 @@ class Machine:
             await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
         if isinstance(result, errors.Error):
             raise from_dpsql(result, statement)
-        columns = [(c.name, c.type) for c in result.columns]
-        fields = fields_of(columns, statement.names)
-        # The bias of bounding and clamping, which the noise's accuracy does not cover, as
-        # psql and drivers show a NOTICE (dpsql.bias; public: the bounds in force).
+        fields = fields_of([(c.name, c.type) for c in result.columns], statement.names)
+        # The bias of bounding and clamping, which the noise's accuracy does not cover, and
+        # the caveats (dpsql.execution.caveats), as psql and drivers show a NOTICE (dpsql.bias;
+        # public: the bounds in force; the caveats are post-processing).
         notices = [p.notice_response("00000", note, "NOTICE") for note in result.notes]
         return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}", notices)
 
@@ -513,7 +514,7 @@ class Machine:
             e = await self.blocking(explain)
         except errors.Error as err:
             raise from_dpsql(err, statement) from None
-        lines = render(e)
+        lines = render(e, sql=True)  # a client of the wire: everything, the SQL too
         return Outcome([p.Field("QUERY PLAN", t.TEXT)], [(line,) for line in lines], "EXPLAIN")
 
     async def run_catalog(self, statement: Statement, params: Sequence[object],
