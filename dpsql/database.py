@@ -348,8 +348,8 @@ class Database:
         """:meth:`run` once the query is prepared."""
         if isinstance(p, LedgerRead):  # the ledger's own rows: exact, free, no private data
             reader = resolve_analyst(analyst, self.analyst)
-            return Answer(read_views(p, self.ledger, self.metadata, reader), normalised, reader,
-                          None)
+            return Answer(read_views(p, self.ledger, self.metadata, reader, self._limit(timeout)),
+                          normalised, reader, None)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
@@ -470,7 +470,7 @@ class Database:
             if e.interrupted and deadline.fired:
                 owner_log.warning("public read of %s stopped at the statement_timeout of %g s:"
                                   " %s", who, limit, sql)
-                raise QueryTimeout(limit) from None
+                raise QueryTimeout(limit, charged=False) from None
             raise
         finally:
             deadline.stop()

@@ -187,9 +187,11 @@ class QueryTimeout(OperationalError):
 
     sqlstate = "57014"
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, charged: bool = True) -> None:
+        # a free read (public tables, the ledger views) is stopped too, and charged nothing
         super().__init__(f"canceling statement due to statement timeout: the query ran longer "
-                         f"than the data owner's limit of {seconds:g} s and was charged; ask "
+                         f"than the data owner's limit of {seconds:g} s and was "
+                         f"{'charged' if charged else 'not charged (a free read)'}; ask "
                          "a cheaper query (fewer groups, a smaller table) or ask the owner for "
                          "a longer statement_timeout")
         self.seconds = seconds

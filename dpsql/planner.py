@@ -119,7 +119,8 @@ class Planner:
 
         if SCHEMA in sql.lower():  # a ledger view is named dpsql.NAME: else nothing to parse
             ledger = self.plans.get_or_compute(
-                ("ledger", sql), lambda: ledger_read(shared()) or _PRIVATE)
+                ("ledger", sql),
+                lambda: ledger_read(shared(), self.metadata.server.statement_timeout) or _PRIVATE)
             if isinstance(ledger, LedgerRead):
                 return ledger
         route = self.plans.get_or_compute(

@@ -13,9 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+# Only the schema that unqualified names resolve to (the one queries read, as for PostgreSQL
+# below): a table of the same name in another schema or attached database lends it nothing.
 _DUCKDB = ("SELECT table_name, constraint_type, constraint_column_names "
            "FROM duckdb_constraints() WHERE constraint_type IN "
-           "('PRIMARY KEY', 'UNIQUE', 'NOT NULL')")
+           "('PRIMARY KEY', 'UNIQUE', 'NOT NULL') AND database_name = current_database() "
+           "AND schema_name = current_schema()")
 _POSTGRES_KEYS = (
     "SELECT c.relname, con.contype, array_agg(a.attname::text ORDER BY a.attnum) "
     "FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid "

@@ -20,6 +20,10 @@ their own rows; the data owner's logins (``[budget] owners``) see everyone's.
    external access off and the configuration locked (:mod:`dpsql.engines.locked`). It has no
    connection to the engine, so even a function that runs SQL text finds nothing else there.
 
+A ledger read runs under the owner's ``statement_timeout``, as a public read does (its time
+depends on the reader's own rows and the SQL only, so it needs no grid): a query whose work no
+table bounds (a cross join of ``VALUES``) must not hold a server thread for as long as it likes.
+
 Days are UTC days: a charge's instant is recorded in UTC (:mod:`dpsql.ledger.budget`).
 """
 
@@ -32,10 +36,11 @@ from datetime import UTC, date
 import duckdb
 from sqlglot import exp
 
-from dpsql.engines import locked
-from dpsql.errors import UnknownTable, UnsupportedQuery
+from dpsql.engines import CursorCancel, locked
+from dpsql.errors import QueryTimeout, UnknownTable, UnsupportedQuery
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions
+from dpsql.execution.time_limits import Deadline
 from dpsql.ledger.budget import Ledger, LedgerEntry
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.accounting import BudgetStatus
@@ -137,9 +142,10 @@ class LedgerRead:
                 "spending, no private data): no noise, no privacy cost")
 
 
-def ledger_read(tree: exp.Expression) -> LedgerRead | None:
+def ledger_read(tree: exp.Expression, limit: float) -> LedgerRead | None:
     """The ledger read of ``tree`` (a parsed query; read, not kept), or None when it names no
-    ``dpsql.`` view. Refuses a query that names one and anything else (module docstring)."""
+    ``dpsql.`` view. Refuses a query that names one and anything else (module docstring);
+    its dry run stops after ``limit`` seconds (the owner's statement_timeout)."""
     if not isinstance(tree, exp.Select | exp.SetOperation):
         return None
     views = _views(tree)
@@ -147,7 +153,7 @@ def ledger_read(tree: exp.Expression) -> LedgerRead | None:
         return None
     check_functions(tree)
     text = tree.sql(dialect="duckdb")
-    return LedgerRead(text, views, _dry_run(text))
+    return LedgerRead(text, views, _dry_run(text, limit))
 
 
 def _views(tree: exp.Query) -> tuple[str, ...] | None:
@@ -181,15 +187,29 @@ def _create(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"CREATE TABLE {SCHEMA}.{name} ({listed})")
 
 
-def _dry_run(sql: str) -> tuple[ResultColumn, ...]:
+def _run(con: duckdb.DuckDBPyConnection, sql: str, limit: float
+         ) -> tuple[list[tuple[str, str]], list[tuple[object, ...]]]:
+    """``sql``'s columns (name, type) and rows on ``con``, stopped after ``limit`` seconds."""
+    deadline = Deadline(CursorCancel(con), limit)
+    try:
+        result = con.execute(sql)
+        description = [(d[0], str(d[1])) for d in result.description or []]
+        return description, result.fetchall()
+    except duckdb.Error:
+        if deadline.fired:
+            raise QueryTimeout(limit, charged=False) from None
+        raise
+    finally:
+        deadline.stop()
+
+
+def _dry_run(sql: str, limit: float) -> tuple[ResultColumn, ...]:
     """Bind and run ``sql`` on the empty views: a name or type error is a refusal, nothing
     read; the columns are the answer's."""
     con = locked.in_memory(_create, memory_limit=_MEMORY_LIMIT, threads=1)
     try:
-        result = con.execute(sql)
-        description = result.description or []
-        result.fetchall()
-        return tuple(ResultColumn(d[0], str(d[1])) for d in description)
+        description, _ = _run(con, sql, limit)
+        return tuple(ResultColumn(name, ty) for name, ty in description)
     except duckdb.Error as e:
         raise UnsupportedQuery(f"the query over the ledger views is not valid: "
                                f"{str(e).splitlines()[0]}") from None
@@ -211,8 +231,10 @@ def view_rows(entries: Sequence[LedgerEntry], statuses: Sequence[BudgetStatus]
     }
 
 
-def answer_ledger(read: LedgerRead, rows: Mapping[str, Sequence[tuple[object, ...]]]) -> Result:
-    """Run ``read`` exactly on a locked DuckDB holding only ``rows`` (:func:`view_rows`)."""
+def answer_ledger(read: LedgerRead, rows: Mapping[str, Sequence[tuple[object, ...]]],
+                  limit: float) -> Result:
+    """Run ``read`` exactly on a locked DuckDB holding only ``rows`` (:func:`view_rows`),
+    stopped after ``limit`` seconds (the owner's statement_timeout)."""
     def fill(con: duckdb.DuckDBPyConnection) -> None:
         _create(con)
         for name in read.views:
@@ -221,7 +243,7 @@ def answer_ledger(read: LedgerRead, rows: Mapping[str, Sequence[tuple[object, ..
 
     con = locked.in_memory(fill, memory_limit=_MEMORY_LIMIT, threads=1)
     try:
-        answered = con.execute(read.sql).fetchall()
+        _, answered = _run(con, read.sql, limit)
     except duckdb.Error as e:  # the reader's own ledger rows: the message may be shown
         raise UnsupportedQuery(f"the query over the ledger views failed: "
                                f"{str(e).splitlines()[0]}") from None
@@ -231,9 +253,11 @@ def answer_ledger(read: LedgerRead, rows: Mapping[str, Sequence[tuple[object, ..
     return Result(list(read.columns), answered, [(None,) * width for _ in answered])
 
 
-def read_views(read: LedgerRead, ledger: Ledger | None, metadata: Metadata, who: str) -> Result:
+def read_views(read: LedgerRead, ledger: Ledger | None, metadata: Metadata, who: str,
+               limit: float) -> Result:
     """The answer to ``read`` over the rows ``who`` may see: their own, or everyone's for a
-    login of ``[budget] owners``. An analyst without a budget is refused, as for any query."""
+    login of ``[budget] owners``. An analyst without a budget is refused, as for any query.
+    ``limit``: the owner's time limit in seconds."""
     if ledger is None or metadata.budget is None:
         raise UnsupportedQuery(f"no privacy budget is declared in {metadata.source}: there is "
                                "no ledger to read (add [analysts.NAME])")
@@ -241,7 +265,7 @@ def read_views(read: LedgerRead, ledger: Ledger | None, metadata: Metadata, who:
         rows = view_rows(ledger.charges(), ledger.all_status())
     else:
         rows = view_rows(ledger.charges(who), [ledger.status(who)])  # unknown: refused
-    return answer_ledger(read, rows)
+    return answer_ledger(read, rows, limit)
 
 
 def warn(result: Result, status: BudgetStatus) -> None:

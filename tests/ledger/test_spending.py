@@ -9,6 +9,7 @@ import datetime as dt
 import getpass
 import io
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +21,13 @@ from click.testing import CliRunner
 import dpsql
 from dpsql.cli import main
 from dpsql.database import Database, sample_paths
-from dpsql.errors import ForbiddenFunction, MetadataError, UnknownTable, UnsupportedQuery
+from dpsql.errors import (
+    ForbiddenFunction,
+    MetadataError,
+    QueryTimeout,
+    UnknownTable,
+    UnsupportedQuery,
+)
 from dpsql.ledger.budget import Cost, LedgerEntry
 from dpsql.ledger.spending import (
     BUDGET_NOTE,
@@ -114,6 +121,29 @@ def test_a_view_never_reads_anything_else(db: Database, sql: str,
     with pytest.raises(refusal):
         db.run(sql, analyst="alice")
     assert db.budget("alice").spent.epsilon == 0.0  # type: ignore[union-attr]
+
+
+#: A ledger read whose work grows with no table's size: 8^12 rows of VALUES (no table named).
+_SLOW = ("SELECT analyst, (SELECT COUNT(*) FROM "
+         + ", ".join(f"(VALUES (1), (2), (3), (4), (5), (6), (7), (8)) t{i}(x)" for i in range(12))
+         + " WHERE t0.x + t11.x > 0) FROM dpsql.budgets")
+
+
+def test_a_ledger_read_stops_at_the_owners_time_limit(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leak (availability): a ledger read ran on its own DuckDB with no time limit, so one
+    analyst's query held a server thread and a core for as long as they liked. It now stops at
+    the owner's statement_timeout, as a public read does, and is charged nothing."""
+    monkeypatch.delenv("DPSQL_LEDGER", raising=False)
+    path = metadata_file(tmp_path, {"alice": 10.0})
+    path.write_text("[server]\nstatement_timeout = 0.5\n" + path.read_text(encoding="utf-8"),
+                    encoding="utf-8")
+    with Database(sample_paths()[0], path) as database:
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout, match="not charged"):
+            database.run(_SLOW, analyst="alice")
+        assert time.monotonic() - started < 10
+        assert database.budget("alice").spent.epsilon == 0.0  # type: ignore[union-attr]
 
 
 def test_dbapi_note_past_80_percent(db: Database) -> None:

@@ -48,6 +48,28 @@ def test_keys_and_not_null_come_from_the_schema(keyed: Path) -> None:
     assert pairs["a"] == {"type": "int", "nullable": False} == pairs["b"]
 
 
+def test_another_schemas_table_of_the_same_name_lends_it_nothing(tmp_path: Path) -> None:
+    """Leak (metadata init): DuckDB's duckdb_constraints() and information_schema.columns list
+    every schema; a ``s.people`` whose id is a PRIMARY KEY made ``people.id`` (main, the table
+    queries read) ``unique = true`` and ``nullable = false`` -- a false unit_path promise --
+    and doubled its columns (a skeleton TOML cannot load). Only the current schema counts."""
+    path = tmp_path / "schemas.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE SCHEMA s")
+        con.execute("CREATE TABLE s.people (id BIGINT PRIMARY KEY, other VARCHAR NOT NULL)")
+        con.execute("CREATE TABLE people (id BIGINT, age BIGINT)")
+        con.execute("INSERT INTO people VALUES (1, 30), (1, 31), (NULL, 40)")
+    columns = tomllib.loads(init("-d", str(path))[0])["tables"]["people"]["columns"]
+    assert columns == {"id": {"type": "int", "nullable": True},
+                       "age": {"type": "int", "nullable": True}}
+    engine = open_engine(path)
+    try:
+        assert read_constraints(engine).unique == {}
+        assert engine.schema == {"people": {"id": "BIGINT", "age": "BIGINT"}}
+    finally:
+        engine.close()
+
+
 def test_a_folder_says_it_declares_no_constraints(tmp_path: Path) -> None:
     text = init("-d", str(sample_paths()[0]))[0]
     assert "a folder of CSV/Parquet files declares no key or NOT NULL constraint" in text

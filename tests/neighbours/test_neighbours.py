@@ -238,6 +238,20 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
     "COUNT(qty, contribution_bounds_per_group => (1, 3)) FROM visits GROUP BY grp",
     "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => (0, 1)) "
     "FROM visits",
+    # review2: a floor above 0 (a unit whose counted rows are all NULL still adds lo), bounds
+    # below 0, a filter, an outer join's NULL-filled rows, thresholded keys, a unit_path table.
+    "SELECT WITH DIFFERENTIAL_PRIVACY grp, COUNT(*, contribution_bounds_per_group => (-5, 2)) "
+    "FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY grp, COUNT(qty, contribution_bounds_per_group => (-5, -1)) "
+    "FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(qty, contribution_bounds_per_group => (3, 4)) "
+    "FROM visits WHERE amount > 5",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) day, COUNT(*, contribution_bounds_"
+    "per_group => (1, 3)) FROM visits GROUP BY day",
+    "SELECT WITH DIFFERENTIAL_PRIVACY p.sex, COUNT(v.qty, contribution_bounds_per_group => "
+    "(1, 3)) FROM people p LEFT JOIN visits v ON v.pid = p.pid GROUP BY p.sex",
+    "SELECT WITH DIFFERENTIAL_PRIVACY drug, COUNT(dose, contribution_bounds_per_group => (1, 2)) "
+    "FROM rx GROUP BY drug",
     # Per-group bounds on a sum where a unit contributes one row: its total is its row.
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) grp, "
     "SUM(amount, contribution_bounds_per_group => (0, 10)), AVG(qty, contribution_bounds_per_"
