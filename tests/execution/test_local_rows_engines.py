@@ -4,12 +4,14 @@ hash, total casts), so the local path runs on every engine that reads private ta
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+import numpy as np
 import pytest
 
 from dpsql.engines import DuckDBEngine, Engine, open_engine
-from dpsql.execution.local_rows import released_rows
+from dpsql.execution.local_rows import _draws, released_rows, selection
 from dpsql.metadata.metadata import parse_metadata
 from dpsql.privacy.local import row_mechanism
 from dpsql.privacy.randomness import Randomness
@@ -65,3 +67,38 @@ def test_postgres(pg_cluster: Cluster) -> None:
         _check(engine)
     finally:
         engine.close()
+
+
+def test_draws_are_uniform_with_replacement() -> None:
+    # m = 2 draws from n = 3 rows, through the first-appearance renaming and a uniformly
+    # random order of the rows (what the engine returns): each of the 9 ordered pairs 1/9.
+    rng, order_rng = Randomness.seeded(11), np.random.default_rng(12)
+    counts: Counter[tuple[int, int]] = Counter()
+    trials = 18_000
+    for _ in range(trials):
+        order = order_rng.permutation(3)
+        a, b = _draws(3, 2, rng)
+        assert a == 0 and b in (0, 1)  # positions among the first rows returned
+        counts[(int(order[a]), int(order[b]))] += 1
+    assert len(counts) == 9
+    for pair, seen in counts.items():
+        assert abs(seen / trials - 1 / 9) < 0.01, (pair, seen)
+
+
+def test_every_random_choice_is_keyed_by_the_salt(tmp_path: Any) -> None:
+    import duckdb
+
+    path = tmp_path / "d.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute(f"CREATE TABLE visits AS {DATA}")
+    engine = DuckDBEngine(path)
+    table = _table(True)
+    sql = selection(table, ["kind", "amount", "pid"], engine.schema["visits"], None, 5,
+                    False).sql(dialect=engine.dialect)
+    try:
+        assert "RANDOM" not in sql.upper()  # never the engine's own generator
+        first, again = engine.execute(sql, [123])[1], engine.execute(sql, [123])[1]
+        other = engine.execute(sql, [456])[1]
+    finally:
+        engine.close()
+    assert first == again and first != other
