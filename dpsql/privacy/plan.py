@@ -176,6 +176,12 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
         refused = KeyReleaseRefused(_thresholding_needed(list(keys)))
         refused.remedies = (Remedy("delta", 1e-6),)
         raise refused
+    if (keys and domain is None or mechanism == Mechanism.GAUSSIAN) and delta >= 1:
+        # An owner may allow delta = 1 (a compliance suite's), where only pure measurements
+        # keep a guarantee: a released key or Gaussian noise at delta 1 would promise nothing.
+        raise InvalidPrivacyParameter(
+            "delta = 1 allows a total failure: releasing which groups exist (a GROUP BY "
+            "without a public domain) or Gaussian noise needs delta < 1, such as 1e-6")
     cells = [cell_for(call, table, bool(keys), mechanism) for call in query.aggregates]
     specs = _distinct_specs(cells)
     units = None

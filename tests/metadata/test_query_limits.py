@@ -176,3 +176,18 @@ def test_per_person_avg_on_bounds_near_the_largest_double(tmp_path: Path) -> Non
         (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY AVG(x, contribution_bounds_per_"
                              "group => (-1e290, 1e290)) FROM t", epsilon=1.0).rows
         assert math.isfinite(value) and -1e290 <= value <= 1e290
+
+
+@pytest.mark.parametrize(("sql", "mechanism"), [
+    ("SELECT x, COUNT(*) FROM t GROUP BY x", "laplace"),  # keys released by thresholding
+    (SUM, "gaussian"),
+])
+def test_delta_one_refuses_what_would_promise_nothing(tmp_path: Path, sql: str,
+                                                      mechanism: str) -> None:
+    """An owner may allow delta = 1 (ZetaSQL's suite runs at it): pure measurements still
+    answer, but thresholding or Gaussian noise at delta 1 is refused by name, not a crash."""
+    path, metadata = database(tmp_path, {"max_query_delta": 1.0})
+    with dpsql.connect(path, metadata=metadata) as conn:
+        assert conn.cursor().execute(SUM, epsilon=1.0, delta=1.0).fetchone() is not None
+        with pytest.raises(InvalidPrivacyParameter, match="delta < 1"):
+            conn.cursor().execute(sql, epsilon=1.0, delta=1.0, mechanism=mechanism)
