@@ -176,7 +176,7 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
         refused = KeyReleaseRefused(_thresholding_needed(list(keys)))
         refused.remedies = (Remedy("delta", 1e-6),)
         raise refused
-    if (keys and domain is None or mechanism == Mechanism.GAUSSIAN) and delta >= 1:
+    if ((keys and domain is None) or mechanism == Mechanism.GAUSSIAN) and delta >= 1:
         # An owner may allow delta = 1 (a compliance suite's), where only pure measurements
         # keep a guarantee: a released key or Gaussian noise at delta 1 would promise nothing.
         raise InvalidPrivacyParameter(

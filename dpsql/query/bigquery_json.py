@@ -13,9 +13,10 @@ the dialect's clause (:func:`dpsql.query.dp_clause.lowered`):
 * ``DOUBLE(j)``, ``FLOAT64(j)``, ``INT64(j)``, ``BOOL(j)``: casts of a JSON number or
   boolean to ``DOUBLE``, ``BIGINT``, ``BOOLEAN``.
 
-A name that starts with an output column's alias, in ORDER BY, HAVING or QUALIFY (``ORDER BY
-r.result.value``, ``r`` the alias of a report), is BigQuery's field access on that column, not
-a table's column: :func:`alias_field_access`.
+A name that starts with an output column's alias, in HAVING or QUALIFY (``DOUBLE(
+r.result.value) > 1``, ``r`` the alias of a report), is BigQuery's field access on that column,
+not a table's column: :func:`alias_field_access`. In ORDER BY it is refused, as BigQuery refuses
+ordering by JSON (DuckDB would order the JSON's text): ``ORDER BY DOUBLE(r.result.value)``.
 
 These run only on released values (the post-processing query): nothing here reads data.
 """
@@ -23,6 +24,8 @@ These run only on released values (the post-processing query): nothing here read
 from __future__ import annotations
 
 from sqlglot import exp
+
+from dpsql.errors import UnsupportedQuery
 
 _CASTS = {"DOUBLE": "DOUBLE", "FLOAT64": "DOUBLE", "INT64": "BIGINT", "BOOL": "BOOLEAN"}
 _ARRAYS = {"JSON_QUERY_ARRAY", "JSON_EXTRACT_ARRAY"}
@@ -46,6 +49,10 @@ def alias_field_access(select: exp.Select) -> None:
         for column in list(part.find_all(exp.Column)) if part is not None else []:
             names = [p.name for p in column.parts]
             if len(names) > 1 and names[0].lower() in aliases - tables:
+                if isinstance(column.parent, exp.Ordered):  # DuckDB sorts JSON as text
+                    raise UnsupportedQuery(
+                        f"ORDER BY {'.'.join(names)} orders a JSON value, which BigQuery "
+                        f"refuses too; order by its number: ORDER BY DOUBLE({'.'.join(names)})")
                 # in parentheses, so that the SQL planned reads it as field access again
                 column.replace(exp.Dot.build([exp.Paren(this=exp.column(names[0])),
                                               *(exp.to_identifier(n) for n in names[1:])]))

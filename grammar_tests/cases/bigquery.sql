@@ -301,3 +301,8 @@ SELECT WITH DIFFERENTIAL_PRIVACY APPROX_QUANTILES(amount, 4) FROM visits;
 -- expect: accepted cells=1 types=DOUBLE rows=1
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) PERCENTILE_CONT(amount, 0.5)
 FROM visits;
+
+-- case: bigquery report format ordered by its json field itself
+-- expect: refused UnsupportedQuery
+SELECT WITH DIFFERENTIAL_PRIVACY category, COUNT(*, report_format => 'JSON') AS r
+FROM visits GROUP BY category ORDER BY r.result.value DESC;

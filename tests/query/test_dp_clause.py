@@ -137,14 +137,19 @@ def test_bigquery_json_functions_are_duckdbs() -> None:
 def test_field_access_on_a_report_as_bigquery_names_and_reads_it() -> None:
     """A field access is named by its last field; an output alias followed by fields in ORDER
     BY or HAVING is field access on that column (written in parentheses, so that the SQL
-    planned reads it so), a table's qualified column is left alone."""
+    planned reads it so), a table's qualified column is left alone. ORDER BY a JSON field is
+    refused (DuckDB would order its text: 10349 before 9650), naming DOUBLE(...)."""
     sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON')"
                    ".result.noise_confidence_interval, COUNT(*, report_format => 'JSON') AS r "
-                   "FROM t AS s HAVING DOUBLE(r.result.value) > 1 ORDER BY r.result.value, "
-                   "s.x")
+                   "FROM t AS s HAVING DOUBLE(r.result.value) > 1 ORDER BY "
+                   "DOUBLE(r.result.value), s.x")
     assert sql == ('SELECT DPSQL_REPORT(COUNT(*)).result.noise_confidence_interval AS '
                    '"noise_confidence_interval", DPSQL_REPORT(COUNT(*)) AS r FROM t AS s HAVING '
-                   'CAST((r).result.value AS DOUBLE) > 1 ORDER BY (r).result.value, s.x')
+                   'CAST((r).result.value AS DOUBLE) > 1 ORDER BY CAST((r).result.value AS '
+                   'DOUBLE), s.x')
+    with pytest.raises(UnsupportedQuery, match=r"DOUBLE\(r.result.value\)"):
+        split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') AS r "
+              "FROM t ORDER BY r.result.value")
 
 
 def test_resolve_takes_the_clause_over_the_front_door() -> None:
