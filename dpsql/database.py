@@ -38,14 +38,11 @@ by the data owner, such as the server, without access to the data, metadata or l
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 
 from sqlglot import exp
@@ -57,8 +54,6 @@ from dpsql.errors import (
     EngineError,
     EngineFailure,
     Error,
-    InterfaceError,
-    LedgerError,
     MetadataError,
     OperationalError,
     QueryTimeout,
@@ -72,11 +67,18 @@ from dpsql.execution.public import PublicRead, PublicStore, answer_public
 from dpsql.execution.reports import check_reports, reported
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
-from dpsql.ledger.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
-from dpsql.ledger.identity import read_record, retire_record, unavailable
+from dpsql.ledger.budget import BudgetStatus, Cost, query_cost
+from dpsql.ledger.opening import (  # noqa: F401 - their home before dpsql.ledger.opening
+    ANALYST_ENV,
+    LEDGER_ENV,
+    init_ledger,
+    ledger_path,
+    open_ledger,
+    resolve_analyst,
+)
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
-from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
+from dpsql.metadata.sample import sample_paths
 from dpsql.pipeline import Explanation, engine_sql, explain
 from dpsql.planner import Planner, Prepared
 from dpsql.privacy.mechanisms import validate_privacy_parameters
@@ -92,10 +94,8 @@ from dpsql.series import TwoReleases, explain_two, release_cost
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
 
-ANALYST_ENV = "DPSQL_ANALYST"
 #: A query's epsilon when neither the query nor the analyst's ``query_epsilon`` gives one.
 DEFAULT_EPSILON = 1.0
-LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
 #: A prepared query that reads private data: charged, its answer stored.
 Charged = Plan | TwoReleases | LocalRead
@@ -103,15 +103,6 @@ Charged = Plan | TwoReleases | LocalRead
 _Statement = tuple[str, str, exp.Expression]
 
 
-def sample_paths() -> tuple[Path, Path]:
-    """The bundled sample database folder and its metadata file."""
-    try:
-        folder = Path(str(resources.files("dpsql.sample_data")))
-    except ModuleNotFoundError:
-        # A source checkout run with PYTHONPATH=. (benchmarks/, scripts): the package's
-        # data lives beside it, mapped to dpsql.sample_data only by an install.
-        folder = Path(__file__).resolve().parent.parent / "sample_data"
-    return folder, folder / "metadata.toml"
 
 
 
@@ -147,74 +138,6 @@ def retention_cost(epsilon: float, accounting: str) -> Cost:
     """The ledger cost of a retention estimate: ``epsilon``, pure (Laplace) DP; under zCDP
     accounting its rho, ``epsilon^2 / 2``, as every pure measurement's."""
     return Cost(epsilon, 0.0, epsilon ** 2 / 2 if accounting == "zcdp" else 0.0)
-
-
-def resolve_analyst(*candidates: str | None) -> str:
-    """The first given name, else ``DPSQL_ANALYST``, else the operating-system user."""
-    name = next((c for c in candidates if c is not None), None)
-    if name is None:
-        name = os.environ.get(ANALYST_ENV) or None
-    if name is None:
-        try:
-            name = getpass.getuser()
-        except (OSError, KeyError, ImportError):
-            raise InterfaceError(f"cannot tell who is asking: pass analyst= or set "
-                                 f"{ANALYST_ENV}") from None
-    if not isinstance(name, str) or not name.strip():
-        raise InterfaceError(f"an analyst must be a non-empty name, got {name!r}")
-    if name == EVERY_OTHER_ANALYST:
-        raise UnknownAnalyst(f"{EVERY_OTHER_ANALYST!r} is not an analyst name; it stands for "
-                             "every analyst not listed in the metadata")
-    return name
-
-
-def ledger_path(metadata: Metadata) -> Path | None:
-    """The ledger file: ``DPSQL_LEDGER`` if set, else the metadata's; None when unmetered."""
-    if metadata.budget is None:
-        return None
-    override = os.environ.get(LEDGER_ENV)
-    return Path(override).expanduser().absolute() if override else metadata.budget.ledger
-
-
-def open_ledger(metadata: Metadata) -> Ledger | None:
-    """Open the ledger the metadata declares; None when unmetered. It is created only where
-    none was ever recorded (see :mod:`dpsql.ledger.identity`): a missing, emptied or replaced
-    ledger is :class:`~dpsql.errors.LedgerUnavailable`."""
-    path = ledger_path(metadata)
-    if path is None or metadata.budget is None:
-        return None
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as e:
-        raise LedgerError(owner_detail=f"cannot create the folder of the budget ledger {path}: "
-                          f"{e.strerror or e}") from None
-    budget = metadata.budget
-    return Ledger(path, budget.analysts, accounting=budget.accounting,  # type: ignore[arg-type]
-                  default=budget.default)
-
-
-def init_ledger(metadata: Metadata, start_over: bool = False) -> tuple[Ledger, Path | None]:
-    """``dpsql budget init``: create the metadata's ledger explicitly (refused if one exists).
-
-    Where a recorded ledger is missing, a new one is created only with ``start_over``, the
-    owner's decision that it is lost (see :mod:`dpsql.ledger.identity`); its record is kept,
-    renamed, and returned. The ledger is returned open.
-    """
-    path = ledger_path(metadata)
-    if path is None or metadata.budget is None:
-        raise MetadataError(f"{metadata.source} declares no analyst, so there is no budget "
-                            "ledger to create; add an [analysts.NAME] section first")
-    if path.exists():
-        raise MetadataError(f"the budget ledger {path} already exists; `dpsql budget -m "
-                            f"{metadata.source}` shows it")
-    retired = None
-    if read_record(path) is not None:
-        if not start_over:
-            raise unavailable(path, "it is missing (deleted or moved)", read_record(path))
-        retired = retire_record(path)
-    ledger = open_ledger(metadata)
-    assert ledger is not None
-    return ledger, retired
 
 
 class Database:

@@ -26,7 +26,6 @@ from dpsql.cli.common import (
     user_errors,
 )
 from dpsql.errors import OperationalError
-from dpsql.explain import render
 from dpsql.texttable import format_table
 
 
@@ -93,6 +92,8 @@ def explain(sql: str | None, file: TextIO | None, database: str | None,
     """Show the rewritten SQL and each cell's noise, without reading data.
 
     SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
+    from dpsql.explain import render
+
     sql = read_sql(sql, file)
     with open_database(database, metadata) as db, pointing_into(sql):
         e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,

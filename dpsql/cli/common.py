@@ -12,18 +12,21 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
 from dpsql.cli.defaults import metadata_source, sources
-from dpsql.database import Answer, Database, sample_paths
 from dpsql.errors import BudgetExhausted, Error, SQLSyntaxError, guarded
-from dpsql.execution.postprocess import Result
 from dpsql.ledger.budget import BudgetStatus
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
-from dpsql.privacy.mechanisms import MECHANISMS
+from dpsql.metadata.sample import sample_paths
+from dpsql.privacy.mechanism_names import MECHANISMS
+
+if TYPE_CHECKING:  # imported where used: `dpsql --help` and `budget` start without them
+    from dpsql.database import Answer, Database
+    from dpsql.execution.postprocess import Result
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,6 +152,8 @@ def open_database(database: str | Path | None, metadata: Path | None,
                   analyst: str | None = None) -> Database:
     """The database of the flags, else of DPSQL_DATABASE/DPSQL_METADATA, else of the config
     file, else the sample data (:mod:`dpsql.cli.defaults`)."""
+    from dpsql.database import Database
+
     database, metadata = sources(None if database is None else str(database), metadata)
     return Database(database, metadata, analyst=analyst)
 
