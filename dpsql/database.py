@@ -42,6 +42,7 @@ import hashlib
 import json
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -66,6 +67,7 @@ from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
 from dpsql.execution.reports import check_reports, reported
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
+from dpsql.execution.watch import current
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.ledger.budget import BudgetStatus, Cost, query_cost
 from dpsql.ledger.opening import (  # noqa: F401 - their home before dpsql.ledger.opening
@@ -355,7 +357,9 @@ class Database:
         cost = release_cost(p, ledger.accounting) if isinstance(p, TwoReleases) else \
             local_cost(p, ledger.accounting) if isinstance(p, LocalRead) else \
             query_cost(p, ledger.accounting)
-        entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
+        watch = current()  # a cancel before the charge: nothing charged (execution/watch.py)
+        with watch.charging(cost.epsilon, cost.delta) if watch is not None else nullcontext():
+            entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
         # the charge stands even if what follows fails
         result = self._compute(p, normalised, who, entry.id, timeout, started, release)
         return Answer(result, normalised, who, cost)
@@ -445,27 +449,42 @@ class Database:
         """Answer a charged plan under the owner's time limit, store the outcome with its
         charge (``entry_id``), and return on the owner's time grid (see :meth:`run`). ``held``:
         the analyst's copy of local rows that ``p``'s new draws join (routes.DrawCopy)."""
-        settings = self.metadata.server
-        limit = self._limit(timeout)
+        limit, watch, released = self._limit(timeout), current(), False
         try:
             result = self._answer_within(p, limit, sql, who, entry_id)
             if held is not None:
                 result = joined(held, result)
-            if entry_id is not None:
+            if entry_id is not None and watch is not None:
+                # The grid first: whether a cancel finds the answer stored must not tell when
+                # the engine finished, finer than the grid (execution/watch.py).
+                self._release(started, release)
+                released = True
+                watch.storing(lambda: self._store(entry_id, result))
+            elif entry_id is not None:
                 self._store(entry_id, result)
             return result
         finally:
-            if release is None:
-                pad_to_grid(started, settings.grid(self.metered))
-            else:  # the caller waits (see run)
-                release.append(grid_point(started, settings.grid(self.metered)))
+            if not released:
+                self._release(started, release)
+
+    def _release(self, started: float, release: list[float] | None) -> None:
+        """Wait for the owner's time grid, or hand its point to the caller (see run)."""
+        grid = self.metadata.server.grid(self.metered)
+        if release is None:
+            pad_to_grid(started, grid)
+        else:  # the caller waits
+            release.append(grid_point(started, grid))
 
     def _answer_within(self, p: Charged, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:
-        deadline = Deadline(self.engine.cancel_token(), limit)
+        token, watch = self.engine.cancel_token(), current()
+        deadline = Deadline(token, limit)
         try:
-            return answer_private(p, self.engine, self.planner, self.randomness)
+            with watch.engine(token) if watch is not None else nullcontext():
+                return answer_private(p, self.engine, self.planner, self.randomness)
         except EngineError as e:
+            if e.interrupted and watch is not None and watch.cancelled:
+                raise watch.error() from None  # the analyst's cancel, after the charge
             if e.interrupted and deadline.fired:
                 owner_log.warning("query of %s stopped at the statement_timeout of %g s: %s",
                                   who, limit, sql)

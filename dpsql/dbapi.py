@@ -51,8 +51,10 @@ and sqlite3 connections); noisy integers come back as an integer dtype.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -73,6 +75,7 @@ from dpsql.errors import (
 )
 from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result
+from dpsql.execution.watch import Watch, call_watched, watching
 from dpsql.ledger.budget import BudgetStatus, Cost
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
@@ -212,6 +215,30 @@ class Connection:
         self.bounds = bounds  # the default contribution bounds of execute
         self.retention: float | None = None  # the default retention epsilon of execute
         self._closed = False
+        self._running: set[Watch] = set()  # the executes under way (interrupt())
+        self._worker: ThreadPoolExecutor | None = None  # runs the main thread's executes
+
+    def interrupt(self) -> None:
+        """Cancel every query this connection is answering (from another thread, as
+        sqlite3's ``interrupt``): each raises :class:`~dpsql.errors.QueryCancelled`, which says
+        whether its charge stands (:mod:`dpsql.execution.watch`)."""
+        for watch in list(self._running):
+            watch.cancel()
+
+    def _call(self, fn: Callable[[], Answer], watch: Watch) -> Answer:
+        """``fn`` under ``watch``. On the main thread it runs on this connection's worker
+        thread, so that Ctrl-C (a KeyboardInterrupt) cancels the query cleanly
+        (:func:`~dpsql.execution.watch.call_watched`) instead of striking inside the library."""
+        self._running.add(watch)
+        try:
+            if threading.current_thread() is not threading.main_thread():
+                with watching(watch):
+                    return fn()
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="dpsql-connection")
+            return call_watched(fn, watch, submit=self._worker.submit)
+        finally:
+            self._running.discard(watch)
 
     @property
     def closed(self) -> bool:
@@ -256,6 +283,8 @@ class Connection:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._worker is not None:
+                self._worker.shutdown(wait=True)
             self.database.close()
 
     def __enter__(self) -> Connection:
@@ -291,6 +320,7 @@ class Cursor:
         self.reused = False
         self.randomized = False
         self.retention: Retention | None = None
+        self._watch: Watch | None = None  # the execute under way (cancel())
         self._rows: list[tuple[Any, ...]] = []
         self._position = 0
 
@@ -349,20 +379,35 @@ class Cursor:
              retention: float | None = None) -> Answer:
         conn = self.connection
         in_force = (conn.bounds or ContributionBounds()).merged(bounds)
+
+        def run() -> Answer:
+            return conn.database.run(
+                operation,
+                epsilon=conn.epsilon if epsilon is None else epsilon,
+                delta=conn.delta if delta is None else delta,
+                mechanism=conn.mechanism if mechanism is None else mechanism,
+                parameters=parameters,
+                bounds=None if in_force == ContributionBounds() else in_force,
+                retention=conn.retention if retention is None else retention,
+            )
+
+        self._watch = watch = Watch()
         with guarded(operation[:200]):  # a bug: still a DB-API error for the caller
             try:
-                return conn.database.run(
-                    operation,
-                    epsilon=conn.epsilon if epsilon is None else epsilon,
-                    delta=conn.delta if delta is None else delta,
-                    mechanism=conn.mechanism if mechanism is None else mechanism,
-                    parameters=parameters,
-                    bounds=None if in_force == ContributionBounds() else in_force,
-                    retention=conn.retention if retention is None else retention,
-                )
+                return conn._call(run, watch)
             except Error as e:
                 _add_remedy(e)
                 raise
+            finally:
+                self._watch = None
+
+    def cancel(self) -> None:
+        """Cancel this cursor's query under way, from another thread: its ``execute`` raises
+        :class:`~dpsql.errors.QueryCancelled` (SQLSTATE 57014), saying whether the charge
+        stands. (Ctrl-C during ``execute`` on the main thread does the same.)"""
+        watch = self._watch
+        if watch is not None:
+            watch.cancel()
 
     def _show(self, answers: list[Answer]) -> None:
         first = answers[0].result

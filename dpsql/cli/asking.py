@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 import click
 
@@ -25,8 +26,16 @@ from dpsql.cli.common import (
     unmetered_warning,
     user_errors,
 )
+from dpsql.cli.status import status_line
 from dpsql.errors import OperationalError
+from dpsql.execution.watch import Watch, call_watched
 from dpsql.texttable import format_table
+
+if TYPE_CHECKING:
+    from dpsql.database import Answer
+    from dpsql.ledger.budget import BudgetStatus
+
+T = TypeVar("T")
 
 
 @click.command()
@@ -57,12 +66,16 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
     once per analyst and table, whatever --epsilon says; every later row-level query of that
     table reads the same randomized copy for free."""
     sql = read_sql(sql, file)
-    with open_database(database, metadata, analyst) as db, pointing_into(sql):
-        if not db.metered:
-            click.echo(unmetered_warning(db.metadata), err=True)
-        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                          bounds=query_bounds(max_rows, max_groups), retention=retention)
-        status = db.budget() if db.metered else None
+
+    def ask() -> tuple[Answer, BudgetStatus | None]:
+        with open_database(database, metadata, analyst) as db, pointing_into(sql):
+            if not db.metered:
+                click.echo(unmetered_warning(db.metadata), err=True)
+            answer = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                            bounds=query_bounds(max_rows, max_groups), retention=retention)
+            return answer, db.budget() if db.metered else None
+
+    answered, status = watched(ask)
     result = answered.result
     header, rows = tabulate(result, accuracy)
     if result.local_label is not None and fmt != "json":  # randomized rows: said first
@@ -78,6 +91,19 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
     # on stderr for every format, so that csv and json stay parseable on stdout
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
                f"{cost_note(answered, status)})", err=True)
+
+
+def watched(ask: Callable[[], T]) -> T:
+    """``ask`` on a worker thread, with the status line on a terminal and Ctrl-C as one line
+    (:mod:`dpsql.cli.status`); the status line is erased before anything else prints."""
+    watch, line = Watch(), status_line()
+    try:
+        return call_watched(ask, watch, line)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one's cancel ran
+        raise watch.error() from None
+    finally:
+        if line is not None:
+            line.clear()
 
 
 @click.command()

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import click
 
 from dpsql.cli.defaults import metadata_source, sources
-from dpsql.errors import BudgetExhausted, Error, SQLSyntaxError, guarded
+from dpsql.cli.status import INTERRUPTED, interrupted
+from dpsql.errors import BudgetExhausted, Error, QueryCancelled, SQLSyntaxError, guarded
 from dpsql.ledger.budget import BudgetStatus
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
@@ -41,6 +42,11 @@ def user_errors(fn: F) -> F:
                                   click.exceptions.Exit), on_bug=_bug,
                          debug=bool(os.environ.get("DPSQL_DEBUG"))):
                 return fn(*args, **kwargs)
+        except QueryCancelled as e:  # Ctrl-C during a query: one line, exit 130
+            interrupted(e)
+        except KeyboardInterrupt:  # Ctrl-C elsewhere: no traceback either
+            click.echo("dpsql: interrupted", err=True)
+            sys.exit(INTERRUPTED)
         except Error as e:
             click.echo(f"dpsql: {type(e).__name__}: {e}{_remedy(e)}", err=True)
             for note in getattr(e, "__notes__", ()):  # e.g. the caret of pointing_into

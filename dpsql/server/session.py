@@ -50,6 +50,11 @@ class _Running:
         self.cursor: duckdb.DuckDBPyConnection | None = None
         self.abandoned = False
 
+    def start(self) -> bool:
+        """Whether the work may start: not when cancelled while it waited for a thread."""
+        with self.lock:
+            return not self.abandoned
+
     def attach(self, cursor: duckdb.DuckDBPyConnection) -> None:
         with self.lock:
             self.cursor = None if self.abandoned else cursor
@@ -339,6 +344,8 @@ class Session:
         self.running, self.cancelled = running, cancelled
 
         def work() -> Any:
+            if not running.start():  # cancelled while queued: never run (nor charged) later
+                raise PgError("57014", "canceling statement due to user request")
             if interruptible is not None:
                 running.attach(interruptible())
             try:
