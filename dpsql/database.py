@@ -468,12 +468,15 @@ class Database:
                 self._release(started, release)
 
     def _release(self, started: float, release: list[float] | None) -> None:
-        """Wait for the owner's time grid, or hand its point to the caller (see run)."""
-        grid = self.metadata.server.grid(self.metered)
-        if release is None:
-            pad_to_grid(started, grid)
-        else:  # the caller waits
+        """Wait for the owner's time grid (a local door's cancel ends the wait: the answer is
+        then not stored, execution/watch.py), or hand its point to the caller (see run)."""
+        grid, watch = self.metadata.server.grid(self.metered), current()
+        if release is not None:  # the caller waits
             release.append(grid_point(started, grid))
+        elif watch is not None and grid > 0:
+            watch.wait_until(grid_point(started, grid))
+        else:
+            pad_to_grid(started, grid)
 
     def _answer_within(self, p: Charged, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:

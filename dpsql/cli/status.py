@@ -45,9 +45,9 @@ class StatusLine:
             parts.append(f"engine {progress:.0f}%")
         text = f"dpsql: {'; '.join(parts)} (Ctrl-C stops it)"
         if text != self.shown:  # redrawn only when it changes
+            self.shown = text  # first: a Ctrl-C during the write still erases it
             self.stream.write(_ERASE + text)
             self.stream.flush()
-            self.shown = text
 
     def clear(self) -> None:
         """Erase the line (before the answer, an error or the interrupt's line)."""

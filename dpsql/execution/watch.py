@@ -79,6 +79,7 @@ class Watch:
         self.settled = threading.Event()
         self._lock = threading.Lock()
         self._cancelled = False
+        self._cancel = threading.Event()  # wakes wait_until
         self._token: Any = None  # the engine's CancelToken while the engine query runs
 
     @property
@@ -96,6 +97,17 @@ class Watch:
             self._cancelled = True
             if self.interrupts and self._token is not None:
                 self._token.cancel()
+        self._cancel.set()
+
+    def wait_until(self, deadline: float) -> None:
+        """Sleep until ``deadline`` (time.monotonic(); the owner's time grid), or until a local
+        door's cancel: what follows (:meth:`storing`) then stores nothing, so waking early
+        shows nothing about the data."""
+        while (left := deadline - time.monotonic()) > 0:
+            if self.interrupts and self._cancel.wait(left):
+                return
+            if not self.interrupts:
+                time.sleep(left)
 
     def error(self) -> QueryCancelled:
         return QueryCancelled(self.elapsed, self.charged)

@@ -36,6 +36,7 @@ from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Statement, StatementKind
 from dpsql.server.machine.describe import describe
 from dpsql.server.machine.outcome import (
+    CANCELLED,
     Outcome,
     PgError,
     Portal,
@@ -508,7 +509,7 @@ class Machine:
             result = await self.blocking(answer, timed=False)
         except PgError as e:  # cancelled: say what it cost (final once cancel() returns)
             watch.cancel()
-            raise PgError(e.sqlstate, f"{e}; {watch.error().charge_words()}") from None
+            raise PgError(e.sqlstate, f"{CANCELLED}; {watch.error().charge_words()}") from None
         if release:  # the library's time grid, waited for here without holding a thread
             await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
         if isinstance(result, errors.Error):
