@@ -44,8 +44,10 @@ nothing either: in particular it refunds no privacy budget, which is never given
 ``executemany(sql, seq_of_parameters)`` answers the query once per parameter set, each charged
 separately, and concatenates the results (all share the first one's ``description``).
 
-``pandas.read_sql(sql, conn, params=...)`` works (pandas warns that it only tests SQLAlchemy
-and sqlite3 connections); noisy integers come back as an integer dtype.
+``cursor.fetch_df()`` returns a pandas DataFrame with the ± columns and the notes in its
+``attrs`` (``pip install 'dpsql[pandas]'``). ``pandas.read_sql(sql, conn, params=...)`` works
+too, but pandas warns (UserWarning) for every DB-API connection that is not sqlite3's; use
+``fetch_df`` or a SQLAlchemy engine on ``dpsql://`` (docs/budget_and_dbapi.md).
 """
 
 from __future__ import annotations
@@ -400,6 +402,20 @@ class Cursor:
                 raise
             finally:
                 self._watch = None
+
+    def fetch_df(self) -> Any:
+        """The result's remaining rows as a pandas DataFrame: each noisy column followed by
+        its accuracy ``"NAME ±95%"``; ``attrs`` holds ``notes``, ``epsilon``, ``delta``,
+        ``reused`` and ``randomized`` (:mod:`dpsql.integrations.pandas`; ``pip install
+        'dpsql[pandas]'``). No pandas warning: this is the recommended way."""
+        from dpsql.integrations.pandas import frame
+
+        self._check_result()
+        if self.result is None:  # executemany: its first answer's columns and cost
+            raise NotSupportedError("fetch_df() reads one execute()'s result")
+        start, self._position = self._position, len(self._rows)
+        return frame(self.result, self._rows[start:], self.accuracy[start:], self.notes,
+                     self.reused)
 
     def cancel(self) -> None:
         """Cancel this cursor's query under way, from another thread: its ``execute`` raises
