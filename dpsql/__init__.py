@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports the
 
 __version__ = "0.1.0"
 
-#: The PEP 249 module surface of dpsql.dbapi (tests/test_startup.py checks it is its __all__).
+#: The PEP 249 module surface of dpsql.dbapi (tests/doors/test_startup.py checks it is its __all__).
 _DBAPI = ("BINARY", "BOOLEAN", "DATETIME", "NUMBER", "ROWID", "STRING", "Binary", "Connection",
           "Cursor", "DBAPITypeObject", "Date", "DateFromTicks", "Time", "TimeFromTicks",
           "Timestamp", "TimestampFromTicks", "apilevel", "connect", "paramstyle",
