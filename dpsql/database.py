@@ -70,17 +70,14 @@ from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_
 from dpsql.execution.watch import current
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.ledger.budget import BudgetStatus, Cost, query_cost
-from dpsql.ledger.opening import (  # noqa: F401 - their home before dpsql.ledger.opening
-    ANALYST_ENV,
-    LEDGER_ENV,
-    init_ledger,
-    ledger_path,
-    open_ledger,
-    resolve_analyst,
-)
+from dpsql.ledger.opening import ANALYST_ENV as ANALYST_ENV  # their home before it
+from dpsql.ledger.opening import LEDGER_ENV as LEDGER_ENV
+from dpsql.ledger.opening import init_ledger as init_ledger
+from dpsql.ledger.opening import ledger_path as ledger_path
+from dpsql.ledger.opening import open_ledger, resolve_analyst
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
-from dpsql.metadata.sample import sample_paths
+from dpsql.metadata.sample import sample_paths as sample_paths
 from dpsql.pipeline import Explanation, engine_sql, explain
 from dpsql.planner import Planner, Prepared
 from dpsql.privacy.mechanisms import validate_privacy_parameters

@@ -61,7 +61,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from dpsql.database import Answer, Database, resolve_analyst
+from dpsql.database import Answer, Database
 from dpsql.errors import (
     DatabaseError,
     DataError,
@@ -79,6 +79,7 @@ from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result
 from dpsql.execution.watch import Watch, call_watched, watching
 from dpsql.ledger.budget import BudgetStatus, Cost
+from dpsql.ledger.opening import resolve_analyst
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.mechanisms import WELL_FORMED, validate_privacy_parameters

@@ -75,7 +75,8 @@ from dpsql.metadata.owner_settings import (
     DEFAULT_MAX_QUERY_EPSILON,
     QueryLimits,
 )
-from dpsql.privacy.mechanism_names import MECHANISMS, Mechanism
+from dpsql.privacy.mechanism_names import MECHANISMS as MECHANISMS
+from dpsql.privacy.mechanism_names import Mechanism as Mechanism
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.samplers import MAX_GRID_SCALE, discrete_gaussian, discrete_laplace
 
