@@ -43,7 +43,7 @@ import json
 import logging
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlglot import exp
@@ -60,12 +60,12 @@ from dpsql.errors import (
     QueryTimeout,
     UnsupportedQuery,
 )
+from dpsql.execution.caveats import attach_caveats
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
-from dpsql.execution.reports import check_reports, reported
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.execution.watch import current
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
@@ -75,11 +75,12 @@ from dpsql.ledger.opening import LEDGER_ENV as LEDGER_ENV
 from dpsql.ledger.opening import init_ledger as init_ledger
 from dpsql.ledger.opening import ledger_path as ledger_path
 from dpsql.ledger.opening import open_ledger, resolve_analyst
+from dpsql.ledger.spending import LedgerRead, read_views, warn
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.sample import sample_paths as sample_paths
 from dpsql.pipeline import Explanation, engine_sql, explain
-from dpsql.planner import Planner, Prepared
+from dpsql.planner import Planner, Prepared, check_report_route
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -216,7 +217,7 @@ class Database:
         p = self.planner.prepare_query(
             normalised, self.query_epsilon() if epsilon is None else epsilon, clause.delta,
             mechanism, tree=tree, bounds=clause.bounds)
-        check_reports(p, clause.reports)  # the planner reads the lowered text, without them
+        check_report_route(p, clause.report)  # the planner reads the lowered text, without it
         return p
 
     def check_parameters(self, epsilon: float, delta: float, mechanism: str) -> None:
@@ -252,9 +253,16 @@ class Database:
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None, *, timeout: float | None = None,
             release: list[float] | None = None,
-            bounds: ContributionBounds | None = None, retention: float | None = None) -> Answer:
+            bounds: ContributionBounds | None = None, retention: float | None = None,
+            caveats: bool = True) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
         Without ``epsilon``, the analyst's default (:meth:`query_epsilon`).
+
+        **Caveats.** A private answer whose noise exceeds its values in some cells, whose AVG
+        or quantile sits at a bound, or whose retention estimate shows the bounds dropping a
+        large share of rows says so in ``Result.caveats`` (also in ``notes``), each naming
+        the cause and the fix (:mod:`dpsql.execution.caveats`: post-processing of released
+        values, free). ``caveats=False`` leaves them out.
 
         **Retention.** ``retention``: an epsilon for a noisy estimate of the share of its rows
         the query's contribution bounds keep (:mod:`dpsql.execution.kept`), charged as a
@@ -299,17 +307,22 @@ class Database:
         normalised, key_text, tree = self._texts(fold_clock(sql), parameters)
         p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree,
                                        bounds=bounds)
-        check_reports(p, clause.reports)  # report_format => 'JSON': refused before any charge
+        check_report_route(p, clause.report)  # report_format => 'JSON': before any charge
         answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
                               release, retention)
-        if clause.reports:  # post-processing of the released answer (dpsql.execution.reports)
-            answer = replace(answer, result=reported(answer.result, clause.reports, p))
+        if caveats:  # after the answer was stored: from its released numbers
+            attach_caveats(p.outer if isinstance(p, TwoReleases) else p, answer.result,
+                           answer.retention)
         return answer
 
     def _answer(self, p: Prepared, normalised: str, key_text: str, analyst: str | None,
                 bounds: ContributionBounds | None, timeout: float | None, started: float,
                 release: list[float] | None, retention: float | None) -> Answer:
         """:meth:`run` once the query is prepared."""
+        if isinstance(p, LedgerRead):  # the ledger's own rows: exact, free, no private data
+            reader = resolve_analyst(analyst, self.analyst)
+            return Answer(read_views(p, self.ledger, self.metadata, reader), normalised, reader,
+                          None)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
@@ -325,6 +338,8 @@ class Database:
                                release)
         if retention is not None and isinstance(p, Plan):
             self._retention(answer, p, retention, key_text, bounds, timeout, release)
+        if answer.cost is not None and self.ledger is not None and answer.analyst is not None:
+            warn(answer.result, self.ledger.status(answer.analyst))  # past 80%: said
         return answer
 
     def _charged(self, p: Charged, normalised: str, key_text: str, analyst: str | None,
@@ -586,7 +601,7 @@ class Database:
             return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
                                f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
-        if isinstance(p, FreeAnswer):
+        if isinstance(p, FreeAnswer | LedgerRead):
             return Explanation(sql=p.sql, cells=[], key_release=p.reason, epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):

@@ -18,8 +18,9 @@ Module globals: ``apilevel = "2.0"``; ``threadsafety = 2`` (threads may share th
 connections, not cursors); ``paramstyle = "qmark"`` (``WHERE age > ?``). Numeric (``$1``) and
 named (``:name`` with a dict) placeholders are accepted as well. Parameters are bound into the
 parsed query as literals, never pasted into its text, and before the privacy check.
-BigQuery's ``report_format => 'JSON'`` columns (:mod:`dpsql.execution.reports`) are JSON text
-(a ``str``; ``description`` type code ``JSON``, ``accuracy`` None: the interval is in it).
+JSON values (BigQuery's ``report_format => 'JSON'`` reports and the fields read from them,
+:mod:`dpsql.execution.reports`) are JSON text (a ``str``; ``description`` type code ``JSON``,
+``accuracy`` None: the interval is in the report).
 
 Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width,
 in the column's unit -- ranks for quantiles -- or None for group keys and for values computed
@@ -34,8 +35,13 @@ ones: a row-level SELECT of a table the owner opted in to local DP; ``notes`` th
 the sentence that says so, and with what was charged) and ``retention`` (the
 :class:`~dpsql.execution.kept.Retention` estimate, when asked for with ``retention=EPSILON``
 on ``connect`` or ``execute``: a noisy estimate of the share of a unit's rows the bounds
-keep, charged at that epsilon; its sentence is in ``notes``). Connection extensions:
-``epsilon``, ``delta`` and ``mechanism`` (the defaults of ``execute``, settable), ``analyst``,
+keep, charged at that epsilon; its sentence is in ``notes``), ``caveats`` (the notes that
+say when the answer is not worth reading -- the noise exceeding the value in some cells, an
+AVG or quantile at a bound, a large share of rows dropped -- each with its cause and fix;
+also in ``notes``; :mod:`dpsql.execution.caveats`; ``caveats=False`` on ``connect`` or
+``execute`` leaves them out). Connection extensions:
+``epsilon``, ``delta``, ``mechanism`` and ``caveats`` (the defaults of ``execute``, settable),
+``analyst``,
 ``metered``, ``budget()`` (what the analyst has spent and has left) and ``database``.
 
 Transactions: dpsql never writes data, so ``commit()`` does nothing, and ``rollback()`` does
@@ -163,7 +169,8 @@ def TimestampFromTicks(ticks: float) -> dt.datetime:
 def connect(database: str | Path | None = None, metadata: str | Path | Metadata | None = None,
             analyst: str | None = None, epsilon: float | None = None, delta: float = 0.0,
             mechanism: str = "laplace", *, max_rows: int | None = None,
-            max_groups: int | None = None, retention: float | None = None) -> Connection:
+            max_groups: int | None = None, retention: float | None = None,
+            caveats: bool = True) -> Connection:
     """Open a connection: ``database`` (a DuckDB file, a folder of CSV/Parquet files or a
     ``postgresql://`` URL) seen
     through ``metadata`` (neither: the bundled sample data), charged to ``analyst`` (default:
@@ -172,7 +179,8 @@ def connect(database: str | Path | None = None, metadata: str | Path | Metadata 
     metadata, else 1.0). ``max_rows`` and ``max_groups``: each query's contribution bounds k
     and g (default: the metadata's; at most the owner's caps;
     :mod:`dpsql.metadata.contribution`). ``retention``: an epsilon at which each query also
-    estimates, charged, what its bounds keep (:mod:`dpsql.execution.kept`)."""
+    estimates, charged, what its bounds keep (:mod:`dpsql.execution.kept`). ``caveats``:
+    False to leave out the notes that say when an answer is not worth reading."""
     if (database is None) != (metadata is None):
         raise InterfaceError("pass both database and metadata, or neither for the bundled "
                              "sample data")
@@ -185,6 +193,7 @@ def connect(database: str | Path | None = None, metadata: str | Path | Metadata 
     connection = Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
                             delta=delta, mechanism=mechanism, bounds=bounds)
     connection.retention = retention
+    connection.caveats = caveats
     return connection
 
 
@@ -217,6 +226,7 @@ class Connection:
         self.mechanism = mechanism
         self.bounds = bounds  # the default contribution bounds of execute
         self.retention: float | None = None  # the default retention epsilon of execute
+        self.caveats = True  # whether execute's answers carry their caveats, by default
         self._closed = False
         self._running: set[Watch] = set()  # the executes under way (interrupt())
         self._worker: ThreadPoolExecutor | None = None  # runs the main thread's executes
@@ -324,6 +334,7 @@ class Cursor:
         self.randomized = False
         self.retention: Retention | None = None
         self._watch: Watch | None = None  # the execute under way (cancel())
+        self.caveats: list[str] = []
         self._rows: list[tuple[Any, ...]] = []
         self._position = 0
 
@@ -349,14 +360,15 @@ class Cursor:
     def execute(self, operation: str, parameters: Parameters = None, *,
                 epsilon: float | None = None, delta: float | None = None,
                 mechanism: str | None = None, max_rows: int | None = None,
-                max_groups: int | None = None, retention: float | None = None) -> Cursor:
+                max_groups: int | None = None, retention: float | None = None,
+                caveats: bool | None = None) -> Cursor:
         """Answer one query; ``epsilon``, ``delta``, ``mechanism``, ``max_rows``,
-        ``max_groups`` and ``retention`` override the connection's defaults for this query
-        only."""
+        ``max_groups``, ``retention`` and ``caveats`` override the connection's defaults for
+        this query only."""
         self._check_open()
         self._reset()
         answer = self._run(operation, parameters, epsilon, delta, mechanism,
-                           ContributionBounds(max_rows, max_groups), retention)
+                           ContributionBounds(max_rows, max_groups), retention, caveats)
         self._show([answer])
         return self
 
@@ -379,7 +391,7 @@ class Cursor:
 
     def _run(self, operation: str, parameters: Parameters, epsilon: float | None,
              delta: float | None, mechanism: str | None, bounds: ContributionBounds,
-             retention: float | None = None) -> Answer:
+             retention: float | None = None, caveats: bool | None = None) -> Answer:
         conn = self.connection
         in_force = (conn.bounds or ContributionBounds()).merged(bounds)
 
@@ -392,6 +404,7 @@ class Cursor:
                 parameters=parameters,
                 bounds=None if in_force == ContributionBounds() else in_force,
                 retention=conn.retention if retention is None else retention,
+                caveats=conn.caveats if caveats is None else caveats,
             )
 
         self._watch = watch = Watch()
@@ -433,6 +446,7 @@ class Cursor:
         self._rows = [row for a in answers for row in a.result.rows]
         self.accuracy = [acc for a in answers for acc in a.result.accuracy]
         self.notes = list(dict.fromkeys(n for a in answers for n in a.result.notes))
+        self.caveats = list(dict.fromkeys(n for a in answers for n in a.result.caveats))
         self.rowcount = len(self._rows)
         self.result = first if len(answers) == 1 else None
         costs = [c for a in answers for c in (a.cost, a.retention_cost) if c is not None]

@@ -253,6 +253,13 @@ def order_is_approximate(sql: str) -> bool:
     return any(p is not None and any(True for _ in p.find_all(*APPROXIMATE)) for p in parts)
 
 
+def having_is_approximate(sql: str) -> bool:
+    """Whether HAVING reads an approximate aggregate: which groups pass is then itself
+    approximate, so the rows are not compared (their number may differ either way)."""
+    having = _parse(sql).args.get("having")
+    return having is not None and any(True for _ in having.find_all(*APPROXIMATE))
+
+
 def sort_columns(sql: str) -> list[int] | None:
     """The output columns ORDER BY sorts by (ordinals, aliases, or select items repeated);
     None without ORDER BY or when it sorts by anything else."""

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -269,8 +270,18 @@ def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec, rng: Ran
         exact = _exact_int(item)
         units = exact << d if d >= 0 else (exact + (1 << (-d - 1))) >> -d
         noisy = max(-limit, min(limit, units)) + int(noise[i])
-        out[i] = math.ldexp(float(noisy), shift)
+        out[i] = _ldexp_saturated(noisy, shift)
     return out
+
+
+def _ldexp_saturated(noisy: int, shift: int) -> float:
+    """``noisy * 2**shift`` as a double, the largest finite one beyond it: at bounds near the
+    largest doubles the noise alone can pass it (an OverflowError after the charge before).
+    A function of the noisy integer only: post-processing."""
+    try:
+        return math.ldexp(float(noisy), shift)
+    except OverflowError:
+        return math.copysign(sys.float_info.max, noisy)
 
 
 def _exact_int(item: object) -> int:

@@ -25,10 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlglot.errors import SqlglotError
 
 from dpsql import errors
-from dpsql.execution.reports import report_types
 from dpsql.execution.watch import Watch, watching
 from dpsql.explain import render
-from dpsql.metadata.contribution import ContributionBounds
 from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.machine import commands, cursors
@@ -348,7 +346,7 @@ class Machine:
             def plan_columns() -> list[tuple[str, str]]:
                 plan = self.server.db.plan(statement.engine_sql, epsilon, delta, mechanism,
                                            parameters=values or None)
-                return report_types(describe(plan), statement.engine_sql)
+                return describe(plan)
 
             try:
                 columns = await self.blocking(plan_columns)
@@ -440,16 +438,6 @@ class Machine:
 
     # --- executing one statement
 
-    def bounds(self) -> ContributionBounds | None:
-        """The session's contribution bounds (SET dpsql.max_rows / dpsql.max_groups)."""
-        default = st.DEFAULT_BOUND
-        rows, groups = (self.settings.get(f"dpsql.{n}", default) for n in ("max_rows",
-                                                                            "max_groups"))
-        if rows == default and groups == default:
-            return None
-        return ContributionBounds(None if rows == default else int(rows),
-                                  None if groups == default else int(groups))
-
     def privacy(self) -> tuple[float, float, str]:
         return (float(self.settings["dpsql.epsilon"]), float(self.settings["dpsql.delta"]),
                 self.settings["dpsql.mechanism"])
@@ -493,7 +481,7 @@ class Machine:
         """
         epsilon, delta, mechanism = privacy
         release: list[float] = []
-        bounds = self.bounds()
+        bounds = st.session_bounds(self.settings)
         watch = Watch(interrupts=False)  # a cancel before the charge: never charged nor run
 
         def answer() -> Any:
@@ -501,7 +489,8 @@ class Machine:
                 with watching(watch):
                     return self.server.run_query(statement.engine_sql, epsilon, delta,
                                                  mechanism, params or None, self.user,
-                                                 release, bounds, st.retention(self.settings))
+                                                 release, bounds, st.retention(self.settings),
+                                                 caveats=st.caveats(self.settings))
             except errors.Error as e:  # released on the grid too, as an answer is
                 return e
 
@@ -514,10 +503,10 @@ class Machine:
             await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
         if isinstance(result, errors.Error):
             raise from_dpsql(result, statement)
-        columns = [(c.name, c.type) for c in result.columns]
-        fields = fields_of(columns, statement.names)
-        # The bias of bounding and clamping, which the noise's accuracy does not cover, as
-        # psql and drivers show a NOTICE (dpsql.bias; public: the bounds in force).
+        fields = fields_of([(c.name, c.type) for c in result.columns], statement.names)
+        # The bias of bounding and clamping, which the noise's accuracy does not cover, and
+        # the caveats (dpsql.execution.caveats), as psql and drivers show a NOTICE (dpsql.bias;
+        # public: the bounds in force; the caveats are post-processing).
         notices = [p.notice_response("00000", note, "NOTICE") for note in result.notes]
         return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}", notices)
 
@@ -528,13 +517,14 @@ class Machine:
 
         def explain() -> Any:
             return self.server.db.explain(statement.engine_sql, epsilon, delta, mechanism,
-                                          parameters=params or None, bounds=self.bounds())
+                                          parameters=params or None,
+                                          bounds=st.session_bounds(self.settings))
 
         try:
             e = await self.blocking(explain)
         except errors.Error as err:
             raise from_dpsql(err, statement) from None
-        lines = render(e)
+        lines = render(e, sql=True)  # a client of the wire: everything, the SQL too
         return Outcome([p.Field("QUERY PLAN", t.TEXT)], [(line,) for line in lines], "EXPLAIN")
 
     async def run_catalog(self, statement: Statement, params: Sequence[object],
