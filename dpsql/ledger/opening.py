@@ -1,8 +1,8 @@
 """Which ledger, and who is charged: the ledger file the metadata declares (or
 ``DPSQL_LEDGER``), opened or created, and the analyst asking (or ``DPSQL_ANALYST``).
 
-Apart from :mod:`dpsql.database` so that ``dpsql budget`` and a stored answer
-(:mod:`dpsql.stored`) open the ledger without importing the query pipeline.
+Apart from :mod:`dpsql.database` so that ``dpsql budget`` opens the ledger without importing
+the query pipeline (sqlglot, DuckDB, numpy).
 """
 
 from __future__ import annotations
