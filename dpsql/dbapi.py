@@ -50,20 +50,24 @@ nothing either: in particular it refunds no privacy budget, which is never given
 ``executemany(sql, seq_of_parameters)`` answers the query once per parameter set, each charged
 separately, and concatenates the results (all share the first one's ``description``).
 
-``pandas.read_sql(sql, conn, params=...)`` works (pandas warns that it only tests SQLAlchemy
-and sqlite3 connections); noisy integers come back as an integer dtype.
+``cursor.fetch_df()`` returns a pandas DataFrame with the ± columns and the notes in its
+``attrs`` (``pip install 'dpsql[pandas]'``). ``pandas.read_sql(sql, conn, params=...)`` works
+too, but pandas warns (UserWarning) for every DB-API connection that is not sqlite3's; use
+``fetch_df`` or a SQLAlchemy engine on ``dpsql://`` (docs/budget_and_dbapi.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from dpsql.database import Answer, Database, resolve_analyst
+from dpsql.database import Answer, Database
 from dpsql.errors import (
     DatabaseError,
     DataError,
@@ -79,7 +83,9 @@ from dpsql.errors import (
 )
 from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result
+from dpsql.execution.watch import Watch, call_watched, watching
 from dpsql.ledger.budget import BudgetStatus, Cost
+from dpsql.ledger.opening import resolve_analyst
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.mechanisms import WELL_FORMED, validate_privacy_parameters
@@ -222,6 +228,30 @@ class Connection:
         self.retention: float | None = None  # the default retention epsilon of execute
         self.caveats = True  # whether execute's answers carry their caveats, by default
         self._closed = False
+        self._running: set[Watch] = set()  # the executes under way (interrupt())
+        self._worker: ThreadPoolExecutor | None = None  # runs the main thread's executes
+
+    def interrupt(self) -> None:
+        """Cancel every query this connection is answering (from another thread, as
+        sqlite3's ``interrupt``): each raises :class:`~dpsql.errors.QueryCancelled`, which says
+        whether its charge stands (:mod:`dpsql.execution.watch`)."""
+        for watch in list(self._running):
+            watch.cancel()
+
+    def _call(self, fn: Callable[[], Answer], watch: Watch) -> Answer:
+        """``fn`` under ``watch``. On the main thread it runs on this connection's worker
+        thread, so that Ctrl-C (a KeyboardInterrupt) cancels the query cleanly
+        (:func:`~dpsql.execution.watch.call_watched`) instead of striking inside the library."""
+        self._running.add(watch)
+        try:
+            if threading.current_thread() is not threading.main_thread():
+                with watching(watch):
+                    return fn()
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="dpsql-connection")
+            return call_watched(fn, watch, submit=self._worker.submit)
+        finally:
+            self._running.discard(watch)
 
     @property
     def closed(self) -> bool:
@@ -266,6 +296,8 @@ class Connection:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._worker is not None:
+                self._worker.shutdown(wait=True)
             self.database.close()
 
     def __enter__(self) -> Connection:
@@ -301,6 +333,7 @@ class Cursor:
         self.reused = False
         self.randomized = False
         self.retention: Retention | None = None
+        self._watch: Watch | None = None  # the execute under way (cancel())
         self.caveats: list[str] = []
         self._rows: list[tuple[Any, ...]] = []
         self._position = 0
@@ -361,21 +394,50 @@ class Cursor:
              retention: float | None = None, caveats: bool | None = None) -> Answer:
         conn = self.connection
         in_force = (conn.bounds or ContributionBounds()).merged(bounds)
+
+        def run() -> Answer:
+            return conn.database.run(
+                operation,
+                epsilon=conn.epsilon if epsilon is None else epsilon,
+                delta=conn.delta if delta is None else delta,
+                mechanism=conn.mechanism if mechanism is None else mechanism,
+                parameters=parameters,
+                bounds=None if in_force == ContributionBounds() else in_force,
+                retention=conn.retention if retention is None else retention,
+                caveats=conn.caveats if caveats is None else caveats,
+            )
+
+        self._watch = watch = Watch()
         with guarded(operation[:200]):  # a bug: still a DB-API error for the caller
             try:
-                return conn.database.run(
-                    operation,
-                    epsilon=conn.epsilon if epsilon is None else epsilon,
-                    delta=conn.delta if delta is None else delta,
-                    mechanism=conn.mechanism if mechanism is None else mechanism,
-                    parameters=parameters,
-                    bounds=None if in_force == ContributionBounds() else in_force,
-                    retention=conn.retention if retention is None else retention,
-                    caveats=conn.caveats if caveats is None else caveats,
-                )
+                return conn._call(run, watch)
             except Error as e:
                 _add_remedy(e)
                 raise
+            finally:
+                self._watch = None
+
+    def fetch_df(self) -> Any:
+        """The result's remaining rows as a pandas DataFrame: each noisy column followed by
+        its accuracy ``"NAME ±95%"``; ``attrs`` holds ``notes``, ``epsilon``, ``delta``,
+        ``reused`` and ``randomized`` (:mod:`dpsql.integrations.pandas`; ``pip install
+        'dpsql[pandas]'``). No pandas warning: this is the recommended way."""
+        from dpsql.integrations.pandas import frame
+
+        self._check_result()
+        if self.result is None:  # executemany: its first answer's columns and cost
+            raise NotSupportedError("fetch_df() reads one execute()'s result")
+        start, self._position = self._position, len(self._rows)
+        return frame(self.result, self._rows[start:], self.accuracy[start:], self.notes,
+                     self.reused)
+
+    def cancel(self) -> None:
+        """Cancel this cursor's query under way, from another thread: its ``execute`` raises
+        :class:`~dpsql.errors.QueryCancelled` (SQLSTATE 57014), saying whether the charge
+        stands. (Ctrl-C during ``execute`` on the main thread does the same.)"""
+        watch = self._watch
+        if watch is not None:
+            watch.cancel()
 
     def _show(self, answers: list[Answer]) -> None:
         first = answers[0].result

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import errno
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 import click
 
@@ -23,8 +24,15 @@ from dpsql.cli.common import (
     user_errors,
 )
 from dpsql.cli.output import show_answer
+from dpsql.cli.status import status_line
 from dpsql.errors import OperationalError
-from dpsql.explain import as_json, render
+from dpsql.execution.watch import Watch, call_watched
+
+if TYPE_CHECKING:
+    from dpsql.database import Answer
+    from dpsql.ledger.budget import BudgetStatus
+
+T = TypeVar("T")
 
 
 @click.command()
@@ -61,17 +69,34 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
     note on stderr says so, with the fix (--no-caveats: none). --format json prints one
     object: columns, rows (with each noisy cell's ±95%), caveats, notes, randomized, cost."""
     sql = read_sql(sql, file)
-    with open_database(database, metadata, analyst) as db, pointing_into(sql):
-        if not db.metered:
-            click.echo(unmetered_warning(db.metadata), err=True)
-        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                          bounds=query_bounds(max_rows, max_groups), retention=retention,
-                          caveats=not no_caveats)
-        status = db.budget() if db.metered else None
-        said = budget_lines(db, answered, analyst)  # past 80%; the first charge
+
+    def ask() -> tuple[Answer, BudgetStatus | None, list[str]]:
+        with open_database(database, metadata, analyst) as db, pointing_into(sql):
+            if not db.metered:
+                click.echo(unmetered_warning(db.metadata), err=True)
+            answer = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                            bounds=query_bounds(max_rows, max_groups), retention=retention,
+                            caveats=not no_caveats)
+            status = db.budget() if db.metered else None
+            return answer, status, budget_lines(db, answer, analyst)  # past 80%; first charge
+
+    answered, status, said = watched(ask)
     show_answer(answered, status, fmt, accuracy)
     for line in said:
         click.echo(line, err=True)
+
+
+def watched(ask: Callable[[], T]) -> T:
+    """``ask`` on a worker thread, with the status line on a terminal and Ctrl-C as one line
+    (:mod:`dpsql.cli.status`); the status line is erased before anything else prints."""
+    watch, line = Watch(), status_line()
+    try:
+        return call_watched(ask, watch, line)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one's cancel ran
+        raise watch.error() from None
+    finally:
+        if line is not None:
+            line.clear()
 
 
 @click.command()
@@ -92,6 +117,8 @@ def explain(sql: str | None, file: TextIO | None, database: str | None,
     drawn; the engine's SQL with --sql.
 
     SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
+    from dpsql.explain import as_json, render
+
     sql = read_sql(sql, file)
     with open_database(database, metadata) as db, pointing_into(sql):
         e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,

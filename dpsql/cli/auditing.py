@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from dpsql.cli.common import budget_metadata, user_errors
-from dpsql.privacy.mechanisms import MECHANISMS
+from dpsql.privacy.mechanism_names import MECHANISMS
 from dpsql.texttable import format_table
 
 

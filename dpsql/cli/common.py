@@ -12,20 +12,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
 from dpsql.cli.defaults import metadata_source, sources
-from dpsql.database import ANALYST_ENV, Answer, Database, sample_paths
-from dpsql.errors import BudgetExhausted, Error, SQLSyntaxError, guarded
-from dpsql.execution.postprocess import Result
+from dpsql.cli.status import INTERRUPTED, interrupted
+from dpsql.errors import BudgetExhausted, Error, QueryCancelled, SQLSyntaxError, guarded
 from dpsql.ledger.budget import BudgetStatus
-from dpsql.ledger.opening import LEDGER_ENV
-from dpsql.ledger.spending import BUDGET_NOTE
+from dpsql.ledger.opening import ANALYST_ENV, LEDGER_ENV
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
-from dpsql.privacy.mechanisms import MECHANISMS
+from dpsql.metadata.sample import sample_paths
+from dpsql.privacy.mechanism_names import MECHANISMS
+
+if TYPE_CHECKING:  # imported where used: `dpsql --help` and `budget` start without them
+    from dpsql.database import Answer, Database
+    from dpsql.execution.postprocess import Result
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +43,11 @@ def user_errors(fn: F) -> F:
                                   click.exceptions.Exit), on_bug=_bug,
                          debug=bool(os.environ.get("DPSQL_DEBUG"))):
                 return fn(*args, **kwargs)
+        except QueryCancelled as e:  # Ctrl-C during a query: one line, exit 130
+            interrupted(e)
+        except KeyboardInterrupt:  # Ctrl-C elsewhere: no traceback either
+            click.echo("dpsql: interrupted", err=True)
+            sys.exit(INTERRUPTED)
         except Error as e:
             click.echo(f"dpsql: {type(e).__name__}: {e}{_remedy(e)}", err=True)
             for note in getattr(e, "__notes__", ()):  # e.g. the caret of pointing_into
@@ -151,6 +159,8 @@ def open_database(database: str | Path | None, metadata: Path | None,
                   analyst: str | None = None) -> Database:
     """The database of the flags, else of DPSQL_DATABASE/DPSQL_METADATA, else of the config
     file, else the sample data (:mod:`dpsql.cli.defaults`)."""
+    from dpsql.database import Database
+
     database, metadata = sources(None if database is None else str(database), metadata)
     return Database(database, metadata, analyst=analyst)
 
@@ -239,6 +249,8 @@ def budget_lines(db: Database, answered: Answer, given: str | None) -> list[str]
     """The command line's lines about the budget after a charge: the 80% warning
     (:func:`dpsql.ledger.spending.budget_warning`, a note of the answer) and the first-charge
     note."""
+    from dpsql.ledger.report import BUDGET_NOTE
+
     lines = [f"dpsql: warning: {note}" for note in answered.result.notes
              if note.startswith(BUDGET_NOTE)]
     first = first_charge_note(db, answered, given)

@@ -22,10 +22,8 @@ from dpsql.cli.common import (
     unmetered_warning,
     user_errors,
 )
-from dpsql.database import resolve_analyst
-from dpsql.ledger.opening import init_ledger, ledger_path, open_ledger
+from dpsql.ledger.opening import init_ledger, ledger_path, open_ledger, resolve_analyst
 from dpsql.ledger.report import budget_report
-from dpsql.ledger.spending import VIEWS, view_rows
 from dpsql.metadata.metadata import Metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.texttable import format_table
@@ -142,6 +140,8 @@ def budget(ctx: click.Context, metadata: Path | None, analyst: str | None, limit
                        if start is None or e.at >= start]
             click.echo(budget_report(md, ledger, statuses, history, limit))
             return
+        from dpsql.ledger.spending import VIEWS, view_rows  # DuckDB: only here
+
         rows = view_rows(ledger.charges(analyst, start), statuses)
     names = {view: [c for c, _ in VIEWS[view][0]] for view in VIEWS}
     if by == "day":

@@ -131,6 +131,15 @@ class CursorCancel:
     def cancel(self) -> None:
         self._cursor.interrupt()
 
+    def progress(self) -> float | None:
+        """DuckDB's progress of the running query in percent; None where it reports none (it
+        reports only with ``enable_progress_bar``, which the locked connections do not set)."""
+        try:
+            value = float(self._cursor.query_progress())
+        except duckdb.Error:
+            return None
+        return value if value >= 0 else None
+
 
 class DuckDBEngine:
     """A read-only DuckDB database shared by threads; each call uses its own cursor. The

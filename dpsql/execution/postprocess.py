@@ -25,6 +25,7 @@ from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
 from dpsql.query.dry_runs import with_empty
 from dpsql.query.over_released import compose
+from dpsql.texttable import html_table
 
 _CELLS = "__cells"
 _ACC = "__acc_"
@@ -65,10 +66,29 @@ class Result:
         if self.local_label is not None and self.notes[:1] != [self.local_label]:
             self.notes.insert(0, self.local_label)
 
+    def _repr_html_(self, limit: int = 50) -> str:
+        """A notebook's display: each value with its ± (95%) in one cell, at most ``limit``
+        rows, then what the answer cost and the notes."""
+        rows = [[_shown(v, a, c.accuracy_unit) for v, a, c in zip(row, acc, self.columns,
+                                                                   strict=True)]
+                for row, acc in list(zip(self.rows, self.accuracy, strict=True))[:limit]]
+        more = [f"... {len(self.rows) - limit} more rows"] if len(self.rows) > limit else []
+        cost = (f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}; privacy cost "
+                f"epsilon={self.epsilon:g}, delta={self.delta:g} (± is the 95% accuracy)")
+        return html_table([c.name for c in self.columns], rows,
+                          [*more, cost, *(f"note: {n}" for n in self.notes)])
+
     @property
     def randomized(self) -> bool:
         """Whether the rows are randomized local DP rows (not real rows): see local_label."""
         return self.local_label is not None
+
+
+def _shown(value: object, accuracy: float | None, unit: str | None) -> str:
+    text = "NULL" if value is None else str(value)
+    if unit and accuracy is not None:
+        text += f" ± {accuracy:.4g}" + (" ranks" if unit == "rank" else "")
+    return text
 
 
 def postprocess(plan: Plan, cells: NoisyCells) -> Result:

@@ -42,15 +42,15 @@ from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions
 from dpsql.execution.time_limits import Deadline
 from dpsql.ledger.budget import Ledger, LedgerEntry
+from dpsql.ledger.report import BUDGET_NOTE as BUDGET_NOTE  # their home: report.py
+from dpsql.ledger.report import WARN_SHARE as WARN_SHARE
+from dpsql.ledger.report import budget_warning as budget_warning
+from dpsql.ledger.report import spent_share as spent_share
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.accounting import BudgetStatus
 
 #: The schema of the views, as analysts and BI tools name it.
 SCHEMA = "dpsql"
-#: The share of a budget past which every answer carries a warning.
-WARN_SHARE = 0.8
-#: How the warning's sentence starts (a door may pick it out of an answer's notes).
-BUDGET_NOTE = "Budget: "
 _MEMORY_LIMIT = "256MB"
 
 #: Each view's columns (name, DuckDB type) and what a row is.
@@ -92,32 +92,6 @@ def daily(entries: Iterable[LedgerEntry]) -> list[DaySpending]:
         total[2] += e.cost.delta
     return [DaySpending(analyst, day, int(n), eps, delta)
             for (day, analyst), (n, eps, delta) in sorted(sums.items())]
-
-
-def spent_share(status: BudgetStatus) -> float:
-    """The share of the budget spent: the largest over the limits a charge is checked against
-    (epsilon and delta; under zCDP rho and delta), each as spent / (spent + remaining). A
-    limit of 0 (epsilon = 0 locks an analyst out; delta 0 allows no delta) counts as spent."""
-    pairs = [(status.spent.delta, status.remaining.delta)]
-    pairs.append((status.spent.rho, status.remaining.rho) if status.remaining.rho > 0
-                 or status.spent.rho > 0 else (status.spent.epsilon, status.remaining.epsilon))
-    shares = [spent / (spent + left) for spent, left in pairs if spent + left > 0]
-    if status.total.epsilon <= 0:
-        return 1.0
-    return max(shares, default=0.0)
-
-
-def budget_warning(status: BudgetStatus) -> str | None:
-    """The sentence every door shows once an analyst has spent :data:`WARN_SHARE` of their
-    budget (a NOTICE over the wire, a note in the DB-API, a line on the command line), or
-    None below it."""
-    share = spent_share(status)
-    if share < WARN_SHARE:
-        return None
-    return (f"{BUDGET_NOTE}{status.analyst} has spent {share:.0%} of their privacy budget "
-            f"(epsilon {status.spent.epsilon:.6g} of {status.total.epsilon:g}, delta "
-            f"{status.spent.delta:.6g} of {status.total.delta:g}); when it is spent, queries "
-            "are refused until the data owner grants more (dpsql budget shows it)")
 
 
 # --- the views over the wire and the DB-API

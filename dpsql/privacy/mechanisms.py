@@ -64,7 +64,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from enum import StrEnum
 from statistics import NormalDist
 from typing import SupportsInt, cast
 
@@ -77,6 +76,8 @@ from dpsql.metadata.owner_settings import (
     DEFAULT_MAX_QUERY_EPSILON,
     QueryLimits,
 )
+from dpsql.privacy.mechanism_names import MECHANISMS as MECHANISMS
+from dpsql.privacy.mechanism_names import Mechanism as Mechanism
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.samplers import MAX_GRID_SCALE, discrete_gaussian, discrete_laplace
 
@@ -102,19 +103,6 @@ _MIN_GRANULARITY = 2.0**-900
 #: small enough that ``units + noise`` cannot overflow int64.
 _INT_SATURATION = 2**62
 _INT64_MAX = int(np.iinfo(np.int64).max)
-
-
-class Mechanism(StrEnum):
-    """How a measurement is released (Laplace, Gaussian: noise; exponential: quantiles), equal
-    to its name as a string wherever that is stored or shown."""
-
-    LAPLACE = "laplace"
-    GAUSSIAN = "gaussian"
-    EXPONENTIAL = "exponential"
-
-
-#: What an analyst may ask for, the default first, as strings (click matches an Enum's name).
-MECHANISMS: tuple[str, ...] = (Mechanism.LAPLACE.value, Mechanism.GAUSSIAN.value)
 
 
 # --------------------------------------------------------------------------- calibration

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlglot.errors import SqlglotError
 
 from dpsql import errors
+from dpsql.execution.watch import Watch, watching
 from dpsql.explain import render
 from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
@@ -33,6 +34,7 @@ from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Statement, StatementKind
 from dpsql.server.machine.describe import describe
 from dpsql.server.machine.outcome import (
+    CANCELLED,
     Outcome,
     PgError,
     Portal,
@@ -474,21 +476,29 @@ class Machine:
         owner's limit) and its outcome is stored for reuse as usual. Interrupting it would make
         whether an answer was stored -- seen by asking again -- tell whether the engine was
         still running when the cancel came, finer than the answer time on the owner's grid.
+        A query cancelled before its charge (still waiting for a worker thread, or planning)
+        is never charged nor run (:mod:`dpsql.execution.watch`); the error says which.
         """
         epsilon, delta, mechanism = privacy
         release: list[float] = []
         bounds = st.session_bounds(self.settings)
+        watch = Watch(interrupts=False)  # a cancel before the charge: never charged nor run
 
         def answer() -> Any:
             try:
-                return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
-                                             params or None, self.user, release,
-                                             bounds, st.retention(self.settings),
-                                             caveats=st.caveats(self.settings))
+                with watching(watch):
+                    return self.server.run_query(statement.engine_sql, epsilon, delta,
+                                                 mechanism, params or None, self.user,
+                                                 release, bounds, st.retention(self.settings),
+                                                 caveats=st.caveats(self.settings))
             except errors.Error as e:  # released on the grid too, as an answer is
                 return e
 
-        result = await self.blocking(answer, timed=False)
+        try:
+            result = await self.blocking(answer, timed=False)
+        except PgError as e:  # cancelled: say what it cost (final once cancel() returns)
+            watch.cancel()
+            raise PgError(e.sqlstate, f"{CANCELLED}; {watch.error().charge_words()}") from None
         if release:  # the library's time grid, waited for here without holding a thread
             await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
         if isinstance(result, errors.Error):
