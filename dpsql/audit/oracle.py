@@ -41,13 +41,19 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-from dpsql.audit.oracle_bounds import bounded_reference, bounds_of, reads_released_cells
+from dpsql.audit.oracle_bounds import (
+    BoundedReference,
+    bounded_reference,
+    bounds_of,
+    reads_released_cells,
+)
 from dpsql.audit.oracle_clause import plain_form
 from dpsql.audit.oracle_reference import (
     MOMENTS,
     NotModelled,
     Release,
     approximate_columns,
+    having_is_approximate,
     moment_columns,
     order_is_approximate,
     per_person,
@@ -152,15 +158,18 @@ class Oracle:
         try:
             sql = plain_form(sql)  # BigQuery's clause as the SQL it means (oracle_clause)
             ref_sql = sql if release is None else reference_sql(sql, self.metadata, release)
-            slack = self._bounded(sql, prepared, release)
+            slack = self._bounded(sql, prepared, release)  # a bound bites
             if slack is not None:
-                ref_sql, width = slack
+                bounded = slack
+                ref_sql, width = bounded.sql, bounded.columns
                 rows = [tuple(r) for r in self.reference.execute(ref_sql).fetchall()]
                 expected, slacks = [r[:width] for r in rows], [r[width:] for r in rows]
                 if any(float(s or 0) > 0 for r in slacks for s in r) and \
                         reads_released_cells(sql, release):  # type: ignore[arg-type]
-                    raise NotModelled("a bound bites under HAVING, ORDER BY, thresholds")
-                problem = compare(sql, got, expected, None, slacks)
+                    raise NotModelled("the groups cap bites under HAVING, ORDER BY, LIMIT or "
+                                      "thresholds")
+                problem = compare(sql, got, expected, None, slacks) or \
+                    self._totals(got, bounded)
             else:
                 expected = [tuple(r) for r in self.reference.execute(ref_sql).fetchall()]
                 problem = compare(sql, got, expected, self._pool(ref_sql))
@@ -168,7 +177,7 @@ class Oracle:
             return OracleVerdict(asked, "skipped", got, detail=f"reference failed: {e}")
         verdict = OracleVerdict(asked, "agrees", got, expected, reference=ref_sql)
         if problem is None:
-            if any(approximate_columns(sql)):
+            if any(approximate_columns(sql)) or having_is_approximate(sql):
                 verdict.status = "approximate"
             return verdict
         verdict.status, verdict.detail = "disagrees", problem
@@ -181,9 +190,9 @@ class Oracle:
         return verdict
 
     def _bounded(self, sql: str, prepared: Plan | FreeAnswer | PublicRead,
-                 release: Release | None) -> tuple[str, int] | None:
+                 release: Release | None) -> BoundedReference | None:
         """Where a contribution bound bites (:mod:`dpsql.audit.oracle_bounds`), its
-        reference query and the number of its own columns; None where none bites."""
+        reference; None where none bites."""
         plan = prepared.plan if isinstance(prepared, FreeAnswer) else prepared
         if release is None or not isinstance(plan, Plan):
             return None
@@ -191,14 +200,33 @@ class Oracle:
         if bounds is None:
             return None
         bounded = bounded_reference(sql, self.metadata, release, bounds)
-        if not per_person(sql) and \
-                not self.reference.execute(bounded.bites).fetchone()[0]:  # type: ignore[index]
+        bites, prebound = self.reference.execute(bounded.bites).fetchone()  # type: ignore[misc]
+        if prebound:
+            raise NotModelled("a table joined to another is bounded before the join")
+        if not bites and not per_person(sql):
             return None  # nothing bites: the plain reference (per-person ones never are)
+        if bites and reads_released_cells(sql, release):
+            raise NotModelled("a bound bites under HAVING, ORDER BY, LIMIT or thresholds")
         if bounds.auto:
             raise NotModelled("a bound chosen from the data bites")
         if bounded.sql.startswith("-- not modelled"):
             raise NotModelled(bounded.sql[3:])
-        return bounded.sql, bounded.columns
+        return bounded
+
+    def _totals(self, got: Rows, bounded: BoundedReference) -> str | None:
+        """What differs in the column totals the bounding keeps exact (oracle_bounds,
+        ``column_totals``), None if nothing."""
+        if bounded.totals is None:
+            return None
+        row = self.reference.execute(bounded.totals).fetchone() or ()
+        for n, (i, rounding) in enumerate(bounded.checked):
+            expected, groups_cap_bites = row[2 * n], row[2 * n + 1]
+            if groups_cap_bites:
+                continue
+            total = sum(float(r[i] or 0) for r in got)
+            if abs(total - float(expected or 0)) > rounding * len(got) + TOLERANCE:
+                return f"column {i + 1} totals {total}, the bounding keeps {expected}"
+        return None
 
     def _pool(self, ref_sql: str) -> Rows | None:
         """The reference's rows without LIMIT and OFFSET (None if it has neither)."""
@@ -271,7 +299,7 @@ def _row_same(a: Sequence[object], b: Sequence[object], exact: Sequence[bool],
               moments: Sequence[bool], slack: Sequence[object] | None = None) -> bool:
     """Rows equal in every exact column (numbers within the reference's ``slack``, where a
     bound bites); a moment's NULL reference matches any number."""
-    tolerances = [float(s or 0) for s in slack] if slack else [0.0] * len(b)
+    tolerances = [abs(float(s or 0)) for s in slack] if slack else [0.0] * len(b)
     return len(a) == len(b) and all(
         not x or _same(p, q, t) or (m and undefined_moment(q))
         for p, q, x, m, t in zip(a, b, exact, moments, tolerances, strict=True))
@@ -321,6 +349,8 @@ def compare(sql: str, got: Rows, expected: Rows, pool: Rows | None = None,
         return f"{len(got)} rows, the reference has {len(expected)}"
     keys = None if order_is_approximate(sql) else sort_columns(sql)
     limited = " LIMIT " in sql.upper() or " OFFSET " in sql.upper()
+    if having_is_approximate(sql):
+        return None  # which groups pass is the exponential mechanism's draw (not compared)
     if slacks is not None:  # a bound bites: unordered, unlimited (oracle_bounds)
         return None if _matching(got, expected, exact, moments, slacks) else \
             "rows differ beyond the bounding's slack"

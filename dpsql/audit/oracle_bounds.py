@@ -34,7 +34,7 @@ VAR, COUNT(DISTINCT x)).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
@@ -92,6 +92,8 @@ class BoundedReference:
     bites: str
     sql: str
     columns: int  # the query's own columns (the slack columns follow)
+    totals: str | None = None  # column_totals
+    checked: list[tuple[int, float]] = field(default_factory=list)
 
 
 def _units_part(select: exp.Select, metadata: Metadata, keys: Sequence[exp.Expression],
@@ -279,11 +281,58 @@ def bounded_reference(sql: str, metadata: Metadata, release: Release, bounds: Bo
     if unit is None:
         raise NotModelled("no unit")
     units = _weighted_units(_units_part(select, metadata, keys, unit, []), bounds)
-    bites = exp.select("COALESCE(MAX(CASE WHEN __bite THEN 1 ELSE 0 END), 0)").from_(
+    bites = exp.select("COALESCE(MAX(CASE WHEN __bite THEN 1 ELSE 0 END), 0)",
+                       prebound_bites(select, metadata)).from_(
         exp.Subquery(this=units, alias=exp.TableAlias(this=exp.to_identifier("__s3"))))
     return BoundedReference(bites.sql("duckdb"), _reference(select, keys, unit, metadata,
                                                             release, bounds),
-                            len(select.expressions))
+                            len(select.expressions), *column_totals(select, units, unit, bounds))
+
+
+def prebound_bites(select: exp.Select, metadata: Metadata) -> exp.Expression:
+    """Whether a private table joined to another that needs bounding has a unit with more
+    rows than its own k: :func:`dpsql.query.joins.prebound` then keeps k of them *before* the
+    join and before WHERE (not modelled: a filter on that table reads a sample of its rows).
+    """
+    bounded = []
+    for source in [select.args.get("from_"), *select.args.get("joins", [])]:
+        node = source.this if source is not None else None
+        table = metadata.table(node.name) if isinstance(node, exp.Table) else None
+        if table is not None and table.needs_bounding and table.privacy_unit is not None:
+            bounded.append(table)
+    if len(bounded) < 2:
+        return exp.Literal.number(0).as_("__prebound")
+    tests = [exp.Exists(this=exp.select("1").from_(t.name).group_by(t.privacy_unit).having(
+        f"COUNT(*) > {t.max_rows_per_unit}")) for t in bounded]
+    return exp.Case(ifs=[exp.If(this=exp.or_(*tests), true=exp.Literal.number(1))],
+                    default=exp.Literal.number(0)).as_("__prebound")
+
+
+def column_totals(select: exp.Select, units: exp.Select, unit: exp.Expression, bounds: Bounds
+                  ) -> tuple[str | None, list[tuple[int, float]]]:
+    """The totals over all groups that the bounding keeps exact, whatever its draw (rule
+    ``exact_totals``): a unit's ``COUNT(*)`` rows sum to ``min(t, k)`` over its groups (by
+    per-unit aggregates or a sample; by weights, up to each group's rounding to an integer),
+    unless the groups cap bites; its ``COUNT(DISTINCT unit)`` to ``min(G, g')`` by per-unit
+    aggregates. The query of the expected totals (one row: the total and whether the groups
+    cap bites, per column) and the columns checked, each with its rounding per released row."""
+    checked: list[tuple[int, float]] = []
+    parts: list[str] = []
+    for i, item in enumerate(select.expressions):
+        value = item.unalias()
+        if isinstance(value, exp.Count) and isinstance(value.this, exp.Star):
+            checked.append((i, 0.5 if bounds.form == "weights" else 0.0))
+            parts += ["SUM(__w * __n)", "MAX(CASE WHEN __gbite THEN 1 ELSE 0 END)"]
+        elif isinstance(value, exp.Count) and isinstance(value.this, exp.Distinct) and \
+                bounds.form == "per_unit" and len(value.this.expressions) == 1 and \
+                value.this.expressions[0].name == _unit_name(unit):
+            checked.append((i, 0.0))
+            parts += ["SUM(__gf)", "0"]
+    if not checked:
+        return None, []
+    query = exp.select(*parts).from_(exp.Subquery(
+        this=units.copy(), alias=exp.TableAlias(this=exp.to_identifier("__s3"))))
+    return query.sql("duckdb"), checked
 
 
 def _reference(select: exp.Select, keys: Sequence[exp.Expression], unit: exp.Expression,

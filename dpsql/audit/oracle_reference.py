@@ -123,7 +123,7 @@ def units_of_group(unit: exp.Expression, bounded: bool) -> exp.Expression:
 def empty_aggregate(node: exp.Expression) -> exp.Expression:
     """A SUM, COUNT_IF (and COUNT) over no rows or only NULLs releases 0, not NULL."""
     inner = node.this if isinstance(node, exp.Filter) else node
-    if isinstance(inner, exp.Sum | exp.CountIf | exp.Count):
+    if isinstance(inner, exp.Sum | exp.CountIf | exp.Count | PersonSum):
         return exp.Coalesce(this=node, expressions=[exp.Literal.number(0)])
     return node
 
@@ -196,9 +196,30 @@ def _plain(node: exp.Expression) -> exp.Expression:
     return node
 
 
+def _row_clamp(x: exp.Expression, bounds: Sequence[exp.Expression]) -> exp.Expression:
+    if not bounds:
+        return x.copy()
+    lo, hi = bounds
+    return exp.Case(ifs=[exp.If(this=x.copy() < lo.copy(), true=lo.copy()),
+                         exp.If(this=x.copy() > hi.copy(), true=hi.copy())], default=x.copy())
+
+
+def person_rows(node: exp.Expression) -> exp.Expression:
+    """A per-person aggregate (:data:`PER_PERSON`) where each row is its own unit (a
+    ``one_row_per_unit`` table): the unit's total or average is its row, clamped; a NULL row
+    adds nothing. Over several rows per unit, :mod:`dpsql.audit.oracle_bounds` answers it."""
+    inner = node.this if isinstance(node, exp.Filter) else node
+    kind = exp.Sum if isinstance(inner, PersonSum) else exp.Avg
+    call = kind(this=_row_clamp(inner.this, inner.expressions))
+    if isinstance(node, exp.Filter):
+        return exp.Filter(this=call, expression=node.expression.copy())
+    return call
+
+
 #: Aggregate class -> the SQL it means in the reference (the argument already read by
 #: :func:`read_value`). Plain SQL's meaning unless listed.
-AGGREGATE_RULES: dict[type[exp.Expression], Callable[[exp.Expression], exp.Expression]] = {}
+AGGREGATE_RULES: dict[type[exp.Expression], Callable[[exp.Expression], exp.Expression]] = {
+    PersonSum: person_rows, PersonAvg: person_rows}
 
 
 # ---------------------------------------------------------------------- the split in SQL
@@ -272,6 +293,13 @@ def order_is_approximate(sql: str) -> bool:
     select = _parse(sql)
     parts = [select.args.get("having"), select.args.get("order"),
              *(w for e in select.expressions for w in e.find_all(exp.Window))]
+    return any(p is not None and any(True for _ in p.find_all(*APPROXIMATE)) for p in parts)
+
+
+def having_is_approximate(sql: str) -> bool:
+    """Whether HAVING or QUALIFY reads an aggregate of the exponential mechanism."""
+    select = _parse(sql)
+    parts = [select.args.get("having"), select.args.get("qualify")]
     return any(p is not None and any(True for _ in p.find_all(*APPROXIMATE)) for p in parts)
 
 
@@ -451,7 +479,9 @@ def _meant(aggregate: exp.Expression, metadata: Metadata) -> exp.Expression:
     inner = aggregate.this if isinstance(aggregate, exp.Filter | exp.WithinGroup) else \
         aggregate
     rule = AGGREGATE_RULES.get(type(inner), _plain)
-    return empty_aggregate(rule(aggregate))
+    return empty_aggregate(aggregate) if rule is _plain else \
+        exp.Coalesce(this=rule(aggregate), expressions=[exp.Literal.number(0)]) \
+        if isinstance(inner, PersonSum) else rule(aggregate)
 
 
 def read_arguments(aggregate: exp.Expression, metadata: Metadata) -> exp.Expression:
