@@ -185,3 +185,15 @@ def to_postgres(world: World, url: str) -> None:
         for t in world.tables.values():
             con.execute(f'DROP TABLE IF EXISTS "{t.name}"')
             _pg_table(con, "public", t, lambda owner: True)
+
+
+def to_parquet(world: World, folder: Path) -> None:
+    """``world``'s tables as ``folder/<table>.parquet`` (written by DuckDB), the files a Spark
+    engine URL's ``folder`` reads."""
+    folder.mkdir(parents=True, exist_ok=True)
+    con = to_duckdb(world, ":memory:")
+    try:
+        for name in world.tables:
+            con.execute(f"COPY \"{name}\" TO '{folder / name}.parquet' (FORMAT parquet)")
+    finally:
+        con.close()
