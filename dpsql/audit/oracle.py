@@ -11,11 +11,14 @@ against the answer the query asks for -- proved by execution, beside the neighbo
    door. The salt of contribution bounding is then fixed too; where no bound bites the bounds
    keep every row, so the answer is deterministic. The exponential mechanism (quantiles, MIN,
    MAX) is not noise-free with it: those columns form the "approximate" class, not compared.
-2. **Worlds** (:mod:`dpsql.audit.oracle_worlds`): small databases where no bound bites, full of
-   NULLs, NaN, rows of no unit, empty groups and duplicates.
+2. **Worlds** (:mod:`dpsql.audit.oracle_worlds`): small databases full of NULLs, NaN, rows of
+   no unit, empty groups and duplicates, where no bound bites, or where clamping, k or g do.
 3. **The intended answer** (:mod:`dpsql.audit.oracle_reference`): the query run as plain SQL on
    DuckDB over the world's rows as the rules read them (clamped, NaN as NULL), split into its
-   grouped part and its outer part with the rules of key release between them.
+   grouped part and its outer part with the rules of key release between them; where a
+   contribution bound bites, the expected share of the bounded sample within the bounding's
+   slack (:mod:`dpsql.audit.oracle_bounds`); BigQuery's clause read as the SQL it means
+   (:mod:`dpsql.audit.oracle_clause`).
 4. **Compare**: the same output columns, the same rows (as multisets; in order where ORDER
    BY asks, ties in either order; the top rows of a LIMIT up to ties), numbers equal to
    ``1e-6`` relative (noise-free sums are exact on their fixed-point grid).

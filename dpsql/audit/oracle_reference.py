@@ -24,8 +24,10 @@ release. Rules (each one function below; change a rule in one place):
   (``COALESCE(SUM(x), 0)``: a released cell is always a number);
 * :func:`empty_group` -- a public domain's key with no rows is released, its cells those of
   :func:`empty_aggregate` over no rows;
-* :data:`AGGREGATE_RULES` -- per aggregate, the SQL it means (plain SQL's own by default; the
-  place where per-person semantics such as ZetaSQL's per-person AVG would be one more entry).
+* :data:`AGGREGATE_RULES` -- per aggregate, the SQL it means (plain SQL's own by default;
+  BigQuery's per-person ``PERSON_SUM`` and ``PERSON_AVG`` of :mod:`dpsql.audit.oracle_clause`
+  per row where each row is its own unit, :func:`person_rows`; over several rows per unit
+  :mod:`dpsql.audit.oracle_bounds` answers them, as every query where a bound bites).
 """
 
 from __future__ import annotations
