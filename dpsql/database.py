@@ -44,7 +44,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -58,7 +58,6 @@ from dpsql.errors import (
     EngineFailure,
     Error,
     InterfaceError,
-    LedgerError,
     MetadataError,
     OperationalError,
     QueryTimeout,
@@ -69,16 +68,16 @@ from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
-from dpsql.execution.reports import check_reports, reported
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
-from dpsql.ledger.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
-from dpsql.ledger.identity import read_record, retire_record, unavailable
+from dpsql.ledger.budget import BudgetStatus, Cost, UnknownAnalyst, query_cost
+from dpsql.ledger.opening import open_ledger
+from dpsql.ledger.spending import LedgerRead, read_views, warn
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 from dpsql.pipeline import Explanation, engine_sql, explain
-from dpsql.planner import Planner, Prepared
+from dpsql.planner import Planner, Prepared, check_report_route
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -95,7 +94,6 @@ _MEMO_SIZE = 1024
 ANALYST_ENV = "DPSQL_ANALYST"
 #: A query's epsilon when neither the query nor the analyst's ``query_epsilon`` gives one.
 DEFAULT_EPSILON = 1.0
-LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
 #: A prepared query that reads private data: charged, its answer stored.
 Charged = Plan | TwoReleases | LocalRead
@@ -166,55 +164,6 @@ def resolve_analyst(*candidates: str | None) -> str:
         raise UnknownAnalyst(f"{EVERY_OTHER_ANALYST!r} is not an analyst name; it stands for "
                              "every analyst not listed in the metadata")
     return name
-
-
-def ledger_path(metadata: Metadata) -> Path | None:
-    """The ledger file: ``DPSQL_LEDGER`` if set, else the metadata's; None when unmetered."""
-    if metadata.budget is None:
-        return None
-    override = os.environ.get(LEDGER_ENV)
-    return Path(override).expanduser().absolute() if override else metadata.budget.ledger
-
-
-def open_ledger(metadata: Metadata) -> Ledger | None:
-    """Open the ledger the metadata declares; None when unmetered. It is created only where
-    none was ever recorded (see :mod:`dpsql.ledger.identity`): a missing, emptied or replaced
-    ledger is :class:`~dpsql.errors.LedgerUnavailable`."""
-    path = ledger_path(metadata)
-    if path is None or metadata.budget is None:
-        return None
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as e:
-        raise LedgerError(owner_detail=f"cannot create the folder of the budget ledger {path}: "
-                          f"{e.strerror or e}") from None
-    budget = metadata.budget
-    return Ledger(path, budget.analysts, accounting=budget.accounting,  # type: ignore[arg-type]
-                  default=budget.default)
-
-
-def init_ledger(metadata: Metadata, start_over: bool = False) -> tuple[Ledger, Path | None]:
-    """``dpsql budget init``: create the metadata's ledger explicitly (refused if one exists).
-
-    Where a recorded ledger is missing, a new one is created only with ``start_over``, the
-    owner's decision that it is lost (see :mod:`dpsql.ledger.identity`); its record is kept,
-    renamed, and returned. The ledger is returned open.
-    """
-    path = ledger_path(metadata)
-    if path is None or metadata.budget is None:
-        raise MetadataError(f"{metadata.source} declares no analyst, so there is no budget "
-                            "ledger to create; add an [analysts.NAME] section first")
-    if path.exists():
-        raise MetadataError(f"the budget ledger {path} already exists; `dpsql budget -m "
-                            f"{metadata.source}` shows it")
-    retired = None
-    if read_record(path) is not None:
-        if not start_over:
-            raise unavailable(path, "it is missing (deleted or moved)", read_record(path))
-        retired = retire_record(path)
-    ledger = open_ledger(metadata)
-    assert ledger is not None
-    return ledger, retired
 
 
 class Database:
@@ -294,7 +243,7 @@ class Database:
         p = self.planner.prepare_query(
             normalised, self.query_epsilon() if epsilon is None else epsilon, clause.delta,
             mechanism, tree=tree, bounds=clause.bounds)
-        check_reports(p, clause.reports)  # the planner reads the lowered text, without them
+        check_report_route(p, clause.report)  # the planner reads the lowered text, without it
         return p
 
     def check_parameters(self, epsilon: float, delta: float, mechanism: str) -> None:
@@ -377,17 +326,18 @@ class Database:
         normalised, key_text, tree = self._texts(fold_clock(sql), parameters)
         p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree,
                                        bounds=bounds)
-        check_reports(p, clause.reports)  # report_format => 'JSON': refused before any charge
-        answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
-                              release, retention)
-        if clause.reports:  # post-processing of the released answer (dpsql.execution.reports)
-            answer = replace(answer, result=reported(answer.result, clause.reports, p))
-        return answer
+        check_report_route(p, clause.report)  # report_format => 'JSON': before any charge
+        return self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
+                            release, retention)
 
     def _answer(self, p: Prepared, normalised: str, key_text: str, analyst: str | None,
                 bounds: ContributionBounds | None, timeout: float | None, started: float,
                 release: list[float] | None, retention: float | None) -> Answer:
         """:meth:`run` once the query is prepared."""
+        if isinstance(p, LedgerRead):  # the ledger's own rows: exact, free, no private data
+            reader = resolve_analyst(analyst, self.analyst)
+            return Answer(read_views(p, self.ledger, self.metadata, reader), normalised, reader,
+                          None)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
@@ -403,6 +353,8 @@ class Database:
                                release)
         if retention is not None and isinstance(p, Plan):
             self._retention(answer, p, retention, key_text, bounds, timeout, release)
+        if answer.cost is not None and self.ledger is not None and answer.analyst is not None:
+            warn(answer.result, self.ledger.status(answer.analyst))  # past 80%: said
         return answer
 
     def _charged(self, p: Charged, normalised: str, key_text: str, analyst: str | None,
@@ -644,7 +596,7 @@ class Database:
             return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
                                f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
-        if isinstance(p, FreeAnswer):
+        if isinstance(p, FreeAnswer | LedgerRead):
             return Explanation(sql=p.sql, cells=[], key_release=p.reason, epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):

@@ -18,8 +18,9 @@ Module globals: ``apilevel = "2.0"``; ``threadsafety = 2`` (threads may share th
 connections, not cursors); ``paramstyle = "qmark"`` (``WHERE age > ?``). Numeric (``$1``) and
 named (``:name`` with a dict) placeholders are accepted as well. Parameters are bound into the
 parsed query as literals, never pasted into its text, and before the privacy check.
-BigQuery's ``report_format => 'JSON'`` columns (:mod:`dpsql.execution.reports`) are JSON text
-(a ``str``; ``description`` type code ``JSON``, ``accuracy`` None: the interval is in it).
+JSON values (BigQuery's ``report_format => 'JSON'`` reports and the fields read from them,
+:mod:`dpsql.execution.reports`) are JSON text (a ``str``; ``description`` type code ``JSON``,
+``accuracy`` None: the interval is in the report).
 
 Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width,
 in the column's unit -- ranks for quantiles -- or None for group keys and for values computed

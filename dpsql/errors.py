@@ -5,7 +5,7 @@ the command line prints them, the DB-API raises them, and the wire-protocol serv
 ``sqlstate`` in an ErrorResponse. Every refusal of a query is a :class:`QueryRefused`; a refusal
 is raised before anything runs on the data and before anything is charged.
 
-Stable SQLSTATE codes (documented in the README):
+Stable SQLSTATE codes (documented in docs/errors.md):
 
 * ``42501`` -- a query refused for privacy reasons (generic :class:`QueryRefused`)
 * ``42601`` -- SQL that cannot be parsed

@@ -37,7 +37,7 @@ from dpsql.metadata.contribution import (
 from dpsql.metadata.metadata import ColumnType, Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import automatic, choose_k, planned, with_rows
-from dpsql.privacy.auto_values import draw, with_values
+from dpsql.privacy.auto_values import chosen_bounds, draw, with_values
 from dpsql.privacy.mechanisms import Mechanism, accuracy
 from dpsql.privacy.plan import Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
@@ -158,18 +158,6 @@ def choose(p: Plan, engine: Engine, rng: Randomness) -> Plan:
                               integer, rng))
         p = _valued(p, tuple(drawn))
     return p
-
-
-def chosen_bounds(p: Plan) -> dict[str, tuple[float, float]] | None:
-    """Per column with a bound chosen from the data, the (lower, upper) its sums read."""
-    if not p.values:
-        return None
-    out: dict[str, tuple[float, float]] = {}
-    for v in p.values:
-        assert v.value is not None
-        lo, hi = out.get(v.column, (v.lower, v.upper))
-        out[v.column] = (v.value, hi) if v.side == "lower" else (lo, v.value)
-    return out
 
 
 def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:

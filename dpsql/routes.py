@@ -24,6 +24,7 @@ from dpsql.execution.postprocess import Result
 from dpsql.execution.public import PublicRead
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result
 from dpsql.ledger.budget import Cost, Ledger
+from dpsql.ledger.spending import LedgerRead
 from dpsql.pipeline import answer
 from dpsql.planner import Planner, Prepared
 from dpsql.privacy.randomness import Randomness
@@ -43,7 +44,7 @@ def answer_private(p: Prepared, engine: Engine, planner: Planner, rng: Randomnes
         return answer_two(p, engine, planner, rng)
     if isinstance(p, LocalRead):
         return answer_local(p, engine, rng)
-    if isinstance(p, PublicRead | FreeAnswer):
+    if isinstance(p, PublicRead | FreeAnswer | LedgerRead):
         raise UnsupportedQuery("an exact answer from public information is answered by the "
                                "Database")
     return answer(p, engine, rng)

@@ -11,7 +11,8 @@ reference's own, ZetaSQL's):
 * :func:`per_group` -- ``contribution_bounds_per_group => (lo, hi)``: SUM is
   ``PERSON_SUM(x, lo, hi)``, each unit's total in the group clamped, a unit without a non-NULL
   value contributing nothing; AVG is ``PERSON_AVG(x, lo, hi)``, the average over units of each
-  unit's clamped average; COUNT unchanged (a unit's count is within its k); any other
+  unit's clamped average; COUNT is ``PERSON_SUM`` of its rows' 1s (each unit's count in the
+  group clamped; COUNT(DISTINCT) unchanged); any other
   aggregate clamps its rows (ZetaSQL's answer where a unit has one row);
 * :func:`person_average` -- an AVG in the clause without bounds is ``PERSON_AVG(x)``: the
   average of each unit's average (ZetaSQL's meaning, whatever the bounds);
@@ -69,6 +70,13 @@ def per_row(arg: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> exp.
 
 def per_group(call: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> exp.Expression:
     """``call`` with ZetaSQL's per-group bounds (module docstring)."""
+    if isinstance(call, exp.Count) and not isinstance(call.this, exp.Distinct):
+        # each unit's count in the group, clamped: the total of its rows' 1s (NULLs none)
+        one = exp.Literal.number(1)
+        row = one if isinstance(call.this, exp.Star) else exp.Case(ifs=[exp.If(
+            this=exp.Not(this=exp.Is(this=call.this.copy(), expression=exp.Null())),
+            true=one)])
+        return PersonSum(this=row, expressions=[lo.copy(), hi.copy()])
     if isinstance(call, exp.Count):
         return call
     if isinstance(call, exp.Sum):

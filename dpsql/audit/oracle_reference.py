@@ -299,7 +299,8 @@ def order_is_approximate(sql: str) -> bool:
 
 
 def having_is_approximate(sql: str) -> bool:
-    """Whether HAVING or QUALIFY reads an aggregate of the exponential mechanism."""
+    """Whether HAVING or QUALIFY reads an approximate aggregate: which groups pass is then
+    itself approximate, so the rows are not compared (their number may differ either way)."""
     select = _parse(sql)
     parts = [select.args.get("having"), select.args.get("qualify")]
     return any(p is not None and any(True for _ in p.find_all(*APPROXIMATE)) for p in parts)

@@ -10,6 +10,7 @@ import click
 
 from dpsql.cli.common import (
     bounds_options,
+    budget_lines,
     cost_note,
     database_options,
     format_csv,
@@ -64,6 +65,7 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
         answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
                           bounds=query_bounds(max_rows, max_groups), retention=retention)
         status = db.budget() if db.metered else None
+        said = budget_lines(db, answered, analyst)  # past 80%; the first charge
     result = answered.result
     header, rows = tabulate(result, accuracy)
     if result.local_label is not None and fmt != "json":  # randomized rows: said first
@@ -79,6 +81,8 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
     # on stderr for every format, so that csv and json stay parseable on stdout
     click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
                f"{cost_note(answered, status)})", err=True)
+    for line in said:
+        click.echo(line, err=True)
 
 
 @click.command()

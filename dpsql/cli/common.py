@@ -17,10 +17,12 @@ from typing import Any, TextIO, TypeVar
 import click
 
 from dpsql.cli.defaults import metadata_source, sources
-from dpsql.database import Answer, Database, sample_paths
+from dpsql.database import ANALYST_ENV, Answer, Database, sample_paths
 from dpsql.errors import BudgetExhausted, Error, SQLSyntaxError, guarded
 from dpsql.execution.postprocess import Result
 from dpsql.ledger.budget import BudgetStatus
+from dpsql.ledger.opening import LEDGER_ENV
+from dpsql.ledger.spending import BUDGET_NOTE
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.privacy.mechanisms import MECHANISMS
@@ -220,3 +222,31 @@ def cost_note(answered: Answer, status: BudgetStatus | None) -> str:
         note += (f"; {status.analyst} has epsilon={status.remaining.epsilon:g}, "
                  f"delta={status.remaining.delta:g} left")
     return note
+
+
+def first_charge_note(db: Database, answered: Answer, given: str | None) -> str | None:
+    """Said once, on an analyst's first charge in a ledger: who was charged, how that name was
+    chosen, where the ledger is, and how to change either (a first run on the sample data
+    charges the operating-system user in ~/.dpsql/ without being asked)."""
+    ledger = db.ledger
+    if ledger is None or answered.cost is None or answered.analyst is None or \
+            len(ledger.history(answered.analyst, 2)) != 1:
+        return None
+    how = ("--analyst" if given is not None else ANALYST_ENV if os.environ.get(ANALYST_ENV)
+           else "the operating-system user")
+    where = (LEDGER_ENV if os.environ.get(LEDGER_ENV) else
+             f"[budget] ledger in {db.metadata.source}")
+    return (f"dpsql: note: this is the first charge to analyst {answered.analyst!r} ({how}; "
+            f"pass --analyst NAME or set {ANALYST_ENV} to be charged as someone else). Their "
+            f"spending is recorded in {ledger.path} ({where}; set {LEDGER_ENV} or the "
+            "metadata's [budget] ledger to keep it elsewhere). `dpsql budget` shows it.")
+
+
+def budget_lines(db: Database, answered: Answer, given: str | None) -> list[str]:
+    """The command line's lines about the budget after a charge: the 80% warning
+    (:func:`dpsql.ledger.spending.budget_warning`, a note of the answer) and the first-charge
+    note."""
+    lines = [f"dpsql: warning: {note}" for note in answered.result.notes
+             if note.startswith(BUDGET_NOTE)]
+    first = first_charge_note(db, answered, given)
+    return lines + ([first] if first is not None else [])

@@ -20,6 +20,7 @@ from sqlglot import exp
 from dpsql.engines import run_on_cells, scratch
 from dpsql.errors import UnsupportedQuery
 from dpsql.execution.perturb import NoisyCells, typed
+from dpsql.execution.reports import check_reports, replace_reports, report_columns, report_names
 from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
 from dpsql.query.dry_runs import with_empty
@@ -122,7 +123,10 @@ def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
     columns = _cell_columns(plan, cells)
     for d in carry:
         columns[f"{_ACC}{d}"] = cells.accuracy[d]
-    sql = outer_sql(plan, carry).sql(dialect="duckdb", copy=False)  # a fresh tree
+    outer = outer_sql(plan, carry)
+    reports = replace_reports(outer)  # report_format => 'JSON' (dpsql.execution.reports)
+    columns.update(report_columns(plan, reports, cells.values, cells.accuracy, len(cells.keys)))
+    sql = outer.sql(dialect="duckdb", copy=False)  # a fresh tree
     out_names, types, rows = run_on_cells(sql, _CELLS, columns)
     width = len(names)
     accuracy = []
@@ -203,15 +207,21 @@ def check_outer(plan: Plan) -> None:
     reported when the query is planned, before anything is charged or run."""
     if _is_projection(plan.query.outer) and plan.query.post is None:
         return
+    check_reports(plan)
+    outer = outer_sql(plan, [])
+    reports = report_names(len(replace_reports(outer)))
     typed = [exp.alias_(exp.cast(exp.Null(), _type_of(plan, name)), name)
-             for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]]
-    sql = with_empty(outer_sql(plan, []), [(_CELLS, exp.select(*typed).limit(0))]).sql(
+             for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]
+             + reports]
+    sql = with_empty(outer, [(_CELLS, exp.select(*typed).limit(0))]).sql(
         dialect="duckdb", copy=False)
     try:
         scratch().execute(sql).fetchall()
     except duckdb.Error as e:
+        hint = ("; a report (report_format => 'JSON') is JSON: read its numbers as "
+                "DOUBLE(r.result.value)") if reports else ""
         raise UnsupportedQuery(f"the query's outer part (over the aggregates) is not valid: "
-                               f"{str(e).splitlines()[0]}") from None
+                               f"{str(e).splitlines()[0]}{hint}") from None
 
 
 def _float(value: object) -> float | None:

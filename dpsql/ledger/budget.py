@@ -390,6 +390,22 @@ class Ledger:
         )
         return [_entry(row) for row in rows]
 
+    def charges(self, analyst: str | None = None, since: datetime | None = None
+                ) -> list[LedgerEntry]:
+        """Every charge (of one analyst, or of all) recorded at or after ``since`` (an aware
+        instant), oldest first: what the spending views and ``dpsql budget --by day`` sum. Charges
+        before a reset are included, as in :meth:`history`."""
+        clauses, params = [], []
+        if analyst is not None:
+            clauses.append("analyst = ?")
+            params.append(analyst)
+        rows = self._read(f"SELECT {_ENTRY_COLUMNS} FROM charges"
+                          + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
+                          + " ORDER BY id", tuple(params))
+        entries = [_entry(row) for row in rows]
+        # ISO texts of mixed offsets do not sort as instants: compare them as datetimes
+        return entries if since is None else [e for e in entries if e.at >= since]
+
     def reset(self, analyst: str) -> None:
         """The data owner's explicit action: the analyst's spending starts again from zero.
 

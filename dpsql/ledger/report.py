@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpsql.ledger.budget import BudgetStatus, Ledger
+from dpsql.ledger.spending import budget_warning
 from dpsql.metadata.metadata import Metadata
 from dpsql.texttable import format_table
 
@@ -39,6 +40,7 @@ def budget_report(md: Metadata, ledger: Ledger, statuses: list[BudgetStatus],
             row += [f"{st.spent.rho:.6g}", f"{st.remaining.rho:.6g}"]
         rows.append(row)
     lines.append(format_table(header, rows) if rows else "(no analyst has queried yet)")
+    lines += [said for said in map(budget_warning, statuses) if said is not None]
     lines.append("")
     if not history:
         lines.append("No queries charged yet.")

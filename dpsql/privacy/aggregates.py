@@ -434,9 +434,10 @@ def check_per_group_sums(table: Table, specs: Sequence[MeasurementSpec]) -> None
         return
     if any(s.kind not in _PER_UNIT for s in specs):
         raise UnsupportedQuery(
-            "SUM(..., contribution_bounds_per_group => ...) is answered on each unit's totals, "
-            "with counts and sums only; ask for the quantiles, MIN, MAX or COUNT(DISTINCT x) in "
-            "another query, or write contribution_bounds_per_row => (lower, upper)")
+            "SUM(...) or COUNT(...) with contribution_bounds_per_group => ... is answered on "
+            "each unit's totals, with counts and sums only; ask for the quantiles, MIN, MAX or "
+            "COUNT(DISTINCT x) in another query, or write contribution_bounds_per_row => "
+            "(lower, upper) on the SUM")
 
 
 _PER_UNIT = (MeasurementKind.COUNT, MeasurementKind.UNITS, MeasurementKind.SUM)

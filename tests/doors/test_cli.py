@@ -94,6 +94,24 @@ def test_report_format_json_column() -> None:
                 "FROM visits"), "UnsupportedQuery")
 
 
+def test_report_read_by_field_access_and_quantile_reports() -> None:
+    """A report is a value the query reads (BigQuery's field access): each group's interval,
+    the same for every group (a function of the plan); APPROX_QUANTILES' report lists each
+    quantile with the bounds it was drawn within; charged once, as the query's epsilon."""
+    result = ok("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) category, "
+                "COUNT(*, report_format => 'JSON').result.noise_confidence_interval.upper_bound "
+                "AS hi, APPROX_QUANTILES(amount, 2, contribution_bounds_per_row => (0, 100), "
+                "report_format => 'JSON') AS q FROM visits GROUP BY category", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert len(rows) == 8 and len({r["hi"] for r in rows}) == 1 and float(rows[0]["hi"]) > 0
+    for row in rows:
+        quantiles = json.loads(row["q"])["result"]
+        assert len(quantiles) == 3
+        assert all(q["noise_confidence_interval"]["lower_bound"] == 0
+                   and q["noise_confidence_interval"]["upper_bound"] == 100 for q in quantiles)
+    assert "epsilon=0.5" in result.stderr
+
+
 def test_accuracy_columns() -> None:
     result = ok("query", GROUPED, "--format", "json", "--accuracy", "--epsilon", "0.5")
     rows = json.loads(result.stdout)

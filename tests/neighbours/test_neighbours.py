@@ -229,10 +229,15 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
     "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
     "max_groups_contributed = 1) drug, SUM(dose) FROM rx GROUP BY drug",
-    # BigQuery's per-group count bounds, accepted where they are the identity (hi >= k).
+    # BigQuery's per-group count bounds: each unit's count in a group clamped (ZetaSQL's),
+    # below k, raising the floor, and a count of units.
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
     "max_groups_contributed = 4) grp, COUNT(*, contribution_bounds_per_group => (0, 6)), "
     "SUM(amount, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY grp, COUNT(*, contribution_bounds_per_group => (0, 2)), "
+    "COUNT(qty, contribution_bounds_per_group => (1, 3)) FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => (0, 1)) "
+    "FROM visits",
     # Per-group bounds on a sum where a unit contributes one row: its total is its row.
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) grp, "
     "SUM(amount, contribution_bounds_per_group => (0, 10)), AVG(qty, contribution_bounds_per_"
@@ -254,6 +259,12 @@ def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
     # APPROX_QUANTILES(x, n): n + 1 quantiles sharing the epsilon (dpsql.query.quantile_lists).
     "SELECT grp, APPROX_QUANTILES(qty, 3)[OFFSET(1)], ARRAY_LENGTH(APPROX_QUANTILES(amount, 2)) "
     "FROM visits GROUP BY grp",
+    # report_format => 'JSON' (dpsql.execution.reports): post-processing of the same cells.
+    "SELECT WITH DIFFERENTIAL_PRIVACY grp, COUNT(*, report_format => 'JSON').result.value, "
+    "SUM(amount, contribution_bounds_per_group => (0, 10), report_format => 'JSON') "
+    "FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY grp, APPROX_QUANTILES(qty, 2, report_format => 'JSON'), "
+    "AVG(amount, report_format => 'JSON') FROM visits GROUP BY grp",
 ])
 def test_bigquery_forms(typed: Neighbourhood, sql: str) -> None:
     """BigQuery's forms: UNNEST([...]) AS x multiplies each unit's rows by the array's length
@@ -295,13 +306,10 @@ def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
 def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighbourhood
                                                                     ) -> None:
     """A unit's variance in a group is not computed: per-group bounds on a VAR_POP where a
-    unit has several rows, on a count below k, or on a SUM beside a median (answered on
-    sampled rows, not on totals), are refused before anything runs (never answered with
-    per-row semantics)."""
+    unit has several rows, or on a SUM beside a median (answered on sampled rows, not on
+    totals), are refused before anything runs (never answered with per-row semantics)."""
     for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, VAR_POP(amount, contribution_bounds_per_"
                 "group => (0, 10)) FROM visits GROUP BY grp",
-                "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => "
-                "(0, 2)) FROM visits",
                 "SELECT WITH DIFFERENTIAL_PRIVACY grp, MEDIAN(qty), SUM(amount, "
                 "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp"):
         assert check_query(sql, typed).status == "refused"

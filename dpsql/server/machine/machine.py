@@ -25,9 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlglot.errors import SqlglotError
 
 from dpsql import errors
-from dpsql.execution.reports import report_types
 from dpsql.explain import render
-from dpsql.metadata.contribution import ContributionBounds
 from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.machine import commands, cursors
@@ -346,7 +344,7 @@ class Machine:
             def plan_columns() -> list[tuple[str, str]]:
                 plan = self.server.db.plan(statement.engine_sql, epsilon, delta, mechanism,
                                            parameters=values or None)
-                return report_types(describe(plan), statement.engine_sql)
+                return describe(plan)
 
             try:
                 columns = await self.blocking(plan_columns)
@@ -438,16 +436,6 @@ class Machine:
 
     # --- executing one statement
 
-    def bounds(self) -> ContributionBounds | None:
-        """The session's contribution bounds (SET dpsql.max_rows / dpsql.max_groups)."""
-        default = st.DEFAULT_BOUND
-        rows, groups = (self.settings.get(f"dpsql.{n}", default) for n in ("max_rows",
-                                                                            "max_groups"))
-        if rows == default and groups == default:
-            return None
-        return ContributionBounds(None if rows == default else int(rows),
-                                  None if groups == default else int(groups))
-
     def privacy(self) -> tuple[float, float, str]:
         return (float(self.settings["dpsql.epsilon"]), float(self.settings["dpsql.delta"]),
                 self.settings["dpsql.mechanism"])
@@ -489,7 +477,7 @@ class Machine:
         """
         epsilon, delta, mechanism = privacy
         release: list[float] = []
-        bounds = self.bounds()
+        bounds = st.session_bounds(self.settings)
 
         def answer() -> Any:
             try:
@@ -518,7 +506,8 @@ class Machine:
 
         def explain() -> Any:
             return self.server.db.explain(statement.engine_sql, epsilon, delta, mechanism,
-                                          parameters=params or None, bounds=self.bounds())
+                                          parameters=params or None,
+                                          bounds=st.session_bounds(self.settings))
 
         try:
             e = await self.blocking(explain)

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from dpsql.errors import InvalidPrivacyParameter
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.privacy.mechanisms import WELL_FORMED, validate_privacy_parameters
 
 SERVER_VERSION = "16.4"
@@ -252,3 +253,12 @@ def parse_duration_ms(value: str) -> int:
         raise SettingError(f"invalid value for a duration: \"{value}\" (use e.g. 5000, '5s', "
                            "'100ms')", "22023")
     return int(float(m.group(1)) * _UNITS[m.group(2) or "ms"])
+
+
+def session_bounds(settings: dict[str, str]) -> ContributionBounds | None:
+    """The session's contribution bounds (SET dpsql.max_rows / dpsql.max_groups)."""
+    rows, groups = (settings.get(f"dpsql.{n}", DEFAULT_BOUND) for n in ("max_rows", "max_groups"))
+    if rows == DEFAULT_BOUND and groups == DEFAULT_BOUND:
+        return None
+    return ContributionBounds(None if rows == DEFAULT_BOUND else int(rows),
+                              None if groups == DEFAULT_BOUND else int(groups))
