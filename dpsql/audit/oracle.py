@@ -31,6 +31,7 @@ difference), or new: a test fails and prints the query, the world's seed and bot
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import tempfile
 import time
@@ -289,7 +290,9 @@ def _number(value: object) -> float | None:
 
 
 def _same(a: object, b: object, slack: float = 0.0) -> bool:
-    if isinstance(a, float | int) and isinstance(b, float | int) and not isinstance(a, bool):
+    # the reference's DECIMAL sums come back as Decimal: compared as numbers, within the slack
+    if isinstance(a, float | int | decimal.Decimal) and \
+            isinstance(b, float | int | decimal.Decimal) and not isinstance(a, bool):
         fa, fb = float(a), float(b)
         if math.isnan(fa) or math.isnan(fb):
             return math.isnan(fa) and math.isnan(fb)

@@ -510,7 +510,9 @@ def _released(inner: exp.Select, keys: Sequence[exp.Expression],
               aggregates: Sequence[exp.Expression], release: Release
               ) -> tuple[exp.Expression, Ref, Ref, exp.Join | None]:
     """The grouped part as the outer part's FROM, with the rule of key release: a public
-    domain's every key (FULL JOIN: a group outside the domain still shows), thresholded keys
+    domain's every key and only those (LEFT JOIN: a group whose key lies outside the domain,
+    as a clamped key outside a domain narrowed by WHERE, is not released: see
+    :mod:`dpsql.privacy.key_filters`), thresholded keys
     (the WHERE on ``__units``), or the one row of a global aggregate."""
     grouped = exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("__g")))
     if release.domain is None or not keys:
@@ -524,7 +526,7 @@ def _released(inner: exp.Select, keys: Sequence[exp.Expression],
     on = exp.and_(*(exp.NullSafeEQ(this=exp.column(f"__k{i}", table="__d"),
                                    expression=exp.column(f"__k{i}", table="__g"))
                     for i in range(len(keys))))
-    join = exp.Join(this=grouped, on=on, kind="FULL")
+    join = exp.Join(this=grouped, on=on, kind="LEFT")
     return (values, lambda i: exp.Coalesce(this=exp.column(f"__k{i}", table="__d"),
                                            expressions=[exp.column(f"__k{i}", table="__g")]),
             lambda j: empty_group(aggregates[j], exp.column(f"__a{j}", table="__g")), join)
