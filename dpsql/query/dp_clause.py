@@ -24,7 +24,10 @@ option or a bad value a refusal before planning. Nothing here reads data.
   (charged to the analyst's budget as any query's);
 * ``max_groups_contributed`` (or ``kappa``), ``max_rows_contributed``: the query's contribution
   bounds g and k (:class:`~dpsql.metadata.contribution.ContributionBounds`, within the owner's
-  caps);
+  caps). A g written here always binds, as BigQuery's: each unit keeps at most g of the
+  query's groups (of a joined relation's too), chosen at random, even where the groups are a
+  public domain and the noise would not need it (outside the clause dpsql drops groups beyond
+  g only where that lowers the noise: :func:`dpsql.privacy.aggregates.groups_cap`);
 * ``privacy_unit_column``: must name the table's declared privacy unit (the owner's choice);
 * ``group_selection_strategy``: ``LAPLACE_THRESHOLD`` or ``PUBLIC_GROUPS``, accepted: dpsql
   releases the keys of a declared public domain and thresholds the others, in both cases;
@@ -347,7 +350,8 @@ def _options_of(clause: DifferentialPrivacy) -> DPOptions:
     unit = values.get("privacy_unit_column")
     bounds = ContributionBounds(_whole(values.get("max_rows_contributed"), "max_rows_contributed"),
                                 _whole(groups, "max_groups_contributed"),
-                                unit.name if unit is not None else None)
+                                unit.name if unit is not None else None,
+                                groups_bound=groups is not None)
     return DPOptions(_number(values.get("epsilon"), "epsilon"),
                      _number(values.get("delta"), "delta"),
                      bounds if bounds != ContributionBounds() else None)
@@ -506,6 +510,22 @@ def resolve_query(sql: str, epsilon: float | None, delta: float,
                   bounds: ContributionBounds | None) -> Resolved:
     """:func:`resolve`, with the report columns of ``report_format => 'JSON'``."""
     sql, options = split(sql)
+    return _resolved(sql, options, epsilon, delta, bounds)
+
+
+def resolve_tree(tree: exp.Expr, epsilon: float | None, delta: float,
+                 bounds: ContributionBounds | None) -> Resolved:
+    """:func:`resolve_query` of a tree from :func:`clause_tree` (mutated): one part of a
+    composite query (:mod:`dpsql.query.composite`), resolved as if sent alone."""
+    _refuse_anonymization(tree)
+    if not _has_clause(tree) and tree.find(NamedArguments) is None:
+        return Resolved(tree.sql(dialect="duckdb"), epsilon, delta, bounds)
+    tree, options = lowered(tree)
+    return _resolved(tree.sql(dialect="duckdb"), options, epsilon, delta, bounds)
+
+
+def _resolved(sql: str, options: DPOptions | None, epsilon: float | None, delta: float,
+              bounds: ContributionBounds | None) -> Resolved:
     if options is None:
         return Resolved(sql, epsilon, delta, bounds)
     if options.bounds is not None:

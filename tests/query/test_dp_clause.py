@@ -30,7 +30,9 @@ def test_options_and_named_arguments() -> None:
     assert sql == ('SELECT g, SUM(LEAST(GREATEST(x, -1), 2.5)) AS "SUM(x)", COUNT(*) AS '
                    '"COUNT(*)", COUNT(y) AS "COUNT(y)" FROM t GROUP BY g')
     # COUNT's per-group bounds: the tightest, checked against the k in force once bound
-    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid", (0.0, 20.0)))
+    # the clause's g (kappa) always binds, as BigQuery's (Table.groups_bound)
+    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid", (0.0, 20.0),
+                                                              groups_bound=True))
     assert split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t") == (
         "SELECT COUNT(*) FROM t", DPOptions())
 
@@ -105,7 +107,7 @@ def test_resolve_takes_the_clause_over_the_front_door() -> None:
     sql, epsilon, delta, bounds = resolve(
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) COUNT(*) FROM t",
         0.3, 1e-6, ContributionBounds(7, 5))
-    assert (epsilon, delta, bounds) == (0.3, 1e-6, ContributionBounds(7, 2))
+    assert (epsilon, delta, bounds) == (0.3, 1e-6, ContributionBounds(7, 2, groups_bound=True))
     assert sql.split() == ["SELECT", "COUNT(*)", "FROM", "t"]
 
 
