@@ -58,7 +58,6 @@ from dpsql.errors import (
     EngineFailure,
     Error,
     InterfaceError,
-    LedgerError,
     MetadataError,
     OperationalError,
     QueryTimeout,
@@ -72,8 +71,8 @@ from dpsql.execution.public import PublicRead, PublicStore, answer_public
 from dpsql.execution.reports import check_reports, reported
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
-from dpsql.ledger.budget import BudgetStatus, Cost, Ledger, UnknownAnalyst, query_cost
-from dpsql.ledger.identity import read_record, retire_record, unavailable
+from dpsql.ledger.budget import BudgetStatus, Cost, UnknownAnalyst, query_cost
+from dpsql.ledger.files import open_ledger
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
@@ -83,9 +82,11 @@ from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
+from dpsql.query.composite import split as composite_query
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
+from dpsql.releases import Releases, prepare_releases, releases_cost
 from dpsql.routes import answer_from_stored_copy, answer_private, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
 
@@ -95,10 +96,9 @@ _MEMO_SIZE = 1024
 ANALYST_ENV = "DPSQL_ANALYST"
 #: A query's epsilon when neither the query nor the analyst's ``query_epsilon`` gives one.
 DEFAULT_EPSILON = 1.0
-LEDGER_ENV = "DPSQL_LEDGER"
 _DIALECT = "duckdb"
 #: A prepared query that reads private data: charged, its answer stored.
-Charged = Plan | TwoReleases | LocalRead
+Charged = Plan | TwoReleases | LocalRead | Releases
 #: A bound query: its normalised text, its answer-key text and its tree (never mutated).
 _Statement = tuple[str, str, exp.Expression]
 
@@ -112,7 +112,6 @@ def sample_paths() -> tuple[Path, Path]:
         # data lives beside it, mapped to dpsql.sample_data only by an install.
         folder = Path(__file__).resolve().parent.parent / "sample_data"
     return folder, folder / "metadata.toml"
-
 
 
 # --- the database -----------------------------------------------------------------------------
@@ -134,10 +133,10 @@ class Answer:
     retention_cost: Cost | None = None
 
 
-def check_retention(p: Prepared) -> None:
+def check_retention(p: Prepared | Releases) -> None:
     """Refuse a retention estimate (:mod:`dpsql.execution.kept`) for a query it does not apply
     to, before anything is charged."""
-    if isinstance(p, TwoReleases | LocalRead):
+    if isinstance(p, TwoReleases | LocalRead | Releases):
         raise UnsupportedQuery("a retention estimate is made for one aggregate query over "
                                "private rows, not for a series limit or local rows; ask "
                                "without it (or without the LIMIT over the series)")
@@ -166,55 +165,6 @@ def resolve_analyst(*candidates: str | None) -> str:
         raise UnknownAnalyst(f"{EVERY_OTHER_ANALYST!r} is not an analyst name; it stands for "
                              "every analyst not listed in the metadata")
     return name
-
-
-def ledger_path(metadata: Metadata) -> Path | None:
-    """The ledger file: ``DPSQL_LEDGER`` if set, else the metadata's; None when unmetered."""
-    if metadata.budget is None:
-        return None
-    override = os.environ.get(LEDGER_ENV)
-    return Path(override).expanduser().absolute() if override else metadata.budget.ledger
-
-
-def open_ledger(metadata: Metadata) -> Ledger | None:
-    """Open the ledger the metadata declares; None when unmetered. It is created only where
-    none was ever recorded (see :mod:`dpsql.ledger.identity`): a missing, emptied or replaced
-    ledger is :class:`~dpsql.errors.LedgerUnavailable`."""
-    path = ledger_path(metadata)
-    if path is None or metadata.budget is None:
-        return None
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as e:
-        raise LedgerError(owner_detail=f"cannot create the folder of the budget ledger {path}: "
-                          f"{e.strerror or e}") from None
-    budget = metadata.budget
-    return Ledger(path, budget.analysts, accounting=budget.accounting,  # type: ignore[arg-type]
-                  default=budget.default)
-
-
-def init_ledger(metadata: Metadata, start_over: bool = False) -> tuple[Ledger, Path | None]:
-    """``dpsql budget init``: create the metadata's ledger explicitly (refused if one exists).
-
-    Where a recorded ledger is missing, a new one is created only with ``start_over``, the
-    owner's decision that it is lost (see :mod:`dpsql.ledger.identity`); its record is kept,
-    renamed, and returned. The ledger is returned open.
-    """
-    path = ledger_path(metadata)
-    if path is None or metadata.budget is None:
-        raise MetadataError(f"{metadata.source} declares no analyst, so there is no budget "
-                            "ledger to create; add an [analysts.NAME] section first")
-    if path.exists():
-        raise MetadataError(f"the budget ledger {path} already exists; `dpsql budget -m "
-                            f"{metadata.source}` shows it")
-    retired = None
-    if read_record(path) is not None:
-        if not start_over:
-            raise unavailable(path, "it is missing (deleted or moved)", read_record(path))
-        retired = retire_record(path)
-    ledger = open_ledger(metadata)
-    assert ledger is not None
-    return ledger, retired
 
 
 class Database:
@@ -369,6 +319,12 @@ class Database:
         started = time.monotonic()
         if retention is not None:  # refused whatever the query, before anything is charged
             validate_privacy_parameters(retention, 0.0, "laplace", self.metadata.limits)
+        composite = composite_query(sql)  # a UNION of private queries, a private subquery
+        if composite is not None:
+            p = prepare_releases(composite, self.planner, self.query_epsilon(analyst) if epsilon
+                                 is None else epsilon, delta, mechanism, bounds, parameters)
+            return self._answer(p, sql, f"composite\0{sql}", analyst, bounds, timeout, started,
+                                release, retention)
         clause = resolve_query(sql, epsilon, delta, bounds)  # BigQuery's clause
         sql, epsilon, delta, bounds = clause.sql, clause.epsilon, clause.delta, clause.bounds
         if epsilon is None:
@@ -384,7 +340,7 @@ class Database:
             answer = replace(answer, result=reported(answer.result, clause.reports, p))
         return answer
 
-    def _answer(self, p: Prepared, normalised: str, key_text: str, analyst: str | None,
+    def _answer(self, p: Prepared | Releases, normalised: str, key_text: str, analyst: str | None,
                 bounds: ContributionBounds | None, timeout: float | None, started: float,
                 release: list[float] | None, retention: float | None) -> Answer:
         """:meth:`run` once the query is prepared."""
@@ -395,6 +351,9 @@ class Database:
             return Answer(answer_free(p, self.randomness), normalised, self._known(analyst), None)
         parts = (p.inner, p.outer) if isinstance(p, TwoReleases) else \
             () if isinstance(p, LocalRead) else (p,)
+        if isinstance(p, Releases):
+            parts = tuple(q for r in p.charged for q in (
+                (r.inner, r.outer) if isinstance(r, TwoReleases) else (r,)))
         for part in parts:
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         if retention is not None:
@@ -430,6 +389,7 @@ class Database:
             if stored is not None:
                 return Answer(stored, normalised, who, None, reused=True)
         cost = release_cost(p, ledger.accounting) if isinstance(p, TwoReleases) else \
+            releases_cost(p, ledger.accounting) if isinstance(p, Releases) else \
             local_cost(p, ledger.accounting) if isinstance(p, LocalRead) else \
             query_cost(p, ledger.accounting)
         entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
@@ -627,7 +587,7 @@ class Database:
         except (ValueError, KeyError, TypeError, OperationalError) as e:
             log.warning("ignoring an unreadable stored answer: %s", e)
             return None
-        names = p.output_names if isinstance(p, TwoReleases | LocalRead) else \
+        names = p.output_names if isinstance(p, TwoReleases | LocalRead | Releases) else \
             p.query.output_names
         if len(names) != len(result.columns):
             return None

@@ -2,6 +2,7 @@
 :meth:`dpsql.planner.Planner.prepare_query`, the one place that chooses):
 
 * :class:`~dpsql.series.TwoReleases`: two private releases (a series limit);
+* :class:`~dpsql.releases.Releases`: a composite query's parts, the rows combined;
 * :class:`~dpsql.privacy.plan.Plan`: the private pipeline's answer (:func:`dpsql.pipeline.answer`);
 * :class:`~dpsql.execution.local_rows.LocalRead`: randomized rows (local DP), charged as
   :func:`local_cost` says, once per analyst and table where the ledger keeps answers
@@ -27,6 +28,7 @@ from dpsql.ledger.budget import Cost, Ledger
 from dpsql.pipeline import answer
 from dpsql.planner import Planner, Prepared
 from dpsql.privacy.randomness import Randomness
+from dpsql.releases import Releases, answer_releases
 from dpsql.series import TwoReleases, answer_two
 
 log = logging.getLogger(__name__)
@@ -34,13 +36,15 @@ log = logging.getLogger(__name__)
 DrawCopy = Callable[[LocalRead, int, Result | None], Result]
 
 
-def answer_private(p: Prepared, engine: Engine, planner: Planner, rng: Randomness
+def answer_private(p: Prepared | Releases, engine: Engine, planner: Planner, rng: Randomness
                    ) -> Result:
     """Answer a prepared private query (one release or two) on ``engine`` with ``rng``'s
     randomness; no budget here. ``planner`` prepared it (the second release of two is planned
     with the released keys)."""
     if isinstance(p, TwoReleases):
         return answer_two(p, engine, planner, rng)
+    if isinstance(p, Releases):
+        return answer_releases(p, engine, planner, rng)
     if isinstance(p, LocalRead):
         return answer_local(p, engine, rng)
     if isinstance(p, PublicRead | FreeAnswer):

@@ -18,7 +18,7 @@ from dpsql.cli.common import (
     unmetered_warning,
     user_errors,
 )
-from dpsql.database import init_ledger, ledger_path, open_ledger
+from dpsql.ledger.files import init_ledger, ledger_path, open_ledger
 from dpsql.ledger.report import budget_report
 from dpsql.metadata.metadata import Metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST

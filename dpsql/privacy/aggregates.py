@@ -422,8 +422,8 @@ def groups_cap(table: Table, specs: Sequence[MeasurementSpec], thresholded: bool
     (``Table.groups_bound``): BigQuery's meaning, each unit keeps at most g groups."""
     if not table.needs_bounding:
         return None
-    if thresholded or table.groups_bound or any(s.kind == MeasurementKind.UNITS or s.per_group is not None
-                          for s in specs):
+    if thresholded or table.groups_bound or any(
+            s.kind == MeasurementKind.UNITS or s.per_group is not None for s in specs):
         return table.groups_per_unit
     return None
 

@@ -136,6 +136,7 @@ class _Parser(DuckDBParser):
 
     def _parse_function_call(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         self._named.append([])
+        name = self._curr.text if self._curr else ""
         try:
             result = super()._parse_function_call(*args, **kwargs)
         finally:
@@ -144,6 +145,7 @@ class _Parser(DuckDBParser):
             return result
         call = result.this if isinstance(result, exp.Window) else result
         wrapped = NamedArguments(this=call, expressions=named)
+        wrapped.meta["name"] = name  # as written, for DPSQL's generator
         if call is result:
             return wrapped
         result.set("this", wrapped)
@@ -169,8 +171,11 @@ class _Parser(DuckDBParser):
             raise UnsupportedQuery("SELECT WITH ANONYMIZATION is BigQuery's deprecated clause; "
                                    "write SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...)")
         query = super()._parse_select_query(*args, **kwargs)
-        if clause is not None and isinstance(query, exp.Select):
-            query.set("differential_privacy", clause)
+        first = query
+        while isinstance(first, exp.SetOperation):  # the clause is its first arm's
+            first = first.this
+        if clause is not None and isinstance(first, exp.Select):
+            first.set("differential_privacy", clause)
         return query
 
     def _clause(self) -> DifferentialPrivacy:
@@ -217,6 +222,41 @@ def _syntax(token: Any, message: str) -> NoReturn:
     raise SQLSyntaxError(message, token.start + 1 if token is not None else None)
 
 
+def _clause_sql(generator: Any, clause: DifferentialPrivacy) -> str:
+    options = ", ".join(generator.sql(option) for option in clause.expressions)
+    return f"WITH DIFFERENTIAL_PRIVACY OPTIONS({options})"
+
+
+def _named_sql(generator: Any, node: NamedArguments) -> str:
+    """The call with its named arguments, under the name it was written with."""
+    call = node.this
+    args: list[exp.Expr] = []
+    for key in call.arg_types:
+        value = call.args.get(key)
+        args.extend(value if isinstance(value, list) else [] if value is None else [value])
+    name = node.meta.get("name") or call.sql_name()
+    return str(generator.func(name, *args, *node.expressions))
+
+
+class _Generator(DuckDB.Generator):  # type: ignore[misc]
+    """DuckDB's SQL, and the clause and named arguments written back (a part of a composite
+    query as a query of its own: :mod:`dpsql.query.composite`)."""
+
+    TRANSFORMS: ClassVar[dict[Any, Any]] = {**DuckDB.Generator.TRANSFORMS,
+                                            DifferentialPrivacy: _clause_sql,
+                                            NamedArguments: _named_sql}
+
+    def select_sql(self, expression: exp.Select) -> str:
+        clause = expression.args.get("differential_privacy")
+        if clause is None:
+            return str(super().select_sql(expression))
+        shown = expression.copy()
+        shown.set("differential_privacy", None)
+        shown.set("operation_modifiers", [clause.copy(),
+                                          *(expression.args.get("operation_modifiers") or [])])
+        return str(super().select_sql(shown))
+
+
 class DPSQL(DuckDB):
     """DuckDB's SQL and BigQuery's differential privacy clause (registered as ``"dpsql"``),
     with BigQuery's backquoted names (``privacy_unit_column = `uid` ``)."""
@@ -225,6 +265,7 @@ class DPSQL(DuckDB):
         IDENTIFIERS: ClassVar[list[Any]] = [*DuckDB.Tokenizer.IDENTIFIERS, "`"]
 
     Parser = _Parser
+    Generator = _Generator
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ import psycopg
 import pytest
 
 import dpsql
-from dpsql.database import ANALYST_ENV, LEDGER_ENV
+from dpsql.database import ANALYST_ENV
+from dpsql.ledger.files import LEDGER_ENV
 from tests.support.sandbox import Sandbox, sandbox, served_sandbox
 
 PASSWORD = "label pw"

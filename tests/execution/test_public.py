@@ -19,8 +19,9 @@ from click.testing import CliRunner
 import dpsql
 import dpsql.series
 from dpsql.cli import main
-from dpsql.database import LEDGER_ENV, Database, sample_paths
+from dpsql.database import Database, sample_paths
 from dpsql.errors import BudgetExhausted, UnknownColumn, UnsupportedQuery
+from dpsql.ledger.files import LEDGER_ENV
 from tests.support.sandbox import sandbox
 
 PASSWORD = "pw"

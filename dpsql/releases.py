@@ -1,0 +1,164 @@
+"""A composite query (:mod:`dpsql.query.composite`: a UNION of private queries, a private
+query in a scalar subquery): separate releases, one charge, the rows combined.
+
+**Privacy.** Each part is prepared exactly as if it had been sent alone (its clause read, its
+parameters, its path: :meth:`dpsql.planner.Planner.prepare_query`), so each part's release is
+(eps_i, delta_i)-DP as that query's is (the neighbour harness checks each part's measurements
+as any query's). The parts are answered one after the other on the same data; by sequential
+composition the tuple of their answers is (sum eps_i, sum delta_i)-DP (zCDP: the rhos add),
+and the cost of the whole is that sum (:func:`releases_cost`, the arithmetic of
+:func:`dpsql.ledger.budget.query_cost` and :func:`dpsql.series.release_cost`), charged once,
+before anything runs, as any query's. A part that reads public tables only, or whose answer
+is fixed by public information, costs nothing, as alone. The rows are then combined by the
+query around the parts over their answers alone (:mod:`dpsql.execution.combined`):
+post-processing, free. Every refusal -- of any part, or of the whole -- happens while
+preparing, so nothing is charged when any part is refused.
+
+**Refused parts** (besides each part's own refusals, which name the part): BigQuery's exact
+query of a private table (a part without the clause where another has it), randomized local
+rows (their label would be lost in the combination), a composite inside a part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dpsql.engines import Engine
+from dpsql.errors import QueryRefused, SQLSyntaxError, UnsupportedQuery
+from dpsql.execution.combined import combine
+from dpsql.execution.free import FreeAnswer, answer_free
+from dpsql.execution.local_rows import LocalRead
+from dpsql.execution.postprocess import Result
+from dpsql.execution.public import PublicRead, PublicStore, answer_public
+from dpsql.execution.reports import check_reports, reported
+from dpsql.ledger.budget import Cost, query_cost
+from dpsql.metadata.contribution import ContributionBounds
+from dpsql.pipeline import answer
+from dpsql.privacy.plan import Plan
+from dpsql.privacy.randomness import Randomness
+from dpsql.query.composite import Composite, Part, check_outer, outer_query
+from dpsql.query.dates import fold_clock
+from dpsql.query.dp_clause import DIALECT, resolve_tree
+from dpsql.series import TwoReleases, answer_two, release_cost
+
+if TYPE_CHECKING:
+    from dpsql.planner import Planner
+
+#: What one part may be prepared as.
+PartRoute = Plan | TwoReleases | PublicRead | FreeAnswer
+
+
+@dataclass(frozen=True)
+class PreparedPart:
+    part: Part
+    prepared: PartRoute
+    reports: tuple[int, ...]  # its report_format => 'JSON' columns
+
+
+@dataclass(frozen=True)
+class Releases:
+    """The prepared composite: each part on its path; the whole's privacy parameters are the
+    sums of the parts' (:func:`releases_cost` is what is charged)."""
+
+    composite: Composite
+    parts: tuple[PreparedPart, ...]
+    mechanism: str
+
+    @property
+    def epsilon(self) -> float:
+        return sum(_epsilon(p.prepared) for p in self.parts)
+
+    @property
+    def delta(self) -> float:
+        return sum(_delta(p.prepared) for p in self.parts)
+
+    @property
+    def charged(self) -> tuple[Plan | TwoReleases, ...]:
+        return tuple(p.prepared for p in self.parts
+                     if isinstance(p.prepared, Plan | TwoReleases))
+
+    @property
+    def output_names(self) -> list[str]:
+        names = [p.prepared.output_names if not isinstance(p.prepared, Plan)
+                 else p.prepared.query.output_names for p in self.parts]
+        return list(outer_query(self.composite, names).named_selects)
+
+
+def _epsilon(p: PartRoute) -> float:
+    return p.cost_epsilon if isinstance(p, Plan | TwoReleases) else 0.0
+
+
+def _delta(p: PartRoute) -> float:
+    return p.cost_delta if isinstance(p, Plan | TwoReleases) else 0.0
+
+
+def prepare_releases(composite: Composite, planner: Planner, epsilon: float, delta: float,
+                     mechanism: str, bounds: ContributionBounds | None,
+                     parameters: object = None) -> Releases:
+    """Every part prepared by ``planner`` as if sent alone, with the front door's ``epsilon``,
+    ``delta`` and ``bounds`` where its clause gives none; every refusal here (module
+    docstring), naming the part. A composite takes no ``parameters``."""
+    if parameters:
+        raise UnsupportedQuery("a UNION of private queries, or a private subquery, takes no "
+                               "parameters; write the values in the query")
+    check_outer(composite)
+    prepared = []
+    for part in composite.parts:
+        try:
+            prepared.append(_prepare(part, composite, planner, epsilon, delta, mechanism,
+                                     bounds))
+        except QueryRefused as e:
+            e.args = (f"{part.label}: {e.args[0] if e.args else ''}", *e.args[1:])
+            if isinstance(e, SQLSyntaxError):
+                e.position = None  # its offset is into the part, not into the query sent
+            raise
+    return Releases(composite, tuple(prepared), mechanism)
+
+
+def _prepare(part: Part, composite: Composite, planner: Planner, epsilon: float, delta: float,
+             mechanism: str, bounds: ContributionBounds | None) -> PreparedPart:
+    clause = resolve_tree(part.tree.copy(), epsilon, delta, bounds)
+    sql = fold_clock(clause.sql)
+    p = planner.prepare_query(sql, epsilon if clause.epsilon is None else clause.epsilon,
+                              clause.delta, mechanism, bounds=clause.bounds)
+    check_reports(p, clause.reports)
+    shown = part.tree.sql(dialect=DIALECT)[:160]
+    if isinstance(p, LocalRead):
+        raise UnsupportedQuery(f"{shown} reads randomized local rows, which are not combined "
+                               "with other answers; ask it alone")
+    if isinstance(p, Plan | TwoReleases) and composite.clause and not part.clause:
+        raise UnsupportedQuery(
+            f"{shown} has no WITH DIFFERENTIAL_PRIVACY: beside a private query it is, as in "
+            "BigQuery, an exact query of a private table, which dpsql never releases; write "
+            "the clause in it too (it is then a private query of its own, charged as one), or "
+            "ask it separately")
+    assert not isinstance(p, LocalRead)
+    return PreparedPart(part, p, clause.reports)
+
+
+def releases_cost(p: Releases, accounting: str) -> Cost:
+    """The sum of the parts' costs (sequential composition; rhos add under zCDP)."""
+    costs = [release_cost(q, accounting) if isinstance(q, TwoReleases)
+             else query_cost(q, accounting) for q in p.charged]
+    return Cost(sum(c.epsilon for c in costs), sum(c.delta for c in costs),
+                sum(c.rho for c in costs))
+
+
+def answer_releases(p: Releases, engine: Engine, planner: Planner, rng: Randomness) -> Result:
+    """Each part's answer, as alone (report columns included), then the rows combined."""
+    answers = []
+    for part in p.parts:
+        q = part.prepared
+        if isinstance(q, TwoReleases):
+            result = answer_two(q, engine, planner, rng)
+        elif isinstance(q, PublicRead):
+            store = planner.public_store
+            assert isinstance(store, PublicStore)  # a public read was prepared with one
+            result = answer_public(q, store.cursor())
+        elif isinstance(q, FreeAnswer):
+            result = answer_free(q, rng)
+        else:
+            result = answer(q, engine, rng)
+        answers.append(reported(result, part.reports, q))
+    return combine(p.composite, answers)
