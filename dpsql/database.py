@@ -86,7 +86,7 @@ from dpsql.query.composite import split as composite_query
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
-from dpsql.releases import Releases, prepare_releases, releases_cost
+from dpsql.releases import Releases, explain_releases, prepare_releases, releases_cost
 from dpsql.routes import answer_from_stored_copy, answer_private, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
 
@@ -230,14 +230,18 @@ class Database:
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
              mechanism: str = "laplace", parameters: Parameters = None,
-             bounds: ContributionBounds | None = None) -> Prepared:
+             bounds: ContributionBounds | None = None) -> Prepared | Releases:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
         (:class:`~dpsql.execution.public.PublicRead`) or two private releases
         (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`. Without ``epsilon``:
         :meth:`query_epsilon`. ``bounds``: the query's contribution bounds (None: the
         metadata's; BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` wins,
-        :mod:`dpsql.query.dp_clause`)."""
+        :mod:`dpsql.query.dp_clause`). A composite query's (:mod:`dpsql.releases`)."""
+        composite = composite_query(sql)
+        if composite is not None:
+            return prepare_releases(composite, self.planner, self.query_epsilon() if epsilon
+                                    is None else epsilon, delta, mechanism, bounds, parameters)
         clause = resolve_query(sql, epsilon, delta, bounds)
         epsilon = clause.epsilon
         normalised, _, tree = self._texts(clause.sql, parameters)
@@ -609,6 +613,8 @@ class Database:
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):
             return explain_two(p, self.engine)
+        if isinstance(p, Releases):
+            return explain_releases(p, self.engine)
         if isinstance(p, LocalRead):
             return Explanation(sql=p.sql, cells=[], key_release=p.describe(), epsilon=p.epsilon,
                                delta=0.0, rows_per_unit=p.table.rows_per_unit, groups_per_unit=1)

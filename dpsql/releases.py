@@ -21,7 +21,7 @@ rows (their label would be lost in the combination), a composite inside a part.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from dpsql.engines import Engine
@@ -29,18 +29,18 @@ from dpsql.errors import QueryRefused, SQLSyntaxError, UnsupportedQuery
 from dpsql.execution.combined import combine
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.local_rows import LocalRead
-from dpsql.execution.postprocess import Result
+from dpsql.execution.postprocess import Result, made_up_answer
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
 from dpsql.execution.reports import check_reports, reported
 from dpsql.ledger.budget import Cost, query_cost
 from dpsql.metadata.contribution import ContributionBounds
-from dpsql.pipeline import answer
+from dpsql.pipeline import Explanation, answer, explain
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.query.composite import Composite, Part, check_outer, outer_query
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import DIALECT, resolve_tree
-from dpsql.series import TwoReleases, answer_two, release_cost
+from dpsql.series import TwoReleases, answer_two, explain_two, release_cost
 
 if TYPE_CHECKING:
     from dpsql.planner import Planner
@@ -162,3 +162,32 @@ def answer_releases(p: Releases, engine: Engine, planner: Planner, rng: Randomne
             result = answer(q, engine, rng)
         answers.append(reported(result, part.reports, q))
     return combine(p.composite, answers)
+
+
+def made_up_columns(p: Releases) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of each column of the answer, from made-up part answers (no data
+    read: :func:`dpsql.execution.postprocess.made_up_answer`): the server's Describe."""
+    answers = []
+    for part in p.parts:
+        q = part.prepared
+        plan = q.outer if isinstance(q, TwoReleases) else q
+        made = made_up_answer(plan) if isinstance(plan, Plan) else \
+            Result(list(plan.columns), [], [])
+        answers.append(reported(made, part.reports, q))
+    return [(c.name, c.type) for c in combine(p.composite, answers).columns]
+
+
+def explain_releases(p: Releases, engine: Engine | None = None) -> Explanation:
+    """Each charged part's explanation, in order, and the total cost."""
+    shown = [(part, explain_two(q, engine) if isinstance(q, TwoReleases) else explain(q, engine))
+             for part in p.parts if isinstance(q := part.prepared, Plan | TwoReleases)]
+    cells = [replace(c, output=f"{part.part.label}: {c.output}")
+             for part, e in shown for c in e.cells]
+    sql = "\n".join(f"-- {part.part.label}:\n{e.sql}" for part, e in shown)
+    return Explanation(
+        sql=sql, cells=cells, key_release="; ".join(f"{part.part.label}: {e.key_release}"
+                                                    for part, e in shown) +
+        "; then the rows combined by the query around them (post-processing)",
+        epsilon=p.epsilon, delta=p.delta,
+        rows_per_unit=max((e.rows_per_unit for _, e in shown), default=0),
+        groups_per_unit=max((e.groups_per_unit for _, e in shown), default=0))

@@ -38,7 +38,7 @@ from sqlglot import exp
 from dpsql.errors import ForbiddenFunction, UnsupportedQuery
 from dpsql.query.check import function_name
 from dpsql.query.denied import RANDOM, denied
-from dpsql.query.dp_clause import clause_tree, might_hold_clause
+from dpsql.query.dp_clause import clause_tree, might_hold_clause, private_subqueries
 
 #: The table that holds part i's released rows in the combining query.
 RELEASE = "__release_{}"
@@ -135,8 +135,7 @@ def _scalars(tree: exp.Select) -> Composite | None:
     query's answer is :mod:`dpsql.query.over_released`'s), or None."""
     if _has_clause(tree):
         return None
-    found = [s for s in tree.find_all(exp.Subquery)
-             if _has_clause(s.this) and not isinstance(s.parent, exp.From | exp.Join | exp.In)]
+    found = private_subqueries(tree)
     if not found:
         return None
     parts = []
@@ -159,9 +158,7 @@ def outer_query(composite: Composite, names: list[list[str]]) -> exp.Query:
     if composite.union:
         _replace_arms(tree, names)
         return tree
-    found = [s for s in tree.find_all(exp.Subquery)
-             if _has_clause(s.this) and not isinstance(s.parent, exp.From | exp.Join | exp.In)]
-    for i, subquery in enumerate(found):
+    for i, subquery in enumerate(private_subqueries(tree)):
         subquery.replace(exp.Subquery(this=exp.select(exp.column("c0")).from_(_release(i))))
     return tree
 

@@ -298,12 +298,23 @@ def split(sql: str) -> tuple[str, DPOptions | None]:
     _refuse_anonymization(tree)
     if not _has_clause(tree) and tree.find(NamedArguments) is None:
         return sql, None
+    if isinstance(tree, exp.SetOperation) or private_subqueries(tree):
+        return sql, None  # a composite: its parts are resolved one by one (query.composite)
     tree, options = lowered(tree)
     return tree.sql(dialect="duckdb"), options
 
 
 def _has_clause(tree: exp.Expr) -> bool:
     return any(s.args.get("differential_privacy") for s in tree.find_all(exp.Select))
+
+
+def private_subqueries(tree: exp.Expr) -> list[exp.Subquery]:
+    """The scalar subqueries of ``tree`` whose SELECT holds the clause: not in FROM or JOIN
+    (a query over a private query's answer: :mod:`dpsql.query.over_released`) nor in IN (a
+    series limit: :mod:`dpsql.series`), whose clause is lowered with the whole query's."""
+    return [s for s in tree.find_all(exp.Subquery)
+            if isinstance(s.this, exp.Select) and s.this.args.get("differential_privacy")
+            and not isinstance(s.parent, exp.From | exp.Join | exp.In)]
 
 
 def _refuse_anonymization(tree: exp.Expr) -> None:
