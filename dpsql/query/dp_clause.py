@@ -21,7 +21,12 @@ option or a bad value a refusal before planning. Nothing here reads data.
 **How each piece maps.**
 
 * ``epsilon``, ``delta``: the query's own epsilon and delta, in place of the front door's
-  (charged to the analyst's budget as any query's);
+  (charged to the analyst's budget as any query's). Both are required, as in BigQuery, whose
+  grammar writes them without brackets (``OPTIONS(epsilon = expression, delta = expression,
+  [max_groups_contributed = expression], privacy_unit_column = column_name)``): a clause
+  without either is refused (:class:`~dpsql.errors.InvalidPrivacyParameter`), never given the
+  front door's default; outside the clause dpsql's defaults stay. ``privacy_unit_column`` stays
+  optional: the unit is the owner's declaration;
 * ``max_groups_contributed`` (or ``kappa``), ``max_rows_contributed``: the query's contribution
   bounds g and k (:class:`~dpsql.metadata.contribution.ContributionBounds`, within the owner's
   caps). A g written here always binds, as BigQuery's: each unit keeps at most g of the
@@ -404,8 +409,15 @@ def _options_of(clause: DifferentialPrivacy) -> DPOptions:
                                 _whole(groups, "max_groups_contributed"),
                                 unit.name if unit is not None else None,
                                 groups_bound=groups is not None)
-    return DPOptions(_number(values.get("epsilon"), "epsilon"),
-                     _number(values.get("delta"), "delta"),
+    epsilon, delta = _number(values.get("epsilon"), "epsilon"), _number(values.get("delta"),
+                                                                        "delta")
+    missing = [name for name in ("epsilon", "delta") if name not in values]
+    if missing:  # BigQuery's grammar: OPTIONS(epsilon = expression, delta = expression, ...)
+        raise InvalidPrivacyParameter(
+            f"WITH DIFFERENTIAL_PRIVACY needs {' and '.join(missing)} in its OPTIONS, as in "
+            f"BigQuery: write OPTIONS(epsilon = ..., delta = ...) (delta = 0 for pure epsilon-"
+            "DP, where no group key is released by thresholding)")
+    return DPOptions(epsilon, delta,
                      bounds if bounds != ContributionBounds() else None)
 
 

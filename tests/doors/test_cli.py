@@ -82,15 +82,16 @@ def test_query_json_format() -> None:
 def test_report_format_json_column() -> None:
     """BigQuery's report_format => 'JSON': the column holds ZetaSQL's JSON report, its
     interval the noise's 95% interval (the cell's accuracy)."""
-    result = ok("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) COUNT(*, "
-                "report_format => 'JSON') AS n FROM visits", "--format", "csv")
+    result = ok("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta = 0) "
+                "COUNT(*, report_format => 'JSON') AS n FROM visits", "--format", "csv")
     [row] = list(csv.DictReader(io.StringIO(result.stdout)))
     report = json.loads(row["n"])
     interval = report["result"]["noise_confidence_interval"]
     assert isinstance(report["result"]["value"], int) and interval["confidence_level"] == 0.95
     assert interval["lower_bound"] == -interval["upper_bound"] < 0
     assert "epsilon=0.5" in result.stderr
-    refused(cli("query", "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'PROTO') "
+    refused(cli("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                "COUNT(*, report_format => 'PROTO') "
                 "FROM visits"), "UnsupportedQuery")
 
 

@@ -215,26 +215,31 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
 
 @pytest.mark.parametrize("sql", [
     # Raised to the caps (k 3 -> 6, g 2 -> 4): the adversary has rows beyond them.
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6, "
     "max_groups_contributed = 4) grp, COUNT(*), SUM(amount) FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6) SUM(qty) FROM visits",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6) "
+    "SUM(qty) FROM visits",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 5, "
     "max_groups_contributed = 4) grp, MEDIAN(qty) FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6, max_groups_contributed = 4) day, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = "
+    "4) day, "
     "COUNT(DISTINCT pid) FROM visits GROUP BY day",
     # Lowered, on a join and on a unit_path table.
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) p.sex, SUM(v.qty) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 1) "
+    "p.sex, SUM(v.qty) "
     "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6) p.sex, COUNT(*) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6) "
+    "p.sex, COUNT(*) "
     "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 2, "
     "max_groups_contributed = 1) drug, SUM(dose) FROM rx GROUP BY drug",
     # BigQuery's per-group count bounds, accepted where they are the identity (hi >= k).
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6, "
     "max_groups_contributed = 4) grp, COUNT(*, contribution_bounds_per_group => (0, 6)), "
     "SUM(amount, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY grp",
     # Per-group bounds on a sum where a unit contributes one row: its total is its row.
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) grp, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 1) "
+    "grp, "
     "SUM(amount, contribution_bounds_per_group => (0, 10)), AVG(qty, contribution_bounds_per_"
     "group => (1, 5)) FROM visits GROUP BY grp",
 ])
@@ -246,7 +251,8 @@ def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
 @pytest.mark.parametrize("sql", [
     "SELECT COUNT(*) FROM visits CROSS JOIN UNNEST([1, 2, 3]) AS x",
     "SELECT x, COUNT(*), SUM(amount) FROM visits CROSS JOIN UNNEST([1, 2]) AS x GROUP BY x",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1) x, COUNT(*) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_groups_contributed = 1) "
+    "x, COUNT(*) "
     "FROM visits CROSS JOIN UNNEST(['a', 'b', 'c']) AS x GROUP BY x",
     # A query over a private aggregate's answer: the inner's measurements, post-processed
     # (dpsql.query.over_released).
@@ -298,11 +304,14 @@ def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighb
     unit has several rows, on a count below k, or on a SUM beside a median (answered on
     sampled rows, not on totals), are refused before anything runs (never answered with
     per-row semantics)."""
-    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, VAR_POP(amount, contribution_bounds_per_"
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, "
+                "VAR_POP(amount, contribution_bounds_per_"
                 "group => (0, 10)) FROM visits GROUP BY grp",
-                "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => "
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*, "
+                "contribution_bounds_per_group => "
                 "(0, 2)) FROM visits",
-                "SELECT WITH DIFFERENTIAL_PRIVACY grp, MEDIAN(qty), SUM(amount, "
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, "
+                "MEDIAN(qty), SUM(amount, "
                 "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp"):
         assert check_query(sql, typed).status == "refused"
 
@@ -325,7 +334,8 @@ def test_per_person_avgs(monkeypatch: pytest.MonkeyPatch) -> None:
     cap is applied, and its removal is found."""
     hood = fresh()
     plan = hood.planner.prepare_query(
-        "SELECT WITH DIFFERENTIAL_PRIVACY grp, AVG(amount, contribution_bounds_per_group => "
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, AVG(amount, "
+        "contribution_bounds_per_group => "
         "(0, 10)) FROM visits GROUP BY grp", 1.0, 0.0)
     assert isinstance(plan, Plan) and plan.group_cap is not None
     assert [m.l1 for m in plan.measurements] == [plan.group_cap, plan.group_cap * 5]
@@ -637,7 +647,8 @@ def test_per_person_avg_on_automatic_bounds() -> None:
     rows per person): the bound's choice and each measurement at the cap, the lowest bucket and
     a draw move by at most their sensitivity."""
     hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["autoval"](), seed=5))
-    verdict = assert_clean(hood, "SELECT WITH DIFFERENTIAL_PRIVACY category, AVG(amount) AS a "
+    verdict = assert_clean(hood, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                                 "category, AVG(amount) AS a "
                            "FROM visits GROUP BY category")
     assert 0 < verdict.worst <= 1 + 1e-9
     hood.close()

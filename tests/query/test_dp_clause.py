@@ -33,8 +33,15 @@ def test_options_and_named_arguments() -> None:
     # the clause's g (kappa) always binds, as BigQuery's (Table.groups_bound)
     assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid", (0.0, 20.0),
                                                               groups_bound=True))
-    assert split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t") == (
-        "SELECT COUNT(*) FROM t", DPOptions())
+    # epsilon and delta are required in the clause, as BigQuery's grammar writes them
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t",
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS() COUNT(*) FROM t",
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) COUNT(*) FROM t",
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0) COUNT(*) FROM t"):
+        with pytest.raises(InvalidPrivacyParameter, match=r"needs .*(epsilon|delta)"):
+            split(sql)
+    assert split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 2) COUNT(*) "
+                 "FROM t") == ("SELECT COUNT(*) FROM t", DPOptions(2.0, 0.0))
 
 
 def test_the_clause_is_a_node_of_the_tree() -> None:
@@ -87,8 +94,9 @@ def test_per_group_bounds_are_kept_for_the_check_at_bind() -> None:
                    'GROUP BY g')
     assert options is not None and options.bounds == ContributionBounds(per_group_clamps=(
         "VAR_POP(x, contribution_bounds_per_row => (0, 1))",))
-    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY AVG(y), AVG(y, contribution_bounds_per_row"
-                   " => (1, 2)), AVG(y * 2, contribution_bounds_per_row => (1, 2)) FROM t")
+    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) AVG(y), "
+                   "AVG(y, contribution_bounds_per_row => (1, 2)), AVG(y * 2, contribution_"
+                   "bounds_per_row => (1, 2)) FROM t")
     assert sql == ('SELECT DPSQL_AVG_PER_GROUP(y) AS "AVG(y)", AVG(LEAST(GREATEST(y, 1), 2)) AS '
                    '"AVG(y)", AVG(CASE WHEN y * 2 IS NULL THEN NULL ELSE LEAST(GREATEST(y * 2, 1),'
                    ' 2) END) AS "AVG(y * 2)" FROM t')
@@ -96,7 +104,8 @@ def test_per_group_bounds_are_kept_for_the_check_at_bind() -> None:
 
 
 def test_report_format_names_its_columns() -> None:
-    resolved = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY g, COUNT(*, report_format => "
+    resolved = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                             "g, COUNT(*, report_format => "
                              "'JSON') AS n, SUM(x, report_format => \"JSON\") FROM t GROUP BY g",
                              1.0, 0.0, None)
     assert resolved.reports == (1, 2)
@@ -105,9 +114,9 @@ def test_report_format_names_its_columns() -> None:
 
 def test_resolve_takes_the_clause_over_the_front_door() -> None:
     sql, epsilon, delta, bounds = resolve(
-        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) COUNT(*) FROM t",
-        0.3, 1e-6, ContributionBounds(7, 5))
-    assert (epsilon, delta, bounds) == (0.3, 1e-6, ContributionBounds(7, 2, groups_bound=True))
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25, delta = 0, "
+        "max_groups_contributed = 2) COUNT(*) FROM t", 0.3, 1e-6, ContributionBounds(7, 5))
+    assert (epsilon, delta, bounds) == (0.25, 0.0, ContributionBounds(7, 2, groups_bound=True))
     assert sql.split() == ["SELECT", "COUNT(*)", "FROM", "t"]
 
 

@@ -496,7 +496,7 @@ def test_set_dpsql_bounds_bigquery_options_and_bias_notices(served) -> None:
         conn.execute("SELECT COUNT(*) FROM visits").fetchall()
         assert any("at most 20 row(s)" in n for n in notices), notices
         before = spent(served)
-        conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.125, "
+        conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.125, "
                      "max_rows_contributed = 30) COUNT(*) FROM visits").fetchall()
         assert spent(served) == pytest.approx(before + 0.125)
         assert "at most 30 row(s)" in notices[-1]
@@ -547,16 +547,18 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
             "AVG(amount, contribution_bounds_per_row => (0, 100)) AS a "
             "FROM visits GROUP BY category").fetchall()
         assert len(rows) == 8 and spent(served) == pytest.approx(before + 0.25)
-        total = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) "
+        total = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.25) "
                              "SUM(amount, contribution_bounds_per_group => (0, 100)) "
                              "FROM visits").fetchall()
         assert len(total) == 1 and spent(served) == pytest.approx(before + 0.5)
         with pytest.raises(pg_errors.FeatureNotSupported, match="contribution_bounds_per_row"):
-            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY VAR_POP(amount, "
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                         "VAR_POP(amount, "
                          "contribution_bounds_per_group => (0, 100)) FROM visits")
         assert spent(served) == pytest.approx(before + 0.5)
         # ZetaSQL's report: a json column (OID 114), which psycopg reads as a dict
-        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) AVG(amount, "
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.25) "
+                           "AVG(amount, "
                            "contribution_bounds_per_group => (0, 100), report_format => 'JSON') "
                            "AS a FROM visits")
         assert cur.description is not None and cur.description[0].type_code == 114
@@ -566,7 +568,8 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
         assert interval["lower_bound"] == -interval["upper_bound"] < 0
         assert spent(served) == pytest.approx(before + 0.75)
         with pytest.raises(pg_errors.FeatureNotSupported, match="'JSON'"):
-            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'PROTO') "
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                         "COUNT(*, report_format => 'PROTO') "
                          "FROM visits")
         assert spent(served) == pytest.approx(before + 0.75)
 
@@ -575,7 +578,7 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
     ("SELECT COUNT(*) FROM visits WHERE", "WHERE"),
     ("SELECT 1; SELECT COUNT(*) FROM visits WHERE amount > 3 AND", "AND"),  # simple Query
     ("EXPLAIN SELECT COUNT(*) FROM visits WHERE", "WHERE"),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) SUM(amount, "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.5) SUM(amount, "
      "contribution_bounds_per_row => (0, 10)) FROM visits WHERE", "WHERE"),
 ])
 def test_syntax_error_position_is_the_p_field(served, sql: str, at: str) -> None:

@@ -20,10 +20,10 @@ from tests.zetasql.runner import (
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "zetasql.md"
 #: The pass rate of the cases that do not ask for PROTO that this branch reaches: it may only
 #: rise (raise it when more cases pass).
-FLOOR = 43 / 70
+FLOOR = 45 / 70
 #: The same in the second mode, the exact parts of a case on the raw database
 #: (tests/zetasql/runner.py, "Two modes"): it may only rise too.
-FLOOR_REFERENCE = 50 / 70
+FLOOR_REFERENCE = 52 / 70
 #: The aim of issue 35.
 AIM = 0.90
 
@@ -74,8 +74,8 @@ def test_pass_rate_floor_with_exact_parts_on_the_reference(outcomes: list[Outcom
     assert verbatim <= {o.case.name for o in reference if o.passed}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 35's aim: 15 of the 70 non-PROTO cases differ by "
-                   "design (docs/zetasql.md), so at most 79% can pass")
+@pytest.mark.xfail(strict=True, reason="issue 35's aim: several of the 70 non-PROTO cases differ "
+                   "by design (docs/zetasql.md), so 90% cannot pass")
 def test_pass_rate_aim(outcomes: list[Outcome]) -> None:
     counted = [o for o in outcomes if not o.case.proto]
     assert sum(o.passed for o in counted) / len(counted) >= AIM
