@@ -82,11 +82,16 @@ from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
-from dpsql.query.composite import split as composite_query
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
-from dpsql.releases import Releases, explain_releases, prepare_releases, releases_cost
+from dpsql.releases import (
+    Releases,
+    composite_of,
+    explain_releases,
+    prepare_releases,
+    releases_cost,
+)
 from dpsql.routes import answer_from_stored_copy, answer_private, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
 
@@ -238,7 +243,7 @@ class Database:
         :meth:`query_epsilon`. ``bounds``: the query's contribution bounds (None: the
         metadata's; BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` wins,
         :mod:`dpsql.query.dp_clause`). A composite query's (:mod:`dpsql.releases`)."""
-        composite = composite_query(sql)
+        composite = composite_of(sql, self.metadata)
         if composite is not None:
             return prepare_releases(composite, self.planner, self.query_epsilon() if epsilon
                                     is None else epsilon, delta, mechanism, bounds, parameters)
@@ -323,7 +328,7 @@ class Database:
         started = time.monotonic()
         if retention is not None:  # refused whatever the query, before anything is charged
             validate_privacy_parameters(retention, 0.0, "laplace", self.metadata.limits)
-        composite = composite_query(sql)  # a UNION of private queries, a private subquery
+        composite = composite_of(sql, self.metadata)  # a UNION of private queries, ...
         if composite is not None:
             p = prepare_releases(composite, self.planner, self.query_epsilon(analyst) if epsilon
                                  is None else epsilon, delta, mechanism, bounds, parameters)
@@ -362,6 +367,9 @@ class Database:
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         if retention is not None:
             check_retention(p)  # a refusal: before any charge
+        if isinstance(p, Releases) and not p.charged:  # every part free: nothing to charge
+            result = self._compute(p, normalised, None, None, timeout, started, release)
+            return Answer(result, normalised, self._known(analyst), None)
         answer = self._charged(p, normalised, key_text, analyst, bounds, timeout, started,
                                release)
         if retention is not None and isinstance(p, Plan):

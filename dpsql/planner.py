@@ -19,6 +19,8 @@ probe:
   :mod:`dpsql.privacy.local`, :func:`dpsql.routes.answer_from_stored_copy`);
 * :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
   limit): two private releases, one charge;
+* :class:`~dpsql.releases.Releases`: a UNION of private queries or a private scalar subquery
+  (:mod:`dpsql.query.composite`): each part prepared here as if sent alone, one charge;
 * :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
   :func:`dpsql.pipeline.prepare_plan`).
 
@@ -54,6 +56,7 @@ from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import Resolved, resolve_query
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
+from dpsql.releases import Releases, composite_of, prepare_releases
 from dpsql.series import TwoReleases, splits_in_two, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
@@ -82,7 +85,7 @@ class Planner:
 
     def prepare_query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                       mechanism: str = "laplace", *, tree: exp.Expression | None = None,
-                      bounds: ContributionBounds | None = None) -> Prepared:
+                      bounds: ContributionBounds | None = None) -> Prepared | Releases:
         """The prepared query on its path (module docstring); every refusal happens here,
         nothing read or charged. ``tree``, when the caller has it, is ``sql`` parsed
         (:func:`dpsql.query.parse.parse_query`): it is then not parsed again, and never mutated.
@@ -91,6 +94,9 @@ class Planner:
         parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
         first, before it parses the text); so do its ``report_format`` columns
         (:func:`dpsql.execution.reports.check_reports`)."""
+        composite = composite_of(sql, self.metadata)  # a UNION of private queries, ...
+        if composite is not None:
+            return prepare_releases(composite, self, epsilon, delta, mechanism, bounds)
         clause = resolve_query(sql, epsilon, delta, bounds)
         prepared = self._prepare_query(clause, sql, epsilon, mechanism, tree)
         check_reports(prepared, clause.reports)

@@ -30,14 +30,15 @@ from dpsql.execution.combined import combine
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.postprocess import Result, made_up_answer
-from dpsql.execution.public import PublicRead, PublicStore, answer_public
+from dpsql.execution.public import PublicRead, PublicStore, answer_public, reads_only_public
 from dpsql.execution.reports import check_reports, reported
 from dpsql.ledger.budget import Cost, query_cost
 from dpsql.metadata.contribution import ContributionBounds
+from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import Explanation, answer, explain
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
-from dpsql.query.composite import Composite, Part, check_outer, outer_query
+from dpsql.query.composite import Composite, Part, check_outer, outer_query, split
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import DIALECT, resolve_tree
 from dpsql.series import TwoReleases, answer_two, explain_two, release_cost
@@ -74,6 +75,14 @@ class Releases:
         return sum(_delta(p.prepared) for p in self.parts)
 
     @property
+    def cost_epsilon(self) -> float:
+        return self.epsilon
+
+    @property
+    def cost_delta(self) -> float:
+        return self.delta
+
+    @property
     def charged(self) -> tuple[Plan | TwoReleases, ...]:
         return tuple(p.prepared for p in self.parts
                      if isinstance(p.prepared, Plan | TwoReleases))
@@ -91,6 +100,16 @@ def _epsilon(p: PartRoute) -> float:
 
 def _delta(p: PartRoute) -> float:
     return p.cost_delta if isinstance(p, Plan | TwoReleases) else 0.0
+
+
+def composite_of(sql: str, metadata: Metadata) -> Composite | None:
+    """The composite ``sql`` is (:func:`dpsql.query.composite.split`), or None; a UNION that
+    reads public tables only is none: it is read exactly (:mod:`dpsql.execution.public`)."""
+    composite = split(sql)
+    if composite is None or (composite.union and not composite.clause and
+                             reads_only_public(composite.tree, metadata)):
+        return None
+    return composite
 
 
 def prepare_releases(composite: Composite, planner: Planner, epsilon: float, delta: float,

@@ -110,7 +110,9 @@ def _union(tree: exp.Union) -> Composite:
     ctes = tree.args.get("with_")
     parts = []
     for i, arm in enumerate(arms):
-        body = arm.this if isinstance(arm, exp.Subquery) and not arm.alias else arm
+        body = arm
+        while isinstance(body, exp.Subquery) and not body.alias:  # ((SELECT ...))
+            body = body.this
         if not isinstance(body, exp.Select):
             raise UnsupportedQuery(f"arm {i + 1} of the UNION is not a SELECT; write each arm "
                                    "as one SELECT")

@@ -49,6 +49,8 @@ from dpsql.audit.scenarios import SCENARIOS
 from dpsql.database import sample_paths
 from dpsql.metadata.metadata import Metadata, parse_metadata
 from dpsql.privacy.plan import Plan
+from dpsql.query.composite import split as split_composite
+from dpsql.query.dp_clause import DIALECT
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import EVENTS, auto_metadata, autoval_metadata, corpus_metadata
@@ -267,6 +269,27 @@ def test_bigquery_forms(typed: Neighbourhood, sql: str) -> None:
     measurement moves by more than its sensitivity."""
     verdict = assert_clean(typed, sql)
     assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, COUNT(*), "
+    "SUM(amount) FROM visits GROUP BY grp UNION ALL SELECT WITH DIFFERENTIAL_PRIVACY "
+    "OPTIONS(epsilon = 0.5, delta = 0, max_groups_contributed = 1) grp, COUNT(*), "
+    "SUM(qty) FROM visits GROUP BY grp",
+    "SELECT ABS((SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) AVG(amount) "
+    "FROM visits) - (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, "
+    "max_rows_contributed = 2) COUNT(*) FROM visits)) < 1",
+    "SELECT MEDIAN(qty) FROM visits UNION ALL SELECT COUNT(DISTINCT pid) FROM visits",
+])
+def test_composite_parts(typed: Neighbourhood, sql: str) -> None:
+    """A UNION of private queries, private scalar subqueries (dpsql.releases): each part is
+    prepared as if sent alone, so each part's measurements move by at most their
+    sensitivity; the rest is post-processing of the parts' releases."""
+    composite = split_composite(sql)
+    assert composite is not None and len(composite.parts) == 2
+    for part in composite.parts:
+        verdict = assert_clean(typed, part.tree.sql(dialect=DIALECT))
+        assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
 
 
 @pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)

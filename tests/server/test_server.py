@@ -574,6 +574,29 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
         assert spent(served) == pytest.approx(before + 0.75)
 
 
+def test_a_union_of_private_queries_and_a_private_subquery_over_the_wire(served) -> None:
+    """dpsql.releases over the wire: the parts charged once as the sum of their costs (the
+    extended protocol's Describe plans the parts, reading nothing), the rows combined; an
+    exact arm refused (0A000) with nothing charged."""
+    clause = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = {}, delta = 0) "
+    union = (clause.format(0.125) + "category, COUNT(*) AS n FROM visits GROUP BY category "
+             "UNION ALL " + clause.format(0.25) + "category, COUNT(*) FROM visits GROUP BY "
+             "category")
+    with connect(served) as conn:
+        before = spent(served)
+        cur = conn.execute(union)  # the extended protocol: Describe, then Execute
+        assert [d.name for d in cur.description or ()] == ["category", "n"]
+        assert len(cur.fetchall()) == 16
+        assert spent(served) == pytest.approx(before + 0.375)
+        [(near,)] = conn.execute("SELECT ABS((" + clause.format(0.25) + "COUNT(*) FROM visits) "
+                                 "- 100) >= 0").fetchall()
+        assert near is True and spent(served) == pytest.approx(before + 0.625)
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="exact query"):
+            conn.execute(clause.format(1) + "COUNT(*) FROM visits UNION ALL SELECT COUNT(*) "
+                         "FROM visits")
+        assert spent(served) == pytest.approx(before + 0.625)
+
+
 @pytest.mark.parametrize(("sql", "at"), [
     ("SELECT COUNT(*) FROM visits WHERE", "WHERE"),
     ("SELECT 1; SELECT COUNT(*) FROM visits WHERE amount > 3 AND", "AND"),  # simple Query
