@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from dpsql.privacy.aggregates import Cell
 from dpsql.privacy.plan import AutoValue, Plan
+from dpsql.query.dp_clause import counted_as_written
 
 #: How the note on the bounds in force begins: EXPLAIN states the bounds once, in this note,
 #: where there is one (:func:`dpsql.explain.render`).
@@ -66,6 +67,10 @@ def per_unit_note(cell: Cell) -> str:
     what = "average" if call.kind == "avg" else "total"
     source = ("contribution_bounds_per_group as written" if written else
               "no bounds written: the column's bounds (declared, or chosen from the data)")
+    count = counted_as_written(call.arg) if call.kind == "sum" else None
+    if count is not None:  # ZetaSQL's per-group COUNT (dpsql.query.dp_clause)
+        return (f"{count} is the sum over privacy units of each unit's own count in its "
+                f"group, clamped to [{lo:g}, {hi:g}] ({source}).")
     shown = f"{call.kind.upper()}({call.arg.sql(dialect='duckdb') if call.arg else '*'})"
     return (f"{shown} is the {'average' if what == 'average' else 'sum'} over privacy "
             f"units of each unit's own {what} in its group, clamped to [{lo:g}, {hi:g}] "

@@ -38,14 +38,12 @@ by the data owner, such as the server, without access to the data, metadata or l
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 import logging
-import os
 import time
-from dataclasses import dataclass, replace
-from importlib import resources
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlglot import exp
@@ -57,27 +55,32 @@ from dpsql.errors import (
     EngineError,
     EngineFailure,
     Error,
-    InterfaceError,
     MetadataError,
     OperationalError,
     QueryTimeout,
     UnsupportedQuery,
 )
+from dpsql.execution.caveats import attach_caveats
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
-from dpsql.execution.reports import check_reports, reported
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
+from dpsql.execution.watch import current
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
-from dpsql.ledger.budget import BudgetStatus, Cost, UnknownAnalyst, query_cost
-from dpsql.ledger.files import open_ledger
+from dpsql.ledger.budget import BudgetStatus, Cost, query_cost
+from dpsql.ledger.opening import ANALYST_ENV as ANALYST_ENV  # their home before it
+from dpsql.ledger.opening import LEDGER_ENV as LEDGER_ENV
+from dpsql.ledger.opening import init_ledger as init_ledger
+from dpsql.ledger.opening import ledger_path as ledger_path
+from dpsql.ledger.opening import open_ledger, resolve_analyst
+from dpsql.ledger.spending import LedgerRead, read_views, warn
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
-from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
+from dpsql.metadata.sample import sample_paths as sample_paths
 from dpsql.pipeline import Explanation, engine_sql, explain
-from dpsql.planner import Planner, Prepared
+from dpsql.planner import Planner, Prepared, check_report_route
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -92,13 +95,12 @@ from dpsql.releases import (
     prepare_releases,
     releases_cost,
 )
-from dpsql.routes import answer_from_stored_copy, answer_private, local_cost
+from dpsql.routes import answer_from_stored_copy, answer_private, engine_plans, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
 
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
 
-ANALYST_ENV = "DPSQL_ANALYST"
 #: A query's epsilon when neither the query nor the analyst's ``query_epsilon`` gives one.
 DEFAULT_EPSILON = 1.0
 _DIALECT = "duckdb"
@@ -106,17 +108,6 @@ _DIALECT = "duckdb"
 Charged = Plan | TwoReleases | LocalRead | Releases
 #: A bound query: its normalised text, its answer-key text and its tree (never mutated).
 _Statement = tuple[str, str, exp.Expression]
-
-
-def sample_paths() -> tuple[Path, Path]:
-    """The bundled sample database folder and its metadata file."""
-    try:
-        folder = Path(str(resources.files("dpsql.sample_data")))
-    except ModuleNotFoundError:
-        # A source checkout run with PYTHONPATH=. (benchmarks/, scripts): the package's
-        # data lives beside it, mapped to dpsql.sample_data only by an install.
-        folder = Path(__file__).resolve().parent.parent / "sample_data"
-    return folder, folder / "metadata.toml"
 
 
 # --- the database -----------------------------------------------------------------------------
@@ -151,25 +142,6 @@ def retention_cost(epsilon: float, accounting: str) -> Cost:
     """The ledger cost of a retention estimate: ``epsilon``, pure (Laplace) DP; under zCDP
     accounting its rho, ``epsilon^2 / 2``, as every pure measurement's."""
     return Cost(epsilon, 0.0, epsilon ** 2 / 2 if accounting == "zcdp" else 0.0)
-
-
-def resolve_analyst(*candidates: str | None) -> str:
-    """The first given name, else ``DPSQL_ANALYST``, else the operating-system user."""
-    name = next((c for c in candidates if c is not None), None)
-    if name is None:
-        name = os.environ.get(ANALYST_ENV) or None
-    if name is None:
-        try:
-            name = getpass.getuser()
-        except (OSError, KeyError, ImportError):
-            raise InterfaceError(f"cannot tell who is asking: pass analyst= or set "
-                                 f"{ANALYST_ENV}") from None
-    if not isinstance(name, str) or not name.strip():
-        raise InterfaceError(f"an analyst must be a non-empty name, got {name!r}")
-    if name == EVERY_OTHER_ANALYST:
-        raise UnknownAnalyst(f"{EVERY_OTHER_ANALYST!r} is not an analyst name; it stands for "
-                             "every analyst not listed in the metadata")
-    return name
 
 
 class Database:
@@ -253,7 +225,7 @@ class Database:
         p = self.planner.prepare_query(
             normalised, self.query_epsilon() if epsilon is None else epsilon, clause.delta,
             mechanism, tree=tree, bounds=clause.bounds)
-        check_reports(p, clause.reports)  # the planner reads the lowered text, without them
+        check_report_route(p, clause.report)  # the planner reads the lowered text, without it
         return p
 
     def check_parameters(self, epsilon: float, delta: float, mechanism: str) -> None:
@@ -289,9 +261,16 @@ class Database:
             mechanism: str = "laplace", parameters: Parameters = None,
             analyst: str | None = None, *, timeout: float | None = None,
             release: list[float] | None = None,
-            bounds: ContributionBounds | None = None, retention: float | None = None) -> Answer:
+            bounds: ContributionBounds | None = None, retention: float | None = None,
+            caveats: bool = True) -> Answer:
         """Like :meth:`query`, and also say what was charged (see the module docstring).
         Without ``epsilon``, the analyst's default (:meth:`query_epsilon`).
+
+        **Caveats.** A private answer whose noise exceeds its values in some cells, whose AVG
+        or quantile sits at a bound, or whose retention estimate shows the bounds dropping a
+        large share of rows says so in ``Result.caveats`` (also in ``notes``), each naming
+        the cause and the fix (:mod:`dpsql.execution.caveats`: post-processing of released
+        values, free). ``caveats=False`` leaves them out.
 
         **Retention.** ``retention``: an epsilon for a noisy estimate of the share of its rows
         the query's contribution bounds keep (:mod:`dpsql.execution.kept`), charged as a
@@ -342,28 +321,28 @@ class Database:
         normalised, key_text, tree = self._texts(fold_clock(sql), parameters)
         p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree,
                                        bounds=bounds)
-        check_reports(p, clause.reports)  # report_format => 'JSON': refused before any charge
+        check_report_route(p, clause.report)  # report_format => 'JSON': before any charge
         answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
                               release, retention)
-        if clause.reports:  # post-processing of the released answer (dpsql.execution.reports)
-            answer = replace(answer, result=reported(answer.result, clause.reports, p))
+        if caveats:  # after the answer was stored: from its released numbers
+            attach_caveats(p.outer if isinstance(p, TwoReleases) else p, answer.result,
+                           answer.retention)
         return answer
 
     def _answer(self, p: Prepared | Releases, normalised: str, key_text: str, analyst: str | None,
                 bounds: ContributionBounds | None, timeout: float | None, started: float,
                 release: list[float] | None, retention: float | None) -> Answer:
         """:meth:`run` once the query is prepared."""
+        if isinstance(p, LedgerRead):  # the ledger's own rows: exact, free, no private data
+            reader = resolve_analyst(analyst, self.analyst)
+            return Answer(read_views(p, self.ledger, self.metadata, reader, self._limit(timeout)),
+                          normalised, reader, None)
         if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
             who = self._known(analyst)
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
         if isinstance(p, FreeAnswer):  # fixed by public information: no data read, free
             return Answer(answer_free(p, self.randomness), normalised, self._known(analyst), None)
-        parts = (p.inner, p.outer) if isinstance(p, TwoReleases) else \
-            () if isinstance(p, LocalRead) else (p,)
-        if isinstance(p, Releases):
-            parts = tuple(q for r in p.charged for q in (
-                (r.inner, r.outer) if isinstance(r, TwoReleases) else (r,)))
-        for part in parts:
+        for part in engine_plans(p):
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         if retention is not None:
             check_retention(p)  # a refusal: before any charge
@@ -374,6 +353,8 @@ class Database:
                                release)
         if retention is not None and isinstance(p, Plan):
             self._retention(answer, p, retention, key_text, bounds, timeout, release)
+        if answer.cost is not None and self.ledger is not None and answer.analyst is not None:
+            warn(answer.result, self.ledger.status(answer.analyst))  # past 80%: said
         return answer
 
     def _charged(self, p: Charged, normalised: str, key_text: str, analyst: str | None,
@@ -404,7 +385,9 @@ class Database:
             releases_cost(p, ledger.accounting) if isinstance(p, Releases) else \
             local_cost(p, ledger.accounting) if isinstance(p, LocalRead) else \
             query_cost(p, ledger.accounting)
-        entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
+        watch = current()  # a cancel before the charge: nothing charged (execution/watch.py)
+        with watch.charging(cost.epsilon, cost.delta) if watch is not None else nullcontext():
+            entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
         # the charge stands even if what follows fails
         result = self._compute(p, normalised, who, entry.id, timeout, started, release)
         return Answer(result, normalised, who, cost)
@@ -478,7 +461,7 @@ class Database:
             if e.interrupted and deadline.fired:
                 owner_log.warning("public read of %s stopped at the statement_timeout of %g s:"
                                   " %s", who, limit, sql)
-                raise QueryTimeout(limit) from None
+                raise QueryTimeout(limit, charged=False) from None
             raise
         finally:
             deadline.stop()
@@ -494,27 +477,45 @@ class Database:
         """Answer a charged plan under the owner's time limit, store the outcome with its
         charge (``entry_id``), and return on the owner's time grid (see :meth:`run`). ``held``:
         the analyst's copy of local rows that ``p``'s new draws join (routes.DrawCopy)."""
-        settings = self.metadata.server
-        limit = self._limit(timeout)
+        limit, watch, released = self._limit(timeout), current(), False
         try:
             result = self._answer_within(p, limit, sql, who, entry_id)
             if held is not None:
                 result = joined(held, result)
-            if entry_id is not None:
+            if entry_id is not None and watch is not None:
+                # The grid first: whether a cancel finds the answer stored must not tell when
+                # the engine finished, finer than the grid (execution/watch.py).
+                self._release(started, release)
+                released = True
+                watch.storing(lambda: self._store(entry_id, result))
+            elif entry_id is not None:
                 self._store(entry_id, result)
             return result
         finally:
-            if release is None:
-                pad_to_grid(started, settings.grid(self.metered))
-            else:  # the caller waits (see run)
-                release.append(grid_point(started, settings.grid(self.metered)))
+            if not released:
+                self._release(started, release)
+
+    def _release(self, started: float, release: list[float] | None) -> None:
+        """Wait for the owner's time grid (a local door's cancel ends the wait: the answer is
+        then not stored, execution/watch.py), or hand its point to the caller (see run)."""
+        grid, watch = self.metadata.server.grid(self.metered), current()
+        if release is not None:  # the caller waits
+            release.append(grid_point(started, grid))
+        elif watch is not None and grid > 0:
+            watch.wait_until(grid_point(started, grid))
+        else:
+            pad_to_grid(started, grid)
 
     def _answer_within(self, p: Charged, limit: float, sql: str, who: str | None,
                        entry_id: int | None) -> Result:
-        deadline = Deadline(self.engine.cancel_token(), limit)
+        token, watch = self.engine.cancel_token(), current()
+        deadline = Deadline(token, limit)
         try:
-            return answer_private(p, self.engine, self.planner, self.randomness)
+            with watch.engine(token) if watch is not None else nullcontext():
+                return answer_private(p, self.engine, self.planner, self.randomness)
         except EngineError as e:
+            if e.interrupted and watch is not None and watch.cancelled:
+                raise watch.error() from None  # the analyst's cancel, after the charge
             if e.interrupted and deadline.fired:
                 owner_log.warning("query of %s stopped at the statement_timeout of %g s: %s",
                                   who, limit, sql)
@@ -616,7 +617,7 @@ class Database:
             return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
                                f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
-        if isinstance(p, FreeAnswer):
+        if isinstance(p, FreeAnswer | LedgerRead):
             return Explanation(sql=p.sql, cells=[], key_release=p.reason, epsilon=0.0,
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):

@@ -18,8 +18,9 @@ Module globals: ``apilevel = "2.0"``; ``threadsafety = 2`` (threads may share th
 connections, not cursors); ``paramstyle = "qmark"`` (``WHERE age > ?``). Numeric (``$1``) and
 named (``:name`` with a dict) placeholders are accepted as well. Parameters are bound into the
 parsed query as literals, never pasted into its text, and before the privacy check.
-BigQuery's ``report_format => 'JSON'`` columns (:mod:`dpsql.execution.reports`) are JSON text
-(a ``str``; ``description`` type code ``JSON``, ``accuracy`` None: the interval is in it).
+JSON values (BigQuery's ``report_format => 'JSON'`` reports and the fields read from them,
+:mod:`dpsql.execution.reports`) are JSON text (a ``str``; ``description`` type code ``JSON``,
+``accuracy`` None: the interval is in the report).
 
 Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width,
 in the column's unit -- ranks for quantiles -- or None for group keys and for values computed
@@ -34,8 +35,13 @@ ones: a row-level SELECT of a table the owner opted in to local DP; ``notes`` th
 the sentence that says so, and with what was charged) and ``retention`` (the
 :class:`~dpsql.execution.kept.Retention` estimate, when asked for with ``retention=EPSILON``
 on ``connect`` or ``execute``: a noisy estimate of the share of a unit's rows the bounds
-keep, charged at that epsilon; its sentence is in ``notes``). Connection extensions:
-``epsilon``, ``delta`` and ``mechanism`` (the defaults of ``execute``, settable), ``analyst``,
+keep, charged at that epsilon; its sentence is in ``notes``), ``caveats`` (the notes that
+say when the answer is not worth reading -- the noise exceeding the value in some cells, an
+AVG or quantile at a bound, a large share of rows dropped -- each with its cause and fix;
+also in ``notes``; :mod:`dpsql.execution.caveats`; ``caveats=False`` on ``connect`` or
+``execute`` leaves them out). Connection extensions:
+``epsilon``, ``delta``, ``mechanism`` and ``caveats`` (the defaults of ``execute``, settable),
+``analyst``,
 ``metered``, ``budget()`` (what the analyst has spent and has left) and ``database``.
 
 Transactions: dpsql never writes data, so ``commit()`` does nothing, and ``rollback()`` does
@@ -44,20 +50,24 @@ nothing either: in particular it refunds no privacy budget, which is never given
 ``executemany(sql, seq_of_parameters)`` answers the query once per parameter set, each charged
 separately, and concatenates the results (all share the first one's ``description``).
 
-``pandas.read_sql(sql, conn, params=...)`` works (pandas warns that it only tests SQLAlchemy
-and sqlite3 connections); noisy integers come back as an integer dtype.
+``cursor.fetch_df()`` returns a pandas DataFrame with the ± columns and the notes in its
+``attrs`` (``pip install 'dpsql[pandas]'``). ``pandas.read_sql(sql, conn, params=...)`` works
+too, but pandas warns (UserWarning) for every DB-API connection that is not sqlite3's; use
+``fetch_df`` or a SQLAlchemy engine on ``dpsql://`` (docs/budget_and_dbapi.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from dpsql.database import Answer, Database, resolve_analyst
+from dpsql.database import Answer, Database
 from dpsql.errors import (
     DatabaseError,
     DataError,
@@ -73,7 +83,9 @@ from dpsql.errors import (
 )
 from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result
+from dpsql.execution.watch import Watch, call_watched, watching
 from dpsql.ledger.budget import BudgetStatus, Cost
+from dpsql.ledger.opening import resolve_analyst
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.mechanisms import WELL_FORMED, validate_privacy_parameters
@@ -157,7 +169,8 @@ def TimestampFromTicks(ticks: float) -> dt.datetime:
 def connect(database: str | Path | None = None, metadata: str | Path | Metadata | None = None,
             analyst: str | None = None, epsilon: float | None = None, delta: float = 0.0,
             mechanism: str = "laplace", *, max_rows: int | None = None,
-            max_groups: int | None = None, retention: float | None = None) -> Connection:
+            max_groups: int | None = None, retention: float | None = None,
+            caveats: bool = True) -> Connection:
     """Open a connection: ``database`` (a DuckDB file, a folder of CSV/Parquet files or a
     ``postgresql://`` URL) seen
     through ``metadata`` (neither: the bundled sample data), charged to ``analyst`` (default:
@@ -166,7 +179,8 @@ def connect(database: str | Path | None = None, metadata: str | Path | Metadata 
     metadata, else 1.0). ``max_rows`` and ``max_groups``: each query's contribution bounds k
     and g (default: the metadata's; at most the owner's caps;
     :mod:`dpsql.metadata.contribution`). ``retention``: an epsilon at which each query also
-    estimates, charged, what its bounds keep (:mod:`dpsql.execution.kept`)."""
+    estimates, charged, what its bounds keep (:mod:`dpsql.execution.kept`). ``caveats``:
+    False to leave out the notes that say when an answer is not worth reading."""
     if (database is None) != (metadata is None):
         raise InterfaceError("pass both database and metadata, or neither for the bundled "
                              "sample data")
@@ -179,6 +193,7 @@ def connect(database: str | Path | None = None, metadata: str | Path | Metadata 
     connection = Connection(Database(database, metadata, analyst=analyst), epsilon=epsilon,
                             delta=delta, mechanism=mechanism, bounds=bounds)
     connection.retention = retention
+    connection.caveats = caveats
     return connection
 
 
@@ -211,7 +226,32 @@ class Connection:
         self.mechanism = mechanism
         self.bounds = bounds  # the default contribution bounds of execute
         self.retention: float | None = None  # the default retention epsilon of execute
+        self.caveats = True  # whether execute's answers carry their caveats, by default
         self._closed = False
+        self._running: set[Watch] = set()  # the executes under way (interrupt())
+        self._worker: ThreadPoolExecutor | None = None  # runs the main thread's executes
+
+    def interrupt(self) -> None:
+        """Cancel every query this connection is answering (from another thread, as
+        sqlite3's ``interrupt``): each raises :class:`~dpsql.errors.QueryCancelled`, which says
+        whether its charge stands (:mod:`dpsql.execution.watch`)."""
+        for watch in list(self._running):
+            watch.cancel()
+
+    def _call(self, fn: Callable[[], Answer], watch: Watch) -> Answer:
+        """``fn`` under ``watch``. On the main thread it runs on this connection's worker
+        thread, so that Ctrl-C (a KeyboardInterrupt) cancels the query cleanly
+        (:func:`~dpsql.execution.watch.call_watched`) instead of striking inside the library."""
+        self._running.add(watch)
+        try:
+            if threading.current_thread() is not threading.main_thread():
+                with watching(watch):
+                    return fn()
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="dpsql-connection")
+            return call_watched(fn, watch, submit=self._worker.submit)
+        finally:
+            self._running.discard(watch)
 
     @property
     def closed(self) -> bool:
@@ -256,6 +296,8 @@ class Connection:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            if self._worker is not None:
+                self._worker.shutdown(wait=True)
             self.database.close()
 
     def __enter__(self) -> Connection:
@@ -291,6 +333,8 @@ class Cursor:
         self.reused = False
         self.randomized = False
         self.retention: Retention | None = None
+        self._watch: Watch | None = None  # the execute under way (cancel())
+        self.caveats: list[str] = []
         self._rows: list[tuple[Any, ...]] = []
         self._position = 0
 
@@ -316,14 +360,15 @@ class Cursor:
     def execute(self, operation: str, parameters: Parameters = None, *,
                 epsilon: float | None = None, delta: float | None = None,
                 mechanism: str | None = None, max_rows: int | None = None,
-                max_groups: int | None = None, retention: float | None = None) -> Cursor:
+                max_groups: int | None = None, retention: float | None = None,
+                caveats: bool | None = None) -> Cursor:
         """Answer one query; ``epsilon``, ``delta``, ``mechanism``, ``max_rows``,
-        ``max_groups`` and ``retention`` override the connection's defaults for this query
-        only."""
+        ``max_groups``, ``retention`` and ``caveats`` override the connection's defaults for
+        this query only."""
         self._check_open()
         self._reset()
         answer = self._run(operation, parameters, epsilon, delta, mechanism,
-                           ContributionBounds(max_rows, max_groups), retention)
+                           ContributionBounds(max_rows, max_groups), retention, caveats)
         self._show([answer])
         return self
 
@@ -346,23 +391,53 @@ class Cursor:
 
     def _run(self, operation: str, parameters: Parameters, epsilon: float | None,
              delta: float | None, mechanism: str | None, bounds: ContributionBounds,
-             retention: float | None = None) -> Answer:
+             retention: float | None = None, caveats: bool | None = None) -> Answer:
         conn = self.connection
         in_force = (conn.bounds or ContributionBounds()).merged(bounds)
+
+        def run() -> Answer:
+            return conn.database.run(
+                operation,
+                epsilon=conn.epsilon if epsilon is None else epsilon,
+                delta=conn.delta if delta is None else delta,
+                mechanism=conn.mechanism if mechanism is None else mechanism,
+                parameters=parameters,
+                bounds=None if in_force == ContributionBounds() else in_force,
+                retention=conn.retention if retention is None else retention,
+                caveats=conn.caveats if caveats is None else caveats,
+            )
+
+        self._watch = watch = Watch()
         with guarded(operation[:200]):  # a bug: still a DB-API error for the caller
             try:
-                return conn.database.run(
-                    operation,
-                    epsilon=conn.epsilon if epsilon is None else epsilon,
-                    delta=conn.delta if delta is None else delta,
-                    mechanism=conn.mechanism if mechanism is None else mechanism,
-                    parameters=parameters,
-                    bounds=None if in_force == ContributionBounds() else in_force,
-                    retention=conn.retention if retention is None else retention,
-                )
+                return conn._call(run, watch)
             except Error as e:
                 _add_remedy(e)
                 raise
+            finally:
+                self._watch = None
+
+    def fetch_df(self) -> Any:
+        """The result's remaining rows as a pandas DataFrame: each noisy column followed by
+        its accuracy ``"NAME ±95%"``; ``attrs`` holds ``notes``, ``epsilon``, ``delta``,
+        ``reused`` and ``randomized`` (:mod:`dpsql.integrations.pandas`; ``pip install
+        'dpsql[pandas]'``). No pandas warning: this is the recommended way."""
+        from dpsql.integrations.pandas import frame
+
+        self._check_result()
+        if self.result is None:  # executemany: its first answer's columns and cost
+            raise NotSupportedError("fetch_df() reads one execute()'s result")
+        start, self._position = self._position, len(self._rows)
+        return frame(self.result, self._rows[start:], self.accuracy[start:], self.notes,
+                     self.reused)
+
+    def cancel(self) -> None:
+        """Cancel this cursor's query under way, from another thread: its ``execute`` raises
+        :class:`~dpsql.errors.QueryCancelled` (SQLSTATE 57014), saying whether the charge
+        stands. (Ctrl-C during ``execute`` on the main thread does the same.)"""
+        watch = self._watch
+        if watch is not None:
+            watch.cancel()
 
     def _show(self, answers: list[Answer]) -> None:
         first = answers[0].result
@@ -371,6 +446,7 @@ class Cursor:
         self._rows = [row for a in answers for row in a.result.rows]
         self.accuracy = [acc for a in answers for acc in a.result.accuracy]
         self.notes = list(dict.fromkeys(n for a in answers for n in a.result.notes))
+        self.caveats = list(dict.fromkeys(n for a in answers for n in a.result.caveats))
         self.rowcount = len(self._rows)
         self.result = first if len(answers) == 1 else None
         costs = [c for a in answers for c in (a.cost, a.retention_cost) if c is not None]

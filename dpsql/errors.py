@@ -5,7 +5,7 @@ the command line prints them, the DB-API raises them, and the wire-protocol serv
 ``sqlstate`` in an ErrorResponse. Every refusal of a query is a :class:`QueryRefused`; a refusal
 is raised before anything runs on the data and before anything is charged.
 
-Stable SQLSTATE codes (documented in the README):
+Stable SQLSTATE codes (documented in docs/errors.md):
 
 * ``42501`` -- a query refused for privacy reasons (generic :class:`QueryRefused`)
 * ``42601`` -- SQL that cannot be parsed
@@ -20,7 +20,8 @@ Stable SQLSTATE codes (documented in the README):
   nothing is answered until the data owner restores it
 * ``58030`` -- the budget ledger could not be read or written (:class:`LedgerError`: disk full,
   read-only); the query was not run
-* ``57014`` -- the query ran into the data owner's ``statement_timeout`` (:class:`QueryTimeout`)
+* ``57014`` -- the query ran into the data owner's ``statement_timeout`` (:class:`QueryTimeout`),
+  or the analyst cancelled it (:class:`QueryCancelled`, which says what was charged)
 * ``XX000`` -- the engine failed on a checked query, a dpsql bug (:class:`EngineFailure`)
 
 A query that was charged and then failed (timeout, engine failure) raises one fixed error whose
@@ -187,12 +188,38 @@ class QueryTimeout(OperationalError):
 
     sqlstate = "57014"
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, charged: bool = True) -> None:
+        # a free read (public tables, the ledger views) is stopped too, and charged nothing
         super().__init__(f"canceling statement due to statement timeout: the query ran longer "
-                         f"than the data owner's limit of {seconds:g} s and was charged; ask "
+                         f"than the data owner's limit of {seconds:g} s and was "
+                         f"{'charged' if charged else 'not charged (a free read)'}; ask "
                          "a cheaper query (fewer groups, a smaller table) or ask the owner for "
                          "a longer statement_timeout")
         self.seconds = seconds
+
+
+class QueryCancelled(OperationalError):
+    """The analyst cancelled the query (Ctrl-C, ``cursor.cancel()``, a CancelRequest), and its
+    answer was not shown. ``charged`` is the (epsilon, delta) that was charged and stands --
+    the query was cancelled after its charge, and never refunded -- or None: it was cancelled
+    before its charge and the engine never read its private data, so nothing was charged
+    (:mod:`dpsql.execution.watch` has the argument). ``seconds``: from the call to the cancel.
+    """
+
+    sqlstate = "57014"
+
+    def __init__(self, seconds: float, charged: tuple[float, float] | None) -> None:
+        self.seconds, self.charged = seconds, charged
+        super().__init__(f"canceling statement due to user request after {seconds:.0f} s; "
+                         + self.charge_words())
+
+    def charge_words(self) -> str:
+        """What the cancel cost, in words every door shows."""
+        if self.charged is None:
+            return "nothing was charged"
+        epsilon, delta = self.charged
+        cost = f"epsilon {epsilon:g}" + (f", delta {delta:g}" if delta else "")
+        return f"the charge of {cost} stands: the answer was not shown"
 
 
 class LedgerError(OperationalError):
@@ -360,6 +387,7 @@ __all__ = [
     "NotSupportedError",
     "OperationalError",
     "ProgrammingError",
+    "QueryCancelled",
     "QueryRefused",
     "QueryTimeout",
     "QueryTooComplex",

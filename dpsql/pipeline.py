@@ -24,6 +24,7 @@ from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.duckdb_engine.dry import run_dry
 from dpsql.errors import EngineError, QueryTooComplex, UnsupportedQuery
+from dpsql.execution.expected import Expected, expected
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite, unit_counts, unit_values
@@ -37,7 +38,7 @@ from dpsql.metadata.contribution import (
 from dpsql.metadata.metadata import ColumnType, Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import automatic, choose_k, planned, with_rows
-from dpsql.privacy.auto_values import draw, with_values
+from dpsql.privacy.auto_values import chosen_bounds, draw, with_values
 from dpsql.privacy.mechanisms import Mechanism, accuracy
 from dpsql.privacy.plan import Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
@@ -164,18 +165,6 @@ def choose(p: Plan, engine: Engine, rng: Randomness) -> Plan:
                               integer, rng))
         p = _valued(p, tuple(drawn))
     return p
-
-
-def chosen_bounds(p: Plan) -> dict[str, tuple[float, float]] | None:
-    """Per column with a bound chosen from the data, the (lower, upper) its sums read."""
-    if not p.values:
-        return None
-    out: dict[str, tuple[float, float]] = {}
-    for v in p.values:
-        assert v.value is not None
-        lo, hi = out.get(v.column, (v.lower, v.upper))
-        out[v.column] = (v.value, hi) if v.side == "lower" else (lo, v.value)
-    return out
 
 
 def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
@@ -360,6 +349,8 @@ class Explanation:
     rows_per_unit: int
     groups_per_unit: int
     notes: list[str] = field(default_factory=list)  # the bias of bounding and clamping
+    # each output aggregate's accuracy in its column's units (dpsql.execution.expected)
+    outputs: list[Expected] = field(default_factory=list)
     # False when a unit keeps its k rows across all its groups (no groups cap applied:
     # dpsql.privacy.aggregates.groups_cap)
     groups_capped: bool = True
@@ -389,7 +380,7 @@ def explain(p: Plan, engine: Engine | None = None) -> Explanation:
     return Explanation(sql=sql, cells=cells, key_release=key_release, epsilon=p.cost_epsilon,
                        delta=p.cost_delta, rows_per_unit=p.table.rows_per_unit,
                        groups_per_unit=p.groups_per_unit, notes=bounding_notes(p),
-                       groups_capped=not p.keys or p.group_cap is not None)
+                       outputs=expected(p), groups_capped=not p.keys or p.group_cap is not None)
 
 
 def _explain_measurement(output: str, m: Measurement) -> CellExplanation:

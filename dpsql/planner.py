@@ -10,6 +10,8 @@ plain value.
 
 :meth:`Planner.prepare_query` picks the path of a query, the one place that chooses:
 
+* :class:`~dpsql.ledger.spending.LedgerRead`: the query reads the ledger views (``dpsql.spending``,
+  ...) only: exact and free, answered with the asking analyst's own ledger rows (no private data);
 * :class:`~dpsql.execution.public.PublicRead`: the query reads public tables only (exact, free);
 * :class:`~dpsql.execution.free.FreeAnswer`: the answer is fixed by public information (an empty
 probe:
@@ -46,22 +48,28 @@ from dpsql.errors import QueryRefused
 from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
 from dpsql.execution.local_rows import LocalRead, local_read
 from dpsql.execution.public import PublicRead, public_read
-from dpsql.execution.reports import check_reports
+from dpsql.ledger.spending import SCHEMA, LedgerRead, ledger_read
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import prepare_plan
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.query.dates import fold_clock
-from dpsql.query.dp_clause import Resolved, resolve_query
+from dpsql.query.dp_clause import REPORT, Resolved, resolve_query
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
-from dpsql.releases import Releases, composite_of, prepare_releases
+from dpsql.releases import (
+    Releases,
+    check_report_route,
+    composite_of,
+    prepare_releases,
+    refuse_report_route,
+)
 from dpsql.series import TwoReleases, splits_in_two, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
-Prepared = Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead
+Prepared = Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead | LedgerRead
 
 
 class _Private:
@@ -92,14 +100,14 @@ class Planner:
         ``bounds``: the query's own contribution bounds (in every cache key below); BigQuery's
         ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy
         parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
-        first, before it parses the text); so do its ``report_format`` columns
-        (:func:`dpsql.execution.reports.check_reports`)."""
+        first, before it parses the text); a ``report_format`` report is refused on a path
+        that is not one private release (:func:`check_report_route`)."""
         composite = composite_of(sql, self.metadata)  # a UNION of private queries, ...
         if composite is not None:
             return prepare_releases(composite, self, epsilon, delta, mechanism, bounds)
         clause = resolve_query(sql, epsilon, delta, bounds)
         prepared = self._prepare_query(clause, sql, epsilon, mechanism, tree)
-        check_reports(prepared, clause.reports)
+        check_report_route(prepared, clause.report)
         return prepared
 
     def _prepare_query(self, clause: Resolved, sql: str, epsilon: float, mechanism: str,
@@ -121,6 +129,12 @@ class Planner:
                 parsed.append(parse_query(sql))
             return parsed[0]
 
+        if SCHEMA in sql.lower():  # a ledger view is named dpsql.NAME: else nothing to parse
+            ledger = self.plans.get_or_compute(
+                ("ledger", sql),
+                lambda: ledger_read(shared(), self.metadata.server.statement_timeout) or _PRIVATE)
+            if isinstance(ledger, LedgerRead):
+                return ledger
         route = self.plans.get_or_compute(
             ("public", sql), lambda: self._public(shared) or _PRIVATE)
         if isinstance(route, PublicRead):
@@ -177,7 +191,12 @@ class Planner:
         if not any(t.public for t in self.metadata.tables.values()):
             return None  # no public table: nothing to parse for this route
         # A text that does not parse is refused here as the private parse pass would.
-        return public_read(parsed(), self.metadata)  # reads the tree, keeps its text
+        try:
+            return public_read(parsed(), self.metadata)  # reads the tree, keeps its text
+        except QueryRefused:
+            if any(str(n.this).upper() == REPORT for n in parsed().find_all(exp.Anonymous)):
+                refuse_report_route()  # its dry run fails on the report (a private query's)
+            raise
 
     def prepare(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                 mechanism: str = "laplace", dialect: str = "duckdb", *,

@@ -22,7 +22,7 @@ rows (their label would be lost in the combination), a composite inside a part.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from dpsql.engines import Engine
 from dpsql.errors import QueryRefused, SQLSyntaxError, UnsupportedQuery
@@ -31,8 +31,8 @@ from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.postprocess import Result, made_up_answer
 from dpsql.execution.public import PublicRead, PublicStore, answer_public, reads_only_public
-from dpsql.execution.reports import check_reports, reported
 from dpsql.ledger.budget import Cost, query_cost
+from dpsql.ledger.spending import names_views
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.pipeline import Explanation, answer, explain
@@ -54,7 +54,6 @@ PartRoute = Plan | TwoReleases | PublicRead | FreeAnswer
 class PreparedPart:
     part: Part
     prepared: PartRoute
-    reports: tuple[int, ...]  # its report_format => 'JSON' columns
 
 
 @dataclass(frozen=True)
@@ -104,10 +103,12 @@ def _delta(p: PartRoute) -> float:
 
 def composite_of(sql: str, metadata: Metadata) -> Composite | None:
     """The composite ``sql`` is (:func:`dpsql.query.composite.split`), or None; a UNION that
-    reads public tables only is none: it is read exactly (:mod:`dpsql.execution.public`)."""
+    reads public tables only is none: it is read exactly (:mod:`dpsql.execution.public`); so is
+    a query of the ledger views (:mod:`dpsql.ledger.spending`: read alone, or refused)."""
     composite = split(sql)
-    if composite is None or (composite.union and not composite.clause and
-                             reads_only_public(composite.tree, metadata)):
+    if composite is None or names_views(composite.tree) or (
+            composite.union and not composite.clause and
+            reads_only_public(composite.tree, metadata)):
         return None
     return composite
 
@@ -141,7 +142,7 @@ def _prepare(part: Part, composite: Composite, planner: Planner, epsilon: float,
     sql = fold_clock(clause.sql)
     p = planner.prepare_query(sql, epsilon if clause.epsilon is None else clause.epsilon,
                               clause.delta, mechanism, bounds=clause.bounds)
-    check_reports(p, clause.reports)
+    check_report_route(p, clause.report)  # a report: answered by the part's post-processing
     shown = part.tree.sql(dialect=DIALECT)[:160]
     if isinstance(p, LocalRead):
         raise UnsupportedQuery(f"{shown} reads randomized local rows, which are not combined "
@@ -153,7 +154,21 @@ def _prepare(part: Part, composite: Composite, planner: Planner, epsilon: float,
             "the clause in it too (it is then a private query of its own, charged as one), or "
             "ask it separately")
     assert not isinstance(p, LocalRead)
-    return PreparedPart(part, p, clause.reports)
+    return PreparedPart(part, p)
+
+
+def check_report_route(p: object, report: bool) -> None:
+    """Refuse ``report_format => 'JSON'`` in a query that is not one private release: a report
+    shows the noise of an aggregate's released value (:mod:`dpsql.execution.reports`); a free
+    answer (its columns only) passes."""
+    if report and not isinstance(p, Plan | FreeAnswer):
+        refuse_report_route()
+
+
+def refuse_report_route() -> NoReturn:
+    raise UnsupportedQuery("report_format => 'JSON' reports a noisy aggregate of one "
+                           "private query; this query is answered otherwise (public "
+                           "tables, local rows, two releases): remove report_format")
 
 
 def releases_cost(p: Releases, accounting: str) -> Cost:
@@ -165,7 +180,8 @@ def releases_cost(p: Releases, accounting: str) -> Cost:
 
 
 def answer_releases(p: Releases, engine: Engine, planner: Planner, rng: Randomness) -> Result:
-    """Each part's answer, as alone (report columns included), then the rows combined."""
+    """Each part's answer, as alone (its reports in its post-processing), then the rows
+    combined."""
     answers = []
     for part in p.parts:
         q = part.prepared
@@ -179,7 +195,7 @@ def answer_releases(p: Releases, engine: Engine, planner: Planner, rng: Randomne
             result = answer_free(q, rng)
         else:
             result = answer(q, engine, rng)
-        answers.append(reported(result, part.reports, q))
+        answers.append(result)
     return combine(p.composite, answers)
 
 
@@ -192,7 +208,7 @@ def made_up_columns(p: Releases) -> list[tuple[str, str]]:
         plan = q.outer if isinstance(q, TwoReleases) else q
         made = made_up_answer(plan) if isinstance(plan, Plan) else \
             Result(list(plan.columns), [], [])
-        answers.append(reported(made, part.reports, q))
+        answers.append(made)
     return [(c.name, c.type) for c in combine(p.composite, answers).columns]
 
 

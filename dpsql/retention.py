@@ -129,11 +129,7 @@ def suggest(histograms: Sequence[Histogram], target: float, epsilon: float,
     if not by_key:
         return k_suggestion, None
 
-    def enough(g: int) -> bool:
-        return all(kept(h, k, g, "").rows_kept >= target * kept(h, k, k, "").rows_kept
-                   for h in by_key)
-
-    g = _smallest(enough, k)
+    g = _groups(by_key, k, target)
     worst = min(kept(h, k, g, "").share for h in by_key)
     return k_suggestion, Suggestion("max_groups_per_unit", g, worst, count_accuracy(k, epsilon))
 
@@ -367,16 +363,75 @@ def _auto_lines(c: TableCheck, epsilon: float) -> list[str]:
 
 
 @dataclass(frozen=True)
+class KChoice:
+    """One k that ``dpsql metadata init --unit`` shows: what a ``COUNT(*)`` of the whole table
+    would lose to bounding (its bias: the rows dropped, exact for the owner) and carry as noise
+    (the 95% half-width at epsilon), and their sum, the error the recommendation minimises."""
+
+    k: int
+    kept: float  # the share of rows kept
+    bias: float  # rows dropped: a COUNT(*) of the whole table is this much too low
+    noise: float  # 95% half-width of that COUNT(*) at the epsilon shown
+
+    @property
+    def error(self) -> float:
+        return self.bias + self.noise
+
+
+def k_choices(histogram: Histogram, target: float, epsilon: float) -> list[KChoice]:
+    """A few k (1, 2, 5, 10, 20, 50, ... up to the largest unit; the smallest k keeping
+    ``target`` of the rows; the k keeping every row), each with its bias and noise."""
+    most = max((n for n, _ in histogram), default=1)
+    ks = {1, most, smallest_k(histogram, target)}
+    step = 1
+    while step < most:
+        ks.update(v for v in (step, 2 * step, 5 * step) if v < most)
+        step *= 10
+    rows = sum(n * c for (n, _), c in histogram.items())
+    out = []
+    for k in sorted(ks):
+        kept_k = kept(histogram, k, 1, None)
+        out.append(KChoice(k, kept_k.share, rows - kept_k.rows_kept, count_accuracy(k, epsilon)))
+    return out
+
+
+def recommend(choices: Sequence[KChoice]) -> KChoice:
+    """The k with the smallest bias + noise of a whole-table ``COUNT(*)`` (ties: the smaller
+    k). A GROUP BY splits the bias among groups but not the noise, so a grouped query favours
+    a k no larger than this one."""
+    return min(choices, key=lambda c: (c.error, c.k))
+
+
+def choices_text(table: str, choices: Sequence[KChoice], chosen: KChoice, target: float,
+                 epsilon: float) -> str:
+    """The table of k against rows kept, bias and noise, and why one was written."""
+    rows = [[c.k, f"{c.kept:.1%}", round(c.bias), round(c.noise), round(c.error),
+             "<- written" if c is chosen else ""] for c in choices]
+    at_target = next((c for c in choices if c.kept >= target), choices[-1])
+    return "\n".join([
+        f"table {table}: k (max_rows_per_unit) against a COUNT(*) of the whole table at "
+        f"epsilon {epsilon:g} (read exactly from your data; for you, not for release):",
+        format_table(["k", "rows kept", "bias (rows dropped)", "noise (95%, +/-)",
+                      "bias + noise", ""], rows),
+        f"written: k = {chosen.k}, the smallest bias + noise; k = {at_target.k} would keep "
+        f"{target:.0%} of the rows at +/-{at_target.noise:,.0f}. A larger epsilon per query "
+        "favours a larger k (--epsilon); dpsql metadata check shows any k you choose.", ""])
+
+
+@dataclass(frozen=True)
 class Proposal:
     """What ``dpsql metadata init`` proposes for one table from its data (the owner's, read
-    exactly): columns with no NULL, columns with no repeated value, and, given the unit, the
-    smallest k and g keeping ``target`` of the rows (:func:`suggest`)."""
+    exactly): columns with no NULL, columns with no repeated value, and, given the unit, the k
+    with the smallest bias + noise (:func:`recommend`, among :attr:`choices`) and the
+    smallest g keeping ``target`` of the rows that k keeps (:func:`suggest`)."""
 
     not_null: frozenset[str]
     unique: frozenset[str]
     unit: str | None = None
     k: int | None = None
     g: int | None = None
+    choices: tuple[KChoice, ...] = ()
+    report: str = ""  # choices_text, for the owner's terminal
 
 
 #: A column with at most this many distinct values is tried as a GROUP BY key for g.
@@ -384,9 +439,10 @@ KEY_CANDIDATE_VALUES = 50
 
 
 def propose(engine: Engine, table: str, columns: Sequence[str], unit: str | None,
-            target: float = DEFAULT_TARGET) -> Proposal:
+            target: float = DEFAULT_TARGET, epsilon: float = 1.0) -> Proposal:
     """:class:`Proposal` for ``table`` (its ``columns`` as the engine names them); ``unit`` is
-    the privacy unit's column when the table has it, else no k and g are proposed."""
+    the privacy unit's column when the table has it, else no k and g are proposed. ``epsilon``:
+    a query's, at which the noise of each k is shown."""
     parts: list[exp.Expression] = [_func("COUNT", exp.Star())]
     for c in columns:
         parts += [_func("COUNT", _col(c)), exp.Count(this=exp.Distinct(expressions=[_col(c)]))]
@@ -404,5 +460,17 @@ def propose(engine: Engine, table: str, columns: Sequence[str], unit: str | None
     histograms += [_histogram(engine, source, unit_col, _col(c)) for c in keys]
     if not histograms[0]:  # no row with a unit: nothing to propose from
         return Proposal(not_null, unique, unit)
-    k, g = suggest(histograms, target, 1.0)
-    return Proposal(not_null, unique, unit, k.value, g.value if g is not None else 1)
+    choices = k_choices(histograms[0], target, epsilon)
+    chosen = recommend(choices)
+    g = _groups(histograms[1:], chosen.k, target)
+    return Proposal(not_null, unique, unit, chosen.k, g, tuple(choices),
+                    choices_text(table, choices, chosen, target, epsilon))
+
+
+def _groups(by_key: Sequence[Histogram], k: int, target: float) -> int:
+    """The smallest g keeping ``target`` of the rows k keeps under every key (1 without
+    keys; never above k)."""
+    if not by_key:
+        return 1
+    return _smallest(lambda g: all(kept(h, k, g, "").rows_kept >= target * kept(h, k, k, "")
+                                   .rows_kept for h in by_key), k)

@@ -25,8 +25,10 @@ from dpsql.execution.postprocess import Result
 from dpsql.execution.public import PublicRead
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result
 from dpsql.ledger.budget import Cost, Ledger
+from dpsql.ledger.spending import LedgerRead
 from dpsql.pipeline import answer
 from dpsql.planner import Planner, Prepared
+from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.releases import Releases, answer_releases
 from dpsql.series import TwoReleases, answer_two
@@ -47,10 +49,19 @@ def answer_private(p: Prepared | Releases, engine: Engine, planner: Planner, rng
         return answer_releases(p, engine, planner, rng)
     if isinstance(p, LocalRead):
         return answer_local(p, engine, rng)
-    if isinstance(p, PublicRead | FreeAnswer):
+    if isinstance(p, PublicRead | FreeAnswer | LedgerRead):
         raise UnsupportedQuery("an exact answer from public information is answered by the "
                                "Database")
     return answer(p, engine, rng)
+
+
+def engine_plans(p: Plan | TwoReleases | LocalRead | Releases) -> tuple[Plan, ...]:
+    """The private plans that ``p`` runs on the engine (none for local rows, whose copy is
+    read otherwise): the database binds each before any charge."""
+    if isinstance(p, Releases):
+        return tuple(q for r in p.charged for q in engine_plans(r))
+    return (p.inner, p.outer) if isinstance(p, TwoReleases) else \
+        () if isinstance(p, LocalRead) else (p,)
 
 
 def local_cost(p: LocalRead, accounting: str) -> Cost:

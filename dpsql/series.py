@@ -445,4 +445,8 @@ def explain_two(p: TwoReleases, engine: Engine | None = None) -> Explanation:
                                        if narrowed_key(p.outer, p) else ""),
                        epsilon=p.cost_epsilon, delta=p.cost_delta,
                        rows_per_unit=max(first.rows_per_unit, second.rows_per_unit),
-                       groups_per_unit=max(first.groups_per_unit, second.groups_per_unit))
+                       groups_per_unit=max(first.groups_per_unit, second.groups_per_unit),
+                       outputs=[*(replace(o, output=f"release 1 (subquery): {o.output}")
+                                  for o in first.outputs),
+                                *(replace(o, output=f"release 2 (outer): {o.output}")
+                                  for o in second.outputs)])

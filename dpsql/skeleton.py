@@ -6,6 +6,14 @@ With ``proposals`` (``dpsql metadata init --unit COLUMN``, :func:`dpsql.retentio
 owner's exact read of the data) the skeleton also writes the privacy unit, the k and g that keep
 most rows, and ``nullable = false`` / ``unique = true`` where the data has no NULL / no repeated
 value, each marked as read from the data, for the owner to confirm as policy.
+
+Without the data, the schema's own PRIMARY KEY, UNIQUE and NOT NULL constraints
+(:mod:`dpsql.engines.constraints`) give ``nullable = false`` and ``unique = true``; where they
+cannot be read the skeleton says so and keeps ``nullable = true``, the safe default.
+
+The skeleton is metered from its first query: it declares a ``[budget]`` with a ledger next to
+the metadata file and an ``[analysts.NAME]`` budget for the user who ran it (also one of
+``owners``, who see every analyst's spending), each commented for the owner to change.
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ from collections.abc import Mapping, Sequence
 import tomli_w
 
 from dpsql.engines import declared_type
+from dpsql.engines.constraints import Constraints
+from dpsql.metadata.owner_settings import DEFAULT_LEDGER
 from dpsql.retention import Proposal
 
 _HEADER = """\
@@ -34,17 +44,48 @@ _COLUMN_TODO = {"int": "lower = ..., upper = ...", "float": "lower = ..., upper 
                 "text": "values = [...] if the keys are public"}
 
 
+#: The budget a skeleton grants its author: enough for a first session of queries at the
+#: default epsilon 1, small enough to be a real limit.
+FIRST_EPSILON, FIRST_DELTA = 10.0, 1e-6
+
+
+def budget_section(analyst: str) -> str:
+    """The commented ``[budget]`` and ``[analysts.NAME]`` sections for ``analyst``."""
+    return ("# The privacy budget: every query is charged to the analyst who asks, in the\n"
+            "# ledger below (an SQLite file, relative to this file; DPSQL_LEDGER overrides it).\n"
+            "# owners: the logins that see every analyst's spending (dpsql.spending, ...).\n"
+            + tomli_w.dumps({"budget": {"ledger": DEFAULT_LEDGER, "owners": [analyst]}})
+            + "\n# Each analyst's total over all their queries (by default the command line\n"
+            "# charges the operating-system user; --analyst or DPSQL_ANALYST name another).\n"
+            "# Add one section per analyst, or [analysts.\"*\"] for everyone not listed.\n"
+            + tomli_w.dumps({"analysts": {analyst: {"epsilon": FIRST_EPSILON,
+                                                    "delta": FIRST_DELTA}}}))
+
+
 def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]],
-             proposals: Mapping[str, Proposal] | None = None) -> str:
-    """TOML text declaring every table and column, with the decisions left as TODO comments.
+             proposals: Mapping[str, Proposal] | None = None,
+             constraints: Constraints | None = None, analyst: str | None = None) -> str:
+    """TOML text declaring every table and column, with the decisions left as TODO comments;
+    with ``analyst``, metered (:func:`budget_section`). ``constraints``: the schema's keys and
+    NOT NULL (:mod:`dpsql.engines.constraints`).
 
     Every key and value is written by tomli-w, so any table or column name (quotes,
     backslashes, newlines) reads back the same; only the comments between its pieces are ours.
     """
     out = [_HEADER if proposals is None else _HEADER.replace(
         "schema only (no values read)", "schema, with proposals read from the data")]
+    if analyst is not None:
+        out.append(budget_section(analyst))
+    if constraints is not None:
+        out.append(f"# nullable and unique: {constraints.unknown}; nullable = true is the safe "
+                   "default\n" if constraints.unknown is not None else
+                   "# nullable = false and unique = true below come from the schema's PRIMARY "
+                   "KEY, UNIQUE and NOT NULL constraints\n")
+    found = constraints if constraints is not None else Constraints()
     for table, columns in tables.items():
         proposal = (proposals or {}).get(table)
+        key = table.lower()
+        not_null, unique = found.not_null.get(key, set()), found.unique.get(key, set())
         out.append(_table_head(table, proposal))
         for name, dtype in columns:
             kind = declared_type(dtype.upper())
@@ -56,11 +97,12 @@ def skeleton(tables: Mapping[str, Sequence[tuple[str, str]]],
                            "declare it\n")
                 continue
             todo = f"# TODO: {_COLUMN_TODO[kind]}\n" if kind in _COLUMN_TODO else ""
-            spec: dict[str, object] = {"type": kind, "nullable": True}
+            declared = name.lower() in not_null
+            spec: dict[str, object] = {"type": kind, "nullable": not declared}
             if proposal is not None:
-                spec["nullable"] = name not in proposal.not_null
-                if name in proposal.unique:
-                    spec["unique"] = True
+                spec["nullable"] = not declared and name not in proposal.not_null
+            if name.lower() in unique or (proposal is not None and name in proposal.unique):
+                spec["unique"] = True
             out.append(todo + tomli_w.dumps({"tables": {table: {"columns": {name: spec}}}}))
     return "\n".join(out)
 
@@ -76,6 +118,7 @@ def _table_head(table: str, proposal: Proposal | None) -> str:
     if proposal.unit in proposal.unique:  # each unit has one row: the fast path
         limits = {"privacy_unit": proposal.unit, "max_rows_per_unit": 1,
                   "max_groups_per_unit": 1, "one_row_per_unit": True}
-    return ("# Proposed from the data (dpsql metadata check shows what they keep and cost);\n"
+    return ("# Proposed from the data: k with the smallest bias + noise of a COUNT(*)\n"
+            "# (the table printed on stderr; dpsql metadata check shows what they keep);\n"
             "# nullable and unique below were read from the data too: confirm them as policy.\n"
             + tomli_w.dumps({"tables": {table: limits}}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 
@@ -46,3 +47,14 @@ def _numeric(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]],
+               lines: Sequence[str] = ()) -> str:
+    """An HTML table (a notebook's display of a result), every text escaped, and ``lines``
+    (paragraphs) after it."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in rows)
+    after = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{after}"

@@ -30,7 +30,7 @@ _CELL_TYPES = {"BIGINT", "DOUBLE", "DATE", "TIMESTAMP", "VARCHAR", "BOOLEAN"}  #
 #: The databases a file may name in its header (``-- database: NAME``); see databases.py.
 DATABASES = ("sample", "events", "central", "auto", "autoval")
 #: dpsql.planner: the path that answers a query.
-_PATHS = ("private", "public", "two", "free", "local")
+_PATHS = ("private", "public", "two", "free", "local", "ledger")
 
 
 class CorpusFormatError(ValueError):

@@ -19,6 +19,7 @@ from dpsql.errors import QueryRefused
 from dpsql.execution.free import FreeAnswer
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.public import PublicRead
+from dpsql.ledger.spending import LedgerRead
 from dpsql.planner import Prepared
 from dpsql.privacy.plan import Plan
 from dpsql.series import TwoReleases
@@ -110,14 +111,14 @@ def _plan_fact(prepared: Prepared, name: str, index: int | None) -> object:
     two-release query (cost: the total; the rest: the outer query), or of a private plan."""
     if name == "path":
         return {PublicRead: "public", TwoReleases: "two", FreeAnswer: "free",
-                LocalRead: "local"}.get(type(prepared), "private")
+                LocalRead: "local", LedgerRead: "ledger"}.get(type(prepared), "private")
     if name == "names":
         return _names(prepared)
     if isinstance(prepared, FreeAnswer) and name == "cost":
         return (0.0, 0.0)
     if isinstance(prepared, FreeAnswer) and prepared.plan is not None:
         prepared = prepared.plan  # a public domain: the plan's facts (keys, release...)
-    if isinstance(prepared, PublicRead | FreeAnswer | LocalRead):
+    if isinstance(prepared, PublicRead | FreeAnswer | LocalRead | LedgerRead):
         cost = (prepared.epsilon, 0.0) if isinstance(prepared, LocalRead) else (0.0, 0.0)
         public = {"columns": len(prepared.columns), "cost": cost, "cells": 0,
                   "measurements": 0, "keys": 0, "release": ("none", None),

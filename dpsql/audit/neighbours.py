@@ -68,6 +68,7 @@ from dpsql.execution.kept import retention_sql
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.perturb import _by_key, histogram_arrays, perturb_cells
 from dpsql.execution.public import PublicRead
+from dpsql.ledger.spending import LedgerRead
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import ColumnType, Metadata
 from dpsql.pipeline import engine_sql, k_to_choose, units_sql, values_sql, values_to_choose
@@ -141,7 +142,7 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
                                                   delta, mechanism, tree=tree, bounds=bounds)
     except ProgrammingError as e:  # a refusal, or parameters that cannot be bound
         return Verdict(sql, "refused", refusal=type(e).__name__)
-    if isinstance(prepared, PublicRead):
+    if isinstance(prepared, PublicRead | LedgerRead):  # the ledger's rows: no private data
         return Verdict(sql, "public")
     if isinstance(prepared, LocalRead):  # randomized rows: no exact measurement to compare;
         return Verdict(sql, "local")  # tests/neighbours/test_neighbours_local.py checks them

@@ -24,8 +24,10 @@ release. Rules (each one function below; change a rule in one place):
   (``COALESCE(SUM(x), 0)``: a released cell is always a number);
 * :func:`empty_group` -- a public domain's key with no rows is released, its cells those of
   :func:`empty_aggregate` over no rows;
-* :data:`AGGREGATE_RULES` -- per aggregate, the SQL it means (plain SQL's own by default; the
-  place where per-person semantics such as ZetaSQL's per-person AVG would be one more entry).
+* :data:`AGGREGATE_RULES` -- per aggregate, the SQL it means (plain SQL's own by default;
+  BigQuery's per-person ``PERSON_SUM`` and ``PERSON_AVG`` of :mod:`dpsql.audit.oracle_clause`
+  per row where each row is its own unit, :func:`person_rows`; over several rows per unit
+  :mod:`dpsql.audit.oracle_bounds` answers them, as every query where a bound bites).
 """
 
 from __future__ import annotations
@@ -44,6 +46,27 @@ from dpsql.metadata.metadata import Metadata
 #: "approximate" class: their columns are not compared, see :mod:`dpsql.audit.oracle`).
 APPROXIMATE = (exp.Median, exp.Quantile, exp.PercentileCont, exp.PercentileDisc, exp.Min,
                exp.Max, exp.ApproxQuantile, exp.ApproxQuantiles)
+
+
+class PersonSum(exp.Expression, exp.AggFunc):
+    """``PERSON_SUM(x, lo, hi)``: the sum over units of each unit's total of ``x`` in the
+    group, clamped to ``[lo, hi]``; a unit with no non-NULL value contributes nothing
+    (ZetaSQL's per-group SUM, :mod:`dpsql.audit.oracle_clause`)."""
+
+    arg_types = {"this": True, "expressions": True}  # noqa: RUF012 (sqlglot's own shape)
+
+
+class PersonAvg(exp.Expression, exp.AggFunc):
+    """``PERSON_AVG(x[, lo, hi])``: the average over units of each unit's average of ``x``
+    in the group (clamped to ``[lo, hi]``), over the units with a non-NULL value (ZetaSQL's
+    AVG)."""
+
+    arg_types = {"this": True, "expressions": False}  # noqa: RUF012
+
+
+#: The per-person aggregates: answered on each unit's partials (:mod:`dpsql.audit.
+#: oracle_bounds`), never by one GROUP BY.
+PER_PERSON = {"PERSON_SUM": PersonSum, "PERSON_AVG": PersonAvg}
 
 
 @dataclass(frozen=True)
@@ -102,7 +125,7 @@ def units_of_group(unit: exp.Expression, bounded: bool) -> exp.Expression:
 def empty_aggregate(node: exp.Expression) -> exp.Expression:
     """A SUM, COUNT_IF (and COUNT) over no rows or only NULLs releases 0, not NULL."""
     inner = node.this if isinstance(node, exp.Filter) else node
-    if isinstance(inner, exp.Sum | exp.CountIf | exp.Count):
+    if isinstance(inner, exp.Sum | exp.CountIf | exp.Count | PersonSum):
         return exp.Coalesce(this=node, expressions=[exp.Literal.number(0)])
     return node
 
@@ -118,7 +141,8 @@ def empty_group(node: exp.Expression, column: exp.Expression) -> exp.Expression:
 
 #: Aggregates SQL leaves NULL over too few values (AVG over none, a sample VAR or STDDEV over
 #: one) where a released cell is always a number (:func:`undefined_moment`).
-MOMENTS = (exp.Avg, exp.Stddev, exp.StddevSamp, exp.StddevPop, exp.Variance, exp.VariancePop)
+MOMENTS = (exp.Avg, PersonAvg, exp.Stddev, exp.StddevSamp, exp.StddevPop, exp.Variance,
+           exp.VariancePop)
 
 
 def undefined_moment(reference: object) -> bool:
@@ -174,9 +198,30 @@ def _plain(node: exp.Expression) -> exp.Expression:
     return node
 
 
+def _row_clamp(x: exp.Expression, bounds: Sequence[exp.Expression]) -> exp.Expression:
+    if not bounds:
+        return x.copy()
+    lo, hi = bounds
+    return exp.Case(ifs=[exp.If(this=x.copy() < lo.copy(), true=lo.copy()),
+                         exp.If(this=x.copy() > hi.copy(), true=hi.copy())], default=x.copy())
+
+
+def person_rows(node: exp.Expression) -> exp.Expression:
+    """A per-person aggregate (:data:`PER_PERSON`) where each row is its own unit (a
+    ``one_row_per_unit`` table): the unit's total or average is its row, clamped; a NULL row
+    adds nothing. Over several rows per unit, :mod:`dpsql.audit.oracle_bounds` answers it."""
+    inner = node.this if isinstance(node, exp.Filter) else node
+    kind = exp.Sum if isinstance(inner, PersonSum) else exp.Avg
+    call = kind(this=_row_clamp(inner.this, inner.expressions))
+    if isinstance(node, exp.Filter):
+        return exp.Filter(this=call, expression=node.expression.copy())
+    return call
+
+
 #: Aggregate class -> the SQL it means in the reference (the argument already read by
 #: :func:`read_value`). Plain SQL's meaning unless listed.
-AGGREGATE_RULES: dict[type[exp.Expression], Callable[[exp.Expression], exp.Expression]] = {}
+AGGREGATE_RULES: dict[type[exp.Expression], Callable[[exp.Expression], exp.Expression]] = {
+    PersonSum: person_rows, PersonAvg: person_rows}
 
 
 # ---------------------------------------------------------------------- the split in SQL
@@ -253,6 +298,14 @@ def order_is_approximate(sql: str) -> bool:
     return any(p is not None and any(True for _ in p.find_all(*APPROXIMATE)) for p in parts)
 
 
+def having_is_approximate(sql: str) -> bool:
+    """Whether HAVING or QUALIFY reads an approximate aggregate: which groups pass is then
+    itself approximate, so the rows are not compared (their number may differ either way)."""
+    select = _parse(sql)
+    parts = [select.args.get("having"), select.args.get("qualify")]
+    return any(p is not None and any(True for _ in p.find_all(*APPROXIMATE)) for p in parts)
+
+
 def sort_columns(sql: str) -> list[int] | None:
     """The output columns ORDER BY sorts by (ordinals, aliases, or select items repeated);
     None without ORDER BY or when it sorts by anything else."""
@@ -287,7 +340,21 @@ def _parse(sql: str) -> exp.Select:
         raise NotModelled(f"not DuckDB SQL: {e}") from None
     if len(trees) != 1 or not isinstance(trees[0], exp.Select):
         raise NotModelled("not one SELECT")
-    return trees[0]
+    return trees[0].transform(_person)  # type: ignore[return-value]
+
+
+def _person(node: exp.Expression) -> exp.Expression:
+    """A per-person aggregate's call (PERSON_SUM, PERSON_AVG) as its class."""
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() in PER_PERSON:
+        args = node.expressions
+        return PER_PERSON[str(node.this).upper()](this=args[0].copy(),
+                                                  expressions=[a.copy() for a in args[1:]])
+    return node
+
+
+def per_person(sql: str) -> bool:
+    """Whether ``sql`` (its plain form) asks for a per-person aggregate."""
+    return any(True for _ in _parse(sql).find_all(PersonSum, PersonAvg))
 
 
 def unit_expression(select: exp.Select, metadata: Metadata) -> exp.Expression | None:
@@ -337,10 +404,7 @@ def reference_sql(sql: str, metadata: Metadata, release: Release) -> str:
     keys = _keys(select)
     aggregates = _aggregates(select)
     unit = unit_expression(select, metadata)
-    inner = select.copy()
-    for arg in ("having", "order", "limit", "offset", "distinct", "qualify"):
-        inner.set(arg, None)
-    inner.set("with", None)
+    inner = grouped_rows(select, keys, unit, metadata)
     read_keys = [clamped(k.copy(), metadata) for k in keys]  # keys read clamped too
     columns: list[exp.Expression] = [k.as_(f"__k{i}") for i, k in enumerate(read_keys)]
     for j, a in enumerate(aggregates):
@@ -350,9 +414,29 @@ def reference_sql(sql: str, metadata: Metadata, release: Release) -> str:
     inner.set("expressions", columns)
     if keys:
         inner.set("group", exp.Group(expressions=[k.copy() for k in read_keys]))
+    inner = inner.transform(_semi_joins).transform(total)
+    return outer_sql(select, keys, aggregates, unit is not None, release, inner).sql("duckdb")
+
+
+def grouped_rows(select: exp.Select, keys: Sequence[exp.Expression],
+                 unit: exp.Expression | None, metadata: Metadata) -> exp.Select:
+    """``select`` without its outer part (HAVING, ORDER BY, LIMIT, ...), its rows those that
+    reach a unit (:func:`without_unit`): the grouped part's FROM and WHERE."""
+    inner = select.copy()
+    for arg in ("having", "order", "limit", "offset", "distinct", "qualify", "group"):
+        inner.set(arg, None)
+    inner.set("with", None)
     if unit is not None:  # a row without a unit is read by no path, bounded or not
         inner = inner.where(without_unit(unit.copy()))
-    inner = inner.transform(_semi_joins).transform(total)
+    return inner
+
+
+def outer_sql(select: exp.Select, keys: Sequence[exp.Expression],
+              aggregates: Sequence[exp.Expression], has_unit: bool, release: Release,
+              inner: exp.Select, extra: Sequence[exp.Expression] = ()) -> exp.Select:
+    """The outer part of ``select`` over the grouped part ``inner`` (columns ``__k{i}``,
+    ``__a{j}``, ``__units``), with the rules of key release; ``extra`` columns after the
+    query's own (read from the grouped part's ``__g``)."""
     source, key_ref, agg_ref, join = _released(inner, keys, aggregates, release)
     outer = exp.Select()
     if select.args.get("with") is not None:
@@ -361,12 +445,12 @@ def reference_sql(sql: str, metadata: Metadata, release: Release) -> str:
     for i, e in enumerate(select.expressions):
         replaced = _replace(e.unalias().copy(), keys, aggregates, key_ref, agg_ref)
         projections.append(replaced.as_(e.alias or f"__c{i}"))
-    outer.set("expressions", projections)
+    outer.set("expressions", [*projections, *extra])
     outer.set("from_", exp.From(this=source))
     if join is not None:
         outer.set("joins", [join])
     where = []
-    if release.tau is not None and unit is not None:
+    if release.tau is not None and has_unit:
         where.append(exp.column("__units", table="__g") >= release.tau)
     if release.domain is not None and keys and not release.domain:
         where.append(exp.false())  # a domain narrowed to nothing: no group is released
@@ -383,7 +467,7 @@ def reference_sql(sql: str, metadata: Metadata, release: Release) -> str:
     for arg in ("limit", "offset"):
         if select.args.get(arg) is not None:
             outer.set(arg, select.args[arg].copy())
-    return outer.sql(dialect="duckdb")
+    return outer
 
 
 def _semi_joins(node: exp.Expression) -> exp.Expression:
@@ -394,6 +478,17 @@ def _semi_joins(node: exp.Expression) -> exp.Expression:
 
 
 def _meant(aggregate: exp.Expression, metadata: Metadata) -> exp.Expression:
+    aggregate = read_arguments(aggregate, metadata)
+    inner = aggregate.this if isinstance(aggregate, exp.Filter | exp.WithinGroup) else \
+        aggregate
+    rule = AGGREGATE_RULES.get(type(inner), _plain)
+    return empty_aggregate(aggregate) if rule is _plain else \
+        exp.Coalesce(this=rule(aggregate), expressions=[exp.Literal.number(0)]) \
+        if isinstance(inner, PersonSum) else rule(aggregate)
+
+
+def read_arguments(aggregate: exp.Expression, metadata: Metadata) -> exp.Expression:
+    """A copy of ``aggregate`` whose arguments read bounded columns :func:`clamped`."""
     aggregate = aggregate.copy()
     inner = aggregate.this if isinstance(aggregate, exp.Filter | exp.WithinGroup) else \
         aggregate
@@ -405,8 +500,7 @@ def _meant(aggregate: exp.Expression, metadata: Metadata) -> exp.Expression:
             inner.set(arg, [clamped(v, metadata) for v in value])
     if isinstance(aggregate, exp.WithinGroup):  # PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x)
         aggregate.set("expression", clamped(aggregate.expression, metadata))
-    rule = AGGREGATE_RULES.get(type(inner), _plain)
-    return empty_aggregate(rule(aggregate))
+    return aggregate
 
 
 Ref = Callable[[int], exp.Expression]

@@ -43,12 +43,15 @@ class Worlds:
     world: World
     nan: bool  # whether some float column holds NaN
     clamp_bites: bool  # whether some values lie outside their declared bounds
+    bounds_bite: bool = False  # whether some units have more than k rows, in more than g groups
     notes: list[str] = field(default_factory=list)
 
 
 def oracle_world(metadata: Metadata, seed: int = 0, units: int = 30, nan: bool = True,
-                 clamp_bites: bool = False) -> Worlds:
-    """A world of ``units`` units for ``metadata`` (the module docstring says what it holds)."""
+                 clamp_bites: bool = False, bounds_bite: bool = False) -> Worlds:
+    """A world of ``units`` units for ``metadata`` (the module docstring says what it holds);
+    with ``bounds_bite``, every third unit has 2k+1 or more rows of a bounded table, across
+    more than g groups (the reference of :mod:`dpsql.audit.oracle_bounds`)."""
     rng = random.Random(f"oracle-{seed}")
     tables: dict[str, TableData] = {}
     vids: dict[int, int | None] = {}  # a visits row's unique id -> its unit (None: no unit)
@@ -61,17 +64,18 @@ def oracle_world(metadata: Metadata, seed: int = 0, units: int = 30, nan: bool =
             data.rows = [(None, r) for r in _public_rows(table, rng)]
             continue
         for u in range(1, units + 1):
-            for row in _unit_rows(table, u, rng, vids, nan, clamp_bites):
+            for row in _unit_rows(table, u, rng, vids, nan, clamp_bites, bounds_bite):
                 data.rows.append((f"u{u}", row))
         for row in _rows_of_no_one(table, rng, vids, nan):
             data.rows.append((None, row))
     world = World(metadata, tables, [], [n for n, t in metadata.tables.items() if t.public],
                   [f"u{u}" for u in range(1, units + 1)])
-    return Worlds(world, nan, clamp_bites)
+    return Worlds(world, nan, clamp_bites, bounds_bite)
 
 
 def _unit_rows(table: Table, u: int, rng: random.Random, vids: dict[int, int | None],
-               nan: bool, clamp_bites: bool) -> list[tuple[object, ...]]:
+               nan: bool, clamp_bites: bool, bounds_bite: bool = False
+               ) -> list[tuple[object, ...]]:
     if table.one_row_per_unit:
         return [] if u % 9 == 4 else [_row(table, u, 0, rng, vids, nan, clamp_bites)]
     if table.unit_path is not None:  # rows reach their unit through the path's target
@@ -83,6 +87,8 @@ def _unit_rows(table: Table, u: int, rng: random.Random, vids: dict[int, int | N
         return rows
     per_unit = max(1, min(table.max_rows_per_unit, table.max_groups_per_unit))
     count = 0 if u % 7 == 3 else 1 + (u % per_unit)
+    if bounds_bite and u % 3 == 2:  # more than k rows, in more than g groups (some all-NULL)
+        count = 2 * table.max_rows_per_unit + 1 + u % 4
     rows = [_row(table, u, j, rng, vids, nan, clamp_bites) for j in range(count)]
     if u % 5 == 1 and 0 < count < per_unit:  # duplicated in all but its unique column
         rows.append(_duplicate(table, rows[-1], u, count, vids))
@@ -179,3 +185,15 @@ def to_postgres(world: World, url: str) -> None:
         for t in world.tables.values():
             con.execute(f'DROP TABLE IF EXISTS "{t.name}"')
             _pg_table(con, "public", t, lambda owner: True)
+
+
+def to_parquet(world: World, folder: Path) -> None:
+    """``world``'s tables as ``folder/<table>.parquet`` (written by DuckDB), the files a Spark
+    engine URL's ``folder`` reads."""
+    folder.mkdir(parents=True, exist_ok=True)
+    con = to_duckdb(world, ":memory:")
+    try:
+        for name in world.tables:
+            con.execute(f"COPY \"{name}\" TO '{folder / name}.parquet' (FORMAT parquet)")
+    finally:
+        con.close()

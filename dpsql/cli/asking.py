@@ -3,31 +3,36 @@
 from __future__ import annotations
 
 import errno
+import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 import click
 
 from dpsql.cli.common import (
     bounds_options,
-    cost_note,
+    budget_lines,
     database_options,
-    format_csv,
-    format_json,
-    format_labelled_json,
     open_database,
     pointing_into,
     privacy_options,
     query_bounds,
     read_sql,
     sql_options,
-    tabulate,
     unmetered_warning,
     user_errors,
 )
+from dpsql.cli.output import show_answer
+from dpsql.cli.status import status_line
 from dpsql.errors import OperationalError
-from dpsql.explain import render
-from dpsql.texttable import format_table
+from dpsql.execution.watch import Watch, call_watched
+
+if TYPE_CHECKING:
+    from dpsql.database import Answer
+    from dpsql.ledger.budget import BudgetStatus
+
+T = TypeVar("T")
 
 
 @click.command()
@@ -42,11 +47,13 @@ from dpsql.texttable import format_table
               "epsilon (charged), the share of a unit's rows the contribution bounds keep.")
 @click.option("--analyst", "-a", metavar="NAME", help="Who is asking, charged for the query "
               "(default: $DPSQL_ANALYST, else the operating-system user).")
+@click.option("--no-caveats", is_flag=True, help="Leave out the notes that say when the answer "
+              "is not worth reading (noise above the values, an AVG or quantile at a bound).")
 @user_errors
 def query(sql: str | None, file: TextIO | None, database: str | None, metadata: Path | None,
           epsilon: float | None, delta: float, mechanism: str, fmt: str, accuracy: bool,
           analyst: str | None, max_rows: int | None, max_groups: int | None,
-          retention: float | None) -> None:
+          retention: float | None, no_caveats: bool) -> None:
     """Answer SQL with differentially private noise, charged to the analyst's budget.
 
     SQL is the query's text, or - to read it from standard input (or pass -f FILE).
@@ -56,29 +63,40 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
     (on stderr with --format csv; with --format json the output is an object whose "rows" are
     the rows and "randomized" the sentence). Such rows cost the owner's per-row epsilon times k
     once per analyst and table, whatever --epsilon says; every later row-level query of that
-    table reads the same randomized copy for free."""
+    table reads the same randomized copy for free.
+
+    When the noise exceeds the value in some cells, or an AVG or quantile sits at a bound, a
+    note on stderr says so, with the fix (--no-caveats: none). --format json prints one
+    object: columns, rows (with each noisy cell's ±95%), caveats, notes, randomized, cost."""
     sql = read_sql(sql, file)
-    with open_database(database, metadata, analyst) as db, pointing_into(sql):
-        if not db.metered:
-            click.echo(unmetered_warning(db.metadata), err=True)
-        answered = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                          bounds=query_bounds(max_rows, max_groups), retention=retention)
-        status = db.budget() if db.metered else None
-    result = answered.result
-    header, rows = tabulate(result, accuracy)
-    if result.local_label is not None and fmt != "json":  # randomized rows: said first
-        click.echo(result.local_label, err=fmt == "csv")  # csv stays parseable on stdout
-    out = {"table": format_table, "csv": format_csv, "json": format_json}[fmt](header, rows)
-    if result.local_label is not None and fmt == "json":  # a field, not a line
-        out = format_labelled_json(result.local_label, out)
-    click.echo(out, nl=fmt != "csv")
-    for note in result.notes:  # the bias the +/- columns do not cover (dpsql.bias)
-        if accuracy or note.startswith("Retention") or (  # asked for with --retention
-                result.randomized and note != result.local_label):  # the charge, explained
-            click.echo(f"note: {note}", err=True)
-    # on stderr for every format, so that csv and json stay parseable on stdout
-    click.echo(f"({len(rows)} row{'s' if len(rows) != 1 else ''}; "
-               f"{cost_note(answered, status)})", err=True)
+
+    def ask() -> tuple[Answer, BudgetStatus | None, list[str]]:
+        with open_database(database, metadata, analyst) as db, pointing_into(sql):
+            if not db.metered:
+                click.echo(unmetered_warning(db.metadata), err=True)
+            answer = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
+                            bounds=query_bounds(max_rows, max_groups), retention=retention,
+                            caveats=not no_caveats)
+            status = db.budget() if db.metered else None
+            return answer, status, budget_lines(db, answer, analyst)  # past 80%; first charge
+
+    answered, status, said = watched(ask)
+    show_answer(answered, status, fmt, accuracy)
+    for line in said:
+        click.echo(line, err=True)
+
+
+def watched(ask: Callable[[], T]) -> T:
+    """``ask`` on a worker thread, with the status line on a terminal and Ctrl-C as one line
+    (:mod:`dpsql.cli.status`); the status line is erased before anything else prints."""
+    watch, line = Watch(), status_line()
+    try:
+        return call_watched(ask, watch, line)
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one's cancel ran
+        raise watch.error() from None
+    finally:
+        if line is not None:
+            line.clear()
 
 
 @click.command()
@@ -86,18 +104,29 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
 @database_options
 @privacy_options
 @bounds_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("--sql", "show_sql", is_flag=True, help="Also show the SQL the engine runs.")
 @user_errors
 def explain(sql: str | None, file: TextIO | None, database: str | None,
             metadata: Path | None, epsilon: float | None, delta: float, mechanism: str,
-            max_rows: int | None, max_groups: int | None) -> None:
-    """Show the rewritten SQL and each cell's noise, without reading data.
+            max_rows: int | None, max_groups: int | None, fmt: str, show_sql: bool) -> None:
+    """Show what a query would cost and how accurate each answer would be, without reading
+    data or charging anything: its cost, each aggregate's 95% accuracy in its column's units,
+    how groups are released, the contribution bounds and what they may drop, how the noise is
+    drawn; the engine's SQL with --sql.
 
     SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
+    from dpsql.explain import as_json, render
+
     sql = read_sql(sql, file)
     with open_database(database, metadata) as db, pointing_into(sql):
         e = db.explain(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
                        bounds=query_bounds(max_rows, max_groups))
-    click.echo("\n".join(render(e)))
+    if fmt == "json":
+        click.echo(json.dumps(as_json(e, show_sql), indent=2, ensure_ascii=False))
+    else:
+        click.echo("\n".join(render(e, show_sql)))
 
 
 @click.command()

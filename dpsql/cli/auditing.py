@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from dpsql.cli.common import budget_metadata, user_errors
-from dpsql.privacy.mechanisms import MECHANISMS
+from dpsql.privacy.mechanism_names import MECHANISMS
 from dpsql.texttable import format_table
 
 
@@ -28,29 +28,38 @@ from dpsql.texttable import format_table
 @click.option("--neighbours", is_flag=True, help="Instead: the neighbour test of --queries on "
               "synthetic adversarial databases built from --metadata (never your data).")
 @click.option("--metadata", "metadata_path", type=click.Path(exists=True, dir_okay=False,
-              path_type=Path), help="With --neighbours: the metadata (default: the sample's).")
+              path_type=Path), help="With --neighbours or --oracle: the metadata (default: the "
+              "sample's).")
 @click.option("--queries", "queries_path", type=click.Path(exists=True, dir_okay=False,
-              path_type=Path), help="With --neighbours: SQL queries separated by ';'.")
+              path_type=Path), help="With --neighbours or --oracle: SQL queries separated by ';'.")
 @click.option("--epsilon", type=float, default=1.0, show_default=True)
 @click.option("--delta", type=float, default=0.0, show_default=True)
 @click.option("--mechanism", type=click.Choice(MECHANISMS), default=MECHANISMS[0])
+@click.option("--oracle", is_flag=True, help="Instead: the semantic oracle on --queries: each "
+              "answered without noise on a synthetic database built from --metadata (never your "
+              "data) and compared with the answer the query asks for (docs/audit.md).")
 @click.option("--local", "local_rows", is_flag=True, help="Instead: one released row under "
               "local DP, per column kind and their composition (--runs draws per row).")
 def audit_command(scenarios: tuple[str, ...], runs: int | None, confidence: float, fmt: str,
                   list_only: bool, neighbours: bool, metadata_path: Path | None,
                   queries_path: Path | None, epsilon: float, delta: float,
-                  mechanism: str, local_rows: bool) -> None:
+                  mechanism: str, oracle: bool, local_rows: bool) -> None:
     """Audit the privacy guarantee statistically: answer each built-in scenario's query many
     times on a database and on its worst neighbour (one more person, beyond every bound), and
     print a lower confidence bound on the privacy loss. A scenario passes when the bound does
     not exceed the declared epsilon. Exit status 1 if any fails.
 
     With --neighbours, test your own queries without noise on synthetic databases built from
-    your metadata and on their neighbours (docs/audit.md). Exit status 1 on a violation."""
+    your metadata and on their neighbours (docs/audit.md). Exit status 1 on a violation.
+    With --oracle, check what your queries' answers estimate, on a synthetic database built
+    from your metadata. Exit status 1 on a disagreement."""
     from dpsql.audit import audit as auditing
 
     if neighbours:
         _neighbour_audit(metadata_path, queries_path, epsilon, delta, mechanism, fmt)
+        return
+    if oracle:
+        _oracle_audit(metadata_path, queries_path, delta, mechanism)
         return
     if local_rows:
         _local_audit(runs or 20_000)
@@ -107,3 +116,26 @@ def _neighbour_audit(metadata_path: Path | None, queries_path: Path | None, epsi
     click.echo(nb.format_verdicts(verdicts) if fmt == "markdown" else
                format_table(nb.VERDICT_COLUMNS, nb.verdict_rows(verdicts)))
     sys.exit(1 if any(v.status == "violation" for v in verdicts) else 0)
+
+
+def _oracle_audit(metadata_path: Path | None, queries_path: Path | None, delta: float,
+                  mechanism: str) -> None:
+    from dpsql.audit import neighbours as nb
+    from dpsql.audit.oracle import Oracle, check_all
+    from dpsql.audit.oracle_worlds import oracle_world
+
+    queries = nb.split_statements(queries_path.read_text("utf-8")) if queries_path else []
+    if not queries:
+        raise click.UsageError("--oracle needs --queries FILE (SQL separated by ';')")
+    checker = Oracle(oracle_world(budget_metadata(metadata_path), bounds_bite=True))
+    try:
+        summary = check_all(checker, [(sql, 0.0, delta, mechanism) for sql in queries])
+    finally:
+        checker.close()
+    for v in summary.disagreements:
+        click.echo(v.report(0), err=True)
+    click.echo(format_table(["query", "oracle", "why"], [
+        [v.sql, v.known or v.status, v.detail.splitlines()[0] if v.detail else ""]
+        for v in summary.verdicts]))
+    click.echo(summary.line())
+    sys.exit(1 if summary.disagreements else 0)

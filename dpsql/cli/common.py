@@ -12,18 +12,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
 from dpsql.cli.defaults import metadata_source, sources
-from dpsql.database import Answer, Database, sample_paths
-from dpsql.errors import BudgetExhausted, Error, SQLSyntaxError, guarded
-from dpsql.execution.postprocess import Result
+from dpsql.cli.status import INTERRUPTED, interrupted
+from dpsql.errors import BudgetExhausted, Error, QueryCancelled, SQLSyntaxError, guarded
 from dpsql.ledger.budget import BudgetStatus
+from dpsql.ledger.opening import ANALYST_ENV, LEDGER_ENV
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
-from dpsql.privacy.mechanisms import MECHANISMS
+from dpsql.metadata.sample import sample_paths
+from dpsql.privacy.mechanism_names import MECHANISMS
+
+if TYPE_CHECKING:  # imported where used: `dpsql --help` and `budget` start without them
+    from dpsql.database import Answer, Database
+    from dpsql.execution.postprocess import Result
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,6 +43,11 @@ def user_errors(fn: F) -> F:
                                   click.exceptions.Exit), on_bug=_bug,
                          debug=bool(os.environ.get("DPSQL_DEBUG"))):
                 return fn(*args, **kwargs)
+        except QueryCancelled as e:  # Ctrl-C during a query: one line, exit 130
+            interrupted(e)
+        except KeyboardInterrupt:  # Ctrl-C elsewhere: no traceback either
+            click.echo("dpsql: interrupted", err=True)
+            sys.exit(INTERRUPTED)
         except Error as e:
             click.echo(f"dpsql: {type(e).__name__}: {e}{_remedy(e)}", err=True)
             for note in getattr(e, "__notes__", ()):  # e.g. the caret of pointing_into
@@ -149,6 +159,8 @@ def open_database(database: str | Path | None, metadata: Path | None,
                   analyst: str | None = None) -> Database:
     """The database of the flags, else of DPSQL_DATABASE/DPSQL_METADATA, else of the config
     file, else the sample data (:mod:`dpsql.cli.defaults`)."""
+    from dpsql.database import Database
+
     database, metadata = sources(None if database is None else str(database), metadata)
     return Database(database, metadata, analyst=analyst)
 
@@ -194,13 +206,6 @@ def format_json(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
                       indent=2, ensure_ascii=False)  # keys such as "n ±95%" as written
 
 
-def format_labelled_json(label: str, rows_json: str) -> str:
-    """Randomized rows (local DP) as JSON: an object whose ``randomized`` field says so and
-    whose ``rows`` are the rows, so that no reader takes them for a plain list of real rows."""
-    return json.dumps({"randomized": label, "rows": json.loads(rows_json)}, indent=2,
-                      ensure_ascii=False)
-
-
 def cost_note(answered: Answer, status: BudgetStatus | None) -> str:
     result = answered.result
     cost = f"epsilon={result.epsilon:g}, delta={result.delta:g}"
@@ -220,3 +225,33 @@ def cost_note(answered: Answer, status: BudgetStatus | None) -> str:
         note += (f"; {status.analyst} has epsilon={status.remaining.epsilon:g}, "
                  f"delta={status.remaining.delta:g} left")
     return note
+
+
+def first_charge_note(db: Database, answered: Answer, given: str | None) -> str | None:
+    """Said once, on an analyst's first charge in a ledger: who was charged, how that name was
+    chosen, where the ledger is, and how to change either (a first run on the sample data
+    charges the operating-system user in ~/.dpsql/ without being asked)."""
+    ledger = db.ledger
+    if ledger is None or answered.cost is None or answered.analyst is None or \
+            len(ledger.history(answered.analyst, 2)) != 1:
+        return None
+    how = ("--analyst" if given is not None else ANALYST_ENV if os.environ.get(ANALYST_ENV)
+           else "the operating-system user")
+    where = (LEDGER_ENV if os.environ.get(LEDGER_ENV) else
+             f"[budget] ledger in {db.metadata.source}")
+    return (f"dpsql: note: this is the first charge to analyst {answered.analyst!r} ({how}; "
+            f"pass --analyst NAME or set {ANALYST_ENV} to be charged as someone else). Their "
+            f"spending is recorded in {ledger.path} ({where}; set {LEDGER_ENV} or the "
+            "metadata's [budget] ledger to keep it elsewhere). `dpsql budget` shows it.")
+
+
+def budget_lines(db: Database, answered: Answer, given: str | None) -> list[str]:
+    """The command line's lines about the budget after a charge: the 80% warning
+    (:func:`dpsql.ledger.spending.budget_warning`, a note of the answer) and the first-charge
+    note."""
+    from dpsql.ledger.report import BUDGET_NOTE
+
+    lines = [f"dpsql: warning: {note}" for note in answered.result.notes
+             if note.startswith(BUDGET_NOTE)]
+    first = first_charge_note(db, answered, given)
+    return lines + ([first] if first is not None else [])

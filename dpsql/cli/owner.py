@@ -3,7 +3,9 @@ log in to ``dpsql serve``) and ``dpsql release`` (a table under local DP)."""
 
 from __future__ import annotations
 
+import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -14,11 +16,13 @@ from dpsql.cli.common import (
     budget_metadata,
     cost_note,
     database_options,
+    format_csv,
+    format_json,
     open_database,
     unmetered_warning,
     user_errors,
 )
-from dpsql.ledger.files import init_ledger, ledger_path, open_ledger
+from dpsql.ledger.opening import init_ledger, ledger_path, open_ledger, resolve_analyst
 from dpsql.ledger.report import budget_report
 from dpsql.metadata.metadata import Metadata
 from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
@@ -38,30 +42,45 @@ def metadata() -> None:
 @click.option("--unit", metavar="COLUMN", help="The privacy unit's column: read the data to "
               "propose k, g, NOT NULL and unique columns (without it: the schema only).")
 @click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.95,
-              show_default=True, help="With --unit: the share of rows the proposed k, g keep.")
+              show_default=True, help="With --unit: the share of rows the proposed g keeps "
+              "(and the k shown beside the recommended one).")
+@click.option("--epsilon", "-e", type=click.FloatRange(0.0, min_open=True), default=1.0,
+              show_default=True, help="With --unit: a query's epsilon, at which each k's "
+              "noise is shown and the recommended k is chosen.")
+@click.option("--analyst", "-a", metavar="NAME", help="Whose budget [analysts.NAME] "
+              "declares (default: $DPSQL_ANALYST, else the operating-system user).")
 @user_errors
-def metadata_init(database: str, output: Path | None, unit: str | None, target: float) -> None:
-    """Write a metadata skeleton from the database's schema (and, with --unit, proposals read
-    from its data)."""
+def metadata_init(database: str, output: Path | None, unit: str | None, target: float,
+                  epsilon: float, analyst: str | None) -> None:
+    """Write a metadata skeleton from the database's schema (its keys and NOT NULL too) and,
+    with --unit, proposals read from its data. It declares a [budget] and your
+    [analysts.NAME], so that the first query is metered."""
     from dpsql.engines import DuckDBEngine, open_engine
+    from dpsql.engines.constraints import read_constraints
     from dpsql.retention import propose
     from dpsql.skeleton import skeleton
 
+    who = resolve_analyst(analyst)
     engine = open_engine(database)
     try:  # DuckDB keeps the names' case; a server's schema is in DuckDB's type names too
         tables = (engine.tables() if isinstance(engine, DuckDBEngine) else
                   {t: list(columns.items()) for t, columns in engine.schema.items()})
         proposals = None if unit is None else {
             t: propose(engine, t, [c for c, _ in cols], unit if any(
-                c == unit for c, _ in cols) else None, target) for t, cols in tables.items()}
-        text = skeleton(tables, proposals)
+                c == unit for c, _ in cols) else None, target, epsilon)
+            for t, cols in tables.items()}
+        text = skeleton(tables, proposals, read_constraints(engine), who)
     finally:
         engine.close()
+    for proposal in (proposals or {}).values():
+        if proposal.report:  # the owner's exact numbers: on the terminal, not in the file
+            click.echo(proposal.report, err=True)
     if output is None:
         click.echo(text, nl=False)
     else:
         output.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {output}; fill in bounds, domains and contribution limits", err=True)
+        click.echo(f"wrote {output}: metered for {who!r} (its [budget] and [analysts]); fill in "
+                   "bounds, domains and contribution limits", err=True)
 
 
 @metadata.command("check")
@@ -88,12 +107,22 @@ def metadata_check(database: str | None, metadata: Path | None, target: float,
 @click.option("--analyst", "-a", metavar="NAME", help="Show this analyst only.")
 @click.option("--limit", "-n", type=click.IntRange(min=0), default=10, show_default=True,
               help="How many recent queries to list.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True, help="json: the budgets and recent queries as one object; "
+              "csv: the budgets table (with --by day: the daily totals).")
+@click.option("--since", type=click.DateTime(["%Y-%m-%d"]), metavar="YYYY-MM-DD",
+              help="Only charges from this UTC day on (the queries listed, the daily totals).")
+@click.option("--by", type=click.Choice(["day"]), help="day: each analyst's charges summed per "
+              "UTC day (what dpsql.spending serves over the wire).")
 @click.pass_context
 @user_errors
-def budget(ctx: click.Context, metadata: Path | None, analyst: str | None, limit: int) -> None:
+def budget(ctx: click.Context, metadata: Path | None, analyst: str | None, limit: int,
+           fmt: str, since: datetime | None, by: str | None) -> None:
     """Show each analyst's privacy budget (total, spent, remaining) and the recent queries.
 
-    The ledger is the metadata's [budget] ledger, or $DPSQL_LEDGER when set.
+    The ledger is the metadata's [budget] ledger, or $DPSQL_LEDGER when set. The columns of
+    json, csv and --by day are those of the ledger views dpsql.budgets, dpsql.queries and
+    dpsql.spending (docs/budget_and_dbapi.md).
     """
     ctx.obj = metadata
     if ctx.invoked_subcommand is not None:
@@ -103,10 +132,33 @@ def budget(ctx: click.Context, metadata: Path | None, analyst: str | None, limit
     if ledger is None:
         click.echo(unmetered_warning(md), err=True)
         return
+    start = None if since is None else since.replace(tzinfo=UTC)
     with ledger:
         statuses = ([ledger.status(analyst)] if analyst is not None else ledger.all_status())
-        history = ledger.history(analyst, limit)
-    click.echo(budget_report(md, ledger, statuses, history, limit))
+        if fmt == "table" and by is None:
+            history = [e for e in ledger.history(analyst, limit)
+                       if start is None or e.at >= start]
+            click.echo(budget_report(md, ledger, statuses, history, limit))
+            return
+        from dpsql.ledger.spending import VIEWS, view_rows  # DuckDB: only here
+
+        rows = view_rows(ledger.charges(analyst, start), statuses)
+    names = {view: [c for c, _ in VIEWS[view][0]] for view in VIEWS}
+    if by == "day":
+        show = {"table": format_table, "csv": format_csv, "json": format_json}[fmt]
+        click.echo(show(names["spending"], rows["spending"]), nl=fmt != "csv")
+    elif fmt == "csv":
+        click.echo(format_csv(names["budgets"], rows["budgets"]), nl=False)
+    else:
+        latest = rows["queries"][::-1][:limit]
+        click.echo(json.dumps({"ledger": ledger.path, "accounting": ledger.accounting,
+                               "budgets": _records(names["budgets"], rows["budgets"]),
+                               "queries": _records(names["queries"], latest)},
+                              indent=2, default=str, ensure_ascii=False))
+
+
+def _records(names: list[str], rows: list[tuple[object, ...]]) -> list[dict[str, object]]:
+    return [dict(zip(names, row, strict=True)) for row in rows]
 
 
 @budget.command("reset")

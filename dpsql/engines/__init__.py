@@ -131,6 +131,15 @@ class CursorCancel:
     def cancel(self) -> None:
         self._cursor.interrupt()
 
+    def progress(self) -> float | None:
+        """DuckDB's progress of the running query in percent; None where it reports none (it
+        reports only with ``enable_progress_bar``, which the locked connections do not set)."""
+        try:
+            value = float(self._cursor.query_progress())
+        except duckdb.Error:
+            return None
+        return value if value >= 0 else None
+
 
 class DuckDBEngine:
     """A read-only DuckDB database shared by threads; each call uses its own cursor. The
@@ -226,9 +235,12 @@ class DuckDBEngine:
                               owner_detail=str(e)) from None
 
     def tables(self) -> dict[str, list[tuple[str, str]]]:
-        """Table name -> [(column, DuckDB type)], from the engine's schema (no data read)."""
+        """Table name -> [(column, DuckDB type)], from the engine's schema (no data read):
+        the schema that unqualified names resolve to, where queries read; a table of the same
+        name in another schema would otherwise lend it its columns and types."""
         rows = self.cursor().execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_catalog = current_database() AND table_schema = current_schema() "
             "ORDER BY table_name, ordinal_position").fetchall()
         out: dict[str, list[tuple[str, str]]] = {}
         for table, column, dtype in rows:

@@ -10,8 +10,8 @@ Real-valued sums arrive as exact integers (HUGEINT) in units of their measuremen
 (dpsql.privacy.aggregates, "Exact sums") and go to :func:`dpsql.privacy.mechanisms.perturb_fixed`,
 which reaches the noise grid by integer arithmetic: no float rounding happens before the noise.
 
-**Empty and all-NULL aggregates are 0** (:func:`_number`, README "NULL, NaN and empty groups"):
-the engine's NULL for a count or sum over no rows or only NULLs (SQL's ``SUM``, DuckDB's
+**Empty and all-NULL aggregates are 0** (:func:`_number`; docs/sql.md, "NULL, NaN and empty
+groups"): the engine's NULL for a count or sum over no rows or only NULLs (SQL's ``SUM``, DuckDB's
 ``COUNT_IF``), and a released group the engine has no row for (a public domain's empty group),
 are perturbed as 0, on every path, never released as NULL: whether a group holds a non-NULL
 value is a function of the data, so releasing NULL exactly where SQL has one would tell, for a
@@ -85,7 +85,7 @@ def perturb_cells(plan: Plan, rows: Sequence[tuple[object, ...]], rng: Randomnes
         measurements = calibrated(cell)
         parts = [noisy[m.name] for m in measurements]
         values[cell.call.placeholder] = typed(cell.combine(parts), cell.type)
-        widths = [_width(m) for m in measurements]
+        widths = [measurement_width(m) for m in measurements]
         accuracies[cell.call.placeholder] = cell.accuracy(parts, widths)
     return NoisyCells(keys=keys, values=values, accuracy=accuracies)
 
@@ -210,7 +210,7 @@ def instants(seconds: np.ndarray) -> np.ndarray:
                      else None for s in np.asarray(seconds, dtype=np.float64)], dtype=object)
 
 
-def _width(m: Measurement) -> float:
+def measurement_width(m: Measurement) -> float:
     """A measurement's 95% half-width: from its noise, or the exponential mechanism's rank
     error for a quantile."""
     if m.kind == MeasurementKind.HISTOGRAM:

@@ -20,10 +20,12 @@ from sqlglot import exp
 from dpsql.engines import run_on_cells, scratch
 from dpsql.errors import UnsupportedQuery
 from dpsql.execution.perturb import NoisyCells, typed
+from dpsql.execution.reports import check_reports, replace_reports, report_columns, report_names
 from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
 from dpsql.query.dry_runs import with_empty
 from dpsql.query.over_released import compose
+from dpsql.texttable import html_table
 
 _CELLS = "__cells"
 _ACC = "__acc_"
@@ -56,15 +58,37 @@ class Result:
     # randomized, None for every other answer. It travels with the result (stored answers
     # included) and is always its first note, so no door shows such rows without it.
     local_label: str | None = None
+    # The notes that say when the answer is not worth reading (dpsql.execution.caveats):
+    # computed from released values when it is answered, never stored; also in ``notes``.
+    caveats: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.local_label is not None and self.notes[:1] != [self.local_label]:
             self.notes.insert(0, self.local_label)
 
+    def _repr_html_(self, limit: int = 50) -> str:
+        """A notebook's display: each value with its ± (95%) in one cell, at most ``limit``
+        rows, then what the answer cost and the notes."""
+        rows = [[_shown(v, a, c.accuracy_unit) for v, a, c in zip(row, acc, self.columns,
+                                                                   strict=True)]
+                for row, acc in list(zip(self.rows, self.accuracy, strict=True))[:limit]]
+        more = [f"... {len(self.rows) - limit} more rows"] if len(self.rows) > limit else []
+        cost = (f"{len(self.rows)} row{'s' if len(self.rows) != 1 else ''}; privacy cost "
+                f"epsilon={self.epsilon:g}, delta={self.delta:g} (± is the 95% accuracy)")
+        return html_table([c.name for c in self.columns], rows,
+                          [*more, cost, *(f"note: {n}" for n in self.notes)])
+
     @property
     def randomized(self) -> bool:
         """Whether the rows are randomized local DP rows (not real rows): see local_label."""
         return self.local_label is not None
+
+
+def _shown(value: object, accuracy: float | None, unit: str | None) -> str:
+    text = "NULL" if value is None else str(value)
+    if unit and accuracy is not None:
+        text += f" ± {accuracy:.4g}" + (" ranks" if unit == "rank" else "")
+    return text
 
 
 def postprocess(plan: Plan, cells: NoisyCells) -> Result:
@@ -122,7 +146,10 @@ def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
     columns = _cell_columns(plan, cells)
     for d in carry:
         columns[f"{_ACC}{d}"] = cells.accuracy[d]
-    sql = outer_sql(plan, carry).sql(dialect="duckdb", copy=False)  # a fresh tree
+    outer = outer_sql(plan, carry)
+    reports = replace_reports(outer)  # report_format => 'JSON' (dpsql.execution.reports)
+    columns.update(report_columns(plan, reports, cells.values, cells.accuracy, len(cells.keys)))
+    sql = outer.sql(dialect="duckdb", copy=False)  # a fresh tree
     out_names, types, rows = run_on_cells(sql, _CELLS, columns)
     width = len(names)
     accuracy = []
@@ -203,15 +230,21 @@ def check_outer(plan: Plan) -> None:
     reported when the query is planned, before anything is charged or run."""
     if _is_projection(plan.query.outer) and plan.query.post is None:
         return
+    check_reports(plan)
+    outer = outer_sql(plan, [])
+    reports = report_names(len(replace_reports(outer)))
     typed = [exp.alias_(exp.cast(exp.Null(), _type_of(plan, name)), name)
-             for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]]
-    sql = with_empty(outer_sql(plan, []), [(_CELLS, exp.select(*typed).limit(0))]).sql(
+             for name in [k.name for k in plan.keys] + [c.call.placeholder for c in plan.cells]
+             + reports]
+    sql = with_empty(outer, [(_CELLS, exp.select(*typed).limit(0))]).sql(
         dialect="duckdb", copy=False)
     try:
         scratch().execute(sql).fetchall()
     except duckdb.Error as e:
+        hint = ("; a report (report_format => 'JSON') is JSON: read its numbers as "
+                "DOUBLE(r.result.value)") if reports else ""
         raise UnsupportedQuery(f"the query's outer part (over the aggregates) is not valid: "
-                               f"{str(e).splitlines()[0]}") from None
+                               f"{str(e).splitlines()[0]}{hint}") from None
 
 
 def _float(value: object) -> float | None:

@@ -597,7 +597,9 @@ def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
     """``p`` (an exact aggregate of a group's ``__n`` rows, each row's term in [lo, hi]) as the
     contribution of ``__c`` of them: ``p`` itself when ``__c = __n``, else
     ``clamp(round(p * __c / __n), __c * lo, __c * hi)``: a deterministic integer in the range
-    of any ``__c`` rows' terms, whatever the rounding of the DOUBLE product."""
+    of any ``__c`` rows' terms, whatever the rounding of the DOUBLE product; NULL (nothing) when
+    ``p`` is, a group whose terms are all NULL (GREATEST skips a NULL: it would read as ``__c *
+    lo``, found by the semantic oracle)."""
     c, n = exp.column("__c"), exp.column("__n")
     # Whole numbers (ir.Whole): PostgreSQL's product needs no guard against underflow.
     ratio = exp.Div(this=exp.Mul(this=_cast(ir.Whole(this=p.copy()), "DOUBLE"),
@@ -606,8 +608,9 @@ def _scaled(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
     wide_c = _cast(c.copy(), "HUGEINT")
     low = ir.greatest(rounded, exp.Mul(this=wide_c, expression=_integer(lo)))
     bounded = _least(low, exp.Mul(this=wide_c.copy(), expression=_integer(hi)))
-    return exp.Case(ifs=[exp.If(this=exp.EQ(this=c.copy(), expression=n.copy()), true=p)],
-                    default=bounded)
+    return exp.Case(ifs=[exp.If(this=exp.EQ(this=c.copy(), expression=n.copy()), true=p),
+                         exp.If(this=exp.Is(this=p.copy(), expression=exp.Null()),
+                                true=exp.Null())], default=bounded)
 
 
 def _integer(value: int) -> exp.Expression:

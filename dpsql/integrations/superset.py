@@ -14,10 +14,11 @@ nothing here can weaken the guarantee, it only avoids queries dpsql must refuse)
   TIMESTAMP column ``TIMESTAMP 'YYYY-MM-DD HH:MM:SS.ffffff'``: constants dpsql types at plan
   time, instead of PostgreSQL's ``TO_DATE(...)`` / ``TO_TIMESTAMP(...)`` (which dpsql accepts
   too, and folds to the same constants).
-* ``select_star`` (SQL Lab's table preview): ``LIMIT 0``. dpsql never releases rows, so a
-  preview with rows can only be refused; a ``LIMIT 0`` probe asks for the shape alone. The
-  server refuses it too today (``SELECT *`` is a non-aggregated query, SQLSTATE 42803, before
-  any budget is charged), so the defaults also switch the preview off.
+* ``select_star`` (SQL Lab's table preview): ``LIMIT 0``. dpsql releases no real rows of a
+  private table: a row-level read is refused (SQLSTATE 42803, before any budget is charged)
+  or, on a table whose owner declared local rows, answered with randomized rows charged to
+  the analyst's budget. A preview must do neither as a side effect of opening a table, so a
+  ``LIMIT 0`` probe asks for the shape alone, and the defaults also switch the preview off.
 * ``get_extra_params``: ``disable_data_preview`` and ``disable_drill_to_detail`` default to
   true (both would ask for private rows: "samples", "drill to detail"); an owner may still set
   them in the database's "extra" JSON.

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpsql.errors import (
     InterfaceError,
@@ -80,8 +80,9 @@ from dpsql.privacy.accounting import (
     validate_allowance,
     validate_cost,
 )
-from dpsql.privacy.mechanisms import Mechanism
-from dpsql.privacy.plan import Plan
+
+if TYPE_CHECKING:  # numpy and sqlglot stay unimported for `dpsql budget` (query_cost imports)
+    from dpsql.privacy.plan import Plan
 
 BUSY_TIMEOUT_SECONDS = 30.0
 #: How often (seconds) a process that charges records how far the ledger got, so that an older
@@ -112,6 +113,8 @@ def query_cost(plan: Plan, accounting: str = "basic") -> Cost:
     epsilon_i-DP) measurement -- they compose additively -- and delta is only the part that
     rho does not cover, the failure probability of thresholding group keys.
     """
+    from dpsql.privacy.mechanisms import Mechanism
+
     if accounting == "basic":
         return Cost(plan.cost_epsilon, plan.cost_delta, plan.rho)
     rho = plan.rho + sum(m.epsilon ** 2 / 2.0 for m in plan.measurements
@@ -389,6 +392,22 @@ class Ledger:
             (*params, limit),
         )
         return [_entry(row) for row in rows]
+
+    def charges(self, analyst: str | None = None, since: datetime | None = None
+                ) -> list[LedgerEntry]:
+        """Every charge (of one analyst, or of all) recorded at or after ``since`` (an aware
+        instant), oldest first: what the spending views and ``dpsql budget --by day`` sum. Charges
+        before a reset are included, as in :meth:`history`."""
+        clauses, params = [], []
+        if analyst is not None:
+            clauses.append("analyst = ?")
+            params.append(analyst)
+        rows = self._read(f"SELECT {_ENTRY_COLUMNS} FROM charges"
+                          + (f" WHERE {' AND '.join(clauses)}" if clauses else "")
+                          + " ORDER BY id", tuple(params))
+        entries = [_entry(row) for row in rows]
+        # ISO texts of mixed offsets do not sort as instants: compare them as datetimes
+        return entries if since is None else [e for e in entries if e.at >= since]
 
     def reset(self, analyst: str) -> None:
         """The data owner's explicit action: the analyst's spending starts again from zero.

@@ -38,15 +38,13 @@ from dpsql.metadata.metadata import Table
 class ContributionBounds:
     """What one query asks for; None: the metadata's default. ``unit_column`` is BigQuery's
     ``privacy_unit_column``: dpsql's unit is the owner's, so it must name it.
-    ``count_per_group``: the tightest ``(lo, hi)`` of BigQuery's ``COUNT(...,
-    contribution_bounds_per_group => (lo, hi))`` in the query; ``per_group_clamps``: the
-    per-row form of the other aggregates given per-group bounds (:mod:`dpsql.query.dp_clause`),
-    both accepted only where they are BigQuery's answer (:func:`check_per_group`)."""
+    ``per_group_clamps``: the per-row form of VAR, STDDEV and PERCENTILE_CONT given per-group
+    bounds (:mod:`dpsql.query.dp_clause`), accepted only where it is BigQuery's answer
+    (:func:`check_per_group`)."""
 
     max_rows: int | None = None
     max_groups: int | None = None
     unit_column: str | None = None
-    count_per_group: tuple[float, float] | None = None
     per_group_clamps: tuple[str, ...] = ()
     #: ``max_groups`` is BigQuery's ``max_groups_contributed`` written in the clause: it
     #: always binds (each unit keeps at most that many of the query's groups), as in BigQuery
@@ -68,7 +66,6 @@ class ContributionBounds:
             over.max_rows if over.max_rows is not None else self.max_rows,
             over.max_groups if over.max_groups is not None else self.max_groups,
             over.unit_column if over.unit_column is not None else self.unit_column,
-            over.count_per_group if over.count_per_group is not None else self.count_per_group,
             over.per_group_clamps or self.per_group_clamps,
             over.groups_bound if over.max_groups is not None else self.groups_bound)
 
@@ -110,10 +107,8 @@ def check_per_group(table: Table, bounds: ContributionBounds) -> None:
     (``k``: of the table or joined relation read, as bound). SUM's and AVG's are computed as
     ZetaSQL's (:mod:`dpsql.query.dp_clause`), never listed here. On VAR, STDDEV and
     PERCENTILE_CONT dpsql clamps each row instead: the same when a unit contributes one row
-    (k = 1), where its total in its one group is that row; otherwise refused.
-    On COUNT a unit's count in a group is already in ``[0, k]``, so the clamp is the identity,
-    and the answer BigQuery's, exactly when ``lo <= 0`` and ``hi >= k``;
-    any other clamp is refused."""
+    (k = 1), where its total in its one group is that row; otherwise refused. COUNT's are
+    ZetaSQL's too (each unit's count in a group, clamped: :mod:`dpsql.query.dp_clause`)."""
     k = table.rows_per_unit
     if bounds.per_group_clamps and k != 1:
         raise UnsupportedQuery(
@@ -122,15 +117,6 @@ def check_per_group(table: Table, bounds: ContributionBounds) -> None:
             f"{', '.join(bounds.per_group_clamps)} to clamp each row instead (the sum of a "
             "unit's rows is then bounded by max_rows_contributed times the bound), or ask "
             "for OPTIONS(max_rows_contributed = 1)")
-    if bounds.count_per_group is None:
-        return
-    lo, hi = bounds.count_per_group
-    if not (lo <= 0 and hi >= k):
-        raise BoundsAboveCap(
-            f"COUNT(..., contribution_bounds_per_group => ({lo:g}, {hi:g})) clamps a privacy "
-            f"unit's count in a group, which dpsql bounds by max_rows_contributed = {k} "
-            "instead; bound the count with OPTIONS(max_rows_contributed = ...) and give "
-            f"per-group bounds (lo, hi) with lo <= 0 and hi >= {k}, or leave them out")
 
 
 def _within(asked: int | None, cap: int, name: str, table: Table) -> None:

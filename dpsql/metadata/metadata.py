@@ -51,6 +51,7 @@ The privacy budget (see :mod:`dpsql.ledger.budget` and :mod:`dpsql.database`)::
     reuse_answers = true            # the same query asked again gets its stored answer, free
     max_query_epsilon = 100.0       # the largest epsilon one query may ask for (default 100)
     max_query_delta = 0.1           # the largest delta one query may ask for (default 0.1)
+    owners = ["dana"]               # logins that see every analyst's rows in dpsql.spending, ...
 
     [analysts.alice]                # alice's total over all her queries
     epsilon = 10.0

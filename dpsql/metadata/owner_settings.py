@@ -15,7 +15,7 @@ from dpsql.metadata.toml_values import description_of, flag, no_unknown_keys, re
 from dpsql.privacy.accounting import Allowance
 
 _LIMIT_KEYS = {"max_query_epsilon", "max_query_delta"}
-_BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "description"} | _LIMIT_KEYS
+_BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "owners", "description"} | _LIMIT_KEYS
 _ANALYST_KEYS = {"epsilon", "delta", "query_epsilon", "description"}
 _SERVER_KEYS = {"passwords", "statement_timeout", "time_grid", "idle_timeout", "description"}
 DEFAULT_STATEMENT_TIMEOUT = 300.0
@@ -83,6 +83,9 @@ class Budget:
     #: query that does not give its own (a dashboard's many small queries). A default, not a
     #: limit: the analyst may ask for another (the total is what the budget bounds).
     query_epsilon: Mapping[str, float] = field(default_factory=dict)
+    #: ``owners``: the logins of the data owner, who see every analyst's rows in the ledger
+    #: views (:mod:`dpsql.ledger.spending`); everyone else sees their own.
+    owners: frozenset[str] = frozenset()
 
     def default_epsilon(self, analyst: str) -> float | None:
         """The analyst's declared ``query_epsilon`` (or that of ``"*"`` for an analyst not
@@ -174,8 +177,14 @@ def parse_budget(data: Mapping[str, Any], source: str, path: Path | None) -> Bud
         if "query_epsilon" in spec:
             query_epsilon[name] = _query_epsilon(spec["query_epsilon"], where_analyst)
     default = analysts.pop(EVERY_OTHER_ANALYST, None)
+    owners = settings.get("owners", [])
+    if not isinstance(owners, list) or not all(isinstance(o, str) and o.strip() and
+                                               o != EVERY_OTHER_ANALYST for o in owners):
+        raise MetadataError(f"{where}: owners must be a list of the data owner's login names "
+                            f"(who see every analyst's spending), such as [\"dana\"], not "
+                            f"{owners!r}")
     return Budget(ledger=ledger_path, analysts=analysts, default=default, accounting=accounting,
-                  reuse_answers=reuse, query_epsilon=query_epsilon)
+                  reuse_answers=reuse, query_epsilon=query_epsilon, owners=frozenset(owners))
 
 
 def parse_query_limits(data: Mapping[str, Any], source: str) -> QueryLimits:

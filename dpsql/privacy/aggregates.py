@@ -436,9 +436,10 @@ def check_per_group_sums(table: Table, specs: Sequence[MeasurementSpec]) -> None
         return
     if any(s.kind not in _PER_UNIT for s in specs):
         raise UnsupportedQuery(
-            "SUM(..., contribution_bounds_per_group => ...) is answered on each unit's totals, "
-            "with counts and sums only; ask for the quantiles, MIN, MAX or COUNT(DISTINCT x) in "
-            "another query, or write contribution_bounds_per_row => (lower, upper)")
+            "SUM(...) or COUNT(...) with contribution_bounds_per_group => ... is answered on "
+            "each unit's totals, with counts and sums only; ask for the quantiles, MIN, MAX or "
+            "COUNT(DISTINCT x) in another query, or write contribution_bounds_per_row => "
+            "(lower, upper) on the SUM")
 
 
 _PER_UNIT = (MeasurementKind.COUNT, MeasurementKind.UNITS, MeasurementKind.SUM)
@@ -603,7 +604,9 @@ def _per_person_avg(call: AggregateCall, table: Table, grouped: bool, mechanism:
                     mechanism)
     b, g = _bound(call, table), table.groups_per_unit if grouped else 1
     lo, hi = call.per_group if call.per_group is not None else (b.lo, b.hi)
-    c, h = (lo + hi) / 2, (hi - lo) / 2
+    # halves first: (hi - lo) overflows for bounds near the largest double (the same
+    # correctly rounded values otherwise)
+    c, h = lo / 2 + hi / 2, hi / 2 - lo / 2
     integer = b.kind in ("int", "bool") and float(b.lo).is_integer() and float(b.hi).is_integer()
     row_grid = None
     if not integer:

@@ -243,3 +243,15 @@ def _literal(value: float, table: Table, column: str) -> exp.Expression:
 def with_rows_above(p: Plan) -> Plan:
     """``p`` (calibrated to a released k) with each side's ``above`` for that k."""
     return replace(p, values=tuple(replace(v, above=value_above(p, v)) for v in p.values))
+
+
+def chosen_bounds(p: Plan) -> dict[str, tuple[float, float]] | None:
+    """Per column with a bound chosen from the data, the (lower, upper) its sums read."""
+    if not p.values:
+        return None
+    out: dict[str, tuple[float, float]] = {}
+    for v in p.values:
+        assert v.value is not None
+        lo, hi = out.get(v.column, (v.lower, v.upper))
+        out[v.column] = (v.value, hi) if v.side == "lower" else (lo, v.value)
+    return out

@@ -38,6 +38,20 @@ e^epsilon`` either way; an empty table draws from a *phantom row* (every column 
 domain value or its lower bound), itself within ``e^epsilon`` of any row. So each draw is
 ``epsilon``-DP and m draws cost ``m * epsilon``, the row count staying hidden (m is fixed).
 
+**Computed in the engine** (:func:`dpsql.execution.local_rows.selection`), with the
+distributions above exactly (up to the hash being a random function of the secret salt, as
+for the central path's bounding). Each unit's rows are ranked by a hash keyed by a salt from the
+CSPRNG and the first k kept: a uniformly random k of them. Every kept row then has a key of its
+own (its unit and rank) and its salted hash ``u``: ordering by ``u`` is a uniform random order,
+``u / 2^64 < p`` an independent coin of probability p per row, and the first n rows in that
+order a uniform sample of n rows without replacement. The m draws with replacement are made
+from the first ``min(m, N)`` rows of that order and N, the number of bounded rows
+(:func:`dpsql.execution.local_rows._draws`): m exact uniform indices in [0, N) from the CSPRNG,
+each renamed by the order of its first appearance. Which draws coincide then has its law for
+N and m, and the distinct rows drawn, in the order they first appear, are a uniform ordered
+sample without replacement, as for m i.i.d. uniform draws: the same distribution, so the same
+argument and the same charge.
+
 **Once per analyst.** Where the ledger stores answers, the rows released to an analyst are kept
 as their copy of the table and every later row-level query of it reads that copy
 (:func:`dpsql.routes.answer_from_stored_copy`): post-processing, free. The copy is charged as

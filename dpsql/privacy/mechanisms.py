@@ -60,10 +60,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from enum import StrEnum
 from statistics import NormalDist
 from typing import SupportsInt, cast
 
@@ -76,6 +76,8 @@ from dpsql.metadata.owner_settings import (
     DEFAULT_MAX_QUERY_EPSILON,
     QueryLimits,
 )
+from dpsql.privacy.mechanism_names import MECHANISMS as MECHANISMS
+from dpsql.privacy.mechanism_names import Mechanism as Mechanism
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.samplers import MAX_GRID_SCALE, discrete_gaussian, discrete_laplace
 
@@ -101,19 +103,6 @@ _MIN_GRANULARITY = 2.0**-900
 #: small enough that ``units + noise`` cannot overflow int64.
 _INT_SATURATION = 2**62
 _INT64_MAX = int(np.iinfo(np.int64).max)
-
-
-class Mechanism(StrEnum):
-    """How a measurement is released (Laplace, Gaussian: noise; exponential: quantiles), equal
-    to its name as a string wherever that is stored or shown."""
-
-    LAPLACE = "laplace"
-    GAUSSIAN = "gaussian"
-    EXPONENTIAL = "exponential"
-
-
-#: What an analyst may ask for, the default first, as strings (click matches an Enum's name).
-MECHANISMS: tuple[str, ...] = (Mechanism.LAPLACE.value, Mechanism.GAUSSIAN.value)
 
 
 # --------------------------------------------------------------------------- calibration
@@ -281,8 +270,18 @@ def perturb_fixed(sums: Sequence[object], step: float, spec: NoiseSpec, rng: Ran
         exact = _exact_int(item)
         units = exact << d if d >= 0 else (exact + (1 << (-d - 1))) >> -d
         noisy = max(-limit, min(limit, units)) + int(noise[i])
-        out[i] = math.ldexp(float(noisy), shift)
+        out[i] = _ldexp_saturated(noisy, shift)
     return out
+
+
+def _ldexp_saturated(noisy: int, shift: int) -> float:
+    """``noisy * 2**shift`` as a double, the largest finite one beyond it: at bounds near the
+    largest doubles the noise alone can pass it (an OverflowError after the charge before).
+    A function of the noisy integer only: post-processing."""
+    try:
+        return math.ldexp(float(noisy), shift)
+    except OverflowError:
+        return math.copysign(sys.float_info.max, noisy)
 
 
 def _exact_int(item: object) -> int:

@@ -39,7 +39,12 @@ from typing import Any
 
 from sqlglot import exp
 
-from dpsql.errors import KeyReleaseRefused, Remedy
+from dpsql.errors import (
+    InvalidPrivacyParameter,
+    KeyReleaseRefused,
+    Remedy,
+    UnboundedExpression,
+)
 from dpsql.metadata.metadata import MAX_DOMAIN_SIZE, Table
 from dpsql.privacy.aggregates import (
     Cell,
@@ -171,6 +176,12 @@ def plan(query: CheckedQuery, epsilon: float, delta: float = 0.0,
         refused = KeyReleaseRefused(_thresholding_needed(list(keys)))
         refused.remedies = (Remedy("delta", 1e-6),)
         raise refused
+    if ((keys and domain is None) or mechanism == Mechanism.GAUSSIAN) and delta >= 1:
+        # An owner may allow delta = 1 (a compliance suite's), where only pure measurements
+        # keep a guarantee: a released key or Gaussian noise at delta 1 would promise nothing.
+        raise InvalidPrivacyParameter(
+            "delta = 1 allows a total failure: releasing which groups exist (a GROUP BY "
+            "without a public domain) or Gaussian noise needs delta < 1, such as 1e-6")
     cells = [cell_for(call, table, bool(keys), mechanism) for call in query.aggregates]
     specs = _distinct_specs(cells)
     units = None
@@ -281,10 +292,21 @@ def _weights(cells: list[Cell], specs: list[MeasurementSpec]) -> list[float]:
 
 
 def _shares(epsilon: float, weights: list[float], power: float) -> list[float]:
-    """``epsilon * w_i^power / sum_j w_j^power``, their float sum never above ``epsilon``."""
+    """``epsilon * w_i^power / sum_j w_j^power``, their float sum never above ``epsilon``.
+
+    Each share is ``epsilon`` times a fraction at most 1, so it is finite for every finite
+    ``epsilon`` the owner may allow (``epsilon * w`` first overflowed to inf at the largest
+    doubles, and the loop below never ended); a share that underflows to 0 (``epsilon`` near
+    the smallest double) is refused, as no noise can be calibrated for it."""
     parts = [w ** power for w in weights]
     total = sum(parts)
-    shares = [epsilon * p / total for p in parts]
+    shares = [epsilon * (p / total) for p in parts]
+    if not all(0.0 < s < math.inf for s in shares):
+        raise InvalidPrivacyParameter(
+            f"the privacy budget {epsilon!r} (epsilon, or rho for the Gaussian) cannot be split "
+            f"between this query's {len(shares)} "
+            "measurements (a share would be 0 or infinite): ask for a larger epsilon, or "
+            "fewer aggregates")
     while math.fsum(shares) > epsilon:  # an ulp of rounding must not overspend
         shares = [s * (1 - 2.0**-52) for s in shares]
     return shares
@@ -302,6 +324,13 @@ def _split_budget(specs: list[MeasurementSpec], weights: list[float], epsilon: f
     rhos = dict(zip(gaussian, _shares(rho, [weights[i] for i in gaussian], 0.5), strict=True))
     measurements = []
     for index, spec in enumerate(specs):
+        if not (math.isfinite(spec.l1) and math.isfinite(spec.l2)):
+            # bounds a double holds whose product with k or g' does not (per-group bounds
+            # of +-1e308): a refusal, never a bare error
+            what = spec.arg.sql(dialect="duckdb") if spec.arg is not None else "*"
+            raise UnboundedExpression(
+                f"the bounds on {spec.kind.value}({what}) are too wide: what one unit can "
+                "change is beyond the largest number; write or declare narrower bounds")
         noise = None
         if spec.mechanism == Mechanism.LAPLACE:
             noise = calibrate_laplace(spec.l1, shares[index], spec.integer,

@@ -19,7 +19,7 @@ from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, Unsuppo
 from dpsql.metadata.metadata import Metadata, Table
 from dpsql.query.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.query.joins import PublicRows, Relation
-from dpsql.query.over_released import split
+from dpsql.query.over_released import expand_star, split
 from dpsql.query.parameters import parse_array_literal
 
 # Clauses that make a SELECT more than a row-level transformation of its input.
@@ -62,6 +62,7 @@ def bind(select: exp.Select, metadata: Metadata, public: PublicRows | None = Non
         if bound.post is not None:
             raise UnsupportedQuery("a query over a query over a private aggregate is not "
                                    "supported; write one outer query over the aggregate")
+        post = expand_star(post, bound.output_names)
         return replace(bound, post=post, released_names=bound.output_names,
                        output_names=[output_name(e) for e in post.expressions])
     select = _quantified_to_in(select.copy())

@@ -48,9 +48,9 @@ option or a bad value a refusal before planning. Nothing here reads data.
   unit's total (:data:`SUM_PER_GROUP`); AVG: the unit's average, and the AVG is the average
   over units of their clamped averages (:data:`AVG_PER_GROUP`); both answered on each unit's
   per-group aggregates (:mod:`dpsql.privacy.aggregates`, ``_per_group_sum`` and
-  ``_per_person_avg``, with their sensitivities). COUNT: a unit's count in a group is already
-  in ``[0, k]``, so the clamp is the identity when ``lo <= 0`` and ``hi >= k``, checked once
-  the k in force is known (:func:`dpsql.metadata.contribution.check_per_group`); the others
+  ``_per_person_avg``, with their sensitivities). COUNT: the unit's count in the group,
+  clamped (:data:`SUM_PER_GROUP` of 1 per counted row, 0 for a NULL one: ``COUNT(*,
+  contribution_bounds_per_group => (0, 1))`` counts the units in each group); the others
   (VAR, STDDEV, PERCENTILE_CONT) are clamped per row where that is ZetaSQL's answer (a unit
   contributes one row, k = 1), else refused.
 * **Without bounds** inside the clause the owner's declared (or automatic) bounds of the column
@@ -60,17 +60,18 @@ option or a bad value a refusal before planning. Nothing here reads data.
   were written; outside the clause AVG keeps dpsql's row-level meaning. SUM and COUNT without
   bounds are dpsql's row-level sums (each unit's rows capped at k): where no bound bites this
   is ZetaSQL's sum of each unit's total.
-* ``report_format => 'JSON'`` on an aggregate that is a whole output column: the column is
-  ZetaSQL's JSON report (:mod:`dpsql.execution.reports`): ``{"result": {"value": v,
-  "noise_confidence_interval": {"lower_bound": -a, "upper_bound": a, "confidence_level":
-  0.95}}}``, ``a`` the cell's 95% accuracy (the interval is the noise's, as ZetaSQL's), plus
-  ``"bounding_report"`` where its bounds were chosen from the data. ``'PROTO'`` is refused.
+* ``report_format => 'JSON'`` on an aggregate: the call becomes ``DPSQL_REPORT(call)``
+  (:data:`REPORT`), which the post-processing query answers with ZetaSQL's JSON report of the
+  call's released value (:mod:`dpsql.execution.reports`): a whole output column, or a value
+  an outer expression reads (``SUM(x, report_format => 'JSON').result.value``,
+  ``JSON_QUERY_ARRAY(APPROX_QUANTILES(x, 4, report_format => 'JSON').result)``).
+  ``'PROTO'`` is refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, NoReturn
 
 from sqlglot import exp
@@ -80,6 +81,7 @@ from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
 from dpsql.errors import InvalidPrivacyParameter, SQLSyntaxError, UnsupportedQuery
 from dpsql.metadata.contribution import ContributionBounds
+from dpsql.query.bigquery_json import lower_json_functions
 
 #: ``SUM(x, contribution_bounds_per_group => (lo, hi))`` as dpsql's SQL reads it: the SUM of
 #: each unit's total in a group clamped to ``[lo, hi]`` (dpsql.privacy.aggregates, ``_sum``)
@@ -87,6 +89,9 @@ SUM_PER_GROUP = "DPSQL_SUM_PER_GROUP"
 #: ZetaSQL's AVG: ``DPSQL_AVG_PER_GROUP(x, lo, hi)`` the average over units of each unit's
 #: average in the group clamped to ``[lo, hi]``; ``DPSQL_AVG_PER_GROUP(x)`` with the bounds of x
 AVG_PER_GROUP = "DPSQL_AVG_PER_GROUP"
+#: ``report_format => 'JSON'``: ``DPSQL_REPORT(aggregate)``, the aggregate's JSON report, built
+#: by post-processing from its released value (dpsql.execution.reports)
+REPORT = "DPSQL_REPORT"
 #: The name of the dialect (:class:`DPSQL`) that parses the clause
 DIALECT = "dpsql"
 
@@ -135,9 +140,23 @@ class _Parser(DuckDBParser):
     def _parse_function_args(self, alias: bool = False) -> list[exp.Expr]:
         args = super()._parse_function_args(alias)
         if self._named:
+            for distinct in (a for a in args if isinstance(a, exp.Distinct)):
+                # COUNT(DISTINCT x, name => value): the named arguments are the call's
+                self._named[-1].extend(e for e in distinct.expressions
+                                       if isinstance(e, exp.Kwarg))
+                distinct.set("expressions", [e for e in distinct.expressions
+                                             if not isinstance(e, exp.Kwarg)])
             self._named[-1].extend(a for a in args if isinstance(a, exp.Kwarg))
             args = [a for a in args if not isinstance(a, exp.Kwarg)]
         return args
+
+    def _parse_disjunction(self) -> exp.Expr | None:
+        """A DISTINCT list's item, or a named argument after it (``name => value``)."""
+        if (self._named and self._curr and self._next
+                and self._next.token_type == TokenType.FARROW):
+            self._advance(2)
+            return _kwarg(self, [exp.var(self._tokens[self._index - 2].text)])
+        return super()._parse_disjunction()
 
     def _parse_function_call(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         self._named.append([])
@@ -278,8 +297,8 @@ class DPOptions:
     epsilon: float | None = None
     delta: float | None = None
     bounds: ContributionBounds | None = None
-    #: the output columns (0-based) answered as ZetaSQL's JSON report (``report_format``)
-    reports: tuple[int, ...] = field(default=())
+    #: whether an aggregate asks for ZetaSQL's JSON report (``report_format => 'JSON'``)
+    report: bool = False
 
 
 def might_hold_clause(sql: str) -> bool:
@@ -350,24 +369,21 @@ def lowered(tree: exp.Expr) -> tuple[exp.Expr, DPOptions]:
         for avg in list(clauses[0].find_all(exp.Avg)):
             if not isinstance(avg.parent, NamedArguments):
                 avg.replace(exp.Anonymous(this=AVG_PER_GROUP, expressions=[avg.this]))
-    counts: list[tuple[float, float]] = []
     clamps: list[str] = []
-    reports: list[int] = []
+    reports: list[bool] = []
     for node in list(tree.find_all(NamedArguments)):
-        node.replace(_lowered_call(node, counts, clamps, reports))
+        node.replace(_lowered_call(node, clamps, reports))
+    lower_json_functions(tree)  # BigQuery's JSON functions, as users read reports with them
     for quantiles in list(tree.find_all(exp.ApproxQuantiles)):
         # DuckDB writes it as APPROX_QUANTILE(x, [...]), which reads as another call: kept as
         # written, so that the SQL planned reads as the analyst's (the checker refuses it)
         quantiles.replace(exp.Anonymous(this="APPROX_QUANTILES", expressions=[
             a for a in (quantiles.this, quantiles.expression) if a is not None]))
-    if counts or clamps:  # checked against the k in force once bound (module docstring)
-        tightest = (max(lo for lo, _ in counts), min(hi for _, hi in counts)) if counts \
-            else None
-        bounds = replace(options.bounds or ContributionBounds(), count_per_group=tightest,
-                         per_group_clamps=tuple(clamps))
+    if clamps:  # checked against the k in force once bound (module docstring)
+        bounds = replace(options.bounds or ContributionBounds(), per_group_clamps=tuple(clamps))
         options = replace(options, bounds=bounds)
     if reports:
-        options = replace(options, reports=tuple(sorted(set(reports))))
+        options = replace(options, report=True)
     return tree, options
 
 
@@ -380,10 +396,21 @@ def _keep_names(tree: exp.Expr, clause: exp.Select | None) -> None:
                     projection.find(NamedArguments)
                     or (select is clause and projection.find(exp.Avg))):
                 continue
-            shown = projection.transform(
-                lambda n: n.this if isinstance(n, NamedArguments) else n)
-            name = exp.to_identifier(shown.sql(dialect="duckdb"), quoted=True)
+            shown = projection.transform(_as_written)
+            # BigQuery names a field access by its last field (``r.result.value``: value)
+            text = shown.name if isinstance(shown, exp.Dot) else shown.sql(dialect="duckdb")
+            name = exp.to_identifier(text, quoted=True)
             projection.replace(exp.Alias(this=projection.copy(), alias=name))
+
+
+def _as_written(node: exp.Expr) -> exp.Expr:
+    """``node`` as the analyst wrote it: without named arguments, APPROX_QUANTILES by name."""
+    if isinstance(node, NamedArguments):
+        return _as_written(node.this)  # the call taken out is not visited again
+    if isinstance(node, exp.ApproxQuantiles):
+        return exp.Anonymous(this="APPROX_QUANTILES", expressions=[
+            a for a in (node.this, node.expression) if a is not None])
+    return node
 
 
 def _options_of(clause: DifferentialPrivacy) -> DPOptions:
@@ -453,27 +480,31 @@ def _whole(node: exp.Expr | None, name: str) -> int | None:
     return int(text)
 
 
-def _lowered_call(node: NamedArguments, counts: list[tuple[float, float]],
-                  clamps: list[str], reports: list[int]) -> exp.Expr:
-    """The call of ``node`` in dpsql's SQL (module docstring); COUNT's per-group bounds kept in
-    ``counts``, the per-row form of the others' in ``clamps``, report columns in ``reports``."""
+def _lowered_call(node: NamedArguments, clamps: list[str], reports: list[bool]) -> exp.Expr:
+    """The call of ``node`` in dpsql's SQL (module docstring); the per-row form of per-group
+    bounds on VAR and the rest kept in ``clamps``, one True in ``reports`` for a report."""
     call: exp.Expr = node.this
+    report = False
     for kwarg in node.expressions:
         name = kwarg.this.name.lower()
         if name == "report_format":
-            reports.append(_report_column(node, kwarg))
+            _check_format(kwarg)
+            report = True
         elif name not in _CLAMPS:
             raise UnsupportedQuery(f"named argument {name} => is not one dpsql knows; use "
                                    f"{', '.join(sorted(_NAMED))}")
     for kwarg in node.expressions:
         name = kwarg.this.name.lower()
         if name in _CLAMPS:
-            call = _clamped(call, name, *_pair(kwarg, name), counts, clamps)
-    return call
+            call = _clamped(call, name, *_pair(kwarg, name), clamps)
+    if not report:
+        return call
+    reports.append(True)
+    return exp.Anonymous(this=REPORT, expressions=[call])
 
 
-def _report_column(node: NamedArguments, kwarg: exp.Kwarg) -> int:
-    """The output column a ``report_format => 'JSON'`` aggregate is (it must be one whole)."""
+def _check_format(kwarg: exp.Kwarg) -> None:
+    """``report_format => 'JSON'`` (or ``JSON`` unquoted); PROTO and others refused."""
     value = kwarg.expression
     if not (isinstance(value, exp.Literal) and value.is_string) and not isinstance(
             value, exp.Column):
@@ -481,20 +512,10 @@ def _report_column(node: NamedArguments, kwarg: exp.Kwarg) -> int:
     if value.name.upper() == "PROTO":
         raise UnsupportedQuery("report_format => 'PROTO' (ZetaSQL's protocol buffer) is not "
                                "supported; write report_format => 'JSON' for the same report "
-                               "as a JSON column")
+                               "as a JSON value")
     if value.name.upper() != "JSON":
         raise UnsupportedQuery(f"report_format => {value.sql()} is not a format dpsql knows; "
                                "write report_format => 'JSON'")
-    column: exp.Expr = node
-    while isinstance(column.parent, exp.Alias | exp.Window):
-        column = column.parent
-    select = column.parent
-    if not isinstance(select, exp.Select) or column.arg_key != "expressions":
-        raise UnsupportedQuery("report_format => 'JSON' makes its aggregate a JSON report: "
-                               "ask for it as a whole output column (SELECT WITH "
-                               "DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') AS c "
-                               "...), not inside an expression or a subquery")
-    return int(column.index or 0)
 
 
 def _pair(kwarg: exp.Kwarg, name: str) -> tuple[exp.Expr, exp.Expr]:
@@ -509,18 +530,13 @@ def _pair(kwarg: exp.Kwarg, name: str) -> tuple[exp.Expr, exp.Expr]:
     return parts[0], parts[1]
 
 
-def _float(node: exp.Expr) -> float:
-    value = _value(node)
-    assert value is not None  # checked by _pair
-    return value
-
-
 def _clamped(call: exp.Expr, name: str, lo: exp.Expr, hi: exp.Expr,
-             counts: list[tuple[float, float]], clamps: list[str]) -> exp.Expr:
-    if isinstance(call, exp.Count):  # counts are bounded by k: the bounds are dropped
-        if name == "contribution_bounds_per_group":
-            counts.append((_float(lo), _float(hi)))
-        return call
+             clamps: list[str]) -> exp.Expr:
+    if isinstance(call, exp.Count):
+        if name != "contribution_bounds_per_group":
+            return call  # clamping a value never makes it NULL: the count is unchanged
+        return exp.Anonymous(this=SUM_PER_GROUP, expressions=[_counted(call), lo.copy(),
+                                                              hi.copy()])
     function = call.sql(dialect="duckdb").split("(", 1)[0]
     if name == "contribution_bounds_per_group" and isinstance(call, exp.Sum | exp.Avg):
         kind = SUM_PER_GROUP if isinstance(call, exp.Sum) else AVG_PER_GROUP
@@ -530,6 +546,34 @@ def _clamped(call: exp.Expr, name: str, lo: exp.Expr, hi: exp.Expr,
                       f"{hi.sql()}))")
     _first_argument(call, lambda arg: row_clamp(arg, lo, hi))
     return call
+
+
+def _counted(count: exp.Count) -> exp.Expr:
+    """What ``count`` adds per row: ZetaSQL's per-group COUNT is the sum over units of each
+    unit's count in the group, clamped (:data:`SUM_PER_GROUP` of 1 per counted row)."""
+    arg = count.this
+    if isinstance(arg, exp.Distinct):
+        raise UnsupportedQuery("COUNT(DISTINCT x, contribution_bounds_per_group => ...) is not "
+                               "supported: a unit's distinct values are bounded by "
+                               "max_rows_contributed; leave the bounds out")
+    if arg is None or isinstance(arg, exp.Star):
+        return exp.Literal.number(1)
+    return exp.Case(ifs=[exp.If(this=exp.Is(this=arg.copy(), expression=exp.Null()),
+                                true=exp.Literal.number(0))], default=exp.Literal.number(1))
+
+
+def counted_as_written(arg: exp.Expr | None) -> str | None:
+    """``COUNT(*)`` or ``COUNT(x)`` if ``arg`` is what :func:`_counted` adds per row (the
+    notes name the COUNT the analyst wrote), else None."""
+    one, zero = exp.Literal.number(1), exp.Literal.number(0)
+    if arg == one:
+        return "COUNT(*)"
+    if not isinstance(arg, exp.Case) or arg.args.get("default") != one:
+        return None
+    ifs = arg.args.get("ifs") or []
+    if len(ifs) == 1 and isinstance(ifs[0].this, exp.Is) and ifs[0].args.get("true") == zero:
+        return f"COUNT({ifs[0].this.this.sql(dialect='duckdb')})"
+    return None
 
 
 def _first_argument(call: exp.Expr, change: Callable[[exp.Expr], exp.Expr]) -> None:
@@ -560,19 +604,19 @@ def resolve(sql: str, epsilon: float | None, delta: float,
 
 @dataclass(frozen=True)
 class Resolved:
-    """:func:`resolve_query`'s answer: what is planned, with what, and which output columns
-    are answered as JSON reports."""
+    """:func:`resolve_query`'s answer: what is planned, with what, and whether it asks for
+    a JSON report (``report_format``)."""
 
     sql: str
     epsilon: float | None
     delta: float
     bounds: ContributionBounds | None
-    reports: tuple[int, ...] = ()
+    report: bool = False
 
 
 def resolve_query(sql: str, epsilon: float | None, delta: float,
                   bounds: ContributionBounds | None) -> Resolved:
-    """:func:`resolve`, with the report columns of ``report_format => 'JSON'``."""
+    """:func:`resolve`, and whether ``report_format => 'JSON'`` asks for a report."""
     sql, options = split(sql)
     return _resolved(sql, options, epsilon, delta, bounds)
 
@@ -596,4 +640,4 @@ def _resolved(sql: str, options: DPOptions | None, epsilon: float | None, delta:
         bounds = (bounds or ContributionBounds()).merged(options.bounds)
     return Resolved(sql, options.epsilon if options.epsilon is not None else epsilon,
                     options.delta if options.delta is not None else delta, bounds,
-                    options.reports)
+                    options.report)

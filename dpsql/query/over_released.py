@@ -54,6 +54,26 @@ def split(select: exp.Select) -> tuple[exp.Select, exp.Select] | None:
     return inner.copy(), outer
 
 
+def expand_star(post: exp.Select, released: list[str]) -> exp.Select:
+    """``post`` with each ``*`` (or ``alias.*``) over the released answer written as its
+    columns: the output names must be known when planned (a ``*`` was one column named
+    ``*``, and the answer, computed and charged, then failed to fit it)."""
+    expressions: list[exp.Expression] = []
+    for e in post.expressions:
+        star = e if isinstance(e, exp.Star) else e.this if isinstance(e, exp.Column) and \
+            isinstance(e.this, exp.Star) else None
+        if star is not None:
+            if any(star.args.values()):
+                raise UnsupportedQuery("* EXCLUDE, REPLACE or RENAME over a private "
+                                       "aggregate's answer is not supported; name the "
+                                       "columns you want")
+            expressions.extend(exp.column(name, quoted=True) for name in released)
+        else:
+            expressions.append(e)
+    post.set("expressions", expressions)
+    return post
+
+
 def compose(outer: exp.Select, inner: exp.Select) -> exp.Select:
     """``outer`` (from :func:`split`) reading ``inner`` (the inner's query over the cells, its
     output columns named) in place of :data:`RELEASED`."""

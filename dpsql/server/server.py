@@ -137,14 +137,16 @@ class Server:
     def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
                   parameters: Sequence[object] | None, analyst: str,
                   release: list[float] | None = None, bounds: Any = None,
-                  retention: float | None = None) -> Any:
+                  retention: float | None = None, caveats: bool = True) -> Any:
         """One private query through the library, charged to ``analyst``; ``release``: see
         :meth:`dpsql.Database.run` (the session waits for the time grid without a thread);
-        ``retention``: the session's retention epsilon (SET dpsql.retention)."""
+        ``retention``: the session's retention epsilon (SET dpsql.retention); ``caveats``:
+        SET dpsql.caveats."""
         cap = self.config.statement_timeout
         return self.db.run(sql, epsilon, delta, mechanism, parameters=parameters,
                            analyst=analyst, timeout=cap if cap > 0 else None,
-                           release=release, bounds=bounds, retention=retention).result
+                           release=release, bounds=bounds, retention=retention,
+                           caveats=caveats).result
 
     def budget(self, analyst: str) -> Any:
         budget = getattr(self.db, "budget", None)

@@ -29,7 +29,7 @@ from dpsql.server.auth import MECHANISM, AuthenticationFailed, ScramExchange
 from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Classifier, Statement
 from dpsql.server.machine.machine import FLUSH_AT, Machine
-from dpsql.server.machine.outcome import PgError, Terminate
+from dpsql.server.machine.outcome import CANCELLED, PgError, Terminate
 from dpsql.server.wire import protocol as p
 
 if TYPE_CHECKING:
@@ -49,6 +49,11 @@ class _Running:
         self.lock = threading.Lock()
         self.cursor: duckdb.DuckDBPyConnection | None = None
         self.abandoned = False
+
+    def start(self) -> bool:
+        """Whether the work may start: not when cancelled while it waited for a thread."""
+        with self.lock:
+            return not self.abandoned
 
     def attach(self, cursor: duckdb.DuckDBPyConnection) -> None:
         with self.lock:
@@ -339,6 +344,8 @@ class Session:
         self.running, self.cancelled = running, cancelled
 
         def work() -> Any:
+            if not running.start():  # cancelled while queued: never run (nor charged) later
+                raise PgError("57014", f"{CANCELLED}; nothing was charged")
             if interruptible is not None:
                 running.attach(interruptible())
             try:
@@ -357,8 +364,8 @@ class Session:
             return future.result()
         running.interrupt()
         future.add_done_callback(_discard)
-        if cancelled.done():
-            raise PgError("57014", "canceling statement due to user request")
+        if cancelled.done():  # a private query's answer says what it cost (Machine.run_private)
+            raise PgError("57014", f"{CANCELLED}; nothing was charged")
         raise PgError("57014", "canceling statement due to statement timeout")
 
     def statement_timeout(self) -> float | None:

@@ -4,9 +4,10 @@
 -- clamps each row (NULL kept); contribution_bounds_per_group (a unit's own aggregate in a
 -- group) is computed as ZetaSQL does on SUM and AVG (each unit's total or average per group
 -- clamped, at most g groups: L1 = g * bound; AVG in the clause is always each person's
--- average), and accepted where it is ZetaSQL's answer on the others: on COUNT when lo <= 0
--- and hi >= k, on VAR and the rest when k = 1. report_format => 'JSON' answers a column as
--- ZetaSQL's JSON report. The corpus pins visits' k and g (grammar_tests/databases.py).
+-- average; COUNT each person's count in the group, clamped), and accepted where it is
+-- ZetaSQL's answer on the others: on VAR and the rest when k = 1. report_format => 'JSON'
+-- makes an aggregate ZetaSQL's JSON report, a value the rest of the query may read
+-- (dpsql/execution/reports.py). The corpus pins visits' k and g (grammar_tests/databases.py).
 
 -- case: bigquery options set epsilon and groups
 -- expect: accepted cells=1 keys=1 release=domain:8 l1[0]=10 cost=0.5,0 rows=8
@@ -114,8 +115,8 @@ FROM visits;
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) VAR_POP(amount, contribution_bounds_per_row => (0, 100))
 FROM visits;
 
--- case: bigquery count star with contribution bounds per group that change nothing
--- expect: accepted cells=1 keys=1 l1[0]=10 rows=8
+-- case: bigquery count star with contribution bounds per group, noise by the bound
+-- expect: accepted cells=1 keys=1 l1[0]=100 rows=8
 SELECT WITH DIFFERENTIAL_PRIVACY
   OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = 1, privacy_unit_column = person_id)
   category, COUNT(*, contribution_bounds_per_group => (0, 100)) AS times
@@ -128,11 +129,16 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contri
 FROM visits;
 
 -- case: bigquery count star with contribution bounds per group below k
--- expect: refused BoundsAboveCap mentions=max_rows_contributed
+-- expect: accepted cells=1 l1[0]=5 types=BIGINT rows=1
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*, contribution_bounds_per_group => (0, 5)) FROM visits;
 
+-- case: bigquery count of units per group, each person's count clamped to one
+-- expect: accepted cells=1 keys=1 l1[0]=3 types=BIGINT names="category|people" rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) category, COUNT(*, contribution_bounds_per_group => (0, 1)) AS people
+FROM visits GROUP BY category;
+
 -- case: bigquery count with contribution bounds per group raising the floor
--- expect: refused BoundsAboveCap mentions="lo <= 0"
+-- expect: accepted cells=1 l1[0]=100 rows=1
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*, contribution_bounds_per_group => (2, 100))
 FROM visits;
 
@@ -153,13 +159,64 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6)
   SUM(amount, contribution_bounds_per_group => (0, 100), report_format => "JSON") AS total
 FROM visits GROUP BY category;
 
--- case: bigquery report format inside an expression
--- expect: refused UnsupportedQuery mentions="whole output column"
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*, report_format => 'JSON') + 1 FROM visits;
+-- case: bigquery report format read by field access
+-- expect: accepted cells=1 names="ci|v" rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0)
+  SUM(amount, contribution_bounds_per_group => (0, 100), report_format => 'JSON').result.noise_confidence_interval AS ci,
+  SUM(amount, contribution_bounds_per_group => (0, 100), report_format => 'JSON').result.value AS v
+FROM visits;
+
+-- case: bigquery report format read with json functions
+-- expect: accepted cells=1 names="v|half" rows=1
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0)
+  JSON_VALUE(COUNT(*, report_format => 'JSON'), '$.result.value') AS v,
+  DOUBLE(COUNT(*, report_format => 'JSON').result.noise_confidence_interval.upper_bound) AS half
+FROM visits;
+
+-- case: bigquery report format on a count of distinct persons
+-- expect: accepted cells=1 keys=1 names="category|people" rows=8
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) category,
+  COUNT(DISTINCT person_id, report_format => 'JSON') AS people
+FROM visits GROUP BY category;
+
+-- case: bigquery count distinct with contribution bounds per group
+-- expect: refused UnsupportedQuery mentions="max_rows_contributed"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(DISTINCT category, contribution_bounds_per_group => (0, 1))
+FROM visits;
+
+-- case: bigquery report format ordered by a field of its alias
+-- expect: accepted cells=1 keys=1 names="category|r" rows=3
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) category, COUNT(*, report_format => 'JSON') AS r
+FROM visits GROUP BY category ORDER BY DOUBLE(r.result.value) DESC LIMIT 3;
+
+-- case: bigquery report format of approx quantiles read over the released rows
+-- expect: accepted cells=3 names="median|hi" rows=1
+SELECT DOUBLE(r[OFFSET(1)].value) AS median, DOUBLE(r[OFFSET(1)].noise_confidence_interval.upper_bound) AS hi
+FROM (
+  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0)
+    JSON_QUERY_ARRAY(APPROX_QUANTILES(amount, 2, contribution_bounds_per_row => (0, 100), report_format => 'JSON').result) AS r
+  FROM visits
+);
 
 -- case: bigquery report format on a median
--- expect: refused UnsupportedQuery mentions="report_format"
+-- expect: accepted cells=1 rows=1
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) MEDIAN(amount, report_format => 'JSON') FROM visits;
+
+-- case: bigquery report format of an expression over aggregates
+-- expect: refused UnsupportedQuery mentions="not an expression"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) DPSQL_REPORT(COUNT(*) + 1) FROM visits;
+
+-- case: bigquery report format in arithmetic
+-- expect: refused UnsupportedQuery mentions="outer part"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*, report_format => 'JSON') + 1 FROM visits;
+
+-- case: bigquery report format in a query over the released rows
+-- expect: refused UnsupportedQuery mentions="move it inside"
+SELECT DPSQL_REPORT(n) FROM (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) AS n FROM visits);
+
+-- case: bigquery report format on public tables
+-- expect: refused UnsupportedQuery mentions="remove report_format"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*, report_format => 'JSON') FROM categories;
 
 -- case: bigquery report format proto on a sum
 -- expect: refused UnsupportedQuery mentions="'JSON'"
@@ -244,3 +301,8 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) APPROX_QUANTILE
 -- expect: accepted cells=1 types=DOUBLE rows=1
 SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) PERCENTILE_CONT(amount, 0.5)
 FROM visits;
+
+-- case: bigquery report format ordered by its json field itself
+-- expect: refused UnsupportedQuery
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) category, COUNT(*, report_format => 'JSON') AS r
+FROM visits GROUP BY category ORDER BY r.result.value DESC;

@@ -30,3 +30,15 @@ SELECT SUM(n) * RANDOM() FROM (SELECT sex, COUNT(*) AS n FROM people GROUP BY se
 -- case: over released unknown column
 -- expect: refused UnsupportedQuery mentions=age
 SELECT SUM(age) FROM (SELECT sex, COUNT(*) AS n FROM people GROUP BY sex);
+
+-- case: over released star is the released columns
+-- expect: accepted cells=1 keys=1 names="sex|n"
+SELECT * FROM (SELECT sex, COUNT(*) AS n FROM people GROUP BY sex) AS s WHERE n > 0;
+
+-- case: over released qualified star and an expression
+-- expect: accepted names="sex|n|twice"
+SELECT s.*, n * 2 AS twice FROM (SELECT sex, COUNT(*) AS n FROM people GROUP BY sex) AS s;
+
+-- case: over released star exclude
+-- expect: refused UnsupportedQuery mentions=EXCLUDE
+SELECT * EXCLUDE (n) FROM (SELECT sex, COUNT(*) AS n FROM people GROUP BY sex) AS s;

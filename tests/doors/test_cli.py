@@ -72,10 +72,22 @@ def test_query_csv_format() -> None:
 
 
 def test_query_json_format() -> None:
+    """One object: columns, rows with each noisy cell's ±95% beside it, caveats, notes, the
+    label of randomized rows (null here), the cost."""
     result = ok("query", GROUPED, "--format", "json", "--epsilon", "0.5")
-    rows = json.loads(result.stdout)
+    answer = json.loads(result.stdout)
+    rows = answer["rows"]
     assert [r["sex"] for r in rows] == ["F", "M"]
     assert all(isinstance(r["n"], int) and isinstance(r["avg_income"], float) for r in rows)
+    assert all(r["n ±95%"] > 0 and r["avg_income ±95%"] > 0 for r in rows)
+    assert [c["name"] for c in answer["columns"]] == ["sex", "n", "avg_income"]
+    assert answer["columns"][0]["accuracy"] is None
+    assert answer["columns"][1] == {"name": "n", "type": "BIGINT", "accuracy": "n ±95%",
+                                    "accuracy_unit": "value"}
+    assert answer["randomized"] is None and answer["retention"] is None
+    assert answer["cost"]["epsilon"] == 0.5 and answer["cost"]["charged"]
+    assert answer["cost"]["remaining"]["epsilon"] > 0
+    assert any("clamped" in n for n in answer["notes"])
     assert "(2 rows;" in result.stderr and "epsilon=0.5" in result.stderr
 
 
@@ -95,9 +107,28 @@ def test_report_format_json_column() -> None:
                 "FROM visits"), "UnsupportedQuery")
 
 
+def test_report_read_by_field_access_and_quantile_reports() -> None:
+    """A report is a value the query reads (BigQuery's field access): each group's interval,
+    the same for every group (a function of the plan); APPROX_QUANTILES' report lists each
+    quantile with the bounds it was drawn within; charged once, as the query's epsilon."""
+    result = ok("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.5) "
+                         "category, "
+                "COUNT(*, report_format => 'JSON').result.noise_confidence_interval.upper_bound "
+                "AS hi, APPROX_QUANTILES(amount, 2, contribution_bounds_per_row => (0, 100), "
+                "report_format => 'JSON') AS q FROM visits GROUP BY category", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert len(rows) == 8 and len({r["hi"] for r in rows}) == 1 and float(rows[0]["hi"]) > 0
+    for row in rows:
+        quantiles = json.loads(row["q"])["result"]
+        assert len(quantiles) == 3
+        assert all(q["noise_confidence_interval"]["lower_bound"] == 0
+                   and q["noise_confidence_interval"]["upper_bound"] == 100 for q in quantiles)
+    assert "epsilon=0.5" in result.stderr
+
+
 def test_accuracy_columns() -> None:
     result = ok("query", GROUPED, "--format", "json", "--accuracy", "--epsilon", "0.5")
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert list(rows[0]) == ["sex", "n", "n ±95%", "avg_income", "avg_income ±95%"]
     assert all(r["n ±95%"] > 0 and r["avg_income ±95%"] > 0 for r in rows)
     result = ok("query", "SELECT MEDIAN(age) AS m FROM people", "--format", "csv", "--accuracy")
@@ -108,13 +139,13 @@ def test_accuracy_columns() -> None:
 
 def test_privacy_options() -> None:
     small = json.loads(ok("query", "SELECT COUNT(*) AS n FROM people", "--format", "json",
-                          "--accuracy", "--epsilon", "0.1").stdout)
+                          "--accuracy", "--epsilon", "0.1").stdout)["rows"]
     large = json.loads(ok("query", "SELECT COUNT(*) AS n FROM people", "--format", "json",
-                          "--accuracy", "-e", "10").stdout)
+                          "--accuracy", "-e", "10").stdout)["rows"]
     assert small[0]["n ±95%"] > 10 * large[0]["n ±95%"]
     result = ok("query", "SELECT state, COUNT(*) AS n FROM people GROUP BY state",
                 "--delta", "1e-6", "--format", "json")
-    states = [r["state"] for r in json.loads(result.stdout)]
+    states = [r["state"] for r in json.loads(result.stdout)["rows"]]
     assert "CA" in states and "VT" not in states  # VT has 4 members: thresholded
     result = ok("query", "SELECT COUNT(*) AS n FROM people", "--mechanism", "gaussian",
                 "--delta", "1e-6")
@@ -163,12 +194,57 @@ def test_metadata_init_quotes_any_name(tmp_path: Path) -> None:
     assert list(data["tables"]['odd "table" \\ name']["columns"]) == names
 
 
+DAILY = "SELECT day, COUNT(*) AS n FROM visits WHERE day < DATE '2025-01-15' GROUP BY day"
+
+
+def test_caveats_in_the_footer_and_in_json() -> None:
+    """Daily counts at epsilon 0.05 (±95% in the tens of thousands): the footer says the noise
+    exceeds the values, without --accuracy; JSON carries it; --no-caveats leaves it out."""
+    result = ok("query", DAILY, "-e", "0.05")
+    assert "note: The noise exceeds the value in " in result.stderr
+    assert "Coarser groups" in result.stderr
+    assert "Contribution bounds in force" not in result.stderr  # the bias: with --accuracy
+    answer = json.loads(ok("query", DAILY, "-e", "0.05", "--format", "json").stdout)
+    assert answer["caveats"][0].startswith("The noise exceeds the value in ")
+    assert answer["caveats"][0] in answer["notes"] and answer["cost"]["reused"]
+    quiet = ok("query", DAILY, "-e", "0.05", "--no-caveats")
+    assert "noise exceeds" not in quiet.stderr and "(14 rows;" in quiet.stderr
+
+
 # ------------------------------------------------------------------ explain
+
+
+def test_explain_for_analysts() -> None:
+    """Cost first, then each aggregate's accuracy in its column's units (AVG's own ±, a
+    quantile's in values), the bounds; no engine SQL without --sql; JSON with the same parts."""
+    sql = "SELECT category, COUNT(*), AVG(amount), MEDIAN(amount) FROM visits GROUP BY category"
+    out = ok("explain", sql, "-e", "1").stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("Privacy cost: epsilon=1, delta=0")
+    assert "Rewritten SQL:" not in out and "SELECT" not in out
+    avg = next(x for x in lines if x.startswith("AVG(amount) ") and "|" in x)
+    assert "[0, 5000]" in avg and "at 1,000 rows" in avg and "at 100,000 rows" in avg
+    median = next(x for x in lines if x.startswith("MEDIAN(amount) ") and "|" in x)
+    assert "ranks:" in median and "at 100,000 rows" in median
+    assert lines.index(avg) < lines.index(next(x for x in lines if x.startswith("Key release")))
+    assert "Contribution bounds in force" in out and "amount to [0.0, 5000.0]" in out
+    plan = json.loads(ok("explain", sql, "-e", "1", "--format", "json").stdout)
+    assert "sql" not in plan and plan["cost"] == {"epsilon": 1.0, "delta": 0.0}
+    count, mean, middle = plan["accuracy"]
+    assert count["aggregate"] == "COUNT(*)" and count["half_width"] > 0
+    at = mean["half_width_at_rows"]
+    assert mean["half_width"] is None and at["1000"] == pytest.approx(100 * at["100000"])
+    assert middle["ranks"] > 0 and middle["bounds"] == [0.0, 5000.0]
+    assert plan["contribution_bounds"]["rows_per_unit"] == 150
+    assert [m["mechanism"] for m in plan["measurements"]][-1] == "exponential"
+    with_sql = json.loads(ok("explain", sql, "--format", "json", "--sql").stdout)
+    assert with_sql["sql"].startswith("WITH") and "Rewritten SQL:" in ok("explain", sql,
+                                                                         "--sql").stdout
 
 
 def test_explain() -> None:
     result = ok("explain", "SELECT category, COUNT(*), SUM(amount) FROM visits GROUP BY category",
-                "--epsilon", "0.8", "--max-rows", "10", "--max-groups", "3")
+                "--epsilon", "0.8", "--max-rows", "10", "--max-groups", "3", "--sql")
     out = result.stdout
     # Contribution bounding in SQL: a unit's rows weighted by min(1, k / t) over all its
     # groups (no groups cap over public keys under Laplace: issue 21; no sample: issue 23).
@@ -176,10 +252,12 @@ def test_explain() -> None:
     assert "LEAST(1048576, 10485760 // __t)" in out and "ROW_NUMBER()" not in out
     # Nothing is sampled, so no salt at all (a sampled query's salt is a parameter: below).
     assert "$1" not in out and "HASH(" not in out.upper()
-    table = [line for line in out.splitlines() if "|" in line]
+    lines = out.splitlines()
+    table = [line for line in lines[lines.index(next(x for x in lines if "sensitivity" in x)):]
+             if "|" in line]
     assert "sensitivity" in table[0] and "epsilon" in table[0] and "mechanism" in table[0]
-    count = next(line for line in table if line.startswith("COUNT(*)"))
-    total = next(line for line in table if line.startswith("SUM(amount)"))
+    count = next(line for line in table if line.startswith("COUNT(*) ["))
+    total = next(line for line in table if line.startswith("SUM(amount) ["))
     cells = [c.strip() for c in count.split("|")]
     assert cells[2] == "10" and cells[3] == "0.4" and cells[4] == "laplace"  # k = 10, eps/2
     assert [c.strip() for c in total.split("|")][2] == "50000"  # k * 5000
@@ -223,7 +301,7 @@ def test_own_database_and_metadata(where: str, own: SimpleNamespace) -> None:
     result = ok("query", "SELECT sex, COUNT(*) AS n, AVG(age) AS a FROM people GROUP BY sex",
                 "--database", str(getattr(own, where)), "--metadata", str(own.meta),
                 "--format", "json", "-e", "5")
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert [r["sex"] for r in rows] == ["F", "M", "X"]  # X: an empty group of the domain
     assert abs(rows[0]["n"] - 150) < 20 and 30 < rows[0]["a"] < 60
     assert "no privacy budget declared" in result.stderr  # unmetered: said so
@@ -316,7 +394,7 @@ def test_subprocess_query_csv_and_json(own: SimpleNamespace) -> None:
     assert rows[0] == ["sex", "n", "n ±95%"] and [r[0] for r in rows[1:]] == ["F", "M", "X"]
     proc = run("query", GROUPED, "--format", "json", "-e", "0.5")
     assert proc.returncode == 0, proc.stderr
-    assert [r["sex"] for r in json.loads(proc.stdout)] == ["F", "M"]
+    assert [r["sex"] for r in json.loads(proc.stdout)["rows"]] == ["F", "M"]
 
 
 def test_python_dash_m_dpsql_is_the_command_line() -> None:
@@ -331,7 +409,7 @@ def test_subprocess_refusal_and_explain() -> None:
     message = refused(run("query", "SELECT COUNT(*) FROM people; DROP TABLE people"),
                       "NotASingleSelect")
     assert message.count("\n") == 1  # one line, no traceback
-    proc = run("explain", "SELECT MEDIAN(amount) FROM visits")  # a sample of rows, salted
+    proc = run("explain", "--sql", "SELECT MEDIAN(amount) FROM visits")  # a sample, salted
     assert proc.returncode == 0 and "Rewritten SQL:" in proc.stdout and "$1" in proc.stdout
 
 

@@ -43,8 +43,8 @@ def test_sql_from_standard_input_or_a_file(tmp_path: Path) -> None:
         assert result.exit_code == 0, result.stderr
         assert result.stdout.splitlines()[0] == "n"
     explained = cli("explain", "-f", str(query))
-    assert explained.exit_code == 0 and "Rewritten SQL:" in explained.stdout
-    assert "Rewritten SQL:" in cli("explain", "-", stdin=SQL).stdout
+    assert explained.exit_code == 0 and "Privacy cost:" in explained.stdout
+    assert "Privacy cost:" in cli("explain", "-", stdin=SQL).stdout
 
 
 def test_sql_exactly_once() -> None:

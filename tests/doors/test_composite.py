@@ -4,6 +4,7 @@ part beside a private one refused, naming it, wherever it hides, and nothing cha
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,3 +119,42 @@ def test_the_parts_are_written_back_as_queries_of_their_own() -> None:
         "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 2, delta = 0) SUM(x, "
         "contribution_bounds_per_row => (0, 1)) FROM t", "SELECT 1"]
     assert split("SELECT COUNT(*) FROM t") is None
+
+
+def test_a_report_in_each_arm_is_built_by_that_arms_post_processing(
+        conn: dpsql.Connection) -> None:
+    """report_format => 'JSON' in an arm: the arm is answered as alone, its report a value of
+    its own post-processing query (dpsql.execution.reports), the rows then combined."""
+    cur = conn.cursor()
+    cur.execute(CLAUSE.format(0.5) + "COUNT(*, report_format => 'JSON') AS r FROM people "
+                "UNION ALL " + CLAUSE.format(0.25) + "COUNT(*, report_format => 'JSON') "
+                "FROM people")
+    reports = [json.loads(r) for (r,) in cur.fetchall()]
+    assert cur.description[0][:2] == ("r", "JSON")  # type: ignore[index]
+    # each arm's own noise: the interval of the arm charged half the epsilon is twice as wide
+    half_widths = [r["result"]["noise_confidence_interval"]["upper_bound"] for r in reports]
+    assert half_widths[1] == pytest.approx(2 * half_widths[0])
+    assert all(isinstance(r["result"]["value"], int) for r in reports)
+    assert spent(conn) == pytest.approx(0.75)
+
+
+def test_a_report_in_an_arm_that_is_no_private_release_is_refused_before_any_charge(
+        conn: dpsql.Connection) -> None:
+    cur = conn.cursor()
+    with pytest.raises(dpsql.ProgrammingError, match=r"arm 2 .*report_format"):
+        cur.execute(CLAUSE.format(0.5) + "COUNT(*) FROM people UNION ALL " + CLAUSE.format(0.5) +
+                    "COUNT(*, report_format => 'JSON') FROM states")
+    assert spent(conn) == 0
+
+
+def test_a_union_of_ledger_views_is_a_ledger_read_and_never_a_part(
+        conn: dpsql.Connection) -> None:
+    """The ledger views (dpsql.ledger.spending) are read on their own, exactly and free, in a
+    UNION too; beside a private arm they are refused as beside any table."""
+    cur = conn.cursor()
+    cur.execute("SELECT analyst FROM dpsql.budgets UNION ALL SELECT analyst FROM dpsql.budgets")
+    assert cur.fetchall() == [("alice",), ("alice",)] and spent(conn) == 0
+    with pytest.raises(dpsql.ProgrammingError, match="read on their own"):
+        cur.execute(CLAUSE.format(0.5) + "COUNT(*) FROM people UNION ALL "
+                    "SELECT COUNT(*) FROM dpsql.budgets")
+    assert spent(conn) == 0

@@ -36,6 +36,27 @@ def conn(metadata: Path) -> dpsql.Connection:
         yield connection
 
 
+DAILY = "SELECT day, COUNT(*) AS n FROM visits WHERE day < DATE '2025-01-15' GROUP BY day"
+
+
+def test_caveats_on_the_cursor(metadata: Path) -> None:
+    """cursor.caveats (also in notes) when the noise exceeds the values; caveats=False on
+    execute or on connect leaves them out."""
+    with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice",
+                       epsilon=0.05) as conn:
+        cur = conn.execute(DAILY)
+        [noise] = [c for c in cur.caveats if c.startswith("The noise exceeds the value in ")]
+        assert noise in cur.notes and len(cur.fetchall()) == 14
+        cur.execute(DAILY, caveats=False)
+        assert cur.caveats == [] and noise not in cur.notes and cur.reused
+    with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice", epsilon=0.05,
+                       caveats=False) as conn:
+        cur = conn.execute(DAILY)
+        assert cur.caveats == [] and not any("noise exceeds" in n for n in cur.notes)
+        conn.caveats = True
+        assert conn.execute(DAILY).caveats
+
+
 # --- module ----------------------------------------------------------------------------------
 
 
@@ -482,10 +503,10 @@ def test_retention_estimate_is_charged_and_reused(metadata: Path) -> None:
         assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
 
 
-def test_bigquery_per_group_bounds_refused_or_identity(conn: dpsql.Connection) -> None:
-    """BigQuery's contribution_bounds_per_group: computed on SUM and AVG (each unit's total or
-    average per group clamped), refused on VAR_POP where a unit has several rows (naming the
-    per-row form), accepted on COUNT where it changes nothing; a refusal charges nothing."""
+def test_bigquery_per_group_bounds_computed_or_refused(conn: dpsql.Connection) -> None:
+    """BigQuery's contribution_bounds_per_group: computed on SUM, AVG and COUNT (each unit's
+    total, average or count per group clamped), refused on VAR_POP where a unit has several
+    rows (naming the per-row form); a refusal charges nothing."""
     cur = conn.cursor()
     spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
     cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta = 1e-6, "
@@ -498,9 +519,6 @@ def test_bigquery_per_group_bounds_refused_or_identity(conn: dpsql.Connection) -
         cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) category, "
                     "VAR_POP(amount, "
                     "contribution_bounds_per_group => (0, 100)) FROM visits GROUP BY category")
-    with pytest.raises(dpsql.ProgrammingError, match="max_rows_contributed"):
-        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*, "
-                    "contribution_bounds_per_group => (0, 5)) FROM visits")
     assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
     cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta = 1e-6) "
                 "category, AVG(amount, contribution_bounds_per_group => (0, 100)) AS a FROM "

@@ -1,8 +1,13 @@
-"""The README's examples run as written and print what the README shows."""
+"""The README's and the docs' examples run as written and print what they show.
+
+(tests/test_docs.py runs every block marked runnable; here the Python examples, and the
+`dpsql budget` samples, which must match what dpsql prints line for line.)
+"""
 
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -10,19 +15,25 @@ from click.testing import CliRunner
 
 from dpsql.cli import main
 
-README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).parents[2]
 
 
-def _block(after: str, fence: str) -> str:
-    start = README.index(f"```{fence}\n", README.index(after)) + len(fence) + 4
-    return README[start:README.index("```\n", start)]
+def _block(doc: str, after: str, fence: str) -> str:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    start = text.index(f"```{fence}", text.index(after))
+    start = text.index("\n", start) + 1
+    return text[start:text.index("```\n", start)]
 
 
-def test_the_python_example_runs_from_a_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(Path(__file__).parents[2])
-    code = _block("## Python", "python")
-    with pytest.warns(UserWarning, match="pandas only supports SQLAlchemy"):
-        exec(compile(code, "README.md", "exec"), {})  # our own README
+@pytest.mark.parametrize(("doc", "after"), [("README.md", "**Python**"),
+                                            ("docs/python.md", "# Python")])
+def test_the_python_example_runs_from_a_checkout(doc: str, after: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    code = _block(doc, after, "python")
+    with warnings.catch_warnings():  # fetch_df: no pandas UserWarning on the way (issue 36)
+        warnings.simplefilter("error")
+        exec(compile(code, doc, "exec"), {})  # our own docs
 
 
 def _normalised(text: str) -> list[str]:
@@ -32,14 +43,24 @@ def _normalised(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines()]
 
 
+@pytest.mark.parametrize(("doc", "after", "queries"), [
+    ("docs/budget.md", "# Privacy budget", [
+        ["SELECT sex, COUNT(*) AS n, AVG(income) FROM people GROUP BY sex"],
+        ["SELECT MEDIAN(age) FROM people", "--epsilon", "0.5"]]),
+    ("docs/getting-started.md", "## Spend less, see the budget", [
+        ["SELECT sex, COUNT(*) AS n, AVG(income) FROM people GROUP BY sex", "--accuracy"],
+        ["SELECT state, COUNT(*) AS n FROM people GROUP BY state ORDER BY n DESC LIMIT 3",
+         "--delta", "1e-6"],
+        ["SELECT MEDIAN(age) FROM people", "--epsilon", "0.5"]]),
+])
 def test_the_budget_sample_is_what_dpsql_budget_prints(
+        doc: str, after: str, queries: list[list[str]],
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DPSQL_LEDGER", str(tmp_path / "ledger.sqlite"))
     monkeypatch.setenv("DPSQL_STATE_DIR", str(tmp_path / "state"))
     runner = CliRunner()
-    for args in (["SELECT sex, COUNT(*) AS n, AVG(income) FROM people GROUP BY sex"],
-                 ["SELECT MEDIAN(age) FROM people", "--epsilon", "0.5"]):
+    for args in queries:
         assert runner.invoke(main, ["query", *args, "--analyst", "alice"]).exit_code == 0
     printed = runner.invoke(main, ["budget"]).stdout
-    shown = _block("## Privacy budget", "console").split("$ dpsql budget\n")[1].split("\n$ ")[0]
+    shown = _block(doc, after, "console").split("$ dpsql budget\n")[1].split("\n$ ")[0]
     assert _normalised(printed) == _normalised(shown)

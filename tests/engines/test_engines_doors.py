@@ -44,8 +44,9 @@ def test_the_command_line_queries_postgresql(sample_url: str, metadata: Path) ->
 
 
 def test_explain_shows_the_postgresql_query(sample_url: str, metadata: Path) -> None:
-    result = CliRunner().invoke(main, ["explain", "--database", sample_url, "--metadata",
-                                       str(metadata), "SELECT category, MEDIAN(amount) FROM "
+    result = CliRunner().invoke(main, ["explain", "--sql", "--database", sample_url,
+                                       "--metadata", str(metadata),
+                                       "SELECT category, MEDIAN(amount) FROM "
                                        "visits GROUP BY category"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output

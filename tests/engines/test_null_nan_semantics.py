@@ -3,7 +3,7 @@
 Each query's answer (every noise draw 0: the ``noise_free`` fixture, conftest.py) is compared
 with the plain SQL of the documented rule, run by DuckDB on the same world read as the rule
 reads it: rows of a NULL unit removed, NaN replaced by NULL, and a count or sum of no rows 0
-(README, "NULL, NaN and empty groups"). The world keeps every bound loose (one row per person
+(docs/sql.md, "NULL, NaN and empty groups"). The world keeps every bound loose (one row per person
 in a table of k = 3, values inside their declared bounds), so nothing else can make them
 differ. Every test runs on DuckDB and on PostgreSQL.
 

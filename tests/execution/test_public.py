@@ -21,7 +21,7 @@ import dpsql.series
 from dpsql.cli import main
 from dpsql.database import Database, sample_paths
 from dpsql.errors import BudgetExhausted, UnknownColumn, UnsupportedQuery
-from dpsql.ledger.files import LEDGER_ENV
+from dpsql.ledger.opening import LEDGER_ENV
 from tests.support.sandbox import sandbox
 
 PASSWORD = "pw"
@@ -152,7 +152,7 @@ def test_dbapi_and_cli_read_public_tables(tmp_path: Path) -> None:
                                "SELECT region, COUNT(*) AS n FROM states GROUP BY 1 ORDER BY 1"],
                         env=env)
     assert out.exit_code == 0, out.output
-    rows = json.loads(out.stdout)
+    rows = json.loads(out.stdout)["rows"]
     assert [(r["region"], r["n"]) for r in rows] == raw(
         "SELECT region, COUNT(*) FROM states GROUP BY 1 ORDER BY 1")
     out = runner.invoke(main, ["explain", "SELECT * FROM states"], env=env)

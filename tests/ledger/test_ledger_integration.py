@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 import dpsql
 import dpsql.database
+import dpsql.ledger.opening
 from dpsql.cli import main
 from dpsql.database import Database, resolve_analyst
 from dpsql.errors import (
@@ -320,7 +321,7 @@ def test_a_ledger_with_a_default_validates_it(tmp_path: Path) -> None:
 
 
 def test_analyst_resolution_order(metadata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dpsql.database.getpass, "getuser", lambda: "alice")
+    monkeypatch.setattr(dpsql.ledger.opening.getpass, "getuser", lambda: "alice")
     assert resolve_analyst(None, None) == "alice"
     monkeypatch.setenv("DPSQL_ANALYST", "bob")
     assert resolve_analyst(None, None) == "bob"

@@ -4,6 +4,9 @@ behaves at the epsilons they allow."""
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import pytest
 import tomli_w
 
 import dpsql
-from dpsql.errors import InvalidPrivacyParameter, MetadataError
+from dpsql.errors import InvalidPrivacyParameter, MetadataError, UnboundedExpression
 from dpsql.metadata.metadata import parse_metadata
 from dpsql.privacy.mechanisms import calibrate_laplace, perturb, perturb_fixed
 from dpsql.privacy.randomness import Randomness
@@ -110,3 +113,85 @@ def test_noise_at_huge_epsilon_keeps_large_values(epsilon: float) -> None:
     assert np.allclose(perturb(values, spec, rng), values, rtol=1e-12)
     fixed = perturb_fixed([44, -13, 2**40], 0.25, spec, rng)
     assert np.allclose(fixed, [11.0, -3.25, 2.0**38], rtol=1e-12)
+
+
+#: Queries whose measurements weigh more than 1 in the budget split (a median beside a variance,
+#: a threshold's count of units): their share of epsilon was computed as ``epsilon * w``.
+SPLIT = ["SELECT MEDIAN(x), VAR_POP(x), STDDEV_SAMP(x) FROM t",
+         "SELECT SUM(x), AVG(x) FROM t"]
+
+
+@pytest.mark.parametrize("sql", SPLIT)
+@pytest.mark.parametrize(("epsilon", "mechanism"), [
+    (float(np.finfo(np.float64).max), "laplace"), (float(np.finfo(np.float64).max), "gaussian"),
+    (1e308, "gaussian"), (5e-324, "laplace"), (5e-324, "gaussian"), (1e-300, "gaussian")])
+def test_every_epsilon_the_owner_allows_plans_or_is_refused_with_a_dpsql_error(
+        tmp_path: Path, sql: str, epsilon: float, mechanism: str) -> None:
+    """At the edges of what ``max_query_epsilon`` allows (up to the largest double, down to
+    the smallest), planning ends at once, with a plan or an InvalidPrivacyParameter: the split
+    of epsilon once overflowed to inf (an endless loop in plan._shares, a server thread spent
+    for ever by one query) or underflowed to 0 (a bare ValueError)."""
+    db = dpsql.Database(*database(tmp_path, {"max_query_epsilon": epsilon if epsilon > 1
+                                             else 100, "max_query_delta": 0.5}))
+    with db:
+        started = time.monotonic()
+        with contextlib.suppress(InvalidPrivacyParameter):
+            db.plan(sql, epsilon=epsilon, delta=1e-6, mechanism=mechanism)
+        assert time.monotonic() - started < 5
+
+
+def test_bounds_near_the_largest_double(tmp_path: Path) -> None:
+    """Per-group bounds a double holds: one group's sum is answered (a finite number: the
+    noise alone could pass the largest double, an OverflowError after the charge before);
+    where a unit reaches 2 groups the sensitivity overflows, and the query is refused naming
+    the bounds, before anything runs (a bare ValueError before)."""
+    path, metadata = tmp_path / "g.duckdb", tmp_path / "g.toml"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE v AS SELECT range % 7 AS uid, range * 1.5 AS x, "
+                    "CASE WHEN range % 2 = 0 THEN 'a' ELSE 'b' END AS g FROM range(40)")
+    metadata.write_text(tomli_w.dumps({"tables": {"v": {
+        "privacy_unit": "uid", "max_rows_per_unit": 3, "max_groups_per_unit": 2, "columns": {
+            "uid": {"type": "int"}, "x": {"type": "float", "lower": 0, "upper": 100},
+            "g": {"type": "text", "values": ["a", "b"]}}}}}))
+    with dpsql.Database(path, metadata) as db:
+        for _ in range(20):
+            (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                                 "SUM(x, "
+                                 "contribution_bounds_per_group => (-1e308, 1e308)) FROM v",
+                                 epsilon=1.0).rows
+            assert math.isfinite(value)
+        with pytest.raises(UnboundedExpression, match="too wide"):
+            db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                     "g, SUM(x, contribution_bounds_per_group "
+                     "=> (-1e308, 1e308)) FROM v GROUP BY g", epsilon=1.0)
+
+
+def test_per_person_avg_on_bounds_near_the_largest_double(tmp_path: Path) -> None:
+    """ZetaSQL's per-person AVG with contribution_bounds_per_group => (-1e308, 1e308): its
+    half-width (hi - lo) / 2 overflowed to inf, a bare OverflowError while planning; now the
+    plan's own refusal (the noise a share of epsilon 1 needs is beyond a double), before
+    anything runs; at a narrower half-width, an answer inside the bounds."""
+    with dpsql.Database(*database(tmp_path)) as db:
+        with pytest.raises(InvalidPrivacyParameter, match="infinite"):
+            db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                     "AVG(x, contribution_bounds_per_group "
+                     "=> (-1e308, 1e308)) FROM t", epsilon=1.0)
+        (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                             "AVG(x, contribution_bounds_per_"
+                             "group => (-1e290, 1e290)) FROM t", epsilon=1.0).rows
+        assert math.isfinite(value) and -1e290 <= value <= 1e290
+
+
+@pytest.mark.parametrize(("sql", "mechanism"), [
+    ("SELECT x, COUNT(*) FROM t GROUP BY x", "laplace"),  # keys released by thresholding
+    (SUM, "gaussian"),
+])
+def test_delta_one_refuses_what_would_promise_nothing(tmp_path: Path, sql: str,
+                                                      mechanism: str) -> None:
+    """An owner may allow delta = 1 (ZetaSQL's suite runs at it): pure measurements still
+    answer, but thresholding or Gaussian noise at delta 1 is refused by name, not a crash."""
+    path, metadata = database(tmp_path, {"max_query_delta": 1.0})
+    with dpsql.connect(path, metadata=metadata) as conn:
+        assert conn.cursor().execute(SUM, epsilon=1.0, delta=1.0).fetchone() is not None
+        with pytest.raises(InvalidPrivacyParameter, match="delta < 1"):
+            conn.cursor().execute(sql, epsilon=1.0, delta=1.0, mechanism=mechanism)

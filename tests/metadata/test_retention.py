@@ -108,17 +108,39 @@ def test_cli_prints_the_report(db: Database) -> None:
 def test_init_proposes_k_g_not_null_and_unique(db: Database, tmp_path: Path) -> None:
     out = tmp_path / "proposed.toml"
     result = CliRunner().invoke(main, ["metadata", "init", "-d", str(db.engine.location),
-                                       "--unit", "pid", "-o", str(out)], catch_exceptions=False)
+                                       "--unit", "pid", "-e", "100", "-o", str(out)],
+                                catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     tables = tomllib.loads(out.read_text())["tables"]
     v = tables["v"]
-    # Rows per unit 1, 2, 5 (the NULL unit's row is dropped): k = 5 keeps them all; 4 keeps 7/8.
+    # Rows per unit 1, 2, 5 (the NULL unit's row is dropped): at epsilon 100 the noise is
+    # small, so k = 5, which keeps them all (no bias), has the smallest bias + noise.
     assert (v["privacy_unit"], v["max_rows_per_unit"]) == ("pid", 5)
     assert 1 <= v["max_groups_per_unit"] <= 3
     assert v["columns"]["pid"]["nullable"] is True and v["columns"]["x"]["nullable"] is False
     assert tables["w"]["columns"]["vid"]["unique"] is True
     assert "unique" not in tables["w"]["columns"]["pid"]
     assert "privacy_unit" not in tables["p"]  # no unit column: left to the owner
+
+
+def test_init_shows_k_against_bias_and_noise(db: Database, tmp_path: Path) -> None:
+    """``--unit`` prints, per k, the rows a whole-table COUNT(*) drops (its bias, exact) and
+    its noise at the query's epsilon, and writes the k with the smallest sum: at epsilon 1,
+    k = 1 drops 5 of the 8 rows (units of 1, 2, 5 rows) but its noise is a fifth of k = 5's."""
+    out = tmp_path / "proposed.toml"
+    result = CliRunner().invoke(main, ["metadata", "init", "-d", str(db.engine.location),
+                                       "--unit", "pid", "-o", str(out)], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    errors = {k: bias + count_accuracy(k, 1.0) for k, bias in ((1, 5), (2, 3), (5, 0))}
+    best = min(errors, key=lambda k: (errors[k], k))
+    assert tomllib.loads(out.read_text())["tables"]["v"]["max_rows_per_unit"] == best == 1
+    shown = result.stderr[result.stderr.index("table v:"):]
+    shown = shown[:shown.index("written:")]  # table v's k (w's follow)
+    lines = [line for line in shown.splitlines() if line.split("|")[0].strip().isdigit()]
+    assert [line.split("|")[2].strip() for line in lines] == ["5", "3", "0"]  # rows dropped
+    assert [line.split("|")[3].strip() for line in lines] == [
+        str(round(count_accuracy(k, 1.0))) for k in (1, 2, 5)]
+    assert "<- written" in lines[0] and f"written: k = {best}" in result.stderr
 
 
 def test_cli_reports_an_automatic_k(db: Database, tmp_path: Path) -> None:

@@ -99,7 +99,8 @@ UNCAPPED = [
 #: BigQuery's SUM(x, contribution_bounds_per_group => (lo, hi)) on a world where a unit has
 #: many rows in many groups (dpsql.privacy.aggregates._per_group_sum): its clamped total in
 #: each of at most g' kept groups, L1 = g' max(|lo|, |hi|). Public keys, thresholded keys, no
-#: keys, a negative bound, beside counts, a one-row-per-unit table; (sql, mechanism, delta).
+#: keys, a negative bound, beside counts, a one-row-per-unit table, per-group COUNTs;
+#: (sql, mechanism, delta).
 PER_GROUP_SUMS = [
     ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_groups_contributed = 2) "
      "grp, SUM(amount, "
@@ -119,6 +120,11 @@ PER_GROUP_SUMS = [
     ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) sex, SUM(age, "
      "contribution_bounds_per_group => "
      "(-1.5, 50)) FROM people GROUP BY sex", "laplace", 0.0),
+    # ZetaSQL's per-group COUNT: the sum of each unit's clamped count (dpsql.query.dp_clause).
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, "
+     "max_groups_contributed = 2) grp, COUNT(*, "
+     "contribution_bounds_per_group => (0, 3)), COUNT(qty, contribution_bounds_per_group => "
+     "(1, 2)) FROM visits GROUP BY grp", "laplace", 0.0),
 ]
 
 

@@ -235,10 +235,37 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
     "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 2, "
     "max_groups_contributed = 1) drug, SUM(dose) FROM rx GROUP BY drug",
-    # BigQuery's per-group count bounds, accepted where they are the identity (hi >= k).
+    # BigQuery's per-group count bounds: each unit's count in a group clamped (ZetaSQL's),
+    # below k, raising the floor, and a count of units.
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6, "
     "max_groups_contributed = 4) grp, COUNT(*, contribution_bounds_per_group => (0, 6)), "
     "SUM(amount, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, COUNT(*, contribution_bounds_per_group => (0, 2)), "
+    "COUNT(qty, contribution_bounds_per_group => (1, 3)) FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "COUNT(*, contribution_bounds_per_group => (0, 1)) "
+    "FROM visits",
+    # review2: a floor above 0 (a unit whose counted rows are all NULL still adds lo), bounds
+    # below 0, a filter, an outer join's NULL-filled rows, thresholded keys, a unit_path table.
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, COUNT(*, contribution_bounds_per_group => (-5, 2)) "
+    "FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, COUNT(qty, contribution_bounds_per_group => (-5, -1)) "
+    "FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "COUNT(qty, contribution_bounds_per_group => (3, 4)) "
+    "FROM visits WHERE amount > 5",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) day, "
+    "COUNT(*, contribution_bounds_"
+    "per_group => (1, 3)) FROM visits GROUP BY day",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "p.sex, COUNT(v.qty, contribution_bounds_per_group => "
+    "(1, 3)) FROM people p LEFT JOIN visits v ON v.pid = p.pid GROUP BY p.sex",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "drug, COUNT(dose, contribution_bounds_per_group => (1, 2)) "
+    "FROM rx GROUP BY drug",
     # Per-group bounds on a sum where a unit contributes one row: its total is its row.
     "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 1) "
     "grp, "
@@ -262,6 +289,14 @@ def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
     # APPROX_QUANTILES(x, n): n + 1 quantiles sharing the epsilon (dpsql.query.quantile_lists).
     "SELECT grp, APPROX_QUANTILES(qty, 3)[OFFSET(1)], ARRAY_LENGTH(APPROX_QUANTILES(amount, 2)) "
     "FROM visits GROUP BY grp",
+    # report_format => 'JSON' (dpsql.execution.reports): post-processing of the same cells.
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, COUNT(*, report_format => 'JSON').result.value, "
+    "SUM(amount, contribution_bounds_per_group => (0, 10), report_format => 'JSON') "
+    "FROM visits GROUP BY grp",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, APPROX_QUANTILES(qty, 2, report_format => 'JSON'), "
+    "AVG(amount, report_format => 'JSON') FROM visits GROUP BY grp",
 ])
 def test_bigquery_forms(typed: Neighbourhood, sql: str) -> None:
     """BigQuery's forms: UNNEST([...]) AS x multiplies each unit's rows by the array's length
@@ -324,17 +359,13 @@ def test_parameters_bound_as_the_doors_bind_them(typed: Neighbourhood) -> None:
 def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighbourhood
                                                                     ) -> None:
     """A unit's variance in a group is not computed: per-group bounds on a VAR_POP where a
-    unit has several rows, on a count below k, or on a SUM beside a median (answered on
-    sampled rows, not on totals), are refused before anything runs (never answered with
-    per-row semantics)."""
-    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, "
-                "VAR_POP(amount, contribution_bounds_per_"
+    unit has several rows, or on a SUM beside a median (answered on sampled rows, not on
+    totals), are refused before anything runs (never answered with per-row semantics)."""
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                "grp, VAR_POP(amount, contribution_bounds_per_"
                 "group => (0, 10)) FROM visits GROUP BY grp",
-                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*, "
-                "contribution_bounds_per_group => "
-                "(0, 2)) FROM visits",
-                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, "
-                "MEDIAN(qty), SUM(amount, "
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                "grp, MEDIAN(qty), SUM(amount, "
                 "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp"):
         assert check_query(sql, typed).status == "refused"
 
@@ -781,3 +812,53 @@ def test_auto_bound_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(dpsql.pipeline, "unit_values", rows)
     verdict = assert_finds(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
     assert "choosing amount's upper bound" in verdict.report()
+
+
+@pytest.mark.parametrize("sql, delta", [
+    # UNNEST of a literal array: duplicates, two arrays, keyed and unkeyed joins, k x length
+    ("SELECT COUNT(*) FROM visits CROSS JOIN UNNEST([1, 1, 1]) AS x", 0.0),
+    ("SELECT SUM(x * amount) FROM visits CROSS JOIN UNNEST([-5, 1000]) AS x", 0.0),
+    ("SELECT x, SUM(qty) FROM visits JOIN UNNEST([1, 1, 2]) AS x ON x = visits.qty GROUP BY x",
+     0.0),
+    ("SELECT x, y, COUNT(*) FROM people CROSS JOIN UNNEST([1, 2]) AS x "
+     "CROSS JOIN UNNEST([1, 2, 3]) AS y GROUP BY x, y", 0.0),
+    ("SELECT city, COUNT(*) FROM people CROSS JOIN UNNEST([1, 2, 3]) AS x GROUP BY city", 1e-6),
+    ("SELECT drug, SUM(dose) FROM rx CROSS JOIN UNNEST([1, 2, 3]) AS x GROUP BY drug", 0.0),
+    ("SELECT MEDIAN(x), VAR_POP(x * qty) FROM visits CROSS JOIN UNNEST([1, 2, 3]) AS x", 0.0),
+    # over a released answer: its HAVING, LIMIT, thresholded keys, *
+    ("SELECT SUM(n) FROM (SELECT grp, COUNT(*) AS n FROM visits GROUP BY grp "
+     "HAVING COUNT(*) > 3) AS g", 0.0),
+    ("SELECT COUNT(*) FROM (SELECT grp, COUNT(*) AS n FROM visits GROUP BY grp "
+     "ORDER BY n DESC LIMIT 2) AS g", 0.0),
+    ("SELECT MAX(n) FROM (SELECT city, COUNT(*) AS n FROM people GROUP BY city) AS g", 1e-6),
+    ("SELECT * FROM (SELECT grp, AVG(amount) AS a FROM visits GROUP BY grp) AS g", 0.0),
+    # ZetaSQL's per-person AVG and per-group SUM on joins, LEFT JOINs, unit_path, NULL-heavy
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "p.sex, AVG(v.amount, contribution_bounds_per_group => "
+     "(0, 100)) FROM people p LEFT JOIN visits v ON v.pid = p.pid GROUP BY p.sex", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "drug, AVG(dose, contribution_bounds_per_group => "
+     "(1, 50)) FROM rx GROUP BY drug", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "grp, AVG(CASE WHEN amount > 50 THEN NULL ELSE qty END, "
+     "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "sex, AVG(income, contribution_bounds_per_group => "
+     "(-10, 1000)), SUM(income, contribution_bounds_per_group => (0, 1000)) FROM people "
+     "GROUP BY sex", 0.0),
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "x, SUM(amount, contribution_bounds_per_group => "
+     "(0, 100)) FROM visits CROSS JOIN UNNEST([1, 1, 2]) AS x GROUP BY x", 0.0),
+    # NaN read as NULL in every spelling of a filter
+    ("SELECT COUNT(*) FROM visits WHERE amount IS DISTINCT FROM 'NaN'::DOUBLE", 0.0),
+    ("SELECT COUNT(*) FROM visits WHERE CAST(amount AS VARCHAR) = 'nan'", 0.0),
+    ("SELECT COUNT(*) FROM visits WHERE NOT (amount < 1e308)", 0.0),
+    ("SELECT city, COUNT(*) FROM people GROUP BY city HAVING COUNT_IF(income IS NULL) < 2",
+     1e-6),
+])
+def test_issue_35_shapes(typed: Neighbourhood, sql: str, delta: float) -> None:
+    """The review of issue 35's paths (UNNEST of literal arrays, queries over a released
+    answer, ZetaSQL's per-person AVG and per-group SUM, NaN as NULL): no measurement moves by
+    more than its sensitivity on adversarial neighbours."""
+    verdict = assert_clean(typed, sql, delta=delta)
+    assert verdict.worst <= 1 + 1e-9, verdict.worst

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from sqlglot import exp
 
+import dpsql.execution.per_person
 import dpsql.execution.postprocess
 import dpsql.execution.rewrite
+import dpsql.query.dp_clause
 import dpsql.query.total_expressions
 from dpsql.privacy.aggregates import AVG, Cell
 from dpsql.query.total_expressions import Reader
@@ -96,3 +98,109 @@ MUTANTS: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], list[tuple[str, f
         ("SELECT age, COUNT(*) FROM people GROUP BY age ORDER BY COUNT(*) DESC LIMIT 2",
          0.0)]),
 }
+
+
+# ------------------------------------------- where bounds bite, and BigQuery's clause
+
+
+def k_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each unit's rows not capped at k (the per-unit and weights forms' k)."""
+    monkeypatch.setattr(dpsql.execution.rewrite, "row_cap", lambda table: 10**6)
+
+
+def groups_cap_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit keeps all its groups where the plan caps them at g'."""
+    monkeypatch.setattr(dpsql.execution.rewrite, "group_cap", lambda plan: None)
+
+
+def weights_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A weight's total counted per (unit, group): each group gets its own k rows."""
+    monkeypatch.setattr(dpsql.execution.rewrite, "weight_partition",
+                        lambda plan: [exp.column("__unit"), *(exp.column(k.name)
+                                                              for k in plan.keys)])
+
+
+def scaled_null_is_lower_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unit's scaled sum (k bites) over only NULL terms read as ``c * lo`` (GREATEST skips
+    the NULL): the class the oracle found, fixed in ``rewrite._scaled``."""
+    scaled = dpsql.execution.rewrite._scaled
+
+    def mutant(p: exp.Expression, kind: str, lo: int, hi: int) -> exp.Expression:
+        out = scaled(p, kind, lo, hi)
+        out.set("ifs", [i for i in out.args["ifs"] if not isinstance(i.this, exp.Is)])
+        return out
+
+    monkeypatch.setattr(dpsql.execution.rewrite, "_scaled", mutant)
+
+
+def per_group_null_person(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZetaSQL's per-group SUM with an all-NULL unit clamped up to the lower bound (issue 35's
+    first example: 22 where ZetaSQL gives 18)."""
+    term = dpsql.execution.per_person.term
+
+    def mutant(m: object, p: exp.Expression) -> exp.Expression:
+        out = term(m, p)  # type: ignore[arg-type]
+        if getattr(m, "person", "") == "" and isinstance(out, exp.Case):
+            return out.args["ifs"][0].args["true"]  # without the unit's presence test
+        return out
+
+    monkeypatch.setattr(dpsql.execution.per_person, "term", mutant)
+    monkeypatch.setattr(dpsql.execution.rewrite.per_person, "term", mutant)
+
+
+def avg_by_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """AVG inside the clause averaged over rows, not over each unit's average (issue 35's
+    second example: 1.375 where ZetaSQL gives 1.333)."""
+    lowered = dpsql.query.dp_clause.lowered
+
+    def mutant(tree: exp.Expr) -> tuple[exp.Expr, object]:
+        out, options = lowered(tree)
+        for node in list(out.find_all(exp.Anonymous)):
+            if node.name == dpsql.query.dp_clause.AVG_PER_GROUP and len(node.expressions) == 1:
+                node.replace(exp.Avg(this=node.expressions[0].copy()))
+        return out, options
+
+    monkeypatch.setattr(dpsql.query.dp_clause, "lowered", mutant)
+
+
+def per_row_null_is_lower(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``contribution_bounds_per_row`` reads a NULL row as the lower bound (issue 35's first
+    example: 2.0 for every NULL)."""
+    def mutant(arg: exp.Expr, lo: exp.Expr, hi: exp.Expr) -> exp.Expr:
+        return exp.Least(this=exp.Greatest(this=exp.Coalesce(this=arg, expressions=[
+            lo.copy()]), expressions=[lo.copy()]), expressions=[hi.copy()])
+
+    monkeypatch.setattr(dpsql.query.dp_clause, "row_clamp", mutant)
+
+
+_DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+MUTANTS.update({
+    "k_ignored": (k_ignored, [
+        ("SELECT COUNT(*) FROM visits", 0.0),
+        ("SELECT grp, COUNT(*) FROM visits GROUP BY grp", 0.0),
+        ("SELECT SUM(qty) FROM visits", 0.0)]),
+    "groups_cap_ignored": (groups_cap_ignored, [
+        ("SELECT grp, COUNT(DISTINCT pid) FROM visits GROUP BY grp", 0.0)]),
+    "weights_per_group": (weights_per_group, [
+        ("SELECT grp, COUNT(*) FROM visits GROUP BY grp", 0.0),
+        ("SELECT grp, SUM(qty) FROM visits GROUP BY grp", 0.0)]),
+    "scaled_null_is_lower_bound": (scaled_null_is_lower_bound, [
+        ("SELECT AVG(amount) FROM visits", 0.0),
+        ("SELECT SUM(amount - 50) FROM visits", 0.0),
+        ("SELECT AVG(p.income) FROM visits v JOIN people p ON v.pid = p.pid", 0.0)]),
+    "per_group_null_person": (per_group_null_person, [
+        (_DP + "grp, SUM(amount, contribution_bounds_per_group => (2, 3)) FROM visits "
+         "GROUP BY grp", 0.0),
+        (_DP + "SUM(income, contribution_bounds_per_group => (5, 9)) FROM people", 0.0)]),
+    "avg_by_rows": (avg_by_rows, [
+        (_DP + "grp, AVG(amount) FROM visits GROUP BY grp", 0.0),
+        (_DP + "AVG(qty) FROM visits", 0.0)]),
+    "per_row_null_is_lower": (per_row_null_is_lower, [
+        (_DP + "SUM(amount, contribution_bounds_per_row => (2, 3)) FROM visits", 0.0),
+        (_DP + "grp, SUM(income, contribution_bounds_per_row => (2, 3)) FROM people p JOIN "
+         "visits v ON v.pid = p.pid GROUP BY grp", 0.0)]),
+})
+
+#: The mutants whose probes need a world where k and g bite (oracle_world's bounds_bite).
+BOUNDS_BITE = {"k_ignored", "groups_cap_ignored", "weights_per_group",
+               "scaled_null_is_lower_bound"}

@@ -27,11 +27,12 @@ from dpsql.audit.oracle import (
 )
 from dpsql.audit.oracle_worlds import oracle_world
 from dpsql.privacy import samplers
-from tests.oracle.semantic_mutants import MUTANTS
+from tests.oracle.semantic_mutants import BOUNDS_BITE, MUTANTS
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 3000 if SLOW else 260
 N_SHAPES = 1500 if SLOW else 100
+N_BITE = 1500 if SLOW else 150
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,24 @@ def test_generated_clamp_bites(clamping: Oracle, neighbour_seed: int) -> None:
     assert summary.count("agrees") >= 0.5 * len(queries)
 
 
+@pytest.fixture(scope="module")
+def biting(neighbour_seed: int) -> Iterator[Oracle]:
+    """A world where every third unit has more than k rows in more than g groups."""
+    o = Oracle(oracle_world(metadata(), seed=neighbour_seed + 2, bounds_bite=True))
+    yield o
+    o.close()
+
+
+def test_generated_bounds_bite(biting: Oracle, neighbour_seed: int) -> None:
+    """The generator's queries where k and g bite: each cell within the bounding's slack of
+    its expected share, the totals the bounding keeps exact exact (dpsql.audit.oracle_bounds);
+    what one draw of the bounding decides (HAVING, ORDER BY, thresholds) is not compared."""
+    queries = accepted_forms(generate(N_BITE, neighbour_seed + 2))
+    summary = check_all(biting, queries)
+    assert_all_explained(summary, neighbour_seed, "duckdb, bounds bite")
+    assert summary.count("agrees") >= 0.5 * len(queries)
+
+
 def test_shapes(oracle: Oracle, neighbour_seed: int) -> None:
     """The second generator's shapes (FILTER, COUNT_IF, risky row functions, HAVING, ORDER BY
     with LIMIT, DISTINCT, free answers) agree too; its series limits (two releases) are not
@@ -116,7 +135,8 @@ def test_mutant_caught(monkeypatch: pytest.MonkeyPatch, neighbour_seed: int,
                        name: str) -> None:
     """With the mutant in place the oracle reports a disagreement (not a known class)."""
     patch, probes = MUTANTS[name]
-    clean = Oracle(oracle_world(metadata(), seed=neighbour_seed))
+    bite = name in BOUNDS_BITE
+    clean = Oracle(oracle_world(metadata(), seed=neighbour_seed, bounds_bite=bite))
     try:
         for sql, delta in probes:
             verdict = clean.check(sql, delta)
@@ -124,7 +144,7 @@ def test_mutant_caught(monkeypatch: pytest.MonkeyPatch, neighbour_seed: int,
     finally:
         clean.close()
     patch(monkeypatch)
-    mutated = Oracle(oracle_world(metadata(), seed=neighbour_seed))
+    mutated = Oracle(oracle_world(metadata(), seed=neighbour_seed, bounds_bite=bite))
     try:
         statuses = [mutated.check(sql, delta).status for sql, delta in probes]
     finally:

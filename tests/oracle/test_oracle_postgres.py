@@ -20,6 +20,7 @@ pytestmark = pytest.mark.pg
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 1500 if SLOW else 130
+N_BITE = 600 if SLOW else 60
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +53,18 @@ def test_mutant_probes_agree(oracle: Oracle) -> None:
         for sql, delta in probes:
             verdict = oracle.check(sql, delta)
             assert verdict.status in ("agrees", "approximate"), verdict.report()
+
+
+def test_generated_bounds_bite(pg_cluster: Cluster, neighbour_seed: int) -> None:
+    """Where k and g bite (dpsql.audit.oracle_bounds), on PostgreSQL's bounding SQL."""
+    url = pg_cluster.database("oracle_bite").url()
+    worlds = oracle_world(metadata(), seed=neighbour_seed + 2, bounds_bite=True)
+    to_postgres(worlds.world, url)
+    biting = Oracle(worlds, engine_url=url)
+    try:
+        queries = accepted_forms(generate(N_BITE, neighbour_seed + 2))
+        summary = check_all(biting, queries)
+    finally:
+        biting.close()
+    assert_all_explained(summary, neighbour_seed, "postgres, bounds bite")
+    assert summary.count("agrees") >= 0.5 * len(queries)

@@ -9,6 +9,7 @@ The data is the attack suite's (tests/privacy/test_attacks.py): 40 ordinary peop
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 import dpsql
 from dpsql.audit import audit as A
-from dpsql.errors import Error
+from dpsql.errors import Error, UnsupportedQuery
 from tests.privacy.test_attacks import BASE, COLUMNS, GUARD, META, VICTIM
 
 
@@ -199,3 +200,50 @@ def test_integer_division_of_an_unbounded_column_is_a_refusal_not_a_crash(
     from dpsql.errors import QueryRefused
     with pytest.raises(QueryRefused):
         victim_dbs.d.query(sql, epsilon=1.0, delta=1e-6)
+
+
+# --------------------------------------------------------------------------- issue 35 review
+#: A query over a private aggregate's answer (dpsql/query/over_released.py) with ``*``: its
+#: output was planned as one column named ``*``, so the answer -- computed, and charged on a
+#: metered database -- failed to fit it (a bare ValueError after the charge). ``*`` is now
+#: the released columns; ``* EXCLUDE (...)`` is refused before anything runs.
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM (SELECT city, COUNT(*) AS n FROM people GROUP BY city) WHERE n > -100",
+    "SELECT g.*, n * 2 AS twice FROM (SELECT city, COUNT(*) AS n FROM people GROUP BY city) g",
+])
+def test_star_over_a_released_answer_is_its_columns(victim_dbs: SimpleNamespace,
+                                                    sql: str) -> None:
+    result = victim_dbs.d.query(sql, epsilon=1.0)
+    names = [c.name for c in result.columns]
+    assert names[:2] == ["city", "n"] and all(len(row) == len(names) for row in result.rows)
+    assert {row[0] for row in result.rows} <= {"Ames", "Bend", "Cody"}
+
+
+def test_star_exclude_over_a_released_answer_is_refused(victim_dbs: SimpleNamespace) -> None:
+    with pytest.raises(UnsupportedQuery, match="EXCLUDE"):
+        victim_dbs.d.query("SELECT * EXCLUDE (n) FROM (SELECT city, COUNT(*) AS n FROM people "
+                           "GROUP BY city)", epsilon=1.0)
+
+
+#: report_format => 'JSON' inside a query over the answer: the report's column was the inner
+#: query's, the answer's columns the outer query's; checked against the inner and applied to
+#: the outer's answer after the charge, it failed with an IndexError (or reported another
+#: column), on every later ask too. The report is now a value of the tree (main's z35b): it
+#: follows its column wherever the outer query puts it, charged once.
+def test_a_report_inside_a_query_over_the_answer_follows_its_column(tmp_path: Path) -> None:
+    d, _, metadata = _pair(tmp_path)
+    text = metadata.read_text() + (f'\n[budget]\nledger = "{tmp_path / "own.sqlite"}"\n'
+                                   '\n[analysts.ann]\nepsilon = 10.0\n')
+    metadata.write_text(text)
+    inner = ("(SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+             "city, COUNT(*, report_format => 'JSON') AS n "
+             "FROM people GROUP BY city)")
+    with dpsql.Database(d, metadata, analyst="ann") as db:
+        for sql, at in ((f"SELECT n FROM {inner}", 0), (f"SELECT city, n FROM {inner}", 1),
+                        (f"SELECT n, city FROM {inner}", 0)):
+            result = db.query(sql, epsilon=1.0)
+            assert result.columns[at].type == "JSON", sql
+            assert all(json.loads(row[at])["result"]["noise_confidence_interval"]
+                       for row in result.rows)
+        status = db.budget()
+        assert status is not None and status.spent.epsilon == 3.0  # three queries, one each

@@ -119,8 +119,8 @@ def test_set_parsing_and_privacy_settings() -> None:
         with pytest.raises(st.SettingError) as e:
             st.normalise("dpsql.epsilon", bad, {})
         assert e.value.sqlstate == "22023"
-    with pytest.raises(st.SettingError):
-        st.normalise("dpsql.delta", "0.9", {})
+    with pytest.raises(st.SettingError):  # not a probability; the owner's limit is checked
+        st.normalise("dpsql.delta", "1.5", {})  # at SET (below), with the owner's values
     with pytest.raises(st.SettingError) as e:
         st.normalise("dpsql.epsilom", "1", {})
     assert e.value.sqlstate == "42704"
@@ -340,6 +340,9 @@ def test_private_answers_simple_extended_prepared_and_binary(served) -> None:
         assert {r[0] for r in rows} == {True, False}
         assert all(isinstance(r[1], int) and isinstance(r[2], float) for r in rows)
     with connect(served, autocommit=True) as conn:
+        for beyond in ("SET dpsql.delta = 0.9", "SET dpsql.epsilon = 1000"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="max_query"):
+                conn.execute(beyond)  # beyond the owner's per-query limits (0.1 and 100)
         conn.execute("SET dpsql.delta = 1e-6")
         rows = conn.cursor(binary=True).execute(
             "SELECT signup_date, COUNT(*) FROM people GROUP BY signup_date").fetchall()
@@ -533,6 +536,27 @@ def test_set_dpsql_retention_sends_a_charged_estimate_as_a_notice(served) -> Non
             conn.execute("SET dpsql.retention = -1")
 
 
+def test_caveats_are_notices_and_set_dpsql_caveats_off_stops_them(served) -> None:
+    """Daily counts at epsilon 0.05: a NOTICE says the noise exceeds the values; SET
+    dpsql.caveats = off stops it (the same answer, stored, without it); a bad value is 22023."""
+    daily = ("SELECT day, COUNT(*) AS n FROM visits WHERE day < DATE '2025-01-15' "
+             "GROUP BY day")
+    notices: list[str] = []
+    with connect(served, autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET dpsql.epsilon = 0.05")
+        assert len(conn.execute(daily).fetchall()) == 14
+        assert any(n.startswith("The noise exceeds the value in ") for n in notices), notices
+        conn.execute("SET dpsql.caveats = off")
+        assert conn.execute("SHOW dpsql.caveats").fetchone() == ("off",)
+        seen = len(notices)
+        assert len(conn.execute(daily).fetchall()) == 14
+        assert not any("noise exceeds" in n for n in notices[seen:])
+        assert any(n.startswith("Contribution bounds") for n in notices[seen:])  # still there
+        with pytest.raises(pg_errors.InvalidParameterValue):
+            conn.execute("SET dpsql.caveats = maybe")
+
+
 def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
     """A BigQuery DP query over the wire: OPTIONS, privacy_unit_column, per-row bounds and a
     per-group COUNT bound that changes nothing; a per-group SUM bound is answered on each
@@ -572,6 +596,32 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
                          "COUNT(*, report_format => 'PROTO') "
                          "FROM visits")
         assert spent(served) == pytest.approx(before + 0.75)
+        # a report read by field access and BigQuery's JSON functions: json and float8
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25, delta = 0) "
+                           "COUNT(*, report_format => 'JSON').result.noise_confidence_interval "
+                           "AS ci, "
+                           "DOUBLE(COUNT(*, report_format => 'JSON').result.value) AS v "
+                           "FROM visits")
+        assert cur.description is not None
+        assert [c.type_code for c in cur.description] == [114, 701]
+        [(ci, value)] = cur.fetchall()
+        assert set(ci) == {"confidence_level", "lower_bound", "upper_bound"}
+        assert ci["upper_bound"] > 0 and isinstance(value, float)
+        assert spent(served) == pytest.approx(before + 1.0)
+        # APPROX_QUANTILES' report as BigQuery users read it: a json[] column of the quantiles
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25, delta = 0) "
+                           "JSON_QUERY_ARRAY(APPROX_QUANTILES(amount, 2, contribution_bounds_"
+                           "per_row => (0, 100), report_format => 'JSON').result) AS q "
+                           "FROM visits")
+        assert cur.description is not None and cur.description[0].type_code == 199
+        [(quantiles,)] = cur.fetchall()
+        assert len(quantiles) == 3 and all(
+            q["noise_confidence_interval"]["upper_bound"] == 100 for q in quantiles)
+        assert spent(served) == pytest.approx(before + 1.25)
+        with pytest.raises(pg_errors.FeatureNotSupported, match="not an expression"):
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                         "DPSQL_REPORT(COUNT(*) + 1) FROM visits")
+        assert spent(served) == pytest.approx(before + 1.25)
 
 
 def test_a_union_of_private_queries_and_a_private_subquery_over_the_wire(served) -> None:
@@ -775,7 +825,7 @@ def test_explain_shows_the_plan_and_costs_nothing(served) -> None:
     before = spent(served)
     with connect(served, autocommit=True) as conn:
         lines = [r[0] for r in conn.execute("EXPLAIN SELECT AVG(amount) FROM visits")]
-    assert lines[0] == "Rewritten SQL:" and any("Privacy cost" in line for line in lines)
+    assert lines[0].startswith("Privacy cost") and "Rewritten SQL:" in lines  # the SQL last
     assert spent(served) == before
 
 

@@ -74,6 +74,19 @@ def test_psql_private_answers_settings_and_refusals(served) -> None:
     assert "Rewritten SQL:" in out.stdout
 
 
+def test_psql_shows_the_caveats_and_set_dpsql_caveats_off_hides_them(served) -> None:
+    """Daily counts at epsilon 0.05: psql prints the NOTICE that the noise exceeds the values;
+    after SET dpsql.caveats = off the same (stored) answer comes without it."""
+    daily = ("SELECT day, COUNT(*) AS n FROM visits WHERE day < DATE '2025-01-08' "
+             "GROUP BY day ORDER BY day")
+    out = psql(served, "SET dpsql.epsilon = 0.05", daily)
+    assert out.returncode == 0 and "(7 rows)" in out.stdout
+    assert "NOTICE:  The noise exceeds the value in " in out.stderr
+    quiet = psql(served, "SET dpsql.epsilon = 0.05", "SET dpsql.caveats = off", daily)
+    assert quiet.returncode == 0 and "(7 rows)" in quiet.stdout
+    assert "noise exceeds" not in quiet.stderr and "NOTICE:  Contribution bounds" in quiet.stderr
+
+
 def test_psql_fetch_count_reads_through_a_cursor_charged_once(served) -> None:
     """psql's FETCH_COUNT wraps the query in BEGIN; DECLARE ... NO SCROLL CURSOR; FETCH."""
     before = served.db.budget("alice").spent.epsilon

@@ -249,7 +249,7 @@ def test_explain_is_the_command_lines(server: Server) -> None:
     sql = "SELECT category, COUNT(*), AVG(amount) FROM visits GROUP BY category"
     out, _ = run(query("EXPLAIN " + sql))
     rows = [body[6:].decode() for k, body in out if k == b"D"]
-    assert rows == render(server.db.explain(sql, 1.0, 0.0, "laplace"))
+    assert rows == render(server.db.explain(sql, 1.0, 0.0, "laplace"), sql=True)
     assert any(line.startswith("cell ") and "sensitivity" in line for line in rows)
 
 

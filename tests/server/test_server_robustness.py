@@ -17,7 +17,7 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,67 +28,11 @@ import pytest
 import tomli_w
 
 import dpsql
-from dpsql.engines import DuckDBEngine
-from dpsql.errors import EngineError
 from dpsql.server import ServerConfig, serve_in_thread
+from tests.support.blocking import BLOCK_LIMIT, BlockingEngine
 from tests.support.sandbox import RawClient, ServerClosed, error_fields, message, sandbox
 
-#: How long a blocked query waits for its interrupt: a server that never interrupts fails the
-#: test after this, instead of hanging it.
-BLOCK_LIMIT = 60.0
 TIMEOUT = 0.3  # the owner's statement timeout of the third server, in seconds
-
-
-class _InterruptibleCursor:
-    """The cursor the server attaches to a running statement (``engine.cursor``): its
-    ``interrupt()`` releases the query that :class:`BlockingEngine` holds, and DuckDB's."""
-
-    def __init__(self, cursor: duckdb.DuckDBPyConnection, gate: threading.Event) -> None:
-        self._cursor, self._gate = cursor, gate
-
-    def interrupt(self) -> None:
-        self._gate.set()
-        self._cursor.interrupt()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cursor, name)
-
-
-class BlockingEngine(DuckDBEngine):
-    """A DuckDB engine whose private queries never finish on their own: ``execute`` waits
-    until the cursor the server attached is interrupted (by a cancel request or the statement
-    timeout), then fails as an interrupted DuckDB query does."""
-
-    def __init__(self, path: Path) -> None:
-        self._gates = threading.local()  # per worker thread, as DuckDB cursors are
-        self.blocked = threading.Event()  # a query is waiting for its interrupt
-        self.released = threading.Event()  # ...and an interrupt released it
-        super().__init__(path)
-
-    def reset(self) -> None:
-        self.blocked.clear()
-        self.released.clear()
-
-    def _gate(self) -> threading.Event:
-        gate = getattr(self._gates, "event", None)
-        if gate is None:
-            gate = self._gates.event = threading.Event()
-        return gate
-
-    def cursor(self) -> Any:
-        return _InterruptibleCursor(super().cursor(), self._gate())
-
-    def execute(self, sql: str, parameters: Sequence[object] = ()
-                ) -> tuple[list[str], list[tuple[object, ...]]]:
-        gate = self._gate()
-        self.blocked.set()
-        released = gate.wait(BLOCK_LIMIT)
-        self._gates.event = None  # the next query on this thread waits again
-        if not released:
-            raise EngineError("the test engine was never interrupted")
-        self.released.set()
-        raise EngineError("the engine failed on the rewritten query: INTERRUPT Error",
-                          interrupted=True)
 
 
 @pytest.fixture(scope="module")

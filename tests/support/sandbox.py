@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import tomli_w
 
 from dpsql.database import Database, sample_paths
-from dpsql.ledger.files import LEDGER_ENV
+from dpsql.ledger.opening import LEDGER_ENV
 from dpsql.server.auth import set_password
 from dpsql.server.config import ServerConfig
 from dpsql.server.server import serve_in_thread

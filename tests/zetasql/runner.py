@@ -103,8 +103,11 @@ def parse(text: str) -> tuple[list[Table], list[Case]]:
     tables: list[Table] = []
     cases: list[Case] = []
     for block in blocks(text):
-        options = [line.strip() for line in block if line.startswith("[")]
-        body = [line for line in block if not line.startswith("[")]
+        # option lines come before "--"; after it a line may start with "[" (an expected
+        # ARRAY whose type is printed on lines of its own)
+        dashes = block.index("--")
+        options = [line.strip() for line in block[:dashes] if line.startswith("[")]
+        body = [line for line in block[:dashes] if not line.startswith("[")] + block[dashes:]
         split = body.index("--")
         sql = "\n".join(body[:split]).strip()
         expected = "\n".join(line for line in body[split + 1:]

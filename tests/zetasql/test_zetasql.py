@@ -20,10 +20,10 @@ from tests.zetasql.runner import (
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "zetasql.md"
 #: The pass rate of the cases that do not ask for PROTO that this branch reaches: it may only
 #: rise (raise it when more cases pass).
-FLOOR = 45 / 70
+FLOOR = 50 / 70
 #: The same in the second mode, the exact parts of a case on the raw database
 #: (tests/zetasql/runner.py, "Two modes"): it may only rise too.
-FLOOR_REFERENCE = 52 / 70
+FLOOR_REFERENCE = 57 / 70
 #: The aim of issue 35.
 AIM = 0.90
 

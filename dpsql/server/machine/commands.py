@@ -12,6 +12,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
+from dpsql.errors import InvalidPrivacyParameter
 from dpsql.server.machine import cursors
 from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Statement, StatementKind
@@ -116,6 +117,7 @@ def apply_setting(m: Machine, name: str, value: str | None) -> bytes | None:
         value = default
     else:
         value = st.normalise(name, value, m.settings)
+        _within_owner_limits(m, name, value)
     changed = m.settings.get(name) != value
     m.settings[name] = value
     if name == "datestyle":
@@ -123,6 +125,22 @@ def apply_setting(m: Machine, name: str, value: str | None) -> bytes | None:
     if changed and name in st.CANONICAL:
         return p.parameter_status(st.CANONICAL[name], value)
     return None
+
+
+def _within_owner_limits(m: Machine, name: str, value: str) -> None:
+    """A session epsilon or delta beyond the owner's per-query limits is refused at SET, where
+    the analyst typed it, not at each later query (the planner checks them again there)."""
+    if name not in ("dpsql.epsilon", "dpsql.delta"):
+        return
+    epsilon, delta, mechanism = m.privacy()
+    if name == "dpsql.epsilon":
+        epsilon = float(value)
+    else:
+        delta = float(value)
+    try:
+        m.server.db.check_parameters(epsilon, delta, mechanism)
+    except InvalidPrivacyParameter as e:
+        raise st.SettingError(str(e), e.sqlstate) from None
 
 
 async def do_set(m: Machine, statement: Statement) -> Outcome:

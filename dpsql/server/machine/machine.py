@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlglot.errors import SqlglotError
 
 from dpsql import errors
-from dpsql.execution.reports import report_types
+from dpsql.execution.watch import Watch, watching
 from dpsql.explain import render
-from dpsql.metadata.contribution import ContributionBounds
 from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.machine import commands, cursors
@@ -35,6 +34,7 @@ from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Statement, StatementKind
 from dpsql.server.machine.describe import describe
 from dpsql.server.machine.outcome import (
+    CANCELLED,
     Outcome,
     PgError,
     Portal,
@@ -346,7 +346,7 @@ class Machine:
             def plan_columns() -> list[tuple[str, str]]:
                 plan = self.server.db.plan(statement.engine_sql, epsilon, delta, mechanism,
                                            parameters=values or None)
-                return report_types(describe(plan), statement.engine_sql)
+                return describe(plan)
 
             try:
                 columns = await self.blocking(plan_columns)
@@ -438,16 +438,6 @@ class Machine:
 
     # --- executing one statement
 
-    def bounds(self) -> ContributionBounds | None:
-        """The session's contribution bounds (SET dpsql.max_rows / dpsql.max_groups)."""
-        default = st.DEFAULT_BOUND
-        rows, groups = (self.settings.get(f"dpsql.{n}", default) for n in ("max_rows",
-                                                                            "max_groups"))
-        if rows == default and groups == default:
-            return None
-        return ContributionBounds(None if rows == default else int(rows),
-                                  None if groups == default else int(groups))
-
     def privacy(self) -> tuple[float, float, str]:
         return (float(self.settings["dpsql.epsilon"]), float(self.settings["dpsql.delta"]),
                 self.settings["dpsql.mechanism"])
@@ -486,28 +476,37 @@ class Machine:
         owner's limit) and its outcome is stored for reuse as usual. Interrupting it would make
         whether an answer was stored -- seen by asking again -- tell whether the engine was
         still running when the cancel came, finer than the answer time on the owner's grid.
+        A query cancelled before its charge (still waiting for a worker thread, or planning)
+        is never charged nor run (:mod:`dpsql.execution.watch`); the error says which.
         """
         epsilon, delta, mechanism = privacy
         release: list[float] = []
-        bounds = self.bounds()
+        bounds = st.session_bounds(self.settings)
+        watch = Watch(interrupts=False)  # a cancel before the charge: never charged nor run
 
         def answer() -> Any:
             try:
-                return self.server.run_query(statement.engine_sql, epsilon, delta, mechanism,
-                                             params or None, self.user, release,
-                                             bounds, st.retention(self.settings))
+                with watching(watch):
+                    return self.server.run_query(statement.engine_sql, epsilon, delta,
+                                                 mechanism, params or None, self.user,
+                                                 release, bounds, st.retention(self.settings),
+                                                 caveats=st.caveats(self.settings))
             except errors.Error as e:  # released on the grid too, as an answer is
                 return e
 
-        result = await self.blocking(answer, timed=False)
+        try:
+            result = await self.blocking(answer, timed=False)
+        except PgError as e:  # cancelled: say what it cost (final once cancel() returns)
+            watch.cancel()
+            raise PgError(e.sqlstate, f"{CANCELLED}; {watch.error().charge_words()}") from None
         if release:  # the library's time grid, waited for here without holding a thread
             await asyncio.sleep(max(0.0, max(release) - time.monotonic()))
         if isinstance(result, errors.Error):
             raise from_dpsql(result, statement)
-        columns = [(c.name, c.type) for c in result.columns]
-        fields = fields_of(columns, statement.names)
-        # The bias of bounding and clamping, which the noise's accuracy does not cover, as
-        # psql and drivers show a NOTICE (dpsql.bias; public: the bounds in force).
+        fields = fields_of([(c.name, c.type) for c in result.columns], statement.names)
+        # The bias of bounding and clamping, which the noise's accuracy does not cover, and
+        # the caveats (dpsql.execution.caveats), as psql and drivers show a NOTICE (dpsql.bias;
+        # public: the bounds in force; the caveats are post-processing).
         notices = [p.notice_response("00000", note, "NOTICE") for note in result.notes]
         return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}", notices)
 
@@ -518,13 +517,14 @@ class Machine:
 
         def explain() -> Any:
             return self.server.db.explain(statement.engine_sql, epsilon, delta, mechanism,
-                                          parameters=params or None, bounds=self.bounds())
+                                          parameters=params or None,
+                                          bounds=st.session_bounds(self.settings))
 
         try:
             e = await self.blocking(explain)
         except errors.Error as err:
             raise from_dpsql(err, statement) from None
-        lines = render(e)
+        lines = render(e, sql=True)  # a client of the wire: everything, the SQL too
         return Outcome([p.Field("QUERY PLAN", t.TEXT)], [(line,) for line in lines], "EXPLAIN")
 
     async def run_catalog(self, statement: Statement, params: Sequence[object],

@@ -16,6 +16,10 @@ from dpsql.server.wire import types as t
 owner_log = logging.getLogger("dpsql.owner")
 
 
+#: The start of a cancelled statement's message (PostgreSQL's words), what it cost after it.
+CANCELLED = "canceling statement due to user request"
+
+
 class PgError(Exception):
     """An error to send to the client as an ErrorResponse."""
 

@@ -6,7 +6,9 @@ parameters of each following query of the session; checked with the library's ow
 DEFAULT: the metadata's; the owner's caps are checked when a query runs,
 :mod:`dpsql.metadata.contribution`), ``dpsql.retention`` (OFF, or an epsilon at which each
 following query also estimates, charged, the share of a unit's rows its bounds keep, sent as a
-NOTICE: :mod:`dpsql.execution.kept`), and the read-only ``dpsql.analyst``. Other names are
+NOTICE: :mod:`dpsql.execution.kept`), ``dpsql.caveats`` (ON, the default, or OFF: whether an
+answer sends the NOTICEs that say when it is not worth reading, :mod:`dpsql.execution.caveats`),
+and the read-only ``dpsql.analyst``. Other names are
 stored and shown back, so that clients that set ``extra_float_digits``, ``application_name``,
 ``search_path``... work; only the ones that change what is sent are interpreted
 (``client_encoding`` must be UTF8, ``DateStyle`` must start with ISO, ``statement_timeout``).
@@ -18,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from dpsql.errors import InvalidPrivacyParameter
+from dpsql.metadata.contribution import ContributionBounds
 from dpsql.privacy.mechanisms import WELL_FORMED, validate_privacy_parameters
 
 SERVER_VERSION = "16.4"
@@ -34,7 +37,8 @@ READ_ONLY = {"server_version", "server_version_num", "server_encoding", "integer
              "block_size", "lc_collate", "lc_ctype", "dpsql.analyst", "dpsql.version",
              "scram_iterations", "max_index_keys", "standard_conforming_strings"}
 DPSQL = ("dpsql.epsilon", "dpsql.delta", "dpsql.mechanism", "dpsql.analyst", "dpsql.version",
-         "dpsql.budget", "dpsql.max_rows", "dpsql.max_groups", "dpsql.retention")
+         "dpsql.budget", "dpsql.max_rows", "dpsql.max_groups", "dpsql.retention",
+         "dpsql.caveats")
 #: dpsql.max_rows and dpsql.max_groups when the session has not set them: the metadata's.
 DEFAULT_BOUND = "default"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?")
@@ -65,7 +69,7 @@ def defaults(user: str, epsilon: float, delta: float, mechanism: str,
         "dpsql.epsilon": _number(epsilon), "dpsql.delta": _number(delta),
         "dpsql.mechanism": mechanism, "dpsql.analyst": user, "dpsql.version": version,
         "dpsql.max_rows": DEFAULT_BOUND, "dpsql.max_groups": DEFAULT_BOUND,
-        "dpsql.retention": "off",
+        "dpsql.retention": "off", "dpsql.caveats": "on",
     }
 
 
@@ -73,6 +77,11 @@ def retention(settings: dict[str, str]) -> float | None:
     """The session's retention epsilon (SET dpsql.retention); None: off."""
     value = settings.get("dpsql.retention", "off")
     return None if value == "off" else float(value)
+
+
+def caveats(settings: dict[str, str]) -> bool:
+    """Whether the session's answers carry their caveats (SET dpsql.caveats)."""
+    return settings.get("dpsql.caveats", "on") != "off"
 
 
 def _number(value: float) -> str:
@@ -181,7 +190,7 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
     if name.startswith("dpsql.") and name not in DPSQL:
         raise SettingError(f"unrecognized configuration parameter \"{name}\"; dpsql's are "
                            "dpsql.epsilon, dpsql.delta, dpsql.mechanism, dpsql.max_rows, "
-                           "dpsql.max_groups and dpsql.retention", "42704")
+                           "dpsql.max_groups, dpsql.retention and dpsql.caveats", "42704")
     if name == "dpsql.budget":
         raise SettingError("dpsql.ledger.budget is read-only: SHOW dpsql.budget", "55P02")
     if name == "client_encoding":
@@ -209,6 +218,11 @@ def normalise(name: str, value: str, current: dict[str, str]) -> str:
         if not -15 <= digits <= 3:
             raise SettingError("extra_float_digits must be between -15 and 3", "22023")
         return str(digits)
+    if name == "dpsql.caveats":
+        flag = value.strip().lower()
+        if flag not in ("on", "off", "true", "false", "1", "0"):
+            raise SettingError(f"dpsql.caveats must be ON or OFF, not {value!r}", "22023")
+        return "on" if flag in ("on", "true", "1") else "off"
     if name == "dpsql.retention" and value.strip().lower() in ("off", "false", "0", ""):
         return "off"
     if name in ("dpsql.epsilon", "dpsql.delta", "dpsql.retention"):
@@ -252,3 +266,12 @@ def parse_duration_ms(value: str) -> int:
         raise SettingError(f"invalid value for a duration: \"{value}\" (use e.g. 5000, '5s', "
                            "'100ms')", "22023")
     return int(float(m.group(1)) * _UNITS[m.group(2) or "ms"])
+
+
+def session_bounds(settings: dict[str, str]) -> ContributionBounds | None:
+    """The session's contribution bounds (SET dpsql.max_rows / dpsql.max_groups)."""
+    rows, groups = (settings.get(f"dpsql.{n}", DEFAULT_BOUND) for n in ("max_rows", "max_groups"))
+    if rows == DEFAULT_BOUND and groups == DEFAULT_BOUND:
+        return None
+    return ContributionBounds(None if rows == DEFAULT_BOUND else int(rows),
+                              None if groups == DEFAULT_BOUND else int(groups))

@@ -1,19 +1,43 @@
-"""The ledger file of a metadata: where it is, opening it, creating it (``dpsql budget init``).
+"""Which ledger, and who is charged: the ledger file the metadata declares (or
+``DPSQL_LEDGER``), opened or created, and the analyst asking (or ``DPSQL_ANALYST``).
 
-The ledger file is the metadata's ``[budget] ledger``, or ``DPSQL_LEDGER`` when set (a
-convenience for a trusted environment, as the rest of :mod:`dpsql.database`'s metering)."""
+Apart from :mod:`dpsql.database` so that ``dpsql budget`` opens the ledger without importing
+the query pipeline (sqlglot, DuckDB, numpy).
+"""
 
 from __future__ import annotations
 
+import getpass
 import os
 from pathlib import Path
 
-from dpsql.errors import LedgerError, MetadataError
-from dpsql.ledger.budget import Ledger
+from dpsql.errors import InterfaceError, LedgerError, MetadataError
+from dpsql.ledger.budget import Ledger, UnknownAnalyst
 from dpsql.ledger.identity import read_record, retire_record, unavailable
 from dpsql.metadata.metadata import Metadata
+from dpsql.metadata.owner_settings import EVERY_OTHER_ANALYST
 
+ANALYST_ENV = "DPSQL_ANALYST"
 LEDGER_ENV = "DPSQL_LEDGER"
+
+
+def resolve_analyst(*candidates: str | None) -> str:
+    """The first given name, else ``DPSQL_ANALYST``, else the operating-system user."""
+    name = next((c for c in candidates if c is not None), None)
+    if name is None:
+        name = os.environ.get(ANALYST_ENV) or None
+    if name is None:
+        try:
+            name = getpass.getuser()
+        except (OSError, KeyError, ImportError):
+            raise InterfaceError(f"cannot tell who is asking: pass analyst= or set "
+                                 f"{ANALYST_ENV}") from None
+    if not isinstance(name, str) or not name.strip():
+        raise InterfaceError(f"an analyst must be a non-empty name, got {name!r}")
+    if name == EVERY_OTHER_ANALYST:
+        raise UnknownAnalyst(f"{EVERY_OTHER_ANALYST!r} is not an analyst name; it stands for "
+                             "every analyst not listed in the metadata")
+    return name
 
 
 def ledger_path(metadata: Metadata) -> Path | None:

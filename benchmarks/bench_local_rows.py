@@ -1,0 +1,75 @@
+"""A local-rows preview against ``SELECT ... USING SAMPLE`` of the same size on raw DuckDB.
+
+    PYTHONPATH=. python benchmarks/bench_local_rows.py                 # 10M rows
+    PYTHONPATH=. python benchmarks/bench_local_rows.py --rows 1000000 --runs 5
+
+Generates a table of ``--rows`` visits (1 person in 10 rows, k = 5, one person with 300,000
+extra rows), and times, interleaved, the median of ``--runs``:
+
+* *dpsql*: ``SELECT * FROM visits`` on a table whose row count is not public (m =
+  ``sample_rows`` uniform draws, bounded and selected in the engine, randomized in Python,
+  the query run over them: :func:`dpsql.execution.local_rows.answer_local`), no ledger;
+* *raw*: ``SELECT * FROM visits USING SAMPLE m ROWS`` on the same DuckDB connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import duckdb
+import sqlglot
+
+from dpsql.engines import DuckDBEngine
+from dpsql.execution.local_rows import answer_local, local_read
+from dpsql.metadata.metadata import parse_metadata
+from dpsql.privacy.randomness import Randomness
+
+
+def _visits(m: int) -> dict[str, object]:
+    return {"privacy_unit": "pid", "max_rows_per_unit": 5,
+            "columns": {"pid": {"type": "int"},
+                        "kind": {"type": "text", "values": ["a", "b", "c"]},
+                        "amount": {"type": "int", "lower": 0, "upper": 1000}},
+            "local": {"epsilon": 1.0, "sample_rows": m,
+                      "columns": {"kind": "rr", "amount": "laplace"}}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with TemporaryDirectory() as tmp:
+        path = Path(tmp) / "visits.duckdb"
+        with duckdb.connect(str(path)) as con:
+            con.execute(f"CREATE TABLE visits AS SELECT i // 10 AS pid, "
+                        f"['a', 'b', 'c'][i % 3 + 1] AS kind, i % 1001 AS amount "
+                        f"FROM range({args.rows}) t(i)")
+            con.execute("INSERT INTO visits SELECT 7, 'b', 3 FROM range(300000)")
+        engine = DuckDBEngine(path)  # raw DuckDB: the same connection, without dpsql
+        print(f"{args.rows:,} rows (+300,000 of one person), median of {args.runs}")
+        print(f"{'rows released':>14} {'dpsql s':>9} {'raw s':>9} {'ratio':>7}")
+        for m in (10, 1000):
+            metadata = parse_metadata({"tables": {"visits": _visits(m)}})
+            read = local_read(sqlglot.parse_one("SELECT * FROM visits", dialect="duckdb"),
+                              metadata)
+            assert read is not None
+            ours, theirs = [], []
+            for _ in range(args.runs):
+                start = time.perf_counter()
+                answer_local(read, engine, Randomness())
+                ours.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                engine.execute(f"SELECT * FROM visits USING SAMPLE {m} ROWS")
+                theirs.append(time.perf_counter() - start)
+            a, b = statistics.median(ours), statistics.median(theirs)
+            print(f"{m:>14,} {a:>9.3f} {b:>9.3f} {a / b:>6.1f}x")
+        engine.close()
+
+
+if __name__ == "__main__":
+    main()
