@@ -88,7 +88,14 @@ from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
-from dpsql.routes import answer_from_stored_copy, answer_private, local_cost
+from dpsql.releases import (
+    Releases,
+    composite_of,
+    explain_releases,
+    prepare_releases,
+    releases_cost,
+)
+from dpsql.routes import answer_from_stored_copy, answer_private, engine_plans, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
 
 log = logging.getLogger(__name__)
@@ -98,12 +105,9 @@ _MEMO_SIZE = 1024
 DEFAULT_EPSILON = 1.0
 _DIALECT = "duckdb"
 #: A prepared query that reads private data: charged, its answer stored.
-Charged = Plan | TwoReleases | LocalRead
+Charged = Plan | TwoReleases | LocalRead | Releases
 #: A bound query: its normalised text, its answer-key text and its tree (never mutated).
 _Statement = tuple[str, str, exp.Expression]
-
-
-
 
 
 # --- the database -----------------------------------------------------------------------------
@@ -125,10 +129,10 @@ class Answer:
     retention_cost: Cost | None = None
 
 
-def check_retention(p: Prepared) -> None:
+def check_retention(p: Prepared | Releases) -> None:
     """Refuse a retention estimate (:mod:`dpsql.execution.kept`) for a query it does not apply
     to, before anything is charged."""
-    if isinstance(p, TwoReleases | LocalRead):
+    if isinstance(p, TwoReleases | LocalRead | Releases):
         raise UnsupportedQuery("a retention estimate is made for one aggregate query over "
                                "private rows, not for a series limit or local rows; ask "
                                "without it (or without the LIMIT over the series)")
@@ -203,14 +207,18 @@ class Database:
 
     def plan(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
              mechanism: str = "laplace", parameters: Parameters = None,
-             bounds: ContributionBounds | None = None) -> Prepared:
+             bounds: ContributionBounds | None = None) -> Prepared | Releases:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
         (:class:`~dpsql.execution.public.PublicRead`) or two private releases
         (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`. Without ``epsilon``:
         :meth:`query_epsilon`. ``bounds``: the query's contribution bounds (None: the
         metadata's; BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` wins,
-        :mod:`dpsql.query.dp_clause`)."""
+        :mod:`dpsql.query.dp_clause`). A composite query's (:mod:`dpsql.releases`)."""
+        composite = composite_of(sql, self.metadata)
+        if composite is not None:
+            return prepare_releases(composite, self.planner, self.query_epsilon() if epsilon
+                                    is None else epsilon, delta, mechanism, bounds, parameters)
         clause = resolve_query(sql, epsilon, delta, bounds)
         epsilon = clause.epsilon
         normalised, _, tree = self._texts(clause.sql, parameters)
@@ -299,6 +307,12 @@ class Database:
         started = time.monotonic()
         if retention is not None:  # refused whatever the query, before anything is charged
             validate_privacy_parameters(retention, 0.0, "laplace", self.metadata.limits)
+        composite = composite_of(sql, self.metadata)  # a UNION of private queries, ...
+        if composite is not None:
+            p = prepare_releases(composite, self.planner, self.query_epsilon(analyst) if epsilon
+                                 is None else epsilon, delta, mechanism, bounds, parameters)
+            return self._answer(p, sql, f"composite\0{sql}", analyst, bounds, timeout, started,
+                                release, retention)
         clause = resolve_query(sql, epsilon, delta, bounds)  # BigQuery's clause
         sql, epsilon, delta, bounds = clause.sql, clause.epsilon, clause.delta, clause.bounds
         if epsilon is None:
@@ -315,7 +329,7 @@ class Database:
                            answer.retention)
         return answer
 
-    def _answer(self, p: Prepared, normalised: str, key_text: str, analyst: str | None,
+    def _answer(self, p: Prepared | Releases, normalised: str, key_text: str, analyst: str | None,
                 bounds: ContributionBounds | None, timeout: float | None, started: float,
                 release: list[float] | None, retention: float | None) -> Answer:
         """:meth:`run` once the query is prepared."""
@@ -328,12 +342,13 @@ class Database:
             return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
         if isinstance(p, FreeAnswer):  # fixed by public information: no data read, free
             return Answer(answer_free(p, self.randomness), normalised, self._known(analyst), None)
-        parts = (p.inner, p.outer) if isinstance(p, TwoReleases) else \
-            () if isinstance(p, LocalRead) else (p,)
-        for part in parts:
+        for part in engine_plans(p):
             engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
         if retention is not None:
             check_retention(p)  # a refusal: before any charge
+        if isinstance(p, Releases) and not p.charged:  # every part free: nothing to charge
+            result = self._compute(p, normalised, None, None, timeout, started, release)
+            return Answer(result, normalised, self._known(analyst), None)
         answer = self._charged(p, normalised, key_text, analyst, bounds, timeout, started,
                                release)
         if retention is not None and isinstance(p, Plan):
@@ -367,6 +382,7 @@ class Database:
             if stored is not None:
                 return Answer(stored, normalised, who, None, reused=True)
         cost = release_cost(p, ledger.accounting) if isinstance(p, TwoReleases) else \
+            releases_cost(p, ledger.accounting) if isinstance(p, Releases) else \
             local_cost(p, ledger.accounting) if isinstance(p, LocalRead) else \
             query_cost(p, ledger.accounting)
         watch = current()  # a cancel before the charge: nothing charged (execution/watch.py)
@@ -584,7 +600,7 @@ class Database:
         except (ValueError, KeyError, TypeError, OperationalError) as e:
             log.warning("ignoring an unreadable stored answer: %s", e)
             return None
-        names = p.output_names if isinstance(p, TwoReleases | LocalRead) else \
+        names = p.output_names if isinstance(p, TwoReleases | LocalRead | Releases) else \
             p.query.output_names
         if len(names) != len(result.columns):
             return None
@@ -606,6 +622,8 @@ class Database:
                                delta=0.0, rows_per_unit=0, groups_per_unit=0)
         if isinstance(p, TwoReleases):
             return explain_two(p, self.engine)
+        if isinstance(p, Releases):
+            return explain_releases(p, self.engine)
         if isinstance(p, LocalRead):
             return Explanation(sql=p.sql, cells=[], key_release=p.describe(), epsilon=p.epsilon,
                                delta=0.0, rows_per_unit=p.table.rows_per_unit, groups_per_unit=1)

@@ -109,6 +109,12 @@ def bind_in_force(tree: exp.Select, metadata: Metadata, public: PublicRows | Non
             check_caps(declared, bounds)
     check_unit(bound.table, bounds)
     check_per_group(bound.table, bounds)
+    if bounds.groups_bound and bounds.max_groups is not None:
+        # BigQuery's g counts the query's groups: of the joined relation too (whose own g is
+        # the product over its tables), and always applied (aggregates.groups_cap)
+        table = bound.table
+        bound = replace(bound, table=replace(table, groups_bound=True, max_groups_per_unit=min(
+            table.max_groups_per_unit, bounds.max_groups)))
     return bound
 
 

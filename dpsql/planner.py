@@ -21,6 +21,8 @@ probe:
   :mod:`dpsql.privacy.local`, :func:`dpsql.routes.answer_from_stored_copy`);
 * :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
   limit): two private releases, one charge;
+* :class:`~dpsql.releases.Releases`: a UNION of private queries or a private scalar subquery
+  (:mod:`dpsql.query.composite`): each part prepared here as if sent alone, one charge;
 * :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
   :func:`dpsql.pipeline.prepare_plan`).
 
@@ -37,12 +39,12 @@ when a plan is answered. Refusals are not cached.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 from sqlglot import exp
 
 from dpsql.cache import LRU
-from dpsql.errors import QueryRefused, UnsupportedQuery
+from dpsql.errors import QueryRefused
 from dpsql.execution.free import FreeAnswer, empty_probe, probe, public_domain
 from dpsql.execution.local_rows import LocalRead, local_read
 from dpsql.execution.public import PublicRead, public_read
@@ -56,6 +58,13 @@ from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import REPORT, Resolved, resolve_query
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
+from dpsql.releases import (
+    Releases,
+    check_report_route,
+    composite_of,
+    prepare_releases,
+    refuse_report_route,
+)
 from dpsql.series import TwoReleases, splits_in_two, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
@@ -84,7 +93,7 @@ class Planner:
 
     def prepare_query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                       mechanism: str = "laplace", *, tree: exp.Expression | None = None,
-                      bounds: ContributionBounds | None = None) -> Prepared:
+                      bounds: ContributionBounds | None = None) -> Prepared | Releases:
         """The prepared query on its path (module docstring); every refusal happens here,
         nothing read or charged. ``tree``, when the caller has it, is ``sql`` parsed
         (:func:`dpsql.query.parse.parse_query`): it is then not parsed again, and never mutated.
@@ -93,6 +102,9 @@ class Planner:
         parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
         first, before it parses the text); a ``report_format`` report is refused on a path
         that is not one private release (:func:`check_report_route`)."""
+        composite = composite_of(sql, self.metadata)  # a UNION of private queries, ...
+        if composite is not None:
+            return prepare_releases(composite, self, epsilon, delta, mechanism, bounds)
         clause = resolve_query(sql, epsilon, delta, bounds)
         prepared = self._prepare_query(clause, sql, epsilon, mechanism, tree)
         check_report_route(prepared, clause.report)
@@ -183,7 +195,7 @@ class Planner:
             return public_read(parsed(), self.metadata)  # reads the tree, keeps its text
         except QueryRefused:
             if any(str(n.this).upper() == REPORT for n in parsed().find_all(exp.Anonymous)):
-                _refuse_report_route()  # its dry run fails on the report (a private query's)
+                refuse_report_route()  # its dry run fails on the report (a private query's)
             raise
 
     def prepare(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
@@ -200,17 +212,3 @@ class Planner:
             sql if tree is None else tree.copy(), self.metadata, self.public_store, epsilon,
             delta, mechanism, dialect, bounds))
         return result
-
-
-def check_report_route(p: Prepared, report: bool) -> None:
-    """Refuse ``report_format => 'JSON'`` in a query that is not one private release: a report
-    shows the noise of an aggregate's released value (:mod:`dpsql.execution.reports`); a free
-    answer (its columns only) passes."""
-    if report and not isinstance(p, Plan | FreeAnswer):
-        _refuse_report_route()
-
-
-def _refuse_report_route() -> NoReturn:
-    raise UnsupportedQuery("report_format => 'JSON' reports a noisy aggregate of one "
-                               "private query; this query is answered otherwise (public "
-                               "tables, local rows, two releases): remove report_format")

@@ -2,6 +2,7 @@
 :meth:`dpsql.planner.Planner.prepare_query`, the one place that chooses):
 
 * :class:`~dpsql.series.TwoReleases`: two private releases (a series limit);
+* :class:`~dpsql.releases.Releases`: a composite query's parts, the rows combined;
 * :class:`~dpsql.privacy.plan.Plan`: the private pipeline's answer (:func:`dpsql.pipeline.answer`);
 * :class:`~dpsql.execution.local_rows.LocalRead`: randomized rows (local DP), charged as
   :func:`local_cost` says, once per analyst and table where the ledger keeps answers
@@ -27,7 +28,9 @@ from dpsql.ledger.budget import Cost, Ledger
 from dpsql.ledger.spending import LedgerRead
 from dpsql.pipeline import answer
 from dpsql.planner import Planner, Prepared
+from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
+from dpsql.releases import Releases, answer_releases
 from dpsql.series import TwoReleases, answer_two
 
 log = logging.getLogger(__name__)
@@ -35,19 +38,30 @@ log = logging.getLogger(__name__)
 DrawCopy = Callable[[LocalRead, int, Result | None], Result]
 
 
-def answer_private(p: Prepared, engine: Engine, planner: Planner, rng: Randomness
+def answer_private(p: Prepared | Releases, engine: Engine, planner: Planner, rng: Randomness
                    ) -> Result:
     """Answer a prepared private query (one release or two) on ``engine`` with ``rng``'s
     randomness; no budget here. ``planner`` prepared it (the second release of two is planned
     with the released keys)."""
     if isinstance(p, TwoReleases):
         return answer_two(p, engine, planner, rng)
+    if isinstance(p, Releases):
+        return answer_releases(p, engine, planner, rng)
     if isinstance(p, LocalRead):
         return answer_local(p, engine, rng)
     if isinstance(p, PublicRead | FreeAnswer | LedgerRead):
         raise UnsupportedQuery("an exact answer from public information is answered by the "
                                "Database")
     return answer(p, engine, rng)
+
+
+def engine_plans(p: Plan | TwoReleases | LocalRead | Releases) -> tuple[Plan, ...]:
+    """The private plans that ``p`` runs on the engine (none for local rows, whose copy is
+    read otherwise): the database binds each before any charge."""
+    if isinstance(p, Releases):
+        return tuple(q for r in p.charged for q in engine_plans(r))
+    return (p.inner, p.outer) if isinstance(p, TwoReleases) else \
+        () if isinstance(p, LocalRead) else (p,)
 
 
 def local_cost(p: LocalRead, accounting: str) -> Cost:

@@ -33,8 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("privacy/",),  # the plan: sensitivities, key release, mechanisms, samplers, accounting
     ("execution/",),  # the plan run: rewrite, perturb, post-process, public reads, time limits
     ("ledger/",),  # budgets charged durably, stored answers
-    ("bias.py", "pipeline.py", "routes.py", "series.py", "planner.py", "explain.py", "skeleton.py",
-     "retention.py",
+    ("bias.py", "pipeline.py", "routes.py", "series.py", "releases.py", "planner.py",
+     "explain.py", "skeleton.py", "retention.py",
      "database.py"),
     ("audit/",),  # `dpsql audit`: the command line alone imports it
     ("server/wire/",),  # bytes <-> messages and values

@@ -276,10 +276,10 @@ def _query(gen: _Gen) -> tuple[str, float, float, str]:
     elif shape < 0.2 and len(aliases) == 1:  # and through a subquery in FROM
         a = aliases[0]
         sql = sql.replace(f"FROM {source}", f"FROM (SELECT * FROM {a.table}) AS {a.name}")
-    return _with_bounds(sql, aliases), 1.0, delta, mechanism
+    return _with_bounds(sql, aliases, 1.0, delta), 1.0, delta, mechanism
 
 
-def _with_bounds(sql: str, aliases: Sequence[_Alias]) -> str:
+def _with_bounds(sql: str, aliases: Sequence[_Alias], epsilon: float, delta: float) -> str:
     """One query in five asks for its own contribution bounds, BigQuery's way: up to the caps
     on visits alone, lower than the defaults otherwise (a join's caps are its defaults). Drawn
     from the text, so that the generator's own sequence is the same as without."""
@@ -288,8 +288,9 @@ def _with_bounds(sql: str, aliases: Sequence[_Alias]) -> str:
         return sql
     alone = len(aliases) == 1 and aliases[0].table == "visits"
     rows, groups = rng.choice([1, 2, 6] if alone else [1, 2]), rng.choice([1, 4] if alone else [1])
-    clause = (f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = {rows}, "
-              f"max_groups_contributed = {groups}) ")
+    # epsilon and delta written out, as the clause requires (the query's own, unchanged)
+    clause = (f"SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = {epsilon!r}, delta = "
+              f"{delta!r}, max_rows_contributed = {rows}, max_groups_contributed = {groups}) ")
     if sql.startswith("WITH "):  # the outermost SELECT, after the CTE
         return sql.replace(") SELECT ", ") " + clause, 1)
     return clause + sql.removeprefix("SELECT ")

@@ -80,6 +80,7 @@ from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.query.dp_clause import resolve
 from dpsql.query.parameters import Parameters, bound_query
+from dpsql.releases import Releases, composite_of
 from dpsql.series import TwoReleases, _fill, _max_keys, _prepare_filled, _released_groups_only
 
 __all__ = ["ADVERSARY", "BASE", "Neighbourhood", "Summary", "Verdict", "Violation", "World",
@@ -132,10 +133,13 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
     BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` as :mod:`dpsql.query.dp_clause` reads
     them)."""
     try:
-        text, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
-        text, tree = bound_query(text, parameters)
-        prepared = hood.planner.prepare_query(text, epsilon if given is None else given, delta,
-                                              mechanism, tree=tree, bounds=bounds)
+        if composite_of(sql, hood.planner.metadata) is not None:  # its parts, as Database's
+            prepared = hood.planner.prepare_query(sql, epsilon, delta, mechanism, bounds=bounds)
+        else:
+            text, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
+            text, tree = bound_query(text, parameters)
+            prepared = hood.planner.prepare_query(text, epsilon if given is None else given,
+                                                  delta, mechanism, tree=tree, bounds=bounds)
     except ProgrammingError as e:  # a refusal, or parameters that cannot be bound
         return Verdict(sql, "refused", refusal=type(e).__name__)
     if isinstance(prepared, PublicRead | LedgerRead):  # the ledger's rows: no private data
@@ -148,10 +152,14 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
         prepared = prepared.plan  # its keys must not move on any neighbour
     verdict = Verdict(sql, "passed")
     try:
-        if isinstance(prepared, TwoReleases):
-            _check_two(prepared, hood, verdict)
-        else:
-            _check_plan(prepared, hood, verdict, "")
+        # A composite (dpsql.releases): each part is prepared as if sent alone, and is
+        # checked so; what combines them is post-processing of their releases.
+        parts = prepared.charged if isinstance(prepared, Releases) else (prepared,)
+        for part in parts:
+            if isinstance(part, TwoReleases):
+                _check_two(part, hood, verdict)
+            else:
+                _check_plan(part, hood, verdict, "")
     except QueryRefused as e:  # the engine's dry run (check_engine_query): data-independent
         return Verdict(sql, "refused", refusal=type(e).__name__)
     if verdict.violations:

@@ -280,12 +280,14 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
             neighbour=_frequent(60, GROUPS), keys=("grp",)),
     Scenario("bounds_raised", "COUNT(*) with WHERE, per-query k = 8 within the cap (BigQuery's "
              "OPTIONS; default 3): neighbour has 60 rows",
-             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 8) COUNT(*) AS n "
+             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, "
+             "max_rows_contributed = 8) COUNT(*) AS n "
              "FROM visits WHERE amount > 50", VISITS_CAPPED, "visits", VISITS_COLUMNS,
              visits_rows(), _frequent(60, GROUPS)),
     Scenario("retention", "retention estimate (units, sum of shares kept), k = 8: "
              "neighbour has 60 rows in 6 groups",
-             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 8) grp, COUNT(*) "
+             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, "
+             "max_rows_contributed = 8) grp, COUNT(*) "
              "FROM visits GROUP BY grp", VISITS_CAPPED, "visits", VISITS_COLUMNS,
              visits_rows(), _frequent(60, GROUPS), retention=True),
     _people("median", "MEDIAN by the exponential mechanism, neighbour's age 1e12",
@@ -343,7 +345,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     # totals would move all forty.
     Scenario("per_group_sum", "SUM with contribution_bounds_per_group => (0, 100) per public "
              "group: neighbour's totals in 40 groups, g = 1",
-             "SELECT WITH DIFFERENTIAL_PRIVACY grp, SUM(amount, contribution_bounds_per_group "
+             "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, SUM(amount, "
+             "contribution_bounds_per_group "
              "=> (0, 100)) AS s FROM visits GROUP BY grp", VISITS_WIDE, "visits",
              VISITS_COLUMNS, visits_rows(), _frequent(40, WIDE_GROUPS), keys=("grp",)),
 ]}

@@ -130,6 +130,12 @@ def ledger_read(tree: exp.Expression, limit: float) -> LedgerRead | None:
     return LedgerRead(text, views, _dry_run(text, limit))
 
 
+def names_views(tree: exp.Query) -> bool:
+    """Whether ``tree`` reads the ledger views (then it is a ledger read, :func:`ledger_read`,
+    or refused: a view beside anything else)."""
+    return _views(tree) is not None
+
+
 def _views(tree: exp.Query) -> tuple[str, ...] | None:
     ctes = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
     views: dict[str, None] = {}

@@ -46,6 +46,9 @@ class ContributionBounds:
     max_groups: int | None = None
     unit_column: str | None = None
     per_group_clamps: tuple[str, ...] = ()
+    #: ``max_groups`` is BigQuery's ``max_groups_contributed`` written in the clause: it
+    #: always binds (each unit keeps at most that many of the query's groups), as in BigQuery
+    groups_bound: bool = False
 
     def __post_init__(self) -> None:
         for name, value in (("max_rows", self.max_rows), ("max_groups", self.max_groups)):
@@ -63,7 +66,8 @@ class ContributionBounds:
             over.max_rows if over.max_rows is not None else self.max_rows,
             over.max_groups if over.max_groups is not None else self.max_groups,
             over.unit_column if over.unit_column is not None else self.unit_column,
-            over.per_group_clamps or self.per_group_clamps)
+            over.per_group_clamps or self.per_group_clamps,
+            over.groups_bound if over.max_groups is not None else self.groups_bound)
 
 
 def in_force(table: Table, bounds: ContributionBounds | None) -> Table:

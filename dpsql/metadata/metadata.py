@@ -250,6 +250,9 @@ class Table:
     # BigQuery's ``UNNEST([1, 2, 3]) AS x`` in a join: a public table written in the query, one
     # column (named as the alias) holding these values, one row each (dpsql.query.joins).
     literal: tuple[int | float | str, ...] | None = None
+    # BigQuery's ``max_groups_contributed`` written in the clause: each unit keeps at most g
+    # groups always (dpsql.privacy.aggregates.groups_cap), not only where that lowers noise.
+    groups_bound: bool = False
 
     @property
     def rows_cap(self) -> int:

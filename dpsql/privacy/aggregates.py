@@ -417,11 +417,13 @@ def groups_cap(table: Table, specs: Sequence[MeasurementSpec], thresholded: bool
     """g' = min(g, k) when the groups cap lowers what the query releases, else None (no cap:
     a unit keeps its k rows across all its groups). The cases and their sensitivities are in
     the module docstring, "When the groups cap buys something": the cap is applied for keys
-    released by thresholding and for a count of distinct units, and nowhere else."""
+    released by thresholding and for a count of distinct units, and nowhere else -- but
+    always when the query's BigQuery clause wrote ``max_groups_contributed``
+    (``Table.groups_bound``): BigQuery's meaning, each unit keeps at most g groups."""
     if not table.needs_bounding:
         return None
-    if thresholded or any(s.kind == MeasurementKind.UNITS or s.per_group is not None
-                          for s in specs):
+    if thresholded or table.groups_bound or any(
+            s.kind == MeasurementKind.UNITS or s.per_group is not None for s in specs):
         return table.groups_per_unit
     return None
 

@@ -21,10 +21,18 @@ option or a bad value a refusal before planning. Nothing here reads data.
 **How each piece maps.**
 
 * ``epsilon``, ``delta``: the query's own epsilon and delta, in place of the front door's
-  (charged to the analyst's budget as any query's);
+  (charged to the analyst's budget as any query's). Both are required, as in BigQuery, whose
+  grammar writes them without brackets (``OPTIONS(epsilon = expression, delta = expression,
+  [max_groups_contributed = expression], privacy_unit_column = column_name)``): a clause
+  without either is refused (:class:`~dpsql.errors.InvalidPrivacyParameter`), never given the
+  front door's default; outside the clause dpsql's defaults stay. ``privacy_unit_column`` stays
+  optional: the unit is the owner's declaration;
 * ``max_groups_contributed`` (or ``kappa``), ``max_rows_contributed``: the query's contribution
   bounds g and k (:class:`~dpsql.metadata.contribution.ContributionBounds`, within the owner's
-  caps);
+  caps). A g written here always binds, as BigQuery's: each unit keeps at most g of the
+  query's groups (of a joined relation's too), chosen at random, even where the groups are a
+  public domain and the noise would not need it (outside the clause dpsql drops groups beyond
+  g only where that lowers the noise: :func:`dpsql.privacy.aggregates.groups_cap`);
 * ``privacy_unit_column``: must name the table's declared privacy unit (the owner's choice);
 * ``group_selection_strategy``: ``LAPLACE_THRESHOLD`` or ``PUBLIC_GROUPS``, accepted: dpsql
   releases the keys of a declared public domain and thresholds the others, in both cases;
@@ -152,6 +160,7 @@ class _Parser(DuckDBParser):
 
     def _parse_function_call(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
         self._named.append([])
+        name = self._curr.text if self._curr else ""
         try:
             result = super()._parse_function_call(*args, **kwargs)
         finally:
@@ -160,6 +169,7 @@ class _Parser(DuckDBParser):
             return result
         call = result.this if isinstance(result, exp.Window) else result
         wrapped = NamedArguments(this=call, expressions=named)
+        wrapped.meta["name"] = name  # as written, for DPSQL's generator
         if call is result:
             return wrapped
         result.set("this", wrapped)
@@ -185,8 +195,11 @@ class _Parser(DuckDBParser):
             raise UnsupportedQuery("SELECT WITH ANONYMIZATION is BigQuery's deprecated clause; "
                                    "write SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(...)")
         query = super()._parse_select_query(*args, **kwargs)
-        if clause is not None and isinstance(query, exp.Select):
-            query.set("differential_privacy", clause)
+        first = query
+        while isinstance(first, exp.SetOperation):  # the clause is its first arm's
+            first = first.this
+        if clause is not None and isinstance(first, exp.Select):
+            first.set("differential_privacy", clause)
         return query
 
     def _clause(self) -> DifferentialPrivacy:
@@ -233,6 +246,41 @@ def _syntax(token: Any, message: str) -> NoReturn:
     raise SQLSyntaxError(message, token.start + 1 if token is not None else None)
 
 
+def _clause_sql(generator: Any, clause: DifferentialPrivacy) -> str:
+    options = ", ".join(generator.sql(option) for option in clause.expressions)
+    return f"WITH DIFFERENTIAL_PRIVACY OPTIONS({options})"
+
+
+def _named_sql(generator: Any, node: NamedArguments) -> str:
+    """The call with its named arguments, under the name it was written with."""
+    call = node.this
+    args: list[exp.Expr] = []
+    for key in call.arg_types:
+        value = call.args.get(key)
+        args.extend(value if isinstance(value, list) else [] if value is None else [value])
+    name = node.meta.get("name") or call.sql_name()
+    return str(generator.func(name, *args, *node.expressions))
+
+
+class _Generator(DuckDB.Generator):  # type: ignore[misc]
+    """DuckDB's SQL, and the clause and named arguments written back (a part of a composite
+    query as a query of its own: :mod:`dpsql.query.composite`)."""
+
+    TRANSFORMS: ClassVar[dict[Any, Any]] = {**DuckDB.Generator.TRANSFORMS,
+                                            DifferentialPrivacy: _clause_sql,
+                                            NamedArguments: _named_sql}
+
+    def select_sql(self, expression: exp.Select) -> str:
+        clause = expression.args.get("differential_privacy")
+        if clause is None:
+            return str(super().select_sql(expression))
+        shown = expression.copy()
+        shown.set("differential_privacy", None)
+        shown.set("operation_modifiers", [clause.copy(),
+                                          *(expression.args.get("operation_modifiers") or [])])
+        return str(super().select_sql(shown))
+
+
 class DPSQL(DuckDB):
     """DuckDB's SQL and BigQuery's differential privacy clause (registered as ``"dpsql"``),
     with BigQuery's backquoted names (``privacy_unit_column = `uid` ``)."""
@@ -241,6 +289,7 @@ class DPSQL(DuckDB):
         IDENTIFIERS: ClassVar[list[Any]] = [*DuckDB.Tokenizer.IDENTIFIERS, "`"]
 
     Parser = _Parser
+    Generator = _Generator
 
 
 @dataclass(frozen=True)
@@ -273,12 +322,23 @@ def split(sql: str) -> tuple[str, DPOptions | None]:
     _refuse_anonymization(tree)
     if not _has_clause(tree) and tree.find(NamedArguments) is None:
         return sql, None
+    if isinstance(tree, exp.SetOperation) or private_subqueries(tree):
+        return sql, None  # a composite: its parts are resolved one by one (query.composite)
     tree, options = lowered(tree)
     return tree.sql(dialect="duckdb"), options
 
 
 def _has_clause(tree: exp.Expr) -> bool:
     return any(s.args.get("differential_privacy") for s in tree.find_all(exp.Select))
+
+
+def private_subqueries(tree: exp.Expr) -> list[exp.Subquery]:
+    """The scalar subqueries of ``tree`` whose SELECT holds the clause: not in FROM or JOIN
+    (a query over a private query's answer: :mod:`dpsql.query.over_released`) nor in IN (a
+    series limit: :mod:`dpsql.series`), whose clause is lowered with the whole query's."""
+    return [s for s in tree.find_all(exp.Subquery)
+            if isinstance(s.this, exp.Select) and s.this.args.get("differential_privacy")
+            and not isinstance(s.parent, exp.From | exp.Join | exp.In)]
 
 
 def _refuse_anonymization(tree: exp.Expr) -> None:
@@ -374,9 +434,17 @@ def _options_of(clause: DifferentialPrivacy) -> DPOptions:
     unit = values.get("privacy_unit_column")
     bounds = ContributionBounds(_whole(values.get("max_rows_contributed"), "max_rows_contributed"),
                                 _whole(groups, "max_groups_contributed"),
-                                unit.name if unit is not None else None)
-    return DPOptions(_number(values.get("epsilon"), "epsilon"),
-                     _number(values.get("delta"), "delta"),
+                                unit.name if unit is not None else None,
+                                groups_bound=groups is not None)
+    epsilon, delta = _number(values.get("epsilon"), "epsilon"), _number(values.get("delta"),
+                                                                        "delta")
+    missing = [name for name in ("epsilon", "delta") if name not in values]
+    if missing:  # BigQuery's grammar: OPTIONS(epsilon = expression, delta = expression, ...)
+        raise InvalidPrivacyParameter(
+            f"WITH DIFFERENTIAL_PRIVACY needs {' and '.join(missing)} in its OPTIONS, as in "
+            f"BigQuery: write OPTIONS(epsilon = ..., delta = ...) (delta = 0 for pure epsilon-"
+            "DP, where no group key is released by thresholding)")
+    return DPOptions(epsilon, delta,
                      bounds if bounds != ContributionBounds() else None)
 
 
@@ -550,6 +618,22 @@ def resolve_query(sql: str, epsilon: float | None, delta: float,
                   bounds: ContributionBounds | None) -> Resolved:
     """:func:`resolve`, and whether ``report_format => 'JSON'`` asks for a report."""
     sql, options = split(sql)
+    return _resolved(sql, options, epsilon, delta, bounds)
+
+
+def resolve_tree(tree: exp.Expr, epsilon: float | None, delta: float,
+                 bounds: ContributionBounds | None) -> Resolved:
+    """:func:`resolve_query` of a tree from :func:`clause_tree` (mutated): one part of a
+    composite query (:mod:`dpsql.query.composite`), resolved as if sent alone."""
+    _refuse_anonymization(tree)
+    if not _has_clause(tree) and tree.find(NamedArguments) is None:
+        return Resolved(tree.sql(dialect="duckdb"), epsilon, delta, bounds)
+    tree, options = lowered(tree)
+    return _resolved(tree.sql(dialect="duckdb"), options, epsilon, delta, bounds)
+
+
+def _resolved(sql: str, options: DPOptions | None, epsilon: float | None, delta: float,
+              bounds: ContributionBounds | None) -> Resolved:
     if options is None:
         return Resolved(sql, epsilon, delta, bounds)
     if options.bounds is not None:

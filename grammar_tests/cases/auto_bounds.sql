@@ -29,11 +29,11 @@ SELECT duration_min, COUNT(*) FROM visits GROUP BY duration_min;
 
 -- case: auto replaced by the analyst's k
 -- expect: accepted cells=1 l1[0]=10 cost=1,0 rows=1
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 10) COUNT(*) FROM visits;
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 10) COUNT(*) FROM visits;
 
 -- case: auto analyst k above the max
 -- expect: refused BoundsAboveCap mentions="cap of 1000"
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1001) COUNT(*) FROM visits;
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 1001) COUNT(*) FROM visits;
 
 -- case: auto join needs the analyst's k
 -- expect: refused UnsupportedQuery mentions=max_rows_contributed
@@ -41,7 +41,7 @@ SELECT COUNT(*) FROM visits v JOIN people p ON v.person_id = p.person_id;
 
 -- case: auto join with the analyst's k
 -- expect: accepted cells=1 l1[0]=5 rows=1
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5) COUNT(*)
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 5) COUNT(*)
 FROM visits v JOIN people p ON v.person_id = p.person_id;
 
 -- case: auto other tables unchanged

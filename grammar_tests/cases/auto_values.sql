@@ -13,7 +13,7 @@ SELECT SUM(amount) FROM visits;
 
 -- case: autoval sum with the analyst's k
 -- expect: accepted cells=1 l1[0]=25000 cost=1,0 rows=1
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5) SUM(amount) FROM visits;
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 5) SUM(amount) FROM visits;
 
 -- case: autoval count and sum per public category
 -- expect: accepted cells=2 keys=1 release=domain:8 cost=1,0 rows=8
@@ -56,10 +56,10 @@ SELECT duration_min, SUM(amount) FROM visits GROUP BY duration_min;
 
 -- case: autoval join needs the analyst's bounds
 -- expect: refused UnsupportedQuery mentions=contribution_bounds_per_row
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5) SUM(v.amount)
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 5) SUM(v.amount)
 FROM visits v JOIN people p ON v.person_id = p.person_id;
 
 -- case: autoval join with the analyst's bounds
 -- expect: accepted cells=1 l1[0]=500 rows=1
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5)
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 5)
   SUM(LEAST(GREATEST(v.amount, 0), 100)) FROM visits v JOIN people p ON v.person_id = p.person_id;

@@ -98,7 +98,7 @@ SELECT age FROM people WHERE person_id IN (SELECT person_id FROM visits WHERE am
 SELECT p.age, s.region FROM people p JOIN states s ON p.state = s.state;
 
 -- case: local union
--- expect: refused UnsupportedQuery mentions="one SELECT"
+-- expect: refused UnsupportedQuery mentions="randomized local rows"
 SELECT age FROM people UNION ALL SELECT age FROM people;
 
 -- case: local tablesample seed

@@ -16,7 +16,7 @@ WHERE n > 10 ORDER BY n DESC;
 -- case: over released bigquery clause inside
 -- expect: accepted cost=1,0 rows=1
 SELECT MAX(c) FROM (
-  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) sex, COUNT(*) AS c
+  SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 1) sex, COUNT(*) AS c
   FROM people GROUP BY sex);
 
 -- case: over released reads another table

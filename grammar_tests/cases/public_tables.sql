@@ -91,7 +91,7 @@ SELECT state + 1 FROM states;
 WITH states AS (SELECT * FROM people) SELECT * FROM states;
 
 -- case: mixed union with a private table
--- expect: refused UnsupportedQuery mentions=UNION
+-- expect: refused NonAggregatedColumn mentions="arm 2 of the UNION"
 SELECT state FROM states UNION SELECT state FROM people;
 
 -- case: mixed join with a private table

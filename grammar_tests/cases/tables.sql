@@ -106,11 +106,11 @@ SELECT COUNT(*) FROM main.people;
 SELECT COUNT(*) FROM people, LATERAL (SELECT age + 1 AS a) t;
 
 -- case: union
--- expect: refused UnsupportedQuery mentions=UNION
+-- expect: accepted cost=2,0 rows<=2
 SELECT COUNT(*) FROM people UNION SELECT COUNT(*) FROM visits;
 
 -- case: union all
--- expect: refused UnsupportedQuery
+-- expect: accepted cost=2,0 rows=2
 SELECT COUNT(*) FROM people UNION ALL SELECT COUNT(*) FROM people;
 
 -- case: intersect
@@ -122,7 +122,7 @@ SELECT COUNT(*) FROM people INTERSECT SELECT COUNT(*) FROM people;
 SELECT COUNT(*) FROM people EXCEPT SELECT COUNT(*) FROM people;
 
 -- case: union by name
--- expect: refused UnsupportedQuery
+-- expect: accepted cost=2,0 names=n rows<=2
 SELECT COUNT(*) AS n FROM people UNION BY NAME SELECT COUNT(*) AS n FROM visits;
 
 -- case: union inside cte

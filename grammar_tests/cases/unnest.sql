@@ -13,7 +13,7 @@ SELECT x, COUNT(*) AS n FROM people CROSS JOIN UNNEST([1, 2, 3]) AS x GROUP BY x
 
 -- case: unnest literal strings in the clause
 -- expect: accepted keys=1 release=domain:2 cost=1,0 rows=2
-SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, max_groups_contributed = 2)
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 1, max_groups_contributed = 2)
   tag, COUNT(*) AS n
 FROM people CROSS JOIN UNNEST(['a', 'b']) AS tag GROUP BY tag;
 

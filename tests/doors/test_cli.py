@@ -94,15 +94,16 @@ def test_query_json_format() -> None:
 def test_report_format_json_column() -> None:
     """BigQuery's report_format => 'JSON': the column holds ZetaSQL's JSON report, its
     interval the noise's 95% interval (the cell's accuracy)."""
-    result = ok("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) COUNT(*, "
-                "report_format => 'JSON') AS n FROM visits", "--format", "csv")
+    result = ok("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta = 0) "
+                "COUNT(*, report_format => 'JSON') AS n FROM visits", "--format", "csv")
     [row] = list(csv.DictReader(io.StringIO(result.stdout)))
     report = json.loads(row["n"])
     interval = report["result"]["noise_confidence_interval"]
     assert isinstance(report["result"]["value"], int) and interval["confidence_level"] == 0.95
     assert interval["lower_bound"] == -interval["upper_bound"] < 0
     assert "epsilon=0.5" in result.stderr
-    refused(cli("query", "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'PROTO') "
+    refused(cli("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                "COUNT(*, report_format => 'PROTO') "
                 "FROM visits"), "UnsupportedQuery")
 
 
@@ -110,7 +111,8 @@ def test_report_read_by_field_access_and_quantile_reports() -> None:
     """A report is a value the query reads (BigQuery's field access): each group's interval,
     the same for every group (a function of the plan); APPROX_QUANTILES' report lists each
     quantile with the bounds it was drawn within; charged once, as the query's epsilon."""
-    result = ok("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) category, "
+    result = ok("query", "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.5) "
+                         "category, "
                 "COUNT(*, report_format => 'JSON').result.noise_confidence_interval.upper_bound "
                 "AS hi, APPROX_QUANTILES(amount, 2, contribution_bounds_per_row => (0, 100), "
                 "report_format => 'JSON') AS q FROM visits GROUP BY category", "--format", "csv")

@@ -455,8 +455,8 @@ def test_contribution_bounds_per_connection_and_per_execute(metadata: Path) -> N
                     max_groups=2)
         assert "at most 6 row(s) (max_rows_per_unit" in cur.notes[0]
         assert "across all its groups (no groups cap" in cur.notes[0]  # public keys
-        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 9) "
-                    "COUNT(*) FROM visits", max_rows=6)
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, "
+                    "max_rows_contributed = 9) COUNT(*) FROM visits", max_rows=6)
         assert "at most 9 row(s)" in cur.notes[0]
         spent = conn.budget().spent.epsilon  # type: ignore[union-attr]
         with pytest.raises(dpsql.ProgrammingError, match="cap of 1000"):
@@ -516,7 +516,8 @@ def test_bigquery_per_group_bounds_computed_or_refused(conn: dpsql.Connection) -
     assert conn.budget().spent.epsilon == pytest.approx(spent + 0.5)  # type: ignore[union-attr]
     spent += 0.5
     with pytest.raises(dpsql.NotSupportedError, match="contribution_bounds_per_row"):
-        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY category, VAR_POP(amount, "
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) category, "
+                    "VAR_POP(amount, "
                     "contribution_bounds_per_group => (0, 100)) FROM visits GROUP BY category")
     assert conn.budget().spent.epsilon == spent  # type: ignore[union-attr]
     cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta = 1e-6) "
@@ -525,9 +526,10 @@ def test_bigquery_per_group_bounds_computed_or_refused(conn: dpsql.Connection) -
     assert all(0 <= a <= 100 for _, a in cur.fetchall())
     assert conn.budget().spent.epsilon == pytest.approx(spent + 0.5)  # type: ignore[union-attr]
     spent += 0.5
-    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, max_groups_contributed"
-                " = 1, privacy_unit_column = person_id) category, COUNT(*, contribution_bounds_"
-                "per_group => (0, 1000)) AS n FROM visits GROUP BY category")
+    cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, delta = 0, "
+                "max_groups_contributed = 1, privacy_unit_column = person_id) category, "
+                "COUNT(*, contribution_bounds_per_group => (0, 1000)) AS n FROM visits "
+                "GROUP BY category")
     assert [d[0] for d in cur.description] == ["category", "n"] and cur.rowcount == 8
     assert conn.budget().spent.epsilon == pytest.approx(spent + 0.5)  # type: ignore[union-attr]
 

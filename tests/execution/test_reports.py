@@ -18,7 +18,7 @@ import dpsql
 from dpsql.privacy import mechanisms
 from tests.query.test_zetasql_semantics import ZETA_TABLES, zeta_metadata
 
-CLAUSE = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) "
+CLAUSE = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 1) "
 SUM = "SUM(double_val, contribution_bounds_per_group => (0, 10)"
 #: Every key a report may hold (module docstring of dpsql.execution.reports)
 KEYS = {"result", "value", "noise_confidence_interval", "confidence_level", "lower_bound",
@@ -95,6 +95,7 @@ def test_a_quantile_list_report(zeta: dpsql.Connection) -> None:
             "confidence_level": 0.95, "lower_bound": 1, "upper_bound": 3}
     cur.execute("SELECT DOUBLE(r[OFFSET(2)].noise_confidence_interval.upper_bound) AS hi, "
                 "DOUBLE(r[OFFSET(0)].value) AS lo FROM (SELECT WITH DIFFERENTIAL_PRIVACY "
+                "OPTIONS(epsilon = 1, delta = 0) "
                 "JSON_QUERY_ARRAY(APPROX_QUANTILES(double_val, 2, contribution_bounds_per_row "
                 "=> (1, 3), report_format => 'JSON').result) AS r FROM TestTableWithUid2)")
     [(hi, lo)] = cur.fetchall()  # another release: its own draw
@@ -152,7 +153,8 @@ def test_bounds_chosen_from_the_data_are_the_released_ones(zeta_files: tuple[Pat
         'double_val = { type = "float", lower = -10, upper = { auto = true, max = 10, '
         'share = 0.2 }, nullable = true }'))
     db = dpsql.Database(zeta_files[0], auto)
-    result = db.query("SELECT WITH DIFFERENTIAL_PRIVACY SUM(double_val, report_format => "
+    result = db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                      "SUM(double_val, report_format => "
                       "'JSON') AS r, SUM(double_val, report_format => 'JSON')"
                       ".bounding_report.num_inputs AS n FROM TestTableWithUid2", epsilon=1.0)
     [(text, inputs)] = result.rows
@@ -175,7 +177,8 @@ def test_a_report_of_dates(tmp_path: Path) -> None:
                         'd = { type = "date", lower = 2020-01-01, upper = 2020-12-31 }\n')
     with dpsql.connect(database=database, metadata=metadata) as conn:
         cur = conn.cursor()
-        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY APPROX_QUANTILES(d, 2, report_format => "
+        cur.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                    "APPROX_QUANTILES(d, 2, report_format => "
                     "'JSON') FROM t")
         [(text,)] = cur.fetchall()
         assert cur.description[0][:2] == ("APPROX_QUANTILES(d, 2)", "JSON")
@@ -216,7 +219,9 @@ def test_a_report_carries_only_released_values(zeta_files: tuple[Path, Path],
     (f"{CLAUSE}DPSQL_REPORT(COUNT(*) + 1) FROM TestTableWithUid", "not an expression"),
     (f"{CLAUSE}DPSQL_REPORT(COUNT(*), SUM(double_val)) FROM TestTableWithUid",
      "not an expression"),
-    ("SELECT DPSQL_REPORT(n) FROM (SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) AS n FROM "
+    ("SELECT DPSQL_REPORT(n) FROM (SELECT WITH DIFFERENTIAL_PRIVACY "
+     "OPTIONS(epsilon = 1, delta = 0) "
+     "COUNT(*) AS n FROM "
      "TestTableWithUid)", "move it inside"),
     (f"{CLAUSE}COUNT(*, report_format => 'PROTO') FROM TestTableWithUid", "'JSON'"),
     (f"{CLAUSE}COUNT(*, report_format => 'JSON') + 1 FROM TestTableWithUid", "outer part"),

@@ -155,12 +155,14 @@ def test_bounds_near_the_largest_double(tmp_path: Path) -> None:
             "g": {"type": "text", "values": ["a", "b"]}}}}}))
     with dpsql.Database(path, metadata) as db:
         for _ in range(20):
-            (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY SUM(x, "
+            (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                                 "SUM(x, "
                                  "contribution_bounds_per_group => (-1e308, 1e308)) FROM v",
                                  epsilon=1.0).rows
             assert math.isfinite(value)
         with pytest.raises(UnboundedExpression, match="too wide"):
-            db.query("SELECT WITH DIFFERENTIAL_PRIVACY g, SUM(x, contribution_bounds_per_group "
+            db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                     "g, SUM(x, contribution_bounds_per_group "
                      "=> (-1e308, 1e308)) FROM v GROUP BY g", epsilon=1.0)
 
 
@@ -171,9 +173,11 @@ def test_per_person_avg_on_bounds_near_the_largest_double(tmp_path: Path) -> Non
     anything runs; at a narrower half-width, an answer inside the bounds."""
     with dpsql.Database(*database(tmp_path)) as db:
         with pytest.raises(InvalidPrivacyParameter, match="infinite"):
-            db.query("SELECT WITH DIFFERENTIAL_PRIVACY AVG(x, contribution_bounds_per_group "
+            db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                     "AVG(x, contribution_bounds_per_group "
                      "=> (-1e308, 1e308)) FROM t", epsilon=1.0)
-        (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY AVG(x, contribution_bounds_per_"
+        (value,), = db.query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                             "AVG(x, contribution_bounds_per_"
                              "group => (-1e290, 1e290)) FROM t", epsilon=1.0).rows
         assert math.isfinite(value) and -1e290 <= value <= 1e290
 

@@ -102,21 +102,27 @@ UNCAPPED = [
 #: keys, a negative bound, beside counts, a one-row-per-unit table, per-group COUNTs;
 #: (sql, mechanism, delta).
 PER_GROUP_SUMS = [
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) grp, SUM(amount, "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_groups_contributed = 2) "
+     "grp, SUM(amount, "
      "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp", "laplace", 0.0),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 3) grp, COUNT(*), "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = "
+     "3) grp, COUNT(*), "
      "SUM(qty, contribution_bounds_per_group => (-5, 7)) FROM visits GROUP BY grp",
      "gaussian", 1e-6),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6, max_groups_contributed = 2) day, "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = "
+     "2) day, "
      "SUM(amount, contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY day",
      "laplace", 1e-6),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY SUM(amount, contribution_bounds_per_group => (2.5, 40)) "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) SUM(amount, "
+     "contribution_bounds_per_group => (2.5, 40)) "
      "FROM visits WHERE qty > 1", "laplace", 0.0),
     # One row per unit (no bounding): the unit's total is its row, clamped per row.
-    ("SELECT WITH DIFFERENTIAL_PRIVACY sex, SUM(age, contribution_bounds_per_group => "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) sex, SUM(age, "
+     "contribution_bounds_per_group => "
      "(-1.5, 50)) FROM people GROUP BY sex", "laplace", 0.0),
     # ZetaSQL's per-group COUNT: the sum of each unit's clamped count (dpsql.query.dp_clause).
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) grp, COUNT(*, "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, "
+     "max_groups_contributed = 2) grp, COUNT(*, "
      "contribution_bounds_per_group => (0, 3)), COUNT(qty, contribution_bounds_per_group => "
      "(1, 2)) FROM visits GROUP BY grp", "laplace", 0.0),
 ]
@@ -125,16 +131,21 @@ PER_GROUP_SUMS = [
 #: ZetaSQL's AVG, the average of each unit's clamped average (dpsql.privacy.aggregates,
 #: _per_person_avg): written per-group bounds, and AVG inside the clause without bounds.
 PER_PERSON_AVGS = [
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) grp, AVG(amount, "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_groups_contributed = 2) "
+     "grp, AVG(amount, "
      "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp", "laplace", 0.0),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 3) grp, COUNT(*), "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = "
+     "3) grp, COUNT(*), "
      "AVG(qty, contribution_bounds_per_group => (-5, 7)) FROM visits GROUP BY grp",
      "gaussian", 1e-6),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) day, AVG(amount) FROM visits "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) day, AVG(amount) FROM "
+     "visits "
      "GROUP BY day", "laplace", 1e-6),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY AVG(amount), AVG(qty, contribution_bounds_per_group => "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) AVG(amount), AVG(qty, "
+     "contribution_bounds_per_group => "
      "(2.5, 4)) FROM visits WHERE qty > 1", "laplace", 0.0),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY sex, AVG(age, contribution_bounds_per_group => "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) sex, AVG(age, "
+     "contribution_bounds_per_group => "
      "(-1.5, 50)) FROM people GROUP BY sex", "laplace", 0.0),
 ]
 
@@ -200,7 +211,7 @@ def assert_quantile_mutant_found(monkeypatch: pytest.MonkeyPatch, hood: Neighbou
 RETENTION = [
     "SELECT COUNT(*) FROM visits",
     "SELECT grp, SUM(amount) FROM visits WHERE qty > 2 GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 2, "
     "max_groups_contributed = 1) grp, COUNT(DISTINCT pid) FROM visits GROUP BY grp",
     "SELECT day, COUNT(*) FROM visits GROUP BY day",
     "SELECT p.sex, COUNT(*) FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",

@@ -49,6 +49,8 @@ from dpsql.audit.scenarios import SCENARIOS
 from dpsql.database import sample_paths
 from dpsql.metadata.metadata import Metadata, parse_metadata
 from dpsql.privacy.plan import Plan
+from dpsql.query.composite import split as split_composite
+from dpsql.query.dp_clause import DIALECT
 from dpsql.query.parameters import Parameters
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import EVENTS, auto_metadata, autoval_metadata, corpus_metadata
@@ -215,45 +217,58 @@ def test_clean_queries_pass_with_every_pair_checked(typed: Neighbourhood) -> Non
 
 @pytest.mark.parametrize("sql", [
     # Raised to the caps (k 3 -> 6, g 2 -> 4): the adversary has rows beyond them.
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6, "
     "max_groups_contributed = 4) grp, COUNT(*), SUM(amount) FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6) SUM(qty) FROM visits",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 5, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6) "
+    "SUM(qty) FROM visits",
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 5, "
     "max_groups_contributed = 4) grp, MEDIAN(qty) FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6, max_groups_contributed = 4) day, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6, max_groups_contributed = "
+    "4) day, "
     "COUNT(DISTINCT pid) FROM visits GROUP BY day",
     # Lowered, on a join and on a unit_path table.
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) p.sex, SUM(v.qty) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 1) "
+    "p.sex, SUM(v.qty) "
     "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6) p.sex, COUNT(*) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6) "
+    "p.sex, COUNT(*) "
     "FROM visits v JOIN people p ON v.pid = p.pid GROUP BY p.sex",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 2, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 2, "
     "max_groups_contributed = 1) drug, SUM(dose) FROM rx GROUP BY drug",
     # BigQuery's per-group count bounds: each unit's count in a group clamped (ZetaSQL's),
     # below k, raising the floor, and a count of units.
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 6, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 6, "
     "max_groups_contributed = 4) grp, COUNT(*, contribution_bounds_per_group => (0, 6)), "
     "SUM(amount, contribution_bounds_per_row => (0, 10)) FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY grp, COUNT(*, contribution_bounds_per_group => (0, 2)), "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, COUNT(*, contribution_bounds_per_group => (0, 2)), "
     "COUNT(qty, contribution_bounds_per_group => (1, 3)) FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, contribution_bounds_per_group => (0, 1)) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "COUNT(*, contribution_bounds_per_group => (0, 1)) "
     "FROM visits",
     # review2: a floor above 0 (a unit whose counted rows are all NULL still adds lo), bounds
     # below 0, a filter, an outer join's NULL-filled rows, thresholded keys, a unit_path table.
-    "SELECT WITH DIFFERENTIAL_PRIVACY grp, COUNT(*, contribution_bounds_per_group => (-5, 2)) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, COUNT(*, contribution_bounds_per_group => (-5, 2)) "
     "FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY grp, COUNT(qty, contribution_bounds_per_group => (-5, -1)) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, COUNT(qty, contribution_bounds_per_group => (-5, -1)) "
     "FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY COUNT(qty, contribution_bounds_per_group => (3, 4)) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "COUNT(qty, contribution_bounds_per_group => (3, 4)) "
     "FROM visits WHERE amount > 5",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 1e-6) day, COUNT(*, contribution_bounds_"
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) day, "
+    "COUNT(*, contribution_bounds_"
     "per_group => (1, 3)) FROM visits GROUP BY day",
-    "SELECT WITH DIFFERENTIAL_PRIVACY p.sex, COUNT(v.qty, contribution_bounds_per_group => "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "p.sex, COUNT(v.qty, contribution_bounds_per_group => "
     "(1, 3)) FROM people p LEFT JOIN visits v ON v.pid = p.pid GROUP BY p.sex",
-    "SELECT WITH DIFFERENTIAL_PRIVACY drug, COUNT(dose, contribution_bounds_per_group => (1, 2)) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "drug, COUNT(dose, contribution_bounds_per_group => (1, 2)) "
     "FROM rx GROUP BY drug",
     # Per-group bounds on a sum where a unit contributes one row: its total is its row.
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = 1) grp, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_rows_contributed = 1) "
+    "grp, "
     "SUM(amount, contribution_bounds_per_group => (0, 10)), AVG(qty, contribution_bounds_per_"
     "group => (1, 5)) FROM visits GROUP BY grp",
 ])
@@ -265,7 +280,8 @@ def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
 @pytest.mark.parametrize("sql", [
     "SELECT COUNT(*) FROM visits CROSS JOIN UNNEST([1, 2, 3]) AS x",
     "SELECT x, COUNT(*), SUM(amount) FROM visits CROSS JOIN UNNEST([1, 2]) AS x GROUP BY x",
-    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 1) x, COUNT(*) "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, max_groups_contributed = 1) "
+    "x, COUNT(*) "
     "FROM visits CROSS JOIN UNNEST(['a', 'b', 'c']) AS x GROUP BY x",
     # A query over a private aggregate's answer: the inner's measurements, post-processed
     # (dpsql.query.over_released).
@@ -274,10 +290,12 @@ def test_per_query_bounds(typed: Neighbourhood, sql: str) -> None:
     "SELECT grp, APPROX_QUANTILES(qty, 3)[OFFSET(1)], ARRAY_LENGTH(APPROX_QUANTILES(amount, 2)) "
     "FROM visits GROUP BY grp",
     # report_format => 'JSON' (dpsql.execution.reports): post-processing of the same cells.
-    "SELECT WITH DIFFERENTIAL_PRIVACY grp, COUNT(*, report_format => 'JSON').result.value, "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, COUNT(*, report_format => 'JSON').result.value, "
     "SUM(amount, contribution_bounds_per_group => (0, 10), report_format => 'JSON') "
     "FROM visits GROUP BY grp",
-    "SELECT WITH DIFFERENTIAL_PRIVACY grp, APPROX_QUANTILES(qty, 2, report_format => 'JSON'), "
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+    "grp, APPROX_QUANTILES(qty, 2, report_format => 'JSON'), "
     "AVG(amount, report_format => 'JSON') FROM visits GROUP BY grp",
 ])
 def test_bigquery_forms(typed: Neighbourhood, sql: str) -> None:
@@ -286,6 +304,27 @@ def test_bigquery_forms(typed: Neighbourhood, sql: str) -> None:
     measurement moves by more than its sensitivity."""
     verdict = assert_clean(typed, sql)
     assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, COUNT(*), "
+    "SUM(amount) FROM visits GROUP BY grp UNION ALL SELECT WITH DIFFERENTIAL_PRIVACY "
+    "OPTIONS(epsilon = 0.5, delta = 0, max_groups_contributed = 1) grp, COUNT(*), "
+    "SUM(qty) FROM visits GROUP BY grp",
+    "SELECT ABS((SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) AVG(amount) "
+    "FROM visits) - (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, "
+    "max_rows_contributed = 2) COUNT(*) FROM visits)) < 1",
+    "SELECT MEDIAN(qty) FROM visits UNION ALL SELECT COUNT(DISTINCT pid) FROM visits",
+])
+def test_composite_parts(typed: Neighbourhood, sql: str) -> None:
+    """A UNION of private queries, private scalar subqueries (dpsql.releases): each part is
+    prepared as if sent alone, so each part's measurements move by at most their
+    sensitivity; the rest is post-processing of the parts' releases."""
+    composite = split_composite(sql)
+    assert composite is not None and len(composite.parts) == 2
+    for part in composite.parts:
+        verdict = assert_clean(typed, part.tree.sql(dialect=DIALECT))
+        assert 0 < verdict.worst <= 1 + 1e-9, verdict.worst
 
 
 @pytest.mark.parametrize(("sql", "mechanism"), UNCAPPED)
@@ -322,9 +361,11 @@ def test_per_group_bounds_that_would_change_the_answer_are_refused(typed: Neighb
     """A unit's variance in a group is not computed: per-group bounds on a VAR_POP where a
     unit has several rows, or on a SUM beside a median (answered on sampled rows, not on
     totals), are refused before anything runs (never answered with per-row semantics)."""
-    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY grp, VAR_POP(amount, contribution_bounds_per_"
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                "grp, VAR_POP(amount, contribution_bounds_per_"
                 "group => (0, 10)) FROM visits GROUP BY grp",
-                "SELECT WITH DIFFERENTIAL_PRIVACY grp, MEDIAN(qty), SUM(amount, "
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                "grp, MEDIAN(qty), SUM(amount, "
                 "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp"):
         assert check_query(sql, typed).status == "refused"
 
@@ -347,7 +388,8 @@ def test_per_person_avgs(monkeypatch: pytest.MonkeyPatch) -> None:
     cap is applied, and its removal is found."""
     hood = fresh()
     plan = hood.planner.prepare_query(
-        "SELECT WITH DIFFERENTIAL_PRIVACY grp, AVG(amount, contribution_bounds_per_group => "
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) grp, AVG(amount, "
+        "contribution_bounds_per_group => "
         "(0, 10)) FROM visits GROUP BY grp", 1.0, 0.0)
     assert isinstance(plan, Plan) and plan.group_cap is not None
     assert [m.l1 for m in plan.measurements] == [plan.group_cap, plan.group_cap * 5]
@@ -659,7 +701,8 @@ def test_per_person_avg_on_automatic_bounds() -> None:
     rows per person): the bound's choice and each measurement at the cap, the lowest bucket and
     a draw move by at most their sensitivity."""
     hood = duckdb_neighbourhood(synthesize(CORPUS_METADATA["autoval"](), seed=5))
-    verdict = assert_clean(hood, "SELECT WITH DIFFERENTIAL_PRIVACY category, AVG(amount) AS a "
+    verdict = assert_clean(hood, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                                 "category, AVG(amount) AS a "
                            "FROM visits GROUP BY category")
     assert 0 < verdict.worst <= 1 + 1e-9
     hood.close()
@@ -790,16 +833,21 @@ def test_auto_bound_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch)
     ("SELECT MAX(n) FROM (SELECT city, COUNT(*) AS n FROM people GROUP BY city) AS g", 1e-6),
     ("SELECT * FROM (SELECT grp, AVG(amount) AS a FROM visits GROUP BY grp) AS g", 0.0),
     # ZetaSQL's per-person AVG and per-group SUM on joins, LEFT JOINs, unit_path, NULL-heavy
-    ("SELECT WITH DIFFERENTIAL_PRIVACY p.sex, AVG(v.amount, contribution_bounds_per_group => "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "p.sex, AVG(v.amount, contribution_bounds_per_group => "
      "(0, 100)) FROM people p LEFT JOIN visits v ON v.pid = p.pid GROUP BY p.sex", 0.0),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY drug, AVG(dose, contribution_bounds_per_group => "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "drug, AVG(dose, contribution_bounds_per_group => "
      "(1, 50)) FROM rx GROUP BY drug", 0.0),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY grp, AVG(CASE WHEN amount > 50 THEN NULL ELSE qty END, "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "grp, AVG(CASE WHEN amount > 50 THEN NULL ELSE qty END, "
      "contribution_bounds_per_group => (0, 10)) FROM visits GROUP BY grp", 0.0),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY sex, AVG(income, contribution_bounds_per_group => "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "sex, AVG(income, contribution_bounds_per_group => "
      "(-10, 1000)), SUM(income, contribution_bounds_per_group => (0, 1000)) FROM people "
      "GROUP BY sex", 0.0),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY x, SUM(amount, contribution_bounds_per_group => "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+     "x, SUM(amount, contribution_bounds_per_group => "
      "(0, 100)) FROM visits CROSS JOIN UNNEST([1, 1, 2]) AS x GROUP BY x", 0.0),
     # NaN read as NULL in every spelling of a filter
     ("SELECT COUNT(*) FROM visits WHERE amount IS DISTINCT FROM 'NaN'::DOUBLE", 0.0),

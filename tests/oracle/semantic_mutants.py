@@ -173,7 +173,7 @@ def per_row_null_is_lower(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dpsql.query.dp_clause, "row_clamp", mutant)
 
 
-_DP = "SELECT WITH DIFFERENTIAL_PRIVACY "
+_DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
 MUTANTS.update({
     "k_ignored": (k_ignored, [
         ("SELECT COUNT(*) FROM visits", 0.0),

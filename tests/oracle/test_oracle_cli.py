@@ -16,7 +16,8 @@ from tests.oracle.semantic_mutants import MUTANTS
 def test_cli_oracle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     queries = tmp_path / "queries.sql"
     queries.write_text("SELECT category, SUM(amount) FROM visits GROUP BY category;\n"
-                       "SELECT WITH DIFFERENTIAL_PRIVACY AVG(amount) FROM visits;\n"
+                       "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                       "AVG(amount) FROM visits;\n"
                        "SELECT COUNT(*) FROM visits WHERE amount > 10\n", encoding="utf-8")
     args = ["audit", "--oracle", "--queries", str(queries)]
     result = CliRunner().invoke(main, args)

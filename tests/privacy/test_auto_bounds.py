@@ -99,8 +99,8 @@ def test_the_analysts_k_overrides_and_costs_nothing_extra(planner: Planner) -> N
     own = prepared(planner, sql, bounds=ContributionBounds(max_rows=5))
     assert own.auto is None and own.measurements[0].epsilon == 1.0
     assert own.measurements[0].l1 == 5
-    clause = prepared(planner, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed"
-                      " = 4) COUNT(*) FROM v")
+    clause = prepared(planner, "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0, "
+                      "max_rows_contributed = 4) COUNT(*) FROM v")
     assert clause.auto is None and clause.measurements[0].l1 == 4
     with pytest.raises(BoundsAboveCap, match="cap of 50"):
         prepared(planner, sql, bounds=ContributionBounds(max_rows=51))

@@ -87,7 +87,7 @@ def test_one_row_per_unit_tables_ignore_the_bounds(planner: Planner) -> None:
 
 def test_bigquery_options_override_the_front_doors(planner: Planner) -> None:
     p = planner.prepare_query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25, "
-                              "max_rows_contributed = 5) COUNT(*) FROM v", 1.0,
+                              "delta = 0, max_rows_contributed = 5) COUNT(*) FROM v", 1.0,
                               bounds=ContributionBounds(2))
     assert isinstance(p, Plan) and p.cost_epsilon == 0.25 and p.measurements[0].l1 == 5
 
@@ -117,7 +117,7 @@ def test_stored_answers_are_kept_apart_by_bounds_and_notes_say_them(db: dpsql.Da
     assert "at most 6 row(s)" in other.result.notes[0]
     # BigQuery's clause, its epsilon charged as the query's own.
     answer = db.run("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, "
-                    "max_rows_contributed = 7) COUNT(*) AS n FROM visits")
+                    "delta = 0, max_rows_contributed = 7) COUNT(*) AS n FROM visits")
     assert answer.cost is not None and answer.cost.epsilon == 0.5
     assert "at most 7 row(s)" in answer.result.notes[0]
     assert answer.result.columns[0].name == "n"

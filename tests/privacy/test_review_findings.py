@@ -235,7 +235,8 @@ def test_a_report_inside_a_query_over_the_answer_follows_its_column(tmp_path: Pa
     text = metadata.read_text() + (f'\n[budget]\nledger = "{tmp_path / "own.sqlite"}"\n'
                                    '\n[analysts.ann]\nepsilon = 10.0\n')
     metadata.write_text(text)
-    inner = ("(SELECT WITH DIFFERENTIAL_PRIVACY city, COUNT(*, report_format => 'JSON') AS n "
+    inner = ("(SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+             "city, COUNT(*, report_format => 'JSON') AS n "
              "FROM people GROUP BY city)")
     with dpsql.Database(d, metadata, analyst="ann") as db:
         for sql, at in ((f"SELECT n FROM {inner}", 0), (f"SELECT city, n FROM {inner}", 1),

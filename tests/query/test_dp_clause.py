@@ -31,9 +31,17 @@ def test_options_and_named_arguments() -> None:
     assert sql == ('SELECT g, SUM(LEAST(GREATEST(x, -1), 2.5)) AS "SUM(x)", '
                    'DPSQL_SUM_PER_GROUP(1, 0, 50) AS "COUNT(*)", DPSQL_SUM_PER_GROUP(CASE WHEN y '
                    'IS NULL THEN 0 ELSE 1 END, -1, 20) AS "COUNT(y)" FROM t GROUP BY g')
-    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid"))
-    assert split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t") == (
-        "SELECT COUNT(*) FROM t", DPOptions())
+    # the clause's g (kappa) always binds, as BigQuery's (Table.groups_bound)
+    assert options == DPOptions(0.5, 1e-7, ContributionBounds(9, 4, "pid", groups_bound=True))
+    # epsilon and delta are required in the clause, as BigQuery's grammar writes them
+    for sql in ("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*) FROM t",
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS() COUNT(*) FROM t",
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) COUNT(*) FROM t",
+                "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0) COUNT(*) FROM t"):
+        with pytest.raises(InvalidPrivacyParameter, match=r"needs .*(epsilon|delta)"):
+            split(sql)
+    assert split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 2) COUNT(*) "
+                 "FROM t") == ("SELECT COUNT(*) FROM t", DPOptions(2.0, 0.0))
 
 
 def test_the_clause_is_a_node_of_the_tree() -> None:
@@ -86,8 +94,9 @@ def test_per_group_bounds_are_kept_for_the_check_at_bind() -> None:
                    'GROUP BY g')
     assert options is not None and options.bounds == ContributionBounds(per_group_clamps=(
         "VAR_POP(x, contribution_bounds_per_row => (0, 1))",))
-    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY AVG(y), AVG(y, contribution_bounds_per_row"
-                   " => (1, 2)), AVG(y * 2, contribution_bounds_per_row => (1, 2)) FROM t")
+    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) AVG(y), "
+                   "AVG(y, contribution_bounds_per_row => (1, 2)), AVG(y * 2, contribution_"
+                   "bounds_per_row => (1, 2)) FROM t")
     assert sql == ('SELECT DPSQL_AVG_PER_GROUP(y) AS "AVG(y)", AVG(LEAST(GREATEST(y, 1), 2)) AS '
                    '"AVG(y)", AVG(CASE WHEN y * 2 IS NULL THEN NULL ELSE LEAST(GREATEST(y * 2, 1),'
                    ' 2) END) AS "AVG(y * 2)" FROM t')
@@ -98,35 +107,41 @@ def test_report_format_wraps_its_aggregate_and_names_its_columns() -> None:
     """report_format => 'JSON' makes the call DPSQL_REPORT(call), wherever it is (the
     post-processing query builds the report: dpsql.execution.reports); a column keeps the
     name it has as written, without the named arguments."""
-    resolved = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY g, COUNT(*, report_format => "
+    resolved = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                             "g, COUNT(*, report_format => "
                              "'JSON') AS n, SUM(x, report_format => \"JSON\") FROM t GROUP BY g",
                              1.0, 0.0, None)
     assert resolved.report
     assert resolved.sql == ('SELECT g, DPSQL_REPORT(COUNT(*)) AS n, DPSQL_REPORT(SUM(x)) AS '
                             '"SUM(x)" FROM t GROUP BY g')
-    inside = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY SUM(x, contribution_bounds_per_row"
+    inside = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                           "SUM(x, contribution_bounds_per_row"
                            " => (0, 1), report_format => 'JSON').result.value AS v FROM t",
                            1.0, 0.0, None)
     assert inside.report and inside.sql == (
         "SELECT DPSQL_REPORT(SUM(LEAST(GREATEST(x, 0), 1))).result.value AS v FROM t")
-    assert not resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY SUM(x) FROM t", 1.0, 0.0,
+    assert not resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                             "SUM(x) FROM t", 1.0, 0.0,
                              None).report
 
 
 def test_named_arguments_after_distinct() -> None:
     """COUNT(DISTINCT x, name => value): the named arguments are the call's, not DISTINCT's."""
-    resolved = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(DISTINCT pid, "
+    resolved = resolve_query("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                             "COUNT(DISTINCT pid, "
                              "report_format => 'JSON') AS n FROM t", 1.0, 0.0, None)
     assert resolved.report
     assert resolved.sql == "SELECT DPSQL_REPORT(COUNT(DISTINCT pid)) AS n FROM t"
     with pytest.raises(UnsupportedQuery, match=r"COUNT\(DISTINCT x, contribution_bounds_per_"):
-        split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(DISTINCT pid, contribution_bounds_per_"
+        split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+              "COUNT(DISTINCT pid, contribution_bounds_per_"
               "group => (0, 1)) FROM t")
 
 
 def test_bigquery_json_functions_are_duckdbs() -> None:
     """BigQuery's JSON functions, as users read a report (dpsql.query.bigquery_json)."""
-    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY DOUBLE(r.v), INT64(r.n), "
+    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                   "DOUBLE(r.v), INT64(r.n), "
                    "JSON_QUERY_ARRAY(r.result), JSON_QUERY_ARRAY(r, '$.result'), "
                    "JSON_EXTRACT_SCALAR(r, '$.v') FROM t")
     assert sql == ("SELECT CAST(r.v AS DOUBLE), CAST(r.n AS BIGINT), CAST(CAST(r.result AS JSON)"
@@ -139,7 +154,8 @@ def test_field_access_on_a_report_as_bigquery_names_and_reads_it() -> None:
     BY or HAVING is field access on that column (written in parentheses, so that the SQL
     planned reads it so), a table's qualified column is left alone. ORDER BY a JSON field is
     refused (DuckDB would order its text: 10349 before 9650), naming DOUBLE(...)."""
-    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON')"
+    sql, _ = split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                   "COUNT(*, report_format => 'JSON')"
                    ".result.noise_confidence_interval, COUNT(*, report_format => 'JSON') AS r "
                    "FROM t AS s HAVING DOUBLE(r.result.value) > 1 ORDER BY "
                    "DOUBLE(r.result.value), s.x")
@@ -148,15 +164,16 @@ def test_field_access_on_a_report_as_bigquery_names_and_reads_it() -> None:
                    'CAST((r).result.value AS DOUBLE) > 1 ORDER BY CAST((r).result.value AS '
                    'DOUBLE), s.x')
     with pytest.raises(UnsupportedQuery, match=r"DOUBLE\(r.result.value\)"):
-        split("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'JSON') AS r "
+        split("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+              "COUNT(*, report_format => 'JSON') AS r "
               "FROM t ORDER BY r.result.value")
 
 
 def test_resolve_takes_the_clause_over_the_front_door() -> None:
     sql, epsilon, delta, bounds = resolve(
-        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(max_groups_contributed = 2) COUNT(*) FROM t",
-        0.3, 1e-6, ContributionBounds(7, 5))
-    assert (epsilon, delta, bounds) == (0.3, 1e-6, ContributionBounds(7, 2))
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25, delta = 0, "
+        "max_groups_contributed = 2) COUNT(*) FROM t", 0.3, 1e-6, ContributionBounds(7, 5))
+    assert (epsilon, delta, bounds) == (0.25, 0.0, ContributionBounds(7, 2, groups_bound=True))
     assert sql.split() == ["SELECT", "COUNT(*)", "FROM", "t"]
 
 

@@ -499,7 +499,7 @@ def test_set_dpsql_bounds_bigquery_options_and_bias_notices(served) -> None:
         conn.execute("SELECT COUNT(*) FROM visits").fetchall()
         assert any("at most 20 row(s)" in n for n in notices), notices
         before = spent(served)
-        conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.125, "
+        conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.125, "
                      "max_rows_contributed = 30) COUNT(*) FROM visits").fetchall()
         assert spent(served) == pytest.approx(before + 0.125)
         assert "at most 30 row(s)" in notices[-1]
@@ -571,16 +571,18 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
             "AVG(amount, contribution_bounds_per_row => (0, 100)) AS a "
             "FROM visits GROUP BY category").fetchall()
         assert len(rows) == 8 and spent(served) == pytest.approx(before + 0.25)
-        total = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) "
+        total = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.25) "
                              "SUM(amount, contribution_bounds_per_group => (0, 100)) "
                              "FROM visits").fetchall()
         assert len(total) == 1 and spent(served) == pytest.approx(before + 0.5)
         with pytest.raises(pg_errors.FeatureNotSupported, match="contribution_bounds_per_row"):
-            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY VAR_POP(amount, "
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                         "VAR_POP(amount, "
                          "contribution_bounds_per_group => (0, 100)) FROM visits")
         assert spent(served) == pytest.approx(before + 0.5)
         # ZetaSQL's report: a json column (OID 114), which psycopg reads as a dict
-        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) AVG(amount, "
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.25) "
+                           "AVG(amount, "
                            "contribution_bounds_per_group => (0, 100), report_format => 'JSON') "
                            "AS a FROM visits")
         assert cur.description is not None and cur.description[0].type_code == 114
@@ -590,12 +592,14 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
         assert interval["lower_bound"] == -interval["upper_bound"] < 0
         assert spent(served) == pytest.approx(before + 0.75)
         with pytest.raises(pg_errors.FeatureNotSupported, match="'JSON'"):
-            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY COUNT(*, report_format => 'PROTO') "
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                         "COUNT(*, report_format => 'PROTO') "
                          "FROM visits")
         assert spent(served) == pytest.approx(before + 0.75)
         # a report read by field access and BigQuery's JSON functions: json and float8
-        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) COUNT(*, "
-                           "report_format => 'JSON').result.noise_confidence_interval AS ci, "
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25, delta = 0) "
+                           "COUNT(*, report_format => 'JSON').result.noise_confidence_interval "
+                           "AS ci, "
                            "DOUBLE(COUNT(*, report_format => 'JSON').result.value) AS v "
                            "FROM visits")
         assert cur.description is not None
@@ -605,7 +609,7 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
         assert ci["upper_bound"] > 0 and isinstance(value, float)
         assert spent(served) == pytest.approx(before + 1.0)
         # APPROX_QUANTILES' report as BigQuery users read it: a json[] column of the quantiles
-        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25) "
+        cur = conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.25, delta = 0) "
                            "JSON_QUERY_ARRAY(APPROX_QUANTILES(amount, 2, contribution_bounds_"
                            "per_row => (0, 100), report_format => 'JSON').result) AS q "
                            "FROM visits")
@@ -615,15 +619,39 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
             q["noise_confidence_interval"]["upper_bound"] == 100 for q in quantiles)
         assert spent(served) == pytest.approx(before + 1.25)
         with pytest.raises(pg_errors.FeatureNotSupported, match="not an expression"):
-            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY DPSQL_REPORT(COUNT(*) + 1) FROM visits")
+            conn.execute("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) "
+                         "DPSQL_REPORT(COUNT(*) + 1) FROM visits")
         assert spent(served) == pytest.approx(before + 1.25)
+
+
+def test_a_union_of_private_queries_and_a_private_subquery_over_the_wire(served) -> None:
+    """dpsql.releases over the wire: the parts charged once as the sum of their costs (the
+    extended protocol's Describe plans the parts, reading nothing), the rows combined; an
+    exact arm refused (0A000) with nothing charged."""
+    clause = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = {}, delta = 0) "
+    union = (clause.format(0.125) + "category, COUNT(*) AS n FROM visits GROUP BY category "
+             "UNION ALL " + clause.format(0.25) + "category, COUNT(*) FROM visits GROUP BY "
+             "category")
+    with connect(served) as conn:
+        before = spent(served)
+        cur = conn.execute(union)  # the extended protocol: Describe, then Execute
+        assert [d.name for d in cur.description or ()] == ["category", "n"]
+        assert len(cur.fetchall()) == 16
+        assert spent(served) == pytest.approx(before + 0.375)
+        [(near,)] = conn.execute("SELECT ABS((" + clause.format(0.25) + "COUNT(*) FROM visits) "
+                                 "- 100) >= 0").fetchall()
+        assert near is True and spent(served) == pytest.approx(before + 0.625)
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="exact query"):
+            conn.execute(clause.format(1) + "COUNT(*) FROM visits UNION ALL SELECT COUNT(*) "
+                         "FROM visits")
+        assert spent(served) == pytest.approx(before + 0.625)
 
 
 @pytest.mark.parametrize(("sql", "at"), [
     ("SELECT COUNT(*) FROM visits WHERE", "WHERE"),
     ("SELECT 1; SELECT COUNT(*) FROM visits WHERE amount > 3 AND", "AND"),  # simple Query
     ("EXPLAIN SELECT COUNT(*) FROM visits WHERE", "WHERE"),
-    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5) SUM(amount, "
+    ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.5) SUM(amount, "
      "contribution_bounds_per_row => (0, 10)) FROM visits WHERE", "WHERE"),
 ])
 def test_syntax_error_position_is_the_p_field(served, sql: str, at: str) -> None:

@@ -13,6 +13,18 @@ public value bounds far outside the data (see :func:`_column`) and a database-wi
 ``max_query_delta = 1`` so that the cases' ``epsilon = 1e20`` runs verbatim. Every case's SQL
 goes to ``cursor.execute`` as written. ``python3 -m tests.zetasql.runner`` prints every case's
 outcome.
+
+**Two modes.** *Verbatim* (the headline, :func:`run_all`): every case's SQL through the DB-API
+as written. *With exact parts on the reference* (:func:`run_all_reference`): several cases
+compare a private query with an exact query of the same table (a UNION arm or a scalar
+subquery without the clause), which dpsql by design never releases; in this mode such a case
+is split into its parts (:mod:`dpsql.query.composite`), each part with the clause is sent
+through the DB-API as a query of its own (written back by the ``dpsql`` dialect), each part
+without it runs on the raw DuckDB test database (the ground truth, as ZetaSQL's engine would
+answer it), and the rows are combined as dpsql combines released parts
+(:func:`dpsql.execution.combined.combine`). Every other case runs as verbatim. The second
+count says how far dpsql's private answers agree with ZetaSQL's where only the exact reference
+is missing; it never counts a refusal of the exact part as a pass.
 """
 
 from __future__ import annotations
@@ -32,6 +44,10 @@ import tomli_w
 
 import dpsql
 from dpsql.errors import EngineFailure, InterfaceError, InternalError
+from dpsql.execution.combined import combine
+from dpsql.execution.postprocess import Result, ResultColumn
+from dpsql.query.composite import RELEASE, Composite, outer_query, split
+from dpsql.query.dp_clause import DIALECT
 
 DATA = Path(__file__).parent / "data"
 FILES = ("differential_privacy.test", "differential_privacy_errors.test")
@@ -275,33 +291,100 @@ def run_case(cursor: dpsql.dbapi.Cursor, case: Case) -> Outcome:
         # An expected ERROR passes when dpsql refuses the case with one of its own stable
         # exceptions (dpsql's wording, not ZetaSQL's).
         return Outcome(case, case.error, f"{type(e).__name__}: {e}")
+    return _compared(case, rows)
+
+
+def _compared(case: Case, rows: list[tuple[Any, ...]], how: str = "") -> Outcome:
     if case.error:
-        return Outcome(case, False, f"answered {rows!r} where ZetaSQL refuses")
+        return Outcome(case, False, f"{how}answered {rows!r} where ZetaSQL refuses")
     try:
         expected = expected_rows(case.expected)
     except Unparsed:
-        return Outcome(case, False, f"answered {rows!r}; the expected value is not readable")
+        return Outcome(case, False, f"{how}answered {rows!r}; the expected value is not "
+                       "readable")
     ordered = re.search(r"\bORDER\s+BY\b", case.sql, re.IGNORECASE) is not None
     ok = same_rows(rows, expected, ordered)
-    return Outcome(case, ok, f"answered {rows!r}" + ("" if ok else f", expected {expected!r}"))
+    return Outcome(case, ok, f"{how}answered {rows!r}" +
+                   ("" if ok else f", expected {expected!r}"))
 
 
-def run_all() -> list[Outcome]:
+def run_all(reference: bool = False) -> list[Outcome]:
+    """Every case's outcome: verbatim, or (``reference``) with exact parts on the raw
+    database (module docstring)."""
     tables, cases = all_cases()
     with tempfile.TemporaryDirectory() as folder:
         database, metadata = build(tables, Path(folder))
         with dpsql.connect(str(database), str(metadata), analyst="zetasql") as connection:
             cursor = connection.cursor()
-            return [run_case(cursor, case) for case in cases]
+            if not reference:
+                return [run_case(cursor, case) for case in cases]
+            copy = Path(folder) / "reference"  # the same tables, a file of their own
+            copy.mkdir()
+            with duckdb.connect(str(build(tables, copy)[0])) as raw:
+                return [run_case_reference(cursor, raw, case) for case in cases]
+
+
+def run_all_reference() -> list[Outcome]:
+    return run_all(reference=True)
+
+
+def run_case_reference(cursor: dpsql.dbapi.Cursor, raw: duckdb.DuckDBPyConnection,
+                       case: Case) -> Outcome:
+    """The second mode (module docstring): a case whose exact parts sit beside private ones
+    runs its parts apart, the exact ones on ``raw``; every other case as verbatim."""
+    composite = split(case.sql)
+    if composite is None or not composite.clause or (
+            composite.union and all(p.clause for p in composite.parts)):
+        return run_case(cursor, case)
+    answers = []
+    try:
+        for part in composite.parts:
+            if part.clause:
+                cursor.execute(part.tree.sql(dialect=DIALECT))
+                names = [(d[0], str(d[1])) for d in cursor.description or ()]
+                rows = [tuple(r) for r in cursor.fetchall()]
+            else:
+                result = raw.execute(part.tree.sql(dialect="duckdb"))
+                names = [(d[0], str(d[1])) for d in result.description or ()]
+                rows = result.fetchall()
+            answers.append(Result([ResultColumn(n, t) for n, t in names], rows,
+                                  [(None,) * len(names) for _ in rows]))
+        rows = combine(composite, answers).rows if composite.union else \
+            _around(composite, answers, raw)
+    except (InternalError, EngineFailure, InterfaceError) as e:
+        return Outcome(case, False, f"{type(e).__name__}: {e}")
+    except (dpsql.Error, duckdb.Error) as e:
+        return Outcome(case, False, f"{type(e).__name__}: {e}")
+    return _compared(case, [tuple(r) for r in rows], "parts, exact ones on the raw "
+                     "database: ")
+
+
+def _around(composite: Composite, answers: list[Result], raw: duckdb.DuckDBPyConnection
+            ) -> list[tuple[Any, ...]]:
+    """The query around private subqueries, its exact subqueries read on ``raw``: the released
+    values in temporary tables there, as dpsql's combination reads them."""
+    for i, answer in enumerate(answers):
+        table = f'"{RELEASE.format(i)}"'
+        raw.execute(f"CREATE OR REPLACE TEMP TABLE {table} (c0 {answer.columns[0].type})")
+        raw.executemany(f"INSERT INTO {table} VALUES (?)", answer.rows)
+    return raw.execute(outer_query(composite, [["c0"]] * len(answers)).sql(
+        dialect="duckdb")).fetchall()
 
 
 def main() -> None:
     outcomes = run_all()
     for o in outcomes:
         print(f"{'PASS' if o.passed else 'FAIL'} {o.case.name}: {o.detail[:300]}")
-    counted = [o for o in outcomes if not o.case.proto]
-    print(f"{sum(o.passed for o in counted)} of {len(counted)} non-PROTO cases pass; "
-          f"{sum(o.passed for o in outcomes)} of {len(outcomes)} in all")
+    reference = run_all_reference()
+    for o, v in zip(reference, outcomes, strict=True):
+        if o.passed != v.passed:
+            print(f"{'PASS' if o.passed else 'FAIL'} (exact parts on the reference) "
+                  f"{o.case.name}: {o.detail[:300]}")
+    for name, result in (("verbatim", outcomes), ("with exact parts on the reference",
+                                                  reference)):
+        counted = [o for o in result if not o.case.proto]
+        print(f"{name}: {sum(o.passed for o in counted)} of {len(counted)} non-PROTO cases "
+              f"pass; {sum(o.passed for o in result)} of {len(result)} in all")
 
 
 if __name__ == "__main__":

@@ -16,14 +16,17 @@ from dpsql.execution.postprocess import made_up_answer
 from dpsql.execution.public import PublicRead
 from dpsql.ledger.spending import LedgerRead
 from dpsql.privacy.plan import Plan
+from dpsql.releases import Releases, made_up_columns
 from dpsql.series import TwoReleases
 
 
 def describe(plan: Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead | LedgerRead
-             ) -> list[tuple[str, str]]:
+             | Releases) -> list[tuple[str, str]]:
     """(name, DuckDB type) of each column of the answer to ``plan``: an exact public read
     knows them from its dry run on empty tables, a free answer from its route; two releases
     answer as their outer query."""
+    if isinstance(plan, Releases):  # a composite: its parts' made-up answers, combined
+        return made_up_columns(plan)
     if isinstance(plan, PublicRead | FreeAnswer | LocalRead | LedgerRead):  # their dry run
         return [(c.name, c.type) for c in plan.columns]
     private = plan.outer if isinstance(plan, TwoReleases) else plan

@@ -1,0 +1,48 @@
+"""The answer of a composite query (:mod:`dpsql.query.composite`): its parts' released rows
+combined by the query around them, in a locked in-memory DuckDB whose only tables are those
+rows (``__release_i``, columns ``c0, c1, ...``). Nothing private is reachable from there: this
+is post-processing of the parts' releases, and costs nothing."""
+
+from __future__ import annotations
+
+import duckdb
+
+from dpsql.engines import locked
+from dpsql.errors import DataError, UnsupportedQuery
+from dpsql.execution.postprocess import Result, ResultColumn
+from dpsql.query.composite import RELEASE, Composite, outer_query
+
+
+def combine(composite: Composite, answers: list[Result]) -> Result:
+    """The query around the parts run over their answers (``answers[i]``: part i's)."""
+    if not composite.union:
+        for i, answer in enumerate(answers):
+            if len(answer.columns) != 1:
+                raise UnsupportedQuery(f"scalar subquery {i + 1} selects "
+                                       f"{len(answer.columns)} columns; select one")
+    names = [[c.name for c in a.columns] for a in answers]
+    sql = outer_query(composite, names).sql(dialect="duckdb")
+
+    def fill(con: duckdb.DuckDBPyConnection) -> None:
+        for i, answer in enumerate(answers):
+            table = f'"{RELEASE.format(i)}"'
+            types = [c.type for c in answer.columns]
+            columns = ", ".join(f"c{j} {t}" for j, t in enumerate(types))
+            con.execute(f"CREATE TABLE {table} ({columns})")
+            locked.insert_rows(con, table, types, answer.rows)
+
+    con = locked.in_memory(fill)
+    try:
+        result = con.execute(sql)
+        described = result.description or []
+        rows = result.fetchall()
+    except duckdb.Error as e:  # released rows only: the message may be shown as it is
+        raise DataError("the query around the private queries failed on their answers: "
+                        f"{str(e).splitlines()[0]}") from None
+    finally:
+        con.close()
+    columns = [ResultColumn(d[0], str(d[1])) for d in described]
+    notes = [n for a in answers for n in a.notes]
+    return Result(columns, rows, [(None,) * len(columns) for _ in rows],
+                  epsilon=sum(a.epsilon for a in answers), delta=sum(a.delta for a in answers),
+                  notes=list(dict.fromkeys(notes)))
