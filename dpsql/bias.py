@@ -42,8 +42,9 @@ def bounding_notes(p: Plan) -> list[str]:
         elif p.keys:  # dpsql.privacy.aggregates.groups_cap: the cap would not lower the noise
             text += " across all its groups (no groups cap over these keys)"
         notes.append(text + ". This bias is not in the +/- intervals, which cover the noise "
-                     "only; larger bounds (WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed"
-                     " = ..., max_groups_contributed = ...), within the owner's caps) mean less "
+                     "only; larger bounds (SET dpsql.max_rows, or WITH DIFFERENTIAL_PRIVACY "
+                     "OPTIONS(epsilon = ..., delta = ..., max_rows_contributed = ..., "
+                     "max_groups_contributed = ...), within the owner's caps) mean less "
                      "bias and more noise.")
     if p.auto is not None:
         notes.append(auto_note(p))

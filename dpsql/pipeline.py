@@ -128,7 +128,8 @@ def _single_auto(bound: BoundQuery) -> BoundQuery:
         raise UnsupportedQuery(
             f"{auto[0]}: its max_rows_per_unit is chosen from the data (auto) only for a "
             "query of that table alone; for a join give k yourself: SET dpsql.max_rows = k, "
-            "or WITH DIFFERENTIAL_PRIVACY OPTIONS(max_rows_contributed = k)")
+            "or WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = e, delta = d, "
+            "max_rows_contributed = k)")
     return bound
 
 
