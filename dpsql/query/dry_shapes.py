@@ -1,0 +1,102 @@
+"""Dry runs only where a new constant could change their outcome (issue 39: a new text's cost).
+
+A dashboard's moving filter value (``WHERE income > 1007``, then ``> 1014``) makes every refresh
+a new text, and every new text's engine query was dry-run on empty tables
+(:func:`dpsql.pipeline.check_engine_query`) although it differs from one already checked in one
+number only. A dry run refuses what the engine would refuse whatever the data: a type it will
+not accept, a constant it cannot cast. So its outcome depends on the query's shape and on the
+*types* DuckDB gives its constants, and on a constant's *value* only where the engine computes
+with it (``2147483647 + 1`` overflows, ``'18x'`` does not cast to an integer).
+
+:func:`dry_shape` is the engine query's text with every constant whose value cannot change the
+dry run's outcome replaced by its DuckDB type: a plain unsigned number (digits, or digits, a
+point and digits) that is directly one side of a comparison (``=``, ``<>``, ``<``, ``<=``,
+``>``, ``>=``), a ``BETWEEN`` bound or an ``IN`` item (as it is, or cast to DOUBLE, which
+any plain number casts to), against an operand that is not a
+constant. DuckDB binds such a comparison by casting to a common type, chosen from the two
+types alone, and a number of a given width fits that type whatever its digits; it computes
+nothing with the value before the rows are read. The type written in its place keeps the
+width: the smallest integer type, signed or unsigned, that holds it (TINYINT ... BIGINT;
+wider numbers are kept as they are), or ``DECIMAL(width, scale)`` as DuckDB types a decimal
+literal. Everything else --
+strings (a date, an integer written as text), negative numbers, exponents, constants under
+arithmetic or a function, a ``LIMIT`` -- stays in the text as written, so a query that differs
+there is dry-run again. Two queries with the same shape (and the same empty tables and salt)
+have the same dry-run outcome, so a shape that passed once need not run again; a shape that
+failed is never stored (the refusal is raised again, from a fresh dry run).
+
+This decides only whether a dry run is repeated: the query run on the data is always the one
+generated for this text, and the plan (its bounds, noise, cost) is made for this text.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from dpsql.cache import LRU
+
+#: Shapes whose dry run passed, per (shape, salted, empty tables).
+PASSED: LRU[tuple[str, bool, tuple[str, ...]], bool] = LRU(1024)
+
+_NUMBER = re.compile(r"(\d+)(?:\.(\d+))?")
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+#: Integer widths, signed and unsigned: a number is written as the first that holds it.
+_INTEGERS = (("TINYINT", 2**7), ("UTINYINT", 2**8), ("SMALLINT", 2**15), ("USMALLINT", 2**16),
+             ("INTEGER", 2**31), ("UINTEGER", 2**32), ("BIGINT", 2**63))
+
+
+def dry_shape(tree: exp.Expression, dialect: object) -> str | None:
+    """``tree``'s text in ``dialect`` with its opaque constants (module docstring) written as
+    their types, or None when it has none (the dry run is then keyed by nothing new: run it).
+    ``tree`` is left as it was."""
+    opaque = [(node, node.this) for node in tree.find_all(exp.Literal) if _opaque(node)]
+    if not opaque:
+        return None
+    try:
+        for node, text in opaque:
+            node.set("this", _type_of(text))
+        return tree.sql(dialect=dialect, copy=False)  # type: ignore[arg-type]
+    finally:
+        for node, text in opaque:
+            node.set("this", text)
+
+
+def _opaque(literal: exp.Literal) -> bool:
+    """Whether ``node`` is a plain number compared as it is with a non-constant operand."""
+    if literal.is_string or _NUMBER.fullmatch(literal.this) is None:
+        return False
+    if _type_of(literal.this) == literal.this:  # too wide for BIGINT: kept as written
+        return False
+    node: exp.Expression = literal
+    parent = node.parent
+    if isinstance(parent, exp.Cast) and parent.to.this == exp.DataType.Type.DOUBLE:
+        node, parent = parent, parent.parent  # a plain number always casts to DOUBLE
+    if isinstance(parent, _COMPARISONS):
+        other = parent.expression if node is parent.this else parent.this
+        return node.arg_key in ("this", "expression") and not _constant(other)
+    if isinstance(parent, exp.Between):
+        return node.arg_key in ("low", "high") and not _constant(parent.this)
+    if isinstance(parent, exp.In):
+        return node.arg_key == "expressions" and not _constant(parent.this)
+    return False
+
+
+def _constant(node: exp.Expression | None) -> bool:
+    """Whether ``node`` reads no column (DuckDB may compute it while binding)."""
+    return node is None or node.find(exp.Column) is None
+
+
+def _type_of(text: str) -> str:
+    """DuckDB's type of the unsigned number ``text`` (``text`` itself past BIGINT)."""
+    match = _NUMBER.fullmatch(text)
+    assert match is not None
+    whole, fraction = match.group(1), match.group(2)
+    if fraction is None:
+        value = int(whole)
+        return next((name for name, limit in _INTEGERS if value < limit), text)
+    width = len(whole.lstrip("0") or "0") + len(fraction)
+    if width > 38:
+        return text
+    return f"DECIMAL({width},{len(fraction)})"
