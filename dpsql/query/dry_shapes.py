@@ -51,36 +51,41 @@ def dry_shape(tree: exp.Expression, dialect: object) -> str | None:
     """``tree``'s text in ``dialect`` with its opaque constants (module docstring) written as
     their types, or None when it has none (the dry run is then keyed by nothing new: run it).
     ``tree`` is left as it was."""
-    opaque = [(node, node.this) for node in tree.find_all(exp.Literal) if _opaque(node)]
+    opaque = [(node, node.this, written) for node in tree.find_all(exp.Literal)
+              if (written := _opaque(node)) is not None]
     if not opaque:
         return None
     try:
-        for node, text in opaque:
-            node.set("this", _type_of(text))
+        for node, _, written in opaque:
+            node.set("this", written)
         return tree.sql(dialect=dialect, copy=False)  # type: ignore[arg-type]
     finally:
-        for node, text in opaque:
+        for node, text, _ in opaque:
             node.set("this", text)
 
 
-def _opaque(literal: exp.Literal) -> bool:
-    """Whether ``node`` is a plain number compared as it is with a non-constant operand."""
+def _opaque(literal: exp.Literal) -> str | None:
+    """What ``literal`` is written as in the shape when it is a plain number compared as it
+    is (or cast to DOUBLE) with a non-constant operand: its type; else None."""
     if literal.is_string or _NUMBER.fullmatch(literal.this) is None:
-        return False
-    if _type_of(literal.this) == literal.this:  # too wide for BIGINT: kept as written
-        return False
+        return None
+    written = _type_of(literal.this)
+    if written == literal.this:  # too wide for BIGINT: kept as written
+        return None
     node: exp.Expression = literal
     parent = node.parent
     if isinstance(parent, exp.Cast) and parent.to.this == exp.DataType.Type.DOUBLE:
-        node, parent = parent, parent.parent  # a plain number always casts to DOUBLE
+        node, parent, written = parent, parent.parent, "NUMBER"  # any such number casts
     if isinstance(parent, _COMPARISONS):
         other = parent.expression if node is parent.this else parent.this
-        return node.arg_key in ("this", "expression") and not _constant(other)
-    if isinstance(parent, exp.Between):
-        return node.arg_key in ("low", "high") and not _constant(parent.this)
-    if isinstance(parent, exp.In):
-        return node.arg_key == "expressions" and not _constant(parent.this)
-    return False
+        opaque = node.arg_key in ("this", "expression") and not _constant(other)
+    elif isinstance(parent, exp.Between):
+        opaque = node.arg_key in ("low", "high") and not _constant(parent.this)
+    elif isinstance(parent, exp.In):
+        opaque = node.arg_key == "expressions" and not _constant(parent.this)
+    else:
+        opaque = False
+    return written if opaque else None
 
 
 def _constant(node: exp.Expression | None) -> bool:
