@@ -50,18 +50,16 @@ _INTEGERS = (("TINYINT", 2**7), ("UTINYINT", 2**8), ("SMALLINT", 2**15), ("USMAL
 def dry_shape(tree: exp.Expression, dialect: object) -> str | None:
     """``tree``'s text in ``dialect`` with its opaque constants (module docstring) written as
     their types, or None when it has none (the dry run is then keyed by nothing new: run it).
-    ``tree`` is left as it was."""
-    opaque = [(node, node.this, written) for node in tree.find_all(exp.Literal)
-              if (written := _opaque(node)) is not None]
-    if not opaque:
+    ``tree`` is not changed."""
+    if not any(_opaque(node) is not None for node in tree.find_all(exp.Literal)):
         return None
-    try:
-        for node, _, written in opaque:
+    # A copy: the tree may share nodes with a cached plan that other threads generate.
+    shaped = tree.copy()
+    for node in list(shaped.find_all(exp.Literal)):
+        written = _opaque(node)
+        if written is not None:
             node.set("this", written)
-        return tree.sql(dialect=dialect, copy=False)  # type: ignore[arg-type]
-    finally:
-        for node, text, _ in opaque:
-            node.set("this", text)
+    return shaped.sql(dialect=dialect, copy=False)  # type: ignore[arg-type]
 
 
 def _opaque(literal: exp.Literal) -> str | None:
