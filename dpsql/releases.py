@@ -24,8 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NoReturn
 
+from sqlglot import exp
+
 from dpsql.engines import Engine
-from dpsql.errors import QueryRefused, SQLSyntaxError, UnsupportedQuery
+from dpsql.errors import InvalidPrivacyParameter, QueryRefused, SQLSyntaxError, UnsupportedQuery
 from dpsql.execution.combined import combine
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.local_rows import LocalRead
@@ -35,6 +37,7 @@ from dpsql.ledger.budget import Cost, query_cost
 from dpsql.ledger.spending import names_views
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
+from dpsql.metadata.owner_settings import QueryLimits
 from dpsql.pipeline import Explanation, answer, explain
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -133,7 +136,57 @@ def prepare_releases(composite: Composite, planner: Planner, epsilon: float, del
             if isinstance(e, SQLSyntaxError):
                 e.position = None  # its offset is into the part, not into the query sent
             raise
-    return Releases(composite, tuple(prepared), mechanism)
+    releases = Releases(composite, tuple(prepared), mechanism)
+    _check_limits(releases, planner.metadata.limits)
+    if not composite.union:
+        for part in prepared:
+            _check_one_row(part)
+    combine(composite, _empty_answers(releases), checking=True)
+    return releases
+
+
+def _check_limits(p: Releases, limits: QueryLimits) -> None:
+    """The owner's per-query limits bound the whole: one query's parts are one query's
+    release, charged as one (sequential composition), so their sum, not each part, is what
+    ``[budget] max_query_epsilon`` and ``max_query_delta`` cap."""
+    if p.epsilon > limits.max_epsilon or p.delta > limits.max_delta:
+        raise InvalidPrivacyParameter(
+            f"the parts of this query ask for epsilon {p.epsilon:g} and delta {p.delta:g} in "
+            f"all, beyond the data owner's per-query limits ([budget] max_query_epsilon "
+            f"{limits.max_epsilon:g}, max_query_delta {limits.max_delta:g}); lower the parts' "
+            "epsilon and delta, or ask the parts in separate queries")
+
+
+def _check_one_row(part: PreparedPart) -> None:
+    """A private scalar subquery returns at most one row whatever the data: without GROUP BY,
+    or with a LIMIT of 1. Grouped, its number of rows is the number of released keys (a
+    thresholded count: known only after the charge), and a second row would fail the query
+    after its charge."""
+    q = part.prepared
+    plan = q.outer if isinstance(q, TwoReleases) else q
+    if not isinstance(plan, Plan) or not plan.keys:
+        return
+    limit = part.part.tree.args.get("limit")
+    value = limit.expression if isinstance(limit, exp.Limit) else None
+    if isinstance(value, exp.Literal) and value.is_int and int(value.this) <= 1:
+        return
+    raise UnsupportedQuery(
+        f"{part.part.label} has a GROUP BY: it returns one row per released group, and a "
+        "scalar subquery must return one row whatever the data; add LIMIT 1 "
+        "(with an ORDER BY), remove the GROUP BY, or read the groups in FROM")
+
+
+def _empty_answers(p: Releases) -> list[Result]:
+    """Each part's answer with its columns and no rows (no data read): what the query around
+    the parts is bound against before the charge, and the columns the server describes."""
+    answers = []
+    for part in p.parts:
+        q = part.prepared
+        plan = q.outer if isinstance(q, TwoReleases) else q
+        columns = made_up_answer(plan).columns if isinstance(plan, Plan) else list(
+            plan.columns)
+        answers.append(Result(columns, [], []))
+    return answers
 
 
 def _prepare(part: Part, composite: Composite, planner: Planner, epsilon: float, delta: float,
@@ -144,6 +197,8 @@ def _prepare(part: Part, composite: Composite, planner: Planner, epsilon: float,
                               clause.delta, mechanism, bounds=clause.bounds)
     check_report_route(p, clause.report)  # a report: answered by the part's post-processing
     shown = part.tree.sql(dialect=DIALECT)[:160]
+    if isinstance(p, Releases):  # split already refuses nesting; never charged as free
+        raise UnsupportedQuery(f"{shown} holds private queries of its own; ask it alone")
     if isinstance(p, LocalRead):
         raise UnsupportedQuery(f"{shown} reads randomized local rows, which are not combined "
                                "with other answers; ask it alone")
@@ -200,16 +255,9 @@ def answer_releases(p: Releases, engine: Engine, planner: Planner, rng: Randomne
 
 
 def made_up_columns(p: Releases) -> list[tuple[str, str]]:
-    """(name, DuckDB type) of each column of the answer, from made-up part answers (no data
-    read: :func:`dpsql.execution.postprocess.made_up_answer`): the server's Describe."""
-    answers = []
-    for part in p.parts:
-        q = part.prepared
-        plan = q.outer if isinstance(q, TwoReleases) else q
-        made = made_up_answer(plan) if isinstance(plan, Plan) else \
-            Result(list(plan.columns), [], [])
-        answers.append(made)
-    return [(c.name, c.type) for c in combine(p.composite, answers).columns]
+    """(name, DuckDB type) of each column of the answer, from the parts' typed columns (no
+    data read: :func:`dpsql.execution.postprocess.made_up_answer`): the server's Describe."""
+    return [(c.name, c.type) for c in combine(p.composite, _empty_answers(p)).columns]
 
 
 def explain_releases(p: Releases, engine: Engine | None = None) -> Explanation:

@@ -13,8 +13,12 @@ from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.query.composite import RELEASE, Composite, outer_query
 
 
-def combine(composite: Composite, answers: list[Result]) -> Result:
-    """The query around the parts run over their answers (``answers[i]``: part i's)."""
+def combine(composite: Composite, answers: list[Result], checking: bool = False) -> Result:
+    """The query around the parts run over their answers (``answers[i]``: part i's).
+    ``checking``: the answers are the parts' typed columns without rows, before the charge
+    (:func:`dpsql.releases.prepare_releases`): the query is bound as it will run, so a
+    mistake in it (arms of different widths, a column it does not have) is a refusal then,
+    not a failure after the charge."""
     if not composite.union:
         for i, answer in enumerate(answers):
             if len(answer.columns) != 1:
@@ -37,6 +41,9 @@ def combine(composite: Composite, answers: list[Result]) -> Result:
         described = result.description or []
         rows = result.fetchall()
     except duckdb.Error as e:  # released rows only: the message may be shown as it is
+        if checking:
+            raise UnsupportedQuery("the query around the private queries cannot run on "
+                                   f"their answers: {str(e).splitlines()[0]}") from None
         raise DataError("the query around the private queries failed on their answers: "
                         f"{str(e).splitlines()[0]}") from None
     finally:

@@ -187,15 +187,16 @@ def _replace_arms(tree: exp.Query, names: list[list[str]]) -> None:
 
 
 def check_outer(composite: Composite) -> None:
-    """Refuse an outer query (around private subqueries) that reads anything but their
-    answers: a table, another subquery, a denied function (module docstring)."""
-    if composite.union:
-        return
+    """Refuse a query around the parts (the UNION's ORDER BY and LIMIT, the SELECT around
+    private subqueries) that reads anything but their answers: a table, another subquery, a
+    denied function (module docstring). Before anything is charged: a table named there (an
+    ORDER BY over a private table's subquery) would otherwise fail after the charge."""
     tree = outer_query(composite, [["c0"]] * len(composite.parts))
+    where = "a UNION of private queries" if composite.union else "a private subquery"
     for node in tree.walk():
         if isinstance(node, exp.Table) and not node.name.startswith("__release_"):
             raise UnsupportedQuery(
-                f"the query around a private subquery reads {node.sql(dialect='duckdb')}: "
+                f"the query around {where} reads {node.sql(dialect='duckdb')}: "
                 "it may read only the private queries' answers; ask the other part "
                 "separately")
         if isinstance(node, exp.Subquery) and not _reads_release(node):

@@ -79,3 +79,45 @@ SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1) COUNT(*) FROM people;
 SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) FROM people
         WHERE age > (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) AVG(age)
                      FROM people));
+
+-- The attacker's pass of 2026-12-06 (docs/audit.md): what used to be refused only after the
+-- charge, or not at all, is refused while the parts are prepared.
+
+-- case: composite parts beyond the per-query epsilon limit in all
+-- expect: refused InvalidPrivacyParameter mentions=max_query_epsilon mentions="in all"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 60, delta = 0) COUNT(*) FROM people
+UNION ALL
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 60, delta = 0) COUNT(*) FROM people;
+
+-- case: composite arms of different widths
+-- expect: refused UnsupportedQuery mentions="same number of result columns"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) FROM people
+UNION ALL
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*), AVG(age) FROM people;
+
+-- case: composite scalar subquery of two columns
+-- expect: refused UnsupportedQuery mentions="selects 2 columns"
+SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*), AVG(age)
+        FROM people) AS pair;
+
+-- case: composite grouped scalar subquery
+-- expect: refused UnsupportedQuery mentions="GROUP BY" mentions="LIMIT 1"
+SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) COUNT(*)
+        FROM people GROUP BY state) AS n;
+
+-- case: composite grouped scalar subquery limited to one row
+-- expect: accepted cost=1,1e-06 names=n rows<=1
+SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) COUNT(*) AS c
+        FROM people GROUP BY state ORDER BY c DESC LIMIT 1) AS n;
+
+-- case: composite union ordered by a private table's subquery
+-- expect: refused UnsupportedQuery mentions="MAX(income)"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) AS n FROM people
+UNION ALL
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) FROM people
+ORDER BY (SELECT MAX(income) FROM people);
+
+-- case: composite query around the parts names a column they lack
+-- expect: refused UnsupportedQuery mentions=nosuch
+SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) FROM people)
+       + nosuch AS n;

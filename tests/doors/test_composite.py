@@ -158,3 +158,64 @@ def test_a_union_of_ledger_views_is_a_ledger_read_and_never_a_part(
         cur.execute(CLAUSE.format(0.5) + "COUNT(*) FROM people UNION ALL "
                     "SELECT COUNT(*) FROM dpsql.budgets")
     assert spent(conn) == 0
+
+
+# The attacker's pass of 2026-12-06 (docs/audit.md, "Attacker's pass"): each of these was
+# charged, then failed (or, for the limit, answered beyond the owner's per-query cap).
+
+
+def test_the_owners_per_query_limit_caps_the_sum_of_the_parts(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.toml"
+    path.write_text('[budget]\nledger = "ledger.sqlite"\nmax_query_epsilon = 2.0\n'
+                    'max_query_delta = 1e-4\n[analysts.alice]\nepsilon = 100.0\ndelta = 0.1\n'
+                    + sample_tables_toml())
+    with dpsql.connect(database=SAMPLE, metadata=path, analyst="alice") as conn:
+        three = " UNION ALL ".join([CLAUSE.format(2) + "COUNT(*) FROM people"] * 3)
+        two_scalars = ("SELECT (" + CLAUSE.format(1.5) + "COUNT(*) FROM people) + (" +
+                       CLAUSE.format(1.5) + "COUNT(*) FROM visits) AS s")
+        deltas = " UNION ALL ".join(["SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 0.5, "
+                                     "delta = 1e-4) state, COUNT(*) FROM people GROUP BY "
+                                     "state"] * 2)  # thresholded keys: each charges its delta
+        for sql in (three, two_scalars, deltas):
+            with pytest.raises(dpsql.ProgrammingError, match="max_query_delta") as refused:
+                conn.cursor().execute(sql)
+            assert "in all" in str(refused.value)
+        with pytest.raises(dpsql.ProgrammingError, match="in all"):  # the door's epsilon, too
+            conn.cursor().execute("SELECT COUNT(*) FROM people UNION ALL "
+                                  "SELECT COUNT(*) FROM visits", epsilon=1.5)
+        assert spent(conn) == 0.0
+        cur = conn.cursor()  # at the limit: answered
+        cur.execute(CLAUSE.format(1) + "COUNT(*) FROM people UNION ALL " + CLAUSE.format(1) +
+                    "COUNT(*) FROM visits")
+        assert len(cur.fetchall()) == 2 and spent(conn) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("sql", "said"), [
+    # arms of different widths: the UNION cannot be bound
+    (CLAUSE.format(1) + "COUNT(*) FROM people UNION ALL " + CLAUSE.format(1) +
+     "COUNT(*), AVG(age) FROM people", "same number of result columns"),
+    # a scalar subquery of two columns
+    ("SELECT (" + CLAUSE.format(1) + "COUNT(*), AVG(age) FROM people) AS s", "2 columns"),
+    # a grouped scalar subquery: its rows are its released groups (two here, public domain)
+    ("SELECT (" + CLAUSE.format(1) + "COUNT(*) FROM people GROUP BY sex) AS s", "GROUP BY"),
+    # ... or thresholded keys, whose number is known only after the charge
+    ("SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) COUNT(*) "
+     "FROM people GROUP BY state) AS s", "LIMIT 1"),
+    # the UNION's ORDER BY reads a private table (the combining query has no such table)
+    (CLAUSE.format(1) + "COUNT(*) AS n FROM people UNION ALL " + CLAUSE.format(1) +
+     "COUNT(*) FROM people ORDER BY (SELECT MAX(income) FROM people)", "subquery without"),
+    # a column that is in no part's answer
+    ("SELECT (" + CLAUSE.format(1) + "COUNT(*) FROM people) + nosuch AS s", "nosuch"),
+])
+def test_a_combination_that_cannot_run_is_refused_before_the_charge(
+        conn: dpsql.Connection, sql: str, said: str) -> None:
+    with pytest.raises(dpsql.ProgrammingError, match=said):
+        conn.cursor().execute(sql)
+    assert spent(conn) == 0.0
+
+
+def test_a_grouped_scalar_subquery_of_one_row_is_answered(conn: dpsql.Connection) -> None:
+    cur = conn.cursor()
+    cur.execute("SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) "
+                "COUNT(*) AS c FROM people GROUP BY state ORDER BY c DESC LIMIT 1) > 0 AS big")
+    assert cur.fetchall() in ([(True,)], [(None,)]) and spent(conn) == pytest.approx(1.0)
