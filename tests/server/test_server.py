@@ -647,6 +647,23 @@ def test_a_union_of_private_queries_and_a_private_subquery_over_the_wire(served)
         assert spent(served) == pytest.approx(before + 0.625)
 
 
+def test_a_composite_over_the_wire_is_refused_before_its_charge(served) -> None:
+    """The attacker's pass (docs/audit.md): a session's epsilon within the owner's per-query
+    limit (default 100), asked by each arm of a UNION, is beyond it in all: refused (22023)
+    with nothing charged, as is a scalar subquery that would return several rows."""
+    with connect(served) as conn:
+        before = spent(served)
+        conn.execute("SET dpsql.epsilon = 60")
+        with pytest.raises(pg_errors.InvalidParameterValue, match="max_query_epsilon"):
+            conn.execute("SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM visits")
+        conn.rollback()
+        conn.execute("RESET dpsql.epsilon")
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="LIMIT 1"):
+            conn.execute("SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, "
+                         "delta = 0) COUNT(*) FROM visits GROUP BY category) AS n")
+        assert spent(served) == pytest.approx(before)
+
+
 @pytest.mark.parametrize(("sql", "at"), [
     ("SELECT COUNT(*) FROM visits WHERE", "WHERE"),
     ("SELECT 1; SELECT COUNT(*) FROM visits WHERE amount > 3 AND", "AND"),  # simple Query
