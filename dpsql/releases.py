@@ -67,6 +67,9 @@ class Releases:
     composite: Composite
     parts: tuple[PreparedPart, ...]
     mechanism: str
+    #: the owner's statement_timeout, which bounds the query around the parts
+    #: (:mod:`dpsql.execution.combined`)
+    time_limit: float
 
     @property
     def epsilon(self) -> float:
@@ -136,12 +139,13 @@ def prepare_releases(composite: Composite, planner: Planner, epsilon: float, del
             if isinstance(e, SQLSyntaxError):
                 e.position = None  # its offset is into the part, not into the query sent
             raise
-    releases = Releases(composite, tuple(prepared), mechanism)
+    releases = Releases(composite, tuple(prepared), mechanism,
+                        planner.metadata.server.statement_timeout)
     _check_limits(releases, planner.metadata.limits)
     if not composite.union:
         for part in prepared:
             _check_one_row(part)
-    combine(composite, _empty_answers(releases), checking=True)
+    combine(composite, _empty_answers(releases), releases.time_limit, checking=True)
     return releases
 
 
@@ -251,13 +255,14 @@ def answer_releases(p: Releases, engine: Engine, planner: Planner, rng: Randomne
         else:
             result = answer(q, engine, rng)
         answers.append(result)
-    return combine(p.composite, answers)
+    return combine(p.composite, answers, p.time_limit)
 
 
 def made_up_columns(p: Releases) -> list[tuple[str, str]]:
     """(name, DuckDB type) of each column of the answer, from the parts' typed columns (no
     data read: :func:`dpsql.execution.postprocess.made_up_answer`): the server's Describe."""
-    return [(c.name, c.type) for c in combine(p.composite, _empty_answers(p)).columns]
+    return [(c.name, c.type) for c in combine(p.composite, _empty_answers(p), p.time_limit,
+                                              checking=True).columns]
 
 
 def explain_releases(p: Releases, engine: Engine | None = None) -> Explanation:

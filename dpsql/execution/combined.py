@@ -1,20 +1,28 @@
 """The answer of a composite query (:mod:`dpsql.query.composite`): its parts' released rows
 combined by the query around them, in a locked in-memory DuckDB whose only tables are those
 rows (``__release_i``, columns ``c0, c1, ...``). Nothing private is reachable from there: this
-is post-processing of the parts' releases, and costs nothing."""
+is post-processing of the parts' releases, and costs nothing.
+
+Its work is the query's own (a cross join of ``VALUES`` lists grows as their product), which no
+checker bounds, so it runs under the data owner's ``statement_timeout`` (``limit``), as a
+public read or a ledger read does: its time depends on the query text and the released rows
+only, so it needs no grid of its own (the charged answer's grid covers it)."""
 
 from __future__ import annotations
 
 import duckdb
 
-from dpsql.engines import locked
-from dpsql.errors import DataError, UnsupportedQuery
+from dpsql.engines import CursorCancel, locked
+from dpsql.errors import DataError, QueryTimeout, UnsupportedQuery
 from dpsql.execution.postprocess import Result, ResultColumn
+from dpsql.execution.time_limits import Deadline
 from dpsql.query.composite import RELEASE, Composite, outer_query
 
 
-def combine(composite: Composite, answers: list[Result], checking: bool = False) -> Result:
-    """The query around the parts run over their answers (``answers[i]``: part i's).
+def combine(composite: Composite, answers: list[Result], limit: float,
+            checking: bool = False) -> Result:
+    """The query around the parts run over their answers (``answers[i]``: part i's), stopped
+    after ``limit`` seconds (:class:`~dpsql.errors.QueryTimeout`).
     ``checking``: the answers are the parts' typed columns without rows, before the charge
     (:func:`dpsql.releases.prepare_releases`): the query is bound as it will run, so a
     mistake in it (arms of different widths, a column it does not have) is a refusal then,
@@ -36,17 +44,21 @@ def combine(composite: Composite, answers: list[Result], checking: bool = False)
             locked.insert_rows(con, table, types, answer.rows)
 
     con = locked.in_memory(fill)
+    deadline = Deadline(CursorCancel(con), limit)
     try:
         result = con.execute(sql)
         described = result.description or []
         rows = result.fetchall()
     except duckdb.Error as e:  # released rows only: the message may be shown as it is
+        if deadline.fired:
+            raise QueryTimeout(limit, charged=not checking) from None
         if checking:
             raise UnsupportedQuery("the query around the private queries cannot run on "
                                    f"their answers: {str(e).splitlines()[0]}") from None
         raise DataError("the query around the private queries failed on their answers: "
                         f"{str(e).splitlines()[0]}") from None
     finally:
+        deadline.stop()
         con.close()
     columns = [ResultColumn(d[0], str(d[1])) for d in described]
     notes = [n for a in answers for n in a.notes]

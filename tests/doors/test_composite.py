@@ -5,6 +5,7 @@ part beside a private one refused, naming it, wherever it hides, and nothing cha
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,3 +220,26 @@ def test_a_grouped_scalar_subquery_of_one_row_is_answered(conn: dpsql.Connection
     cur.execute("SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 1e-6) "
                 "COUNT(*) AS c FROM people GROUP BY state ORDER BY c DESC LIMIT 1) > 0 AS big")
     assert cur.fetchall() in ([(True,)], [(None,)]) and spent(conn) == pytest.approx(1.0)
+
+
+def test_the_query_around_the_parts_runs_under_the_owners_time_limit(tmp_path: Path) -> None:
+    """Its work is its own (a cross join of VALUES lists), which no checker bounds: the
+    owner's statement_timeout stops it, before the charge while it is bound on the parts'
+    empty answers, after it (charged) when only the released rows make it long."""
+    path = tmp_path / "metadata.toml"
+    path.write_text('[budget]\nledger = "ledger.sqlite"\n[server]\nstatement_timeout = 1\n'
+                    '[analysts.alice]\nepsilon = 20.0\ndelta = 1e-5\n' + sample_tables_toml())
+    values = "(VALUES " + ", ".join(f"({i})" for i in range(200)) + ")"
+    joined = ", ".join(f"{values} AS v{i}(x)" for i in range(5))
+    product = "SUM(v0.x * v1.x + v2.x - v3.x * v4.x)"
+    private = "(" + CLAUSE.format(1) + "COUNT(*) FROM people)"
+    with dpsql.connect(database=SAMPLE, metadata=path, analyst="alice") as conn:
+        started = time.monotonic()
+        with pytest.raises(dpsql.OperationalError, match="not charged"):
+            conn.cursor().execute(f"SELECT {product} + {private} AS n FROM {joined}")
+        assert spent(conn) == 0.0
+        with pytest.raises(dpsql.OperationalError, match="was charged"):
+            conn.cursor().execute(f"SELECT {product} AS n FROM {joined} "
+                                  f"WHERE {private} IS NOT NULL")
+        assert spent(conn) == pytest.approx(1.0)
+        assert time.monotonic() - started < 30
