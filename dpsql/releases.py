@@ -29,12 +29,12 @@ from sqlglot import exp
 from dpsql.engines import Engine
 from dpsql.errors import InvalidPrivacyParameter, QueryRefused, SQLSyntaxError, UnsupportedQuery
 from dpsql.execution.combined import combine
-from dpsql.execution.free import FreeAnswer, answer_free
+from dpsql.execution.free import FreeAnswer, answer_free, empty_probe
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.postprocess import Result, made_up_answer
 from dpsql.execution.public import PublicRead, PublicStore, answer_public, reads_only_public
 from dpsql.ledger.budget import Cost, query_cost
-from dpsql.ledger.spending import names_views
+from dpsql.ledger.spending import LedgerRead, names_views
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
 from dpsql.metadata.owner_settings import QueryLimits
@@ -70,14 +70,19 @@ class Releases:
     #: the owner's statement_timeout, which bounds the query around the parts
     #: (:mod:`dpsql.execution.combined`)
     time_limit: float
+    #: why the whole has no rows whatever the data (a ``LIMIT 0`` around the parts, as BI
+    #: tools probe column types: :func:`dpsql.execution.free.empty_probe`), or None. Such a
+    #: probe is answered with the columns only, its parts prepared (and refused) but never
+    #: run: free, as any probe.
+    probe: str | None = None
 
     @property
     def epsilon(self) -> float:
-        return sum(_epsilon(p.prepared) for p in self.parts)
+        return sum(_epsilon(p.prepared) for p in self.parts) if self.probe is None else 0.0
 
     @property
     def delta(self) -> float:
-        return sum(_delta(p.prepared) for p in self.parts)
+        return sum(_delta(p.prepared) for p in self.parts) if self.probe is None else 0.0
 
     @property
     def cost_epsilon(self) -> float:
@@ -89,8 +94,9 @@ class Releases:
 
     @property
     def charged(self) -> tuple[Plan | TwoReleases, ...]:
-        return tuple(p.prepared for p in self.parts
-                     if isinstance(p.prepared, Plan | TwoReleases))
+        """The parts that read private data when the whole is answered (none for a probe)."""
+        return tuple(p.prepared for p in self.parts if self.probe is None and
+                     isinstance(p.prepared, Plan | TwoReleases))
 
     @property
     def output_names(self) -> list[str]:
@@ -140,11 +146,11 @@ def prepare_releases(composite: Composite, planner: Planner, epsilon: float, del
                 e.position = None  # its offset is into the part, not into the query sent
             raise
     releases = Releases(composite, tuple(prepared), mechanism,
-                        planner.metadata.server.statement_timeout)
+                        planner.metadata.server.statement_timeout, empty_probe(composite.tree))
     _check_limits(releases, planner.metadata.limits)
     if not composite.union:
-        for part in prepared:
-            _check_one_row(part)
+        for one in prepared:
+            _check_one_row(one)
     combine(composite, _empty_answers(releases), releases.time_limit, checking=True)
     return releases
 
@@ -212,7 +218,7 @@ def _prepare(part: Part, composite: Composite, planner: Planner, epsilon: float,
             "BigQuery, an exact query of a private table, which dpsql never releases; write "
             "the clause in it too (it is then a private query of its own, charged as one), or "
             "ask it separately")
-    assert not isinstance(p, LocalRead)
+    assert not isinstance(p, LocalRead | LedgerRead)  # a ledger view: composite_of said none
     return PreparedPart(part, p)
 
 
@@ -240,7 +246,9 @@ def releases_cost(p: Releases, accounting: str) -> Cost:
 
 def answer_releases(p: Releases, engine: Engine, planner: Planner, rng: Randomness) -> Result:
     """Each part's answer, as alone (its reports in its post-processing), then the rows
-    combined."""
+    combined; a probe's columns only, no part run."""
+    if p.probe is not None:
+        return combine(p.composite, _empty_answers(p), p.time_limit)
     answers = []
     for part in p.parts:
         q = part.prepared

@@ -121,3 +121,15 @@ ORDER BY (SELECT MAX(income) FROM people);
 -- expect: refused UnsupportedQuery mentions=nosuch
 SELECT (SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) FROM people)
        + nosuch AS n;
+
+-- case: composite limit 0 probe is free
+-- expect: accepted cost=0,0 names=n rows=0
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) AS n FROM people
+UNION ALL
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) FROM visits
+LIMIT 0;
+
+-- case: composite limit 0 probe keeps the parts' refusals
+-- expect: refused UnsupportedQuery mentions="arm 2 of the UNION"
+SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) FROM people
+UNION ALL SELECT COUNT(*) FROM people LIMIT 0;

@@ -243,3 +243,23 @@ def test_the_query_around_the_parts_runs_under_the_owners_time_limit(tmp_path: P
                                   f"WHERE {private} IS NOT NULL")
         assert spent(conn) == pytest.approx(1.0)
         assert time.monotonic() - started < 30
+
+
+def test_a_limit_0_probe_of_a_composite_is_free_and_runs_no_part(
+        conn: dpsql.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its answer is the columns only, whatever the data: free, as any probe (BI tools send
+    them to learn the types), its parts prepared but never run."""
+    import dpsql.releases
+
+    def never(*args: object) -> None:
+        raise AssertionError("a part of a probe was run")
+
+    monkeypatch.setattr(dpsql.releases, "answer", never)
+    cur = conn.cursor()
+    cur.execute("SELECT (" + CLAUSE.format(1) + "AVG(age) FROM people) AS a LIMIT 0")
+    assert cur.fetchall() == [] and [d[0] for d in cur.description] == ["a"]  # type: ignore[union-attr]
+    cur.execute(CLAUSE.format(1) + "COUNT(*) AS n FROM people UNION ALL " + CLAUSE.format(1) +
+                "COUNT(*) FROM visits LIMIT 0")
+    assert cur.fetchall() == [] and spent(conn) == 0.0
+    assert conn.database.plan(CLAUSE.format(1) + "COUNT(*) FROM people UNION ALL " +
+                              CLAUSE.format(1) + "COUNT(*) FROM visits LIMIT 0").epsilon == 0.0
