@@ -26,13 +26,21 @@ from typing import TYPE_CHECKING, NoReturn
 
 from sqlglot import exp
 
-from dpsql.engines import Engine
-from dpsql.errors import InvalidPrivacyParameter, QueryRefused, SQLSyntaxError, UnsupportedQuery
+from dpsql.engines import CursorCancel, Engine
+from dpsql.errors import (
+    EngineError,
+    InvalidPrivacyParameter,
+    QueryRefused,
+    QueryTimeout,
+    SQLSyntaxError,
+    UnsupportedQuery,
+)
 from dpsql.execution.combined import combine
 from dpsql.execution.free import FreeAnswer, answer_free, empty_probe
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.postprocess import Result, made_up_answer
 from dpsql.execution.public import PublicRead, PublicStore, answer_public, reads_only_public
+from dpsql.execution.time_limits import Deadline
 from dpsql.ledger.budget import Cost, query_cost
 from dpsql.ledger.spending import LedgerRead, names_views
 from dpsql.metadata.contribution import ContributionBounds
@@ -257,13 +265,29 @@ def answer_releases(p: Releases, engine: Engine, planner: Planner, rng: Randomne
         elif isinstance(q, PublicRead):
             store = planner.public_store
             assert isinstance(store, PublicStore)  # a public read was prepared with one
-            result = answer_public(q, store.cursor())
+            result = _public_part(q, store, p.time_limit, bool(p.charged))
         elif isinstance(q, FreeAnswer):
             result = answer_free(q, rng)
         else:
             result = answer(q, engine, rng)
         answers.append(result)
     return combine(p.composite, answers, p.time_limit)
+
+
+def _public_part(q: PublicRead, store: PublicStore, limit: float, charged: bool) -> Result:
+    """A part that reads public tables, exactly, under the owner's time limit (as a public
+    read sent alone: its work is not bounded otherwise, and the engine's deadline does not
+    reach the public store)."""
+    cursor = store.cursor()
+    deadline = Deadline(CursorCancel(cursor), limit)
+    try:
+        return answer_public(q, cursor)
+    except EngineError as e:
+        if e.interrupted and deadline.fired:
+            raise QueryTimeout(limit, charged=charged) from None
+        raise
+    finally:
+        deadline.stop()
 
 
 def made_up_columns(p: Releases) -> list[tuple[str, str]]:

@@ -242,6 +242,12 @@ def test_the_query_around_the_parts_runs_under_the_owners_time_limit(tmp_path: P
             conn.cursor().execute(f"SELECT {product} AS n FROM {joined} "
                                   f"WHERE {private} IS NOT NULL")
         assert spent(conn) == pytest.approx(1.0)
+        # an arm that reads public tables: exact, and under the limit as when sent alone
+        states = ", ".join(f"states AS s{i}" for i in range(7))
+        with pytest.raises(dpsql.OperationalError, match="was charged"):
+            conn.cursor().execute(CLAUSE.format(1) + "COUNT(*) FROM people UNION ALL SELECT "
+                                  f"COUNT(*) FROM {states} WHERE s0.state || s6.state <> 'x'")
+        assert spent(conn) == pytest.approx(2.0)
         assert time.monotonic() - started < 30
 
 
