@@ -1,6 +1,7 @@
-"""The local-rows selection (dpsql/execution/local_rows.py, ``selection``) on PostgreSQL: the
-same bounding and selection as on DuckDB, from the same engine-neutral tree (the IR's salted
-hash, total casts), so the local path runs on every engine that reads private tables."""
+"""The local-rows selection (dpsql/execution/local_rows.py, ``selection``) on PostgreSQL and
+Spark: the same bounding and selection as on DuckDB, from the same engine-neutral tree (the
+IR's salted hash, total casts, top-k lists), so the local path runs on every engine that reads
+private tables; on DuckDB, the same rows as its definition."""
 
 from __future__ import annotations
 
@@ -63,6 +64,20 @@ def test_postgres(pg_cluster: Cluster) -> None:
     cluster.load_duckdb_query(DATA, "visits")
     cluster.grant_reader(["visits"])
     engine = open_engine(cluster.url("dpsql_reader"))
+    try:
+        _check(engine)
+    finally:
+        engine.close()
+
+
+@pytest.mark.spark
+def test_spark(spark_cluster: Any, tmp_path: Any) -> None:
+    import duckdb
+
+    from dpsql.engines.spark.engine import SparkEngine
+
+    duckdb.sql(f"COPY ({DATA}) TO '{tmp_path / 'visits.parquet'}' (FORMAT PARQUET)")
+    engine = SparkEngine(spark_cluster.url(tmp_path))
     try:
         _check(engine)
     finally:

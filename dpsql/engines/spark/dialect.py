@@ -197,7 +197,8 @@ class SparkDialect(Spark):
             exp.StrToDate: _strptime,
             exp.StrToTime: _strptime,
             ir.SmallestBy: _smallest,
-            ir.Element: lambda self, e: self.func("ELEMENT_AT", e.this, e.expression),
+            ir.Element: lambda self, e: self.func("ELEMENT_AT", e.this, exp.cast(
+                e.expression, "INT")),  # its index is an INT
         }
 
         def preprocess(self, expression: exp.Expr) -> exp.Expr:
