@@ -146,7 +146,8 @@ def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyCo
     _insert(con, f"{pg}.pg_type", types)
     classes: list[tuple[object, ...]] = []
     attributes: list[tuple[object, ...]] = []
-    descriptions, tables, info_tables, info_columns = [], [], [], []
+    descriptions: list[tuple[object, ...]] = []
+    tables, info_tables, info_columns = [], [], []
     catalog_names = list(TABLES)
     next_oid = 13500
     for name in catalog_names:
