@@ -18,6 +18,8 @@ from pgspecial.main import PGSpecial
 from dpsql.database import Database
 from dpsql.ledger.opening import LEDGER_ENV
 from dpsql.ledger.spending import VIEWS
+from dpsql.metadata.metadata import load_metadata
+from dpsql.server.catalog import Catalog
 from dpsql.server.config import ServerConfig
 from dpsql.server.server import serve_in_thread
 from tests.support.sandbox import sandbox
@@ -205,3 +207,11 @@ def test_unmetered_database_has_no_ledger_to_read(tmp_path: Path) -> None:
     with Database(setup.database, setup.metadata) as db, pytest.raises(Exception) as e:
         db.run("SELECT * FROM dpsql.spending", analyst="alice")
     assert "no ledger to read" in str(e.value)
+    # nor does the server's catalog list views it could not answer
+    schemas = "SELECT nspname FROM dpsql_pg.pg_namespace WHERE nspname = 'dpsql'"
+    assert Catalog(load_metadata(setup.metadata)).cursor().execute(schemas).fetchall() == []
+    (tmp_path / "metered").mkdir()
+    metered = sandbox(tmp_path / "metered", {"alice": ("pw", 1.0, 0.0)})
+    assert Catalog(load_metadata(metered.metadata)).cursor().execute(schemas
+                                                                           ).fetchall() == [
+        ("dpsql",)]

@@ -170,7 +170,8 @@ def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyCo
             if comment:
                 descriptions.append((oid, 1259, num, comment))
             info_columns.append(_info_column("public", tname, cname, num, column.nullable, ty))
-    _fill_ledger_views(con, classes, attributes, descriptions, info_columns)
+    if metadata.budget is not None:  # metered: the views have a ledger to read
+        _fill_ledger_views(con, classes, attributes, descriptions, info_columns)
     _fill_keys(con, metadata, table_oids, classes, attributes)
     _insert(con, f"{pg}.pg_class", classes)
     _insert(con, f"{pg}.pg_proc", [  # the functions the catalog answers (getFunctions)
