@@ -132,9 +132,28 @@ class Chosen(EngineNode):
     arg_types: ClassVar[dict[str, bool]] = {"this": True}
 
 
+class SmallestBy(EngineNode):
+    """``SmallestBy(value, key, n)``, an aggregate: per group, the list of ``value`` of the
+    group's rows in ascending order of ``key``, at least the first ``n`` of them (more may
+    follow), NULL values kept in their place, rows of equal keys in any order; read with
+    :class:`Element`. Engines should keep the ``n`` smallest without sorting the group
+    (DuckDB's top-n aggregate): the time must not grow faster than the group's rows
+    (:func:`dpsql.execution.local_rows.selection`)."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "expression": True, "count": True}
+
+
+class Element(EngineNode):
+    """``Element(list, i)``: the ``i``-th value (counted from 1) of a :class:`SmallestBy`
+    list, ``i`` at most the length of the list."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "expression": True}
+
+
 NODES: tuple[type[EngineNode], ...] = (SaltedHash, SafeCast, ExactInteger, ExactSum, Histogram,
                                        StrictLeast, StrictGreatest, DaysSinceEpoch,
-                                       RoundHalfAway, Whole, Chosen)
+                                       RoundHalfAway, Whole, Chosen, SmallestBy,
+                                       Element)
 EPOCH = exp.cast(exp.Literal.string("1970-01-01"), "DATE")
 
 

@@ -31,12 +31,14 @@ analyst sees is a function of randomized rows only.
 **Time.** The engine bounds and selects (:func:`selection`, one query whose parameter is the
 secret salt): only the released rows reach Python (all bounded rows with a public row count; m
 draws otherwise), so the Python work does not grow with the table or with any one unit's rows.
-The engine's work is linear in the table's rows plus the sort of each unit's rows by the
-bounding window (as the central path's); the owner's time grid covers it like every private
-query. Measured (tests/neighbours/test_neighbours_local_timing.py): one person with 300,000
-extra rows adds 60-120 ms to a read of a 50,000-row table on a loaded 2-core machine (the
-window sorts that person's rows on one thread), against 1.5 s when the rows were bounded in
-Python; the target, less than the 50 ms grid, is not met yet.
+The engine sorts no unit's rows: it counts each unit's rows (capped at k), draws the positions
+(unit, rank) from the counts, and ranks the rows of the units drawn only, with a top-k
+aggregate, so one person's extra rows cost a scan and a count (linear, vectorized) unless one
+of their k positions is drawn (probability about m k / n). Measured
+(tests/neighbours/test_neighbours_local_timing.py, a loaded 2-core machine): one person with
+300,000 extra rows moves the median time of a read of a 50,000-row table by -10 to +10 ms,
+under the 50 ms answer grid (100-160 ms when a window ranked every unit's rows, 1.5 s when the
+rows were bounded in Python); +25-60 ms in a read that draws that person.
 
 **Once per analyst, and always labelled.** Where the ledger keeps answers, the rows are
 released once per analyst and table, as their stored copy (:meth:`LocalRead.copy_release`,
@@ -320,51 +322,106 @@ def selection(table: Table, names: list[str], stored: Mapping[str, str],
     """The engine query that bounds and selects the released rows (its parameter is the
     secret salt, from the CSPRNG), the ``names`` columns then ``__u``, in ``__u`` order.
 
+    **What it selects** (the definition; the privacy argument is :mod:`dpsql.privacy.local`'s):
+
     * **Bounding**, as the central path bounds (:mod:`dpsql.execution.rewrite`): rows of a
       NULL (or NaN) unit dropped, in a ``one_row_per_unit`` table too; each unit's rows ranked
-      ``__r`` = 1, 2, ... by the salted hash of the unit and the row's values, ``__r <= k``
-      kept: a uniformly random k of the unit's rows (identical rows tie, and which of two
-      identical rows is kept changes nothing). Without bounding, ``__r`` numbers identical
-      rows, so that every row has a key of its own.
-    * **Order.** ``__u``, the salted hash of the row's key (its unit or values, and ``__r``),
+      ``r`` = 1, 2, ... in the order of the salted hash of the unit and the row's values,
+      ``r <= k`` kept: a uniformly random k of the unit's rows (identical rows tie, and which
+      of two identical rows is kept changes nothing). Without bounding, the "unit" is the
+      row's values and ``r`` numbers identical rows, so that every row has a key of its own.
+    * **Order.** ``__u``, the salted hash of the row's key (its unit or values, and ``r``),
       is a secret uniform 64-bit word per row, independent between rows: ordering by it is a
       uniform random order (ties, of probability below n^2 / 2^65, broken arbitrarily). The
       hash's inputs start with a tag (0: ranking, 1: order), so no ranking input is an order
       input.
     * **Selection.** ``percent``: each row kept when ``__u / 2^64 < p / 100``, independently;
-      ``limit``: the first ``limit`` rows in the random order (a top-n, not a sort of the
-      table); ``counted``: each row also carries ``__n``, the number of bounded rows (for
-      :func:`_draws`; it never leaves dpsql)."""
+      ``limit``: the first ``limit`` rows in the random order; ``counted``: each row also
+      carries ``__n``, the number of bounded rows (for :func:`_draws`; it never leaves dpsql).
+
+    **How the engine computes it**, without sorting any unit's rows (a sort of one person's
+    300,000 rows was a timing channel on whether they exceed k): ``__u`` depends on the unit
+    and ``r`` only, and the unit keeps ``r = 1 .. min(rows, k)``, so
+
+    1. ``__c``: each unit's number of kept rows, ``min(rows, k)`` (a hash aggregate);
+    2. ``__p``: the positions ``(unit, r)`` for ``r`` in ``1 .. __c`` with their ``__u``,
+       selected (top ``limit`` by ``__u``, or ``__u`` under the percentage): the same
+       positions the definition selects;
+    3. ``__k``: for the units selected only, their values in rank order
+       (:class:`~dpsql.engines.ir.SmallestBy`, DuckDB's top-k aggregate, no sort), and the
+       row at rank ``r`` read from them (a collision of two distinct rows' ranking hashes,
+       probability below rows^2 / 2^65, may mix their columns: values of the same unit).
+
+    Without bounding, a position's row is its key: step 3 is not needed."""
     unit = table.privacy_unit
+    bounded = unit is not None and table.needs_bounding
     read = {n: table.columns[n].type for n in names}
-    source = exp.Subquery(this=public_select(table.name, read, stored),
-                          alias=exp.TableAlias(this=exp.to_identifier("__s")))
     cols = [exp.column(n, quoted=True) for n in names]
-    key = [exp.column(unit, quoted=True)] if unit is not None and table.needs_bounding \
-        else cols
-    rank = exp.Window(this=exp.RowNumber(), partition_by=[c.copy() for c in key],
-                      order=exp.Order(expressions=[exp.Ordered(this=_hash(0, key + cols))]))
-    ranked = exp.select(*[c.copy() for c in cols], exp.alias_(rank, "__r")).from_(source)
+    source = exp.select(*[c.copy() for c in cols]).from_(
+        _sub(public_select(table.name, read, stored), "__s"))
     if unit is not None:
         u = exp.column(unit, quoted=True)
         kept: exp.Expression = exp.Not(this=exp.Is(this=u.copy(), expression=exp.Null()))
         if read[unit] == ColumnType.FLOAT:
             kept = exp.and_(kept, exp.Not(this=exp.IsNan(this=u.copy())))
-        ranked = ranked.where(kept)
-    order = exp.alias_(_hash(1, [*key, exp.column("__r")]), "__u")
-    out = exp.select(*[c.copy() for c in cols], order).from_(_sub(ranked, "__k"))
-    if table.needs_bounding and unit is not None:
-        out = out.where(exp.LTE(this=exp.column("__r"),
-                                expression=exp.Literal.number(table.max_rows_per_unit)))
+        source = source.where(kept)
+    key = [unit] if bounded and unit is not None else names
+    rows: exp.Expression = exp.Count(this=exp.Star())
+    if bounded:
+        rows = ir.least(rows, exp.Literal.number(table.max_rows_per_unit))
+    counts = exp.select(*_columns(key), exp.alias_(rows, "__c")).from_(
+        _sub(source.copy(), "__b")).group_by(*_columns(key))
     if counted:
-        out = out.select(exp.alias_(exp.Window(this=exp.Count(this=exp.Star())), "__n"))
-    if percent is not None:
-        out = exp.select(exp.Star()).from_(_sub(out, "__o")).where(exp.LT(
-            this=exp.Div(this=exp.cast(exp.column("__u"), "DOUBLE"),
+        counts = counts.select(exp.alias_(exp.Window(this=exp.Sum(this=rows.copy())), "__n"))
+    extra = ["__u", "__n"] if counted else ["__u"]
+    picked = _positions(key, percent, limit, extra)
+    if not bounded or unit is None:  # a position's row is its key
+        out = exp.select(*_columns(names, "__p"), *_columns(extra, "__p")).from_("__p")
+        return out.order_by(exp.column("__u", "__p")).with_("__c", counts).with_(
+            "__p", picked, materialized=True)
+    # The ranking hash once per row (not once per column's list).
+    ranked = source.select(exp.alias_(_hash(0, [exp.column(unit, quoted=True), *cols]), "__h"))
+    others = [n for n in names if n != unit]
+    lists = exp.select(*_columns([unit]), *[exp.alias_(ir.SmallestBy(
+        this=exp.column(n, quoted=True), expression=exp.column("__h"),
+        count=exp.Literal.number(table.max_rows_per_unit)), f"__l{i}")
+        for i, n in enumerate(others)]).from_(_sub(ranked, "__b")).where(
+        exp.column(unit, quoted=True).isin(query=exp.select(*_columns([unit])).from_("__p"))
+    ).group_by(*_columns([unit]))
+    values = [exp.column(unit, "__p", quoted=True) if n == unit else exp.alias_(ir.Element(
+        this=exp.column(f"__l{others.index(n)}", "__k"), expression=exp.column("__r", "__p")),
+        n, quoted=True) for n in names]
+    out = exp.select(*values, *_columns(extra, "__p")).from_("__p").join("__k", on=exp.EQ(
+        this=exp.column(unit, "__p", quoted=True), expression=exp.column(unit, "__k",
+                                                                         quoted=True)))
+    return out.order_by(exp.column("__u", "__p")).with_("__c", counts).with_(
+        "__p", picked, materialized=True).with_("__k", lists)
+
+
+def _positions(key: list[str], percent: float | None, limit: int | None,
+               extra: list[str]) -> exp.Select:
+    """``__p``: the positions ``(key, __r)`` of ``__c``, ``__r`` in ``1 .. __c``, each with
+    its order hash ``__u`` (and ``__n``), selected by ``percent`` or ``limit``
+    (:func:`selection`)."""
+    r = exp.column("__r", "__t")
+    order = _hash(1, [*_columns(key, "__c"), r])
+    series = exp.Table(this=exp.ExplodingGenerateSeries(
+        start=exp.Literal.number(1), end=exp.column("__c", "__c")),
+        alias=exp.TableAlias(this=exp.to_identifier("__t"), columns=[exp.to_identifier("__r")]))
+    picked = exp.select(*_columns(key, "__c"), r, exp.alias_(order, "__u"),
+                        *_columns(extra[1:], "__c")).from_("__c").join(
+        series, join_type="CROSS")
+    if percent is not None:  # the hash itself: PostgreSQL's WHERE reads no output name
+        picked = picked.where(exp.LT(
+            this=exp.Div(this=exp.cast(order.copy(), "DOUBLE"),
                          expression=exp.Literal.number(2**64)),
             expression=exp.Literal.number(percent / 100.0)))
-    out = out.order_by(exp.column("__u"))
-    return out.limit(limit) if limit is not None else out
+    return picked.order_by(exp.column("__u")).limit(limit) if limit is not None else picked
+
+
+def _columns(names: list[str], table: str | None = None) -> list[exp.Column]:
+    """The columns ``names`` (of ``table``), quoted as the table's names are."""
+    return [exp.column(n, table, quoted=True) for n in names]
 
 
 def _hash(tag: int, parts: list[exp.Column]) -> exp.Expression:

@@ -50,7 +50,9 @@ from the first ``min(m, N)`` rows of that order and N, the number of bounded row
 each renamed by the order of its first appearance. Which draws coincide then has its law for
 N and m, and the distinct rows drawn, in the order they first appear, are a uniform ordered
 sample without replacement, as for m i.i.d. uniform draws: the same distribution, so the same
-argument and the same charge.
+argument and the same charge. The engine evaluates exactly this selection without sorting
+any unit's rows (the positions, unit and rank, are drawn from the per-unit counts first, and
+only the units drawn are ranked): the same rows, in the same order, for the same salt.
 
 **Once per analyst.** Where the ledger stores answers, the rows released to an analyst are kept
 as their copy of the table and every later row-level query of it reads that copy

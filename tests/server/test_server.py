@@ -776,8 +776,10 @@ def test_catalog_lists_declared_tables_only_and_no_data(served) -> None:
     with connect(served, autocommit=True) as conn:
         tables = conn.execute("SELECT table_schema, table_name FROM information_schema.tables "
                               "ORDER BY 2").fetchall()
-        assert tables == [("public", t) for t in ("categories", "people", "prescriptions",
-                                                   "states", "visits")]
+        # the declared tables, and the ledger views (schema dpsql: no private data)
+        assert sorted(tables) == [("dpsql", v) for v in ("budgets", "queries", "spending")] + [
+            ("public", t) for t in ("categories", "people", "prescriptions", "states",
+                                    "visits")]
         columns = conn.execute(
             "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull "
             "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
@@ -834,7 +836,8 @@ def test_dbeaver_and_metabase_catalog_probes_answer(served) -> None:
     assert "select" in keywords and "abort" in keywords and "absolute" not in keywords
     assert {r[2] for r in results[7]} == {"categories", "people", "prescriptions", "states",
                                           "visits"}
-    assert [r[0] for r in results[9]] == ["information_schema", "pg_catalog", "public"]
+    assert [r[0] for r in results[9]] == ["dpsql", "information_schema", "pg_catalog",
+                                          "public"]  # dpsql: the ledger views
     assert results[10] == [(True,)]
 
 

@@ -39,8 +39,9 @@ def test_catalog_tree_search_and_completions(served: SimpleNamespace) -> None:
         catalog: Catalog = conn.get_catalog()
         database = child(catalog.items, "dpsql")
         # the search path's schema is loaded up front (completion needs it)
-        assert database.loaded and [s.label for s in database.children] == ["public"]
-        public = database.children[0]
+        # (and the ledger views' schema, dpsql)
+        assert database.loaded and [s.label for s in database.children] == ["dpsql", "public"]
+        public = child(database.children, "public")
         assert public.loaded and {r.label for r in public.children} >= TABLES
         people = child(public.children, "people")
         columns = {c.label: c.type_name for c in people.fetch_children()}

@@ -13,9 +13,13 @@ from types import SimpleNamespace
 import psycopg
 import pytest
 import sqlalchemy as sa
+from pgspecial.main import PGSpecial
 
 from dpsql.database import Database
 from dpsql.ledger.opening import LEDGER_ENV
+from dpsql.ledger.spending import VIEWS
+from dpsql.metadata.metadata import load_metadata
+from dpsql.server.catalog import Catalog
 from dpsql.server.config import ServerConfig
 from dpsql.server.server import serve_in_thread
 from tests.support.sandbox import sandbox
@@ -118,6 +122,61 @@ def test_a_notice_past_80_percent(views: SimpleNamespace) -> None:
     assert not [n for n in notices if n.startswith("Budget: ")]
 
 
+# DBeaver's navigator: the schemas, then each schema's relations and their columns by its OID.
+DBEAVER_SCHEMAS = ("SELECT n.oid,n.*,d.description FROM pg_catalog.pg_namespace n\nLEFT OUTER "
+                   "JOIN pg_catalog.pg_description d ON d.objoid=n.oid AND d.objsubid=0 AND "
+                   "d.classoid='pg_namespace'::regclass\n ORDER BY nspname")
+DBEAVER_RELATIONS = ("SELECT c.oid,c.*,d.description FROM pg_catalog.pg_class c\nLEFT OUTER "
+                     "JOIN pg_catalog.pg_description d ON d.objoid=c.oid AND d.objsubid=0 AND "
+                     "d.classoid='pg_class'::regclass\nWHERE c.relnamespace=%s AND c.relkind "
+                     "not in ('i','I','c')")
+DBEAVER_COLUMNS = ("SELECT c.relname,a.attname,a.atttypid FROM pg_catalog.pg_attribute a\n"
+                   "INNER JOIN pg_catalog.pg_class c ON (a.attrelid=c.oid)\nWHERE NOT "
+                   "a.attisdropped AND c.relkind not in ('i','I','c') AND c.relnamespace=%s\n"
+                   "ORDER BY c.relname, a.attnum")
+
+
+def test_bi_tools_list_the_views_and_read_one(views: SimpleNamespace) -> None:
+    """The views in the catalog's answers, as psql, DBeaver, information_schema readers
+    (Metabase, Superset's SQLAlchemy inspector) list them, then read by the name listed."""
+    expected = sorted(VIEWS)
+    with connect(views, "alice") as conn:
+        special = PGSpecial()
+        [(_, cursor, _, _)] = list(special.execute(conn.cursor(), r"\dv dpsql.*"))
+        assert [(r[0], r[1], r[2]) for r in cursor] == [("dpsql", v, "view") for v in expected]
+        # not on the search path, as in PostgreSQL: \d and \dv alone list public's tables
+        [(_, cursor, _, _)] = list(special.execute(conn.cursor(), r"\dv"))
+        assert list(cursor) == []
+        [(_, cursor, _, _)] = list(special.execute(conn.cursor(), r"\d dpsql.budgets"))
+        assert [r[0] for r in cursor] == [c for c, _ in VIEWS["budgets"][0]]
+        schemas = {r[2]: r[0] for r in conn.execute(DBEAVER_SCHEMAS).fetchall()}
+        relations = conn.execute(DBEAVER_RELATIONS, (schemas["dpsql"],)).fetchall()
+        assert sorted(r[2] for r in relations) == expected
+        assert all("budget ledger" in r[-1] for r in relations)  # the description
+        columns = conn.execute(DBEAVER_COLUMNS, (schemas["dpsql"],)).fetchall()
+        assert [(r[1], r[2]) for r in columns if r[0] == "spending"] == [
+            ("analyst", 25), ("day", 1082), ("queries", 20), ("epsilon", 701), ("delta", 701)]
+        listed = conn.execute("SELECT table_name, table_type FROM information_schema.tables "
+                              "WHERE table_schema = 'dpsql' ORDER BY 1").fetchall()
+        assert listed == [(v, "VIEW") for v in expected]
+        name = listed[0][0]
+        assert conn.execute(f"SELECT analyst FROM dpsql.{name}").fetchall() == [("alice",)]
+    engine = sa.create_engine(
+        f"postgresql+psycopg://alice:alice%20pw@127.0.0.1:{views.port}/dpsql")
+    try:
+        inspector = sa.inspect(engine)
+        assert "dpsql" in inspector.get_schema_names()
+        assert sorted(inspector.get_view_names(schema="dpsql")) == expected
+        assert inspector.get_table_names(schema="dpsql") == []  # views, not tables
+        assert [c["name"] for c in inspector.get_columns("queries", schema="dpsql")] == \
+            [c for c, _ in VIEWS["queries"][0]]
+        with engine.connect() as conn:
+            table = sa.Table("spending", sa.MetaData(), schema="dpsql", autoload_with=conn)
+            assert [r.analyst for r in conn.execute(sa.select(table))] == ["alice"]
+    finally:
+        engine.dispose()
+
+
 def chart_sql() -> str:
     """The SQL of the chart that docs/budget_and_dbapi.md describes, as written there."""
     docs = (Path(__file__).parents[2] / "docs" / "budget_and_dbapi.md").read_text("utf-8")
@@ -148,3 +207,11 @@ def test_unmetered_database_has_no_ledger_to_read(tmp_path: Path) -> None:
     with Database(setup.database, setup.metadata) as db, pytest.raises(Exception) as e:
         db.run("SELECT * FROM dpsql.spending", analyst="alice")
     assert "no ledger to read" in str(e.value)
+    # nor does the server's catalog list views it could not answer
+    schemas = "SELECT nspname FROM dpsql_pg.pg_namespace WHERE nspname = 'dpsql'"
+    assert Catalog(load_metadata(setup.metadata)).cursor().execute(schemas).fetchall() == []
+    (tmp_path / "metered").mkdir()
+    metered = sandbox(tmp_path / "metered", {"alice": ("pw", 1.0, 0.0)})
+    assert Catalog(load_metadata(metered.metadata)).cursor().execute(schemas
+                                                                           ).fetchall() == [
+        ("dpsql",)]

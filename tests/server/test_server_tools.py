@@ -23,6 +23,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
+from dpsql.ledger.spending import VIEWS as LEDGER_VIEWS
 from tests.support.helpers import PGJDBC, compile_java
 
 PASSWORD = "pw"  # alice's, for conftest's served
@@ -183,7 +184,7 @@ def test_metabase_fk_index_privilege_and_enum_sync(served) -> None:
     indexes = query(served, METABASE_INDEXES, ("public",))
     assert [(r["table-name"], r["field-name"]) for r in indexes] == [("visits", "visit_id")]
     privileges = query(served, METABASE_PRIVILEGES)
-    assert sorted(r["table"] for r in privileges) == TABLES
+    assert sorted(r["table"] for r in privileges) == sorted([*TABLES, *LEDGER_VIEWS])
     # an analyst reads and never writes: Metabase offers no editing
     assert {(r["select"], r["update"], r["insert"], r["delete"]) for r in privileges} == \
         {(True, False, False, False)}
@@ -305,6 +306,9 @@ public class DpsqlMetaData {
             call("getCatalogs", () -> md.getCatalogs());
             call("getTableTypes", () -> md.getTableTypes());
             call("getTables", () -> md.getTables(null, "public", "%", null));
+            call("getTables:dpsql", () -> md.getTables(null, "dpsql", "%",
+                new String[]{"VIEW"}));
+            call("getColumns:dpsql", () -> md.getColumns(null, "dpsql", "budgets", "%"));
             call("getColumns", () -> md.getColumns(null, "public", "visits", "%"));
             call("getPrimaryKeys", () -> md.getPrimaryKeys(null, "public", "visits"));
             call("getImportedKeys", () -> md.getImportedKeys(null, "public", "prescriptions"));
@@ -357,7 +361,13 @@ def test_pgjdbc_database_metadata(served, metadata_program: Path) -> None:
     assert {"abort", "analyze", "vacuum"} <= set(keywords.split(",")) and \
         "select" not in keywords.split(",")
     assert {r["TABLE_SCHEM"] for r in _rows(lines, "getSchemas")} == \
-        {"information_schema", "pg_catalog", "public"}
+        {"dpsql", "information_schema", "pg_catalog", "public"}
+    # the ledger views (dpsql.ledger.spending), as DBeaver's and Metabase's JDBC lists them
+    assert {(r["TABLE_SCHEM"], r["TABLE_NAME"], r["TABLE_TYPE"])
+            for r in _rows(lines, "getTables:dpsql")} == {
+        ("dpsql", v, "VIEW") for v in LEDGER_VIEWS}
+    assert [(r["COLUMN_NAME"], r["TYPE_NAME"]) for r in _rows(lines, "getColumns:dpsql")][:3] \
+        == [("analyst", "text"), ("epsilon_total", "float8"), ("epsilon_spent", "float8")]
     assert [r["TABLE_CAT"] for r in _rows(lines, "getCatalogs")] == ["dpsql"]
     tables = {(r["TABLE_NAME"], r["TABLE_TYPE"]) for r in _rows(lines, "getTables")}
     assert tables == {*((t, "TABLE") for t in TABLES), ("visits_pkey", "INDEX")}

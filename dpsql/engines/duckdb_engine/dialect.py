@@ -19,6 +19,15 @@ except ImportError:  # sqlglot < 30 (Superset 6.1's environment pins < 29): on t
 from dpsql.engines import ir
 
 
+def _smallest(generator: Generator, node: ir.SmallestBy) -> str:
+    # MIN_BY(arg, key, n) keeps the n smallest in a heap (no sort of the group) and skips a
+    # NULL arg: each value travels in a one-field struct, which is never NULL.
+    wrapped = exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier("v"),
+                                                     expression=node.this)])
+    smallest = generator.func("MIN_BY", wrapped, node.expression, node.args["count"])
+    return f"LIST_TRANSFORM({smallest}, lambda x: x.v)"
+
+
 def _days(generator: Generator, node: ir.DaysSinceEpoch) -> str:
     # DATE minus DATE is a BIGINT number of days in DuckDB.
     return generator.sql(exp.Paren(this=exp.Sub(this=node.this, expression=ir.EPOCH.copy())))
@@ -40,6 +49,8 @@ class DuckDBDialect(DuckDB):
             ir.ExactSum: lambda self, e: self.func("SUM", e.this),
             ir.Histogram: lambda self, e: self.func("histogram", e.this),
             ir.DaysSinceEpoch: _days,
+            ir.SmallestBy: _smallest,
+            ir.Element: lambda self, e: f"({self.sql(e, 'this')})[{self.sql(e, 'expression')}]",
             # ROUND of a double without digits ties away from zero (1.x and 2.x alike).
             ir.RoundHalfAway: lambda self, e: self.func("ROUND", e.this),
         }

@@ -96,6 +96,12 @@ def _hash(generator: Generator, node: ir.SaltedHash) -> str:
                                                 expression=exp.Literal.number(2**63))))
 
 
+def _smallest(generator: Generator, node: ir.SmallestBy) -> str:
+    # The whole group in key order (PostgreSQL has no top-n aggregate); NULLs kept.
+    return generator.sql(exp.ArrayAgg(this=exp.Order(this=node.this, expressions=[
+        exp.Ordered(this=node.expression)])))
+
+
 def _preprocess(tree: exp.Expression) -> exp.Expression:
     fixed = tree.transform(_fix, copy=False)
     for i, select in enumerate(list(fixed.find_all(exp.Select))):
@@ -122,6 +128,8 @@ class PostgresDialect(Postgres):
             ir.DaysSinceEpoch: lambda self, e: self.sql(exp.Paren(this=exp.Sub(
                 this=e.this, expression=ir.EPOCH.copy()))),
             ir.RoundHalfAway: lambda self, e: self.sql(_half_away(e.this)),
+            ir.SmallestBy: _smallest,
+            ir.Element: lambda self, e: f"({self.sql(e, 'this')})[{self.sql(e, 'expression')}]",
             exp.IsNan: lambda self, e: self.sql(_is_nan(e.this)),
             exp.StrToDate: lambda self, e: self.sql(_strptime(e)),
             exp.StrToTime: lambda self, e: self.sql(_strptime(e)),

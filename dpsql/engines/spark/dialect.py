@@ -97,6 +97,14 @@ def _no_qualify(select: exp.Select, name: str) -> None:
 
 
 def _node(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.ExplodingGenerateSeries):
+        # No table functions: the series as a LATERAL VIEW (sqlglot's UNNEST in Spark).
+        series = node.this
+        return exp.Unnest(expressions=[exp.GenerateSeries(
+            start=_spark(series.args["start"]), end=_spark(series.args["end"]))],
+            alias=node.args.get("alias"))
+    if isinstance(node, exp.CTE) and node.args.get("materialized"):
+        node.set("materialized", None)  # Spark inlines every CTE; it has no such keyword
     if isinstance(node, exp.Round) and _positive_literal(node.args.get("decimals")):
         # DuckDB: round(x * 10^d) / 10^d in binary floating point; Spark rounds the decimal
         # text of x (ROUND(1.005, 2) is 1.0 in DuckDB, 1.01 in Spark): DuckDB's way here.
@@ -142,6 +150,15 @@ def _hash(generator: Generator, node: ir.SaltedHash) -> str:
         expression=exp.cast(exp.Literal.number(2**63), "DECIMAL(20, 0)"))))
 
 
+def _smallest(generator: Generator, node: ir.SmallestBy) -> str:
+    # The group's (key, value) structs sorted (by key first), then their values: no top-n
+    # aggregate; COLLECT_LIST skips NULLs, a struct is never NULL.
+    pairs = generator.func("COLLECT_LIST", generator.func(
+        "NAMED_STRUCT", exp.Literal.string("k"), node.expression, exp.Literal.string("v"),
+        node.this))
+    return f"TRANSFORM(ARRAY_SORT({pairs}), x -> x.v)"
+
+
 def _strptime(generator: Generator, node: exp.StrToDate | exp.StrToTime) -> str:
     # TRY_TO_TIMESTAMP (Spark 3.5+): NULL where the text does not parse, as DuckDB's
     # TRY_STRPTIME; TO_DATE would raise under ANSI, quoting the value.
@@ -179,6 +196,9 @@ class SparkDialect(Spark):
             ir.RoundHalfAway: lambda self, e: self.func("ROUND", e.this),
             exp.StrToDate: _strptime,
             exp.StrToTime: _strptime,
+            ir.SmallestBy: _smallest,
+            ir.Element: lambda self, e: self.func("ELEMENT_AT", e.this, exp.cast(
+                e.expression, "INT")),  # its index is an INT
         }
 
         def preprocess(self, expression: exp.Expr) -> exp.Expr:

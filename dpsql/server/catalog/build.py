@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import duckdb
 
 from dpsql.engines.locked import insert_values
+from dpsql.ledger.spending import SCHEMA as LEDGER_SCHEMA
+from dpsql.ledger.spending import VIEWS as LEDGER_VIEWS
 from dpsql.metadata.metadata import Column, Metadata, Table
 from dpsql.server.catalog.functions import _MACROS, INFO_MACROS, TABLE_MACROS
 from dpsql.server.catalog.keys import (
@@ -22,9 +24,11 @@ from dpsql.server.catalog.tables import (
     _KNOWN_OIDS,
     CATALOG_OID,
     FIRST_TABLE_OID,
+    FIRST_VIEW_OID,
     INFO_OID,
     INFO_TABLES,
     IS_SCHEMA,
+    LEDGER_OID,
     OWNER,
     OWNER_OID,
     PG_SCHEMA,
@@ -142,7 +146,8 @@ def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyCo
     _insert(con, f"{pg}.pg_type", types)
     classes: list[tuple[object, ...]] = []
     attributes: list[tuple[object, ...]] = []
-    descriptions, tables, info_tables, info_columns = [], [], [], []
+    descriptions: list[tuple[object, ...]] = []
+    tables, info_tables, info_columns = [], [], []
     catalog_names = list(TABLES)
     next_oid = 13500
     for name in catalog_names:
@@ -159,18 +164,14 @@ def _fill(metadata: Metadata, table_oids: dict[str, int], con: duckdb.DuckDBPyCo
         info_tables.append((None, "public", tname, "BASE TABLE", None, None, None, None,
                             None, "NO", "NO", None))
         for num, (cname, column) in enumerate(table.columns.items(), start=1):
-            oid_type = t.DECLARED[column.type]
-            ty = t.TYPES[oid_type]
-            collation = 100 if oid_type == t.TEXT else 0
-            attributes.append(
-                (oid, cname, oid_type, ty.length, num, -1, -1, 0, ty.length > 0,
-                 "d" if ty.length == 8 else "i", "x" if ty.length < 0 else "p", "",
-                 not column.nullable, False, False, "", "", False, True, 0, -1, collation,
-                 _ACL, None, None, None))
+            ty = t.TYPES[t.DECLARED[column.type]]
+            attributes.append(_attribute_row(oid, cname, num, ty, column.nullable))
             comment = _column_comment(column)
             if comment:
                 descriptions.append((oid, 1259, num, comment))
-            info_columns.append(_info_column(tname, cname, num, column, ty))
+            info_columns.append(_info_column("public", tname, cname, num, column.nullable, ty))
+    if metadata.budget is not None:  # metered: the views have a ledger to read
+        _fill_ledger_views(con, classes, attributes, descriptions, info_columns)
     _fill_keys(con, metadata, table_oids, classes, attributes)
     _insert(con, f"{pg}.pg_class", classes)
     _insert(con, f"{pg}.pg_proc", [  # the functions the catalog answers (getFunctions)
@@ -215,12 +216,49 @@ def _class_row(oid: int, name: str, namespace: int, kind: str, natts: int) -> tu
             None, None, False)
 
 
-def _info_column(table: str, name: str, num: int, column: Column,
+def _attribute_row(oid: int, name: str, num: int, ty: t.PgType, nullable: bool
+                   ) -> tuple[object, ...]:
+    return (oid, name, ty.oid, ty.length, num, -1, -1, 0, ty.length > 0,
+            "d" if ty.length == 8 else "i", "x" if ty.length < 0 else "p", "", not nullable,
+            False, False, "", "", False, True, 0, -1, 100 if ty.oid == t.TEXT else 0, _ACL, None,
+            None, None)
+
+
+def _fill_ledger_views(con: duckdb.DuckDBPyConnection, classes: list[tuple[object, ...]],
+                       attributes: list[tuple[object, ...]],
+                       descriptions: list[tuple[object, ...]],
+                       info_columns: list[tuple[object, ...]]) -> None:
+    """The ``dpsql`` schema and its ledger views (:mod:`dpsql.ledger.spending`): names, columns
+    and types only, so that BI tools list them; their rows are the library's, read for the
+    analyst who asks, never the catalog's."""
+    pg, info = PG_SCHEMA, IS_SCHEMA
+    _insert(con, f"{pg}.pg_namespace", [(LEDGER_OID, LEDGER_SCHEMA, OWNER_OID, None)])
+    _insert(con, f"{info}.schemata", [(None, LEDGER_SCHEMA, OWNER, None, None, "UTF8", None)])
+    for i, (name, (columns, about)) in enumerate(LEDGER_VIEWS.items()):
+        oid, definition = FIRST_VIEW_OID + i, f"-- {LEDGER_SCHEMA}.{name}: the budget ledger"
+        classes.append((*_class_row(oid, name, LEDGER_OID, "v", len(columns))[:30], _ACL, None,
+                        None, False))
+        descriptions.append((oid, 1259, 0, f"the privacy budget ledger, read-only: {about}; "
+                             "your own rows (the data owner's: everyone's); exact and free"))
+        _insert(con, f"{pg}.pg_views", [(LEDGER_SCHEMA, name, OWNER, definition)])
+        _insert(con, f"{info}.tables", [(None, LEDGER_SCHEMA, name, "VIEW", None, None, None,
+                                         None, None, "NO", "NO", None)])
+        _insert(con, f"{info}.views", [(None, LEDGER_SCHEMA, name, definition, "NONE", "NO",
+                                        "NO")])
+        _insert(con, f"{info}.table_privileges", [(OWNER, "PUBLIC", None, LEDGER_SCHEMA, name,
+                                                   "SELECT", "NO", "YES")])
+        for num, (column, duck) in enumerate(columns, start=1):
+            ty = t.TYPES[t.pg_type_of(duck)[0]]
+            attributes.append(_attribute_row(oid, column, num, ty, True))
+            info_columns.append(_info_column(LEDGER_SCHEMA, name, column, num, True, ty))
+
+
+def _info_column(schema: str, table: str, name: str, num: int, nullable: bool,
                  ty: t.PgType) -> tuple[object, ...]:
     precision = {t.INT8: 64, t.FLOAT8: 53}.get(ty.oid)
     radix = 2 if precision else None
     scale = 0 if ty.oid == t.INT8 else None
-    return (None, "public", table, name, num, None, "YES" if column.nullable else "NO",
+    return (None, schema, table, name, num, None, "YES" if nullable else "NO",
             ty.sql_name, None, 1073741824 if ty.oid == t.TEXT else None, precision, radix, scale,
             0 if ty.oid == t.DATE else None, None, None, None, None, None, None, None, None,
             None, None, None, None, "pg_catalog", ty.name, None, None, None, None, str(num),

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from dpsql.server.catalog.model import CatalogError, SessionInfo
 from dpsql.server.catalog.names import function_name
-from dpsql.server.catalog.tables import OWNER, OWNER_OID, PG_SCHEMA
+from dpsql.server.catalog.tables import LEDGER_OID, OWNER, OWNER_OID, PG_SCHEMA
 
 # Functions answered by macros in PG_SCHEMA (name -> list of (parameters, body)).
 _DEFINITION = (f"(SELECT d.definition FROM {PG_SCHEMA}.__definitions d "
@@ -30,6 +30,11 @@ _MACROS: dict[str, list[tuple[str, str]]] = {
     **{f"pg_{kind}_is_visible": [("o", "true")]
        for kind in ("table", "type", "function", "collation", "opclass", "operator",
                     "conversion", "ts_config")},
+    # The ledger views' schema is not on the search path (public, pg_catalog): as in
+    # PostgreSQL, psql's \d and \dv list them when asked for dpsql.*, not unqualified.
+    # (an alias of its own: ``o`` is the caller's expression, often ``c.oid``)
+    "pg_table_is_visible": [("o", f"coalesce((SELECT __v.relnamespace <> {LEDGER_OID} FROM "
+                                  f"{PG_SCHEMA}.pg_class __v WHERE __v.oid = o), true)")],
     "pg_get_expr": [("e, r", "CAST(NULL AS VARCHAR)"), ("e, r, p", "CAST(NULL AS VARCHAR)")],
     "obj_description": [
         ("o", f"(SELECT d.description FROM {PG_SCHEMA}.pg_description d "

@@ -8,6 +8,8 @@ IS_SCHEMA = "dpsql_is"  # and information_schema
 PUBLIC_OID, CATALOG_OID, INFO_OID, TOAST_OID = 2200, 11, 13183, 99
 OWNER_OID, ANALYST_OID, DATABASE_OID = 10, 16384, 16385
 FIRST_TABLE_OID = 16400
+#: The ledger views' schema (dpsql.ledger.spending) and its first view: not on the search path.
+LEDGER_OID, FIRST_VIEW_OID = 16390, 19900
 OWNER = "dpsql"
 
 # Well-known OIDs of catalog tables (regclass lookups such as 'pg_class'::regclass).
