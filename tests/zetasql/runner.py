@@ -349,7 +349,7 @@ def run_case_reference(cursor: dpsql.dbapi.Cursor, raw: duckdb.DuckDBPyConnectio
                 rows = result.fetchall()
             answers.append(Result([ResultColumn(n, t) for n, t in names], rows,
                                   [(None,) * len(names) for _ in rows]))
-        rows = combine(composite, answers).rows if composite.union else \
+        rows = combine(composite, answers, 60.0).rows if composite.union else \
             _around(composite, answers, raw)
     except (InternalError, EngineFailure, InterfaceError) as e:
         return Outcome(case, False, f"{type(e).__name__}: {e}")
