@@ -49,7 +49,6 @@ from dpsql.query.check import check, refuse_float_overflow
 from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
 from dpsql.query.dry_runs import empty_creates
-from dpsql.query.dry_shapes import dry_shape
 from dpsql.query.fold import fold_constants
 from dpsql.query.joins import PublicRows, physical
 from dpsql.query.parse import only_select, parse
@@ -304,12 +303,13 @@ def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
     checked there too (:func:`check_engine_query`), so a query is refused the same way
     whatever the engine; on DuckDB that is the very text it runs, generated once."""
     if engine is None:
-        shape = dry_shape(tree, DuckDBDialect)
+        shape = dry_shapes.dry_shape(tree, DuckDBDialect)
         text = tree.sql(dialect=DuckDBDialect)
         _check_shape(p, text, shape, salted, schema)
         return text
     native = engine.dialect is DuckDBDialect
-    shape = dry_shape(tree, DuckDBDialect)  # before compile: a histogram's is generated in place
+    # before compile: a histogram's is generated in place
+    shape = dry_shapes.dry_shape(tree, DuckDBDialect)
     reference = engine.compile(tree, p, salted) if native else tree.sql(dialect=DuckDBDialect)
     _check_shape(p, reference, shape, salted, schema)
     if engine.raises_on_float_overflow:
