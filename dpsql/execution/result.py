@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 
 from dpsql.texttable import html_table
 
+#: The engine's integer types (DuckDB's names): their cells' accuracies are whole numbers.
+WHOLE_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                         "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"})
+
 
 @dataclass(frozen=True)
 class ResultColumn:
@@ -26,7 +30,7 @@ class Result:
 
     columns: list[ResultColumn]
     rows: list[tuple[object, ...]]
-    accuracy: list[tuple[float | None, ...]]
+    accuracy: list[tuple[float | None, ...]]  # an integer cell's whole ± is an int
     epsilon: float = 0.0
     delta: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -46,6 +50,13 @@ class Result:
     def __post_init__(self) -> None:
         if self.local_label is not None and self.notes[:1] != [self.local_label]:
             self.notes.insert(0, self.local_label)
+        # An integer cell's whole ± is an int (6, not 6.0 nor 6.000000 in a DataFrame), on
+        # every door and for stored answers alike.
+        whole = [c.type in WHOLE_TYPES and c.accuracy_unit == "value" for c in self.columns]
+        if any(whole):
+            self.accuracy = [tuple(int(a) if w and isinstance(a, float) and a.is_integer()
+                                   else a for a, w in zip(acc, whole, strict=True))
+                             for acc in self.accuracy]
 
     def _repr_html_(self, limit: int = 50) -> str:
         """A notebook's display: each value with its ± (95%) in one cell, at most ``limit``

@@ -37,7 +37,7 @@ import duckdb
 from sqlglot import exp
 
 from dpsql.engines import CursorCancel, locked
-from dpsql.errors import QueryTimeout, UnknownTable, UnsupportedQuery
+from dpsql.errors import QueryTimeout, UnknownTable, UnsupportedQuery, did_you_mean
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions
 from dpsql.execution.time_limits import Deadline
@@ -146,8 +146,10 @@ def _views(tree: exp.Query) -> tuple[str, ...] | None:
         schema = (table.db or "").lower()
         if isinstance(table.this, exp.Identifier) and schema == SCHEMA and not table.catalog:
             if table.name.lower() not in VIEWS:
-                raise UnknownTable(f"there is no ledger view {SCHEMA}.{table.name}; the views "
-                                   f"are {', '.join(f'{SCHEMA}.{v}' for v in VIEWS)}")
+                named = [f"{SCHEMA}.{v}" for v in VIEWS]
+                raise UnknownTable(f"there is no ledger view {SCHEMA}.{table.name}"
+                                   f"{did_you_mean(f'{SCHEMA}.{table.name}', named)}; the "
+                                   f"views are {', '.join(named)}")
             views[table.name.lower()] = None
         elif not (isinstance(table.this, exp.Identifier) and not schema and
                   not table.catalog and table.name.lower() in ctes):

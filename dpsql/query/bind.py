@@ -15,7 +15,13 @@ from typing import cast
 
 from sqlglot import exp
 
-from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, UnsupportedQuery
+from dpsql.errors import (
+    ForbiddenFunction,
+    UnknownColumn,
+    UnknownTable,
+    UnsupportedQuery,
+    did_you_mean,
+)
 from dpsql.metadata.metadata import Metadata, Table
 from dpsql.query.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.query.joins import PublicRows, Relation
@@ -171,14 +177,16 @@ def _table_source(item: exp.Table, alias: str, ctes: dict[str, exp.Select],
     name = item.name.lower()
     schema = (item.db or "").lower()
     if item.catalog or schema not in _DEFAULT_SCHEMAS:
-        raise UnknownTable(f"{item.sql(dialect='duckdb')} is not a declared table; "
+        raise UnknownTable(f"{item.sql(dialect='duckdb')} is not a declared table"
+                           f"{did_you_mean(item.name, metadata.tables)}; "
                            f"declared tables: {', '.join(sorted(metadata.tables))}")
     if not schema and name in ctes:
         body = ctes.pop(name)  # a CTE cannot refer to itself
         return _row_level(body, _collect_ctes(body, ctes), metadata, alias)
     table = metadata.table(name)
     if table is None:
-        raise UnknownTable(f"table {item.name!r} is not declared in the metadata; "
+        raise UnknownTable(f"table {item.name!r} is not declared in the metadata"
+                           f"{did_you_mean(item.name, [*metadata.tables, *ctes])}; "
                            f"declared tables: {', '.join(sorted(metadata.tables))}")
     refuse_unit_path(table)
     columns: dict[str, exp.Expression] = {c: exp.column(c) for c in table.columns}
@@ -265,7 +273,8 @@ def _resolve_column(column: exp.Column, source: _Source, aliases: set[str]) -> e
     expression = source.columns.get(name)
     if expression is None:
         raise UnknownColumn(f"column {column.name!r} is not declared for table "
-                            f"{source.table.name!r}; its columns: "
+                            f"{source.table.name!r}{did_you_mean(name, source.columns)}; its "
+                            "columns: "
                             f"{', '.join(sorted(source.columns))}")
     copy = expression.copy()
     return copy if isinstance(copy, exp.Column | exp.Literal) else exp.Paren(this=copy)
