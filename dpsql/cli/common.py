@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import wraps
@@ -81,14 +82,18 @@ def pointing_into(sql: str) -> Iterator[None]:
 
 
 def caret(sql: str, position: int) -> str:
-    """``sql``'s line holding the 1-based ``position``, and a caret under it (as psql does)."""
+    """``sql``'s line holding the 1-based ``position``, and a caret under it (as psql does).
+    The caret's line repeats the tabs of the query's line and gives a wide character (CJK)
+    two columns, so the caret stands under the token on a terminal; a CR of CRLF is dropped."""
     before = sql[:position - 1]
     line_no = before.count("\n") + 1
     start = before.rfind("\n") + 1
     end = sql.find("\n", start)
-    text = sql[start:end if end >= 0 else len(sql)].expandtabs(1)
+    text = sql[start:end if end >= 0 else len(sql)].rstrip("\r")
     prefix = f"LINE {line_no}: "
-    return f"{prefix}{text}\n{' ' * (len(prefix) + position - 1 - start)}^"
+    pad = "".join("\t" if c == "\t" else "  " if unicodedata.east_asian_width(c) in "WF"
+                  else " " for c in sql[start:position - 1])
+    return f"{prefix}{text}\n{' ' * len(prefix)}{pad}^"
 
 
 #: The --metadata option's help, wherever it is (dpsql.cli.defaults finds the default).
