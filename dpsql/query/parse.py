@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
 import sqlglot
 from sqlglot import exp
@@ -69,9 +70,16 @@ def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     return only_select(parse_query(sql, dialect))
 
 
-def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperation:
+#: Where a syntax error is shown: the text as the analyst wrote it, and the map from a
+#: 1-based position in the text parsed to one in it (the text parsed numbers ``?``).
+Written = tuple[str, Callable[[int], int]]
+
+
+def parse_query(sql: str, dialect: str = "duckdb", written: Written | None = None
+                ) -> exp.Select | exp.SetOperation:
     """Parse ``sql`` and return its only statement, a SELECT or a set operation of SELECTs
-    (answered only over public tables: :mod:`dpsql.execution.public`)."""
+    (answered only over public tables: :mod:`dpsql.execution.public`). ``written``: the text
+    a syntax error's position is given in, when ``sql`` is not it."""
     if not isinstance(sql, str) or not sql.strip():
         raise SQLSyntaxError("the query is empty; send one SELECT statement")
     check_size(sql)
@@ -88,7 +96,7 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
             raise NotASingleSelect(
                 f"only SELECT queries are answered, and this reads as {keyword}; dpsql never "
                 "changes data, settings or files") from None
-        raise _syntax_error(sql, dialect, e) from None
+        raise _syntax_error(sql, dialect, e, written) from None
     if len(statements) != 1:
         raise NotASingleSelect(
             f"the text holds {len(statements)} statements; send exactly one SELECT statement")
@@ -107,7 +115,8 @@ _SQLGLOT_PLACE = re.compile(r"\.? *Line \d+, Col: \d+\.?")
 _MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
 
 
-def _syntax_error(sql: str, dialect: str, e: ParseError | TokenError) -> SQLSyntaxError:
+def _syntax_error(sql: str, dialect: str, e: ParseError | TokenError,
+                  written: Written | None = None) -> SQLSyntaxError:
     """The refusal of a text that does not parse, with the 1-based position of the token the
     parser stopped at (for a caret: the command line's, psql's from the P field), and that
     place said in lines and columns of characters, as the caret shows it. A text that begins
@@ -128,10 +137,13 @@ def _syntax_error(sql: str, dialect: str, e: ParseError | TokenError) -> SQLSynt
         reason = ""
     if position is None:
         return SQLSyntaxError(f"cannot parse the query: {reason}")
+    near = (getattr(e, "errors", None) or [{}])[0].get("highlight") or ""
+    end = not sql[position - 1 + len(near):].strip()
+    if written is not None:
+        sql, position = written[0], written[1](position)
     before = sql[:position - 1]
     where = f"line {before.count(chr(10)) + 1}, column {position - 1 - before.rfind(chr(10))}"
-    near = (getattr(e, "errors", None) or [{}])[0].get("highlight") or ""
-    at = "at end of input" if missing and not sql[position - 1 + len(near):].strip() else \
+    at = "at end of input" if missing and end else \
         f"at or near {near!r}" if near else "here"
     return SQLSyntaxError(f"cannot parse the query: syntax error {at} ({where})"
                           f"{': ' + reason if reason else ''}", position)
