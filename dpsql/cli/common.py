@@ -26,6 +26,7 @@ from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.sample import sample_paths
 from dpsql.privacy.mechanism_names import MECHANISMS
+from dpsql.texttable import unique_names
 
 if TYPE_CHECKING:  # imported where used: `dpsql --help` and `budget` start without them
     from dpsql.database import Answer, Database
@@ -181,12 +182,16 @@ def budget_metadata(metadata: Path | None) -> Metadata:
     return load_metadata(found if found is not None else sample_paths()[1])
 
 
-def tabulate(result: Result, accuracy: bool) -> tuple[list[str], list[list[object]]]:
+def tabulate(result: Result, accuracy: bool, unique: bool = False
+             ) -> tuple[list[str], list[list[object]]]:
+    """The header and rows of ``result`` (each noisy cell's ±95% after it with
+    ``accuracy``); ``unique``: repeated names numbered (``count``, ``count_1``), for JSON."""
+    names = [c.name for c in result.columns]
     header: list[str] = []
-    for c in result.columns:
-        header.append(c.name)
+    for name, c in zip(unique_names(names) if unique else names, result.columns, strict=True):
+        header.append(name)
         if accuracy and c.accuracy_unit:
-            header.append(f"{c.name} ±95%" + (" (ranks)" if c.accuracy_unit == "rank" else ""))
+            header.append(f"{name} ±95%" + (" (ranks)" if c.accuracy_unit == "rank" else ""))
     rows = []
     for row, acc in zip(result.rows, result.accuracy, strict=True):
         out: list[object] = []

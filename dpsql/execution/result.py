@@ -7,6 +7,7 @@ sqlglot, DuckDB or numpy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dpsql.texttable import html_table
@@ -81,3 +82,9 @@ def _shown(value: object, accuracy: float | None, unit: str | None) -> str:
     if unit and accuracy is not None:
         text += f" ± {accuracy:.4g}" + (" ranks" if unit == "rank" else "")
     return text
+
+
+def renamed(columns: Sequence[ResultColumn], names: Sequence[str]) -> tuple[ResultColumn, ...]:
+    """``columns`` named ``names`` (their types and units kept)."""
+    return tuple(ResultColumn(n, c.type, c.accuracy_unit)
+                 for n, c in zip(names, columns, strict=True))

@@ -25,8 +25,10 @@ from dpsql.errors import (
 from dpsql.metadata.metadata import Metadata, Table
 from dpsql.query.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.query.joins import PublicRows, Relation
+from dpsql.query.names import output_name
 from dpsql.query.over_released import expand_star, split
 from dpsql.query.parameters import parse_array_literal
+from dpsql.texttable import unique_names
 
 # Clauses that make a SELECT more than a row-level transformation of its input.
 _NOT_ROW_LEVEL = ("group", "having", "limit", "offset", "qualify", "distinct", "windows")
@@ -68,8 +70,11 @@ def bind(select: exp.Select, metadata: Metadata, public: PublicRows | None = Non
         if bound.post is not None:
             raise UnsupportedQuery("a query over a query over a private aggregate is not "
                                    "supported; write one outer query over the aggregate")
-        post = expand_star(post, bound.output_names)
-        return replace(bound, post=post, released_names=bound.output_names,
+        # By position, as PostgreSQL reads a subquery's columns: two named alike (count,
+        # count) are told apart as DuckDB does (count, count_1).
+        released = unique_names(bound.output_names)
+        post = expand_star(post, released)
+        return replace(bound, post=post, released_names=released,
                        output_names=[output_name(e) for e in post.expressions])
     select = _quantified_to_in(select.copy())
     names = [output_name(e) for e in select.expressions]
@@ -98,14 +103,6 @@ def bind(select: exp.Select, metadata: Metadata, public: PublicRows | None = Non
             select.set(key, _substitute(node, source, visible))
     return BoundQuery(table=source.table, select=select, where=where, output_names=names,
                       relation=relation)
-
-
-def output_name(projection: exp.Expression) -> str:
-    """A select item's column name: its alias, its column name, or its SQL text."""
-    if isinstance(projection, exp.Alias | exp.Column) and not isinstance(projection.this,
-                                                                          exp.Star):
-        return projection.alias_or_name
-    return projection.sql(dialect="duckdb")
 
 
 def _collect_ctes(select: exp.Select, outer: dict[str, exp.Select]) -> dict[str, exp.Select]:

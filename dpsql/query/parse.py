@@ -24,6 +24,7 @@ from dpsql.errors import (
     did_you_mean,
 )
 from dpsql.query.dates import spelled
+from dpsql.query.names import remember_names
 from dpsql.query.wrappers import unwrapped
 
 # sqlglot logs a warning when it falls back to a generic Command; the refusal says enough.
@@ -102,6 +103,7 @@ def parse_query(sql: str, dialect: str = "duckdb", written: Written | None = Non
             f"the text holds {len(statements)} statements; send exactly one SELECT statement")
     statement = statements[0]
     check_tree_depth(statement)
+    remember_names(statement, sql)  # DATE_TRUNC is named date_trunc, as written
     if not isinstance(statement, exp.SetOperation):
         # A tool's SELECT * FROM (q) AS a LIMIT n wrapper is q (dpsql.query.wrappers).
         statement = unwrapped(only_select(statement))
