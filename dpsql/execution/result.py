@@ -7,6 +7,7 @@ sqlglot, DuckDB or numpy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,7 +32,7 @@ class Result:
 
     columns: list[ResultColumn]
     rows: list[tuple[object, ...]]
-    accuracy: list[tuple[float | None, ...]]  # an integer cell's whole ± is an int
+    accuracy: list[tuple[float | None, ...]]  # an integer cell's ±: an int, rounded up
     epsilon: float = 0.0
     delta: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -51,12 +52,14 @@ class Result:
     def __post_init__(self) -> None:
         if self.local_label is not None and self.notes[:1] != [self.local_label]:
             self.notes.insert(0, self.local_label)
-        # An integer cell's whole ± is an int (6, not 6.0 nor 6.000000 in a DataFrame), on
-        # every door and for stored answers alike.
+        # An integer cell's ± is a whole number (1349, not 1348.0795 nor 6.000000 in a
+        # DataFrame), on every door and for stored answers alike: rounded up, so that the
+        # interval shown still covers at least the 95% it says.
         whole = [c.type in WHOLE_TYPES and c.accuracy_unit == "value" for c in self.columns]
         if any(whole):
-            self.accuracy = [tuple(int(a) if w and isinstance(a, float) and a.is_integer()
-                                   else a for a, w in zip(acc, whole, strict=True))
+            self.accuracy = [tuple(math.ceil(a) if w and isinstance(a, float) and
+                                   math.isfinite(a) else a
+                                   for a, w in zip(acc, whole, strict=True))
                              for acc in self.accuracy]
 
     def _repr_html_(self, limit: int = 50) -> str:

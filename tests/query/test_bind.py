@@ -237,3 +237,15 @@ def test_array_literal_parsing_follows_postgresql() -> None:
     assert bind_parameters("SELECT COUNT(*) FROM people WHERE sex = ANY(?)",
                            [["F", "x') OR (1=1"]]) == \
         "SELECT COUNT(*) FROM people WHERE sex = ANY(['F', 'x'') OR (1=1'])"
+
+
+def test_did_you_mean_the_declared_name(md: Metadata) -> None:
+    """A misspelt table or column is refused with the closest declared name (difflib over the
+    names the refusal lists anyway), and no guess when none is close."""
+    with pytest.raises(UnknownTable, match=r"'peple' .*\(did you mean 'people'\?\)"):
+        b("SELECT COUNT(*) FROM peple", md)
+    with pytest.raises(UnknownColumn, match=r"'incme' .*\(did you mean 'income'\?\)"):
+        b("SELECT AVG(incme) FROM people", md)
+    with pytest.raises(UnknownTable) as far:
+        b("SELECT COUNT(*) FROM xyz", md)
+    assert "did you mean" not in str(far.value)
