@@ -176,9 +176,9 @@ def _located(source: Source) -> tuple[str, Path]:
     """The database (a file or folder as an absolute path; a URL as written) and metadata."""
     database, metadata = source
     if database is None or metadata is None:
-        database, metadata = sample_paths()
-    where = str(database)
-    return (os.path.abspath(where) if os.path.exists(where) else where), Path(metadata)
+        sample, sample_metadata = sample_paths()
+        database, metadata = str(sample), Path(sample_metadata)
+    return (os.path.abspath(database) if os.path.exists(database) else database), metadata
 
 
 def _index_path(metadata: Metadata) -> Path | None:

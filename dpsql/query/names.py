@@ -28,7 +28,7 @@ _WRITTEN = "written_name"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def remember_names(tree: exp.Expression, sql: str) -> None:
+def remember_names(tree: exp.Expr, sql: str) -> None:
     """Keep, on each function call of ``tree`` (parsed from ``sql``), its name as written,
     lower case: sqlglot keeps where the name's token was, not the name."""
     for node in tree.find_all(exp.Func):

@@ -12,9 +12,8 @@ import re
 from collections.abc import Callable
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import Token, TokenType, exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import Token, TokenType
 
 from dpsql.errors import (
     NotASingleSelect,
