@@ -72,7 +72,8 @@ def main() -> None:
               "|---|---|---|")
         for name, argv in (("import dpsql", ["-c", "import dpsql"]),
                            ("dpsql --help", ["-m", "dpsql", "--help"]),
-                           ("dpsql budget", ["-m", "dpsql", "budget"])):
+                           ("dpsql budget", ["-m", "dpsql", "budget"]),
+                           ("dpsql query (stored answer)", ["-m", "dpsql", *stored[3:]])):
             total, heavy = imports(argv, env)
             print(f"| `{name}` | {total * 1000:.0f} ms | {', '.join(heavy) or 'none'} |")
 

@@ -43,7 +43,6 @@ import json
 import logging
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 
 from sqlglot import exp
@@ -97,6 +96,7 @@ from dpsql.releases import (
 )
 from dpsql.routes import answer_from_stored_copy, answer_private, engine_plans, local_cost
 from dpsql.series import TwoReleases, explain_two, release_cost
+from dpsql.shortcut import Answer as Answer  # its home: light, for the command line's shortcut
 
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
@@ -111,22 +111,6 @@ _Statement = tuple[str, str, exp.Expression]
 
 
 # --- the database -----------------------------------------------------------------------------
-
-
-@dataclass
-class Answer:
-    """A query's result with what it cost: ``cost`` is the new charge (None when nothing was
-    charged: a reused answer, or an unmetered database)."""
-
-    result: Result
-    sql: str  # the normalised SQL that was answered
-    analyst: str | None
-    cost: Cost | None
-    reused: bool = False
-    #: The estimate of what the bounds keep, when asked (:mod:`dpsql.execution.kept`), and
-    #: its own charge (None: reused, unmetered, or exact from the metadata).
-    retention: Retention | None = None
-    retention_cost: Cost | None = None
 
 
 def check_retention(p: Prepared | Releases) -> None:
@@ -380,7 +364,7 @@ class Database:
         if self.reuse_answers:
             stored = self._stored(ledger.lookup(who, key), p)
             if stored is not None:
-                return Answer(stored, normalised, who, None, reused=True)
+                return Answer(stored, normalised, who, None, reused=True, key=key)
         cost = release_cost(p, ledger.accounting) if isinstance(p, TwoReleases) else \
             releases_cost(p, ledger.accounting) if isinstance(p, Releases) else \
             local_cost(p, ledger.accounting) if isinstance(p, LocalRead) else \
@@ -390,7 +374,7 @@ class Database:
             entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
         # the charge stands even if what follows fails
         result = self._compute(p, normalised, who, entry.id, timeout, started, release)
-        return Answer(result, normalised, who, cost)
+        return Answer(result, normalised, who, cost, key=key)
 
     def _retention(self, answer: Answer, p: Plan, epsilon: float, key_text: str,
                    bounds: ContributionBounds | None, timeout: float | None,

@@ -32,7 +32,7 @@ value, goes only to the data owner's log (logger ``dpsql.owner``, see :mod:`dpsq
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -96,6 +96,17 @@ class InternalError(DatabaseError):
     sqlstate = "XX000"
     MESSAGE = ("internal error in dpsql (a bug, not the query's fault; the details are in the "
                "log of the process that ran it, logger 'dpsql.owner')")
+
+
+def did_you_mean(name: str, declared: Iterable[str]) -> str:
+    """``" (did you mean 'people'?)"`` for the declared name closest to a misspelt ``name``
+    (difflib), else ``""``. Only over names a refusal may list: the metadata's declared tables
+    and columns and the query's own names, public or the analyst's, never data."""
+    import difflib  # here: `import dpsql` stays light
+
+    by_lower = {d.lower(): d for d in declared}
+    close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1, cutoff=0.6)
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
 def internal_error(e: BaseException, context: str = "") -> InternalError:

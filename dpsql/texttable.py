@@ -30,6 +30,23 @@ def format_float(value: float, digits: int = 6) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def unique_names(names: Sequence[str]) -> list[str]:
+    """``names`` with a repeated one numbered as DuckDB numbers a subquery's (``count``,
+    ``count_1``): where columns are read by name (JSON objects, DataFrames, a query over an
+    answer), PostgreSQL's names (``count`` for every COUNT) would otherwise collide."""
+    seen = {n.lower() for n in names}
+    out: list[str] = []
+    taken: set[str] = set()
+    for name in names:
+        unique, k = name, 0
+        while unique.lower() in taken or (k and unique.lower() in seen):
+            k += 1
+            unique = f"{name}_{k}"
+        taken.add(unique.lower())
+        out.append(unique)
+    return out
+
+
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("execution/",),  # the plan run: rewrite, perturb, post-process, public reads, time limits
     ("ledger/",),  # budgets charged durably, stored answers
     ("bias.py", "pipeline.py", "routes.py", "series.py", "releases.py", "planner.py",
-     "explain.py", "skeleton.py", "retention.py",
+     "explain.py", "skeleton.py", "retention.py", "shortcut.py",
      "database.py"),
     ("audit/",),  # `dpsql audit`: the command line alone imports it
     ("server/wire/",),  # bytes <-> messages and values

@@ -23,10 +23,12 @@ from dpsql.cli.common import (
     unmetered_warning,
     user_errors,
 )
+from dpsql.cli.defaults import sources
 from dpsql.cli.output import show_answer
 from dpsql.cli.status import status_line
 from dpsql.errors import OperationalError
 from dpsql.execution.watch import Watch, call_watched
+from dpsql.shortcut import Asked, remember, stored_answer
 
 if TYPE_CHECKING:
     from dpsql.database import Answer
@@ -69,14 +71,23 @@ def query(sql: str | None, file: TextIO | None, database: str | None, metadata: 
     note on stderr says so, with the fix (--no-caveats: none). --format json prints one
     object: columns, rows (with each noisy cell's ±95%), caveats, notes, randomized, cost."""
     sql = read_sql(sql, file)
+    source = sources(database, metadata)
+    asked = Asked(sql, epsilon, delta, mechanism, query_bounds(max_rows, max_groups), analyst,
+                  caveats=not no_caveats)
+    # Asked again: the stored answer, found before the planner is imported (dpsql.shortcut).
+    found = stored_answer(source, asked) if retention is None else None
+    if found is not None:
+        show_answer(*found, fmt, accuracy)
+        return
 
     def ask() -> tuple[Answer, BudgetStatus | None, list[str]]:
-        with open_database(database, metadata, analyst) as db, pointing_into(sql):
+        with open_database(*source, analyst) as db, pointing_into(sql):
             if not db.metered:
                 click.echo(unmetered_warning(db.metadata), err=True)
             answer = db.run(sql, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                            bounds=query_bounds(max_rows, max_groups), retention=retention,
-                            caveats=not no_caveats)
+                            bounds=asked.bounds, retention=retention, caveats=asked.caveats)
+            if retention is None:
+                remember(source, db, asked, answer)
             status = db.budget() if db.metered else None
             return answer, status, budget_lines(db, answer, analyst)  # past 80%; first charge
 

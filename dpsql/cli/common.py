@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import wraps
@@ -25,6 +26,7 @@ from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.sample import sample_paths
 from dpsql.privacy.mechanism_names import MECHANISMS
+from dpsql.texttable import unique_names
 
 if TYPE_CHECKING:  # imported where used: `dpsql --help` and `budget` start without them
     from dpsql.database import Answer, Database
@@ -81,14 +83,18 @@ def pointing_into(sql: str) -> Iterator[None]:
 
 
 def caret(sql: str, position: int) -> str:
-    """``sql``'s line holding the 1-based ``position``, and a caret under it (as psql does)."""
+    """``sql``'s line holding the 1-based ``position``, and a caret under it (as psql does).
+    The caret's line repeats the tabs of the query's line and gives a wide character (CJK)
+    two columns, so the caret stands under the token on a terminal; a CR of CRLF is dropped."""
     before = sql[:position - 1]
     line_no = before.count("\n") + 1
     start = before.rfind("\n") + 1
     end = sql.find("\n", start)
-    text = sql[start:end if end >= 0 else len(sql)].expandtabs(1)
+    text = sql[start:end if end >= 0 else len(sql)].rstrip("\r")
     prefix = f"LINE {line_no}: "
-    return f"{prefix}{text}\n{' ' * (len(prefix) + position - 1 - start)}^"
+    pad = "".join("\t" if c == "\t" else "  " if unicodedata.east_asian_width(c) in "WF"
+                  else " " for c in sql[start:position - 1])
+    return f"{prefix}{text}\n{' ' * len(prefix)}{pad}^"
 
 
 #: The --metadata option's help, wherever it is (dpsql.cli.defaults finds the default).
@@ -176,12 +182,16 @@ def budget_metadata(metadata: Path | None) -> Metadata:
     return load_metadata(found if found is not None else sample_paths()[1])
 
 
-def tabulate(result: Result, accuracy: bool) -> tuple[list[str], list[list[object]]]:
+def tabulate(result: Result, accuracy: bool, unique: bool = False
+             ) -> tuple[list[str], list[list[object]]]:
+    """The header and rows of ``result`` (each noisy cell's ±95% after it with
+    ``accuracy``); ``unique``: repeated names numbered (``count``, ``count_1``), for JSON."""
+    names = [c.name for c in result.columns]
     header: list[str] = []
-    for c in result.columns:
-        header.append(c.name)
+    for name, c in zip(unique_names(names) if unique else names, result.columns, strict=True):
+        header.append(name)
         if accuracy and c.accuracy_unit:
-            header.append(f"{c.name} ±95%" + (" (ranks)" if c.accuracy_unit == "rank" else ""))
+            header.append(f"{name} ±95%" + (" (ranks)" if c.accuracy_unit == "rank" else ""))
     rows = []
     for row, acc in zip(result.rows, result.accuracy, strict=True):
         out: list[object] = []

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dpsql.cli.common import cost_note, format_csv, tabulate
-from dpsql.texttable import format_table
+from dpsql.texttable import format_table, unique_names
 
 if TYPE_CHECKING:  # types only: the command line imports the library where it is used
     from dpsql.database import Answer
@@ -45,17 +45,19 @@ def show_answer(answered: Answer, status: BudgetStatus | None, fmt: str,
 
 def answer_json(answered: Answer, status: BudgetStatus | None) -> str:
     """The answer as one JSON object: ``columns`` (name, type, the name of its ± entry and its
-    unit), ``rows`` (objects by column name, each noisy cell's 95% half-width beside it as
+    unit; a repeated name numbered, ``count`` and ``count_1``, as rows are objects by name),
+    ``rows`` (objects by column name, each noisy cell's 95% half-width beside it as
     ``"<name> ±95%"``), ``caveats``, ``notes`` (all of them, caveats included), ``randomized``
     (the sentence that says the rows are randomized local DP rows, else null), ``cost`` and
     ``retention``."""
     result = answered.result
-    header, rows = tabulate(result, True)
+    header, rows = tabulate(result, True, unique=True)  # count, count_1: JSON keys
     columns: list[dict[str, Any]] = []
-    for c in result.columns:
-        plus = f"{c.name} ±95%" + (" (ranks)" if c.accuracy_unit == "rank" else "") \
+    for name, c in zip(unique_names([c.name for c in result.columns]), result.columns,
+                       strict=True):
+        plus = f"{name} ±95%" + (" (ranks)" if c.accuracy_unit == "rank" else "") \
             if c.accuracy_unit else None
-        columns.append({"name": c.name, "type": c.type, "accuracy": plus,
+        columns.append({"name": name, "type": c.type, "accuracy": plus,
                         "accuracy_unit": c.accuracy_unit})
     charged = answered.cost
     retention = answered.retention_cost

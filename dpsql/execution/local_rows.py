@@ -67,12 +67,14 @@ from dpsql.engines.physical import public_select
 from dpsql.errors import DataError, EngineError, NonAggregatedColumn, UnsupportedQuery
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions, declared_tables, dry_run
+from dpsql.execution.result import renamed
 from dpsql.execution.rewrite import SALT
 from dpsql.metadata.metadata import ENGINE_TYPES, ColumnType, Metadata, Table
 from dpsql.privacy.local import RowMechanism, query_epsilon, row_mechanism, uniform_integers
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.samplers import uniform
 from dpsql.query.check import is_aggregate
+from dpsql.query.names import readable_names
 
 _MEMORY_LIMIT = "512MB"
 
@@ -172,8 +174,9 @@ def local_read(tree: exp.Expression, metadata: Metadata) -> LocalRead | None:
     sql = tree.sql(dialect="duckdb")
     rows = row_mechanism(table)
     draws = None if rows.public_row_count else size if size is not None else rows.sample_rows
-    return LocalRead(sql, table, rows, dry_run(sql, [table]), percent, size,
-                     query_epsilon(rows, draws))
+    columns = dry_run(sql, [table])  # named as every answer is (dpsql.query.names)
+    columns = renamed(columns, readable_names(tree, [c.name for c in columns]))
+    return LocalRead(sql, table, rows, columns, percent, size, query_epsilon(rows, draws))
 
 
 def _row_level(tree: exp.Expression) -> bool:

@@ -50,9 +50,11 @@ from dpsql.errors import (
     UnsupportedQuery,
 )
 from dpsql.execution.postprocess import Result, ResultColumn
+from dpsql.execution.result import renamed
 from dpsql.metadata.metadata import ENGINE_TYPES, Metadata, Table
 from dpsql.query.check import function_name
 from dpsql.query.denied import denied
+from dpsql.query.names import readable_names
 
 _DEFAULT_SCHEMAS = {"", "main"}
 _MEMORY_LIMIT = "512MB"
@@ -83,8 +85,9 @@ def public_read(tree: exp.Expression, metadata: Metadata) -> PublicRead | None:
         return None
     check_functions(tree)
     text = tree.sql(dialect="duckdb")
-    return PublicRead(text, tables, dry_run(text, [metadata.tables[t] for t in
-                                                    _all_public(metadata)]))
+    columns = dry_run(text, [metadata.tables[t] for t in _all_public(metadata)])
+    return PublicRead(text, tables, renamed(columns, readable_names(
+        tree, [c.name for c in columns])))  # count, not DuckDB's count_star()
 
 
 def _all_public(metadata: Metadata) -> list[str]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from dpsql.texttable import unique_names
+
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
@@ -33,10 +35,11 @@ def frame(result: Result, rows: Sequence[tuple[Any, ...]],
         raise ModuleNotFoundError("fetch_df() needs pandas: pip install 'dpsql[pandas]'"
                                   ) from None
     data: dict[str, list[Any]] = {}
-    for i, column in enumerate(result.columns):
-        data[column.name] = [row[i] for row in rows]
+    names = unique_names([c.name for c in result.columns])  # count, count_1: one key each
+    for i, (name, column) in enumerate(zip(names, result.columns, strict=True)):
+        data[name] = [row[i] for row in rows]
         if column.accuracy_unit:
-            data[accuracy_name(column.name, column.accuracy_unit)] = [a[i] for a in accuracy]
+            data[accuracy_name(name, column.accuracy_unit)] = [a[i] for a in accuracy]
     df = pd.DataFrame(data, columns=list(data))
     df.attrs.update(notes=list(notes), epsilon=result.epsilon, delta=result.delta,
                     reused=reused, randomized=result.randomized)

@@ -18,7 +18,7 @@ from typing import Any
 from dpsql.errors import (
     OperationalError,
 )
-from dpsql.execution.postprocess import Result, ResultColumn
+from dpsql.execution.result import Result, ResultColumn
 
 #: The stored answer of a charged query on which the engine failed (see Database.run).
 ENGINE_FAILURE_ANSWER = b'{"format":1,"failure":"engine"}'

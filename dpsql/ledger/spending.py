@@ -37,9 +37,10 @@ import duckdb
 from sqlglot import exp
 
 from dpsql.engines import CursorCancel, locked
-from dpsql.errors import QueryTimeout, UnknownTable, UnsupportedQuery
+from dpsql.errors import QueryTimeout, UnknownTable, UnsupportedQuery, did_you_mean
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import check_functions
+from dpsql.execution.result import renamed
 from dpsql.execution.time_limits import Deadline
 from dpsql.ledger.budget import Ledger, LedgerEntry
 from dpsql.ledger.report import BUDGET_NOTE as BUDGET_NOTE  # their home: report.py
@@ -48,6 +49,7 @@ from dpsql.ledger.report import budget_warning as budget_warning
 from dpsql.ledger.report import spent_share as spent_share
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.accounting import BudgetStatus
+from dpsql.query.names import readable_names
 
 #: The schema of the views, as analysts and BI tools name it.
 SCHEMA = "dpsql"
@@ -127,7 +129,9 @@ def ledger_read(tree: exp.Expression, limit: float) -> LedgerRead | None:
         return None
     check_functions(tree)
     text = tree.sql(dialect="duckdb")
-    return LedgerRead(text, views, _dry_run(text, limit))
+    columns = _dry_run(text, limit)  # named as every answer is (dpsql.query.names)
+    return LedgerRead(text, views, renamed(columns, readable_names(
+        tree, [c.name for c in columns])))
 
 
 def names_views(tree: exp.Query) -> bool:
@@ -146,8 +150,10 @@ def _views(tree: exp.Query) -> tuple[str, ...] | None:
         schema = (table.db or "").lower()
         if isinstance(table.this, exp.Identifier) and schema == SCHEMA and not table.catalog:
             if table.name.lower() not in VIEWS:
-                raise UnknownTable(f"there is no ledger view {SCHEMA}.{table.name}; the views "
-                                   f"are {', '.join(f'{SCHEMA}.{v}' for v in VIEWS)}")
+                named = [f"{SCHEMA}.{v}" for v in VIEWS]
+                raise UnknownTable(f"there is no ledger view {SCHEMA}.{table.name}"
+                                   f"{did_you_mean(f'{SCHEMA}.{table.name}', named)}; the "
+                                   f"views are {', '.join(named)}")
             views[table.name.lower()] = None
         elif not (isinstance(table.this, exp.Identifier) and not schema and
                   not table.catalog and table.name.lower() in ctes):

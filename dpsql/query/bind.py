@@ -15,12 +15,20 @@ from typing import cast
 
 from sqlglot import exp
 
-from dpsql.errors import ForbiddenFunction, UnknownColumn, UnknownTable, UnsupportedQuery
+from dpsql.errors import (
+    ForbiddenFunction,
+    UnknownColumn,
+    UnknownTable,
+    UnsupportedQuery,
+    did_you_mean,
+)
 from dpsql.metadata.metadata import Metadata, Table
 from dpsql.query.bind_joins import Namespace, bind_relation, is_joined, resolve_joined
 from dpsql.query.joins import PublicRows, Relation
+from dpsql.query.names import output_name
 from dpsql.query.over_released import expand_star, split
 from dpsql.query.parameters import parse_array_literal
+from dpsql.texttable import unique_names
 
 # Clauses that make a SELECT more than a row-level transformation of its input.
 _NOT_ROW_LEVEL = ("group", "having", "limit", "offset", "qualify", "distinct", "windows")
@@ -62,8 +70,11 @@ def bind(select: exp.Select, metadata: Metadata, public: PublicRows | None = Non
         if bound.post is not None:
             raise UnsupportedQuery("a query over a query over a private aggregate is not "
                                    "supported; write one outer query over the aggregate")
-        post = expand_star(post, bound.output_names)
-        return replace(bound, post=post, released_names=bound.output_names,
+        # By position, as PostgreSQL reads a subquery's columns: two named alike (count,
+        # count) are told apart as DuckDB does (count, count_1).
+        released = unique_names(bound.output_names)
+        post = expand_star(post, released)
+        return replace(bound, post=post, released_names=released,
                        output_names=[output_name(e) for e in post.expressions])
     select = _quantified_to_in(select.copy())
     names = [output_name(e) for e in select.expressions]
@@ -92,14 +103,6 @@ def bind(select: exp.Select, metadata: Metadata, public: PublicRows | None = Non
             select.set(key, _substitute(node, source, visible))
     return BoundQuery(table=source.table, select=select, where=where, output_names=names,
                       relation=relation)
-
-
-def output_name(projection: exp.Expression) -> str:
-    """A select item's column name: its alias, its column name, or its SQL text."""
-    if isinstance(projection, exp.Alias | exp.Column) and not isinstance(projection.this,
-                                                                          exp.Star):
-        return projection.alias_or_name
-    return projection.sql(dialect="duckdb")
 
 
 def _collect_ctes(select: exp.Select, outer: dict[str, exp.Select]) -> dict[str, exp.Select]:
@@ -171,14 +174,16 @@ def _table_source(item: exp.Table, alias: str, ctes: dict[str, exp.Select],
     name = item.name.lower()
     schema = (item.db or "").lower()
     if item.catalog or schema not in _DEFAULT_SCHEMAS:
-        raise UnknownTable(f"{item.sql(dialect='duckdb')} is not a declared table; "
+        raise UnknownTable(f"{item.sql(dialect='duckdb')} is not a declared table"
+                           f"{did_you_mean(item.name, metadata.tables)}; "
                            f"declared tables: {', '.join(sorted(metadata.tables))}")
     if not schema and name in ctes:
         body = ctes.pop(name)  # a CTE cannot refer to itself
         return _row_level(body, _collect_ctes(body, ctes), metadata, alias)
     table = metadata.table(name)
     if table is None:
-        raise UnknownTable(f"table {item.name!r} is not declared in the metadata; "
+        raise UnknownTable(f"table {item.name!r} is not declared in the metadata"
+                           f"{did_you_mean(item.name, [*metadata.tables, *ctes])}; "
                            f"declared tables: {', '.join(sorted(metadata.tables))}")
     refuse_unit_path(table)
     columns: dict[str, exp.Expression] = {c: exp.column(c) for c in table.columns}
@@ -265,7 +270,8 @@ def _resolve_column(column: exp.Column, source: _Source, aliases: set[str]) -> e
     expression = source.columns.get(name)
     if expression is None:
         raise UnknownColumn(f"column {column.name!r} is not declared for table "
-                            f"{source.table.name!r}; its columns: "
+                            f"{source.table.name!r}{did_you_mean(name, source.columns)}; its "
+                            "columns: "
                             f"{', '.join(sorted(source.columns))}")
     copy = expression.copy()
     return copy if isinstance(copy, exp.Column | exp.Literal) else exp.Paren(this=copy)

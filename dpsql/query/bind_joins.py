@@ -16,7 +16,7 @@ from typing import cast
 
 from sqlglot import exp
 
-from dpsql.errors import JoinRefused, UnknownColumn, UnknownTable, UnsupportedQuery
+from dpsql.errors import JoinRefused, UnknownColumn, UnknownTable, UnsupportedQuery, did_you_mean
 from dpsql.metadata.metadata import Metadata, Table
 from dpsql.query.joins import (
     PublicRows,
@@ -267,8 +267,9 @@ def resolve_joined(column: exp.Column, source: Namespace, aliases: set[str]) -> 
             raise UnknownColumn(f"{column.sql(dialect='duckdb')}: {column.table!r} is not a "
                                 f"table in FROM ({', '.join(source.qualified)})")
         if name not in columns:
-            raise UnknownColumn(f"column {column.name!r} is not declared for {qualifier!r}; its "
-                                f"columns: {', '.join(sorted(columns))}")
+            raise UnknownColumn(f"column {column.name!r} is not declared for {qualifier!r}"
+                                f"{did_you_mean(name, columns)}; its columns: "
+                                f"{', '.join(sorted(columns))}")
         return _as_written(columns[name], column)
     if name in aliases:
         return column
@@ -277,7 +278,8 @@ def resolve_joined(column: exp.Column, source: Namespace, aliases: set[str]) -> 
                             f"name its table, as in alias.{column.name}")
     if name not in source.columns:
         raise UnknownColumn(f"column {column.name!r} is not a column of any joined table "
-                            f"({', '.join(source.qualified)})")
+                            f"({', '.join(source.qualified)})"
+                            f"{did_you_mean(name, source.columns)}")
     return _as_written(source.columns[name], column)
 
 
@@ -311,7 +313,8 @@ def _table(item: exp.Table, metadata: Metadata) -> Table:
     table = metadata.table(item.name) if not item.catalog and (item.db or "").lower() in (
         "", "main") else None
     if table is None:
-        raise UnknownTable(f"{item.sql(dialect='duckdb')} is not a declared table; declared "
+        raise UnknownTable(f"{item.sql(dialect='duckdb')} is not a declared table"
+                           f"{did_you_mean(item.name, metadata.tables)}; declared "
                            f"tables: {', '.join(sorted(metadata.tables))}")
     return table
 

@@ -206,6 +206,12 @@ _CLOCK_FUNCTIONS = {"NOW", "TODAY", "GET_CURRENT_TIMESTAMP", "TRANSACTION_TIMEST
                     "STATEMENT_TIMESTAMP"}
 
 
+def reads_clock(sql: str) -> bool:
+    """Whether ``sql`` may name the clock (:func:`fold_clock` would then fold it): a stored
+    answer to such a text is keyed by the instant it was asked at, not by the text alone."""
+    return _CLOCK_NAMES.search(sql) is not None
+
+
 def fold_clock(sql: str, now: dt.datetime | None = None, dialect: str = "duckdb") -> str:
     """``sql`` with the clock read once, now: ``NOW()``, ``CURRENT_TIMESTAMP``,
     ``LOCALTIMESTAMP`` (and DuckDB's and PostgreSQL's other names) become the UTC instant

@@ -74,7 +74,9 @@ def bound_query(sql: str, parameters: Parameters = None
 def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select | exp.SetOperation:
     """:func:`bind_parameters`, returning the bound sqlglot tree."""
     numbered, qmarks = _number_qmarks(sql)
-    tree = parse_query(numbered, _DIALECT)  # a set operation: public tables only (routes)
+    # a set operation: public tables only (routes); a syntax error's position is in ``sql``
+    tree = parse_query(numbered, _DIALECT, None if numbered is sql else
+                       (sql, lambda position: _written_position(sql, position)))
     placeholders = list(tree.find_all(exp.Placeholder))
     if not placeholders:
         if parameters:
@@ -113,6 +115,22 @@ def _number_qmarks(sql: str) -> tuple[str, int]:
     for k, token in reversed(list(enumerate(qmarks, start=1))):
         out = f"{out[:token.start]} ${k} {out[token.end + 1:]}"
     return out, len(qmarks)
+
+
+def _written_position(sql: str, position: int) -> int:
+    """The 1-based ``position`` in :func:`_number_qmarks`'s text of ``sql``, in ``sql``: each
+    ``?`` before it was written wider (`` $k ``); one inside such a ``$k`` is that ``?``."""
+    tokens = sqlglot.Dialect.get_or_raise(_DIALECT).tokenize(sql)  # tokenized before: no error
+    qmarks = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+    shift = 0
+    for k, token in enumerate(qmarks, start=1):
+        start, width = token.start + 1 + shift, len(f" ${k} ")  # where its " $k " starts
+        if position < start:
+            break
+        if position < start + width:
+            return token.start + 1
+        shift += width - 1
+    return position - shift
 
 
 def _positional(parameters: Parameters, indices: set[int], qmarks: int) -> dict[str, Any]:

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import Token, TokenType, exp
 from sqlglot.errors import ParseError, TokenError
 
-from dpsql.errors import NotASingleSelect, QueryTooComplex, SQLSyntaxError, UnsupportedQuery
+from dpsql.errors import (
+    NotASingleSelect,
+    QueryTooComplex,
+    SQLSyntaxError,
+    UnsupportedQuery,
+    did_you_mean,
+)
 from dpsql.query.dates import spelled
+from dpsql.query.names import remember_names
 from dpsql.query.wrappers import unwrapped
 
 # sqlglot logs a warning when it falls back to a generic Command; the refusal says enough.
@@ -62,9 +70,16 @@ def parse(sql: str, dialect: str = "duckdb") -> exp.Select:
     return only_select(parse_query(sql, dialect))
 
 
-def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperation:
+#: Where a syntax error is shown: the text as the analyst wrote it, and the map from a
+#: 1-based position in the text parsed to one in it (the text parsed numbers ``?``).
+Written = tuple[str, Callable[[int], int]]
+
+
+def parse_query(sql: str, dialect: str = "duckdb", written: Written | None = None
+                ) -> exp.Select | exp.SetOperation:
     """Parse ``sql`` and return its only statement, a SELECT or a set operation of SELECTs
-    (answered only over public tables: :mod:`dpsql.execution.public`)."""
+    (answered only over public tables: :mod:`dpsql.execution.public`). ``written``: the text
+    a syntax error's position is given in, when ``sql`` is not it."""
     if not isinstance(sql, str) or not sql.strip():
         raise SQLSyntaxError("the query is empty; send one SELECT statement")
     check_size(sql)
@@ -81,18 +96,66 @@ def parse_query(sql: str, dialect: str = "duckdb") -> exp.Select | exp.SetOperat
             raise NotASingleSelect(
                 f"only SELECT queries are answered, and this reads as {keyword}; dpsql never "
                 "changes data, settings or files") from None
-        raise SQLSyntaxError(f"cannot parse the query: {_first_line(e)}",
-                             _error_position(sql, e)) from None
+        raise _syntax_error(sql, dialect, e, written) from None
     if len(statements) != 1:
         raise NotASingleSelect(
             f"the text holds {len(statements)} statements; send exactly one SELECT statement")
     statement = statements[0]
     check_tree_depth(statement)
+    remember_names(statement, sql)  # DATE_TRUNC is named date_trunc, as written
     if not isinstance(statement, exp.SetOperation):
         # A tool's SELECT * FROM (q) AS a LIMIT n wrapper is q (dpsql.query.wrappers).
         statement = unwrapped(only_select(statement))
     spelled(statement)  # date functions whose text sqlglot would rewrite (dpsql.query.dates)
     return statement
+
+
+#: The words a query may begin with (a misspelt one is suggested among them).
+_STARTS = ("SELECT", "WITH", "VALUES", "FROM", "EXPLAIN")
+_SQLGLOT_PLACE = re.compile(r"\.? *Line \d+, Col: \d+\.?")
+_MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
+
+
+def _syntax_error(sql: str, dialect: str, e: ParseError | TokenError,
+                  written: Written | None = None) -> SQLSyntaxError:
+    """The refusal of a text that does not parse, with the 1-based position of the token the
+    parser stopped at (for a caret: the command line's, psql's from the P field), and that
+    place said in lines and columns of characters, as the caret shows it. A text that begins
+    with a word that starts no statement (``SELEC``) is pointed at that word, as PostgreSQL
+    does, not at the token after it where the parser gave up."""
+    first = _first_token(sql, dialect)
+    if first is not None and first.token_type == TokenType.VAR:
+        word = first.text
+        return SQLSyntaxError(f"cannot parse the query: it begins with {word}, which begins "
+                              f"no statement{did_you_mean(word, _STARTS)}; a query begins "
+                              "with SELECT or WITH", first.start + 1)
+    position = _error_position(sql, e)
+    reason = _SQLGLOT_PLACE.sub("", _first_line(e)).rstrip(". ")
+    missing = _MISSING.match(reason) is not None  # sqlglot's words: a node left incomplete
+    if missing:
+        reason = "an operand is missing"
+    elif reason == "Invalid expression / Unexpected token":
+        reason = ""
+    if position is None:
+        return SQLSyntaxError(f"cannot parse the query: {reason}")
+    near = (getattr(e, "errors", None) or [{}])[0].get("highlight") or ""
+    end = not sql[position - 1 + len(near):].strip()
+    if written is not None:
+        sql, position = written[0], written[1](position)
+    before = sql[:position - 1]
+    where = f"line {before.count(chr(10)) + 1}, column {position - 1 - before.rfind(chr(10))}"
+    at = "at end of input" if missing and end else \
+        f"at or near {near!r}" if near else "here"
+    return SQLSyntaxError(f"cannot parse the query: syntax error {at} ({where})"
+                          f"{': ' + reason if reason else ''}", position)
+
+
+def _first_token(sql: str, dialect: str) -> Token | None:
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
+    except (TokenError, ValueError):
+        return None
+    return tokens[0] if tokens else None
 
 
 def _error_position(sql: str, e: ParseError | TokenError) -> int | None:
@@ -149,11 +212,8 @@ _OTHER_STATEMENTS = {"ALTER", "ANALYZE", "ATTACH", "BEGIN", "CALL", "CHECKPOINT"
 
 
 def _leading_keyword(sql: str, dialect: str) -> str:
-    try:
-        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
-    except (TokenError, ValueError):
-        return ""
-    return tokens[0].text.upper() if tokens else ""
+    first = _first_token(sql, dialect)
+    return first.text.upper() if first is not None else ""
 
 
 def _first_line(error: Exception) -> str:

@@ -117,6 +117,13 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             shifted = n.__class__(this=total(n.this, table, reader, filtering),
                                   expression=total(n.expression, table, reader, filtering))
             return clamp_date(shifted, *TIMESTAMP_RANGE, kind="TIMESTAMP")
+        if isinstance(n, exp.TimestampTrunc | exp.DateTrunc) and \
+                bound(n.this, table).kind == "date":
+            # DATE_TRUNC of a DATE is a DATE, as its bound says (query/bounds/temporal.py), on
+            # every engine (DuckDB, Spark and PostgreSQL would give a timestamp).
+            truncated = n.copy()
+            truncated.set("this", total(n.this, table, reader, filtering))
+            return exp.cast(truncated, "DATE")
         if isinstance(n, exp.UnixToTime):
             return _from_epoch(total(n.this, table, reader, filtering))
         if isinstance(n, exp.Literal) and not n.is_string:

@@ -3,7 +3,7 @@
 
 -- case: count star
 -- expect: accepted columns=1 cells=1 measurements=1 keys=0 release=none l1[0]=1 types=BIGINT
--- expect: cost=1,0 names="COUNT(*)" rows=1
+-- expect: cost=1,0 names=count rows=1
 SELECT COUNT(*) FROM people;
 
 -- case: count star on visits

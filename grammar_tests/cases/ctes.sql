@@ -9,7 +9,7 @@
 WITH adults AS (SELECT * FROM people WHERE age >= 18) SELECT COUNT(*) FROM adults;
 
 -- case: cte projection with expression alias
--- expect: accepted measurements=2 l1[0]=1 l1[1]=10416.666666666666 names="AVG(monthly)" rows=1
+-- expect: accepted measurements=2 l1[0]=1 l1[1]=10416.666666666666 names=avg rows=1
 WITH a AS (SELECT age, income / 12 AS monthly FROM people WHERE income IS NOT NULL) SELECT AVG(monthly) FROM a WHERE age > 40;
 
 -- case: cte renamed column

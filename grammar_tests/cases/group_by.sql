@@ -4,7 +4,7 @@
 
 -- case: group by text column with values
 -- expect: accepted columns=2 cells=1 measurements=1 keys=1 release=domain:2 l1[0]=1 cost=1,0
--- expect: names="sex|COUNT(*)" types=BIGINT rows=2
+-- expect: names="sex|count" types=BIGINT rows=2
 SELECT sex, COUNT(*) FROM people GROUP BY sex;
 
 -- case: group by education domain
@@ -56,7 +56,7 @@ SELECT sex, married, children, education, COUNT(*) FROM people GROUP BY sex, mar
 SELECT COUNT(*) FROM people GROUP BY sex;
 
 -- case: key after the aggregate
--- expect: accepted names="COUNT(*)|sex" rows=2
+-- expect: accepted names="count|sex" rows=2
 SELECT COUNT(*), sex FROM people GROUP BY sex;
 
 -- case: group by ordinal
@@ -76,7 +76,7 @@ SELECT sex AS s, COUNT(*) AS n FROM people GROUP BY s;
 SELECT sex, education, COUNT(*) FROM people GROUP BY ALL;
 
 -- case: group by case with constant branches
--- expect: accepted keys=1 release=domain:3 names="band|COUNT(*)" rows=3
+-- expect: accepted keys=1 release=domain:3 names="band|count" rows=3
 SELECT CASE WHEN age < 30 THEN 'young' WHEN age < 60 THEN 'middle' ELSE 'old' END AS band, COUNT(*) FROM people GROUP BY band;
 
 -- case: group by case by ordinal

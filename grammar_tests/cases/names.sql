@@ -1,5 +1,6 @@
 -- Names as analysts write them: aliases, qualified and quoted identifiers, any letter case,
--- comments anywhere. Output column names are the aliases, column names or SQL text.
+-- comments anywhere. Output column names are the aliases or column names as written, else what
+-- PostgreSQL names the item (count, sum, the function's name as written, ?column?).
 
 -- case: alias with as
 -- expect: accepted names=n rows=1
@@ -21,16 +22,32 @@ SELECT AVG(age) AS "MeanAge" FROM people;
 -- expect: accepted columns=3 names=s|n|avg_income rows=2
 SELECT sex AS s, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY sex;
 
--- case: unaliased names are the sql text
--- expect: accepted names="education|COUNT(*)|SUM(income)" rows=6
+-- case: unaliased names are postgresql's
+-- expect: accepted names="education|count|sum" rows=6
 SELECT education, COUNT(*), SUM(income) FROM people GROUP BY education;
+
+-- case: unaliased functions are named as written
+-- expect: accepted names="date_trunc|var_samp|variance|stddev_pop|count" rows=12
+SELECT DATE_TRUNC('month', day), VAR_SAMP(amount), VARIANCE(amount), StdDev_Pop(amount), COUNT(DISTINCT person_id) FROM visits GROUP BY 1;
+
+-- case: unaliased arithmetic is ?column?
+-- expect: accepted names="?column?|count|upper" rows=2
+SELECT SUM(income) / COUNT(*), COUNT(*), UPPER(sex) FROM people GROUP BY sex;
+
+-- case: a query over an answer with two columns of one name
+-- expect: accepted names="count|count_1" rows=1
+SELECT count, count_1 FROM (SELECT COUNT(*), COUNT(DISTINCT person_id) FROM people) AS t;
+
+-- case: unaliased public read named as postgresql names it
+-- expect: accepted path=public names="count|?column?" rows=1
+SELECT COUNT(*), COUNT(*) + 1 FROM states;
 
 -- case: table alias
 -- expect: accepted rows=2
 SELECT p.sex, COUNT(*) FROM people p GROUP BY p.sex;
 
 -- case: table alias with as
--- expect: accepted names="sex|COUNT(*)" rows=2
+-- expect: accepted names="sex|count" rows=2
 SELECT p.sex, COUNT(*) FROM people AS p GROUP BY p.sex;
 
 -- case: table name qualifier
@@ -50,7 +67,7 @@ SELECT AVG(people.income) FROM main.people;
 SELECT COUNT(*) FROM "people";
 
 -- case: quoted column names
--- expect: accepted names="sex|COUNT(*)" rows=2
+-- expect: accepted names="sex|count" rows=2
 SELECT "sex", COUNT(*) FROM "people" GROUP BY "sex";
 
 -- case: quoted qualified column

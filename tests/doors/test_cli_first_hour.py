@@ -59,11 +59,33 @@ def test_a_syntax_error_points_at_where_parsing_stopped() -> None:
     result = cli("query", "-", stdin="SELECT sex,\n  COUNT(* FROM people\nGROUP BY sex")
     assert result.exit_code == 2
     message, line, mark = result.stderr.splitlines()[-3:]
-    assert message.startswith("dpsql: SQLSyntaxError: cannot parse the query: Expecting )")
+    assert message == ("dpsql: SQLSyntaxError: cannot parse the query: syntax error at or near "
+                       "'FROM' (line 2, column 11): Expecting )")
     assert line == "LINE 2:   COUNT(* FROM people"
     assert mark.index("^") == line.index("FROM")
     explained = cli("explain", "SELEC COUNT(*) FROM people").stderr.splitlines()
-    assert explained[-1].index("^") == explained[-2].index("(")
+    assert "(did you mean 'SELECT'?)" in explained[-3]
+    assert explained[-1].index("^") == explained[-2].index("SELEC")  # the word, as PostgreSQL
+
+
+def test_the_caret_under_the_token_with_tabs_crlf_and_wide_characters() -> None:
+    """The caret's line repeats the query line's tabs, a CJK character takes two columns, a
+    CRLF's CR is not printed: on a terminal the caret stands under the token."""
+    for sql, line, pad in (
+            ("SELECT sex,\n\t\tCOUNT(* FROM people", "LINE 2: \t\tCOUNT(* FROM people",
+             " " * 8 + "\t\t" + " " * 8),
+            ("SELECT COUNT(*)\r\nFROM people\r\nWHERE sex IN ('日本', 'F' AND", None, None),
+            ("SELECT COUNT(*) FROM people WHERE sex = '日本' AND (age > 3 FROM",
+             "LINE 1: SELECT COUNT(*) FROM people WHERE sex = '日本' AND (age > 3 FROM",
+             " " * (8 + 58 + 2))):
+        result = cli("query", "-", stdin=sql)
+        assert result.exit_code == 2 and "\r" not in result.stderr
+        shown, mark = result.stderr.splitlines()[-2:]
+        if line is not None:
+            assert shown == line and mark == pad + "^"
+        else:  # line 3, the caret under AND: two wide characters before it
+            assert shown == "LINE 3: WHERE sex IN ('日本', 'F' AND"
+            assert mark == " " * (shown.index("AND") + 2) + "^"
 
 
 def test_numbers_read_in_fixed_notation_and_json_keys_as_written() -> None:

@@ -23,11 +23,11 @@ def run(sql: str, md: Metadata, keys: list[tuple[object, ...]],
 def test_plain_projection(md: Metadata) -> None:
     r = run("SELECT sex AS s, COUNT(*) AS n, AVG(income) FROM people GROUP BY sex", md,
             [("F",), ("M",)], {"__a0": [10, 20], "__a1": [5.5, 6.5]})
-    assert [c.name for c in r.columns] == ["s", "n", "AVG(income)"]
+    assert [c.name for c in r.columns] == ["s", "n", "avg"]
     assert [c.type for c in r.columns] == ["VARCHAR", "BIGINT", "DOUBLE"]
     assert [c.accuracy_unit for c in r.columns] == [None, "value", "value"]
     assert r.rows == [("F", 10, 5.5), ("M", 20, 6.5)]
-    assert r.accuracy == [(None, 1.5, 2.5), (None, 1.5, 2.5)]
+    assert r.accuracy == [(None, 2, 2.5), (None, 2, 2.5)]  # a count's ± rounded up
     assert all(type(v) is int for _, v, _ in r.rows)
 
 
@@ -36,7 +36,7 @@ def test_having_order_limit_on_noisy_cells(md: Metadata) -> None:
             "ORDER BY n DESC LIMIT 2", md,
             [(0,), (1,), (2,), (3,)], {"__a0": [5, 30, 11, 40]})
     assert r.rows == [(3, 40), (1, 30)]
-    assert r.accuracy == [(None, 1.5), (None, 1.5)]  # accuracy follows its row
+    assert r.accuracy == [(None, 2), (None, 2)]  # accuracy follows its row
     r = run("SELECT kids, COUNT(*) AS n FROM people GROUP BY kids ORDER BY kids DESC "
             "LIMIT 2 OFFSET 1", md, [(0,), (1,), (2,), (3,)], {"__a0": [5, 30, 11, 40]})
     assert r.rows == [(2, 11), (1, 30)]
@@ -60,12 +60,12 @@ def test_outer_expressions_and_their_types(md: Metadata) -> None:
             "ROUND(AVG(income), 1) AS r, CAST(COUNT(*) AS VARCHAR) AS txt, "
             "COUNT(*) > 5 AS big, SUM(age) FROM people", md,
             [()], {"__a0": [7], "__a1": [100], "__a2": [12.345]})
-    assert [c.name for c in r.columns] == ["half", "total", "r", "txt", "big", "SUM(age)"]
+    assert [c.name for c in r.columns] == ["half", "total", "r", "txt", "big", "sum"]
     assert [c.type for c in r.columns] == ["DOUBLE", "BIGINT", "DOUBLE", "VARCHAR", "BOOLEAN",
                                            "BIGINT"]
     assert r.rows == [(3.5, 107, 12.3, "7", True, 100)]
     # Accuracy is carried for the cells that are a noisy cell as is, not for derived values.
-    assert r.accuracy == [(None, None, None, None, None, 2.5)]
+    assert r.accuracy == [(None, None, None, None, None, 3)]  # SUM(age): BIGINT
     assert [c.accuracy_unit for c in r.columns] == [None] * 5 + ["value"]
 
 
@@ -123,3 +123,24 @@ def test_limit_0_answer_has_the_planned_columns(sql: str, md: Metadata) -> None:
                                  "SELECT COUNT(*) FROM people LIMIT '0'"])
 def test_only_a_zero_limit_reads_nothing(sql: str, md: Metadata) -> None:
     assert not reads_nothing(Planner(md).prepare(sql, 1.0))
+
+
+def test_an_integer_cells_accuracy_is_whole_and_rounded_up() -> None:
+    """A BIGINT cell's ± is an int, rounded up (the interval still covers its 95%); a DOUBLE
+    cell's, a quantile's ranks and a key's None are kept."""
+    from dpsql.execution.result import Result as Answer
+    from dpsql.execution.result import ResultColumn as Column
+
+    r = Answer([Column("k", "VARCHAR"), Column("n", "BIGINT", "value"),
+                Column("a", "DOUBLE", "value"), Column("m", "BIGINT", "rank")],
+               [("x", 1, 2.0, 3)], [(None, 1348.0795, 0.25, 7.5)])
+    assert r.accuracy == [(None, 1349, 0.25, 7.5)] and type(r.accuracy[0][1]) is int
+    assert Answer([Column("n", "BIGINT", "value")], [(1,)], [(6.0,)]).accuracy == [(6,)]
+
+
+def test_unique_names_number_repeats_as_duckdb() -> None:
+    from dpsql.texttable import unique_names
+
+    assert unique_names(["count", "count", "Count", "count_1"]) == [
+        "count", "count_2", "Count_3", "count_1"]
+    assert unique_names(["a", "b"]) == ["a", "b"]

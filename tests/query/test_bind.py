@@ -98,7 +98,7 @@ def test_qualified_quoted_and_any_case_names(sql: str, md: Metadata) -> None:
 def test_output_names_as_written(md: Metadata) -> None:
     q = b('SELECT COUNT(*) AS n, SUM(age), AVG(age) avg_age, p."Sex" FROM people p '
           "GROUP BY p.sex", md)
-    assert q.output_names == ["n", "SUM(age)", "avg_age", "Sex"]
+    assert q.output_names == ["n", "sum", "avg_age", "Sex"]  # no alias: PostgreSQL's name
 
 
 def test_output_aliases_stay_in_group_having_order(md: Metadata) -> None:
@@ -237,3 +237,15 @@ def test_array_literal_parsing_follows_postgresql() -> None:
     assert bind_parameters("SELECT COUNT(*) FROM people WHERE sex = ANY(?)",
                            [["F", "x') OR (1=1"]]) == \
         "SELECT COUNT(*) FROM people WHERE sex = ANY(['F', 'x'') OR (1=1'])"
+
+
+def test_did_you_mean_the_declared_name(md: Metadata) -> None:
+    """A misspelt table or column is refused with the closest declared name (difflib over the
+    names the refusal lists anyway), and no guess when none is close."""
+    with pytest.raises(UnknownTable, match=r"'peple' .*\(did you mean 'people'\?\)"):
+        b("SELECT COUNT(*) FROM peple", md)
+    with pytest.raises(UnknownColumn, match=r"'incme' .*\(did you mean 'income'\?\)"):
+        b("SELECT AVG(incme) FROM people", md)
+    with pytest.raises(UnknownTable) as far:
+        b("SELECT COUNT(*) FROM xyz", md)
+    assert "did you mean" not in str(far.value)

@@ -82,13 +82,17 @@ def test_syntax_errors(sql: str) -> None:
 @pytest.mark.parametrize(("sql", "at"), [
     ("SELECT COUNT(* FROM people", "FROM"),
     ("SELECT sex,\n  COUNT(* FROM people\nGROUP BY sex", "FROM"),
-    ("SELEC COUNT(*) FROM people", "("),
+    ("SELEC COUNT(*) FROM people", "SELEC"),  # the misspelt word, as PostgreSQL points
+    ("SELECT\tCOUNT(*\tFROM people", "FROM"),  # a tab is one character
+    ("SELECT COUNT(*)\r\nFROM people\r\nWHERE age IN (1,\r\n2 AND", "AND"),  # CRLF
+    ("SELECT COUNT(*) FROM people WHERE sex = '日本' AND (age > 3 FROM", "FROM"),  # characters
+    ("/* a comment */ slect COUNT(*) FROM people", "slect"),
     ("SELECT 'unterminated", None),  # the tokenizer gives no position
 ])
 def test_a_syntax_error_carries_its_position(sql: str, at: str | None) -> None:
     with pytest.raises(SQLSyntaxError) as info:
         parse(sql)
-    assert info.value.position == (None if at is None else sql.index(at) + 1)
+    assert info.value.position == (None if at is None else sql.rindex(at) + 1)
 
 
 def test_several_statements() -> None:

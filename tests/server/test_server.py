@@ -670,6 +670,10 @@ def test_a_composite_over_the_wire_is_refused_before_its_charge(served) -> None:
     ("EXPLAIN SELECT COUNT(*) FROM visits WHERE", "WHERE"),
     ("SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(delta = 0, epsilon = 0.5) SUM(amount, "
      "contribution_bounds_per_row => (0, 10)) FROM visits WHERE", "WHERE"),
+    ("SELECT\tCOUNT(*\tFROM visits", "FROM"),  # a tab is one character
+    ("SELECT COUNT(*)\r\nFROM visits\r\nWHERE amount IN (1,\r\n2 AND", "AND"),
+    ("SELECT COUNT(*) FROM visits WHERE category = '日本' AND (amount > 3 FROM", "FROM"),
+    ("SELEC COUNT(*) FROM visits", "SELEC"),  # the misspelt word, as PostgreSQL points
 ])
 def test_syntax_error_position_is_the_p_field(served, sql: str, at: str) -> None:
     """A syntax error carries PostgreSQL's P field, the 1-based position in the text sent, for

@@ -39,12 +39,12 @@ from dpsql.engines import locked
 from dpsql.metadata.metadata import Metadata
 from dpsql.server.catalog.build import _table_oids, build
 from dpsql.server.catalog.model import CatalogError, CatalogQuery, CatalogResult, SessionInfo
-from dpsql.server.catalog.names import function_name, pg_column_names, pg_name
+from dpsql.server.catalog.names import function_name, pg_column_names, pg_name, remember_names
 from dpsql.server.catalog.rewrite import rewrite
 from dpsql.server.catalog.tables import INFO_TABLES, TABLES
 
 __all__ = ["Catalog", "CatalogError", "CatalogQuery", "CatalogResult", "SessionInfo",
-           "function_name", "pg_column_names", "pg_name"]
+           "function_name", "pg_column_names", "pg_name", "remember_names"]
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from dpsql.cache import LRU
 from dpsql.errors import QueryTooComplex
 from dpsql.query.denied import CATALOG_ALLOWED, denied
 from dpsql.query.parse import check_size, check_tree_depth
-from dpsql.server.catalog import function_name, pg_column_names
+from dpsql.server.catalog import function_name, pg_column_names, remember_names
 from dpsql.server.machine import cursors
 from dpsql.server.wire import paramtypes, sqltext
 
@@ -175,6 +175,7 @@ class Classifier:
         try:
             if isinstance(tree, exp.Select | exp.SetOperation) and self._is_catalog(tree):
                 return Statement(text, StatementKind.CATALOG, tree=tree, nparams=nparams)
+            remember_names(tree, cleaned)  # DATE_TRUNC is named date_trunc, as written
             names = pg_column_names(tree)
             return Statement(text, StatementKind.QUERY, tree=tree,
                              engine_sql=self._engine_sql(text, tree), names=names,
