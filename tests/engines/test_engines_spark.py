@@ -357,6 +357,36 @@ def test_attack_rows_never_fail_and_match_duckdb(
     assert math.isclose(float(total), 3 * 2**62 + 3, rel_tol=1e-12)  # type: ignore[arg-type]
 
 
+#: BIGINT terms whose 21-bit slices (dpsql.engines.spark.dialect._exact_sum) carry and borrow:
+#: the extremes, -1, the slices' edges, and their sums far beyond BIGINT in both directions.
+EXACT_TERMS = [-2**63, 2**63 - 1, -1, 0, 1, 2**21 - 1, 2**21, -(2**21), 2**42 - 1, 2**42,
+               -(2**42) - 1, 2**62 + 2**42 + 2**21 + 1, -(2**62) - 3, 12345678901234567]
+
+
+def test_exact_sums_of_bigint_extremes(attack: tuple[Metadata, Engine, Engine]) -> None:
+    """An exact SUM (:class:`~dpsql.engines.ir.ExactSum`, Spark's three BIGINT sums of
+    21-bit slices) adds BIGINT terms of both signs exactly, far beyond BIGINT, as Python and
+    DuckDB's HUGEINT do; NULL terms are skipped and a group of NULLs sums to NULL."""
+    from sqlglot import exp, parse_one
+
+    from dpsql.engines import ir
+
+    _, duck, spark = attack
+    groups = {1: EXACT_TERMS, 2: [t for t in EXACT_TERMS if t > 0] * 3,
+              3: [t for t in EXACT_TERMS if t < 0] * 3 + [None], 4: [None, None]}
+    values = ", ".join(f"({g}, CAST('{t}' AS BIGINT))" if t is not None else
+                       f"({g}, CAST(NULL AS BIGINT))" for g, ts in groups.items() for t in ts)
+    tree = parse_one(f"SELECT g, SUM(x) AS s FROM (VALUES {values}) AS v(g, x) GROUP BY g",
+                     dialect="duckdb")
+    tree.find(exp.Sum).replace(ir.ExactSum(this=exp.column("x")))  # type: ignore[union-attr]
+    expected = {g: sum(t for t in ts if t is not None) if any(t is not None for t in ts)
+                else None for g, ts in groups.items()}
+    for engine in (spark, duck):
+        _, rows = engine.execute(tree.sql(dialect=engine.dialect))
+        assert dict(rows) == expected, engine.name  # type: ignore[arg-type]
+    assert any(abs(v) >= 2**63 for v in expected.values() if v is not None)
+
+
 def test_engine_errors_quote_no_data(attack: tuple[Metadata, Engine, Engine]) -> None:
     """A query that fails while reading rows (never one dpsql generates) tells the analyst
     nothing about the value; the owner's detail keeps Spark's message."""
