@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -178,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if "local" in args.on and len(args.on) > 1:
         parser.error("--on local runs alone (one SparkContext per process)")
+    # A SIGTERM (a background job's stop: SIGINT is ignored there) unwinds, so that the
+    # cluster's JVMs are stopped and its folder removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     load = bench._load()
     run(args)
     print(f"load average at start {load}, at end {bench._load()}")
