@@ -141,6 +141,8 @@ def measure(db: dpsql.Database, session: object, rows: int, on: str, runs: int,
 
 def run(args: argparse.Namespace) -> None:
     queries = [q for q in bench.QUERIES if args.queries == "all" or (q.table, q.label) in SCALE]
+    if args.only:
+        queries = [q for q in queries if f"{q.table} {q.label}" in args.only]
     print("| rows | session | table | query | plain Spark ms | dpsql ms | dpsql / plain | "
           "engine ms | engine / plain | <= 2x |\n"
           "|---:|---|---|---|---:|---:|---:|---:|---:|---|", flush=True)
@@ -171,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--on", nargs="+", default=["cluster", "connect"],
                         choices=["cluster", "connect", "local"])
     parser.add_argument("--queries", choices=["scale", "all"], default="scale")
+    parser.add_argument("--only", nargs="+", metavar="'TABLE QUERY'",
+                        help="only these queries, e.g. 'events SUM' 'people COUNT(*)'")
     parser.add_argument("--master", default="local[2]", help="the local session's master")
     parser.add_argument("--executor-memory", default="768m", help="per executor (MB)")
     parser.add_argument("--connect-memory", default="1g", help="the Connect server's JVM")
