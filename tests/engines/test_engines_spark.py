@@ -357,6 +357,67 @@ def test_attack_rows_never_fail_and_match_duckdb(
     assert math.isclose(float(total), 3 * 2**62 + 3, rel_tol=1e-12)  # type: ignore[arg-type]
 
 
+#: BIGINT terms whose 21-bit slices (dpsql.engines.spark.dialect._exact_sum) carry and borrow:
+#: the extremes, -1, the slices' edges, and their sums far beyond BIGINT in both directions.
+EXACT_TERMS = [-2**63, 2**63 - 1, -1, 0, 1, 2**21 - 1, 2**21, -(2**21), 2**42 - 1, 2**42,
+               -(2**42) - 1, 2**62 + 2**42 + 2**21 + 1, -(2**62) - 3, 12345678901234567]
+
+
+def test_exact_sums_of_bigint_extremes(attack: tuple[Metadata, Engine, Engine]) -> None:
+    """An exact SUM (:class:`~dpsql.engines.ir.ExactSum`, Spark's three BIGINT sums of
+    21-bit slices) adds BIGINT terms of both signs exactly, far beyond BIGINT, as Python and
+    DuckDB's HUGEINT do; NULL terms are skipped and a group of NULLs sums to NULL."""
+    from sqlglot import exp, parse_one
+
+    from dpsql.engines import ir
+
+    _, duck, spark = attack
+    groups = {1: EXACT_TERMS, 2: [t for t in EXACT_TERMS if t > 0] * 3,
+              3: [t for t in EXACT_TERMS if t < 0] * 3 + [None], 4: [None, None]}
+    values = ", ".join(f"({g}, CAST('{t}' AS BIGINT))" if t is not None else
+                       f"({g}, CAST(NULL AS BIGINT))" for g, ts in groups.items() for t in ts)
+    tree = parse_one(f"SELECT g, SUM(x) AS s FROM (VALUES {values}) AS v(g, x) GROUP BY g",
+                     dialect="duckdb")
+    tree.find(exp.Sum).replace(ir.ExactSum(this=exp.column("x")))  # type: ignore[union-attr]
+    expected = {g: sum(t for t in ts if t is not None) if any(t is not None for t in ts)
+                else None for g, ts in groups.items()}
+    for engine in (spark, duck):
+        _, rows = engine.execute(tree.sql(dialect=engine.dialect))
+        assert dict(rows) == expected, engine.name  # type: ignore[arg-type]
+    assert any(abs(v) >= 2**63 for v in expected.values() if v is not None)
+
+
+#: Doubles at and next to the ties of rounding to a whole number, and where doubles are whole.
+ROUNDED = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+           0.5000000000000001, 2**52 - 0.5, -(2**52 - 0.5), 2**52 + 1.0, 2**53 + 2.0,
+           1e15 + 0.5, -1e15 - 0.5, 0.0, -0.0, 123.4999, -7.5000001, 9.2e18, -2.0**63]
+
+
+def test_whole_rounding_ties_away_from_zero(attack: tuple[Metadata, Engine, Engine]) -> None:
+    """``CAST(RoundHalfAway(x) AS BIGINT)``, every term of a fixed-point sum (Spark's own
+    spelling, dpsql.engines.spark.dialect._whole_half_away), rounds ties away from zero and
+    nothing else, exactly, as DuckDB does; NULL stays NULL."""
+    from fractions import Fraction
+
+    from sqlglot import exp, parse_one
+
+    from dpsql.engines import ir
+
+    _, duck, spark = attack
+    values = ", ".join(f"({i}, CAST('{x!r}' AS DOUBLE))" for i, x in enumerate(ROUNDED))
+    tree = parse_one(f"SELECT i, CAST(ROUND(x) AS BIGINT) AS r FROM (VALUES {values}, "
+                     f"({len(ROUNDED)}, CAST(NULL AS DOUBLE))) AS v(i, x)", dialect="duckdb")
+    tree.find(exp.Round).replace(ir.RoundHalfAway(this=exp.column("x")))  # type: ignore[union-attr]
+    expected: dict[int, int | None] = {len(ROUNDED): None}
+    for i, x in enumerate(ROUNDED):
+        whole = int(abs(Fraction(x)) + Fraction(1, 2))  # floor: a non-negative Fraction
+        expected[i] = whole if x >= 0 else -whole
+    assert "ROUND" not in tree.sql(dialect=spark.dialect).upper()
+    for engine in (spark, duck):
+        _, rows = engine.execute(tree.sql(dialect=engine.dialect))
+        assert dict(rows) == expected, engine.name  # type: ignore[arg-type]
+
+
 def test_engine_errors_quote_no_data(attack: tuple[Metadata, Engine, Engine]) -> None:
     """A query that fails while reading rows (never one dpsql generates) tells the analyst
     nothing about the value; the owner's detail keeps Spark's message."""

@@ -40,6 +40,9 @@ MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 CONNECT = "org.apache.spark.sql.connect.service.SparkConnectServer"
 WORKERS = 1
+#: Each worker's memory for its executors, and the Connect server's JVM (its driver runs its
+#: tasks): the tests' small data; a benchmark at scale raises them (bench_spark.py).
+WORKER_MEMORY, CONNECT_MEMORY = "1g", "600m"
 #: Every JVM starts in seconds on an idle machine; a loaded 2-core machine has taken minutes.
 STARTUP_SECONDS = 420.0
 
@@ -157,7 +160,7 @@ def standalone_cluster(folder: Path) -> Iterator[SparkCluster]:
     launches = [_daemon(env, "start", MASTER, 1, "--host", "127.0.0.1", "--port",
                         str(cluster.master_port), "--webui-port", "0")]
     launches += [_daemon(env, "start", WORKER, i, "--host", "127.0.0.1", "--port", "0",
-                         "--webui-port", "0", "--cores", "2", "--memory", "1g",
+                         "--webui-port", "0", "--cores", "2", "--memory", WORKER_MEMORY,
                          "--work-dir", str(folder / "work"), cluster.master)
                  for i in range(1, WORKERS + 1)]
     connect = spark_home() / "sbin" / "start-connect-server.sh"
@@ -167,7 +170,7 @@ def standalone_cluster(folder: Path) -> Iterator[SparkCluster]:
          "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
          # Its UI's REST API lists its running jobs (SparkCluster.connect_running_jobs).
          "--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={cluster.connect_ui_port}"],
-        env={**env, "SPARK_DAEMON_MEMORY": "600m"},  # a driver needs 450 MB at least
+        env={**env, "SPARK_DAEMON_MEMORY": CONNECT_MEMORY},  # a driver needs 450 MB at least
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     saved = {k: os.environ.get(k) for k in ("SPARK_CONF_DIR", "SPARK_LOCAL_IP")}
     try:
