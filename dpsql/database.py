@@ -79,8 +79,6 @@ from dpsql.ledger.spending import LedgerRead, read_views, warn
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.sample import sample_paths as sample_paths
-from dpsql.pipeline import Explanation, engine_sql, explain
-from dpsql.planner import Planner, Prepared, check_report_route
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -88,15 +86,17 @@ from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
-from dpsql.releases import (
+from dpsql.routes.local import answer_from_stored_copy, answer_private, engine_plans, local_cost
+from dpsql.routes.pipeline import Explanation, engine_sql, explain
+from dpsql.routes.planner import Planner, Prepared, check_report_route
+from dpsql.routes.releases import (
     Releases,
     composite_of,
     explain_releases,
     prepare_releases,
     releases_cost,
 )
-from dpsql.routes import answer_from_stored_copy, answer_private, engine_plans, local_cost
-from dpsql.series import TwoReleases, explain_two, release_cost
+from dpsql.routes.series import TwoReleases, explain_two, release_cost
 
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
@@ -211,10 +211,11 @@ class Database:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
         A private query's :class:`Plan`, an exact read of public tables
         (:class:`~dpsql.execution.public.PublicRead`) or two private releases
-        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`. Without ``epsilon``:
+        (:class:`~dpsql.routes.series.TwoReleases`): see :mod:`dpsql.routes.planner`. Without
+        ``epsilon``:
         :meth:`query_epsilon`. ``bounds``: the query's contribution bounds (None: the
         metadata's; BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` wins,
-        :mod:`dpsql.query.dp_clause`). A composite query's (:mod:`dpsql.releases`)."""
+        :mod:`dpsql.query.dp_clause`). A composite query's (:mod:`dpsql.routes.releases`)."""
         composite = composite_of(sql, self.metadata)
         if composite is not None:
             return prepare_releases(composite, self.planner, self.query_epsilon() if epsilon

@@ -11,7 +11,7 @@ event E, ``epsilon >= ln((P[M(D) in E] - delta) / P[M(D') in E])``. The auditor
    the metadata allows). Both directions of the inequality are tested, so "D' minus that unit"
    is covered too;
 2. prepares the query once (:meth:`dpsql.Database.plan`, no data read) and answers it
-   ``n_select + n`` times on each database (:func:`dpsql.pipeline.answer`: rewrite, execute,
+   ``n_select + n`` times on each database (:func:`dpsql.routes.pipeline.answer`: rewrite, execute,
    perturb, post-process, exactly as :meth:`dpsql.Database.query` does);
 3. turns each answer into scalar features: every cell of every released group, each group's
    presence ("group released") and its row position (for ORDER BY / LIMIT), and "the query
@@ -65,7 +65,7 @@ from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
-from dpsql.routes import answer_private
+from dpsql.routes.local import answer_private
 
 #: Evaluation runs per side; overridden by the environment variable DPSQL_AUDIT_N.
 DEFAULT_N = 1000

@@ -1,4 +1,4 @@
-"""A UNION of private queries and a private scalar subquery (dpsql/releases.py), through the
+"""A UNION of private queries and a private scalar subquery (dpsql/routes/releases.py), through the
 DB-API: separate releases charged once as the sum of their costs, the rows combined; an exact
 part beside a private one refused, naming it, wherever it hides, and nothing charged."""
 
@@ -12,7 +12,7 @@ import pytest
 
 import dpsql
 from dpsql.query.composite import split
-from dpsql.releases import Releases
+from dpsql.routes.releases import Releases
 from tests.support.helpers import SAMPLE, sample_tables_toml
 
 pytestmark = pytest.mark.usefixtures("no_dpsql_env")

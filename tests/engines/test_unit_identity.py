@@ -32,9 +32,9 @@ import tomli_w
 import dpsql
 from dpsql.errors import JoinRefused, MetadataError
 from dpsql.execution.perturb import histogram_arrays
-from dpsql.pipeline import engine_sql
 from dpsql.query.parse import parse_query
-from dpsql.series import two_releases
+from dpsql.routes.pipeline import engine_sql
+from dpsql.routes.series import two_releases
 from tests.engines.test_engines_differential import ENGINES
 
 SALT = 424242
@@ -410,8 +410,8 @@ def test_units_of_different_declared_types_are_refused(make_db: Callable[..., An
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_both_releases_of_a_series_limit_bound_one_unit(
         request: pytest.FixtureRequest, make_db: Callable[..., Any], engine: str) -> None:
-    """A series limit (dpsql.series) is two ordinary plans: the inner aggregate, and the outer
-    query filtered by the keys the inner released (public constants; here the stand-in key).
+    """A series limit (dpsql.routes.series) is two ordinary plans: the inner aggregate, and the
+    outer query filtered by the keys the inner released (public constants; here the stand-in key).
     Each bounds the 10 spellings of person 99 as one unit."""
     visits = {**VISITS, "columns": {**VISITS["columns"], "cat": {
         "type": "text", "values": ["a", "b"], "nullable": True}}}

@@ -19,7 +19,7 @@ from dpsql.privacy.local import (
 )
 from dpsql.privacy.local_estimates import debiased_count, estimate_mean, rr_count_sql
 from dpsql.privacy.randomness import Randomness
-from dpsql.routes import local_cost
+from dpsql.routes.local import local_cost
 
 
 def _mechanism(columns: dict[str, object], epsilon: float = 1.0) -> object:

@@ -625,7 +625,7 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
 
 
 def test_a_union_of_private_queries_and_a_private_subquery_over_the_wire(served) -> None:
-    """dpsql.releases over the wire: the parts charged once as the sum of their costs (the
+    """dpsql.routes.releases over the wire: the parts charged once as the sum of their costs (the
     extended protocol's Describe plans the parts, reading nothing), the rows combined; an
     exact arm refused (0A000) with nothing charged."""
     clause = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = {}, delta = 0) "

@@ -16,8 +16,8 @@ from dpsql.execution.postprocess import made_up_answer
 from dpsql.execution.public import PublicRead
 from dpsql.ledger.spending import LedgerRead
 from dpsql.privacy.plan import Plan
-from dpsql.releases import Releases, made_up_columns
-from dpsql.series import TwoReleases
+from dpsql.routes.releases import Releases, made_up_columns
+from dpsql.routes.series import TwoReleases
 
 
 def describe(plan: Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead | LedgerRead

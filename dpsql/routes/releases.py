@@ -2,12 +2,12 @@
 query in a scalar subquery): separate releases, one charge, the rows combined.
 
 **Privacy.** Each part is prepared exactly as if it had been sent alone (its clause read, its
-parameters, its path: :meth:`dpsql.planner.Planner.prepare_query`), so each part's release is
+parameters, its path: :meth:`dpsql.routes.planner.Planner.prepare_query`), so each part's release is
 (eps_i, delta_i)-DP as that query's is (the neighbour harness checks each part's measurements
 as any query's). The parts are answered one after the other on the same data; by sequential
 composition the tuple of their answers is (sum eps_i, sum delta_i)-DP (zCDP: the rhos add),
 and the cost of the whole is that sum (:func:`releases_cost`, the arithmetic of
-:func:`dpsql.ledger.budget.query_cost` and :func:`dpsql.series.release_cost`), charged once,
+:func:`dpsql.ledger.budget.query_cost` and :func:`dpsql.routes.series.release_cost`), charged once,
 before anything runs, as any query's. A part that reads public tables only, or whose answer
 is fixed by public information, costs nothing, as alone. The rows are then combined by the
 query around the parts over their answers alone (:mod:`dpsql.execution.combined`):
@@ -35,16 +35,16 @@ from dpsql.ledger.budget import Cost, query_cost
 from dpsql.ledger.spending import names_views
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import Explanation, answer, explain
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.query.composite import Composite, Part, check_outer, outer_query, split
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import DIALECT, resolve_tree
-from dpsql.series import TwoReleases, answer_two, explain_two, release_cost
+from dpsql.routes.pipeline import Explanation, answer, explain
+from dpsql.routes.series import TwoReleases, answer_two, explain_two, release_cost
 
 if TYPE_CHECKING:
-    from dpsql.planner import Planner
+    from dpsql.routes.planner import Planner
 
 #: What one part may be prepared as.
 PartRoute = Plan | TwoReleases | PublicRead | FreeAnswer

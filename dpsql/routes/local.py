@@ -1,9 +1,10 @@
 """Answering a prepared query on its path (the path is chosen by
-:meth:`dpsql.planner.Planner.prepare_query`, the one place that chooses):
+:meth:`dpsql.routes.planner.Planner.prepare_query`, the one place that chooses):
 
-* :class:`~dpsql.series.TwoReleases`: two private releases (a series limit);
-* :class:`~dpsql.releases.Releases`: a composite query's parts, the rows combined;
-* :class:`~dpsql.privacy.plan.Plan`: the private pipeline's answer (:func:`dpsql.pipeline.answer`);
+* :class:`~dpsql.routes.series.TwoReleases`: two private releases (a series limit);
+* :class:`~dpsql.routes.releases.Releases`: a composite query's parts, the rows combined;
+* :class:`~dpsql.privacy.plan.Plan`: the private pipeline's answer
+(:func:`dpsql.routes.pipeline.answer`);
 * :class:`~dpsql.execution.local_rows.LocalRead`: randomized rows (local DP), charged as
   :func:`local_cost` says, once per analyst and table where the ledger keeps answers
   (:func:`answer_from_stored_copy`);
@@ -26,12 +27,12 @@ from dpsql.execution.public import PublicRead
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result
 from dpsql.ledger.budget import Cost, Ledger
 from dpsql.ledger.spending import LedgerRead
-from dpsql.pipeline import answer
-from dpsql.planner import Planner, Prepared
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
-from dpsql.releases import Releases, answer_releases
-from dpsql.series import TwoReleases, answer_two
+from dpsql.routes.pipeline import answer
+from dpsql.routes.planner import Planner, Prepared
+from dpsql.routes.releases import Releases, answer_releases
+from dpsql.routes.series import TwoReleases, answer_two
 
 log = logging.getLogger(__name__)
 #: Draws a copy release charged as ledger entry ``id``, joined to the copy held (if any).

@@ -51,7 +51,6 @@ from dpsql.execution.public import reads_only_public
 from dpsql.ledger.budget import Cost, query_cost
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import Explanation, answer, bind_in_force, explain
 from dpsql.privacy.auto_bounds import planned
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -59,9 +58,10 @@ from dpsql.query.check import check
 from dpsql.query.dates import normalise
 from dpsql.query.fold import fold_constants
 from dpsql.query.parse import parse
+from dpsql.routes.pipeline import Explanation, answer, bind_in_force, explain
 
 if TYPE_CHECKING:
-    from dpsql.planner import Planner
+    from dpsql.routes.planner import Planner
 
 _ALIAS = "__dpsql_series"
 MAX_KEYS = 1000  # released keys the outer filter may list
@@ -392,8 +392,8 @@ def answer_two(p: TwoReleases, engine: Engine, planner: Planner, rng: Randomness
 
 
 def _prepare_filled(sql: str, planner: Planner, p: TwoReleases) -> Plan:
-    """The passes of :func:`dpsql.pipeline.prepare_plan` (not cached) for the outer query with
-    the released keys, after the charge, so nothing here may refuse for a reason the plan did
+    """The passes of :func:`dpsql.routes.pipeline.prepare_plan` (not cached) for the outer query
+    with the released keys, after the charge, so nothing here may refuse for a reason the plan did
     not check: the cost model already saw :func:`_max_keys` stand-in keys, and the released
     keys' own text lengths are the owner's data, which the model leaves out by design
     (:mod:`dpsql.query.cost`)."""

@@ -18,13 +18,13 @@ probe:
   ``LIMIT 0`` or a constant-false WHERE; or a public domain with no aggregate): exact, free;
 * :class:`~dpsql.execution.local_rows.LocalRead`: a row-level SELECT of a table the owner opted
   in to local DP (randomized rows, charged once per analyst and table for their stored copy:
-  :mod:`dpsql.privacy.local`, :func:`dpsql.routes.answer_from_stored_copy`);
-* :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
+  :mod:`dpsql.privacy.local`, :func:`dpsql.routes.local.answer_from_stored_copy`);
+* :class:`~dpsql.routes.series.TwoReleases`: the query uses a private aggregate subquery (a series
   limit): two private releases, one charge;
-* :class:`~dpsql.releases.Releases`: a UNION of private queries or a private scalar subquery
+* :class:`~dpsql.routes.releases.Releases`: a UNION of private queries or a private scalar subquery
   (:mod:`dpsql.query.composite`): each part prepared here as if sent alone, one charge;
 * :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
-  :func:`dpsql.pipeline.prepare_plan`).
+  :func:`dpsql.routes.pipeline.prepare_plan`).
 
 The query is parsed once (by the caller, or here on a cache miss); each path reads that tree,
 and only one that changes a tree (the private passes, a split into two releases) copies it.
@@ -51,21 +51,21 @@ from dpsql.execution.public import PublicRead, public_read
 from dpsql.ledger.spending import SCHEMA, LedgerRead, ledger_read
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import prepare_plan
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import REPORT, Resolved, resolve_query
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
-from dpsql.releases import (
+from dpsql.routes.pipeline import prepare_plan
+from dpsql.routes.releases import (
     Releases,
     check_report_route,
     composite_of,
     prepare_releases,
     refuse_report_route,
 )
-from dpsql.series import TwoReleases, splits_in_two, two_releases
+from dpsql.routes.series import TwoReleases, splits_in_two, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
@@ -202,7 +202,7 @@ class Planner:
                 mechanism: str = "laplace", dialect: str = "duckdb", *,
                 tree: exp.Expression | None = None,
                 bounds: ContributionBounds | None = None) -> Plan:
-        """The private passes, parse to plan (:func:`dpsql.pipeline.prepare_plan`): every
+        """The private passes, parse to plan (:func:`dpsql.routes.pipeline.prepare_plan`): every
         refusal, no private data read. ``tree`` as for :meth:`prepare_query`."""
         # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
         # otherwise find the plan cached for a valid one.
