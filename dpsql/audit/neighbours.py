@@ -160,7 +160,7 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
     try:
         # A composite (dpsql.routes.releases): each part is prepared as if sent alone, and is
         # checked so; what combines them is post-processing of their releases.
-        parts = prepared.charged if isinstance(prepared, Releases) else (prepared,)
+        parts = prepared.charged_parts if isinstance(prepared, Releases) else (prepared,)
         for part in parts:
             if isinstance(part, TwoReleases):
                 _check_two(part, hood, verdict)
@@ -216,8 +216,8 @@ def _check_two(p: TwoReleases, hood: Neighbourhood, verdict: Verdict) -> None:
     nkeys = len(p.inner.keys)
     keys = sorted(_by_key(rows, nkeys), key=repr)[:_max_keys(p.inner)]
     released = [tuple(k[link.column] for link in p.links) for k in keys]
-    outer = _prepare_filled(_fill(p.template, p.links, released, p.in_list), hood.planner,
-                            p)
+    outer = _prepare_filled(_fill(p.template, p.links, released, p.in_list),
+                            hood.planner.metadata, hood.planner.public_store, p)
     _check_plan(_released_groups_only(outer, p, released), hood, verdict, "release 2: ")
 
 

@@ -1,74 +1,101 @@
-"""Answering a prepared query on its path (the path is chosen by
-:meth:`dpsql.routes.planner.Planner.prepare_query`, the one place that chooses):
-
-* :class:`~dpsql.routes.series.TwoReleases`: two private releases (a series limit);
-* :class:`~dpsql.routes.releases.Releases`: a composite query's parts, the rows combined;
-* :class:`~dpsql.privacy.plan.Plan`: the private pipeline's answer
-(:func:`dpsql.routes.pipeline.answer`);
-* :class:`~dpsql.execution.local_rows.LocalRead`: randomized rows (local DP), charged as
-  :func:`local_cost` says, once per analyst and table where the ledger keeps answers
-  (:func:`answer_from_stored_copy`);
-* :class:`~dpsql.execution.public.PublicRead` and :class:`~dpsql.execution.free.FreeAnswer` are
-answered by the
-  :class:`~dpsql.database.Database` (exact, free).
+"""The route of randomized local rows (:mod:`dpsql.execution.local_rows`, local DP:
+:mod:`dpsql.privacy.local`): charged pure ``epsilon`` (:func:`dpsql.privacy.accounting.
+pure_cost`); where the ledger keeps answers, once per analyst and table for their stored copy
+(:func:`answer_from_stored_copy`), every later row-level query of the table answered from it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from dpsql.engines import Engine
-from dpsql.errors import EngineFailure, OperationalError, UnsupportedQuery
-from dpsql.execution.free import FreeAnswer
-from dpsql.execution.local_rows import LocalRead, answer_from_copy, answer_local
+from dpsql.errors import EngineFailure, OperationalError
+from dpsql.execution.local_rows import (
+    LocalRead,
+    answer_from_copy,
+    answer_local,
+    write_release,
+)
 from dpsql.execution.postprocess import Result
-from dpsql.execution.public import PublicRead
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result
-from dpsql.ledger.budget import Cost, Ledger
-from dpsql.ledger.spending import LedgerRead
-from dpsql.privacy.plan import Plan
+from dpsql.ledger.budget import Ledger
+from dpsql.privacy.accounting import Cost, pure_cost
 from dpsql.privacy.randomness import Randomness
-from dpsql.routes.pipeline import answer
-from dpsql.routes.planner import Planner, Prepared
-from dpsql.routes.releases import Releases, answer_releases
-from dpsql.routes.series import TwoReleases, answer_two
+from dpsql.routes.pipeline import Explanation
+from dpsql.routes.route import Answering, Route
 
 log = logging.getLogger(__name__)
 #: Draws a copy release charged as ledger entry ``id``, joined to the copy held (if any).
-DrawCopy = Callable[[LocalRead, int, Result | None], Result]
+DrawCopy = Callable[[Route, int, Result | None], Result]
 
 
-def answer_private(p: Prepared | Releases, engine: Engine, planner: Planner, rng: Randomness
-                   ) -> Result:
-    """Answer a prepared private query (one release or two) on ``engine`` with ``rng``'s
-    randomness; no budget here. ``planner`` prepared it (the second release of two is planned
-    with the released keys)."""
-    if isinstance(p, TwoReleases):
-        return answer_two(p, engine, planner, rng)
-    if isinstance(p, Releases):
-        return answer_releases(p, engine, planner, rng)
-    if isinstance(p, LocalRead):
-        return answer_local(p, engine, rng)
-    if isinstance(p, PublicRead | FreeAnswer | LedgerRead):
-        raise UnsupportedQuery("an exact answer from public information is answered by the "
-                               "Database")
-    return answer(p, engine, rng)
+@dataclass(frozen=True)
+class LocalRoute(Route):
+    read: LocalRead
+
+    @property
+    def prepared(self) -> LocalRead:
+        return self.read
+
+    @property
+    def copy_table(self) -> str | None:  # type: ignore[override]
+        return self.read.table.name
+
+    @property
+    def epsilon(self) -> float:  # type: ignore[override]
+        return self.read.epsilon  # the owner's, whatever is asked
+
+    @property
+    def delta(self) -> float:  # type: ignore[override]
+        return self.read.delta
+
+    @property
+    def mechanism(self) -> str:  # type: ignore[override]
+        return self.read.mechanism
+
+    @property
+    def cost_epsilon(self) -> float:
+        return self.read.epsilon
+
+    @property
+    def output_names(self) -> list[str]:
+        return self.read.output_names
+
+    def cost(self, accounting: str) -> Cost:
+        return pure_cost(self.read.epsilon, accounting)
+
+    def answer(self, context: Answering) -> Result:
+        return answer_local(self.read, context.engine, context.rng)
+
+    def answer_from_copy(self, context: Answering, key: str, draw: DrawCopy
+                         ) -> tuple[Result, Cost | None]:
+        assert context.ledger is not None and context.analyst is not None  # metered
+        return answer_from_stored_copy(self.read, context.ledger, context.analyst, key, draw,
+                                       context.rng)
+
+    def explain(self, engine: Engine | None) -> Explanation:
+        read = self.read
+        return Explanation(sql=read.sql, cells=[], key_release=read.describe(),
+                           epsilon=read.epsilon, delta=0.0,
+                           rows_per_unit=read.table.rows_per_unit, groups_per_unit=1)
+
+    def columns(self) -> list[tuple[str, str]]:
+        return [(c.name, c.type) for c in self.read.columns]
 
 
-def engine_plans(p: Plan | TwoReleases | LocalRead | Releases) -> tuple[Plan, ...]:
-    """The private plans that ``p`` runs on the engine (none for local rows, whose copy is
-    read otherwise): the database binds each before any charge."""
-    if isinstance(p, Releases):
-        return tuple(q for r in p.charged for q in engine_plans(r))
-    return (p.inner, p.outer) if isinstance(p, TwoReleases) else \
-        () if isinstance(p, LocalRead) else (p,)
+def local_route(read: LocalRead | None) -> LocalRoute | None:
+    return None if read is None else LocalRoute(read)
 
 
-def local_cost(p: LocalRead, accounting: str) -> Cost:
-    """The ledger cost of local DP rows: pure ``epsilon`` (:func:`dpsql.privacy.local.
-    query_epsilon`), no delta; under zCDP, pure epsilon-DP is ``epsilon^2 / 2``-zCDP."""
-    return Cost(p.epsilon, 0.0, p.epsilon ** 2 / 2.0 if accounting == "zcdp" else 0.0)
+def write_local_release(route: Route, result: Result, out: Path) -> None:
+    """``dpsql release --local``: ``result``, the answer to ``route`` (a whole table's local
+    rows), written to the Parquet file ``out`` (:func:`dpsql.execution.local_rows.
+    write_release`)."""
+    assert isinstance(route, LocalRoute)  # SELECT * of a table with a local section
+    write_release(result, route.read, out)
 
 
 def answer_from_stored_copy(p: LocalRead, ledger: Ledger, analyst: str, key: str,
@@ -94,10 +121,10 @@ def answer_from_stored_copy(p: LocalRead, ledger: Ledger, analyst: str, key: str
     extra = p.copy_release(None if copy is None else len(copy.rows))
     cost = None
     if extra is not None:
-        cost = local_cost(extra, ledger.accounting)
+        cost = pure_cost(extra.epsilon, ledger.accounting)
         entry = ledger.reserve(analyst, cost, sql=f"randomized copy of {p.table.name}",
                                cache_key=key)  # the charge stands even if what follows fails
-        copy = draw(extra, entry.id, copy)
+        copy = draw(LocalRoute(extra), entry.id, copy)
     assert copy is not None
     return answer_from_copy(p, copy, rng, 0.0 if cost is None else cost.epsilon), cost
 

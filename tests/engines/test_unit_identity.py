@@ -426,7 +426,8 @@ def test_both_releases_of_a_series_limit_bound_one_unit(
     d, d_prime = pair(request, make_db, engine, data(False), data(True), {"visits": visits})
     sql = ("SELECT cat, COUNT(*) AS n FROM visits WHERE cat IN (SELECT cat FROM visits "
            "GROUP BY cat ORDER BY COUNT(*) DESC LIMIT 1) OR cat IS NULL GROUP BY cat")
-    releases = two_releases(parse_query(sql), d.planner, 1.0, 0.0, "laplace")
+    releases = two_releases(parse_query(sql), d.planner.metadata, d.planner.prepare, 1.0, 0.0,
+                            "laplace")
     assert releases is not None
     for plan in (releases.inner, releases.outer):
         a, b = (measured_plan(db, plan) for db in (d, d_prime))

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 import dpsql
 from dpsql.errors import MetadataError, UnsupportedQuery
 from dpsql.execution.rewrite import unit_values
-from dpsql.ledger.budget import query_cost
 from dpsql.metadata.metadata import parse_metadata
+from dpsql.privacy.accounting import query_cost
 from dpsql.privacy.auto_values import BUCKETS, RATIO, draw, edge, origin, with_values
 from dpsql.privacy.plan import AutoValue, Plan
 from dpsql.privacy.randomness import Randomness

@@ -422,11 +422,9 @@ def test_describe_answers_from_the_plan_without_charging(served) -> None:
     "SELECT category, SUM(amount) FROM visits GROUP BY category",
 ])
 def test_described_columns_are_the_answer_columns(served, sql) -> None:
-    from dpsql.server.machine.describe import describe
-
-    plan = served.db.plan(sql, 1.0, 1e-6, "laplace")
+    route = served.db.route(sql, 1.0, 1e-6, "laplace")
     result = served.db.query(sql, 1.0, 1e-6, "laplace", analyst="alice")
-    assert describe(plan) == [(c.name, c.type) for c in result.columns]
+    assert route.columns() == [(c.name, c.type) for c in result.columns]
 
 
 def test_extended_protocol_errors_skip_to_sync_and_close_works(served) -> None:
