@@ -13,7 +13,8 @@ their own; they go through :class:`Database`.
 
 1. bind the parameters into the parsed SQL as literals (:func:`bind_parameters`; never by
    pasting text) and normalise it (sqlglot's DuckDB text of the bound tree);
-2. plan it: every refusal happens here, with no data read and nothing charged;
+2. route it (:mod:`dpsql.routes`: a :class:`~dpsql.routes.route.Route`, whatever its kind)
+   and check it: every refusal happens here, with no data read and nothing charged;
 3. reuse: if the analyst already paid for the same normalised query with the same epsilon,
    delta and mechanism (on the same database and table declarations), the stored noisy answer
    is returned again at no cost. Releasing it again is post-processing; answering afresh would
@@ -21,9 +22,9 @@ their own; they go through :class:`Database`.
    false`` turns this off (each repetition is then charged in full);
 4. charge the plan's cost to the ledger (check and charge in one transaction) -- *before* the
    query runs. A charge is never refunded, even if the engine then fails;
-5. answer: rewrite, execute, perturb, post-process; the answer (or the engine's failure) is
-   stored with its charge. Time limits and the answer-time grid are the owner's
-   (:meth:`Database.run`).
+5. answer (the route's: for one private plan rewrite, execute, perturb, post-process) under
+   the owner's time limit and answer-time grid (:meth:`Database.run`); the answer (or the
+   engine's failure) is stored with its charge.
 
 Without any declared analyst the database is *unmetered* (:attr:`Database.metered` is False):
 queries are answered and nothing limits the total privacy loss.
