@@ -80,11 +80,6 @@ PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 Prepared = Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead | LedgerRead
 
 
-class _Private:
-    """Cached for a text that takes the private pipeline (the cache holds no None)."""
-
-
-_PRIVATE = _Private()
 
 
 class Planner:
@@ -135,6 +130,14 @@ class Planner:
 
     def _route(self, sql: str, epsilon: float, delta: float, mechanism: str,
                tree: exp.Expression | None, bounds: ContributionBounds | None) -> Route:
+        """The route of ``sql``, chosen once per text and privacy parameters and cached: a
+        repeated query is one lookup."""
+        return cast(Route, self.plans.get_or_compute(
+            ("route", sql, epsilon, delta, mechanism, bounds),
+            lambda: self._choose(sql, epsilon, delta, mechanism, tree, bounds)))
+
+    def _choose(self, sql: str, epsilon: float, delta: float, mechanism: str,
+                tree: exp.Expression | None, bounds: ContributionBounds | None) -> Route:
         parsed: list[exp.Expression] = [] if tree is None else [tree]
 
         def shared() -> exp.Expression:
@@ -144,33 +147,22 @@ class Planner:
                 parsed.append(parse_query(sql))
             return parsed[0]
 
-        key = (sql, epsilon, delta, mechanism, bounds)
-        tries: list[tuple[tuple[object, ...], Callable[[], Route | None]]] = [
-            (("public", sql), lambda: public_route(self._public(shared))),
-            (("probe", *key), lambda: free_route(self._probe(sql, shared, epsilon, delta,
-                                                             mechanism, bounds))),
-            (("local", sql), lambda: local_route(self._local(shared))),
-            (("series", *key), lambda: self._series(shared, epsilon, delta, mechanism, bounds))]
+        tries: list[Callable[[], Route | None]] = [
+            lambda: public_route(self._public(shared)),
+            lambda: free_route(self._probe(sql, shared, epsilon, delta, mechanism, bounds)),
+            lambda: local_route(self._local(shared)),
+            lambda: self._series(shared, epsilon, delta, mechanism, bounds)]
         if SCHEMA in sql.lower():  # a ledger view is named dpsql.NAME: else nothing to parse
-            tries.insert(0, (("ledger", sql), lambda: ledger_route(ledger_read(
-                shared(), self.metadata.server.statement_timeout))))
-        for cache_key, compute in tries:  # the first route that takes the query
-            found = self._cached(cache_key, compute)
+            tries.insert(0, lambda: ledger_route(ledger_read(
+                shared(), self.metadata.server.statement_timeout)))
+        for attempt in tries:  # the first route that takes the query
+            found = attempt()
             if found is not None:
                 return found
         p = self.prepare(sql, epsilon, delta, mechanism, tree=parsed[0] if parsed else None,
                          bounds=bounds)
-        if p.measurements:
-            return PrivatePlan(p)  # the common case: no second lookup
-        domain = self._cached(("domain", *key), lambda: free_route(public_domain(sql, p)))
+        domain = None if p.measurements else free_route(public_domain(sql, p))
         return PrivatePlan(p) if domain is None else domain
-
-    def _cached(self, key: tuple[object, ...], compute: Callable[[], Route | None]
-                ) -> Route | None:
-        """The route ``compute`` finds for ``key``, or None (cached too: the query takes
-        another route)."""
-        found = self.plans.get_or_compute(key, lambda: compute() or _PRIVATE)
-        return None if found is _PRIVATE else cast(Route, found)
 
     def _probe(self, sql: str, parsed: Callable[[], exp.Expression], epsilon: float,
                delta: float, mechanism: str, bounds: ContributionBounds | None
