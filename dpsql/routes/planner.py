@@ -33,11 +33,11 @@ one place that chooses:
 The query is parsed once (by the caller, or here on a cache miss); each path reads that tree,
 and only one that changes a tree (the private passes, a split into two releases) copies it.
 The clock is read first, by the caller (:func:`dpsql.query.dates.fold_clock`): every cache
-below is keyed by the folded text, so a plan made at one instant is never reused at another. Plans
-and routes depend only on the SQL text, the privacy parameters and this
-planner's metadata and public data, never on private data, so they are cached in a locked LRU
-(:mod:`dpsql.cache`; BI tools repeat their queries) and never mutated: randomness enters only
-when a plan is answered. Refusals are not cached.
+below is keyed by the folded text, so a plan made at one instant is never reused at another.
+Plans and routes depend only on the SQL text, the privacy parameters and this planner's
+metadata and public data, never on private data, so they are cached in a locked LRU
+(:mod:`dpsql.cache`; BI tools repeat their queries: a repeated query's route is one lookup)
+and never mutated: randomness enters only when a route is answered. Refusals are not cached.
 """
 
 from __future__ import annotations
