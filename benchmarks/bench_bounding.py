@@ -25,7 +25,7 @@ bounding (should be similar across days).
 
 **Fast path** (``people``, one row per person: no bounding, only clamping and total reads):
 dpsql's rewritten SQL for ``SUM(income)`` and ``COUNT(*) ... WHERE age >= 65`` (taken from
-``dpsql.planner.Planner.prepare``) next to cheaper forms with the same result.
+``dpsql.routes.planner.Planner.prepare``) next to cheaper forms with the same result.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from bench_engine import ensure_data, machine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.metadata import load_metadata
-from dpsql.planner import Planner
+from dpsql.routes.planner import Planner
 
 SALT = 0x5DEECE66D1234567
 K, G = 10, 3

@@ -81,7 +81,7 @@ sys.path.insert(0, str(HERE.parent))  # this checkout's dpsql, not another insta
 
 import dpsql  # noqa: E402
 from dpsql.ledger.identity import record_path  # noqa: E402
-from dpsql.pipeline import answer  # noqa: E402
+from dpsql.routes.pipeline import answer  # noqa: E402
 
 DATA = HERE / "data"
 SEED = 20250101

@@ -48,7 +48,7 @@ import bench_engine  # noqa: E402
 
 import dpsql  # noqa: E402
 import dpsql.database  # noqa: E402
-import dpsql.pipeline  # noqa: E402
+import dpsql.routes.pipeline  # noqa: E402
 from dpsql.query.dry_shapes import dry_shape  # noqa: E402
 
 EPSILON = 1.0
@@ -81,7 +81,7 @@ class Timers:
         self.spent: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         db.planner.prepare_query = self._wrap("prepare", db.planner.prepare_query)  # type: ignore[method-assign]
         dpsql.database.engine_sql = self._wrap("engine SQL", dpsql.database.engine_sql)  # type: ignore[assignment]
-        dpsql.pipeline.run_dry = self._wrap("dry run", dpsql.pipeline.run_dry)  # type: ignore[assignment]
+        dpsql.routes.pipeline.run_dry = self._wrap("dry run", dpsql.routes.pipeline.run_dry)  # type: ignore[assignment]
         db.engine.execute = self._wrap("engine", db.engine.execute)  # type: ignore[method-assign]
 
     def _wrap(self, stage: str, fn: Callable[..., object]) -> Callable[..., object]:
@@ -152,11 +152,11 @@ def measure(rows: int, rounds: int) -> tuple[list[str], dict[str, dict[str, floa
                     if what == "raw":
                         elapsed = _timed(lambda t=text: raw.execute(t).fetchall())
                     elif what == "before":
-                        dpsql.pipeline.dry_shape = _no_shape  # type: ignore[assignment]
+                        dpsql.routes.pipeline.dry_shape = _no_shape  # type: ignore[assignment]
                         try:
                             elapsed = _timed(lambda t=before: db.query(t, epsilon=EPSILON))
                         finally:
-                            dpsql.pipeline.dry_shape = dry_shape
+                            dpsql.routes.pipeline.dry_shape = dry_shape
                     else:
                         asked = text if what == "new" else repeated
                         elapsed = _timed(lambda t=asked: db.query(t, epsilon=EPSILON))

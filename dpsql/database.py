@@ -13,7 +13,8 @@ their own; they go through :class:`Database`.
 
 1. bind the parameters into the parsed SQL as literals (:func:`bind_parameters`; never by
    pasting text) and normalise it (sqlglot's DuckDB text of the bound tree);
-2. plan it: every refusal happens here, with no data read and nothing charged;
+2. route it (:mod:`dpsql.routes`: a :class:`~dpsql.routes.route.Route`, whatever its kind)
+   and check it: every refusal happens here, with no data read and nothing charged;
 3. reuse: if the analyst already paid for the same normalised query with the same epsilon,
    delta and mechanism (on the same database and table declarations), the stored noisy answer
    is returned again at no cost. Releasing it again is post-processing; answering afresh would
@@ -21,9 +22,9 @@ their own; they go through :class:`Database`.
    false`` turns this off (each repetition is then charged in full);
 4. charge the plan's cost to the ledger (check and charge in one transaction) -- *before* the
    query runs. A charge is never refunded, even if the engine then fails;
-5. answer: rewrite, execute, perturb, post-process; the answer (or the engine's failure) is
-   stored with its charge. Time limits and the answer-time grid are the owner's
-   (:meth:`Database.run`).
+5. answer (the route's: for one private plan rewrite, execute, perturb, post-process) under
+   the owner's time limit and answer-time grid (:meth:`Database.run`); the answer (or the
+   engine's failure) is stored with its charge.
 
 Without any declared analyst the database is *unmetered* (:attr:`Database.metered` is False):
 queries are answered and nothing limits the total privacy loss.
@@ -42,44 +43,36 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, cast
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from dpsql.cache import LRU
-from dpsql.engines import CursorCancel, Engine, check_metadata, open_engine
-from dpsql.errors import (
-    EngineError,
-    EngineFailure,
-    Error,
-    MetadataError,
-    OperationalError,
-    QueryTimeout,
-    UnsupportedQuery,
-)
-from dpsql.execution.caveats import attach_caveats
-from dpsql.execution.free import FreeAnswer, answer_free
+from dpsql.engines import Engine, check_metadata, open_engine
+from dpsql.errors import EngineFailure, Error, MetadataError, OperationalError
 from dpsql.execution.kept import Retention, estimate
-from dpsql.execution.local_rows import LocalRead, joined, write_release
+from dpsql.execution.local_rows import joined
 from dpsql.execution.postprocess import Result, ResultColumn
-from dpsql.execution.public import PublicRead, PublicStore, answer_public
-from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
-from dpsql.execution.watch import current
+from dpsql.execution.public import PublicStore
+from dpsql.execution.time_limits import grid_point, limited, pad_to_grid
+from dpsql.execution.watch import Watch, current
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
-from dpsql.ledger.budget import BudgetStatus, Cost, query_cost
+from dpsql.ledger.budget import BudgetStatus, Cost
 from dpsql.ledger.opening import ANALYST_ENV as ANALYST_ENV  # their home before it
 from dpsql.ledger.opening import LEDGER_ENV as LEDGER_ENV
 from dpsql.ledger.opening import init_ledger as init_ledger
 from dpsql.ledger.opening import ledger_path as ledger_path
 from dpsql.ledger.opening import open_ledger, resolve_analyst
-from dpsql.ledger.spending import LedgerRead, read_views, warn
+from dpsql.ledger.spending import warn
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.sample import sample_paths as sample_paths
-from dpsql.pipeline import Explanation, engine_sql, explain
-from dpsql.planner import Planner, Prepared, check_report_route
+from dpsql.privacy.accounting import pure_cost
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -87,45 +80,38 @@ from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
-from dpsql.releases import (
-    Releases,
-    composite_of,
-    explain_releases,
-    prepare_releases,
-    releases_cost,
-)
-from dpsql.routes import answer_from_stored_copy, answer_private, engine_plans, local_cost
-from dpsql.series import TwoReleases, explain_two, release_cost
+from dpsql.routes.local import write_local_release
+from dpsql.routes.pipeline import Explanation
+from dpsql.routes.planner import Planner, Prepared
+from dpsql.routes.private import PrivatePlan
+from dpsql.routes.releases import Releases, composite_of, prepare_releases
+from dpsql.routes.route import Answering, Route
 from dpsql.shortcut import Answer as Answer  # its home: light, for the command line's shortcut
 
 log = logging.getLogger(__name__)
 _MEMO_SIZE = 1024
+_T = TypeVar("_T")
 
 #: A query's epsilon when neither the query nor the analyst's ``query_epsilon`` gives one.
 DEFAULT_EPSILON = 1.0
 _DIALECT = "duckdb"
-#: A prepared query that reads private data: charged, its answer stored.
-Charged = Plan | TwoReleases | LocalRead | Releases
 #: A bound query: its normalised text, its answer-key text and its tree (never mutated).
 _Statement = tuple[str, str, exp.Expression]
+
+
+@dataclass(frozen=True)
+class _Routed:
+    """A query read once and routed: its route, its normalised text, the text its stored
+    answers are keyed by."""
+
+    route: Route
+    normalised: str
+    key_text: str
 
 
 # --- the database -----------------------------------------------------------------------------
 
 
-def check_retention(p: Prepared | Releases) -> None:
-    """Refuse a retention estimate (:mod:`dpsql.execution.kept`) for a query it does not apply
-    to, before anything is charged."""
-    if isinstance(p, TwoReleases | LocalRead | Releases):
-        raise UnsupportedQuery("a retention estimate is made for one aggregate query over "
-                               "private rows, not for a series limit or local rows; ask "
-                               "without it (or without the LIMIT over the series)")
-
-
-def retention_cost(epsilon: float, accounting: str) -> Cost:
-    """The ledger cost of a retention estimate: ``epsilon``, pure (Laplace) DP; under zCDP
-    accounting its rho, ``epsilon^2 / 2``, as every pure measurement's."""
-    return Cost(epsilon, 0.0, epsilon ** 2 / 2 if accounting == "zcdp" else 0.0)
 
 
 class Database:
@@ -193,24 +179,23 @@ class Database:
              mechanism: str = "laplace", parameters: Parameters = None,
              bounds: ContributionBounds | None = None) -> Prepared | Releases:
         """Check and plan ``sql``; raises a :class:`~dpsql.errors.QueryRefused` if refused.
-        A private query's :class:`Plan`, an exact read of public tables
-        (:class:`~dpsql.execution.public.PublicRead`) or two private releases
-        (:class:`~dpsql.series.TwoReleases`): see :mod:`dpsql.planner`. Without ``epsilon``:
+        What the planner prepared on the query's route (:meth:`route`): a private query's
+        :class:`Plan`, an exact read of public tables
+        (:class:`~dpsql.execution.public.PublicRead`), two private releases
+        (:class:`~dpsql.routes.series.TwoReleases`), a composite query's
+        (:class:`~dpsql.routes.releases.Releases`), ...: see :mod:`dpsql.routes.planner`."""
+        return cast("Prepared | Releases",
+                    self.route(sql, epsilon, delta, mechanism, parameters, bounds).prepared)
+
+    def route(self, sql: str, epsilon: float | None = None, delta: float = 0.0,
+              mechanism: str = "laplace", parameters: Parameters = None,
+              bounds: ContributionBounds | None = None) -> Route:
+        """The route of ``sql`` (:class:`~dpsql.routes.route.Route`: its cost, its columns,
+        its explanation), every refusal raised, nothing read or charged. Without ``epsilon``:
         :meth:`query_epsilon`. ``bounds``: the query's contribution bounds (None: the
         metadata's; BigQuery's ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` wins,
-        :mod:`dpsql.query.dp_clause`). A composite query's (:mod:`dpsql.releases`)."""
-        composite = composite_of(sql, self.metadata)
-        if composite is not None:
-            return prepare_releases(composite, self.planner, self.query_epsilon() if epsilon
-                                    is None else epsilon, delta, mechanism, bounds, parameters)
-        clause = resolve_query(sql, epsilon, delta, bounds)
-        epsilon = clause.epsilon
-        normalised, _, tree = self._texts(clause.sql, parameters)
-        p = self.planner.prepare_query(
-            normalised, self.query_epsilon() if epsilon is None else epsilon, clause.delta,
-            mechanism, tree=tree, bounds=clause.bounds)
-        check_report_route(p, clause.report)  # the planner reads the lowered text, without it
-        return p
+        :mod:`dpsql.query.dp_clause`)."""
+        return self._route(sql, epsilon, delta, mechanism, parameters, bounds, None).route
 
     def check_parameters(self, epsilon: float, delta: float, mechanism: str) -> None:
         """Refuse privacy parameters beyond the owner's per-query limits (``[budget]
@@ -291,90 +276,90 @@ class Database:
         started = time.monotonic()
         if retention is not None:  # refused whatever the query, before anything is charged
             validate_privacy_parameters(retention, 0.0, "laplace", self.metadata.limits)
+        routed = self._route(sql, epsilon, delta, mechanism, parameters, bounds, analyst)
+        route, normalised = routed.route, routed.normalised
+        who = resolve_analyst(analyst, self.analyst) if self.ledger is not None else None
+        route.check(self.engine, self.ledger, who)  # every refusal: before any charge
+        context = Answering(self.engine, self.randomness, self.metadata, self._public,
+                            self.ledger, who, self._limit(timeout), normalised)
+        if route.exact:  # public information alone: free, exact, off the time grid
+            return Answer(self._within(route, context, None), normalised, who, None)
+        retained = route.retained() if retention is not None else None
+        answer = self._reuse_or_charge(route, context, routed.key_text, bounds, started,
+                                       release)
+        if retained is not None and retention is not None:
+            self._retention(answer, retained, retention, routed.key_text, bounds, timeout,
+                            release)
+        if answer.cost is not None and self.ledger is not None and who is not None:
+            warn(answer.result, self.ledger.status(who))  # past 80%: said
+        if caveats:  # after the answer was stored: from its released numbers
+            route.caveats(answer.result, answer.retention)
+        return answer
+
+    def _route(self, sql: str, epsilon: float | None, delta: float, mechanism: str,
+               parameters: Parameters, bounds: ContributionBounds | None,
+               analyst: str | None) -> _Routed:
+        """Read the query once -- a composite's parts, else BigQuery's clause, the clock and
+        the parameters -- and route it (:meth:`dpsql.routes.planner.Planner.route`)."""
         composite = composite_of(sql, self.metadata)  # a UNION of private queries, ...
         if composite is not None:
-            p = prepare_releases(composite, self.planner, self.query_epsilon(analyst) if epsilon
-                                 is None else epsilon, delta, mechanism, bounds, parameters)
-            return self._answer(p, sql, f"composite\0{sql}", analyst, bounds, timeout, started,
-                                release, retention)
+            releases = prepare_releases(
+                composite, self.planner.route, self.metadata, self.query_epsilon(analyst)
+                if epsilon is None else epsilon, delta, mechanism, bounds, parameters)
+            return _Routed(releases, sql, f"composite\0{sql}")
         clause = resolve_query(sql, epsilon, delta, bounds)  # BigQuery's clause
-        sql, epsilon, delta, bounds = clause.sql, clause.epsilon, clause.delta, clause.bounds
-        if epsilon is None:
-            epsilon = self.query_epsilon(analyst)
         # NOW(), CURRENT_DATE: read once, here, so the stored answers' key holds the instant.
-        normalised, key_text, tree = self._texts(fold_clock(sql), parameters)
-        p = self.planner.prepare_query(normalised, epsilon, delta, mechanism, tree=tree,
-                                       bounds=bounds)
-        check_report_route(p, clause.report)  # report_format => 'JSON': before any charge
-        answer = self._answer(p, normalised, key_text, analyst, bounds, timeout, started,
-                              release, retention)
-        if caveats:  # after the answer was stored: from its released numbers
-            attach_caveats(p.outer if isinstance(p, TwoReleases) else p, answer.result,
-                           answer.retention)
-        return answer
+        normalised, key_text, tree = self._texts(fold_clock(clause.sql), parameters)
+        route = self.planner.route(
+            normalised, self.query_epsilon(analyst) if clause.epsilon is None else
+            clause.epsilon, clause.delta, mechanism, tree=tree, bounds=clause.bounds,
+            report=clause.report)  # report_format => 'JSON': refused before any charge
+        return _Routed(route, normalised, key_text)
 
-    def _answer(self, p: Prepared | Releases, normalised: str, key_text: str, analyst: str | None,
-                bounds: ContributionBounds | None, timeout: float | None, started: float,
-                release: list[float] | None, retention: float | None) -> Answer:
-        """:meth:`run` once the query is prepared."""
-        if isinstance(p, LedgerRead):  # the ledger's own rows: exact, free, no private data
-            reader = resolve_analyst(analyst, self.analyst)
-            return Answer(read_views(p, self.ledger, self.metadata, reader, self._limit(timeout)),
-                          normalised, reader, None)
-        if isinstance(p, PublicRead):  # public tables only: exact, free, not in the ledger
-            who = self._known(analyst)
-            return Answer(self._read_public(p, timeout, who, normalised), normalised, who, None)
-        if isinstance(p, FreeAnswer):  # fixed by public information: no data read, free
-            return Answer(answer_free(p, self.randomness), normalised, self._known(analyst), None)
-        for part in engine_plans(p):
-            engine_sql(part, self.engine)  # bound by the engine before any charge (cached)
-        if retention is not None:
-            check_retention(p)  # a refusal: before any charge
-        if isinstance(p, Releases) and not p.charged:  # every part free: nothing to charge
-            result = self._compute(p, normalised, None, None, timeout, started, release)
-            return Answer(result, normalised, self._known(analyst), None)
-        answer = self._charged(p, normalised, key_text, analyst, bounds, timeout, started,
-                               release)
-        if retention is not None and isinstance(p, Plan):
-            self._retention(answer, p, retention, key_text, bounds, timeout, release)
-        if answer.cost is not None and self.ledger is not None and answer.analyst is not None:
-            warn(answer.result, self.ledger.status(answer.analyst))  # past 80%: said
-        return answer
+    def _reuse_or_charge(self, route: Route, context: Answering, key_text: str,
+                         bounds: ContributionBounds | None, started: float,
+                         release: list[float] | None) -> Answer:
+        """Charge (or reuse) and answer a route that reads private data (see :meth:`run`)."""
+        ledger, who, sql = self.ledger, context.analyst, context.sql
 
-    def _charged(self, p: Charged, normalised: str, key_text: str, analyst: str | None,
-                 bounds: ContributionBounds | None, timeout: float | None, started: float,
-                 release: list[float] | None) -> Answer:
-        """Charge (or reuse) and answer a prepared private query (see :meth:`run`)."""
-        ledger = self.ledger
-        if ledger is None:
-            result = self._compute(p, normalised, None, None, timeout, started, release)
-            return Answer(result, normalised, None, None)
-        who = resolve_analyst(analyst, self.analyst)
-        if isinstance(p, LocalRead) and self.reuse_answers:  # one stored copy per analyst
-            def draw(extra: LocalRead, entry_id: int, held: Result | None) -> Result:
-                return self._compute(extra, normalised, who, entry_id, timeout, started,
-                                     release, held)
+        def compute(entry_id: int | None, held: Result | None = None,
+                    on: Route = route) -> Result:
+            return self._compute(on, context, entry_id, started, release, held)
+
+        if ledger is None or who is None or not route.charged:  # unmetered, or all parts free
+            return Answer(compute(None), sql, who, None)
+        if route.copy_table is not None and self.reuse_answers:  # one copy per analyst
             # keyed by the table on this database and declarations: not the text, not epsilon
             copy_key = hashlib.sha256(json.dumps([1, self._scope, "local copy",
-                                                  p.table.name.lower()]).encode()).hexdigest()
-            result, cost = answer_from_stored_copy(p, ledger, who, copy_key, draw,
-                                                   self.randomness)
-            return Answer(result, normalised, who, cost, reused=cost is None)
-        key = self._answer_key(key_text, p, bounds)
+                                                  route.copy_table.lower()]).encode()
+                                      ).hexdigest()
+            result, cost = route.answer_from_copy(
+                context, copy_key, lambda extra, entry_id, held: compute(entry_id, held, extra))
+            return Answer(result, sql, who, cost, reused=cost is None)
+        key = self._answer_key(key_text, route, bounds)
+        result, cost = self._charge(
+            who, key, route.cost(ledger.accounting), sql,
+            lambda data: self._stored(data, route), compute, current())
+        return Answer(result, sql, who, cost, reused=cost is None, key=key)
+
+    def _charge(self, who: str, key: str, cost: Cost, sql: str,
+                stored: Callable[[bytes], _T | None], compute: Callable[[int], _T],
+                watch: Watch | None) -> tuple[_T, Cost | None]:
+        """Reuse or charge, the one place: the analyst's outcome stored under ``key``
+        (``stored`` reads it back; None: unreadable, charged anew) when answers are reused,
+        else ``cost`` charged -- before ``compute`` reads anything, and never refunded -- and
+        ``compute`` run as that ledger entry. The cost charged now, None when reused."""
+        ledger = self.ledger
+        assert ledger is not None  # metered
         if self.reuse_answers:
-            stored = self._stored(ledger.lookup(who, key), p)
-            if stored is not None:
-                return Answer(stored, normalised, who, None, reused=True, key=key)
-        cost = release_cost(p, ledger.accounting) if isinstance(p, TwoReleases) else \
-            releases_cost(p, ledger.accounting) if isinstance(p, Releases) else \
-            local_cost(p, ledger.accounting) if isinstance(p, LocalRead) else \
-            query_cost(p, ledger.accounting)
-        watch = current()  # a cancel before the charge: nothing charged (execution/watch.py)
+            data = ledger.lookup(who, key)
+            found = None if data is None else stored(data)
+            if found is not None:
+                return found, None
+        # a cancel before the charge: nothing charged (execution/watch.py)
         with watch.charging(cost.epsilon, cost.delta) if watch is not None else nullcontext():
-            entry = ledger.reserve(who, cost, sql=normalised, cache_key=key)
-        # the charge stands even if what follows fails
-        result = self._compute(p, normalised, who, entry.id, timeout, started, release)
-        return Answer(result, normalised, who, cost, key=key)
+            entry = ledger.reserve(who, cost, sql=sql, cache_key=key)
+        return compute(entry.id), cost  # the charge stands even if what follows fails
 
     def _retention(self, answer: Answer, p: Plan, epsilon: float, key_text: str,
                    bounds: ContributionBounds | None, timeout: float | None,
@@ -382,88 +367,53 @@ class Database:
         """Estimate what ``p``'s bounds keep at ``epsilon``, charged as a release of its own
         (a stored estimate is reused at no cost), and attach it to ``answer``."""
         ledger, started = self.ledger, time.monotonic()
-        key = f"{self._answer_key(key_text, p, bounds)}|retention|{epsilon!r}"
-        cost = retention_cost(epsilon, ledger.accounting) if ledger is not None and \
-            p.table.needs_bounding else None
-        if cost is not None and ledger is not None and answer.analyst is not None:
-            data = ledger.lookup(answer.analyst, key) if self.reuse_answers else None
-            if data is not None:
-                answer.retention = Retention(**json.loads(data))
-            else:
-                entry = ledger.reserve(answer.analyst, cost, sql="retention of: " + answer.sql,
-                                       cache_key=key)
-                answer.retention_cost = cost
-                answer.retention = self._estimate(p, epsilon, timeout, started, release)
-                ledger.store_answer(entry.id, json.dumps(answer.retention.as_json()).encode())
+
+        def estimated(entry_id: int | None) -> Retention:
+            kept = self._estimate(p, epsilon, timeout, started, release)
+            if entry_id is not None and ledger is not None:
+                ledger.store_answer(entry_id, json.dumps(kept.as_json()).encode())
+            return kept
+
+        if ledger is not None and answer.analyst is not None and p.table.needs_bounding:
+            key = f"{self._answer_key(key_text, PrivatePlan(p), bounds)}|retention|{epsilon!r}"
+            kept, answer.retention_cost = self._charge(
+                answer.analyst, key, pure_cost(epsilon, ledger.accounting),
+                "retention of: " + answer.sql, lambda data: Retention(**json.loads(data)),
+                estimated, None)
         else:
-            answer.retention = self._estimate(p, epsilon, timeout, started, release)
-        answer.result.notes.append(answer.retention.note())
+            kept = estimated(None)
+        answer.retention = kept
+        answer.result.notes.append(kept.note())
 
     def _estimate(self, p: Plan, epsilon: float, timeout: float | None, started: float,
                   release: list[float] | None) -> Retention:
         """:func:`dpsql.execution.kept.estimate` under the owner's time limit and grid, as
         any answer (:meth:`run`)."""
-        limit = self._limit(timeout)
-        deadline = Deadline(self.engine.cancel_token(), limit)
         try:
-            return estimate(p, self.engine, epsilon, self.randomness)
-        except EngineError as e:
-            if e.interrupted and deadline.fired:
-                raise QueryTimeout(limit) from None
-            if e.interrupted:
-                raise
-            # As for an answer (_answer_within): the engine's text may quote a private value.
-            owner_log.error("the engine failed on a retention estimate (a dpsql bug; the "
-                            "analyst got the generic EngineFailure): %s", e.owner_detail or e)
-            raise EngineFailure() from None
+            with limited(self.engine.cancel_token(), self._limit(timeout),
+                         "a retention estimate"):
+                return estimate(p, self.engine, epsilon, self.randomness)
         finally:
-            deadline.stop()
             grid = self.metadata.server.grid(self.metered)
             if release is None:
                 pad_to_grid(started, grid)
             else:
                 release.append(grid_point(started, grid))
 
-    def _known(self, analyst: str | None) -> str | None:
-        """The analyst of a free answer (None when unmetered); an unknown one is refused."""
-        if self.ledger is None:
-            return None
-        who = resolve_analyst(analyst, self.analyst)
-        self.ledger.status(who)
-        return who
-
-    def _read_public(self, read: PublicRead, timeout: float | None, who: str | None,
-                     sql: str) -> Result:
-        """An exact read of public tables under the owner's time limit (no grid: its time
-        depends on public data only)."""
-        limit = self._limit(timeout)
-        cursor = self._public.cursor()
-        deadline = Deadline(CursorCancel(cursor), limit)
-        try:
-            return answer_public(read, cursor)
-        except EngineError as e:
-            if e.interrupted and deadline.fired:
-                owner_log.warning("public read of %s stopped at the statement_timeout of %g s:"
-                                  " %s", who, limit, sql)
-                raise QueryTimeout(limit, charged=False) from None
-            raise
-        finally:
-            deadline.stop()
-
     def _limit(self, timeout: float | None) -> float:
         settings = self.metadata.server
         return settings.statement_timeout if timeout is None or timeout <= 0 else \
             min(timeout, settings.statement_timeout)
 
-    def _compute(self, p: Charged, sql: str, who: str | None, entry_id: int | None,
-                 timeout: float | None, started: float, release: list[float] | None = None,
-                 held: Result | None = None) -> Result:
-        """Answer a charged plan under the owner's time limit, store the outcome with its
-        charge (``entry_id``), and return on the owner's time grid (see :meth:`run`). ``held``:
-        the analyst's copy of local rows that ``p``'s new draws join (routes.DrawCopy)."""
-        limit, watch, released = self._limit(timeout), current(), False
+    def _compute(self, route: Route, context: Answering, entry_id: int | None, started: float,
+                 release: list[float] | None, held: Result | None = None) -> Result:
+        """Answer a route that reads private data under the owner's time limit, store the
+        outcome with its charge (``entry_id``), and return on the owner's time grid (see
+        :meth:`run`). ``held``: the analyst's copy of local rows that ``route``'s new draws
+        join (:func:`dpsql.routes.local.answer_from_stored_copy`)."""
+        watch, released = current(), False
         try:
-            result = self._answer_within(p, limit, sql, who, entry_id)
+            result = self._within(route, context, entry_id)
             if held is not None:
                 result = joined(held, result)
             if entry_id is not None and watch is not None:
@@ -490,30 +440,16 @@ class Database:
         else:
             pad_to_grid(started, grid)
 
-    def _answer_within(self, p: Charged, limit: float, sql: str, who: str | None,
-                       entry_id: int | None) -> Result:
-        token, watch = self.engine.cancel_token(), current()
-        deadline = Deadline(token, limit)
-        try:
-            with watch.engine(token) if watch is not None else nullcontext():
-                return answer_private(p, self.engine, self.planner, self.randomness)
-        except EngineError as e:
-            if e.interrupted and watch is not None and watch.cancelled:
-                raise watch.error() from None  # the analyst's cancel, after the charge
-            if e.interrupted and deadline.fired:
-                owner_log.warning("query of %s stopped at the statement_timeout of %g s: %s",
-                                  who, limit, sql)
-                raise QueryTimeout(limit) from None
-            if e.interrupted:  # an interrupt from the process itself (a signal), not the data
-                raise
-            owner_log.error("the engine failed on a checked query of %s (a dpsql bug; the "
-                            "analyst got the generic EngineFailure): %s\nquery: %s", who,
-                            e.owner_detail or e, sql)
-            if entry_id is not None:
-                self._store(entry_id, None)
-            raise EngineFailure() from None
-        finally:
-            deadline.stop()
+    def _within(self, route: Route, context: Answering, entry_id: int | None) -> Result:
+        """``route``'s answer under the one time-limit and engine-failure policy
+        (:func:`dpsql.execution.time_limits.limited`); an engine failure is stored as the
+        charge's outcome (``entry_id``), so that asked again it is the same failure, free."""
+        exact = route.exact
+        with limited(route.interrupts(context), context.limit,
+                     f"the query of {context.analyst} ({context.sql})",
+                     watch=None if exact else current(), private=not exact,
+                     failed=None if entry_id is None else lambda: self._store(entry_id, None)):
+            return route.answer(context)
 
     def _store(self, entry_id: int, result: Result | None) -> None:
         """Attach the released outcome to its charge: the result, or (None) the engine's
@@ -544,11 +480,11 @@ class Database:
         text, tree = bound_query(sql, parameters)
         return text, self.key_text(tree.copy()), tree
 
-    def cache_key(self, tree: exp.Expression, p: Charged) -> str:
-        """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""
-        return self._answer_key(self.key_text(tree), p)
+    def cache_key(self, tree: exp.Expression, route: Route) -> str:
+        """The key of stored answers for ``tree`` (see :meth:`key_text`) routed as ``route``."""
+        return self._answer_key(self.key_text(tree), route)
 
-    def _answer_key(self, text: str, p: Charged,
+    def _answer_key(self, text: str, p: Route,
                     bounds: ContributionBounds | None = None) -> str:
         parts = [1, self._scope, text, repr(float(p.epsilon)), repr(float(p.delta)),
                  p.mechanism]
@@ -573,7 +509,7 @@ class Database:
                                                                  comments=False, copy=False)
 
     @staticmethod
-    def _stored(data: bytes | None, p: Charged) -> Result | None:
+    def _stored(data: bytes | None, route: Route) -> Result | None:
         """A stored answer, its columns named as in this query (identifier case may differ)."""
         if data is None:
             return None
@@ -584,8 +520,7 @@ class Database:
         except (ValueError, KeyError, TypeError, OperationalError) as e:
             log.warning("ignoring an unreadable stored answer: %s", e)
             return None
-        names = p.output_names if isinstance(p, TwoReleases | LocalRead | Releases) else \
-            p.query.output_names
+        names = route.output_names
         if len(names) != len(result.columns):
             return None
         result.columns = [ResultColumn(name, c.type, c.accuracy_unit)
@@ -596,22 +531,8 @@ class Database:
                 mechanism: str = "laplace", parameters: Parameters = None,
                 bounds: ContributionBounds | None = None) -> Explanation:
         """The rewritten SQL and every cell's noise, without reading data or charging."""
-        p = self.plan(sql, epsilon, delta, mechanism, parameters, bounds)
-        if isinstance(p, PublicRead):
-            return Explanation(sql=p.sql, cells=[], key_release="exact read of public table(s) "
-                               f"{', '.join(p.tables)}: no noise, no privacy cost", epsilon=0.0,
-                               delta=0.0, rows_per_unit=0, groups_per_unit=0)
-        if isinstance(p, FreeAnswer | LedgerRead):
-            return Explanation(sql=p.sql, cells=[], key_release=p.reason, epsilon=0.0,
-                               delta=0.0, rows_per_unit=0, groups_per_unit=0)
-        if isinstance(p, TwoReleases):
-            return explain_two(p, self.engine)
-        if isinstance(p, Releases):
-            return explain_releases(p, self.engine)
-        if isinstance(p, LocalRead):
-            return Explanation(sql=p.sql, cells=[], key_release=p.describe(), epsilon=p.epsilon,
-                               delta=0.0, rows_per_unit=p.table.rows_per_unit, groups_per_unit=1)
-        return explain(p, self.engine)
+        return self.route(sql, epsilon, delta, mechanism, parameters, bounds).explain(
+            self.engine)
 
     def release_local(self, table: str, out: str | Path, analyst: str | None = None) -> Answer:
         """``dpsql release --local``: the whole table's randomized rows (local DP, see
@@ -625,9 +546,7 @@ class Database:
                                 "; the owner opts a table in to local releases there")
         sql = f"SELECT * FROM {exp.to_identifier(declared.name, quoted=True).sql('duckdb')}"
         answered = self.run(sql, analyst=analyst)
-        p = self.plan(sql)
-        assert isinstance(p, LocalRead)
-        write_release(answered.result, p, Path(out))
+        write_local_release(self.route(sql), answered.result, Path(out))
         return answered
 
     def budget(self, analyst: str | None = None) -> BudgetStatus | None:

@@ -88,6 +88,7 @@ from dpsql.ledger.budget import BudgetStatus, Cost
 from dpsql.ledger.opening import resolve_analyst
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
+from dpsql.privacy.accounting import total_cost
 from dpsql.privacy.mechanisms import WELL_FORMED, validate_privacy_parameters
 from dpsql.query.parameters import Parameters
 
@@ -451,8 +452,7 @@ class Cursor:
         self.result = first if len(answers) == 1 else None
         costs = [c for a in answers for c in (a.cost, a.retention_cost) if c is not None]
         self.retention = answers[0].retention if len(answers) == 1 else None
-        self.cost = Cost(sum(c.epsilon for c in costs), sum(c.delta for c in costs),
-                         sum(c.rho for c in costs)) if costs else None
+        self.cost = total_cost(costs) if costs else None
         self.reused = all(a.reused for a in answers)
         self.randomized = any(a.result.randomized for a in answers)
 

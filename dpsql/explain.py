@@ -1,5 +1,5 @@
-"""An :class:`~dpsql.pipeline.Explanation` for analysts: what ``dpsql explain`` prints (as text,
-or as JSON with ``--format json``) and what the server's ``EXPLAIN`` returns (one line per row
+"""An :class:`~dpsql.routes.pipeline.Explanation` for analysts: what ``dpsql explain`` prints (as
+text, or as JSON with ``--format json``) and what the server's ``EXPLAIN`` returns (one line per row
 of its ``QUERY PLAN`` column), rendered here once.
 
 It shows only what the plan fixes before any data is read, in the order an analyst asks:
@@ -18,7 +18,7 @@ from typing import Any
 
 from dpsql.bias import BOUNDS_NOTE
 from dpsql.execution.expected import READING
-from dpsql.pipeline import Explanation
+from dpsql.routes.pipeline import Explanation
 from dpsql.texttable import format_table
 
 HEADER = ["cell", "measurement", "sensitivity", "epsilon", "mechanism", "noise scale",

@@ -29,7 +29,7 @@ _OPTION_DEFAULTS: dict[str, object] = {"epsilon": 1.0, "delta": 0.0, "mechanism"
 _CELL_TYPES = {"BIGINT", "DOUBLE", "DATE", "TIMESTAMP", "VARCHAR", "BOOLEAN"}  # last two: public
 #: The databases a file may name in its header (``-- database: NAME``); see databases.py.
 DATABASES = ("sample", "events", "central", "auto", "autoval")
-#: dpsql.planner: the path that answers a query.
+#: dpsql.routes.planner: the path that answers a query.
 _PATHS = ("private", "public", "two", "free", "local", "ledger")
 
 

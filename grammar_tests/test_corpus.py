@@ -1,6 +1,6 @@
 """Run the grammar corpus (``cases/*.sql``): one test per case, id ``file:case name``.
 
-Accepted cases are checked against the plan (``dpsql.planner.Planner.prepare_query``, no data
+Accepted cases are checked against the plan (``dpsql.routes.planner.Planner.prepare_query``, no data
 read) and, with ``run`` or ``rows=``, by answering them on the bundled sample data. Refused cases
 must raise exactly the named class of :mod:`dpsql.errors` with a message that says what to do.
 """
@@ -20,9 +20,9 @@ from dpsql.execution.free import FreeAnswer
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.public import PublicRead
 from dpsql.ledger.spending import LedgerRead
-from dpsql.planner import Prepared
 from dpsql.privacy.plan import Plan
-from dpsql.series import TwoReleases
+from dpsql.routes.planner import Prepared
+from dpsql.routes.series import TwoReleases
 from grammar_tests.corpus import Case, CorpusFormatError, load_corpus, parse_text, same_float
 from grammar_tests.databases import open_database
 

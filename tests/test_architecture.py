@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import dpsql
-from dpsql import pipeline
 from dpsql.engines import Engine
-from dpsql.planner import Planner
+from dpsql.routes import pipeline
+from dpsql.routes.planner import Planner
 
 PACKAGE = Path(dpsql.__file__).parent
 #: Every module stays short enough to read in one sitting: at most this many lines of code.
@@ -33,8 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("privacy/",),  # the plan: sensitivities, key release, mechanisms, samplers, accounting
     ("execution/",),  # the plan run: rewrite, perturb, post-process, public reads, time limits
     ("ledger/",),  # budgets charged durably, stored answers
-    ("bias.py", "pipeline.py", "routes.py", "series.py", "releases.py", "planner.py",
-     "explain.py", "skeleton.py", "retention.py", "shortcut.py",
+    ("bias.py", "routes/", "explain.py", "skeleton.py", "retention.py", "shortcut.py",
      "database.py"),
     ("audit/",),  # `dpsql audit`: the command line alone imports it
     ("server/wire/",),  # bytes <-> messages and values
@@ -228,7 +227,7 @@ def test_every_pass_is_the_main_function_of_a_module_of_its_own() -> None:
     modules = [f.__module__ for f in pipeline.PASSES]
     assert len(set(modules)) == len(modules), modules
     for f, module in zip(pipeline.PASSES, modules, strict=True):
-        assert module.startswith("dpsql.") and module != "dpsql.pipeline", f
+        assert module.startswith("dpsql.") and module != "dpsql.routes.pipeline", f
 
 
 def test_docs_and_docstrings_number_the_passes_as_the_pipeline_runs_them() -> None:
@@ -249,7 +248,7 @@ def test_docs_and_docstrings_number_the_passes_as_the_pipeline_runs_them() -> No
 
 
 def test_the_pipeline_runs_its_passes_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``PASSES`` is what :mod:`dpsql.pipeline` calls, in that order, to prepare and answer a
+    """``PASSES`` is what :mod:`dpsql.routes.pipeline` calls, in that order, to prepare and answer a
     query (the engine's execute included)."""
     ran: list[str] = []
 

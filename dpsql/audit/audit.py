@@ -11,7 +11,7 @@ event E, ``epsilon >= ln((P[M(D) in E] - delta) / P[M(D') in E])``. The auditor
    the metadata allows). Both directions of the inequality are tested, so "D' minus that unit"
    is covered too;
 2. prepares the query once (:meth:`dpsql.Database.plan`, no data read) and answers it
-   ``n_select + n`` times on each database (:func:`dpsql.pipeline.answer`: rewrite, execute,
+   ``n_select + n`` times on each database (:func:`dpsql.routes.pipeline.answer`: rewrite, execute,
    perturb, post-process, exactly as :meth:`dpsql.Database.query` does);
 3. turns each answer into scalar features: every cell of every released group, each group's
    presence ("group released") and its row position (for ORDER BY / LIMIT), and "the query
@@ -65,7 +65,7 @@ from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
-from dpsql.routes import answer_private
+from dpsql.routes.route import Answering
 
 #: Evaluation runs per side; overridden by the environment variable DPSQL_AUDIT_N.
 DEFAULT_N = 1000
@@ -149,14 +149,15 @@ Outcome = Result | Exception
 def run(scenario: Scenario, db: Database, n: int) -> list[Outcome]:
     """Answer the scenario's query ``n`` times on ``db`` (planned once, no data read); a
     retention scenario's answer is the query's retention estimate, as a one-row Result."""
-    plan = db.plan(scenario.sql, scenario.epsilon, scenario.delta, scenario.mechanism)
+    route = db.route(scenario.sql, scenario.epsilon, scenario.delta, scenario.mechanism)
     if scenario.retention:
-        return _retention(plan, db, scenario.epsilon, n)
+        return _retention(route.retained(), db, scenario.epsilon, n)
     engine = cast(Engine, Rerun(db.engine))
+    context = Answering(engine, db.randomness, db.metadata, db.planner.public_store)
     outcomes: list[Outcome] = []
     for _ in range(n):
         try:
-            outcomes.append(answer_private(plan, engine, db.planner, db.randomness))
+            outcomes.append(route.answer(context))
         except Exception as e:  # a failure on one side only is itself a leak, so every
             outcomes.append(e)  # failure is an event of the answer, never a crash of the audit
     return outcomes
@@ -189,11 +190,10 @@ class Rerun:
         return list(names), list(rows)
 
 
-def _retention(plan: object, db: Database, epsilon: float, n: int) -> list[Outcome]:
+def _retention(plan: Plan, db: Database, epsilon: float, n: int) -> list[Outcome]:
     """``n`` retention estimates of ``plan`` on ``db``, each a one-row Result. The engine query
     samples nothing (:mod:`dpsql.execution.kept`): measured once, its noise drawn ``n`` times,
     as ``n`` estimates would be."""
-    assert isinstance(plan, Plan)  # a retention scenario's query is one aggregate
     units, kept = measure(plan, db.engine)
     names = ("units", "shares", "kept", "low", "high")
     columns = [ResultColumn(name, "DOUBLE") for name in names]

@@ -19,7 +19,7 @@ from dpsql.engines import _DISABLED_OPTIMIZERS, DuckDBEngine, Engine
 from dpsql.engines.locked import insert_rows
 from dpsql.execution.public import PublicStore
 from dpsql.metadata.metadata import Metadata
-from dpsql.planner import Planner
+from dpsql.routes.planner import Planner
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Neighbour testing by execution: a privacy argument's check on adversarial neighbours.
 
 Every sensitivity in dpsql is a claim in a docstring (:mod:`dpsql.privacy.aggregates`,
-:mod:`dpsql.query.joins`, :mod:`dpsql.series`, :mod:`dpsql.execution.rewrite`). This module checks
-the claims on data, without noise, so that a broken argument fails deterministically:
+:mod:`dpsql.query.joins`, :mod:`dpsql.routes.series`, :mod:`dpsql.execution.rewrite`). This module
+checks the claims on data, without noise, so that a broken argument fails deterministically:
 
 1. :func:`synthesize` builds a small database D from a :class:`~dpsql.metadata.metadata.Metadata`
    alone (declared types, bounds, domains, units, ``unit_path``, public tables), never from
@@ -19,7 +19,7 @@ the claims on data, without noise, so that a broken argument fails deterministic
    once as one schema of one engine database (:func:`duckdb_neighbourhood`,
    :func:`postgres_neighbourhood`), so a query runs on a neighbour by switching the schema.
 3. :func:`check_query` plans an accepted query (the same
-   :meth:`dpsql.planner.Planner.prepare_query` as every front door), runs its noise-free
+   :meth:`dpsql.routes.planner.Planner.prepare_query` as every front door), runs its noise-free
    engine query -- the exact per-group measurements, the rewrite with ONE fixed salt for
    both sides, so the bounding sample of every other unit is identical -- on each neighbour,
    and checks each pair (D, D'):
@@ -38,12 +38,12 @@ the claims on data, without noise, so that a broken argument fails deterministic
      engine's, or that of :func:`~dpsql.execution.perturb.perturb_cells` on the exact rows
      (with one fixed noise stream), the one pass after the engine that reads them.
 
-   A series limit (:class:`~dpsql.series.TwoReleases`) is checked as its two releases: the
+   A series limit (:class:`~dpsql.routes.series.TwoReleases`) is checked as its two releases: the
    inner plan as any plan, and the outer one filled with one fixed set of released keys (the
    inner's exact keys on D) on both sides, as the second release is answered for whatever
    keys the first released.
 
-Refusals (at plan time, or :func:`dpsql.pipeline.check_engine_query`) and exact public reads
+Refusals (at plan time, or :func:`dpsql.routes.pipeline.check_engine_query`) and exact public reads
 are counted, not tested: they never read private data.
 """
 
@@ -71,7 +71,6 @@ from dpsql.execution.public import PublicRead
 from dpsql.ledger.spending import LedgerRead
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import ColumnType, Metadata
-from dpsql.pipeline import engine_sql, k_to_choose, units_sql, values_sql, values_to_choose
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import AUTO_SENSITIVITY, auto_rows_per_unit, with_rows
 from dpsql.privacy.auto_values import draw, placed, with_values
@@ -80,8 +79,15 @@ from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.query.dp_clause import resolve
 from dpsql.query.parameters import Parameters, bound_query
-from dpsql.releases import Releases, composite_of
-from dpsql.series import TwoReleases, _fill, _max_keys, _prepare_filled, _released_groups_only
+from dpsql.routes.pipeline import engine_sql, k_to_choose, units_sql, values_sql, values_to_choose
+from dpsql.routes.releases import Releases, composite_of
+from dpsql.routes.series import (
+    TwoReleases,
+    _fill,
+    _max_keys,
+    _prepare_filled,
+    _released_groups_only,
+)
 
 __all__ = ["ADVERSARY", "BASE", "Neighbourhood", "Summary", "Verdict", "Violation", "World",
            "audit_queries", "check_queries", "check_query", "compare", "duckdb_neighbourhood",
@@ -152,9 +158,9 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
         prepared = prepared.plan  # its keys must not move on any neighbour
     verdict = Verdict(sql, "passed")
     try:
-        # A composite (dpsql.releases): each part is prepared as if sent alone, and is
+        # A composite (dpsql.routes.releases): each part is prepared as if sent alone, and is
         # checked so; what combines them is post-processing of their releases.
-        parts = prepared.charged if isinstance(prepared, Releases) else (prepared,)
+        parts = prepared.charged_parts if isinstance(prepared, Releases) else (prepared,)
         for part in parts:
             if isinstance(part, TwoReleases):
                 _check_two(part, hood, verdict)
@@ -210,8 +216,8 @@ def _check_two(p: TwoReleases, hood: Neighbourhood, verdict: Verdict) -> None:
     nkeys = len(p.inner.keys)
     keys = sorted(_by_key(rows, nkeys), key=repr)[:_max_keys(p.inner)]
     released = [tuple(k[link.column] for link in p.links) for k in keys]
-    outer = _prepare_filled(_fill(p.template, p.links, released, p.in_list), hood.planner,
-                            p)
+    outer = _prepare_filled(_fill(p.template, p.links, released, p.in_list),
+                            hood.planner.metadata, hood.planner.public_store, p)
     _check_plan(_released_groups_only(outer, p, released), hood, verdict, "release 2: ")
 
 

@@ -308,7 +308,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
             "SELECT SUM(amount * qty) FROM visits"),
     _events("max_timestamp", "MAX of a timestamp (exponential mechanism), neighbour in 9999",
             "SELECT MAX(ts) FROM events", epsilon=2.0),
-    # Two releases (dpsql.series): the neighbour's rows can change which groups the inner
+    # Two releases (dpsql.routes.series): the neighbour's rows can change which groups the inner
     # releases as its top 2, and then the outer counts of those groups.
     _visits("series_limit", "series limit: top-2 groups (release 1) then their counts "
             "(release 2)", "SELECT v.grp, COUNT(*) AS n FROM visits v JOIN (SELECT grp AS g, "

@@ -75,7 +75,7 @@ class Engine(Protocol):
     (:func:`dpsql.query.check.refuse_float_overflow`); ``location`` names the database (a resolved
     path, or a URL without its password: the scope of stored answers). ``schema``
     maps each table to its columns' physical types (lower-case names), read once when the
-    engine opens; ``rewritten`` caches the generated SQL per plan (:func:`dpsql.pipeline.
+    engine opens; ``rewritten`` caches the generated SQL per plan (:func:`dpsql.routes.pipeline.
     engine_sql`). ``execute`` runs one checked, rewritten query with its parameters and raises
     :class:`~dpsql.errors.EngineError` (``interrupted`` when a cancel token stopped it)."""
 
@@ -172,7 +172,7 @@ class DuckDBEngine:
             if isinstance(e, duckdb.Error):
                 raise EngineError(f"cannot open database {self.path}: {e}") from None
             raise
-        # Plan identity -> (plan, rewritten SQL, salted): see dpsql.pipeline.engine_sql.
+        # Plan identity -> (plan, rewritten SQL, salted): see dpsql.routes.pipeline.engine_sql.
         self.rewritten: LRU[int, tuple[object, str, bool]] = LRU(REWRITTEN_CACHE_SIZE)
 
     @staticmethod
@@ -195,7 +195,7 @@ class DuckDBEngine:
 
     def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
         """DuckDB's text of the tree: the pipeline checks this very text on empty tables
-        (:func:`dpsql.pipeline.check_engine_query`)."""
+        (:func:`dpsql.routes.pipeline.check_engine_query`)."""
         # Histograms as GROUP BY keys, bucket, gathered into lists (dpsql.engines.histograms).
         from sqlglot import exp
 

@@ -9,7 +9,7 @@ states its semantics here, once; each engine's sqlglot dialect spells it in its 
 
 * :class:`dpsql.engines.duckdb_engine.dialect.DuckDBDialect` (the reference: every query is also
 checked
-  on DuckDB, see :func:`dpsql.pipeline.check_engine_query`),
+  on DuckDB, see :func:`dpsql.routes.pipeline.check_engine_query`),
 * :class:`dpsql.engines.postgres.dialect.PostgresDialect`,
 * :class:`dpsql.engines.spark.dialect.SparkDialect`.
 

@@ -56,13 +56,13 @@ def caveats(plan: Plan, result: Result, retention: Retention | None = None) -> l
     return [n for n in notes if n is not None]
 
 
-def attach_caveats(plan: object, result: Result, retention: Retention | None) -> None:
+def attach_caveats(plan: Plan, result: Result, retention: Retention | None) -> None:
     """Put the caveats of ``result``, the answer to ``plan``, in its ``caveats`` and ``notes``
-    (a plan of private cells only: public reads, free answers and local rows have none). Called
-    after the answer was stored: they are computed afresh whenever it is answered."""
-    if isinstance(plan, Plan):
-        result.caveats = caveats(plan, result, retention)
-        result.notes.extend(n for n in result.caveats if n not in result.notes)
+    (a plan of private cells only: public reads, free answers and local rows have none, and
+    their routes do not ask: :meth:`dpsql.routes.route.Route.caveats`). Called after the answer
+    was stored: they are computed afresh whenever it is answered."""
+    result.caveats = caveats(plan, result, retention)
+    result.notes.extend(n for n in result.caveats if n not in result.notes)
 
 
 def _direct_cells(plan: Plan) -> list[Cell | None]:

@@ -24,7 +24,7 @@ def combine(composite: Composite, answers: list[Result], limit: float,
     """The query around the parts run over their answers (``answers[i]``: part i's), stopped
     after ``limit`` seconds (:class:`~dpsql.errors.QueryTimeout`).
     ``checking``: the answers are the parts' typed columns without rows, before the charge
-    (:func:`dpsql.releases.prepare_releases`): the query is bound as it will run, so a
+    (:func:`dpsql.routes.releases.prepare_releases`): the query is bound as it will run, so a
     mistake in it (arms of different widths, a column it does not have) is a refusal then,
     not a failure after the charge."""
     if not composite.union:

@@ -1,6 +1,7 @@
 """Answers fixed by public information alone: exact, no noise, no charge (0-DP).
 
-Two kinds, chosen by :meth:`dpsql.planner.Planner.prepare_query` (the one place that chooses):
+Two kinds, chosen by :meth:`dpsql.routes.planner.Planner.prepare_query` (the one place that
+chooses):
 
 * **an empty probe** (:func:`empty_probe`): a SELECT whose answer has no rows whatever the
   data -- its outermost ``LIMIT`` (or ``FETCH FIRST``) is the literal 0, or its outermost

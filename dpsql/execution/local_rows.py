@@ -42,9 +42,9 @@ rows were bounded in Python); +25-60 ms in a read that draws that person.
 
 **Once per analyst, and always labelled.** Where the ledger keeps answers, the rows are
 released once per analyst and table, as their stored copy (:meth:`LocalRead.copy_release`,
-:func:`dpsql.routes.answer_from_stored_copy`): every later row-level query of the table, windows
-included, is the analyst's query over that copy (:func:`answer_from_copy`), post-processing at
-no cost. Every answer carries :meth:`LocalRead.label` as its ``local_label`` (and first note)
+:func:`dpsql.routes.local.answer_from_stored_copy`): every later row-level query of the table,
+windows included, is the analyst's query over that copy (:func:`answer_from_copy`), post-processing
+at no cost. Every answer carries :meth:`LocalRead.label` as its ``local_label`` (and first note)
 and a note on what was charged and why the query's epsilon does not apply: the label travels
 with the result, so no door can show these rows without it.
 """

@@ -4,7 +4,7 @@ A public table (``public = true`` in the metadata: regions, category names, cale
 no one, so a query that reads nothing else is answered exactly, with no noise and no charge:
 any single SELECT (joins, window functions, ORDER BY, LIMIT, plain columns, subqueries, CTEs,
 set operations). :func:`public_read` decides whether a query takes this path; the private
-pipeline (:mod:`dpsql.pipeline`) answers everything else.
+pipeline (:mod:`dpsql.routes.pipeline`) answers everything else.
 
 **Why a query that also reads a private table can never be answered here.** Two walls:
 

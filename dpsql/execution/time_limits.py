@@ -14,15 +14,60 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
+
+from dpsql.errors import EngineError, EngineFailure, QueryTimeout
 
 if TYPE_CHECKING:
     from dpsql.engines import CancelToken
+    from dpsql.execution.watch import Watch
 
 #: The data owner's log: what the analyst must not see (the engine's own error messages, which
 #: may quote private values) and the queries stopped by the statement_timeout.
 owner_log = logging.getLogger("dpsql.owner")
 
+
+
+@contextmanager
+def limited(token: CancelToken | None, limit: float, what: str, *, watch: Watch | None = None,
+            private: bool = True, failed: Callable[[], None] | None = None) -> Iterator[None]:
+    """The one time-limit and engine-failure policy, around what reads data: ``token`` (None:
+    nothing to interrupt, nothing to limit) is interrupted at the owner's ``limit`` in
+    seconds; ``what`` names the query in the owner's log; ``watch`` is the front door's
+    (:mod:`dpsql.execution.watch`), whose cancel interrupts the same token.
+
+    * the analyst's cancel raises the watch's error (after the charge: the charge stands);
+    * the owner's limit raises :class:`~dpsql.errors.QueryTimeout`, which names only the limit
+      (``charged`` when ``private``: what read private data was charged);
+    * any other interrupt (a signal to the process, not the data) is raised as it is;
+    * the engine failing otherwise, on ``private`` data, is a dpsql bug whose message may quote
+      a private value: the owner's log gets it, ``failed`` runs (the failure stored with its
+      charge), and the analyst gets the fixed :class:`~dpsql.errors.EngineFailure`. On public
+      data alone its error is raised as it is."""
+    if token is None:
+        yield
+        return
+    deadline = Deadline(token, limit)
+    try:
+        with watch.engine(token) if watch is not None else nullcontext():
+            yield
+    except EngineError as e:
+        if e.interrupted and watch is not None and watch.cancelled:
+            raise watch.error() from None
+        if e.interrupted and deadline.fired:
+            owner_log.warning("%s stopped at the statement_timeout of %g s", what, limit)
+            raise QueryTimeout(limit, charged=private) from None
+        if e.interrupted or not private:
+            raise
+        owner_log.error("the engine failed on %s (a dpsql bug; the analyst got the generic "
+                        "EngineFailure): %s", what, e.owner_detail or e)
+        if failed is not None:
+            failed()
+        raise EngineFailure() from None
+    finally:
+        deadline.stop()
 
 
 class Deadline:

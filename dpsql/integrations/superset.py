@@ -24,7 +24,7 @@ nothing here can weaken the guarantee, it only avoids queries dpsql must refuse)
   them in the database's "extra" JSON.
 * ``allows_joins = True``: Superset's series limit joins an aggregate subquery (its top-n
   groups) to the main query; dpsql answers that as two private releases charged once
-  (:mod:`dpsql.series`). ``allows_subqueries = False``: a virtual dataset would wrap its SQL
+  (:mod:`dpsql.routes.series`). ``allows_subqueries = False``: a virtual dataset would wrap its SQL
   in a subquery, which dpsql refuses unless it is a row-level transformation of one table.
 * ``get_default_schema``: ``public``, the only schema holding dpsql's tables, without a
   round trip.

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpsql.errors import (
     InterfaceError,
@@ -81,9 +81,6 @@ from dpsql.privacy.accounting import (
     validate_cost,
 )
 
-if TYPE_CHECKING:  # numpy and sqlglot stay unimported for `dpsql budget` (query_cost imports)
-    from dpsql.privacy.plan import Plan
-
 BUSY_TIMEOUT_SECONDS = 30.0
 #: How often (seconds) a process that charges records how far the ledger got, so that an older
 #: copy put back later is refused even if the process was killed (see dpsql.ledger.identity).
@@ -102,28 +99,6 @@ class LedgerEntry:
     sql: str
     cost: Cost
     cache_key: str | None
-
-
-def query_cost(plan: Plan, accounting: str = "basic") -> Cost:
-    """The ledger cost of a plan.
-
-    ``basic``: the plan's (epsilon, delta) by sequential composition, with the Gaussian
-    measurements' zCDP ``rho`` recorded alongside. ``zcdp`` (see :mod:`dpsql.ledger.budget`): rho is
-    the Gaussian measurements' rho plus ``epsilon_i^2 / 2`` for every other (pure
-    epsilon_i-DP) measurement -- they compose additively -- and delta is only the part that
-    rho does not cover, the failure probability of thresholding group keys.
-    """
-    from dpsql.privacy.mechanisms import Mechanism
-
-    if accounting == "basic":
-        return Cost(plan.cost_epsilon, plan.cost_delta, plan.rho)
-    rho = plan.rho + sum(m.epsilon ** 2 / 2.0 for m in plan.measurements
-                         if m.mechanism != Mechanism.GAUSSIAN)
-    if plan.auto is not None:  # the choice of k from the data: pure epsilon_auto-DP
-        rho += plan.auto.epsilon ** 2 / 2.0
-    rho += sum(v.epsilon ** 2 / 2.0 for v in plan.values)  # each value bound chosen: the same
-    delta = plan.threshold.delta if plan.threshold is not None else 0.0
-    return Cost(plan.cost_epsilon, delta, rho)
 
 
 def _now() -> str:

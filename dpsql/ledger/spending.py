@@ -4,7 +4,7 @@ the ``dpsql`` schema (``dpsql.spending``, ``dpsql.queries``, ``dpsql.budgets``).
 **Why a ledger view is answered exactly and for free.** The ledger records what each analyst
 *asked* and what it *cost*: the SQL text, the epsilon and delta, the time. None of it depends on
 the private data (a query's cost is fixed by its plan before anything is read: see
-:mod:`dpsql.planner`), so reading it releases nothing about any person (0-DP) and is never
+:mod:`dpsql.routes.planner`), so reading it releases nothing about any person (0-DP) and is never
 charged. What it does reveal is one analyst's questions to another, so each analyst sees only
 their own rows; the data owner's logins (``[budget] owners``) see everyone's.
 

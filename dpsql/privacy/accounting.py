@@ -40,13 +40,15 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from dpsql.errors import BudgetExhausted, InvalidPrivacyParameter
+from dpsql.privacy.mechanism_names import Mechanism
 
-if TYPE_CHECKING:
-    pass
+if TYPE_CHECKING:  # numpy and sqlglot stay unimported for `dpsql budget` (the metadata reads
+    from dpsql.privacy.plan import Plan  # this module)
 
 Accounting = Literal["basic", "zcdp"]
 
@@ -227,6 +229,43 @@ def refusal_message(status: BudgetStatus, cost: Cost, exceeded: list[str], zcdp:
         f"delta={total.delta:.6g}. Nothing was charged; ask the data owner for more budget "
         f"or use a smaller {knobs}."
     )
+
+
+# --- what a release costs ----------------------------------------------------------------------
+
+
+def query_cost(plan: Plan, accounting: str = "basic") -> Cost:
+    """The ledger cost of a plan.
+
+    ``basic``: the plan's (epsilon, delta) by sequential composition, with the Gaussian
+    measurements' zCDP ``rho`` recorded alongside. ``zcdp`` (module docstring): rho is the
+    Gaussian measurements' rho plus ``epsilon_i^2 / 2`` for every other (pure epsilon_i-DP)
+    measurement -- they compose additively -- and delta is only the part that rho does not
+    cover, the failure probability of thresholding group keys.
+    """
+    if accounting == "basic":
+        return Cost(plan.cost_epsilon, plan.cost_delta, plan.rho)
+    rho = plan.rho + sum(m.epsilon ** 2 / 2.0 for m in plan.measurements
+                         if m.mechanism != Mechanism.GAUSSIAN)
+    if plan.auto is not None:  # the choice of k from the data: pure epsilon_auto-DP
+        rho += plan.auto.epsilon ** 2 / 2.0
+    rho += sum(v.epsilon ** 2 / 2.0 for v in plan.values)  # each value bound chosen: the same
+    delta = plan.threshold.delta if plan.threshold is not None else 0.0
+    return Cost(plan.cost_epsilon, delta, rho)
+
+
+def pure_cost(epsilon: float, accounting: str) -> Cost:
+    """The ledger cost of a pure ``epsilon``-DP release (local rows, a retention estimate): no
+    delta; under zCDP its rho, ``epsilon^2 / 2`` (pure epsilon-DP is epsilon^2/2-zCDP)."""
+    return Cost(epsilon, 0.0, epsilon ** 2 / 2.0 if accounting == "zcdp" else 0.0)
+
+
+def total_cost(costs: Iterable[Cost]) -> Cost:
+    """The cost of releases answered one after the other on the same data: by sequential
+    composition the epsilons and deltas add (and under zCDP the rhos)."""
+    listed = list(costs)
+    return Cost(sum(c.epsilon for c in listed), sum(c.delta for c in listed),
+                sum(c.rho for c in listed))
 
 
 # --- the ledger -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ a query whose table declares ``max_rows_per_unit = { auto = true, max = N, share
 (:mod:`dpsql.metadata.auto`). The plan (:func:`planned`) fixes everything but k; when the
 query runs, the engine counts the units per number of rows (:func:`dpsql.execution.rewrite.
 unit_counts`), :func:`auto_rows_per_unit` draws k, and :func:`with_rows` calibrates the
-measurements to it (:func:`dpsql.pipeline.answer`).
+measurements to it (:func:`dpsql.routes.pipeline.answer`).
 
 **The choice of k.** Each privacy unit with a row that the query reads (its WHERE, its unit not
 NULL) contributes one value, its number of rows ``c_u`` clamped to ``[1, N]``; k is drawn by the
@@ -118,7 +118,7 @@ def planned(query: CheckedQuery, epsilon: float, delta: float = 0.0,
 
 def automatic(query: CheckedQuery) -> bool:
     """Whether ``query``'s k or a value bound is chosen from the data (a join reading a table
-    with an automatic k is refused: :func:`dpsql.pipeline.bind_in_force`; one whose sums read
+    with an automatic k is refused: :func:`dpsql.routes.pipeline.bind_in_force`; one whose sums read
     a column with an automatic bound: :func:`_value_sides`)."""
     return _rows_automatic(query) or bool(_value_sides(query))
 

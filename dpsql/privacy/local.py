@@ -56,7 +56,7 @@ only the units drawn are ranked): the same rows, in the same order, for the same
 
 **Once per analyst.** Where the ledger stores answers, the rows released to an analyst are kept
 as their copy of the table and every later row-level query of it reads that copy
-(:func:`dpsql.routes.answer_from_stored_copy`): post-processing, free. The copy is charged as
+(:func:`dpsql.routes.local.answer_from_stored_copy`): post-processing, free. The copy is charged as
 above when first released, and a sampled table's copy grows only by new draws, each charged.
 
 Randomness is the project's (:class:`~dpsql.privacy.randomness.Randomness`: the OS CSPRNG;

@@ -92,7 +92,7 @@ MAX_DELTA = DEFAULT_MAX_QUERY_DELTA
 DEFAULT_LIMITS = QueryLimits()
 #: The limits of a parameter's form alone (any finite epsilon > 0, any delta in [0, 1]): what a
 #: front door or an inner pass checks; the owner's limits are checked where the query enters the
-#: library (:class:`dpsql.planner.Planner`), with the owner's values.
+#: library (:class:`dpsql.routes.planner.Planner`), with the owner's values.
 WELL_FORMED = QueryLimits(max_epsilon=float(np.finfo(np.float64).max), max_delta=1.0)
 #: Smallest granularity for real cells (reached when the sensitivity is zero, or the epsilon
 #: beyond ~1e280, as an owner's test database may allow): a cell's values are saturated at

@@ -5,7 +5,7 @@ argument) and from there to everything that draws: the noise samplers
 (:mod:`dpsql.privacy.samplers`, through :mod:`dpsql.privacy.mechanisms` and
 :mod:`dpsql.execution.perturb`), the exponential mechanism (:mod:`dpsql.privacy.quantiles`), the
 noisy unit counts of thresholding, and the secret salt of contribution bounding
-(:func:`dpsql.pipeline.answer`).
+(:func:`dpsql.routes.pipeline.answer`).
 
 **Production.** ``Randomness()`` reads the operating system's CSPRNG: the samplers' 64-bit
 words from ``os.urandom`` and the salt from ``secrets.randbits``. numpy's generators and the

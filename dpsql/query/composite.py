@@ -13,7 +13,7 @@ query over them alone combines (post-processing).
 and :func:`outer_query` writes the query that combines their answers: the UNION with each arm
 replaced by ``SELECT ... FROM __release_i``, or the outer SELECT with each private subquery
 replaced by ``(SELECT c0 FROM __release_i)``. Each part is planned, charged and answered as if
-it had been sent alone (:mod:`dpsql.releases`); the combining query runs over the released
+it had been sent alone (:mod:`dpsql.routes.releases`); the combining query runs over the released
 rows alone, in a scratch DuckDB (:mod:`dpsql.execution.combined`): post-processing, free. The
 whole costs the sum of the parts' costs (sequential composition), charged once.
 

@@ -335,7 +335,7 @@ def _has_clause(tree: exp.Expr) -> bool:
 def private_subqueries(tree: exp.Expr) -> list[exp.Subquery]:
     """The scalar subqueries of ``tree`` whose SELECT holds the clause: not in FROM or JOIN
     (a query over a private query's answer: :mod:`dpsql.query.over_released`) nor in IN (a
-    series limit: :mod:`dpsql.series`), whose clause is lowered with the whole query's."""
+    series limit: :mod:`dpsql.routes.series`), whose clause is lowered with the whole query's."""
     return [s for s in tree.find_all(exp.Subquery)
             if isinstance(s.this, exp.Select) and s.this.args.get("differential_privacy")
             and not isinstance(s.parent, exp.From | exp.Join | exp.In)]

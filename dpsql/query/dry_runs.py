@@ -4,7 +4,7 @@ An error a query raises on empty tables is one it would raise on any data (a typ
 will not accept, a name it cannot bind), so running it there first makes that error a refusal
 before anything is charged, never an engine error after it. Every dry run is built here, as
 sqlglot trees, never spliced as text: either the query's own text on a database of empty tables
-(:func:`empty_creates`; :func:`dpsql.pipeline.check_engine_query`, DuckDB, the reference, on
+(:func:`empty_creates`; :func:`dpsql.routes.pipeline.check_engine_query`, DuckDB, the reference, on
 :mod:`dpsql.engines.duckdb_engine.dry`), or a copy of the query that reads empty CTEs in
 their place (:func:`with_empty`; each other engine's ``compile``,
 :mod:`dpsql.engines.postgres.engine`, and the outer query's check,
@@ -40,7 +40,7 @@ def empty_creates(relation: Relation | None, table: Table, schema: Mapping[str, 
                   ) -> tuple[str, ...]:
     """The tables of :func:`empty_tables` as DuckDB's ``CREATE TABLE`` statements, for the
     dry runs' database (:func:`dpsql.engines.duckdb_engine.dry.run_dry`, which
-    :func:`dpsql.pipeline.check_engine_query` runs the engine query's own text on)."""
+    :func:`dpsql.routes.pipeline.check_engine_query` runs the engine query's own text on)."""
     return tuple(_empty_create(name, columns)
                  for name, columns in _typed_tables(relation, table, schema))
 

@@ -2,8 +2,8 @@
 
 A dashboard's moving filter value (``WHERE income > 1007``, then ``> 1014``) makes every refresh
 a new text, and every new text's engine query was dry-run on empty tables
-(:func:`dpsql.pipeline.check_engine_query`) although it differs from one already checked in one
-number only. A dry run refuses what the engine would refuse whatever the data: a type it will
+(:func:`dpsql.routes.pipeline.check_engine_query`) although it differs from one already checked in
+one number only. A dry run refuses what the engine would refuse whatever the data: a type it will
 not accept, a constant it cannot cast. So its outcome depends on the query's shape and on the
 *types* DuckDB gives its constants, and on a constant's *value* only where the engine computes
 with it (``2147483647 + 1`` overflows, ``'18x'`` does not cast to an integer).

@@ -331,7 +331,7 @@ class PublicRows(Protocol):
     """Where plans read public tables: DuckDB's SQL over a typed copy of them
     (:class:`dpsql.execution.public.PublicStore`, which the engine filled with its own SQL,
     ``Engine.read_public``). Public tables protect no one, so reading them to plan leaks
-    nothing; the :class:`dpsql.planner.Planner` that holds one keys its plans to it."""
+    nothing; the :class:`dpsql.routes.planner.Planner` that holds one keys its plans to it."""
 
     def read(self, sql: str) -> list[tuple[object, ...]]: ...
 

@@ -64,7 +64,7 @@ def bound_query(sql: str, parameters: Parameters = None
                 ) -> tuple[str, exp.Select | exp.SetOperation]:
     """What is planned: the normalised text (:func:`bind_parameters`; the key of the plan
     cache) and the bound tree it was written from, comments removed as from the text (pass
-    it to :meth:`dpsql.planner.Planner.prepare_query`, which then parses nothing)."""
+    it to :meth:`dpsql.routes.planner.Planner.prepare_query`, which then parses nothing)."""
     tree = bind_tree(sql, parameters)
     for node in tree.walk():
         node.comments = None

@@ -4,8 +4,9 @@ Modules: :mod:`~dpsql.server.wire.protocol` (the message codec), :mod:`~dpsql.se
 (type OIDs and value encodings), :mod:`~dpsql.server.wire.sqltext` (statement splitting and ``$n``
 parameters), :mod:`~dpsql.server.auth` (SCRAM-SHA-256 and the passwords file),
 :mod:`~dpsql.server.catalog` (pg_catalog and information_schema from the metadata),
-:mod:`~dpsql.server.machine.settings` (SET/SHOW), :mod:`~dpsql.server.machine.describe` (result
-columns from a plan), :mod:`~dpsql.server.machine.classify` (what a statement is, from its text),
+:mod:`~dpsql.server.machine.settings` (SET/SHOW), :mod:`~dpsql.server.machine.classify` (what a
+statement is, from its text; a private query's columns are its route's:
+:meth:`dpsql.routes.route.Route.columns`),
 :mod:`~dpsql.server.machine.commands` (session commands and cursors),
 :mod:`~dpsql.server.machine.machine` (the protocol state machine, no I/O),
 :mod:`~dpsql.server.session` (one connection: the asyncio adapter) and :mod:`~dpsql.server.server`

@@ -1,4 +1,4 @@
-"""A UNION of private queries and a private scalar subquery (dpsql/releases.py), through the
+"""A UNION of private queries and a private scalar subquery (dpsql/routes/releases.py), through the
 DB-API: separate releases charged once as the sum of their costs, the rows combined; an exact
 part beside a private one refused, naming it, wherever it hides, and nothing charged."""
 
@@ -13,7 +13,7 @@ import pytest
 
 import dpsql
 from dpsql.query.composite import split
-from dpsql.releases import Releases
+from dpsql.routes.releases import Releases
 from tests.support.helpers import SAMPLE, sample_tables_toml
 
 pytestmark = pytest.mark.usefixtures("no_dpsql_env")
@@ -255,12 +255,12 @@ def test_a_limit_0_probe_of_a_composite_is_free_and_runs_no_part(
         conn: dpsql.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its answer is the columns only, whatever the data: free, as any probe (BI tools send
     them to learn the types), its parts prepared but never run."""
-    import dpsql.releases
+    import dpsql.routes.private
 
     def never(*args: object) -> None:
         raise AssertionError("a part of a probe was run")
 
-    monkeypatch.setattr(dpsql.releases, "answer", never)
+    monkeypatch.setattr(dpsql.routes.private, "answer", never)
     cur = conn.cursor()
     cur.execute("SELECT (" + CLAUSE.format(1) + "AVG(age) FROM people) AS a LIMIT 0")
     assert cur.fetchall() == [] and [d[0] for d in cur.description] == ["a"]  # type: ignore[union-attr]

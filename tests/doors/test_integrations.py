@@ -264,7 +264,7 @@ def test_spec_dp_defaults() -> None:
     spec = DpsqlEngineSpec
     assert spec.engine == "dpsql" and spec.default_driver == "psycopg2"
     assert spec.sqlalchemy_uri_placeholder.startswith("dpsql://")
-    assert not spec.allows_subqueries and spec.allows_joins  # series limit: dpsql.series
+    assert not spec.allows_subqueries and spec.allows_joins  # series limit: dpsql.routes.series
     assert not spec.supports_file_upload
     assert spec.get_default_schema(None, None) == "public"
     assert spec.get_prequeries(None, None, "public") == []

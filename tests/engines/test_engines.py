@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dpsql
-import dpsql.pipeline
+import dpsql.routes.pipeline
 from dpsql.engines import DuckDBEngine, locked, run_on_cells
 from dpsql.engines.duckdb_engine import dry, folders
 from dpsql.errors import EngineError
@@ -348,8 +348,8 @@ def test_duckdbs_dry_run_is_the_text_it_runs(monkeypatch: pytest.MonkeyPatch,
                                          "age": {"type": "int", "lower": 0, "upper": 100},
                                          "sex": {"type": "text", "values": ["F", "M"]}}}})
     steps: list[tuple[str, str]] = []
-    real = dpsql.pipeline.run_dry
-    monkeypatch.setattr(dpsql.pipeline, "run_dry", lambda sql, *rest: (
+    real = dpsql.routes.pipeline.run_dry
+    monkeypatch.setattr(dpsql.routes.pipeline, "run_dry", lambda sql, *rest: (
         steps.append(("dry", sql)), real(sql, *rest))[1])
     execute = crafted.db.engine.execute
     monkeypatch.setattr(crafted.db.engine, "execute", lambda sql, *rest: (

@@ -100,17 +100,17 @@ def test_the_owners_timeout_stops_the_engine_and_the_next_query_runs(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The owner's statement_timeout cancels the engine's query (a QueryTimeout naming only
     the limit, the same on D and D'), and the session still answers afterwards."""
-    import dpsql.database
+    import dpsql.execution.time_limits
     from tests.privacy.test_attacks import SLOW_META, SLOW_SQL
 
     fired: list[bool] = []
 
-    class Watched(dpsql.database.Deadline):  # type: ignore[misc]
+    class Watched(dpsql.execution.time_limits.Deadline):  # type: ignore[misc]
         def stop(self) -> None:
             super().stop()
             fired.append(self.fired)
 
-    monkeypatch.setattr(dpsql.database, "Deadline", Watched)
+    monkeypatch.setattr(dpsql.execution.time_limits, "Deadline", Watched)
 
     meta = tmp_path / "meta.toml"
     meta.write_text(SLOW_META.format(timeout=0.05, grid=0.0, reuse="false"))

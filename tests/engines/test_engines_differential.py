@@ -39,8 +39,8 @@ from dpsql.errors import QueryRefused
 from dpsql.execution.perturb import histogram_arrays
 from dpsql.execution.public import PublicStore
 from dpsql.metadata.metadata import Metadata, parse_metadata
-from dpsql.pipeline import engine_sql
-from dpsql.planner import Planner
+from dpsql.routes.pipeline import engine_sql
+from dpsql.routes.planner import Planner
 from grammar_tests.corpus import Case, load_corpus
 from grammar_tests.databases import corpus_metadata
 from tests.support.subset import corpus_subset

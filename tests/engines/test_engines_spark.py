@@ -36,10 +36,10 @@ from dpsql.execution.perturb import histogram_arrays
 from dpsql.execution.public import PublicStore
 from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.metadata import Metadata, load_metadata, parse_metadata
-from dpsql.pipeline import engine_sql
-from dpsql.planner import Planner
 from dpsql.privacy.keys import canonical
 from dpsql.privacy.plan import Plan
+from dpsql.routes.pipeline import engine_sql
+from dpsql.routes.planner import Planner
 from grammar_tests.corpus import Case, load_corpus
 from grammar_tests.databases import corpus_metadata
 from tests.support.helpers import REPO

@@ -32,9 +32,9 @@ import tomli_w
 import dpsql
 from dpsql.errors import JoinRefused, MetadataError
 from dpsql.execution.perturb import histogram_arrays
-from dpsql.pipeline import engine_sql
 from dpsql.query.parse import parse_query
-from dpsql.series import two_releases
+from dpsql.routes.pipeline import engine_sql
+from dpsql.routes.series import two_releases
 from tests.engines.test_engines_differential import ENGINES
 
 SALT = 424242
@@ -410,8 +410,8 @@ def test_units_of_different_declared_types_are_refused(make_db: Callable[..., An
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_both_releases_of_a_series_limit_bound_one_unit(
         request: pytest.FixtureRequest, make_db: Callable[..., Any], engine: str) -> None:
-    """A series limit (dpsql.series) is two ordinary plans: the inner aggregate, and the outer
-    query filtered by the keys the inner released (public constants; here the stand-in key).
+    """A series limit (dpsql.routes.series) is two ordinary plans: the inner aggregate, and the
+    outer query filtered by the keys the inner released (public constants; here the stand-in key).
     Each bounds the 10 spellings of person 99 as one unit."""
     visits = {**VISITS, "columns": {**VISITS["columns"], "cat": {
         "type": "text", "values": ["a", "b"], "nullable": True}}}
@@ -426,7 +426,8 @@ def test_both_releases_of_a_series_limit_bound_one_unit(
     d, d_prime = pair(request, make_db, engine, data(False), data(True), {"visits": visits})
     sql = ("SELECT cat, COUNT(*) AS n FROM visits WHERE cat IN (SELECT cat FROM visits "
            "GROUP BY cat ORDER BY COUNT(*) DESC LIMIT 1) OR cat IS NULL GROUP BY cat")
-    releases = two_releases(parse_query(sql), d.planner, 1.0, 0.0, "laplace")
+    releases = two_releases(parse_query(sql), d.planner.metadata, d.planner.prepare, 1.0, 0.0,
+                            "laplace")
     assert releases is not None
     for plan in (releases.inner, releases.outer):
         a, b = (measured_plan(db, plan) for db in (d, d_prime))

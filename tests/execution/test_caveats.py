@@ -19,9 +19,9 @@ from dpsql.execution.kept import WHOLE, Retention
 from dpsql.execution.perturb import NoisyCells
 from dpsql.execution.postprocess import Result, postprocess
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import explain
-from dpsql.planner import Planner
 from dpsql.privacy.plan import Plan
+from dpsql.routes.pipeline import explain
+from dpsql.routes.planner import Planner
 from tests.support.helpers import SAMPLE, sample_tables_toml
 
 

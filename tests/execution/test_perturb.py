@@ -10,9 +10,9 @@ import pytest
 
 from dpsql.execution.perturb import perturb_cells
 from dpsql.metadata.metadata import Metadata
-from dpsql.planner import Planner
 from dpsql.privacy.mechanisms import accuracy
 from dpsql.privacy.randomness import Randomness
+from dpsql.routes.planner import Planner
 
 
 @pytest.fixture

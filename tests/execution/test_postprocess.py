@@ -9,7 +9,7 @@ import pytest
 from dpsql.execution.perturb import NoisyCells
 from dpsql.execution.postprocess import Result, postprocess, reads_nothing, typed_empty
 from dpsql.metadata.metadata import Metadata
-from dpsql.planner import Planner
+from dpsql.routes.planner import Planner
 
 
 def run(sql: str, md: Metadata, keys: list[tuple[object, ...]],

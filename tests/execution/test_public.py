@@ -1,5 +1,5 @@
 """Public tables read exactly (dpsql/execution/public.py) and the series limit answered as two
-private releases charged once (dpsql/series.py), through every front door."""
+private releases charged once (dpsql/routes/series.py), through every front door."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 import dpsql
-import dpsql.series
+import dpsql.routes.series
 from dpsql.cli import main
 from dpsql.database import Database, sample_paths
 from dpsql.errors import BudgetExhausted, UnknownColumn, UnsupportedQuery
@@ -253,4 +253,4 @@ def test_an_aggregate_of_public_tables_is_not_a_release(metered: Database) -> No
         prepared = metered.plan(sql)
     except dpsql.errors.QueryRefused:
         return
-    assert not isinstance(prepared, dpsql.series.TwoReleases)
+    assert not isinstance(prepared, dpsql.routes.series.TwoReleases)

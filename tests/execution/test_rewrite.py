@@ -18,9 +18,9 @@ from sqlglot import exp
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import answer
-from dpsql.planner import Planner
 from dpsql.privacy.plan import Plan
+from dpsql.routes.pipeline import answer
+from dpsql.routes.planner import Planner
 
 
 @pytest.fixture

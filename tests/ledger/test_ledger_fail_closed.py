@@ -30,6 +30,7 @@ from dpsql.database import Database, sample_paths
 from dpsql.errors import BudgetExhausted, LedgerError, LedgerUnavailable
 from dpsql.ledger.budget import Allowance, Cost, Ledger
 from dpsql.ledger.identity import read_record, record_path, state_record_path
+from dpsql.routes.private import PrivatePlan
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE, SAMPLE_METADATA = sample_paths()
@@ -213,9 +214,8 @@ def test_a_ledger_that_cannot_be_written_refuses_before_the_query_runs(
         metered: Database, monkeypatch: pytest.MonkeyPatch, cause: str,
         caplog: pytest.LogCaptureFixture) -> None:
     ran: list[object] = []
-    real = dpsql.database.answer_private
-    monkeypatch.setattr(dpsql.database, "answer_private",
-                        lambda *a, **k: ran.append(a) or real(*a, **k))
+    real = PrivatePlan.answer
+    monkeypatch.setattr(PrivatePlan, "answer", lambda *a, **k: ran.append(a) or real(*a, **k))
 
     def failing(*args: object, **kwargs: object) -> object:
         raise sqlite3.OperationalError(cause)  # what SQLite says at the write

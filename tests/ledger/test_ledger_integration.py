@@ -39,8 +39,10 @@ from dpsql.errors import (
 )
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.ledger.answers import decode_result, encode_result
-from dpsql.ledger.budget import Allowance, Cost, Ledger, UnknownAnalyst, query_cost
+from dpsql.ledger.budget import Allowance, Cost, Ledger, UnknownAnalyst
+from dpsql.privacy.accounting import query_cost
 from dpsql.query.parameters import bind_parameters
+from dpsql.routes.private import PrivatePlan
 from tests.support.helpers import REPO, SAMPLE, SAMPLE_METADATA, sample_tables_toml
 
 pytestmark = pytest.mark.usefixtures("no_dpsql_env")
@@ -111,23 +113,23 @@ def test_the_sample_metadata_is_metered_with_a_demo_allowance() -> None:
 def test_a_query_is_charged_before_it_is_answered(
         db: Database, metadata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[float] = []
-    real_answer = dpsql.database.answer_private
+    real_answer = PrivatePlan.answer
 
-    def spying(plan, engine, planner, rng):  # type: ignore[no-untyped-def]
+    def spying(route, context):  # type: ignore[no-untyped-def]
         seen.append(db.budget().spent.epsilon)  # type: ignore[union-attr]
-        return real_answer(plan, engine, planner, rng)
+        return real_answer(route, context)
 
-    monkeypatch.setattr(dpsql.database, "answer_private", spying)
+    monkeypatch.setattr(PrivatePlan, "answer", spying)
     db.query(COUNT, epsilon=0.5)
     assert seen == [0.5]
 
 
 def test_an_engine_failure_after_the_charge_is_not_refunded(
         db: Database, metadata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing(plan, engine, planner, rng):  # type: ignore[no-untyped-def]
+    def failing(route, context):  # type: ignore[no-untyped-def]
         raise EngineError("the engine failed")
 
-    monkeypatch.setattr(dpsql.database, "answer_private", failing)
+    monkeypatch.setattr(PrivatePlan, "answer", failing)
     with pytest.raises(EngineError):
         db.query(COUNT, epsilon=0.5)
     assert [c[:2] for c in charges(metadata)] == [("alice", 0.5)]

@@ -13,8 +13,8 @@ import pytest
 import dpsql
 from dpsql.cache import LRU, weigh
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import engine_sql
-from dpsql.planner import Planner
+from dpsql.routes.pipeline import engine_sql
+from dpsql.routes.planner import Planner
 
 THREADS = 8
 
@@ -152,7 +152,7 @@ def test_one_database_from_threads(make_db: Callable[..., Any], kit: Any,
     The caps are cut to 64 for this database (the code path is the same; over a thousand
     answered queries at the real caps took half a minute of CI)."""
     cap = 64
-    monkeypatch.setattr("dpsql.planner.PLAN_CACHE_SIZE", cap)
+    monkeypatch.setattr("dpsql.routes.planner.PLAN_CACHE_SIZE", cap)
     monkeypatch.setattr("dpsql.database._MEMO_SIZE", cap)
     monkeypatch.setattr("dpsql.engines.REWRITTEN_CACHE_SIZE", cap)
     db: dpsql.Database = make_db(

@@ -17,8 +17,8 @@ import sqlglot.parser
 from scipy import stats
 
 import dpsql
-from dpsql.pipeline import answer
 from dpsql.privacy.mechanisms import NoiseSpec
+from dpsql.routes.pipeline import answer
 
 pytestmark = pytest.mark.usefixtures("seeded_randomness")  # same verdict every run: conftest.py
 

@@ -317,7 +317,7 @@ def test_bigquery_forms(typed: Neighbourhood, sql: str) -> None:
     "SELECT MEDIAN(qty) FROM visits UNION ALL SELECT COUNT(DISTINCT pid) FROM visits",
 ])
 def test_composite_parts(typed: Neighbourhood, sql: str) -> None:
-    """A UNION of private queries, private scalar subqueries (dpsql.releases): each part is
+    """A UNION of private queries, private scalar subqueries (dpsql.routes.releases): each part is
     prepared as if sent alone, so each part's measurements move by at most their
     sensitivity; the rest is post-processing of the parts' releases."""
     composite = split_composite(sql)
@@ -766,9 +766,9 @@ def test_cli_neighbour_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_auto_k_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """An automatic k's input must be one value per unit: counted over all rows at once (no
     GROUP BY unit, no clamp), the neighbour moves it by two, and the harness says so."""
-    import dpsql.pipeline
+    import dpsql.routes.pipeline
 
-    honest = dpsql.pipeline.unit_counts
+    honest = dpsql.routes.pipeline.unit_counts
 
     def pooled(*args: object) -> object:
         tree = honest(*args)  # type: ignore[arg-type]
@@ -781,7 +781,7 @@ def test_auto_k_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch) -> 
 
     s = SCENARIOS["auto_rows"]
     assert_clean(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
-    monkeypatch.setattr(dpsql.pipeline, "unit_counts", pooled)
+    monkeypatch.setattr(dpsql.routes.pipeline, "unit_counts", pooled)
     verdict = assert_finds(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
     assert "choosing k" in verdict.report()
 
@@ -790,9 +790,9 @@ def test_auto_bound_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch)
     """An automatic bound's input must be one value per unit: with every row a value (no
     GROUP BY unit, a histogram of sensitivity k), the neighbour's 12 rows move it by 12, and
     the harness says so."""
-    import dpsql.pipeline
+    import dpsql.routes.pipeline
 
-    honest = dpsql.pipeline.unit_values
+    honest = dpsql.routes.pipeline.unit_values
 
     def rows(*args: object) -> object:
         tree = honest(*args)  # type: ignore[arg-type]
@@ -809,7 +809,7 @@ def test_auto_bound_input_not_per_unit_is_found(monkeypatch: pytest.MonkeyPatch)
                                                   " = { auto = true, max = 10, share = 0.2 }"))
     verdict = assert_clean(duckdb_neighbourhood(scenario_world(both)), s.sql, s.epsilon)
     assert verdict.releases >= 2 + 3 * 2  # 2 + k's 3 (or 2) times the bound's 3 (or 2)
-    monkeypatch.setattr(dpsql.pipeline, "unit_values", rows)
+    monkeypatch.setattr(dpsql.routes.pipeline, "unit_values", rows)
     verdict = assert_finds(duckdb_neighbourhood(scenario_world(s)), s.sql, s.epsilon)
     assert "choosing amount's upper bound" in verdict.report()
 

@@ -41,8 +41,8 @@ def test_the_charge_and_the_row_count_do_not_depend_on_the_data(tmp_path: Path) 
 
 
 def test_what_a_stored_copy_charges_does_not_depend_on_the_data(tmp_path: Path) -> None:
-    """The stored copy (dpsql.routes.answer_from_stored_copy) on D and D': the same sequence of
-    queries charges the same amounts at the same steps (the first read of a table, each draw a
+    """The stored copy (dpsql.routes.local.answer_from_stored_copy) on D and D': the same sequence
+    of queries charges the same amounts at the same steps (the first read of a table, each draw a
     sample adds), and a sampled table's answers have the same sizes."""
     outsider = ("INSERT INTO people VALUES (999999, 'X', 2000000000, 'NaN'::DOUBLE, "
                 "DATE '9999-12-31', 'x'); INSERT INTO visits VALUES (NULL, 'zzz'), (77, 'q')")

@@ -53,8 +53,8 @@ from dpsql.errors import (
 )
 from dpsql.execution.time_limits import Deadline, pad_to_grid
 from dpsql.metadata.metadata import parse_metadata
-from dpsql.planner import Planner
 from dpsql.privacy.randomness import Randomness
+from dpsql.routes.planner import Planner
 from dpsql.server import ServerConfig, serve_in_thread
 from tests.support.sandbox import sandbox
 

@@ -15,13 +15,13 @@ import pytest
 
 import dpsql
 from dpsql.errors import BoundsAboveCap, MetadataError, UnsupportedQuery
-from dpsql.ledger.budget import query_cost
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import parse_metadata
-from dpsql.planner import Planner
+from dpsql.privacy.accounting import query_cost
 from dpsql.privacy.auto_bounds import auto_rows_per_unit, with_rows
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
+from dpsql.routes.planner import Planner
 
 AUTO = {"auto": True, "max": 50}
 COLUMNS = {"pid": {"type": "int"}, "cat": {"type": "text", "values": ["a", "b", "c"]},

@@ -3,7 +3,7 @@ dpsql.privacy.auto_bounds, dpsql.privacy.auto_values).
 
 A query over a table whose k is automatic is charged, then k is drawn from the data and the
 plan re-made for it (:func:`~dpsql.privacy.auto_bounds.with_rows`) and compiled for the engine
-(:func:`dpsql.pipeline.answer`). Were the re-plan or the compile to fail for some k in
+(:func:`dpsql.routes.pipeline.answer`). Were the re-plan or the compile to fail for some k in
 ``[1, max]``, the analyst would be charged for a failure. So for every accepted case of the
 grammar corpus's ``auto`` database and the automatic neighbour shapes, the plan at the cap is
 re-made at k = 1, 2, around g, in between and the cap, and its SQL compiled for DuckDB (with
@@ -28,7 +28,7 @@ import pytest
 from sqlglot import exp
 
 import dpsql
-import dpsql.pipeline
+import dpsql.routes.pipeline
 from dpsql.audit.scenarios import VISITS_AUTO
 from dpsql.engines import DuckDBEngine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
@@ -37,13 +37,13 @@ from dpsql.engines.spark.dialect import SparkDialect, spark_tree
 from dpsql.errors import EngineFailure, UnsupportedQuery
 from dpsql.execution.rewrite import rewrite
 from dpsql.metadata.metadata import ColumnType, load_metadata, parse_metadata
-from dpsql.pipeline import check_engine_query
-from dpsql.planner import Planner
 from dpsql.privacy.auto_bounds import auto_rows_per_unit, with_rows
 from dpsql.privacy.auto_values import placed, with_values
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
-from dpsql.series import TwoReleases
+from dpsql.routes.pipeline import check_engine_query
+from dpsql.routes.planner import Planner
+from dpsql.routes.series import TwoReleases
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import open_database
 
@@ -92,7 +92,7 @@ def _masked(sql: str) -> str:
 
 def _compiled(p: Plan, engine: DuckDBEngine, schema: dict[str, str]) -> dict[str, str]:
     """``p``'s engine SQL for each engine, DuckDB's checked on empty tables as
-    :func:`dpsql.pipeline.engine_sql` does (a refusal raises)."""
+    :func:`dpsql.routes.pipeline.engine_sql` does (a refusal raises)."""
     tree = rewrite(p, schema)
     salted = tree.find(exp.Placeholder) is not None
     duckdb_sql = engine.compile(tree, p, salted)
@@ -167,8 +167,8 @@ def test_k_at_most_g_keeps_the_groups_rank(plans: list[tuple[str, Plan, DuckDBEn
 
 def test_a_failure_after_the_charge_is_the_fixed_engine_failure(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Backstop of the above (dpsql.pipeline._after_charge): were re-planning at the drawn k to
-    refuse, the charged query's outcome is the generic EngineFailure stored with its charge,
+    """Backstop of the above (dpsql.routes.pipeline._after_charge): were re-planning at the drawn k
+    to refuse, the charged query's outcome is the generic EngineFailure stored with its charge,
     not the refusal's text."""
     monkeypatch.delenv("DPSQL_LEDGER", raising=False)
     with duckdb.connect(str(tmp_path / "v.duckdb")) as con:
@@ -181,7 +181,7 @@ def test_a_failure_after_the_charge_is_the_fixed_engine_failure(
     def refuse(p: Plan, k: int) -> Plan:
         raise UnsupportedQuery(f"refused at k = {k}")
 
-    monkeypatch.setattr(dpsql.pipeline, "with_rows", refuse)
+    monkeypatch.setattr(dpsql.routes.pipeline, "with_rows", refuse)
     with dpsql.Database(tmp_path / "v.duckdb", metadata, analyst="ann") as db:
         with pytest.raises(EngineFailure) as raised:
             db.run("SELECT COUNT(*) AS n FROM visits WHERE qty > 0", epsilon=1.0)
@@ -192,7 +192,7 @@ def test_a_failure_after_the_charge_is_the_fixed_engine_failure(
 
 @pytest.mark.parametrize("counts", [{}, {1: 1}, {50: 10**12}, {1: 10**12, 50: 1}, {0: 3, 99: 2}])
 def test_the_draw_of_k_is_total(counts: dict[int, int]) -> None:
-    """The step between the engine's counts and the re-plan (dpsql.pipeline.answer) gives a k
+    """The step between the engine's counts and the re-plan (dpsql.routes.pipeline.answer) gives a k
     in [1, max] whatever the counts: no units, counts far beyond the cap, huge numbers."""
     for epsilon, above in ((1e-6, 0), (0.05, 400), (1e6, 10**9)):
         k = auto_rows_per_unit(counts, 50, above, epsilon, Randomness.seeded(1))

@@ -20,12 +20,12 @@ from click.testing import CliRunner
 import dpsql
 from dpsql.errors import MetadataError, UnsupportedQuery
 from dpsql.execution.rewrite import unit_values
-from dpsql.ledger.budget import query_cost
 from dpsql.metadata.metadata import parse_metadata
-from dpsql.planner import Planner
+from dpsql.privacy.accounting import query_cost
 from dpsql.privacy.auto_values import BUCKETS, RATIO, draw, edge, origin, with_values
 from dpsql.privacy.plan import AutoValue, Plan
 from dpsql.privacy.randomness import Randomness
+from dpsql.routes.planner import Planner
 
 UPPER = {"auto": True, "max": 1000, "share": 0.2}
 

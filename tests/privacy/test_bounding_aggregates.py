@@ -16,8 +16,8 @@ import pytest
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.execution.rewrite import aggregated, rewrite
 from dpsql.metadata.metadata import Metadata
-from dpsql.planner import Planner
 from dpsql.privacy.plan import Plan
+from dpsql.routes.planner import Planner
 
 K, G, GROUPS = 7, 3, 50
 HUGE = 1e12

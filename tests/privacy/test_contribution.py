@@ -13,9 +13,9 @@ import dpsql
 from dpsql.errors import BoundsAboveCap, MetadataError
 from dpsql.metadata.contribution import ContributionBounds, in_force
 from dpsql.metadata.metadata import parse_metadata
-from dpsql.pipeline import engine_sql
-from dpsql.planner import Planner
 from dpsql.privacy.plan import Plan
+from dpsql.routes.pipeline import engine_sql
+from dpsql.routes.planner import Planner
 from tests.support.sandbox import sandbox
 
 META = {"tables": {

@@ -19,7 +19,7 @@ from dpsql.privacy.local import (
 )
 from dpsql.privacy.local_estimates import debiased_count, estimate_mean, rr_count_sql
 from dpsql.privacy.randomness import Randomness
-from dpsql.routes import local_cost
+from dpsql.routes.local import LocalRoute
 
 
 def _mechanism(columns: dict[str, object], epsilon: float = 1.0) -> object:
@@ -74,8 +74,8 @@ def test_a_grid_too_fine_for_the_sampler_is_refused_at_plan_time() -> None:
 
 def test_the_charge_under_zcdp_is_pure_dp_converted() -> None:
     read = type("R", (), {"epsilon": 2.0})()
-    assert local_cost(read, "basic").rho == 0.0  # type: ignore[arg-type]
-    assert local_cost(read, "zcdp").rho == pytest.approx(2.0)  # type: ignore[arg-type]
+    assert LocalRoute(read).cost("basic").rho == 0.0  # type: ignore[arg-type]
+    assert LocalRoute(read).cost("zcdp").rho == pytest.approx(2.0)  # type: ignore[arg-type]
 
 
 def test_debiased_counts_are_unbiased_with_the_stated_variance() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import dpsql
-from dpsql.pipeline import engine_sql
+from dpsql.routes.pipeline import engine_sql
 
 SALTS = (1, 2, 3, 12345, 2**62 + 7)
 VISITS = {

@@ -10,12 +10,12 @@ import pytest
 
 from dpsql.errors import InvalidPrivacyParameter, KeyReleaseRefused, UnboundedExpression
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import explain
-from dpsql.planner import Planner
 from dpsql.privacy.aggregates import HISTOGRAM_BUCKETS
 from dpsql.privacy.mechanisms import rho_for
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.thresholds import threshold
+from dpsql.routes.pipeline import explain
+from dpsql.routes.planner import Planner
 
 # VISITS (conftest): k = 3 rows per unit, g = 2 groups; amount in [-10, 40] (M = 40, c = 15,
 # h = 25); n in [0, 5]. PEOPLE: one row per unit (k = 1).

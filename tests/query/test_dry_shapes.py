@@ -12,7 +12,7 @@ import pytest
 from sqlglot import parse_one
 
 import dpsql
-import dpsql.pipeline
+import dpsql.routes.pipeline
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import UnsupportedQuery
 from dpsql.query import dry_shapes
@@ -82,13 +82,13 @@ def dry_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The engine queries dry-run from here on (the shapes of earlier tests forgotten)."""
     dry_shapes.PASSED.clear()
     calls: list[str] = []
-    real = dpsql.pipeline.run_dry
+    real = dpsql.routes.pipeline.run_dry
 
     def counted(sql: str, *args: Any) -> Any:
         calls.append(sql)
         return real(sql, *args)
 
-    monkeypatch.setattr(dpsql.pipeline, "run_dry", counted)
+    monkeypatch.setattr(dpsql.routes.pipeline, "run_dry", counted)
     return calls
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import dpsql
 from dpsql.errors import JoinRefused, MetadataError, QueryRefused
-from dpsql.pipeline import engine_sql
+from dpsql.routes.pipeline import engine_sql
 from tests.support.sandbox import served_sandbox
 
 PEOPLE = {"privacy_unit": "pid", "one_row_per_unit": True, "columns": {

@@ -422,11 +422,9 @@ def test_describe_answers_from_the_plan_without_charging(served) -> None:
     "SELECT category, SUM(amount) FROM visits GROUP BY category",
 ])
 def test_described_columns_are_the_answer_columns(served, sql) -> None:
-    from dpsql.server.machine.describe import describe
-
-    plan = served.db.plan(sql, 1.0, 1e-6, "laplace")
+    route = served.db.route(sql, 1.0, 1e-6, "laplace")
     result = served.db.query(sql, 1.0, 1e-6, "laplace", analyst="alice")
-    assert describe(plan) == [(c.name, c.type) for c in result.columns]
+    assert route.columns() == [(c.name, c.type) for c in result.columns]
 
 
 def test_extended_protocol_errors_skip_to_sync_and_close_works(served) -> None:
@@ -625,7 +623,7 @@ def test_bigquery_query_runs_unchanged_with_zetasql_reports(served) -> None:
 
 
 def test_a_union_of_private_queries_and_a_private_subquery_over_the_wire(served) -> None:
-    """dpsql.releases over the wire: the parts charged once as the sum of their costs (the
+    """dpsql.routes.releases over the wire: the parts charged once as the sum of their costs (the
     extended protocol's Describe plans the parts, reading nothing), the rows combined; an
     exact arm refused (0A000) with nothing charged."""
     clause = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = {}, delta = 0) "

@@ -1,6 +1,6 @@
 """DuckDB's spelling of the engine IR (:mod:`dpsql.engines.ir`): the reference dialect. Every
 engine's query is also generated in it and checked on empty tables
-(:func:`dpsql.pipeline.check_engine_query`), so a query is refused the same way on every
+(:func:`dpsql.routes.pipeline.check_engine_query`), so a query is refused the same way on every
 engine; :meth:`dpsql.engines.DuckDBEngine.compile` runs it."""
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ class PostgresEngine:
     def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
         """PostgreSQL's SQL for the rewritten ``tree``, run once on an empty table of the
         physical types (its declared ones where unknown) so that a type error is a refusal,
-        before any charge (see :func:`dpsql.pipeline.check_engine_query` for DuckDB)."""
+        before any charge (see :func:`dpsql.routes.pipeline.check_engine_query` for DuckDB)."""
         sql = tree.sql(dialect=PostgresDialect)
         relation = plan.query.relation
         schema = physical(relation, self.schema) if relation is not None else \

@@ -32,7 +32,6 @@ from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.machine import commands, cursors
 from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Statement, StatementKind
-from dpsql.server.machine.describe import describe
 from dpsql.server.machine.outcome import (
     CANCELLED,
     Outcome,
@@ -344,9 +343,8 @@ class Machine:
         columns = self.server.describe_cache.get(key)
         if columns is None:
             def plan_columns() -> list[tuple[str, str]]:
-                plan = self.server.db.plan(statement.engine_sql, epsilon, delta, mechanism,
-                                           parameters=values or None)
-                return describe(plan)
+                return self.server.db.route(statement.engine_sql, epsilon, delta, mechanism,
+                                            parameters=values or None).columns()
 
             try:
                 columns = await self.blocking(plan_columns)

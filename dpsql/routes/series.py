@@ -39,29 +39,30 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from sqlglot import exp
 
 from dpsql.engines import Engine
 from dpsql.errors import InternalError, UnsupportedQuery
+from dpsql.execution.caveats import attach_caveats
+from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result, made_up_answer
 from dpsql.execution.public import reads_only_public
-from dpsql.ledger.budget import Cost, query_cost
+from dpsql.ledger.budget import Ledger
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import Explanation, answer, bind_in_force, explain
-from dpsql.privacy.auto_bounds import planned
+from dpsql.privacy.accounting import Cost, query_cost, total_cost
 from dpsql.privacy.plan import Plan
-from dpsql.privacy.randomness import Randomness
-from dpsql.query.check import check
-from dpsql.query.dates import normalise
-from dpsql.query.fold import fold_constants
+from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse
+from dpsql.routes.pipeline import Explanation, answer, engine_sql, explain, prepare_plan
+from dpsql.routes.route import Answering, Route
 
-if TYPE_CHECKING:
-    from dpsql.planner import Planner
+#: Prepares one release (:meth:`dpsql.routes.planner.Planner.prepare`, cached).
+Prepare = Callable[..., Plan]
 
 _ALIAS = "__dpsql_series"
 MAX_KEYS = 1000  # released keys the outer filter may list
@@ -77,7 +78,7 @@ class Link:
 
 
 @dataclass(frozen=True)
-class TwoReleases:
+class TwoReleases(Route):
     """The plan of a query that uses a private aggregate: the inner plan, the outer query with
     a marker where the keys go, and the outer plan for a stand-in list (cost and columns)."""
 
@@ -103,21 +104,43 @@ class TwoReleases:
     def output_names(self) -> list[str]:
         return self.outer.query.output_names
 
+    def cost(self, accounting: str) -> Cost:
+        """The total of both releases (sequential composition; rhos add under zCDP)."""
+        return total_cost([query_cost(self.inner, accounting),
+                           query_cost(self.outer, accounting)])
 
-def two_releases(tree: exp.Expression, planner: Planner, epsilon: float, delta: float,
-                 mechanism: str, bounds: ContributionBounds | None = None
+    def check(self, engine: Engine, ledger: Ledger | None, analyst: str | None) -> None:
+        for p in (self.inner, self.outer):
+            engine_sql(p, engine)  # bound by the engine before any charge (cached)
+
+    def answer(self, context: Answering) -> Result:
+        return answer_two(self, context)
+
+    def explain(self, engine: Engine | None) -> Explanation:
+        return explain_two(self, engine)
+
+    def columns(self) -> list[tuple[str, str]]:
+        """Those of the outer query's answer."""
+        return [(c.name, c.type) for c in made_up_answer(self.outer).columns]
+
+    def caveats(self, result: Result, retention: Retention | None) -> None:
+        attach_caveats(self.outer, result, retention)
+
+
+def two_releases(tree: exp.Expression, metadata: Metadata, prepare: Prepare, epsilon: float,
+                 delta: float, mechanism: str, bounds: ContributionBounds | None = None
                  ) -> TwoReleases | None:
     """The two-release plan of ``tree`` (the parsed query, which this mutates), or None when
     it holds no aggregate subquery in a JOIN or an IN (the private pipeline then answers or
-    refuses it); both releases are prepared by ``planner``."""
+    refuses it); both releases are prepared by ``prepare``."""
     if not isinstance(tree, exp.Select):
         return None  # the private pipeline's parse refuses it
-    found = _find(tree, planner.metadata)
+    found = _find(tree, metadata)
     if found is None:
         return None
     inner_tree, links, in_list = _split(tree, *found)
-    inner = planner.prepare(inner_tree.sql(dialect="duckdb"), epsilon / 2, delta / 2,
-                            mechanism, tree=inner_tree, bounds=bounds)
+    inner = prepare(inner_tree.sql(dialect="duckdb"), epsilon / 2, delta / 2, mechanism,
+                    tree=inner_tree, bounds=bounds)
     names = [n.lower() for n in inner.query.output_names]
     resolved = tuple(_link(outer, column, names) for outer, column in links)
     _full_key_set(inner, resolved)
@@ -126,7 +149,7 @@ def two_releases(tree: exp.Expression, planner: Planner, epsilon: float, delta: 
     # longest filter the outer query can get, before anything is charged.
     stand_in = _fill(template, resolved, _stand_in(inner, resolved) * _max_keys(inner),
                      in_list, dedupe=False)
-    outer = planner.prepare(stand_in, epsilon / 2, delta / 2, mechanism, bounds=bounds)
+    outer = prepare(stand_in, epsilon / 2, delta / 2, mechanism, bounds=bounds)
     return TwoReleases(inner, outer, template, resolved, in_list, epsilon, delta, mechanism,
                        bounds)
 
@@ -370,19 +393,14 @@ def _literal(value: object) -> exp.Expression:
     return exp.Literal.string(str(value))
 
 
-def release_cost(p: TwoReleases, accounting: str) -> Cost:
-    """The total of both releases (sequential composition; rhos add under zCDP)."""
-    a, b = query_cost(p.inner, accounting), query_cost(p.outer, accounting)
-    return Cost(a.epsilon + b.epsilon, a.delta + b.delta, a.rho + b.rho)
-
-
-def answer_two(p: TwoReleases, engine: Engine, planner: Planner, rng: Randomness
-               ) -> Result:
+def answer_two(p: TwoReleases, context: Answering) -> Result:
     """Release the inner aggregate, then answer the outer query filtered by its keys (both
-    drawing from ``rng``)."""
+    drawing from the context's randomness)."""
+    engine, rng = context.engine, context.rng
     released = answer(p.inner, engine, rng)
     keys = [tuple(row[link.column] for link in p.links) for row in released.rows]
-    outer = _prepare_filled(_fill(p.template, p.links, keys, p.in_list), planner, p)
+    outer = _prepare_filled(_fill(p.template, p.links, keys, p.in_list), context.metadata,
+                            context.public, p)
     if (outer.cost_epsilon, outer.cost_delta, outer.rho) != (
             p.outer.cost_epsilon, p.outer.cost_delta, p.outer.rho):
         raise InternalError("the outer query's cost changed with the released keys (a bug)")
@@ -391,17 +409,15 @@ def answer_two(p: TwoReleases, engine: Engine, planner: Planner, rng: Randomness
     return result
 
 
-def _prepare_filled(sql: str, planner: Planner, p: TwoReleases) -> Plan:
-    """The passes of :func:`dpsql.pipeline.prepare_plan` (not cached) for the outer query with
-    the released keys, after the charge, so nothing here may refuse for a reason the plan did
-    not check: the cost model already saw :func:`_max_keys` stand-in keys, and the released
-    keys' own text lengths are the owner's data, which the model leaves out by design
+def _prepare_filled(sql: str, metadata: Metadata, public: PublicRows | None, p: TwoReleases
+                    ) -> Plan:
+    """The passes of :func:`dpsql.routes.pipeline.prepare_plan` (not cached) for the outer
+    query with the released keys, after the charge, so nothing here may refuse for a reason the
+    plan did not check: the cost model already saw :func:`_max_keys` stand-in keys, and the
+    released keys' own text lengths are the owner's data, which the model leaves out by design
     (:mod:`dpsql.query.cost`)."""
-    tree = parse(sql)
-    normalise(tree)
-    checked = fold_constants(check(bind_in_force(tree, planner.metadata, planner.public_store,
-                                                 p.bounds)))
-    return planned(checked, p.epsilon / 2, p.delta / 2, p.mechanism)
+    return prepare_plan(sql, metadata, public, p.epsilon / 2, p.delta / 2, p.mechanism,
+                        bounds=p.bounds)
 
 
 def _released_groups_only(outer: Plan, p: TwoReleases, keys: list[tuple[object, ...]]

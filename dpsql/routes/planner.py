@@ -8,38 +8,42 @@ one (metadata, public store) pair, and that pair is a :class:`Planner`: each
 :class:`~dpsql.metadata.metadata.Metadata` over different data plan apart. The metadata stays a
 plain value.
 
-:meth:`Planner.prepare_query` picks the path of a query, the one place that chooses:
+:meth:`Planner.route` picks the route of a query (:class:`~dpsql.routes.route.Route`), the
+one place that chooses:
 
-* :class:`~dpsql.ledger.spending.LedgerRead`: the query reads the ledger views (``dpsql.spending``,
-  ...) only: exact and free, answered with the asking analyst's own ledger rows (no private data);
-* :class:`~dpsql.execution.public.PublicRead`: the query reads public tables only (exact, free);
-* :class:`~dpsql.execution.free.FreeAnswer`: the answer is fixed by public information (an empty
-probe:
-  ``LIMIT 0`` or a constant-false WHERE; or a public domain with no aggregate): exact, free;
-* :class:`~dpsql.execution.local_rows.LocalRead`: a row-level SELECT of a table the owner opted
-  in to local DP (randomized rows, charged once per analyst and table for their stored copy:
-  :mod:`dpsql.privacy.local`, :func:`dpsql.routes.answer_from_stored_copy`);
-* :class:`~dpsql.series.TwoReleases`: the query uses a private aggregate subquery (a series
-  limit): two private releases, one charge;
-* :class:`~dpsql.releases.Releases`: a UNION of private queries or a private scalar subquery
-  (:mod:`dpsql.query.composite`): each part prepared here as if sent alone, one charge;
-* :class:`~dpsql.privacy.plan.Plan`: everything else, the private passes (:meth:`Planner.prepare`,
-  :func:`dpsql.pipeline.prepare_plan`).
+* :class:`~dpsql.routes.exact.LedgerRoute`: the query reads the ledger views
+  (``dpsql.spending``, ...) only: exact and free, answered with the asking analyst's own ledger
+  rows (no private data);
+* :class:`~dpsql.routes.exact.PublicRoute`: the query reads public tables only (exact, free);
+* :class:`~dpsql.routes.exact.FreeRoute`: the answer is fixed by public information (an empty
+  probe: ``LIMIT 0`` or a constant-false WHERE; or a public domain with no aggregate): exact,
+  free;
+* :class:`~dpsql.routes.local.LocalRoute`: a row-level SELECT of a table the owner opted in to
+  local DP (randomized rows, charged once per analyst and table for their stored copy:
+  :mod:`dpsql.privacy.local`, :func:`dpsql.routes.local.answer_from_stored_copy`);
+* :class:`~dpsql.routes.series.TwoReleases`: the query uses a private aggregate subquery (a
+  series limit): two private releases, one charge;
+* :class:`~dpsql.routes.releases.Releases`: a UNION of private queries or a private scalar
+  subquery (:mod:`dpsql.query.composite`): each part routed here as if sent alone, one charge
+  (the caller finds the composite, before it reads the clause:
+  :func:`~dpsql.routes.releases.composite_of`);
+* :class:`~dpsql.routes.private.PrivatePlan`: everything else, the private passes
+  (:meth:`Planner.prepare`, :func:`dpsql.routes.pipeline.prepare_plan`).
 
 The query is parsed once (by the caller, or here on a cache miss); each path reads that tree,
 and only one that changes a tree (the private passes, a split into two releases) copies it.
-The clock is read first (:func:`dpsql.query.dates.fold_clock`): every cache below is
-keyed by the folded text, so a plan made at one instant is never reused at another. Plans and
-routes depend only on the SQL text, the privacy parameters and this
-planner's metadata and public data, never on private data, so they are cached in a locked LRU
-(:mod:`dpsql.cache`; BI tools repeat their queries) and never mutated: randomness enters only
-when a plan is answered. Refusals are not cached.
+The clock is read first, by the caller (:func:`dpsql.query.dates.fold_clock`): every cache
+below is keyed by the folded text, so a plan made at one instant is never reused at another.
+Plans and routes depend only on the SQL text, the privacy parameters and this planner's
+metadata and public data, never on private data, so they are cached in a locked LRU
+(:mod:`dpsql.cache`; BI tools repeat their queries: a repeated query's route is one lookup)
+and never mutated: randomness enters only when a route is answered. Refusals are not cached.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -51,32 +55,31 @@ from dpsql.execution.public import PublicRead, public_read
 from dpsql.ledger.spending import SCHEMA, LedgerRead, ledger_read
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
-from dpsql.pipeline import prepare_plan
 from dpsql.privacy.mechanisms import validate_privacy_parameters
 from dpsql.privacy.plan import Plan
 from dpsql.query.dates import fold_clock
-from dpsql.query.dp_clause import REPORT, Resolved, resolve_query
+from dpsql.query.dp_clause import REPORT, resolve_query
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse_query
-from dpsql.releases import (
+from dpsql.routes.exact import free_route, ledger_route, public_route
+from dpsql.routes.local import local_route
+from dpsql.routes.pipeline import prepare_plan
+from dpsql.routes.private import PrivatePlan
+from dpsql.routes.releases import (
     Releases,
     check_report_route,
     composite_of,
     prepare_releases,
     refuse_report_route,
 )
-from dpsql.series import TwoReleases, splits_in_two, two_releases
+from dpsql.routes.route import Route
+from dpsql.routes.series import TwoReleases, splits_in_two, two_releases
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
 Prepared = Plan | PublicRead | TwoReleases | FreeAnswer | LocalRead | LedgerRead
 
 
-class _Private:
-    """Cached for a text that takes the private pipeline (the cache holds no None)."""
-
-
-_PRIVATE = _Private()
 
 
 class Planner:
@@ -94,32 +97,47 @@ class Planner:
     def prepare_query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                       mechanism: str = "laplace", *, tree: exp.Expression | None = None,
                       bounds: ContributionBounds | None = None) -> Prepared | Releases:
-        """The prepared query on its path (module docstring); every refusal happens here,
-        nothing read or charged. ``tree``, when the caller has it, is ``sql`` parsed
+        """What :meth:`route` prepares for the SQL text as sent (BigQuery's clause and the
+        clock not yet read): the planner's own object (a :class:`~dpsql.privacy.plan.Plan`,
+        a public read, ...). ``tree``, when the caller has it, is ``sql`` parsed
         (:func:`dpsql.query.parse.parse_query`): it is then not parsed again, and never mutated.
-        ``bounds``: the query's own contribution bounds (in every cache key below); BigQuery's
-        ``WITH DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy
-        parameters (:mod:`dpsql.query.dp_clause`; :class:`~dpsql.database.Database` reads it
-        first, before it parses the text); a ``report_format`` report is refused on a path
-        that is not one private release (:func:`check_report_route`)."""
+        ``bounds``: the query's own contribution bounds; BigQuery's ``WITH
+        DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy parameters
+        (:mod:`dpsql.query.dp_clause`). :class:`~dpsql.database.Database` reads the clause and
+        the clock itself, before it parses the text, and asks :meth:`route`."""
         composite = composite_of(sql, self.metadata)  # a UNION of private queries, ...
         if composite is not None:
-            return prepare_releases(composite, self, epsilon, delta, mechanism, bounds)
+            return prepare_releases(composite, self.route, self.metadata, epsilon, delta,
+                                    mechanism, bounds)
         clause = resolve_query(sql, epsilon, delta, bounds)
-        prepared = self._prepare_query(clause, sql, epsilon, mechanism, tree)
-        check_report_route(prepared, clause.report)
-        return prepared
+        folded = fold_clock(clause.sql)
+        route = self.route(folded, epsilon if clause.epsilon is None else clause.epsilon,
+                           clause.delta, mechanism, tree=tree if folded == sql else None,
+                           bounds=clause.bounds, report=clause.report)
+        return cast("Prepared | Releases", route.prepared)
 
-    def _prepare_query(self, clause: Resolved, sql: str, epsilon: float, mechanism: str,
-                       tree: exp.Expression | None) -> Prepared:
-        unclaused, given, delta, bounds = clause.sql, clause.epsilon, clause.delta, clause.bounds
-        if unclaused != sql:
-            sql, tree = unclaused, None
-        epsilon = epsilon if given is None else given
+    def route(self, sql: str, epsilon: float, delta: float, mechanism: str, *,
+              tree: exp.Expression | None = None, bounds: ContributionBounds | None = None,
+              report: bool = False) -> Route:
+        """The route of ``sql`` (module docstring): its clause already read and its clock
+        folded (:func:`dpsql.query.dates.fold_clock`), ``tree`` its parse if the caller has
+        one. Every refusal happens here, nothing read or charged; a ``report_format`` report
+        (``report``) is refused on a route that is not one private release."""
         validate_privacy_parameters(epsilon, delta, mechanism, self.metadata.limits)
-        folded = fold_clock(sql)
-        if folded != sql:  # the tree is of the text before the clock was read
-            sql, tree = folded, None
+        route = self._route(sql, epsilon, delta, mechanism, tree, bounds)
+        check_report_route(route, report)
+        return route
+
+    def _route(self, sql: str, epsilon: float, delta: float, mechanism: str,
+               tree: exp.Expression | None, bounds: ContributionBounds | None) -> Route:
+        """The route of ``sql``, chosen once per text and privacy parameters and cached: a
+        repeated query is one lookup."""
+        return cast(Route, self.plans.get_or_compute(
+            ("route", sql, epsilon, delta, mechanism, bounds),
+            lambda: self._choose(sql, epsilon, delta, mechanism, tree, bounds)))
+
+    def _choose(self, sql: str, epsilon: float, delta: float, mechanism: str,
+                tree: exp.Expression | None, bounds: ContributionBounds | None) -> Route:
         parsed: list[exp.Expression] = [] if tree is None else [tree]
 
         def shared() -> exp.Expression:
@@ -129,37 +147,22 @@ class Planner:
                 parsed.append(parse_query(sql))
             return parsed[0]
 
+        tries: list[Callable[[], Route | None]] = [
+            lambda: public_route(self._public(shared)),
+            lambda: free_route(self._probe(sql, shared, epsilon, delta, mechanism, bounds)),
+            lambda: local_route(self._local(shared)),
+            lambda: self._series(shared, epsilon, delta, mechanism, bounds)]
         if SCHEMA in sql.lower():  # a ledger view is named dpsql.NAME: else nothing to parse
-            ledger = self.plans.get_or_compute(
-                ("ledger", sql),
-                lambda: ledger_read(shared(), self.metadata.server.statement_timeout) or _PRIVATE)
-            if isinstance(ledger, LedgerRead):
-                return ledger
-        route = self.plans.get_or_compute(
-            ("public", sql), lambda: self._public(shared) or _PRIVATE)
-        if isinstance(route, PublicRead):
-            return route
-        key = (sql, epsilon, delta, mechanism, bounds)
-        free = self.plans.get_or_compute(
-            ("probe", *key), lambda: self._probe(sql, shared, epsilon, delta, mechanism,
-                                                 bounds) or _PRIVATE)
-        if isinstance(free, FreeAnswer):
-            return free
-        local = self.plans.get_or_compute(("local", sql), lambda: self._local(shared))
-        if isinstance(local, LocalRead):  # its epsilon is the owner's, whatever is asked
-            return local
-        series = self.plans.get_or_compute(
-            ("series", *key),
-            lambda: self._series(shared, epsilon, delta, mechanism, bounds) or _PRIVATE)
-        if isinstance(series, TwoReleases):
-            return series
+            tries.insert(0, lambda: ledger_route(ledger_read(
+                shared(), self.metadata.server.statement_timeout)))
+        for attempt in tries:  # the first route that takes the query
+            found = attempt()
+            if found is not None:
+                return found
         p = self.prepare(sql, epsilon, delta, mechanism, tree=parsed[0] if parsed else None,
                          bounds=bounds)
-        if p.measurements:
-            return p  # the common case: no second lookup
-        domain = self.plans.get_or_compute(("domain", *key),
-                                           lambda: public_domain(sql, p) or _PRIVATE)
-        return domain if isinstance(domain, FreeAnswer) else p
+        domain = None if p.measurements else free_route(public_domain(sql, p))
+        return PrivatePlan(p) if domain is None else domain
 
     def _probe(self, sql: str, parsed: Callable[[], exp.Expression], epsilon: float,
                delta: float, mechanism: str, bounds: ContributionBounds | None
@@ -180,12 +183,13 @@ class Planner:
                 mechanism: str, bounds: ContributionBounds | None) -> TwoReleases | None:
         if not splits_in_two(parsed(), self.metadata):  # reads the shared tree
             return None
-        return two_releases(parsed().copy(), self, epsilon, delta, mechanism, bounds)
+        return two_releases(parsed().copy(), self.metadata, self.prepare, epsilon, delta,
+                            mechanism, bounds)
 
-    def _local(self, parsed: Callable[[], exp.Expression]) -> LocalRead | _Private:
+    def _local(self, parsed: Callable[[], exp.Expression]) -> LocalRead | None:
         if not any(t.local is not None for t in self.metadata.tables.values()):
-            return _PRIVATE  # no table opted in to local rows: nothing to parse for this route
-        return local_read(parsed(), self.metadata) or _PRIVATE  # reads it, copies what it keeps
+            return None  # no table opted in to local rows: nothing to parse for this route
+        return local_read(parsed(), self.metadata)  # reads it, copies what it keeps
 
     def _public(self, parsed: Callable[[], exp.Expression]) -> PublicRead | None:
         if not any(t.public for t in self.metadata.tables.values()):
@@ -202,7 +206,7 @@ class Planner:
                 mechanism: str = "laplace", dialect: str = "duckdb", *,
                 tree: exp.Expression | None = None,
                 bounds: ContributionBounds | None = None) -> Plan:
-        """The private passes, parse to plan (:func:`dpsql.pipeline.prepare_plan`): every
+        """The private passes, parse to plan (:func:`dpsql.routes.pipeline.prepare_plan`): every
         refusal, no private data read. ``tree`` as for :meth:`prepare_query`."""
         # Before the cache: True == 1 and Decimal(1) == 1.0, so an invalid parameter would
         # otherwise find the plan cached for a valid one.

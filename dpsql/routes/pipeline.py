@@ -5,7 +5,7 @@
 
 Each pass is a module with one main function from the previous pass's output to its own. The
 first six never read data, so a query's cost is known, and every refusal happens, before
-anything runs; :func:`prepare_plan` is those six (a :class:`~dpsql.planner.Planner` caches
+anything runs; :func:`prepare_plan` is those six (a :class:`~dpsql.routes.planner.Planner` caches
 what it prepares). :func:`answer` runs the rest for a prepared plan.
 """
 
@@ -74,8 +74,8 @@ def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRo
     text, or its tree already parsed (:func:`dpsql.query.parse.parse_query`), which this mutates.
     ``bounds``: the query's own contribution bounds (:mod:`dpsql.metadata.contribution`).
 
-    Not cached: :class:`dpsql.planner.Planner` caches what it prepares, so call
-    :meth:`~dpsql.planner.Planner.prepare`.
+    Not cached: :class:`dpsql.routes.planner.Planner` caches what it prepares, so call
+    :meth:`~dpsql.routes.planner.Planner.prepare`.
     """
     tree = parse(sql, dialect) if isinstance(sql, str) else only_select(sql)
     normalise(tree)  # date functions as the checker knows them (dpsql.query.dates)
