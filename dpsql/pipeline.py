@@ -48,7 +48,7 @@ from dpsql.query.bind import BoundQuery, bind
 from dpsql.query.check import check, refuse_float_overflow
 from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
-from dpsql.query.dry_runs import empty_creates
+from dpsql.query.dry_runs import empty_creates, empty_tables
 from dpsql.query.dry_shapes import dry_shape
 from dpsql.query.fold import fold_constants
 from dpsql.query.joins import PublicRows, physical
@@ -310,14 +310,16 @@ def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
         return text
     native = engine.dialect is DuckDBDialect
     shape = dry_shape(tree, DuckDBDialect)  # before compile: a histogram's is generated in place
-    reference = engine.compile(tree, p, salted) if native else tree.sql(dialect=DuckDBDialect)
+    empties = empty_tables(p.query.relation, p.table, schema)
+    reference = engine.compile(tree, salted, empties) if native else \
+        tree.sql(dialect=DuckDBDialect)
     _check_shape(p, reference, shape, salted, schema)
     if engine.raises_on_float_overflow:
         refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
                                *[m.arg for m in p.measurements]], p.table,
                               getattr(engine.dialect.generator_class, "ENGINE", engine.name))
     # Another engine's own SQL, checked on its own empty tables.
-    return reference if native else engine.compile(tree, p, salted)
+    return reference if native else engine.compile(tree, salted, empties)
 
 
 def _check_shape(p: Plan, sql: str, shape: str | None, salted: bool,

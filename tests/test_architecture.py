@@ -48,10 +48,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 #: Imports up the layers that the code still makes (importer, imported), each with its reason.
 #: Never add to it: move the code down, or the import the other way.
 CROSSINGS: frozenset[tuple[str, str]] = frozenset({
-    # The engine reads the physical tables a joined relation names (physical) and dry-runs on
-    # empty ones (empty_tables, with_empty): those belong with the engines.
-    ("dpsql.engines.postgres.engine", "dpsql.query.joins"),
-    ("dpsql.engines.postgres.engine", "dpsql.query.dry_runs"),
     # The owner's [budget] section is read into accounting's Allowance: the value type belongs
     # below metadata/.
     ("dpsql.metadata.owner_settings", "dpsql.privacy.accounting"),

@@ -53,6 +53,7 @@ from dpsql.execution.rewrite import group_cap, query_rows, row_cap
 from dpsql.privacy.mechanisms import accuracy, calibrate_laplace, perturb
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
+from dpsql.query.dry_runs import empty_tables
 from dpsql.query.joins import physical
 
 
@@ -129,7 +130,8 @@ def retention_sql(p: Plan, engine: Engine) -> str:
     schema = physical(relation, engine.schema) if relation is not None else \
         engine.schema.get(p.table.name.lower(), {})
     tree = retention_query(p, schema)
-    return engine.compile(tree, p, False) if engine.name != "duckdb" else \
+    empties = empty_tables(relation, p.table, schema)
+    return engine.compile(tree, False, empties) if engine.name != "duckdb" else \
         tree.sql(dialect=DuckDBDialect)
 
 

@@ -37,10 +37,10 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.engines import run_on_cells, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import EngineError
 from dpsql.metadata.metadata import Column, Table
+from dpsql.query.local_evaluator import run_over, scratch
 from dpsql.query.total_expressions import total
 
 Filters = Mapping[str, tuple[exp.Expression, ...]]
@@ -76,7 +76,7 @@ def restrict(values: Sequence[object], column: Column, conjuncts: Sequence[exp.E
     test = " AND ".join(f"({total(c, table, filtering=True).sql(dialect=DuckDBDialect)})"
                         for c in conjuncts)
     try:
-        _, _, rows = run_on_cells(f"SELECT __i FROM __domain WHERE {test}", "__domain", data)
+        _, _, rows = run_over(f"SELECT __i FROM __domain WHERE {test}", "__domain", data)
     except EngineError:  # a filter the scratch engine cannot evaluate: no narrowing
         return tuple(values)
     keep = {int(r[0]) for r in rows}  # type: ignore[call-overload]

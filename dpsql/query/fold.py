@@ -32,13 +32,14 @@ from typing import cast
 import duckdb
 from sqlglot import exp
 
-from dpsql.engines import INTEGER_TYPES, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
+from dpsql.engines.physical import INTEGER_TYPES
 from dpsql.errors import InvalidConstant
 from dpsql.metadata.metadata import Table
 from dpsql.query.bounds import COMPARISONS, RULES, bound
 from dpsql.query.check import CheckedQuery
 from dpsql.query.dates import date_text, timestamp_text, written
+from dpsql.query.local_evaluator import scratch
 from dpsql.query.total_expressions import DATE_RANGE, total
 
 _INT64 = 2**63
