@@ -1,6 +1,6 @@
 """The query pipeline, in order, in one place.
 
-    SQL text -> parse -> bind -> check -> constants -> cost -> plan -> rewrite -> execute
+    SQL text -> parse -> bind -> check -> fold_constants -> cost -> plan -> rewrite -> execute
              -> perturb -> post-process
 
 Each pass is a module with one main function from the previous pass's output to its own. The
@@ -50,16 +50,17 @@ from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
 from dpsql.query.dry_runs import empty_creates, empty_tables
 from dpsql.query.dry_shapes import dry_shape
-from dpsql.query.fold import fold_constants
+from dpsql.query.fold_constants import fold_constants
 from dpsql.query.joins import PublicRows, physical
-from dpsql.query.parse import only_select, parse
+from dpsql.query.parse import only_select, parse, parse_query
 from dpsql.query.quantile_lists import expand_quantile_lists
 
-#: The passes, in the order the pipeline runs them: :func:`prepare_plan` runs parse to plan
-#: (no data read), :func:`answer` runs rewrite to post-process (``execute`` is the engine's
-#: :meth:`~dpsql.engines.Engine.execute`). docs/architecture.md's table lists them so.
+#: The passes, in the order :meth:`dpsql.database.Database.run` runs them (it parses once:
+#: ``parse_query``): :func:`prepare_plan` runs bind to plan (no data read), :func:`answer` runs
+#: rewrite to postprocess (``execute`` is the engine's :meth:`~dpsql.engines.Engine.execute`).
+#: docs/architecture.md's table lists them so.
 PASSES: tuple[Callable[..., Any], ...] = (
-    parse, bind, check, fold_constants, check_cost, plan, rewrite, Engine.execute,
+    parse_query, bind, check, fold_constants, check_cost, plan, rewrite, Engine.execute,
     perturb_cells, postprocess)
 #: Plans calibrated to an automatic k, per (plan identity, k): see :func:`_chosen`.
 _CHOSEN: LRU[tuple[int, int], tuple[Plan, Plan]] = LRU(512)
@@ -70,7 +71,7 @@ _VALUED: LRU[tuple[int, tuple[float, ...]], tuple[Plan, Plan]] = LRU(512)
 def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
                  epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "laplace",
                  dialect: str = "duckdb", bounds: ContributionBounds | None = None) -> Plan:
-    """parse -> bind -> check -> constants -> cost -> plan: every refusal, no private data
+    """parse -> bind -> check -> fold_constants -> cost -> plan: every refusal, no private data
     read (a join with a public table reads ``public``: :mod:`dpsql.query.joins`). ``sql`` is the
     text, or its tree already parsed (:func:`dpsql.query.parse.parse_query`), which this mutates.
     ``bounds``: the query's own contribution bounds (:mod:`dpsql.metadata.contribution`).

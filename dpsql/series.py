@@ -57,7 +57,7 @@ from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from dpsql.query.check import check
 from dpsql.query.dates import normalise
-from dpsql.query.fold import fold_constants
+from dpsql.query.fold_constants import fold_constants
 from dpsql.query.parse import parse
 
 if TYPE_CHECKING:

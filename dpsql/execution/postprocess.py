@@ -1,4 +1,4 @@
-"""Pass 10, post-process: the rest of the analyst's SELECT over the noisy cells only.
+"""Pass 10, postprocess: the rest of the analyst's SELECT over the noisy cells only.
 
 Outer expressions, HAVING, ORDER BY, LIMIT/OFFSET, DISTINCT and windows over aggregates run in
 DuckDB on a scratch in-memory connection whose only table is the released groups with their

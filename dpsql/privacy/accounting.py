@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from dpsql.errors import BudgetExhausted, InvalidPrivacyParameter
+from dpsql.metadata.owner_settings import Allowance as Allowance  # declared by the owner
 
 if TYPE_CHECKING:
     pass
@@ -66,14 +67,6 @@ class Cost:
     epsilon: float
     delta: float
     rho: float = 0.0
-
-
-@dataclass(frozen=True)
-class Allowance:
-    """An analyst's total budget, declared by the data owner."""
-
-    epsilon: float
-    delta: float
 
 
 @dataclass(frozen=True)

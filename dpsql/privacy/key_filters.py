@@ -11,9 +11,9 @@ a conjunct of the WHERE clause (top-level AND) that reads one column and nothing
 evaluated on each *declared* value of that column, made total exactly as in the engine query
 (:func:`dpsql.query.total_expressions.total` with ``filtering``), in the scratch engine; values
 where it is not TRUE are dropped. The released keys are thus a function of the query text and the
-metadata: the same on every pair of neighbouring databases, as a declared domain is. Constants are
-folded first (:mod:`dpsql.query.fold`), the clock included (``NOW()``, ``CURRENT_DATE``: the
-time is public), so the filter's value is fixed when the query is planned.
+metadata: the same on every pair of neighbouring databases, as a declared domain is. Constants
+are folded first (:mod:`dpsql.query.fold_constants`), the clock included (``NOW()``,
+``CURRENT_DATE``: the time is public), so the filter's value is fixed when the query is planned.
 
 What it may cost is accuracy only: a row stored outside the column's declared bounds is
 clamped to a bound for its key and compared as stored in the filter, so it may fall in a key

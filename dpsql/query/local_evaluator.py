@@ -1,7 +1,7 @@
 """The local evaluator: SQL run over values dpsql already holds (constants, public domains,
 noisy cells), in an in-memory DuckDB that holds no private data and reads no file.
 
-Not an engine: no private row ever reaches it. Constant folding (:mod:`dpsql.query.fold`),
+Not an engine: no private row ever reaches it. Constant folding (:mod:`dpsql.query.fold_constants`),
 public domains (:mod:`dpsql.privacy.domains`, :mod:`dpsql.privacy.key_filters`), free answers
 (:mod:`dpsql.execution.free`) and post-processing (:mod:`dpsql.execution.postprocess`) run
 their SQL here, on a locked connection (:mod:`dpsql.engines.locked`) with external access

@@ -1,4 +1,5 @@
-"""Pass 4, constants: every constant is typed, converted and evaluated when the query is planned.
+"""Pass 4, fold_constants: every constant is typed, converted and evaluated when the query is
+planned.
 
 DuckDB converts and evaluates constants lazily: a text literal compared with an INTEGER column is
 cast when a row reaches the comparison, ``2147483647 + 1`` overflows INT32 only on the rows whose
