@@ -62,10 +62,10 @@ from dpsql.errors import (
 )
 from dpsql.execution.caveats import attach_caveats
 from dpsql.execution.free import FreeAnswer, answer_free
-from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import LocalRead, joined, write_release
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
+from dpsql.execution.retention import Retention, estimate
 from dpsql.execution.time_limits import Deadline, grid_point, owner_log, pad_to_grid
 from dpsql.execution.watch import current
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
@@ -123,14 +123,14 @@ class Answer:
     analyst: str | None
     cost: Cost | None
     reused: bool = False
-    #: The estimate of what the bounds keep, when asked (:mod:`dpsql.execution.kept`), and
+    #: The estimate of what the bounds keep, when asked (:mod:`dpsql.execution.retention`), and
     #: its own charge (None: reused, unmetered, or exact from the metadata).
     retention: Retention | None = None
     retention_cost: Cost | None = None
 
 
 def check_retention(p: Prepared | Releases) -> None:
-    """Refuse a retention estimate (:mod:`dpsql.execution.kept`) for a query it does not apply
+    """Refuse a retention estimate (:mod:`dpsql.execution.retention`) for a query it does not apply
     to, before anything is charged."""
     if isinstance(p, TwoReleases | LocalRead | Releases):
         raise UnsupportedQuery("a retention estimate is made for one aggregate query over "
@@ -273,7 +273,7 @@ class Database:
         values, free). ``caveats=False`` leaves them out.
 
         **Retention.** ``retention``: an epsilon for a noisy estimate of the share of its rows
-        the query's contribution bounds keep (:mod:`dpsql.execution.kept`), charged as a
+        the query's contribution bounds keep (:mod:`dpsql.execution.retention`), charged as a
         release of its own (a ledger entry of that epsilon, reused as answers are), reported
         in ``Answer.retention`` and as a note. Refused before anything is charged for a
         query it does not apply to (a series limit, local rows).
@@ -417,7 +417,7 @@ class Database:
 
     def _estimate(self, p: Plan, epsilon: float, timeout: float | None, started: float,
                   release: list[float] | None) -> Retention:
-        """:func:`dpsql.execution.kept.estimate` under the owner's time limit and grid, as
+        """:func:`dpsql.execution.retention.estimate` under the owner's time limit and grid, as
         any answer (:meth:`run`)."""
         limit = self._limit(timeout)
         deadline = Deadline(self.engine.cancel_token(), limit)

@@ -12,22 +12,23 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import duckdb
 from sqlglot import exp
 
-from dpsql.bias import bounding_notes
 from dpsql.cache import LRU
 from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.duckdb_engine.dry import run_dry
 from dpsql.errors import EngineError, QueryTooComplex, UnsupportedQuery
-from dpsql.execution.expected import Expected, expected
+from dpsql.execution.expected import expected
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite, unit_counts, unit_values
+from dpsql.explanation.bias import bounding_notes
+from dpsql.explanation.explanation import CellExplanation, Explanation
 from dpsql.metadata.contribution import (
     ContributionBounds,
     check_caps,
@@ -346,35 +347,6 @@ def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str
     except duckdb.Error as e:
         raise UnsupportedQuery(f"the engine cannot run this query: {str(e).splitlines()[0]}; "
                                "check the types of the expressions it computes") from None
-
-
-@dataclass
-class CellExplanation:
-    output: str  # the aggregate as written
-    measurement: str  # what the engine computes
-    sensitivity: float
-    epsilon: float
-    mechanism: str
-    noise_scale: float | None  # Laplace b or Gaussian sigma; None for the exponential mechanism
-    accuracy: float  # 95% half-width (ranks for the exponential mechanism)
-    accuracy_unit: str
-
-
-@dataclass
-class Explanation:
-    sql: str  # the rewritten SQL; its parameter $1 is the secret salt of each run
-    cells: list[CellExplanation]
-    key_release: str
-    epsilon: float
-    delta: float
-    rows_per_unit: int
-    groups_per_unit: int
-    notes: list[str] = field(default_factory=list)  # the bias of bounding and clamping
-    # each output aggregate's accuracy in its column's units (dpsql.execution.expected)
-    outputs: list[Expected] = field(default_factory=list)
-    # False when a unit keeps its k rows across all its groups (no groups cap applied:
-    # dpsql.privacy.aggregates.groups_cap)
-    groups_capped: bool = True
 
 
 def explain(p: Plan, engine: Engine | None = None) -> Explanation:

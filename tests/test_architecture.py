@@ -36,9 +36,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("privacy/",),  # the plan: sensitivities, key release, mechanisms, samplers, accounting
     ("execution/",),  # the plan run: rewrite, perturb, post-process, public reads, time limits
     ("ledger/",),  # budgets charged durably, stored answers
-    ("bias.py", "pipeline.py", "routes.py", "series.py", "releases.py", "planner.py",
-     "explain.py", "skeleton.py", "retention.py",
-     "database.py"),
+    # The library: the explanations (explain, bias), the passes in order, the routes, the
+    # planner, Database, and the owner's commands on its own data (metadata init, check).
+    ("explanation/", "pipeline.py", "routes.py", "series.py", "releases.py", "planner.py",
+     "database.py", "owner/"),
     ("audit/",),  # `dpsql audit`: the command line alone imports it
     ("server/wire/",),  # bytes <-> messages and values
     ("server/catalog/",),  # pg_catalog and information_schema

@@ -245,11 +245,11 @@ def _scaling_removed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _retention_rows_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.execution.kept
+    import dpsql.execution.retention
 
     # The retention estimate sums each unit's rows kept, min(n, k), not its share kept: one
     # unit moves S by up to k, against the sensitivity 1 its noise is calibrated to.
-    monkeypatch.setattr(dpsql.execution.kept, "share", lambda p: exp.Least(
+    monkeypatch.setattr(dpsql.execution.retention, "share", lambda p: exp.Least(
         this=exp.column("__n"), expressions=[exp.Literal.number(p.table.max_rows_per_unit)]))
 
 

@@ -207,7 +207,7 @@ def assert_quantile_mutant_found(monkeypatch: pytest.MonkeyPatch, hood: Neighbou
         hood.forget()
 
 
-#: Query shapes whose retention estimate (dpsql.execution.kept) the neighbour tests check.
+#: Query shapes whose retention estimate (dpsql.execution.retention) the neighbour tests check.
 RETENTION = [
     "SELECT COUNT(*) FROM visits",
     "SELECT grp, SUM(amount) FROM visits WHERE qty > 2 GROUP BY grp",

@@ -1,5 +1,5 @@
 """The semantic oracle (dpsql.audit.oracle) on DuckDB: every accepted query of the neighbour
-generators (dpsql.audit.neighbour_queries, dpsql.audit.neighbour_shapes), answered noise-free
+generators (tests.support.neighbour_queries, tests.support.neighbour_shapes), answered noise-free
 through the whole pipeline on an oracle world (dpsql.audit.oracle_worlds), gives the answer of
 the reference model (dpsql.audit.oracle_reference); the known disagreements (KNOWN) still
 occur, each, and nothing else disagrees; every mutant of tests/oracle/semantic_mutants.py is
@@ -15,8 +15,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from dpsql.audit.neighbour_queries import generate, metadata
-from dpsql.audit.neighbour_shapes import generate_shapes
 from dpsql.audit.oracle import (
     KNOWN,
     Oracle,
@@ -28,6 +26,8 @@ from dpsql.audit.oracle import (
 from dpsql.audit.oracle_worlds import oracle_world
 from dpsql.privacy import samplers
 from tests.oracle.semantic_mutants import BOUNDS_BITE, MUTANTS
+from tests.support.neighbour_queries import generate, metadata
+from tests.support.neighbour_shapes import generate_shapes
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 3000 if SLOW else 260

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from dpsql.audit.neighbour_queries import generate, metadata
 from dpsql.audit.oracle import Oracle, accepted_forms, check_all
 from dpsql.audit.oracle_worlds import oracle_world, to_postgres
 from tests.oracle.semantic_mutants import MUTANTS
 from tests.oracle.test_oracle import EXAMPLES, assert_all_explained
+from tests.support.neighbour_queries import generate, metadata
 from tests.support.pgcluster import Cluster
 
 pytestmark = pytest.mark.pg

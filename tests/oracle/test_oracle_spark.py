@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from dpsql.audit.neighbour_queries import generate, metadata
 from dpsql.audit.oracle import Oracle, accepted_forms, check_all
 from dpsql.audit.oracle_worlds import oracle_world, to_parquet
 from tests.oracle.semantic_mutants import MUTANTS
 from tests.oracle.test_oracle import EXAMPLES, assert_all_explained
+from tests.support.neighbour_queries import generate, metadata
 from tests.support.sparkcluster import SparkCluster
 from tests.support.subset import SLOW
 

@@ -26,7 +26,7 @@ from sqlglot.errors import SqlglotError
 
 from dpsql import errors
 from dpsql.execution.watch import Watch, watching
-from dpsql.explain import render
+from dpsql.explanation.render import render
 from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.machine import commands, cursors
@@ -489,14 +489,15 @@ class Machine:
             raise from_dpsql(result, statement)
         fields = fields_of([(c.name, c.type) for c in result.columns], statement.names)
         # The bias of bounding and clamping, which the noise's accuracy does not cover, and
-        # the caveats (dpsql.execution.caveats), as psql and drivers show a NOTICE (dpsql.bias;
+        # the caveats (dpsql.execution.caveats), as psql and drivers show a NOTICE
+        # (dpsql.explanation.bias;
         # public: the bounds in force; the caveats are post-processing).
         notices = [p.notice_response("00000", note, "NOTICE") for note in result.notes]
         return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}", notices)
 
     async def run_explain(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:
-        """``EXPLAIN``: the text of ``dpsql explain`` (:func:`dpsql.explain.render`)."""
+        """``EXPLAIN``: the text of ``dpsql explain`` (:func:`dpsql.explanation.render.render`)."""
         epsilon, delta, mechanism = privacy
 
         def explain() -> Any:

@@ -1,9 +1,9 @@
 """A charged, noisy estimate of what contribution bounding keeps of one query's rows.
 
-The bias notes (:mod:`dpsql.bias`) say *that* a unit's rows beyond k and groups beyond g are
-left out; the owner sees exactly how many (``dpsql metadata check``). An analyst may also ask,
-for one query and for a stated epsilon charged to their budget like any query's, how much of
-the rows that query reads its bounds keep. Asked with ``--retention EPSILON`` (CLI),
+The bias notes (:mod:`dpsql.explanation.bias`) say *that* a unit's rows beyond k and groups beyond g
+are left out; the owner sees exactly how many (``dpsql metadata check``). An analyst may also ask,
+for one query and for a stated epsilon charged to their budget like any query's, how much of the
+rows that query reads its bounds keep. Asked with ``--retention EPSILON`` (CLI),
 ``retention=EPSILON`` (DB-API, :meth:`dpsql.Database.run`) or ``SET dpsql.retention = EPSILON``
 (server).
 
