@@ -28,7 +28,8 @@ from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite, unit_counts, unit_values
 from dpsql.explanation.bias import bounding_notes
-from dpsql.explanation.explanation import CellExplanation, Explanation
+from dpsql.explanation.explanation import CellExplanation
+from dpsql.explanation.explanation import Explanation as Explanation  # its home before it
 from dpsql.metadata.contribution import (
     ContributionBounds,
     check_caps,
