@@ -12,7 +12,7 @@ with joins, rows of no identifiable unit left out: :func:`dpsql.execution.rewrit
 each unit ``u`` has ``n_u`` rows in ``d_u`` groups of the query's keys (``d_u = 1`` without
 GROUP BY). Bounding keeps, in expectation over its random sample, about ``min(k, n_u *
 min(1, g'/d_u))`` of them (g' of its d_u groups when the plan caps groups,
-:func:`dpsql.execution.rewrite.group_cap`; all its groups otherwise; then k rows), the figure
+:attr:`dpsql.privacy.plan.Plan.group_cap`; all its groups otherwise; then k rows), the figure
 of ``dpsql metadata check`` and an upper bound of the expectation. Its share kept is
 ``f_u = min(1, k / n_u, g' / d_u)``, in ``[0, 1]``. Two measurements:
 
@@ -49,7 +49,7 @@ from sqlglot import exp
 
 from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
-from dpsql.execution.rewrite import group_cap, query_rows, row_cap
+from dpsql.execution.rewrite import query_rows
 from dpsql.privacy.mechanisms import accuracy, calibrate_laplace, perturb
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -115,9 +115,9 @@ def share(p: Plan) -> exp.Expression:
     harness's mutant, which releases the rows kept instead: sensitivity k, not 1)."""
     shares: list[exp.Expression] = [
         exp.Literal.number(1),
-        exp.Div(this=exp.cast(exp.Literal.number(row_cap(p.table)), "DOUBLE"),
+        exp.Div(this=exp.cast(exp.Literal.number(p.table.max_rows_per_unit), "DOUBLE"),
                 expression=exp.column("__n"))]
-    cap = group_cap(p)
+    cap = p.group_cap
     if p.keys and cap is not None:
         shares.append(exp.Div(this=exp.cast(exp.Literal.number(cap), "DOUBLE"),
                               expression=exp.column("__d")))

@@ -446,7 +446,7 @@ def test_harness_rejects_mutant(monkeypatch: pytest.MonkeyPatch, mutant: str,
                                 scenarios: list[str]) -> None:
     """Each broken mechanism is found on the scenarios it breaks, deterministically, on the
     scenario's own pair or on the synthetic world of its metadata."""
-    from tests.audit.test_audit import MUTANTS
+    from tests.support.mutants import MUTANTS
 
     MUTANTS[mutant](monkeypatch)
     for name in scenarios:
@@ -744,7 +744,7 @@ def test_cli_neighbour_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     from click.testing import CliRunner
 
     from dpsql.cli import main
-    from tests.audit.test_audit import MUTANTS
+    from tests.support.mutants import MUTANTS
 
     queries = tmp_path / "queries.sql"
     queries.write_text("-- two queries\nSELECT category, SUM(amount) FROM visits\n"

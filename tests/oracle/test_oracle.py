@@ -25,7 +25,8 @@ from dpsql.audit.oracle import (
 )
 from dpsql.audit.oracle_worlds import oracle_world
 from dpsql.privacy import samplers
-from tests.oracle.semantic_mutants import BOUNDS_BITE, MUTANTS
+from tests.oracle.semantic_mutants import BOUNDS_BITE, PROBES
+from tests.support.mutants import MUTANTS
 from tests.support.neighbour_queries import generate, metadata
 from tests.support.neighbour_shapes import generate_shapes
 
@@ -130,11 +131,11 @@ def test_known_classes_still_occur(oracle: Oracle) -> None:
         assert verdict.status == "known" and verdict.known == name, verdict.report()
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
+@pytest.mark.parametrize("name", sorted(PROBES))
 def test_mutant_caught(monkeypatch: pytest.MonkeyPatch, neighbour_seed: int,
                        name: str) -> None:
     """With the mutant in place the oracle reports a disagreement (not a known class)."""
-    patch, probes = MUTANTS[name]
+    patch, probes = MUTANTS[name], PROBES[name]
     bite = name in BOUNDS_BITE
     clean = Oracle(oracle_world(metadata(), seed=neighbour_seed, bounds_bite=bite))
     try:
