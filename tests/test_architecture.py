@@ -51,11 +51,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: Imports up the layers that the code still makes (importer, imported), each with its reason.
 #: Never add to it: move the code down, or the import the other way.
-CROSSINGS: frozenset[tuple[str, str]] = frozenset({
-    # The checker sorts aggregates by the privacy argument each gets (AggregateCall, kind_of):
-    # the vocabulary of aggregates belongs in query/, their privacy argument in privacy/.
-    ("dpsql.query.check", "dpsql.privacy.aggregates"),
-})
+CROSSINGS: frozenset[tuple[str, str]] = frozenset()
 
 #: Imports that close a cycle (importer, imported), each with its reason; dropped from the graph
 #: before cycles are looked for. Never add to it; an entry that no longer exists fails too.
