@@ -55,12 +55,13 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from dpsql.cache import LRU
 from dpsql.engines import Engine, check_metadata, open_engine
 from dpsql.errors import EngineFailure, Error, MetadataError, OperationalError
-from dpsql.execution.kept import Retention, estimate
 from dpsql.execution.local_rows import joined
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicStore
+from dpsql.execution.retention import Retention, estimate
 from dpsql.execution.time_limits import grid_point, limited, pad_to_grid
 from dpsql.execution.watch import Watch, current
+from dpsql.explanation.explanation import Explanation
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result, encode_result
 from dpsql.ledger.budget import BudgetStatus, Cost
 from dpsql.ledger.opening import ANALYST_ENV as ANALYST_ENV  # their home before it
@@ -81,7 +82,6 @@ from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
 from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
 from dpsql.routes.local import write_local_release
-from dpsql.routes.pipeline import Explanation
 from dpsql.routes.planner import Planner, Prepared
 from dpsql.routes.private import PrivatePlan
 from dpsql.routes.releases import Releases, composite_of, prepare_releases
@@ -242,7 +242,7 @@ class Database:
         values, free). ``caveats=False`` leaves them out.
 
         **Retention.** ``retention``: an epsilon for a noisy estimate of the share of its rows
-        the query's contribution bounds keep (:mod:`dpsql.execution.kept`), charged as a
+        the query's contribution bounds keep (:mod:`dpsql.execution.retention`), charged as a
         release of its own (a ledger entry of that epsilon, reused as answers are), reported
         in ``Answer.retention`` and as a note. Refused before anything is charged for a
         query it does not apply to (a series limit, local rows).
@@ -387,7 +387,7 @@ class Database:
 
     def _estimate(self, p: Plan, epsilon: float, timeout: float | None, started: float,
                   release: list[float] | None) -> Retention:
-        """:func:`dpsql.execution.kept.estimate` under the owner's time limit and grid, as
+        """:func:`dpsql.execution.retention.estimate` under the owner's time limit and grid, as
         any answer (:meth:`run`)."""
         try:
             with limited(self.engine.cancel_token(), self._limit(timeout),

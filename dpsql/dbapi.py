@@ -22,18 +22,17 @@ JSON values (BigQuery's ``report_format => 'JSON'`` reports and the fields read 
 :mod:`dpsql.execution.reports`) are JSON text (a ``str``; ``description`` type code ``JSON``,
 ``accuracy`` None: the interval is in the report).
 
-Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width,
-in the column's unit -- ranks for quantiles -- or None for group keys and for values computed
-from several noisy cells), ``notes`` (what ``accuracy`` does not cover: the contribution bounds
-in force, the rows beyond them left out, the columns clamped; :mod:`dpsql.bias`), ``result``
-(the :class:`~dpsql.execution.postprocess.Result`), ``cost``
-(the
-:class:`~dpsql.ledger.budget.Cost` charged by the last ``execute``, a retention estimate's
-included; None when it was served from a stored answer or the database is unmetered),
-``reused``, ``randomized`` (True when the rows are randomized local DP rows, not real
-ones: a row-level SELECT of a table the owner opted in to local DP; ``notes`` then starts with
-the sentence that says so, and with what was charged) and ``retention`` (the
-:class:`~dpsql.execution.kept.Retention` estimate, when asked for with ``retention=EPSILON``
+Cursor extensions: ``accuracy`` (one tuple per result row: each cell's 95% accuracy half-width, in
+the column's unit -- ranks for quantiles -- or None for group keys and for values computed from
+several noisy cells), ``notes`` (what ``accuracy`` does not cover: the contribution bounds in force,
+the rows beyond them left out, the columns clamped; :mod:`dpsql.explanation.bias`), ``result`` (the
+:class:`~dpsql.execution.postprocess.Result`), ``cost`` (the :class:`~dpsql.ledger.budget.Cost`
+charged by the last ``execute``, a retention estimate's included; None when it was served from a
+stored answer or the database is unmetered), ``reused``, ``randomized`` (True when the rows are
+randomized local DP rows, not real ones: a row-level SELECT of a table the owner opted in to local
+DP; ``notes`` then starts with the sentence that says so, and with what was charged) and
+``retention`` (the
+:class:`~dpsql.execution.retention.Retention` estimate, when asked for with ``retention=EPSILON``
 on ``connect`` or ``execute``: a noisy estimate of the share of a unit's rows the bounds
 keep, charged at that epsilon; its sentence is in ``notes``), ``caveats`` (the notes that
 say when the answer is not worth reading -- the noise exceeding the value in some cells, an
@@ -81,8 +80,8 @@ from dpsql.errors import (
     Warning,
     guarded,
 )
-from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result
+from dpsql.execution.retention import Retention
 from dpsql.execution.watch import Watch, call_watched, watching
 from dpsql.ledger.budget import BudgetStatus, Cost
 from dpsql.ledger.opening import resolve_analyst
@@ -180,7 +179,7 @@ def connect(database: str | Path | None = None, metadata: str | Path | Metadata 
     metadata, else 1.0). ``max_rows`` and ``max_groups``: each query's contribution bounds k
     and g (default: the metadata's; at most the owner's caps;
     :mod:`dpsql.metadata.contribution`). ``retention``: an epsilon at which each query also
-    estimates, charged, what its bounds keep (:mod:`dpsql.execution.kept`). ``caveats``:
+    estimates, charged, what its bounds keep (:mod:`dpsql.execution.retention`). ``caveats``:
     False to leave out the notes that say when an answer is not worth reading."""
     if (database is None) != (metadata is None):
         raise InterfaceError("pass both database and metadata, or neither for the bundled "

@@ -43,7 +43,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from dpsql.errors import Error
 from dpsql.execution.result import Result, ResultColumn
@@ -55,8 +55,7 @@ from dpsql.metadata.metadata import Metadata, load_metadata
 from dpsql.metadata.sample import sample_paths
 
 if TYPE_CHECKING:
-    from dpsql.database import Database
-    from dpsql.execution.kept import Retention
+    from dpsql.execution.retention import Retention
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ class Answer:
     analyst: str | None
     cost: Cost | None
     reused: bool = False
-    #: The estimate of what the bounds keep, when asked (:mod:`dpsql.execution.kept`), and
+    #: The estimate of what the bounds keep, when asked (:mod:`dpsql.execution.retention`), and
     #: its own charge (None: reused, unmetered, or exact from the metadata).
     retention: Retention | None = None
     retention_cost: Cost | None = None
@@ -138,7 +137,19 @@ def stored_answer(source: Source, asked: Asked) -> tuple[Answer, BudgetStatus] |
         return None
 
 
-def remember(source: Source, db: Database, asked: Asked, answer: Answer) -> None:
+class AnsweringDatabase(Protocol):
+    """What :func:`remember` reads of the :class:`~dpsql.database.Database` that answered (a
+    protocol: the database imports :class:`Answer` from here, so this module cannot import
+    it)."""
+
+    @property
+    def metadata(self) -> Metadata: ...
+
+    @property
+    def reuse_answers(self) -> bool: ...
+
+
+def remember(source: Source, db: AnsweringDatabase, asked: Asked, answer: Answer) -> None:
     """Index ``answer`` (just given to ``asked`` on ``db``, opened from ``source``) by its
     typed key, so that :func:`stored_answer` finds it (nothing when it is not stored)."""
     from dpsql.query.dates import reads_clock

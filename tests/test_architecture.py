@@ -1,5 +1,5 @@
-"""The shape of the code: the layers, the passes in order, no import cycle, no module too long
-to read."""
+"""The shape of the code: the layers, the passes in order and named for what they do, no import
+cycle at any level, every import counted (those for annotations under ``TYPE_CHECKING`` too)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ import pytest
 import dpsql
 from dpsql.engines import Engine
 from dpsql.routes import pipeline
-from dpsql.routes.planner import Planner
 
 PACKAGE = Path(dpsql.__file__).parent
-#: Every module stays short enough to read in one sitting: at most this many lines of code.
-MAX_CODE_LINES = 450
+#: A backstop, not the design rule. Modules are split by what they do, one concept each, named
+#: for it (the review rule: docs/architecture.md, "The layout"); a line cap made modules split
+#: by length instead (bind_joins, owner_settings, the neighbour_* files). This generous guard
+#: only flags a module that has grown into several concepts without anyone noticing: over
+#: twice the longest module (450 lines of code) when the cap was lifted.
+MAX_CODE_LINES = 1000
 
 #: The layers of dpsql, lowest first, by path under dpsql/ (a folder ends in /; a module is in
 #: the layer of its longest matching entry). A module imports from its own layer and the layers
@@ -33,8 +36,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("privacy/",),  # the plan: sensitivities, key release, mechanisms, samplers, accounting
     ("execution/",),  # the plan run: rewrite, perturb, post-process, public reads, time limits
     ("ledger/",),  # budgets charged durably, stored answers
-    ("bias.py", "routes/", "explain.py", "skeleton.py", "retention.py", "shortcut.py",
-     "database.py"),
+    # The library: the explanations (explain, bias), the routes (the passes in order, the
+    # planner, each way of answering), Database, the command line's shortcut to a stored
+    # answer, and the owner's commands on its own data (metadata init, check).
+    ("explanation/", "routes/", "shortcut.py", "database.py", "owner/"),
     ("audit/",),  # `dpsql audit`: the command line alone imports it
     ("server/wire/",),  # bytes <-> messages and values
     ("server/catalog/",),  # pg_catalog and information_schema
@@ -46,18 +51,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: Imports up the layers that the code still makes (importer, imported), each with its reason.
 #: Never add to it: move the code down, or the import the other way.
-CROSSINGS: frozenset[tuple[str, str]] = frozenset({
-    # The engine reads the physical tables a joined relation names (physical) and dry-runs on
-    # empty ones (empty_tables, with_empty): those belong with the engines.
-    ("dpsql.engines.postgres.engine", "dpsql.query.joins"),
-    ("dpsql.engines.postgres.engine", "dpsql.query.dry_runs"),
-    # The owner's [budget] section is read into accounting's Allowance: the value type belongs
-    # below metadata/.
-    ("dpsql.metadata.owner_settings", "dpsql.privacy.accounting"),
-    # The checker sorts aggregates by the privacy argument each gets (AggregateCall, kind_of):
-    # the vocabulary of aggregates belongs in query/, their privacy argument in privacy/.
-    ("dpsql.query.check", "dpsql.privacy.aggregates"),
-})
+CROSSINGS: frozenset[tuple[str, str]] = frozenset()
+
+#: Imports that close a cycle (importer, imported), each with its reason; dropped from the graph
+#: before cycles are looked for. Never add to it; an entry that no longer exists fails too.
+CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset()
 
 
 def _module_name(path: Path) -> str:
@@ -65,28 +63,13 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every node but those under ``if TYPE_CHECKING:`` (imports for annotations only, which
-    never run)."""
-    out: list[ast.AST] = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and \
-                node.test.id == "TYPE_CHECKING":
-            stack.extend(node.orelse)
-            continue
-        out.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
-
 def _imports(path: Path) -> set[str]:
-    """Every dpsql module ``path`` imports when it runs, at the top or inside a function."""
+    """Every dpsql module ``path`` imports: at the top, inside a function, or under ``if
+    TYPE_CHECKING:`` (an annotation's import is a dependency too: it hid cycles)."""
     found: set[str] = set()
     package = _module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else \
         _module_name(path)
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level:
@@ -113,6 +96,12 @@ def _graph() -> dict[str, set[str]]:
     return {name: _imports(path) & set(paths) - {name} for name, path in paths.items()}
 
 
+def _acyclic_graph() -> dict[str, set[str]]:
+    """The import graph without the edges of :data:`CYCLE_EDGES`."""
+    return {name: {i for i in imported if (name, i) not in CYCLE_EDGES}
+            for name, imported in _graph().items()}
+
+
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -136,8 +125,46 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_no_import_cycle_among_dpsql_modules() -> None:
-    cycle = _cycle(_graph())
+    cycle = _cycle(_acyclic_graph())
     assert cycle is None, " -> ".join(cycle or [])
+    edges = {(m, i) for m, imported in _graph().items() for i in imported}
+    gone = sorted(CYCLE_EDGES - edges)
+    assert not gone, f"remove from CYCLE_EDGES, these imports are gone: {gone}"
+
+
+def _packages_graphs() -> dict[str, dict[str, set[str]]]:
+    """For each package, the graph of its direct children (modules and subpackages): an edge
+    where a module under one imports a module under another. The package's own __init__ is
+    its face, not a child. The allowed crossings and cycle edges are left out."""
+    allowed = set(CROSSINGS) | CYCLE_EDGES
+    packages = {m for m in _MODULES if _is_package(m)}
+    graphs: dict[str, dict[str, set[str]]] = {p: {} for p in packages}
+
+    def child(package: str, module: str) -> str | None:
+        if not module.startswith(package + ".") or module == package:
+            return None
+        return package + "." + module[len(package) + 1:].split(".")[0]
+
+    for module, imported in _graph().items():
+        for package in packages:
+            source = child(package, module)
+            if source is None:
+                continue
+            graphs[package].setdefault(source, set())
+            for other in imported:
+                target = child(package, other)
+                if target is not None and target != source and (module, other) not in allowed:
+                    graphs[package][source].add(target)
+                    graphs[package].setdefault(target, set())
+    return graphs
+
+
+def test_no_import_cycle_among_packages() -> None:
+    """No cycle at any level: within each package, its modules and subpackages, each taken as
+    one, import one another in one direction (``engines`` never imports ``privacy`` through
+    one module while ``privacy`` imports ``engines`` through another)."""
+    cycles = {p: c for p, g in _packages_graphs().items() if (c := _cycle(g)) is not None}
+    assert not cycles, {p: " -> ".join(c) for p, c in cycles.items()}
 
 
 def _code_lines(text: str) -> int:
@@ -163,11 +190,12 @@ def test_code_lines_counted_without_docstrings_comments_or_blanks() -> None:
     assert _code_lines(text) == 5  # x = (1, / 2) / def / return """a / b"""
 
 
-def test_modules_stay_short() -> None:
-    """Every module, the wire server's included, short enough to read in one sitting."""
+def test_no_module_has_grown_into_several() -> None:
+    """The backstop of :data:`MAX_CODE_LINES`: a module this long holds several concepts; split
+    it by what each does, not by its length."""
     long = {_module_name(p): n for p in PACKAGE.rglob("*.py")
             if (n := _code_lines(p.read_text(encoding="utf-8"))) > MAX_CODE_LINES}
-    assert not long, f"split these modules (code lines, limit {MAX_CODE_LINES}): {long}"
+    assert not long, f"one concept per module (code lines, guard {MAX_CODE_LINES}): {long}"
 
 
 def _layer(module: str) -> int | None:
@@ -223,11 +251,19 @@ def test_only_the_command_line_imports_the_audit() -> None:
     assert importers == ["dpsql.cli.auditing"], importers
 
 
-def test_every_pass_is_the_main_function_of_a_module_of_its_own() -> None:
+def test_every_pass_is_the_main_function_of_a_module_named_for_it() -> None:
+    """The review rule where it can be checked: each pass is a module of its own, named for the
+    pass (sqlglot's optimizer/ is the model), and its function says what it does with that
+    name (``parse_query`` in ``parse.py``, ``check_cost`` in ``cost.py``); the engine's
+    ``execute`` is the one pass that is a method."""
     modules = [f.__module__ for f in pipeline.PASSES]
     assert len(set(modules)) == len(modules), modules
     for f, module in zip(pipeline.PASSES, modules, strict=True):
         assert module.startswith("dpsql.") and module != "dpsql.routes.pipeline", f
+        if f is Engine.execute:
+            continue
+        stem = module.rsplit(".", 1)[1]
+        assert stem in f.__name__.split("_") or stem == f.__name__, (module, f.__name__)
 
 
 def test_docs_and_docstrings_number_the_passes_as_the_pipeline_runs_them() -> None:
@@ -244,28 +280,34 @@ def test_docs_and_docstrings_number_the_passes_as_the_pipeline_runs_them() -> No
         doc = sys.modules[f.__module__].__doc__ or ""
         path = "/".join(f.__module__.split(".")[1:])
         assert module.strip().startswith(f"`{path}.py`"), (name, module)
+        assert name.strip() == path.rsplit("/", 1)[1], ("the pass is named for its module", name)
         assert doc.startswith(f"Pass {number}, {name.strip()}:"), (f.__module__, doc[:40])
 
 
-def test_the_pipeline_runs_its_passes_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``PASSES`` is what :mod:`dpsql.routes.pipeline` calls, in that order, to prepare and answer a
-    query (the engine's execute included)."""
+def test_database_run_enters_each_pass_once_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``PASSES`` is what :meth:`dpsql.Database.run` calls, each once and in that order, to
+    answer a private query (the engine's execute included). Each pass is recorded wherever a
+    module of dpsql holds it, so the test follows the passes whichever module calls them."""
     ran: list[str] = []
 
     def recorded(f: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
-            ran.append(f.__qualname__)
+            ran.append(f.__name__)
             return f(*args, **kwargs)
         return run
 
     with dpsql.Database() as db:
         for f in pipeline.PASSES:
-            if f is not Engine.execute:
-                monkeypatch.setattr(pipeline, f.__name__, recorded(f))
+            if f is Engine.execute:
+                continue
+            wrapped = recorded(f)
+            for module in list(sys.modules.values()):
+                if getattr(module, "__name__", "").startswith("dpsql") and \
+                        getattr(module, f.__name__, None) is f:
+                    monkeypatch.setattr(module, f.__name__, wrapped)
         monkeypatch.setattr(db.engine, "execute", recorded(db.engine.execute))
-        p = Planner(db.metadata).prepare("SELECT sex, COUNT(*) FROM people GROUP BY sex")
-        pipeline.answer(p, db.engine, db.randomness)
-    assert [name.split(".")[-1] for name in ran] == [f.__name__ for f in pipeline.PASSES]
+        db.run("SELECT sex, COUNT(*) FROM people GROUP BY sex", 1.0)
+    assert ran == [f.__name__ for f in pipeline.PASSES]
 
 
 def test_every_package_is_installed() -> None:

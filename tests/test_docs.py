@@ -264,6 +264,19 @@ def test_paths_and_module_names_exist() -> None:
     assert not problems, "\n".join(problems)
 
 
+def test_the_walk_through_names_files_that_exist() -> None:
+    """docs/architecture.md's life of one query names a file for each step, in its diagram
+    too (a Mermaid block, whose labels the span check above does not read as paths): each is
+    a file under dpsql/ (or the repository's)."""
+    page = (DOCS / "architecture.md").read_text()
+    section = page.split("## The life of one query")[1].split("\n## ")[0]
+    named = set(re.findall(r"(?<![\w/.])((?:[a-z_]+/)*[a-z_]+\.py)\b", section))
+    missing = sorted(name for name in named
+                     if not (ROOT / "dpsql" / name).exists() and not (ROOT / name).exists())
+    assert len(named) > 20, f"the walk-through names few files: {sorted(named)}"
+    assert not missing, f"docs/architecture.md, the life of one query: no such file {missing}"
+
+
 def test_readme_links_resolve_in_a_clone() -> None:
     problems = []
     readme = ROOT / "README.md"

@@ -59,8 +59,8 @@ from dpsql.audit.scenarios import SCENARIOS, Scenario, TableRows
 from dpsql.database import Database
 from dpsql.engines import Engine
 from dpsql.engines.locked import insert_rows
-from dpsql.execution.kept import measure, noisy
 from dpsql.execution.postprocess import Result, ResultColumn
+from dpsql.execution.retention import measure, noisy
 from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -192,7 +192,7 @@ class Rerun:
 
 def _retention(plan: Plan, db: Database, epsilon: float, n: int) -> list[Outcome]:
     """``n`` retention estimates of ``plan`` on ``db``, each a one-row Result. The engine query
-    samples nothing (:mod:`dpsql.execution.kept`): measured once, its noise drawn ``n`` times,
+    samples nothing (:mod:`dpsql.execution.retention`): measured once, its noise drawn ``n`` times,
     as ``n`` estimates would be."""
     units, kept = measure(plan, db.engine)
     names = ("units", "shares", "kept", "low", "high")

@@ -15,7 +15,8 @@ import duckdb
 
 from dpsql.audit.neighbour_worlds import BASE, TableData, World
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
-from dpsql.engines import _DISABLED_OPTIMIZERS, DuckDBEngine, Engine
+from dpsql.engines import DuckDBEngine, Engine
+from dpsql.engines.duckdb_engine.engine import _DISABLED_OPTIMIZERS
 from dpsql.engines.locked import insert_rows
 from dpsql.execution.public import PublicStore
 from dpsql.metadata.metadata import Metadata

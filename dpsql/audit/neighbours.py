@@ -64,10 +64,10 @@ from dpsql.audit.neighbour_engines import (
 from dpsql.audit.neighbour_worlds import ADVERSARY, BASE, World, scenario_world, synthesize
 from dpsql.errors import Error, ProgrammingError, QueryRefused
 from dpsql.execution.free import FreeAnswer
-from dpsql.execution.kept import retention_sql
 from dpsql.execution.local_rows import LocalRead
 from dpsql.execution.perturb import _by_key, histogram_arrays, perturb_cells
 from dpsql.execution.public import PublicRead
+from dpsql.execution.retention import retention_sql
 from dpsql.ledger.spending import LedgerRead
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import ColumnType, Metadata
@@ -175,7 +175,7 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
 
 def check_retention(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: float = 0.0,
                     bounds: ContributionBounds | None = None) -> Verdict:
-    """The neighbour test of ``sql``'s retention estimate (:mod:`dpsql.execution.kept`): its
+    """The neighbour test of ``sql``'s retention estimate (:mod:`dpsql.execution.retention`): its
     two measurements, the units ``N`` and the sum of shares kept ``S``, each move by at most
     their sensitivity 1 on every neighbour pair, and the outcome class is the same. "public":
     a table that is never bounded (the estimate is exact from the metadata) or no plan."""

@@ -55,7 +55,7 @@ from dpsql.audit.oracle_reference import (
     total,
     unit_expression,
 )
-from dpsql.execution.rewrite import aggregated, group_cap, row_cap
+from dpsql.execution.rewrite import aggregated
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.plan import Plan
 
@@ -80,7 +80,7 @@ def bounds_of(plan: Plan) -> Bounds | None:
     if not plan.table.needs_bounding:
         return None
     form = "weights" if plan.weight_bits else "per_unit" if aggregated(plan) else "sample"
-    return Bounds(row_cap(plan.table), group_cap(plan), form, plan.weight_bits,
+    return Bounds(plan.table.max_rows_per_unit, plan.group_cap, form, plan.weight_bits,
                   plan.auto is not None or bool(plan.values), bool(plan.keys))
 
 

@@ -1,5 +1,5 @@
 """The worlds of the semantic oracle (:mod:`dpsql.audit.oracle`): small databases of the
-neighbour generator's metadata (:data:`dpsql.audit.neighbour_queries.METADATA`) where no
+neighbour generator's metadata (:data:`tests.support.neighbour_queries.METADATA`) where no
 contribution bound bites, full of what SQL's semantics hinge on.
 
 Unlike the neighbour test's worlds (:mod:`dpsql.audit.neighbour_worlds`, whose adversary breaks

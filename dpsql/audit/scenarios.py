@@ -41,7 +41,7 @@ class Scenario:
     keys: tuple[str, ...] = ()  # result columns that are group keys
     more: tuple[TableRows, ...] = ()  # the other tables of a join
     #: The release audited is the query's retention estimate at ``epsilon``
-    #: (:mod:`dpsql.execution.kept`), not its answer.
+    #: (:mod:`dpsql.execution.retention`), not its answer.
     retention: bool = False
 
 

@@ -128,7 +128,7 @@ def explain(sql: str | None, file: TextIO | None, database: str | None,
     drawn; the engine's SQL with --sql.
 
     SQL is the query's text, or - to read it from standard input (or pass -f FILE)."""
-    from dpsql.explain import as_json, render
+    from dpsql.explanation.render import as_json, render
 
     sql = read_sql(sql, file)
     with open_database(database, metadata) as db, pointing_into(sql):

@@ -57,8 +57,8 @@ def metadata_init(database: str, output: Path | None, unit: str | None, target: 
     [analysts.NAME], so that the first query is metered."""
     from dpsql.engines import DuckDBEngine, open_engine
     from dpsql.engines.constraints import read_constraints
-    from dpsql.retention import propose
-    from dpsql.skeleton import skeleton
+    from dpsql.owner.metadata_check import propose
+    from dpsql.owner.metadata_init import skeleton
 
     who = resolve_analyst(analyst)
     engine = open_engine(database)
@@ -94,7 +94,7 @@ def metadata_check(database: str | None, metadata: Path | None, target: float,
                    epsilon: float) -> None:
     """The owner's check (reads the data exactly): the rows and units that the declared
     max_rows_per_unit and max_groups_per_unit keep, the values clamped, and suggested bounds."""
-    from dpsql.retention import check_metadata_bounds, report_text
+    from dpsql.owner.metadata_check import check_metadata_bounds, report_text
 
     with open_database(database, metadata) as db:
         checks = check_metadata_bounds(db.engine, db.metadata, target, epsilon)

@@ -12,7 +12,7 @@ in one short note per cause, when:
   there (coarser groups, a larger epsilon); a quantile is drawn among the declared bounds, so
   one in the first or last of its buckets may be a clamped value (the owner's bounds);
 * **the bounds dropped a large share of rows**, where that is already known: only from a
-  retention estimate the analyst asked for (:mod:`dpsql.execution.kept`, already released and
+  retention estimate the analyst asked for (:mod:`dpsql.execution.retention`, already released and
   charged); nothing is estimated here. Fix: a larger ``max_rows_contributed``.
 
 **Privacy.** These notes are post-processing: they read the released answer (values and their
@@ -31,8 +31,8 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result
+from dpsql.execution.retention import Retention
 from dpsql.privacy.aggregates import EPOCH_DAY, Cell, MeasurementKind
 from dpsql.privacy.plan import Plan
 

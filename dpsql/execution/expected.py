@@ -1,5 +1,5 @@
 """What each output aggregate's accuracy will be, in its column's own units, before any data is
-read: what ``dpsql explain`` tells an analyst (:class:`dpsql.routes.pipeline.Explanation`'s
+read: what ``dpsql explain`` tells an analyst (:class:`dpsql.explanation.explanation.Explanation`'s
 ``outputs``).
 
 Each cell's 95% half-width is computed by the aggregate's own accuracy function

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 import duckdb
 from sqlglot import exp
 
-from dpsql.engines import scratch
 from dpsql.errors import QueryRefused
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, ResultColumn, postprocess, typed_empty
@@ -44,6 +43,7 @@ from dpsql.execution.public import check_functions, declared_tables, dry_run
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
+from dpsql.query.local_evaluator import scratch
 
 #: The nodes a constant WHERE conjunct may hold to be evaluated at plan time.
 _CONSTANT_NODES = (exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Not, exp.Connector,

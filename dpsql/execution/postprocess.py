@@ -1,4 +1,4 @@
-"""Pass 10, post-process: the rest of the analyst's SELECT over the noisy cells only.
+"""Pass 10, postprocess: the rest of the analyst's SELECT over the noisy cells only.
 
 Outer expressions, HAVING, ORDER BY, LIMIT/OFFSET, DISTINCT and windows over aggregates run in
 DuckDB on a scratch in-memory connection whose only table is the released groups with their
@@ -16,7 +16,7 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.engines import run_on_cells, scratch
+from dpsql.engines.empty import with_empty
 from dpsql.errors import UnsupportedQuery
 from dpsql.execution.perturb import NoisyCells, typed
 from dpsql.execution.reports import check_reports, replace_reports, report_columns, report_names
@@ -24,7 +24,7 @@ from dpsql.execution.result import Result as Result  # its home: light, for stor
 from dpsql.execution.result import ResultColumn as ResultColumn
 from dpsql.metadata.metadata import ENGINE_TYPES
 from dpsql.privacy.plan import Plan
-from dpsql.query.dry_runs import with_empty
+from dpsql.query.local_evaluator import run_over, scratch
 from dpsql.query.over_released import compose
 
 _CELLS = "__cells"
@@ -90,7 +90,7 @@ def _run_outer(plan: Plan, cells: NoisyCells, names: list[str],
     reports = replace_reports(outer)  # report_format => 'JSON' (dpsql.execution.reports)
     columns.update(report_columns(plan, reports, cells.values, cells.accuracy, len(cells.keys)))
     sql = outer.sql(dialect="duckdb", copy=False)  # a fresh tree
-    out_names, types, rows = run_on_cells(sql, _CELLS, columns)
+    out_names, types, rows = run_over(sql, _CELLS, columns)
     width = len(names)
     accuracy = []
     for row in rows:

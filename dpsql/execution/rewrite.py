@@ -295,7 +295,7 @@ def _bounded(plan: Plan, inputs: dict[str, str]) -> exp.Select:
     keys = [exp.column(k.name) for k in plan.keys]
     salt_literal = SALT
     source: exp.Expression = exp.to_identifier("__rows")
-    cap = group_cap(plan)
+    cap = plan.group_cap
     if keys and cap is not None and cap < shape_rows(plan):
         group_rank = exp.Window(
             this=exp.DenseRank(),
@@ -360,18 +360,6 @@ def shape_rows(plan: Plan) -> int:
     return plan.auto.cap if plan.auto is not None else plan.table.max_rows_per_unit
 
 
-def row_cap(table: Table) -> int:
-    """k: the rows one unit contributes at most (a seam for the audit's mutants)."""
-    return table.max_rows_per_unit
-
-
-def group_cap(plan: Plan) -> int | None:
-    """g' = min(g, k), the groups one unit contributes to at most, when the plan caps them;
-    None when a unit keeps its k rows across all its groups (:func:`dpsql.privacy.aggregates.
-    groups_cap`). A seam for the audit's mutants."""
-    return plan.group_cap
-
-
 def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
     """``__rows`` -> ``__units`` (one row per unit and group: its row count ``__n`` and one
     exact aggregate ``__p{i}`` per measurement) -> ``__contrib`` (the groups the unit keeps and
@@ -386,21 +374,21 @@ def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> e
                                                      for m in plan.measurements], copy=False)
     query = query.with_("__rows", as_=rows, copy=False).with_("__units", as_=per_unit,
                                                                copy=False)
-    if keys and group_cap(plan) is None:
+    if keys and plan.group_cap is None:
         # No groups cap (Laplace or Gaussian over public keys: it would lower no sensitivity,
         # dpsql.privacy.aggregates): the unit's k rows are allocated over all its groups.
         query = query.with_("__kept", as_=_all_groups(plan), copy=False)
         contrib = _select_all(exp.to_identifier("__kept"))
-        contrib.expressions.append(_as(_allocated(row_cap(plan.table)), "__c"))
+        contrib.expressions.append(_as(_allocated(plan.table.max_rows_per_unit), "__c"))
     elif keys:
         query = query.with_("__ranked", as_=_ranked(plan), copy=False).with_(
             "__kept", as_=_kept(plan), copy=False)
         contrib = _select_all(exp.to_identifier("__kept"))
-        contrib.expressions.append(_as(_allocated(row_cap(plan.table)), "__c"))
+        contrib.expressions.append(_as(_allocated(plan.table.max_rows_per_unit), "__c"))
     else:
         contrib = _select_all(exp.to_identifier("__units"))
         contrib.expressions.append(_as(_least(exp.column("__n"), exp.Literal.number(
-            row_cap(plan.table))), "__c"))
+            plan.table.max_rows_per_unit)), "__c"))
     query = query.with_("__contrib", as_=contrib, copy=False).from_(
         exp.to_identifier("__contrib"), copy=False)
     if keys:
@@ -448,7 +436,7 @@ def weight_partition(plan: Plan) -> list[exp.Column]:
 def _weight(plan: Plan) -> exp.Expression:
     """``W = min(2**F, floor(k 2**F / __t))``: a unit's weight in units of 2**-F rows."""
     one = 2 ** plan.weight_bits
-    share = exp.IntDiv(this=exp.Literal.number(row_cap(plan.table) * one),
+    share = exp.IntDiv(this=exp.Literal.number(plan.table.max_rows_per_unit * one),
                        expression=exp.column("__t"))
     return _least(exp.Literal.number(one), share)
 
@@ -508,7 +496,7 @@ def _ranked(plan: Plan) -> exp.Select:
 
 def _kept(plan: Plan) -> exp.Select:
     """The unit's first g' groups, with ``__tot``, its rows in them."""
-    cap = group_cap(plan)
+    cap = plan.group_cap
     assert cap is not None  # _kept is the capped form
     out = _select_all(exp.to_identifier("__ranked")).where(exp.LTE(
         this=exp.column("__r"), expression=exp.Literal.number(cap)), copy=False)

@@ -2,8 +2,8 @@
 
 The frame has the result's columns and, after each noisy one, its 95% accuracy as a column
 ``"NAME ±95%"`` (as the command line's ``--accuracy``); ``frame.attrs`` holds what a table of
-numbers cannot: ``notes`` (the bias and caveats, :mod:`dpsql.bias`), ``epsilon`` and ``delta``
-(what the answer cost), ``reused`` and ``randomized``. pandas is imported here only
+numbers cannot: ``notes`` (the bias and caveats, :mod:`dpsql.explanation.bias`), ``epsilon``
+and ``delta`` (what the answer cost), ``reused`` and ``randomized``. pandas is imported here only
 (``pip install dpsql[pandas]``).
 """
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from dpsql.errors import MetadataError
 from dpsql.metadata.toml_values import description_of, flag, no_unknown_keys, relative_to, seconds
-from dpsql.privacy.accounting import Allowance
 
 _LIMIT_KEYS = {"max_query_epsilon", "max_query_delta"}
 _BUDGET_KEYS = {"ledger", "accounting", "reuse_answers", "owners", "description"} | _LIMIT_KEYS
@@ -56,6 +55,16 @@ EVERY_OTHER_ANALYST = "*"
 #: left to speak of, and delta is the probability of a total privacy failure.
 DEFAULT_MAX_QUERY_EPSILON = 100.0
 DEFAULT_MAX_QUERY_DELTA = 0.1
+
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """An analyst's total budget, declared by the data owner (its accounting:
+    :mod:`dpsql.privacy.accounting`)."""
+
+    epsilon: float
+    delta: float
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from dpsql.errors import BudgetExhausted, InvalidPrivacyParameter
+from dpsql.metadata.owner_settings import Allowance as Allowance  # declared by the owner
 from dpsql.privacy.mechanism_names import Mechanism
 
 if TYPE_CHECKING:  # numpy and sqlglot stay unimported for `dpsql budget` (the metadata reads
@@ -68,14 +69,6 @@ class Cost:
     epsilon: float
     delta: float
     rho: float = 0.0
-
-
-@dataclass(frozen=True)
-class Allowance:
-    """An analyst's total budget, declared by the data owner."""
-
-    epsilon: float
-    delta: float
 
 
 @dataclass(frozen=True)

@@ -139,8 +139,9 @@ either. The cost in accuracy is the quantisation of each row by at most ``step /
 2**-SUM_BITS``, the order of float64's own rounding of one value. Integer inputs (integer SUM, every
 COUNT) are summed in HUGEINT as they are: exact.
 
-**The registry.** Each aggregate is one :class:`Aggregate` in :data:`AGGREGATES`: its SQL names
-(which :mod:`dpsql.query.check` recognises), how it is measured (the measurement specs and their
+**The registry.** Each aggregate is one :class:`Aggregate` in :data:`AGGREGATES` (its SQL names,
+which :mod:`dpsql.query.check` recognises, are its kind's entry of
+:data:`dpsql.query.aggregate_calls.FUNCTIONS`): how it is measured (the measurement specs and their
 sensitivities, with the formula of the table above in the builder's docstring), how the noisy
 measurements combine into the cell (post-processing), and the cell's accuracy. Every pass asks
 the registry; adding an aggregate is adding one entry (see ``docs/architecture.md``).
@@ -162,9 +163,10 @@ from sqlglot import exp
 from dpsql.errors import UnboundedExpression, UnsupportedQuery
 from dpsql.metadata.metadata import Table
 from dpsql.privacy.mechanisms import Mechanism, NoiseSpec
+from dpsql.query.aggregate_calls import AggregateCall
 from dpsql.query.bounds import Bound, bound, numeric_bound
 from dpsql.query.dates import written
-from dpsql.query.dp_clause import AVG_PER_GROUP, SUM_PER_GROUP, row_clamp
+from dpsql.query.dp_clause import row_clamp
 from dpsql.query.total_expressions import clamped_column
 
 #: Buckets of a quantile's histogram (one per value for integer inputs with at most this many
@@ -175,23 +177,6 @@ from dpsql.query.total_expressions import clamped_column
 HISTOGRAM_BUCKETS = 2**16
 #: Bits of the fixed-point grid of real sums: one row's term is at most 2**SUM_BITS grid steps.
 SUM_BITS = 52
-
-
-@dataclass(frozen=True)
-class AggregateCall:
-    """One aggregate as the analyst wrote it, its argument over base columns."""
-
-    kind: str  # a key of AGGREGATES
-    arg: exp.Expression | None  # None for COUNT(*)
-    distinct: bool
-    quantile: float | None
-    text: str  # the original SQL, for column names and explain
-    placeholder: str
-    #: SUM and AVG: BigQuery's contribution_bounds_per_group, each unit's total (SUM) or
-    #: average (AVG) in a group clamped
-    per_group: tuple[float, float] | None = None
-    #: AVG only: ZetaSQL's average of each unit's average (``per_group`` None: the bounds of x)
-    per_person: bool = False
 
 
 class MeasurementKind(StrEnum):
@@ -304,9 +289,7 @@ Measure = Callable[[AggregateCall, Table, bool, Mechanism], Cell]
 class Aggregate:
     """Everything every pass asks of one aggregate."""
 
-    kind: str
-    #: sqlglot node types and function names (upper case) that mean this aggregate
-    functions: tuple[type[exp.Expression] | str, ...]
+    kind: str  # its SQL names: dpsql.query.aggregate_calls.FUNCTIONS[kind]
     measure: Measure  # the cell: measurement specs and their sensitivities
     combine: Combine
     accuracy: Accuracy
@@ -323,17 +306,6 @@ class Aggregate:
 def cell_for(call: AggregateCall, table: Table, grouped: bool, mechanism: Mechanism) -> Cell:
     """The measurements of one aggregate call, from its definition in :data:`AGGREGATES`."""
     return AGGREGATES[call.kind].measure(call, table, grouped, mechanism)
-
-
-def kind_of(function: exp.Expression) -> str | None:
-    """The registry kind of an aggregate function node, or None if it is not one of ours."""
-    name = str(function.this).upper() if isinstance(function, exp.Anonymous) else None
-    for aggregate in AGGREGATES.values():
-        for f in aggregate.functions:
-            if (isinstance(f, str) and f == name) or (isinstance(f, type) and
-                                                      type(function) is f):
-                return aggregate.kind
-    return None
 
 
 # ------------------------------------------------------------------------- measurements
@@ -766,29 +738,26 @@ def _accuracy_first(cell: Cell, parts: Sequence[np.ndarray], widths: Sequence[fl
     return np.full(len(parts[0]), widths[0])
 
 
-COUNT = Aggregate("count", (exp.Count, exp.CountIf), _count, _first, _accuracy_first)
-SUM = Aggregate("sum", (exp.Sum, SUM_PER_GROUP), _sum, _first, _accuracy_first)
-AVG = Aggregate("avg", (exp.Avg, AVG_PER_GROUP), _avg, _combine_avg, _accuracy_avg)
-QUANTILE = Aggregate("quantile", (exp.Median, exp.PercentileCont, exp.Quantile,
-                                  exp.ApproxQuantile, exp.Min, exp.Max, "QUANTILE",
-                                  "PERCENTILE"),
-                     _quantile, _first, _accuracy_first, accuracy_unit="rank")
+COUNT = Aggregate("count", _count, _first, _accuracy_first)
+SUM = Aggregate("sum", _sum, _first, _accuracy_first)
+AVG = Aggregate("avg", _avg, _combine_avg, _accuracy_avg)
+QUANTILE = Aggregate("quantile", _quantile, _first, _accuracy_first, accuracy_unit="rank")
 
-#: Every aggregate dpsql answers, by kind. ``check`` recognises them by ``functions``.
 #: VAR = S2/n - (S1/n)^2 in units of k h^2 / (eps n): S2's noise enters with coefficient 1,
 #: S1's with 2|S1/n|/h <= 2, n's with |S2/n - 2 (S1/n)^2| / h^2 <= 1 (module docstring of
 #: dpsql.privacy.plan, "Budget split"). AVG's are (1, 1): |S/n| <= h.
 _VAR_WEIGHTS = (1.0, 4.0, 1.0)
 
-#: Every aggregate dpsql answers, by kind. ``check`` recognises them by ``functions``.
+#: Every aggregate dpsql answers, by kind (the kinds ``check`` recognises by their SQL names:
+#: :data:`dpsql.query.aggregate_calls.FUNCTIONS`).
 AGGREGATES: dict[str, Aggregate] = {a.kind: a for a in (
     COUNT, SUM, AVG, QUANTILE,
-    Aggregate("var_samp", (exp.Variance, "VAR", "VARIANCE_SAMP"), _variance, _combine_variance,
-              _accuracy_variance, weights=_VAR_WEIGHTS),
-    Aggregate("var_pop", (exp.VariancePop,), _variance, _combine_variance, _accuracy_variance,
+    Aggregate("var_samp", _variance, _combine_variance, _accuracy_variance,
               weights=_VAR_WEIGHTS),
-    Aggregate("stddev_samp", (exp.Stddev, exp.StddevSamp, "STDEV"), _variance, _combine_variance,
-              _accuracy_variance, weights=_VAR_WEIGHTS),
-    Aggregate("stddev_pop", (exp.StddevPop,), _variance, _combine_variance, _accuracy_variance,
+    Aggregate("var_pop", _variance, _combine_variance, _accuracy_variance,
+              weights=_VAR_WEIGHTS),
+    Aggregate("stddev_samp", _variance, _combine_variance, _accuracy_variance,
+              weights=_VAR_WEIGHTS),
+    Aggregate("stddev_pop", _variance, _combine_variance, _accuracy_variance,
               weights=_VAR_WEIGHTS),
 )}

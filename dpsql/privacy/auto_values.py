@@ -67,10 +67,11 @@ import numpy as np
 from sqlglot import exp
 
 from dpsql.metadata.metadata import ColumnType, Table
-from dpsql.privacy.aggregates import AggregateCall, MeasurementKind
+from dpsql.privacy.aggregates import MeasurementKind
 from dpsql.privacy.plan import AutoValue, Plan, plan
 from dpsql.privacy.quantiles import quantile_from_buckets
 from dpsql.privacy.randomness import Randomness
+from dpsql.query.aggregate_calls import AggregateCall
 from dpsql.query.bounds import bound
 from dpsql.query.check import CheckedQuery
 

@@ -18,11 +18,11 @@ from typing import cast
 import numpy as np
 from sqlglot import exp
 
-from dpsql.engines import run_on_cells
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.metadata.metadata import MAX_DOMAIN_SIZE, Column, ColumnType, Table
 from dpsql.privacy.key_filters import Filters, filter_witnesses, narrowed_range, restrict
 from dpsql.privacy.keys import distinct
+from dpsql.query.local_evaluator import run_over
 from dpsql.query.total_expressions import total
 
 
@@ -73,7 +73,7 @@ def _image_of_domains(expression: exp.Expression, table: Table, filters: Filters
     data = {n: np.array([row[i] for row in product], dtype=object) for i, n in enumerate(names)}
     sql = (f"SELECT DISTINCT {total(expression, table).sql(dialect=DuckDBDialect)} AS k "
            "FROM __domain ORDER BY k NULLS LAST")
-    _, _, rows = run_on_cells(sql, "__domain", data)
+    _, _, rows = run_over(sql, "__domain", data)
     image = tuple(v for (v,) in distinct((r[0],) for r in rows))
     return image if len(image) <= MAX_DOMAIN_SIZE else None
 

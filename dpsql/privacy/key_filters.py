@@ -11,9 +11,9 @@ a conjunct of the WHERE clause (top-level AND) that reads one column and nothing
 evaluated on each *declared* value of that column, made total exactly as in the engine query
 (:func:`dpsql.query.total_expressions.total` with ``filtering``), in the scratch engine; values
 where it is not TRUE are dropped. The released keys are thus a function of the query text and the
-metadata: the same on every pair of neighbouring databases, as a declared domain is. Constants are
-folded first (:mod:`dpsql.query.fold`), the clock included (``NOW()``, ``CURRENT_DATE``: the
-time is public), so the filter's value is fixed when the query is planned.
+metadata: the same on every pair of neighbouring databases, as a declared domain is. Constants
+are folded first (:mod:`dpsql.query.fold_constants`), the clock included (``NOW()``,
+``CURRENT_DATE``: the time is public), so the filter's value is fixed when the query is planned.
 
 What it may cost is accuracy only: a row stored outside the column's declared bounds is
 clamped to a bound for its key and compared as stored in the filter, so it may fall in a key
@@ -37,10 +37,10 @@ import duckdb
 import numpy as np
 from sqlglot import exp
 
-from dpsql.engines import run_on_cells, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import EngineError
 from dpsql.metadata.metadata import Column, Table
+from dpsql.query.local_evaluator import run_over, scratch
 from dpsql.query.total_expressions import total
 
 Filters = Mapping[str, tuple[exp.Expression, ...]]
@@ -76,7 +76,7 @@ def restrict(values: Sequence[object], column: Column, conjuncts: Sequence[exp.E
     test = " AND ".join(f"({total(c, table, filtering=True).sql(dialect=DuckDBDialect)})"
                         for c in conjuncts)
     try:
-        _, _, rows = run_on_cells(f"SELECT __i FROM __domain WHERE {test}", "__domain", data)
+        _, _, rows = run_over(f"SELECT __i FROM __domain WHERE {test}", "__domain", data)
     except EngineError:  # a filter the scratch engine cannot evaluate: no narrowing
         return tuple(values)
     keep = {int(r[0]) for r in rows}  # type: ignore[call-overload]

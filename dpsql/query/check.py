@@ -27,7 +27,7 @@ from dpsql.errors import (
     WindowOverPrivateRows,
 )
 from dpsql.metadata.metadata import Table
-from dpsql.privacy.aggregates import AggregateCall, kind_of
+from dpsql.query.aggregate_calls import AggregateCall, kind_of
 from dpsql.query.bind import BoundQuery
 from dpsql.query.bounds import bound, condition
 from dpsql.query.bounds.core import literal_value

@@ -5,7 +5,7 @@ be made arbitrarily expensive (``email || '<40,000 x a>' LIKE '%<20,000 x _>b'``
 the answer tells whether the branch ran: an exact, noise-free leak. The checker therefore bounds
 the work of every row-level expression with a small cost model, and refuses
 (:class:`~dpsql.errors.QueryTooComplex`) what exceeds it. It runs after constants are folded
-(:mod:`dpsql.query.fold`), so it sees the literals that the engine will see.
+(:mod:`dpsql.query.fold_constants`), so it sees the literals that the engine will see.
 
 The model, in units of about one character operation:
 

@@ -12,8 +12,8 @@ errors quote it:
   ``STRPTIME(text, fmt)`` is already a ``StrToTime``. The format must be a constant made of
   the directives in :data:`FORMAT_DIRECTIVES` (no time zones: ``%z`` would make a TIMESTAMPTZ).
   The engine reads them with TRY_STRPTIME (:mod:`dpsql.query.total_expressions`), a constant is
-  evaluated strictly when the query is planned (:mod:`dpsql.query.fold`): a text that does not match
-  its format is an :class:`~dpsql.errors.InvalidConstant`, never a row's error.
+  evaluated strictly when the query is planned (:mod:`dpsql.query.fold_constants`): a text
+  that does not match its format is an :class:`~dpsql.errors.InvalidConstant`, never a row's error.
 - ``TO_TIMESTAMP(seconds)`` -> ``UnixToTime``: the UTC TIMESTAMP that many seconds after
   1970-01-01 (PostgreSQL gives a TIMESTAMPTZ; dpsql reads every instant in UTC).
 - ``DATE_PART('year', d)`` -> ``EXTRACT(YEAR FROM d)``.

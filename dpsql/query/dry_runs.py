@@ -6,14 +6,14 @@ before anything is charged, never an engine error after it. Every dry run is bui
 sqlglot trees, never spliced as text: either the query's own text on a database of empty tables
 (:func:`empty_creates`; :func:`dpsql.routes.pipeline.check_engine_query`, DuckDB, the reference, on
 :mod:`dpsql.engines.duckdb_engine.dry`), or a copy of the query that reads empty CTEs in
-their place (:func:`with_empty`; each other engine's ``compile``,
+their place (:func:`dpsql.engines.empty.with_empty`; each other engine's ``compile``,
 :mod:`dpsql.engines.postgres.engine`, and the outer query's check,
 :func:`dpsql.execution.postprocess.check_outer`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import lru_cache
 
 from sqlglot import exp
@@ -81,19 +81,6 @@ def _empty_select(columns: _Columns) -> exp.Select:
     return exp.select(*[exp.alias_(exp.cast(exp.Null(), _physical_type(physical, declared)),
                                    name, quoted=True)
                         for name, physical, declared in columns]).where(exp.false())
-
-
-def with_empty(tree: exp.Query, empties: Sequence[tuple[str, exp.Select]]) -> exp.Query:
-    """A copy of ``tree`` in which each name of ``empties`` reads its empty, typed SELECT (a
-    CTE placed before ``tree``'s own, which may read it): the dry run of an engine that has no
-    database of empty tables (each engine's ``compile``, the outer query's check), as a tree,
-    never spliced as text."""
-    dry = tree.copy()
-    ctes = [exp.CTE(this=empty, alias=exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
-            for name, empty in empties]
-    existing = dry.args.get("with_")
-    dry.set("with_", exp.With(expressions=ctes + (existing.expressions if existing else [])))
-    return dry
 
 
 def _physical_type(physical: str | None, declared: ColumnType) -> exp.DataType:

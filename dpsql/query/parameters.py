@@ -2,7 +2,7 @@
 
 The SQL is parsed with sqlglot and each placeholder node is replaced by a literal built from the
 Python value (:func:`bind_tree`). The literals are then typed and evaluated with every other
-constant when the query is planned (:mod:`dpsql.query.fold`).
+constant when the query is planned (:mod:`dpsql.query.fold_constants`).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ clamped to their declared bounds (:class:`Reader`), casts become TRY_CASTs to wi
 division by zero is NULL, integer literals are BIGINT, ``ROUND(x, d)`` is spelled out
 (:func:`round_digits`, the one rounding rule of every engine). :func:`clamp` keeps a value
 inside an interval, NULL kept and NaN read as NULL. The rewrite pass
-(:mod:`dpsql.execution.rewrite`), the constants pass (:mod:`dpsql.query.fold`) and public domains
-(:mod:`dpsql.privacy.domains`) all build on them, so the engine, the plan-time evaluation of
-constants and the domains agree on every value.
+(:mod:`dpsql.execution.rewrite`), constant folding (:mod:`dpsql.query.fold_constants`) and
+public domains (:mod:`dpsql.privacy.domains`) all build on them, so the engine, the plan-time
+evaluation of constants and the domains agree on every value.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from dpsql.engines import CancelToken, CursorCancel, Engine
 from dpsql.execution.free import FreeAnswer, answer_free
 from dpsql.execution.postprocess import Result, ResultColumn
 from dpsql.execution.public import PublicRead, PublicStore, answer_public
+from dpsql.explanation.explanation import Explanation
 from dpsql.ledger.budget import Ledger
 from dpsql.ledger.spending import LedgerRead, read_views
 from dpsql.privacy.accounting import Cost
-from dpsql.routes.pipeline import Explanation
 from dpsql.routes.route import Answering, Route
 
 

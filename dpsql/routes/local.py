@@ -20,11 +20,11 @@ from dpsql.execution.local_rows import (
     write_release,
 )
 from dpsql.execution.postprocess import Result
+from dpsql.explanation.explanation import Explanation
 from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result
 from dpsql.ledger.budget import Ledger
 from dpsql.privacy.accounting import Cost, pure_cost
 from dpsql.privacy.randomness import Randomness
-from dpsql.routes.pipeline import Explanation
 from dpsql.routes.route import Answering, Route
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The query pipeline, in order, in one place.
 
-    SQL text -> parse -> bind -> check -> constants -> cost -> plan -> rewrite -> execute
+    SQL text -> parse -> bind -> check -> fold_constants -> cost -> plan -> rewrite -> execute
              -> perturb -> post-process
 
 Each pass is a module with one main function from the previous pass's output to its own. The
@@ -12,22 +12,23 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import duckdb
 from sqlglot import exp
 
-from dpsql.bias import bounding_notes
 from dpsql.cache import LRU
 from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.duckdb_engine.dry import run_dry
 from dpsql.errors import EngineError, QueryTooComplex, UnsupportedQuery
-from dpsql.execution.expected import Expected, expected
+from dpsql.execution.expected import expected
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
 from dpsql.execution.rewrite import rewrite, unit_counts, unit_values
+from dpsql.explanation.bias import bounding_notes
+from dpsql.explanation.explanation import CellExplanation, Explanation
 from dpsql.metadata.contribution import (
     ContributionBounds,
     check_caps,
@@ -48,17 +49,18 @@ from dpsql.query.bind import BoundQuery, bind
 from dpsql.query.check import check, refuse_float_overflow
 from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
-from dpsql.query.dry_runs import empty_creates
-from dpsql.query.fold import fold_constants
+from dpsql.query.dry_runs import empty_creates, empty_tables
+from dpsql.query.fold_constants import fold_constants
 from dpsql.query.joins import PublicRows, physical
-from dpsql.query.parse import only_select, parse
+from dpsql.query.parse import only_select, parse, parse_query
 from dpsql.query.quantile_lists import expand_quantile_lists
 
-#: The passes, in the order the pipeline runs them: :func:`prepare_plan` runs parse to plan
-#: (no data read), :func:`answer` runs rewrite to post-process (``execute`` is the engine's
-#: :meth:`~dpsql.engines.Engine.execute`). docs/architecture.md's table lists them so.
+#: The passes, in the order :meth:`dpsql.database.Database.run` runs them (it parses once:
+#: ``parse_query``): :func:`prepare_plan` runs bind to plan (no data read), :func:`answer` runs
+#: rewrite to postprocess (``execute`` is the engine's :meth:`~dpsql.engines.Engine.execute`).
+#: docs/architecture.md's table lists them so.
 PASSES: tuple[Callable[..., Any], ...] = (
-    parse, bind, check, fold_constants, check_cost, plan, rewrite, Engine.execute,
+    parse_query, bind, check, fold_constants, check_cost, plan, rewrite, Engine.execute,
     perturb_cells, postprocess)
 #: Plans calibrated to an automatic k, per (plan identity, k): see :func:`_chosen`.
 _CHOSEN: LRU[tuple[int, int], tuple[Plan, Plan]] = LRU(512)
@@ -69,7 +71,7 @@ _VALUED: LRU[tuple[int, tuple[float, ...]], tuple[Plan, Plan]] = LRU(512)
 def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
                  epsilon: float = 1.0, delta: float = 0.0, mechanism: str = "laplace",
                  dialect: str = "duckdb", bounds: ContributionBounds | None = None) -> Plan:
-    """parse -> bind -> check -> constants -> cost -> plan: every refusal, no private data
+    """parse -> bind -> check -> fold_constants -> cost -> plan: every refusal, no private data
     read (a join with a public table reads ``public``: :mod:`dpsql.query.joins`). ``sql`` is the
     text, or its tree already parsed (:func:`dpsql.query.parse.parse_query`), which this mutates.
     ``bounds``: the query's own contribution bounds (:mod:`dpsql.metadata.contribution`).
@@ -310,14 +312,16 @@ def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
     native = engine.dialect is DuckDBDialect
     # before compile: a histogram's is generated in place
     shape = dry_shapes.dry_shape(tree, DuckDBDialect)
-    reference = engine.compile(tree, p, salted) if native else tree.sql(dialect=DuckDBDialect)
+    empties = empty_tables(p.query.relation, p.table, schema)
+    reference = engine.compile(tree, salted, empties) if native else \
+        tree.sql(dialect=DuckDBDialect)
     _check_shape(p, reference, shape, salted, schema)
     if engine.raises_on_float_overflow:
         refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
                                *[m.arg for m in p.measurements]], p.table,
                               getattr(engine.dialect.generator_class, "ENGINE", engine.name))
     # Another engine's own SQL, checked on its own empty tables.
-    return reference if native else engine.compile(tree, p, salted)
+    return reference if native else engine.compile(tree, salted, empties)
 
 
 def _check_shape(p: Plan, sql: str, shape: str | None, salted: bool,
@@ -343,35 +347,6 @@ def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str
     except duckdb.Error as e:
         raise UnsupportedQuery(f"the engine cannot run this query: {str(e).splitlines()[0]}; "
                                "check the types of the expressions it computes") from None
-
-
-@dataclass
-class CellExplanation:
-    output: str  # the aggregate as written
-    measurement: str  # what the engine computes
-    sensitivity: float
-    epsilon: float
-    mechanism: str
-    noise_scale: float | None  # Laplace b or Gaussian sigma; None for the exponential mechanism
-    accuracy: float  # 95% half-width (ranks for the exponential mechanism)
-    accuracy_unit: str
-
-
-@dataclass
-class Explanation:
-    sql: str  # the rewritten SQL; its parameter $1 is the secret salt of each run
-    cells: list[CellExplanation]
-    key_release: str
-    epsilon: float
-    delta: float
-    rows_per_unit: int
-    groups_per_unit: int
-    notes: list[str] = field(default_factory=list)  # the bias of bounding and clamping
-    # each output aggregate's accuracy in its column's units (dpsql.execution.expected)
-    outputs: list[Expected] = field(default_factory=list)
-    # False when a unit keeps its k rows across all its groups (no groups cap applied:
-    # dpsql.privacy.aggregates.groups_cap)
-    groups_capped: bool = True
 
 
 def explain(p: Plan, engine: Engine | None = None) -> Explanation:

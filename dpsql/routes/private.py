@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 from dpsql.engines import Engine
 from dpsql.execution.caveats import attach_caveats
-from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result, made_up_answer
+from dpsql.execution.retention import Retention
+from dpsql.explanation.explanation import Explanation
 from dpsql.ledger.budget import Ledger
 from dpsql.privacy.accounting import Cost, query_cost
 from dpsql.privacy.plan import Plan
-from dpsql.routes.pipeline import Explanation, answer, engine_sql, explain
+from dpsql.routes.pipeline import answer, engine_sql, explain
 from dpsql.routes.route import Answering, Route
 
 

@@ -40,6 +40,7 @@ from dpsql.execution.free import empty_probe
 from dpsql.execution.postprocess import Result, made_up_answer
 from dpsql.execution.public import reads_only_public
 from dpsql.execution.time_limits import Deadline
+from dpsql.explanation.explanation import Explanation
 from dpsql.ledger.budget import Ledger
 from dpsql.ledger.spending import names_views
 from dpsql.metadata.contribution import ContributionBounds
@@ -51,7 +52,6 @@ from dpsql.query.composite import Composite, Part, check_outer, outer_query, spl
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import DIALECT, resolve_tree
 from dpsql.routes.exact import ExactRoute
-from dpsql.routes.pipeline import Explanation
 from dpsql.routes.route import Answering, Route
 from dpsql.routes.series import TwoReleases
 

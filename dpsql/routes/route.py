@@ -33,15 +33,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from dpsql.engines import CancelToken, Engine
-    from dpsql.execution.kept import Retention
     from dpsql.execution.postprocess import Result
+    from dpsql.execution.retention import Retention
+    from dpsql.explanation.explanation import Explanation
     from dpsql.ledger.budget import Ledger
     from dpsql.metadata.metadata import Metadata
     from dpsql.privacy.accounting import Cost
     from dpsql.privacy.plan import Plan
     from dpsql.privacy.randomness import Randomness
     from dpsql.query.joins import PublicRows
-    from dpsql.routes.pipeline import Explanation
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class Route:
         """Refuse, before anything is charged, what would fail later."""
 
     def retained(self) -> Plan:
-        """The plan a retention estimate (:mod:`dpsql.execution.kept`) reads, or a refusal,
+        """The plan a retention estimate (:mod:`dpsql.execution.retention`) reads, or a refusal,
         before anything is charged."""
         raise UnsupportedQuery("a retention estimate is made for one aggregate query over "
                                "private rows, not for a series limit or local rows; ask "

@@ -48,9 +48,10 @@ from sqlglot import exp
 from dpsql.engines import Engine
 from dpsql.errors import InternalError, UnsupportedQuery
 from dpsql.execution.caveats import attach_caveats
-from dpsql.execution.kept import Retention
 from dpsql.execution.postprocess import Result, made_up_answer
 from dpsql.execution.public import reads_only_public
+from dpsql.execution.retention import Retention
+from dpsql.explanation.explanation import Explanation
 from dpsql.ledger.budget import Ledger
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import Metadata
@@ -58,7 +59,7 @@ from dpsql.privacy.accounting import Cost, query_cost, total_cost
 from dpsql.privacy.plan import Plan
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse
-from dpsql.routes.pipeline import Explanation, answer, engine_sql, explain, prepare_plan
+from dpsql.routes.pipeline import answer, engine_sql, explain, prepare_plan
 from dpsql.routes.route import Answering, Route
 
 #: Prepares one release (:meth:`dpsql.routes.planner.Planner.prepare`, cached).

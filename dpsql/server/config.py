@@ -1,30 +1,12 @@
-"""The server's configuration, and what a session needs of the server that runs it.
-
-:class:`ServerLike` is the server as a :class:`~dpsql.server.session.Session` and its
-:class:`~dpsql.server.machine.machine.Machine` see it (the engine seam): they depend on this
-protocol, not on :mod:`dpsql.server.server`, which imports the session module (so the two need no
-cycle).
-"""
+"""The server's configuration: what the owner sets on the command line (``dpsql serve``),
+read by the server (:mod:`dpsql.server.server`) and the sessions it runs."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import datetime as dt
-import ssl
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
-from dpsql.cache import LRU
-from dpsql.database import Database
-from dpsql.server.auth import LoginThrottle, Verifier
-from dpsql.server.catalog import Catalog
 from dpsql.server.wire import protocol as p
-
-if TYPE_CHECKING:
-    from dpsql.server.machine.classify import Classifier
-from dpsql.server.session import Session
 
 
 @dataclass
@@ -63,44 +45,3 @@ class ServerConfig:
     failed_login_window: float = 60.0
     max_message_size: int = p.DEFAULT_MAX_MESSAGE
     workers: int = 0  # threads answering queries; 0: 8 per core, 8 to 32 (default_workers)
-
-
-class ServerLike(Protocol):
-    """What a session uses of the server that runs it."""
-
-    db: Database
-    config: ServerConfig
-    catalog: Catalog
-    classifier: Classifier
-    executor: concurrent.futures.ThreadPoolExecutor
-    describe_cache: LRU[tuple[object, ...], list[tuple[str, str]]]
-    mock_secret: bytes
-    throttle: LoginThrottle
-    ssl_context: ssl.SSLContext | None
-    start_time: dt.datetime
-    version: str
-    version_text: str
-
-    def verifier(self, user: str) -> Verifier | None: ...
-
-    def mock_iterations(self) -> int: ...
-
-    def full(self) -> bool: ...
-
-    def idle_timeout(self) -> float: ...
-
-    def run_query(self, sql: str, epsilon: float, delta: float, mechanism: str,
-                  parameters: Sequence[object] | None, analyst: str,
-                  release: list[float] | None = None, bounds: Any = None,
-                  retention: float | None = None, caveats: bool = True) -> Any: ...
-
-    def budget(self, analyst: str) -> Any: ...
-
-    def forget(self, session: Session) -> None: ...
-
-    def cancel(self, pid: int, secret: int) -> None: ...
-
-    def register(self, session: Session) -> tuple[int, int]: ...
-
-
-

@@ -20,7 +20,7 @@ import math
 import ssl
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
@@ -28,12 +28,16 @@ from dpsql import errors
 from dpsql.server.auth import MECHANISM, AuthenticationFailed, ScramExchange
 from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Classifier, Statement
+from dpsql.server.machine.host import Host
 from dpsql.server.machine.machine import FLUSH_AT, Machine
 from dpsql.server.machine.outcome import CANCELLED, PgError, Terminate
 from dpsql.server.wire import protocol as p
 
 if TYPE_CHECKING:
-    from dpsql.server.config import ServerLike
+    import concurrent.futures
+
+    from dpsql.server.auth import LoginThrottle, Verifier
+    from dpsql.server.config import ServerConfig
 
 __all__ = ["Classifier", "PgError", "Session", "Statement", "Terminate"]
 
@@ -391,3 +395,29 @@ def _discard(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
 
+
+class ServerLike(Host, Protocol):
+    """What a session uses of the server that runs it (:class:`~dpsql.server.server.Server`):
+    what its machine uses (:class:`~dpsql.server.machine.host.Host`), and the connection's
+    own needs. The session depends on this protocol, not on the server module, which imports
+    this one."""
+
+    config: ServerConfig  # the machine's Defaults, and the connection's limits
+    executor: concurrent.futures.ThreadPoolExecutor
+    mock_secret: bytes
+    throttle: LoginThrottle
+    ssl_context: ssl.SSLContext | None
+
+    def verifier(self, user: str) -> Verifier | None: ...
+
+    def mock_iterations(self) -> int: ...
+
+    def full(self) -> bool: ...
+
+    def idle_timeout(self) -> float: ...
+
+    def forget(self, session: Session) -> None: ...
+
+    def cancel(self, pid: int, secret: int) -> None: ...
+
+    def register(self, session: Session) -> tuple[int, int]: ...

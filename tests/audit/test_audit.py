@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 
 import numpy as np
 import pytest
-from sqlglot import exp
 
 from dpsql.audit import audit as A
 from dpsql.audit import scenarios as audit_scenarios
 from dpsql.privacy.randomness import Randomness
-from tests.neighbours.leak_mutants import BIAS_MUTANTS
+from tests.support.mutants import MUTANTS
 from tests.support.subset import scenario_subset, subset
 
 # same verdict every run: conftest.py
@@ -153,144 +151,6 @@ def test_scenario_passes_on_os_randomness(name: str) -> None:
 
 # --------------------------------------------------------------------------- the mutants
 
-
-def _noise_halved(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.privacy.plan
-
-    original = dpsql.privacy.plan.calibrate_laplace
-
-    def halved(sensitivity, epsilon, integer, **kw):  # type: ignore[no-untyped-def]
-        return original(sensitivity, 2 * epsilon, integer, **kw)
-
-    monkeypatch.setattr(dpsql.privacy.plan, "calibrate_laplace", halved)
-
-
-def _gaussian_noise_eighth(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.privacy.plan
-
-    original = dpsql.privacy.plan.calibrate_gaussian
-
-    def smaller(sensitivity, rho, integer, **kw):  # type: ignore[no-untyped-def]
-        return original(sensitivity, 64 * rho, integer, **kw)  # sigma / 8
-
-    monkeypatch.setattr(dpsql.privacy.plan, "calibrate_gaussian", smaller)
-
-
-def _clamping_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.execution.rewrite
-    import dpsql.query.total_expressions
-
-    def unclamped(value: exp.Expression, *_: object, **__: object) -> exp.Expression:
-        return value.copy()
-
-    # aggregated inputs, and columns as read
-    for module in (dpsql.execution.rewrite, dpsql.query.total_expressions):
-        monkeypatch.setattr(module, "clamp", unclamped)
-
-
-def _threshold_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.privacy.plan
-
-    monkeypatch.setattr(dpsql.privacy.plan, "tau_for", lambda noise, delta, groups: 1)
-
-
-def _bounding_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.execution.rewrite
-    import dpsql.query.joins
-
-    # Noise is still calibrated to k rows in g groups, but every row of a unit is kept (the
-    # salt parameter $1 stays in the query, unused).
-    salt_used = exp.Not(this=exp.Is(this=dpsql.execution.rewrite.SALT.copy(),
-                                    expression=exp.Null()))
-    monkeypatch.setattr(dpsql.execution.rewrite, "_bounded", lambda plan, inputs, *a: exp.select(
-        "*").from_("__rows").where(salt_used.copy()))
-    # Counts and sums are bounded on per-unit aggregates without sampling: route them through
-    # the unbounded sample too.
-    monkeypatch.setattr(dpsql.execution.rewrite, "aggregated", lambda plan: False)
-    # Counts and sums over public keys weigh a unit's rows by min(1, k / t): weight 1.
-    monkeypatch.setattr(dpsql.execution.rewrite, "_weight",
-                        lambda plan: exp.Literal.number(2 ** plan.weight_bits))
-    # Joins of private tables also sample each table before the join (bounding the work).
-    monkeypatch.setattr(dpsql.query.joins, "prebound", lambda select, source, *a: select)
-
-
-def _bounded_before_join(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Contributions bounded on the private table's own rows, before the join, and the noise
-    calibrated to them: the join's multiplication of a unit's rows is ignored. For a table of
-    one row per person that is no bounding at all after the join."""
-    import dpsql.query.joins
-
-    monkeypatch.setattr(dpsql.query.joins, "_multiplicity", lambda *a: 1)
-
-
-def _rows_uncapped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.execution.rewrite
-
-    # Per-unit aggregates: each unit contributes all its rows (k is 10^9 in the SQL).
-    monkeypatch.setattr(dpsql.execution.rewrite, "row_cap", lambda table: 10**9)
-
-
-def _groups_uncapped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.execution.rewrite
-
-    # Per-unit aggregates: each unit keeps all its groups (its k rows still allocated).
-    monkeypatch.setattr(dpsql.execution.rewrite, "group_cap", lambda table: 10**9)
-
-
-def _scaling_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.execution.rewrite
-
-    # Per-unit aggregates: counts capped at k, but a unit's sums not scaled down to k rows.
-    monkeypatch.setattr(dpsql.execution.rewrite, "_scaled", lambda p, kind, lo, hi: p)
-
-
-def _retention_rows_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dpsql.execution.kept
-
-    # The retention estimate sums each unit's rows kept, min(n, k), not its share kept: one
-    # unit moves S by up to k, against the sensitivity 1 its noise is calibrated to.
-    monkeypatch.setattr(dpsql.execution.kept, "share", lambda p: exp.Least(
-        this=exp.column("__n"), expressions=[exp.Literal.number(p.table.max_rows_per_unit)]))
-
-
-def _k_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An automatic k read from the data without noise: the exact value at the target rank."""
-    import dpsql.privacy.auto_bounds
-
-    def exact(buckets, counts, n_buckets, lower, upper, q, *rest):  # type: ignore[no-untyped-def]
-        values = np.sort(np.repeat(np.asarray(buckets), np.asarray(counts).astype(int)))
-        return lower + float(values[min(round(q * len(values)), len(values) - 1)])
-
-    monkeypatch.setattr(dpsql.privacy.auto_bounds, "quantile_from_buckets", exact)
-
-
-def _bound_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An automatic value bound read from the data without noise: the exact bucket at the
-    target rank (as :func:`_k_exact`)."""
-    import dpsql.privacy.auto_values
-
-    def exact(buckets, counts, n_buckets, lower, upper, q, *rest):  # type: ignore[no-untyped-def]
-        values = np.sort(np.repeat(np.asarray(buckets), np.asarray(counts).astype(int)))
-        return lower + float(values[min(round(q * len(values)), len(values) - 1)])
-
-    monkeypatch.setattr(dpsql.privacy.auto_values, "quantile_from_buckets", exact)
-
-
-MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
-    "bound_exact": _bound_exact,
-    "retention_rows_kept": _retention_rows_kept,
-    "k_exact": _k_exact,
-    "bounded_before_join": _bounded_before_join,
-    "noise_halved": _noise_halved,
-    "gaussian_noise_eighth": _gaussian_noise_eighth,
-    "clamping_removed": _clamping_removed,
-    "threshold_removed": _threshold_removed,
-    "bounding_removed": _bounding_removed,
-    "rows_uncapped": _rows_uncapped,
-    "groups_uncapped": _groups_uncapped,
-    "scaling_removed": _scaling_removed,
-    **BIAS_MUTANTS,  # issue 21's groups cap (tests/neighbours/leak_mutants.py)
-}
 #: (mutant, scenario, runs per side with DPSQL_SLOW=1, by default): a gross break is caught
 #: with few runs; a halved noise scale (true epsilon 2 against a declared 1) needs more. Each
 #: default N is checked to catch its mutant on the seeded stream (and so on every CI run).
@@ -358,8 +218,8 @@ def test_mutants_really_change_the_engine(monkeypatch: pytest.MonkeyPatch, tmp_p
     d, _, meta = A.build_databases(s, tmp_path)
     with A.Database(d, meta) as db:
         honest = db.explain(s.sql).sql.lower()
-    _bounding_removed(monkeypatch)
-    _clamping_removed(monkeypatch)
+    MUTANTS["bounding_removed"](monkeypatch)
+    MUTANTS["clamping_removed"](monkeypatch)
     with A.Database(d, meta) as db:
         broken = db.explain(s.sql).sql.lower()
     # Honest: the unit's rows weighted by min(1, k / t) over public keys (no groups cap,
@@ -374,7 +234,7 @@ def test_join_mutant_changes_the_plan(monkeypatch: pytest.MonkeyPatch, tmp_path)
     d, _, meta = A.build_databases(s, tmp_path)
     with A.Database(d, meta) as db:
         honest = db.plan(s.sql)
-    _bounded_before_join(monkeypatch)
+    MUTANTS["bounded_before_join"](monkeypatch)
     with A.Database(d, meta) as db:
         broken = db.plan(s.sql)
     assert (honest.table.rows_per_unit, honest.table.needs_bounding) == (8, True)
@@ -413,7 +273,7 @@ def test_cli_audit_fails_on_a_broken_engine(monkeypatch: pytest.MonkeyPatch) -> 
 
     from dpsql.cli import main
 
-    _clamping_removed(monkeypatch)
+    MUTANTS["clamping_removed"](monkeypatch)
     result = CliRunner().invoke(main, ["audit", "sum_clamped", "-n", "100"])
     assert result.exit_code == 1 and "NO" in result.stdout
 

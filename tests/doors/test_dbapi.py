@@ -470,7 +470,7 @@ def test_retention_estimate_is_charged_and_reused(metadata: Path) -> None:
     """retention=EPSILON (connection default, execute override): a noisy estimate of the share
     of a unit's rows the bounds keep, charged at that epsilon on top of the query's, in
     cursor.retention and cursor.notes; asked again, both answers are reused for free."""
-    from dpsql.execution.kept import measure
+    from dpsql.execution.retention import measure
     from dpsql.metadata.contribution import ContributionBounds
 
     with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice", epsilon=0.5,
@@ -539,12 +539,12 @@ def test_retention_engine_failure_shows_no_engine_text(
     """An engine failure on the retention estimate (a dpsql bug) is the fixed EngineFailure:
     the engine's text, which may quote a private value, goes to the owner's log only."""
     from dpsql.errors import EngineError, EngineFailure
-    from dpsql.execution import kept
+    from dpsql.execution import retention
 
     def failing(*args: object) -> object:
         raise EngineError("engine says: value 'Alice Smith'", owner_detail="Alice Smith")
 
-    monkeypatch.setattr(kept, "measure", failing)
+    monkeypatch.setattr(retention, "measure", failing)
     with pytest.raises(EngineFailure) as e:
         conn.cursor().execute("SELECT COUNT(*) FROM visits WHERE amount > 7", retention=0.1)
     assert "Alice" not in str(e.value)

@@ -18,9 +18,10 @@ import pytest
 
 import dpsql
 import dpsql.routes.pipeline
-from dpsql.engines import DuckDBEngine, locked, run_on_cells
+from dpsql.engines import DuckDBEngine, locked
 from dpsql.engines.duckdb_engine import dry, folders
 from dpsql.errors import EngineError
+from dpsql.query.local_evaluator import run_over
 
 
 @pytest.fixture
@@ -226,16 +227,16 @@ def test_not_a_database(tmp_path: Path) -> None:
 
 
 def test_scratch_connection_holds_no_data_and_no_files(files: SimpleNamespace) -> None:
-    names, _, rows = run_on_cells("SELECT SUM(x) AS s FROM __cells", "__cells",
+    names, _, rows = run_over("SELECT SUM(x) AS s FROM __cells", "__cells",
                                       {"x": np.array([1.5, 2.5])})
     assert names == ["s"] and rows == [(4.0,)]
     with pytest.raises(EngineError):
-        run_on_cells(f"SELECT * FROM read_csv('{files.outside}')", "__cells",
+        run_over(f"SELECT * FROM read_csv('{files.outside}')", "__cells",
                      {"x": np.array([1])})
     with pytest.raises(EngineError):
-        run_on_cells("SET enable_external_access = true", "__cells", {"x": np.array([1])})
+        run_over("SET enable_external_access = true", "__cells", {"x": np.array([1])})
     with pytest.raises(EngineError):  # the cells table is gone after each query
-        run_on_cells("SELECT * FROM __old", "__new", {"x": np.array([1])})
+        run_over("SELECT * FROM __old", "__new", {"x": np.array([1])})
 
 
 INSERTED = [  # each column's values as given, then as a one-row INSERT stores each

@@ -15,9 +15,9 @@ import pytest
 import dpsql
 from dpsql.execution import caveats as cv
 from dpsql.execution.expected import EXAMPLE_ROWS, expected
-from dpsql.execution.kept import WHOLE, Retention
 from dpsql.execution.perturb import NoisyCells
 from dpsql.execution.postprocess import Result, postprocess
+from dpsql.execution.retention import WHOLE, Retention
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.plan import Plan
 from dpsql.routes.pipeline import explain

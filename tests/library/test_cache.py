@@ -154,7 +154,7 @@ def test_one_database_from_threads(make_db: Callable[..., Any], kit: Any,
     cap = 64
     monkeypatch.setattr("dpsql.routes.planner.PLAN_CACHE_SIZE", cap)
     monkeypatch.setattr("dpsql.database._MEMO_SIZE", cap)
-    monkeypatch.setattr("dpsql.engines.REWRITTEN_CACHE_SIZE", cap)
+    monkeypatch.setattr("dpsql.engines.duckdb_engine.engine.REWRITTEN_CACHE_SIZE", cap)
     db: dpsql.Database = make_db(
         ["CREATE TABLE visits (pid BIGINT, cat VARCHAR, amount DOUBLE, n INTEGER)",
          "INSERT INTO visits SELECT i % 50, 'a', 1.0, 1 FROM range(500) t(i)"],

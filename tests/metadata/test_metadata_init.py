@@ -16,7 +16,7 @@ from dpsql.cli import main
 from dpsql.database import Database, sample_paths
 from dpsql.engines import open_engine
 from dpsql.engines.constraints import read_constraints
-from dpsql.skeleton import FIRST_EPSILON
+from dpsql.owner.metadata_init import FIRST_EPSILON
 from tests.support.pgcluster import Cluster
 
 

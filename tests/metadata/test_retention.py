@@ -1,5 +1,6 @@
-"""``dpsql metadata check`` (dpsql.retention): the owner's exact report of what k, g and the
-column bounds drop, and the suggested bounds, on a small database whose answers are known."""
+"""``dpsql metadata check`` (dpsql.owner.metadata_check): the owner's exact report of what k,
+g and the column bounds drop, and the suggested bounds, on a small database whose answers are
+known."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 
 from dpsql.cli import main
 from dpsql.database import Database
-from dpsql.retention import check_metadata_bounds, count_accuracy, kept, suggest
+from dpsql.owner.metadata_check import check_metadata_bounds, count_accuracy, kept, suggest
 
 META = """
 [tables.v]
@@ -178,4 +179,4 @@ def test_the_check_is_the_owners_alone() -> None:
     root = Path(dpsql.__file__).parent
     callers = {p.relative_to(root).as_posix() for p in root.rglob("*.py")
                if "check_metadata_bounds" in p.read_text(encoding="utf-8")}
-    assert callers == {"retention.py", "cli/owner.py"}
+    assert callers == {"owner/metadata_check.py", "cli/owner.py"}

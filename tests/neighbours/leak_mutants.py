@@ -1,6 +1,7 @@
-"""The fixes of issue 17's leak classes, each revertible: a mutant puts the old behaviour
-back (monkeypatched), so that the neighbour harness can show it finds each class, on every
-engine, as the statistical audit's mutants show it finds broken mechanisms.
+"""The fixes of issue 17's leak classes, each revertible: a mutant puts the old behaviour back
+(monkeypatched; every mutant is in tests/support/mutants.py), so that the neighbour harness can show
+it finds each class, on every engine, as the statistical audit's mutants show it finds broken
+mechanisms.
 
 1. three-valued logic of anti-joins: a row whose outer unit is NULL kept by ``NOT (unit IN
    (...))``, so only when *no unit* matches (``dpsql.query.joins.null_outer``);
@@ -20,66 +21,21 @@ its groups' bucket counts by k in total).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
-from sqlglot import exp
 
-import dpsql.privacy.aggregates
-import dpsql.query.bind
-import dpsql.query.joins
 from dpsql.audit.neighbours import Neighbourhood, check_query
-from dpsql.query.total_expressions import Reader
+from tests.support.mutants import MUTANTS, Mutant
+
+#: The three leak classes, by number (their mutants: tests/support/mutants.py).
+LEAK_MUTANTS: dict[int, Mutant] = {
+    1: MUTANTS["anti_join_null_outer"], 2: MUTANTS["unit_as_stored"],
+    3: MUTANTS["unit_path_through_subquery"]}
 
 
-def class_1(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dpsql.query.joins, "null_outer",
-                        lambda j, outer, test: exp.Not(this=test) if j.anti else test)
-
-
-def class_2(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Reader, "unit", lambda self, name: exp.column(name, quoted=True))
-    monkeypatch.setattr(dpsql.query.joins, "identity_on",
-                        lambda on, identity, condition, reader: condition(on))
-
-
-def class_3(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dpsql.query.bind, "refuse_unit_path", lambda table: None)
-
-
-LEAK_MUTANTS: dict[int, Callable[[pytest.MonkeyPatch], None]] = {
-    1: class_1, 2: class_2, 3: class_3}
-
-
-# Issue 21's groups cap, applied only where it lowers what is released
-# (dpsql.privacy.aggregates.groups_cap): two ways to get it wrong.
-
-
-def groups_never_capped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cap dropped everywhere, also for a count of units (sensitivity g') and for keys
-    released by thresholding (tau computed from g)."""
-    import dpsql.privacy.plan
-
-    monkeypatch.setattr(dpsql.privacy.plan, "groups_cap", lambda table, specs, thresholded: None)
-
-
-def k_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the cap, k rows kept in *each* of a unit's groups instead of k across them (the
-    mistake "no groups cap" invites): L1 becomes k times the groups. Both forms: the
-    allocation over a unit's groups, and the weights of counts and sums over public keys
-    (each group's rows weighted by their own total)."""
-    import dpsql.execution.rewrite
-
-    monkeypatch.setattr(dpsql.execution.rewrite, "_allocated",
-                        lambda k: dpsql.execution.rewrite._least(exp.column("__n"),
-                                                                 exp.Literal.number(k)))
-    monkeypatch.setattr(dpsql.execution.rewrite, "weight_partition",
-                        lambda plan: [exp.column("__unit"),
-                                      *[exp.column(k.name) for k in plan.keys]])
-
-
-BIAS_MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
-    "groups_never_capped": groups_never_capped, "k_per_group": k_per_group}
+#: Issue 21's groups cap, applied only where it lowers what is released
+#: (dpsql.privacy.aggregates.groups_cap): two ways to get it wrong.
+BIAS_MUTANTS: dict[str, Mutant] = {
+    name: MUTANTS[name] for name in ("groups_never_capped", "k_per_group")}
 
 
 #: Issue 21: over public keys the groups cap is not applied (Laplace and Gaussian): each kind
@@ -154,14 +110,14 @@ def assert_per_group_sums(monkeypatch: pytest.MonkeyPatch, hood: Neighbourhood,
                           queries: list[tuple[str, str, float]] | None = None) -> None:
     """Every :data:`PER_GROUP_SUMS` query on ``hood``'s engine: within its sensitivity, the
     adversary reaching it, the groups cap applied; with the cap dropped
-    (:func:`groups_never_capped`) the harness finds the grouped sum's leak."""
+    (``MUTANTS["groups_never_capped"]``) the harness finds the grouped sum's leak."""
     queries = PER_GROUP_SUMS if queries is None else queries
     for sql, mechanism, delta in queries:
         verdict = check_query(sql, hood, 1.0, delta, mechanism)
         assert verdict.status == "passed", verdict.report() + f" ({verdict.status})"
         assert 0 < verdict.worst <= 1 + 1e-9, (sql, verdict.worst)
     hood.forget()
-    groups_never_capped(monkeypatch)
+    MUTANTS["groups_never_capped"](monkeypatch)
     try:
         sql, mechanism, delta = queries[0]
         assert check_query(sql, hood, 1.0, delta, mechanism).status == "violation"
@@ -169,11 +125,7 @@ def assert_per_group_sums(monkeypatch: pytest.MonkeyPatch, hood: Neighbourhood,
         hood.forget()
 
 
-def quantile_sensitivity_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dpsql.privacy.aggregates, "quantile_sensitivity", lambda table: 1.0)
-
-
-QUANTILE_MUTANT = quantile_sensitivity_one
+QUANTILE_MUTANT = MUTANTS["quantile_sensitivity_one"]
 #: User-level quantiles over the generator's world (visits: k rows per unit, public grp).
 QUANTILE_SHAPES = (
     "SELECT MEDIAN(amount) FROM visits",
@@ -207,7 +159,7 @@ def assert_quantile_mutant_found(monkeypatch: pytest.MonkeyPatch, hood: Neighbou
         hood.forget()
 
 
-#: Query shapes whose retention estimate (dpsql.execution.kept) the neighbour tests check.
+#: Query shapes whose retention estimate (dpsql.execution.retention) the neighbour tests check.
 RETENTION = [
     "SELECT COUNT(*) FROM visits",
     "SELECT grp, SUM(amount) FROM visits WHERE qty > 2 GROUP BY grp",

@@ -5,7 +5,7 @@ change only where thresholding protects them, the outcome class is the same.
 What runs: the grammar corpus (every accepted case, on a world synthesised from its
 metadata), every statistical-audit scenario (on its own D / D' pair and on a synthetic
 world of its metadata), series limits (both releases), and a random generator
-(dpsql.audit.neighbour_queries: 60 per run, and 25 on text-stored units, on a new seed every run
+(tests.support.neighbour_queries: 60 per run, and 25 on text-stored units, on a new seed every run
 so that CI's runs add up to many more; a failure names its seed, and
 ``DPSQL_NEIGHBOUR_SEED=<seed>`` runs the same queries again, see conftest.py; DPSQL_SLOW=1
 runs 20,000 and 1,250, and the corpus on a world whose units are stored as text too). The
@@ -30,8 +30,6 @@ from pathlib import Path
 import pytest
 from sqlglot import exp
 
-from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, leak_class, metadata
-from dpsql.audit.neighbour_shapes import generate_shapes
 from dpsql.audit.neighbours import (
     Neighbourhood,
     Query,
@@ -64,6 +62,8 @@ from tests.neighbours.leak_mutants import (
     UNCAPPED,
     assert_per_group_sums,
 )
+from tests.support.neighbour_queries import LEAK_CLASSES, generate, leak_class, metadata
+from tests.support.neighbour_shapes import generate_shapes
 from tests.support.subset import corpus_subset
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
@@ -72,7 +72,7 @@ CHUNKS = 8 if SLOW else 1  # chunks: pytest-xdist's workers share them with DPSQ
 N_TEXT_UNITS = 1250 if SLOW else 25
 #: One corpus case in CORPUS_SHARE runs on top of the cover by default (tests/support/subset.py).
 CORPUS_SHARE = 4
-#: dpsql.audit.neighbour_shapes's queries per storage (heavier than the first generator's).
+#: tests.support.neighbour_shapes's queries per storage (heavier than the first generator's).
 N_SHAPES = {"typed": 2000 if SLOW else 30, "text_units": 1000 if SLOW else 15}
 
 
@@ -399,7 +399,7 @@ def test_per_person_avgs(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("sql", RETENTION)
 @pytest.mark.parametrize("world", ["typed", "text_units"])
 def test_retention_measurements(request: pytest.FixtureRequest, world: str, sql: str) -> None:
-    """The retention estimate's N and S (dpsql.execution.kept) move by at most 1 on every
+    """The retention estimate's N and S (dpsql.execution.retention) move by at most 1 on every
     neighbour pair, units in several spellings included."""
     verdict = check_retention(sql, request.getfixturevalue(world), delta=1e-6)
     assert verdict.status == "passed", verdict.report()
@@ -411,9 +411,9 @@ def test_retention_mutant_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """Releasing the rows kept (min(k, n), sensitivity k) instead of the share kept: found."""
     from sqlglot import exp
 
-    from dpsql.execution import kept
+    from dpsql.execution import retention
 
-    monkeypatch.setattr(kept, "share", lambda p: exp.Least(
+    monkeypatch.setattr(retention, "share", lambda p: exp.Least(
         this=exp.column("__n"), expressions=[exp.Literal.number(p.table.max_rows_per_unit)]))
     verdict = check_retention("SELECT COUNT(*) FROM visits", fresh())
     assert verdict.status == "violation" and "S (sum of shares kept)" in verdict.report()
@@ -446,7 +446,7 @@ def test_harness_rejects_mutant(monkeypatch: pytest.MonkeyPatch, mutant: str,
                                 scenarios: list[str]) -> None:
     """Each broken mechanism is found on the scenarios it breaks, deterministically, on the
     scenario's own pair or on the synthetic world of its metadata."""
-    from tests.audit.test_audit import MUTANTS
+    from tests.support.mutants import MUTANTS
 
     MUTANTS[mutant](monkeypatch)
     for name in scenarios:
@@ -609,7 +609,7 @@ def test_generated_text_units_all_clean(text_units: Neighbourhood, neighbour_see
 @pytest.mark.parametrize("storage", ["typed", "text_units"])
 def test_generated_shapes(request: pytest.FixtureRequest, neighbour_seed: int, storage: str
                           ) -> None:
-    """The shapes the first generator does not write (dpsql.audit.neighbour_shapes): keys that
+    """The shapes the first generator does not write (tests.support.neighbour_shapes): keys that
     are expressions or pairs, FILTER, COUNT_IF, quantiles, FULL and self joins, public tables
     joined by CROSS JOIN or a non-equality, row-level functions that could raise, HAVING and
     ORDER BY ... LIMIT over measurements, free answers and probes, series limits."""
@@ -626,7 +626,7 @@ def test_generated_shapes(request: pytest.FixtureRequest, neighbour_seed: int, s
 
 
 def test_shapes_generator_writes_every_shape() -> None:
-    """Each shape of dpsql.audit.neighbour_shapes's docstring is drawn (the text alone; the
+    """Each shape of tests.support.neighbour_shapes's docstring is drawn (the text alone; the
     test above runs them), the same for the same seed."""
     queries = generate_shapes(300, seed=1)
     assert queries == generate_shapes(300, seed=1)
@@ -744,7 +744,7 @@ def test_cli_neighbour_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     from click.testing import CliRunner
 
     from dpsql.cli import main
-    from tests.audit.test_audit import MUTANTS
+    from tests.support.mutants import MUTANTS
 
     queries = tmp_path / "queries.sql"
     queries.write_text("-- two queries\nSELECT category, SUM(amount) FROM visits\n"

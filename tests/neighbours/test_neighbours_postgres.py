@@ -9,8 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, metadata
-from dpsql.audit.neighbour_shapes import generate_shapes
 from dpsql.audit.neighbours import (
     Neighbourhood,
     Summary,
@@ -34,6 +32,8 @@ from tests.neighbours.leak_mutants import (
     assert_quantile_mutant_found,
     assert_uncapped_clean,
 )
+from tests.support.neighbour_queries import LEAK_CLASSES, generate, metadata
+from tests.support.neighbour_shapes import generate_shapes
 from tests.support.pgcluster import Cluster
 from tests.support.subset import corpus_subset
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from dpsql.audit.neighbour_queries import LEAK_CLASSES, generate, metadata
 from dpsql.audit.neighbours import (
     Neighbourhood,
     Query,
@@ -28,6 +27,7 @@ from tests.neighbours.leak_mutants import (
     assert_quantile_mutant_found,
     assert_uncapped_clean,
 )
+from tests.support.neighbour_queries import LEAK_CLASSES, generate, metadata
 from tests.support.sparkcluster import SparkCluster
 from tests.support.subset import SLOW, run_seed
 

@@ -1,5 +1,5 @@
 """The semantic oracle (dpsql.audit.oracle) on DuckDB: every accepted query of the neighbour
-generators (dpsql.audit.neighbour_queries, dpsql.audit.neighbour_shapes), answered noise-free
+generators (tests.support.neighbour_queries, tests.support.neighbour_shapes), answered noise-free
 through the whole pipeline on an oracle world (dpsql.audit.oracle_worlds), gives the answer of
 the reference model (dpsql.audit.oracle_reference); the known disagreements (KNOWN) still
 occur, each, and nothing else disagrees; every mutant of tests/oracle/semantic_mutants.py is
@@ -15,8 +15,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from dpsql.audit.neighbour_queries import generate, metadata
-from dpsql.audit.neighbour_shapes import generate_shapes
 from dpsql.audit.oracle import (
     KNOWN,
     Oracle,
@@ -27,7 +25,10 @@ from dpsql.audit.oracle import (
 )
 from dpsql.audit.oracle_worlds import oracle_world
 from dpsql.privacy import samplers
-from tests.oracle.semantic_mutants import BOUNDS_BITE, MUTANTS
+from tests.oracle.semantic_mutants import BOUNDS_BITE, PROBES
+from tests.support.mutants import MUTANTS
+from tests.support.neighbour_queries import generate, metadata
+from tests.support.neighbour_shapes import generate_shapes
 
 SLOW = os.environ.get("DPSQL_SLOW") == "1"
 N_GENERATED = 3000 if SLOW else 260
@@ -130,11 +131,11 @@ def test_known_classes_still_occur(oracle: Oracle) -> None:
         assert verdict.status == "known" and verdict.known == name, verdict.report()
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
+@pytest.mark.parametrize("name", sorted(PROBES))
 def test_mutant_caught(monkeypatch: pytest.MonkeyPatch, neighbour_seed: int,
                        name: str) -> None:
     """With the mutant in place the oracle reports a disagreement (not a known class)."""
-    patch, probes = MUTANTS[name]
+    patch, probes = MUTANTS[name], PROBES[name]
     bite = name in BOUNDS_BITE
     clean = Oracle(oracle_world(metadata(), seed=neighbour_seed, bounds_bite=bite))
     try:

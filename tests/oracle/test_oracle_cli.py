@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from dpsql.cli import main
-from tests.oracle.semantic_mutants import MUTANTS
+from tests.support.mutants import MUTANTS
 
 
 def test_cli_oracle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -23,7 +23,7 @@ def test_cli_oracle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "3 queries in" in result.stdout and "3 agrees" in result.stdout
-    MUTANTS["avg_by_rows"][0](monkeypatch)
+    MUTANTS["avg_by_rows"](monkeypatch)
     broken = CliRunner().invoke(main, args)
     assert broken.exit_code == 1 and "1 disagrees" in broken.stdout, broken.output
     assert "AVG(amount)" in broken.stderr and "reference:" in broken.stderr

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from dpsql.audit.neighbour_queries import generate, metadata
 from dpsql.audit.oracle import Oracle, accepted_forms, check_all
 from dpsql.audit.oracle_worlds import oracle_world, to_postgres
-from tests.oracle.semantic_mutants import MUTANTS
+from tests.oracle.semantic_mutants import PROBES
 from tests.oracle.test_oracle import EXAMPLES, assert_all_explained
+from tests.support.neighbour_queries import generate, metadata
 from tests.support.pgcluster import Cluster
 
 pytestmark = pytest.mark.pg
@@ -49,7 +49,7 @@ def test_known_classes(oracle: Oracle) -> None:
 
 def test_mutant_probes_agree(oracle: Oracle) -> None:
     """Every mutant's probe queries agree unmutated on PostgreSQL too."""
-    for _, probes in MUTANTS.values():
+    for probes in PROBES.values():
         for sql, delta in probes:
             verdict = oracle.check(sql, delta)
             assert verdict.status in ("agrees", "approximate"), verdict.report()

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from dpsql.audit.neighbour_queries import generate, metadata
 from dpsql.audit.oracle import Oracle, accepted_forms, check_all
 from dpsql.audit.oracle_worlds import oracle_world, to_parquet
-from tests.oracle.semantic_mutants import MUTANTS
+from tests.oracle.semantic_mutants import PROBES
 from tests.oracle.test_oracle import EXAMPLES, assert_all_explained
+from tests.support.neighbour_queries import generate, metadata
 from tests.support.sparkcluster import SparkCluster
 from tests.support.subset import SLOW
 
@@ -36,7 +36,7 @@ def oracle(tmp_path_factory: pytest.TempPathFactory, spark_cluster: SparkCluster
 def test_probes_and_generated(oracle: Oracle, neighbour_seed: int) -> None:
     """Every mutant's probe (where no bound bites), the known classes' examples and a few
     generated queries give the reference's answer on Spark too."""
-    probes = [(sql, 0.0, delta, "laplace") for _, probes in MUTANTS.values()
+    probes = [(sql, 0.0, delta, "laplace") for probes in PROBES.values()
               for sql, delta in probes]
     queries = probes + accepted_forms(generate(N_GENERATED, neighbour_seed))
     summary = check_all(oracle, queries)

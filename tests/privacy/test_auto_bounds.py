@@ -198,7 +198,7 @@ def test_a_run_chooses_k_on_the_engine_and_says_it(db: dpsql.Database) -> None:
 
 
 def test_explain_says_k_is_chosen_and_what_it_costs(db: dpsql.Database) -> None:
-    from dpsql.explain import render
+    from dpsql.explanation.render import render
 
     text = "\n".join(render(db.explain("SELECT COUNT(*) FROM v", epsilon=1.0)))
     assert "chosen from the data when the query runs" in text

@@ -95,7 +95,7 @@ def _compiled(p: Plan, engine: DuckDBEngine, schema: dict[str, str]) -> dict[str
     :func:`dpsql.routes.pipeline.engine_sql` does (a refusal raises)."""
     tree = rewrite(p, schema)
     salted = tree.find(exp.Placeholder) is not None
-    duckdb_sql = engine.compile(tree, p, salted)
+    duckdb_sql = engine.compile(tree, salted, ())
     check_engine_query(p, duckdb_sql, salted, schema)
     sums = {m.name for m in p.measurements}
     return {"duckdb": duckdb_sql,

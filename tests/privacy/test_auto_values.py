@@ -298,7 +298,7 @@ def test_a_run_chooses_k_then_the_bounds_and_says_so(db: dpsql.Database) -> None
 
 
 def test_explain_says_the_bound_is_chosen_and_what_it_costs(db: dpsql.Database) -> None:
-    from dpsql.explain import render
+    from dpsql.explanation.render import render
 
     text = "\n".join(render(db.explain("SELECT SUM(x) FROM v", epsilon=1.0)))
     assert "x's upper bound is chosen from the data when the query runs" in text

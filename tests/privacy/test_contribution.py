@@ -124,7 +124,7 @@ def test_stored_answers_are_kept_apart_by_bounds_and_notes_say_them(db: dpsql.Da
 
 
 def test_explain_states_bias_and_clamping(db: dpsql.Database) -> None:
-    from dpsql.explain import render
+    from dpsql.explanation.render import render
 
     text = "\n".join(render(db.explain("SELECT category, SUM(amount) FROM visits GROUP BY "
                                        "category", bounds=ContributionBounds(20, 4))))

@@ -111,12 +111,12 @@ def test_a_date_outside_its_declared_bounds_cannot_break_date_trunc(
 # --------------------------------------------------------------------------- finding 2
 #: An integer literal beyond 64 bits that is a comparison operand keeps its literal
 #: (dpsql/query/total_expressions.py _typednumber: "A comparison operand keeps its literal"); the
-#: constants pass does not touch bare literals (dpsql/query/fold.py is_literal). DuckDB types it as
+#: fold pass leaves bare literals (dpsql/query/fold_constants.py is_literal). DuckDB types it as
 #: a BIGNUM and converts it to DOUBLE when a row reaches the comparison with a DOUBLE column; beyond
 #: 1.8e308 that cast fails ("Could not convert bignum ... to Double"), on the victim's row only.
 #: The same through a DB-API parameter (an int of 400 digits) and in CASE x WHEN, NULLIF,
 #: IS NOT DISTINCT FROM. Suggested fix: keep a comparison literal bare only when it fits in
-#: int64; type anything wider as DOUBLE in the constants pass (refusing an infinite one with
+#: int64; type anything wider as DOUBLE in fold_constants (refusing an infinite one with
 #: InvalidConstant), and let dpsql.query.bounds._literal refuse a non-finite float(node.this).
 HUGE = "1" + "0" * 400
 HUGE_LITERALS = [

@@ -205,3 +205,13 @@ def test_where_refusals(md: Metadata) -> None:
         c("SELECT COUNT(*) FROM people WHERE sex > 3", md)
     with pytest.raises(UnsupportedQuery, match="named WINDOW"):
         c("SELECT COUNT(*) FROM people WINDOW w AS (ORDER BY age)", md)
+
+
+def test_every_aggregate_the_checker_reads_has_its_privacy_argument() -> None:
+    """The checker's vocabulary (query/aggregate_calls.py) and the registry of privacy
+    arguments (privacy/aggregates.py) name the same kinds, in the same order."""
+    from dpsql.privacy.aggregates import AGGREGATES
+    from dpsql.query.aggregate_calls import FUNCTIONS
+
+    assert list(FUNCTIONS) == list(AGGREGATES)
+    assert all(a.kind == kind for kind, a in AGGREGATES.items())

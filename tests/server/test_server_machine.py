@@ -15,7 +15,7 @@ import asyncpg.introspection
 import pytest
 
 from dpsql.database import Database
-from dpsql.explain import render
+from dpsql.explanation.render import render
 from dpsql.server import Server, ServerConfig
 from dpsql.server.machine.machine import Machine
 from dpsql.server.machine.outcome import Terminate

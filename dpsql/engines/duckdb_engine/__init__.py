@@ -1,1 +1,1 @@
-"""DuckDB: the reference engine's dialect of the engine IR."""
+"""DuckDB: the reference engine (:mod:`.engine`) and its dialect of the engine IR."""

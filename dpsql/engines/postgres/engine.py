@@ -28,20 +28,16 @@ from __future__ import annotations
 import decimal
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
+from dpsql.engines.empty import with_empty
 from dpsql.engines.physical import public_select
 from dpsql.engines.postgres.dialect import PostgresDialect
 from dpsql.errors import EngineError, UnsupportedQuery
 from dpsql.metadata.owner_settings import DEFAULT_STATEMENT_TIMEOUT
-from dpsql.query.dry_runs import empty_tables, with_empty
-from dpsql.query.joins import physical
-
-if TYPE_CHECKING:
-    from dpsql.privacy.plan import Plan
 
 MINIMUM_VERSION = 140000
 CANCEL_RETRY, CANCEL_RETRIES = 0.02, 100  # a lost cancel request is repeated for up to 2 s
@@ -187,18 +183,15 @@ class PostgresEngine:
 
     # --- queries ----------------------------------------------------------------------------
 
-    def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
-        """PostgreSQL's SQL for the rewritten ``tree``, run once on an empty table of the
-        physical types (its declared ones where unknown) so that a type error is a refusal,
-        before any charge (see :func:`dpsql.routes.pipeline.check_engine_query` for DuckDB)."""
+    def compile(self, tree: exp.Expression, salted: bool,
+                empty_tables: Sequence[tuple[str, exp.Select]]) -> str:
+        """PostgreSQL's SQL for the rewritten ``tree``, run once with every table it reads
+        (joined ones too) replaced by its empty table of ``empty_tables`` (the physical types,
+        the declared ones where unknown) so that a type error is a refusal, before any charge
+        (see :func:`dpsql.routes.pipeline.check_engine_query` for DuckDB)."""
         sql = tree.sql(dialect=PostgresDialect)
-        relation = plan.query.relation
-        schema = physical(relation, self.schema) if relation is not None else \
-            self.schema.get(plan.table.name.lower(), {})
-        # Every table the query reads, joined ones too, replaced by an empty one.
         assert isinstance(tree, exp.Query)  # the rewrite builds one SELECT
-        dry = with_empty(tree, empty_tables(relation, plan.table, schema)).sql(
-            dialect=PostgresDialect)
+        dry = with_empty(tree, empty_tables).sql(dialect=PostgresDialect)
         psycopg = _psycopg()
         try:
             self.session().execute(dry, [0] if salted else None).fetchall()

@@ -55,9 +55,8 @@ from dpsql.engines.spark.dialect import SALT_NAME, SparkDialect, spark_tree
 from dpsql.engines.spark.footer import spark_types, struct_type
 from dpsql.errors import EngineError, UnsupportedQuery
 
-if TYPE_CHECKING:  # dpsql.engines opens this module: no import back at run time
-    from dpsql.engines import CancelToken
-    from dpsql.privacy.plan import Plan
+if TYPE_CHECKING:
+    from dpsql.engines.protocol import CancelToken
 
 #: Spark's types (``DataType.simpleString()``) as the DuckDB type names that the metadata
 #: check and the rewrite's column reader know; anything else keeps its name (and is refused
@@ -283,8 +282,10 @@ class SparkEngine:
         return {table.lower(): {c.lower(): t for c, t in columns}
                 for table, columns in self.tables().items()}
 
-    def compile(self, tree: exp.Expression, plan: Plan, salted: bool) -> str:
-        """The engine's SQL for the rewritten tree (:meth:`generate`)."""
+    def compile(self, tree: exp.Expression, salted: bool,
+                empty_tables: Sequence[tuple[str, exp.Select]]) -> str:
+        """The engine's SQL for the rewritten tree (:meth:`generate`: Spark analyses it
+        without data, so ``empty_tables`` goes unread)."""
         assert isinstance(tree, exp.Select)  # the rewrite builds one SELECT
         return self.generate(tree)
 

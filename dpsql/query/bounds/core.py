@@ -197,7 +197,7 @@ def _check_comparable(node: exp.Expression, children: list[exp.Expression],
                       parts: list[Bound]) -> None:
     """Refuse a comparison of a date with a number, which the engine could not evaluate. (A
     text literal compared with a number, a date or a boolean is converted when the query is
-    planned, by :mod:`dpsql.query.fold`.)"""
+    planned, by :mod:`dpsql.query.fold_constants`.)"""
     others = {p.kind for c, p in zip(children, parts, strict=True)
               if not (isinstance(c, exp.Literal) and c.is_string)}
     if others & TEMPORAL and others & {"int", "float"}:

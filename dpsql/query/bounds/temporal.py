@@ -181,7 +181,7 @@ def _instants(node: exp.Expression, table: Table) -> tuple[dt.datetime, dt.datet
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
-        try:  # a typed literal such as TIMESTAMP '2025-01-01' (the constants pass checks it)
+        try:  # a typed literal such as TIMESTAMP '2025-01-01' (fold_constants checks it)
             day = dt.datetime.fromisoformat(node.this.name.strip()).replace(tzinfo=None)
             return (max(day, _FIRST + _ZONES) - _ZONES,  # the instant in any zone
                     min(day, _LAST - _ZONES) + _ZONES)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
 
 from dpsql.errors import InvalidPrivacyParameter
 from dpsql.server.machine import cursors
 from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Statement, StatementKind
+from dpsql.server.machine.host import SessionState
 from dpsql.server.machine.outcome import (
     Outcome,
     PgError,
@@ -27,16 +27,13 @@ from dpsql.server.machine.outcome import (
 from dpsql.server.wire import protocol as p
 from dpsql.server.wire import types as t
 
-if TYPE_CHECKING:
-    from dpsql.server.machine.machine import Machine
-
-Handler = Callable[["Machine", Statement], Awaitable[Outcome]]
+Handler = Callable[[SessionState, Statement], Awaitable[Outcome]]
 
 
 # -- transactions ----------------------------------------------------------------------------
 
 
-async def begin(m: Machine, statement: Statement) -> Outcome:
+async def begin(m: SessionState, statement: Statement) -> Outcome:
     if m.status != "I":
         return Outcome(None, tag=statement.tag, extra=[p.notice_response(
             "25001", "there is already a transaction in progress")])
@@ -44,7 +41,7 @@ async def begin(m: Machine, statement: Statement) -> Outcome:
     return Outcome(None, tag="BEGIN")
 
 
-async def end(m: Machine, statement: Statement) -> Outcome:
+async def end(m: SessionState, statement: Statement) -> Outcome:
     """COMMIT or ROLLBACK (a failed block's COMMIT rolls back, as in PostgreSQL)."""
     extra = []
     tag = "COMMIT" if statement.kind == StatementKind.COMMIT and m.status != "E" else "ROLLBACK"
@@ -56,14 +53,14 @@ async def end(m: Machine, statement: Statement) -> Outcome:
     return Outcome(None, tag=tag, extra=extra)
 
 
-async def rollback_to(m: Machine, statement: Statement) -> Outcome:
+async def rollback_to(m: SessionState, statement: Statement) -> Outcome:
     if m.status == "I":
         raise PgError("25P01", "ROLLBACK TO SAVEPOINT can only be used in transaction blocks")
     m.status = "T"
     return Outcome(None, tag="ROLLBACK")
 
 
-async def savepoint(m: Machine, statement: Statement) -> Outcome:
+async def savepoint(m: SessionState, statement: Statement) -> Outcome:
     if m.status == "I":
         raise PgError("25P01", f"{statement.tag} can only be used in transaction blocks")
     return Outcome(None, tag=statement.tag)
@@ -72,7 +69,7 @@ async def savepoint(m: Machine, statement: Statement) -> Outcome:
 # -- housekeeping ----------------------------------------------------------------------------
 
 
-async def discard(m: Machine, statement: Statement) -> Outcome:
+async def discard(m: SessionState, statement: Statement) -> Outcome:
     if statement.argument not in ("all", ""):
         return Outcome(None, tag=statement.tag)
     if m.status != "I":
@@ -83,7 +80,7 @@ async def discard(m: Machine, statement: Statement) -> Outcome:
     return reset_all(m, statement.tag)
 
 
-async def deallocate(m: Machine, statement: Statement) -> Outcome:
+async def deallocate(m: SessionState, statement: Statement) -> Outcome:
     target = statement.argument
     if target == "all":
         m.statements = {k: v for k, v in m.statements.items() if k == ""}
@@ -92,14 +89,14 @@ async def deallocate(m: Machine, statement: Statement) -> Outcome:
     return Outcome(None, tag="DEALLOCATE" + (" ALL" if target == "all" else ""))
 
 
-async def noop(m: Machine, statement: Statement) -> Outcome:
+async def noop(m: SessionState, statement: Statement) -> Outcome:
     return Outcome(None, tag=statement.tag)
 
 
 # -- settings --------------------------------------------------------------------------------
 
 
-def apply_setting(m: Machine, name: str, value: str | None) -> bytes | None:
+def apply_setting(m: SessionState, name: str, value: str | None) -> bytes | None:
     """Set (or with None reset) one setting; the ParameterStatus to send if reported."""
     if value is None:
         config = m.server.config
@@ -127,7 +124,7 @@ def apply_setting(m: Machine, name: str, value: str | None) -> bytes | None:
     return None
 
 
-def _within_owner_limits(m: Machine, name: str, value: str) -> None:
+def _within_owner_limits(m: SessionState, name: str, value: str) -> None:
     """A session epsilon or delta beyond the owner's per-query limits is refused at SET, where
     the analyst typed it, not at each later query (the planner checks them again there)."""
     if name not in ("dpsql.epsilon", "dpsql.delta"):
@@ -143,7 +140,7 @@ def _within_owner_limits(m: Machine, name: str, value: str) -> None:
         raise st.SettingError(str(e), e.sqlstate) from None
 
 
-async def do_set(m: Machine, statement: Statement) -> Outcome:
+async def do_set(m: SessionState, statement: Statement) -> Outcome:
     try:
         command = st.parse_set(statement.text, m.user)
         if command.name is None:
@@ -154,7 +151,7 @@ async def do_set(m: Machine, statement: Statement) -> Outcome:
     return Outcome(None, tag="SET", extra=[status] if status else [])
 
 
-async def do_reset(m: Machine, statement: Statement) -> Outcome:
+async def do_reset(m: SessionState, statement: Statement) -> Outcome:
     target = statement.argument.strip().strip(";").strip()
     if target == "all":
         return reset_all(m, "RESET")
@@ -165,7 +162,7 @@ async def do_reset(m: Machine, statement: Statement) -> Outcome:
     return Outcome(None, tag="RESET", extra=[status] if status else [])
 
 
-def reset_all(m: Machine, tag: str) -> Outcome:
+def reset_all(m: SessionState, tag: str) -> Outcome:
     extra = []
     for name, value in m.initial.items():
         if m.settings.get(name) != value and name in st.CANONICAL:
@@ -174,7 +171,7 @@ def reset_all(m: Machine, tag: str) -> Outcome:
     return Outcome(None, tag=tag, extra=extra)
 
 
-async def do_show(m: Machine, statement: Statement) -> Outcome:
+async def do_show(m: SessionState, statement: Statement) -> Outcome:
     target = statement.argument.strip().strip(";").strip()
     if target == "all":
         rows: list[tuple[object, ...]] = [
@@ -192,7 +189,7 @@ async def do_show(m: Machine, statement: Statement) -> Outcome:
     return Outcome([p.Field(show_column(target), t.TEXT)], [(value,)], "SHOW")
 
 
-def budget_text(m: Machine) -> str:
+def budget_text(m: SessionState) -> str:
     status = m.server.budget(m.user)
     if status is None:
         return "unmetered: no analyst budgets are declared"
@@ -229,7 +226,7 @@ def startup_options(text: str) -> list[tuple[str, str]]:
 # ------------------------------------------
 
 
-async def declare(m: Machine, statement: Statement, params: list[object],
+async def declare(m: SessionState, statement: Statement, params: list[object],
                   privacy: tuple[float, float, str], param_types: Sequence[int]) -> Outcome:
     """Answer the cursor's query once (charged once, like any query) and keep its rows.
 
@@ -253,7 +250,7 @@ async def declare(m: Machine, statement: Statement, params: list[object],
     return Outcome(None, tag=statement.tag, extra=outcome.extra)
 
 
-async def close(m: Machine, statement: Statement) -> Outcome:
+async def close(m: SessionState, statement: Statement) -> Outcome:
     if not statement.argument:
         m.cursors.clear()
     elif m.cursors.pop(statement.argument, None) is None:
@@ -261,7 +258,7 @@ async def close(m: Machine, statement: Statement) -> Outcome:
     return Outcome(None, tag=statement.tag)
 
 
-async def fetch(m: Machine, statement: Statement) -> Outcome:
+async def fetch(m: SessionState, statement: Statement) -> Outcome:
     """FETCH and MOVE: the released rows of a cursor, at no cost."""
     cursor = find_cursor(m, statement.argument)
     assert statement.direction is not None  # set with the name by the classifier
@@ -275,14 +272,14 @@ async def fetch(m: Machine, statement: Statement) -> Outcome:
     return Outcome(copy_fields(cursor.fields), rows, f"FETCH {len(rows)}")
 
 
-def find_cursor(m: Machine, name: str) -> cursors.Cursor:
+def find_cursor(m: SessionState, name: str) -> cursors.Cursor:
     cursor = m.cursors.get(name)
     if cursor is None:
         raise no_cursor(name)
     return cursor
 
 
-def end_cursors(m: Machine, committed: bool) -> None:
+def end_cursors(m: SessionState, committed: bool) -> None:
     """The end of a transaction: cursors WITHOUT HOLD close; on a rollback, so do those
     declared in it. Those WITH HOLD declared in a committed transaction live on."""
     for name, cursor in list(m.cursors.items()):
@@ -300,7 +297,7 @@ COMMANDS: dict[str, Handler] = {
 }
 
 
-async def run_command(m: Machine, statement: Statement, params: list[object],
+async def run_command(m: SessionState, statement: Statement, params: list[object],
                       privacy: tuple[float, float, str], param_types: Sequence[int]) -> Outcome:
     """Answer a session command or cursor statement (DECLARE's query with these arguments)."""
     if statement.error:  # a cursor statement that could not be read

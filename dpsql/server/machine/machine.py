@@ -10,8 +10,8 @@ the extended protocol, skipping messages until Sync.
 Everything that may block -- planning, a private query, a catalog query, reading the budget --
 goes through :attr:`Machine.blocking`, which the I/O adapter (:mod:`dpsql.server.session`)
 runs in the server's thread pool with cancel and timeouts; tests run it inline. Private
-queries go to the library through the server (:meth:`ServerLike.run_query`): this module makes
-no privacy decision.
+queries go to the library through the server (:meth:`~dpsql.server.machine.host.Host.
+run_query`): this module makes no privacy decision.
 """
 
 from __future__ import annotations
@@ -20,18 +20,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from sqlglot.errors import SqlglotError
 
 from dpsql import errors
 from dpsql.execution.watch import Watch, watching
-from dpsql.explain import render
+from dpsql.explanation.render import render
 from dpsql.query.parse import check_size
 from dpsql.server.catalog import CatalogError, SessionInfo
 from dpsql.server.machine import commands, cursors
 from dpsql.server.machine import settings as st
 from dpsql.server.machine.classify import Statement, StatementKind
+from dpsql.server.machine.host import Blocking, Host, inline
 from dpsql.server.machine.outcome import (
     CANCELLED,
     Outcome,
@@ -53,9 +54,6 @@ from dpsql.server.wire import paramtypes, sqltext
 from dpsql.server.wire import protocol as p
 from dpsql.server.wire import types as t
 
-if TYPE_CHECKING:
-    from dpsql.server.config import ServerLike
-
 log = logging.getLogger("dpsql.server")
 
 FLUSH_AT = 64 * 1024  # bytes of output after which rows are written out before the rest
@@ -64,26 +62,12 @@ MAX_PREPARED = 1000
 MAX_PREPARED_TEXT = 256 * 1024
 
 
-class Blocking(Protocol):
-    """Runs ``fn`` off the event loop. ``interruptible`` opens the DuckDB cursor a cancel
-    interrupts; ``timed``: the session's ``statement_timeout`` applies."""
-
-    def __call__(self, fn: Callable[[], Any], interruptible: Callable[[], Any] | None = None,
-                 timed: bool = True) -> Awaitable[Any]: ...
-
-
-async def inline(fn: Callable[[], Any], interruptible: Callable[[], Any] | None = None,
-                 timed: bool = True) -> Any:
-    """A :class:`Blocking` that runs ``fn`` on the caller's thread (tests, no cancel)."""
-    return fn()
-
-
 async def _nothing() -> None:
     return None
 
 
 class Machine:
-    def __init__(self, server: ServerLike, blocking: Blocking = inline,
+    def __init__(self, server: Host, blocking: Blocking = inline,
                  drain: Callable[[], Awaitable[None]] = _nothing) -> None:
         self.server = server
         self.blocking = blocking
@@ -503,14 +487,15 @@ class Machine:
             raise from_dpsql(result, statement)
         fields = fields_of([(c.name, c.type) for c in result.columns], statement.names)
         # The bias of bounding and clamping, which the noise's accuracy does not cover, and
-        # the caveats (dpsql.execution.caveats), as psql and drivers show a NOTICE (dpsql.bias;
+        # the caveats (dpsql.execution.caveats), as psql and drivers show a NOTICE
+        # (dpsql.explanation.bias;
         # public: the bounds in force; the caveats are post-processing).
         notices = [p.notice_response("00000", note, "NOTICE") for note in result.notes]
         return Outcome(fields, list(result.rows), f"SELECT {len(result.rows)}", notices)
 
     async def run_explain(self, statement: Statement, params: list[object],
                           privacy: tuple[float, float, str]) -> Outcome:
-        """``EXPLAIN``: the text of ``dpsql explain`` (:func:`dpsql.explain.render`)."""
+        """``EXPLAIN``: the text of ``dpsql explain`` (:func:`dpsql.explanation.render.render`)."""
         epsilon, delta, mechanism = privacy
 
         def explain() -> Any:

@@ -6,7 +6,7 @@ parameters of each following query of the session; checked with the library's ow
 DEFAULT: the metadata's; the owner's caps are checked when a query runs,
 :mod:`dpsql.metadata.contribution`), ``dpsql.retention`` (OFF, or an epsilon at which each
 following query also estimates, charged, the share of a unit's rows its bounds keep, sent as a
-NOTICE: :mod:`dpsql.execution.kept`), ``dpsql.caveats`` (ON, the default, or OFF: whether an
+NOTICE: :mod:`dpsql.execution.retention`), ``dpsql.caveats`` (ON, the default, or OFF: whether an
 answer sends the NOTICEs that say when it is not worth reading, :mod:`dpsql.execution.caveats`),
 and the read-only ``dpsql.analyst``. Other names are
 stored and shown back, so that clients that set ``extra_float_digits``, ``application_name``,

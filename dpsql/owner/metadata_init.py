@@ -1,9 +1,9 @@
 """``dpsql metadata init``: a metadata skeleton from a database's schema.
 
 Without proposals only the schema is read (names and types), never a value: bounds, domains, the
-privacy unit and the contribution limits are public policy that the data owner must write in.
-With ``proposals`` (``dpsql metadata init --unit COLUMN``, :func:`dpsql.retention.propose`, the
-owner's exact read of the data) the skeleton also writes the privacy unit, the k and g that keep
+privacy unit and the contribution limits are public policy that the data owner must write in. With
+``proposals`` (``dpsql metadata init --unit COLUMN``, :func:`dpsql.owner.metadata_check.propose`,
+the owner's exact read of the data) the skeleton also writes the privacy unit, the k and g that keep
 most rows, and ``nullable = false`` / ``unique = true`` where the data has no NULL / no repeated
 value, each marked as read from the data, for the owner to confirm as policy.
 
@@ -25,7 +25,7 @@ import tomli_w
 from dpsql.engines import declared_type
 from dpsql.engines.constraints import Constraints
 from dpsql.metadata.owner_settings import DEFAULT_LEDGER
-from dpsql.retention import Proposal
+from dpsql.owner.metadata_check import Proposal
 
 _HEADER = """\
 # dpsql metadata skeleton, written from the database schema only (no values read).

@@ -1,4 +1,5 @@
-"""Pass 4, constants: every constant is typed, converted and evaluated when the query is planned.
+"""Pass 4, fold_constants: every constant is typed, converted and evaluated when the query is
+planned.
 
 DuckDB converts and evaluates constants lazily: a text literal compared with an INTEGER column is
 cast when a row reaches the comparison, ``2147483647 + 1`` overflows INT32 only on the rows whose
@@ -32,13 +33,14 @@ from typing import cast
 import duckdb
 from sqlglot import exp
 
-from dpsql.engines import INTEGER_TYPES, scratch
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
+from dpsql.engines.physical import INTEGER_TYPES
 from dpsql.errors import InvalidConstant
 from dpsql.metadata.metadata import Table
 from dpsql.query.bounds import COMPARISONS, RULES, bound
 from dpsql.query.check import CheckedQuery
 from dpsql.query.dates import date_text, timestamp_text, written
+from dpsql.query.local_evaluator import scratch
 from dpsql.query.total_expressions import DATE_RANGE, total
 
 _INT64 = 2**63

@@ -1,7 +1,7 @@
-"""More query shapes for the neighbour test: what :mod:`dpsql.audit.neighbour_queries` does not
-write, on the same :data:`~dpsql.audit.neighbour_queries.METADATA` and worlds.
+"""More query shapes for the neighbour test: what :mod:`tests.support.neighbour_queries` does not
+write, on the same :data:`~tests.support.neighbour_queries.METADATA` and worlds.
 
-:func:`dpsql.audit.neighbour_queries.generate` draws one plain key at most, aggregates of a column
+:func:`tests.support.neighbour_queries.generate` draws one plain key at most, aggregates of a column
 or a little arithmetic, filters of ``column op constant``, and equi-joins. The checker accepts
 more, and each is a place where a row's fate or a value could depend on data in a way the
 sensitivity does not cover, so each is drawn here:
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 
-from dpsql.audit.neighbour_queries import _FROMS, _PUBLIC_KEYS, _Alias, _Gen
+from tests.support.neighbour_queries import _FROMS, _PUBLIC_KEYS, _Alias, _Gen
 
 Query = tuple[str, float, float, str]
 

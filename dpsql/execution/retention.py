@@ -1,9 +1,9 @@
 """A charged, noisy estimate of what contribution bounding keeps of one query's rows.
 
-The bias notes (:mod:`dpsql.bias`) say *that* a unit's rows beyond k and groups beyond g are
-left out; the owner sees exactly how many (``dpsql metadata check``). An analyst may also ask,
-for one query and for a stated epsilon charged to their budget like any query's, how much of
-the rows that query reads its bounds keep. Asked with ``--retention EPSILON`` (CLI),
+The bias notes (:mod:`dpsql.explanation.bias`) say *that* a unit's rows beyond k and groups beyond g
+are left out; the owner sees exactly how many (``dpsql metadata check``). An analyst may also ask,
+for one query and for a stated epsilon charged to their budget like any query's, how much of the
+rows that query reads its bounds keep. Asked with ``--retention EPSILON`` (CLI),
 ``retention=EPSILON`` (DB-API, :meth:`dpsql.Database.run`) or ``SET dpsql.retention = EPSILON``
 (server).
 
@@ -12,7 +12,7 @@ with joins, rows of no identifiable unit left out: :func:`dpsql.execution.rewrit
 each unit ``u`` has ``n_u`` rows in ``d_u`` groups of the query's keys (``d_u = 1`` without
 GROUP BY). Bounding keeps, in expectation over its random sample, about ``min(k, n_u *
 min(1, g'/d_u))`` of them (g' of its d_u groups when the plan caps groups,
-:func:`dpsql.execution.rewrite.group_cap`; all its groups otherwise; then k rows), the figure
+:attr:`dpsql.privacy.plan.Plan.group_cap`; all its groups otherwise; then k rows), the figure
 of ``dpsql metadata check`` and an upper bound of the expectation. Its share kept is
 ``f_u = min(1, k / n_u, g' / d_u)``, in ``[0, 1]``. Two measurements:
 
@@ -49,10 +49,11 @@ from sqlglot import exp
 
 from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
-from dpsql.execution.rewrite import group_cap, query_rows, row_cap
+from dpsql.execution.rewrite import query_rows
 from dpsql.privacy.mechanisms import accuracy, calibrate_laplace, perturb
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
+from dpsql.query.dry_runs import empty_tables
 from dpsql.query.joins import physical
 
 
@@ -114,9 +115,9 @@ def share(p: Plan) -> exp.Expression:
     harness's mutant, which releases the rows kept instead: sensitivity k, not 1)."""
     shares: list[exp.Expression] = [
         exp.Literal.number(1),
-        exp.Div(this=exp.cast(exp.Literal.number(row_cap(p.table)), "DOUBLE"),
+        exp.Div(this=exp.cast(exp.Literal.number(p.table.max_rows_per_unit), "DOUBLE"),
                 expression=exp.column("__n"))]
-    cap = group_cap(p)
+    cap = p.group_cap
     if p.keys and cap is not None:
         shares.append(exp.Div(this=exp.cast(exp.Literal.number(cap), "DOUBLE"),
                               expression=exp.column("__d")))
@@ -129,7 +130,8 @@ def retention_sql(p: Plan, engine: Engine) -> str:
     schema = physical(relation, engine.schema) if relation is not None else \
         engine.schema.get(p.table.name.lower(), {})
     tree = retention_query(p, schema)
-    return engine.compile(tree, p, False) if engine.name != "duckdb" else \
+    empties = empty_tables(relation, p.table, schema)
+    return engine.compile(tree, False, empties) if engine.name != "duckdb" else \
         tree.sql(dialect=DuckDBDialect)
 
 

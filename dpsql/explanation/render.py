@@ -1,13 +1,13 @@
-"""An :class:`~dpsql.routes.pipeline.Explanation` for analysts: what ``dpsql explain`` prints (as
-text, or as JSON with ``--format json``) and what the server's ``EXPLAIN`` returns (one line per row
-of its ``QUERY PLAN`` column), rendered here once.
+"""An :class:`~dpsql.explanation.explanation.Explanation` for analysts: what ``dpsql explain``
+prints (as text, or as JSON with ``--format json``) and what the server's ``EXPLAIN`` returns (one
+line per row of its ``QUERY PLAN`` column), rendered here once.
 
 It shows only what the plan fixes before any data is read, in the order an analyst asks:
 what the query costs; what each output's accuracy will be, in its column's own units (an
 AVG's own ±, a quantile's in values: :mod:`dpsql.execution.expected`) and what its values are
 clamped to; how groups are released; which contribution bounds apply and what they may drop
-(:mod:`dpsql.bias`); then how the noise is drawn (each measurement's sensitivity, share of
-epsilon, mechanism and scale). The engine SQL (its salt a parameter, never a number) only
+(:mod:`dpsql.explanation.bias`); then how the noise is drawn (each measurement's sensitivity,
+share of epsilon, mechanism and scale). The engine SQL (its salt a parameter, never a number) only
 when asked for (``--sql``; the server's EXPLAIN shows it).
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from dpsql.bias import BOUNDS_NOTE
 from dpsql.execution.expected import READING
-from dpsql.routes.pipeline import Explanation
+from dpsql.explanation.bias import BOUNDS_NOTE
+from dpsql.explanation.explanation import Explanation
 from dpsql.texttable import format_table
 
 HEADER = ["cell", "measurement", "sensitivity", "epsilon", "mechanism", "noise scale",

@@ -18,7 +18,7 @@ from dpsql.privacy.plan import AutoValue, Plan
 from dpsql.query.dp_clause import counted_as_written
 
 #: How the note on the bounds in force begins: EXPLAIN states the bounds once, in this note,
-#: where there is one (:func:`dpsql.explain.render`).
+#: where there is one (:func:`dpsql.explanation.render.render`).
 BOUNDS_NOTE = "Contribution bounds in force"
 
 #: Aggregates whose argument is only counted, never clamped into a sum.
