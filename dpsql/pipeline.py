@@ -24,6 +24,7 @@ from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.duckdb_engine.dry import run_dry
 from dpsql.errors import EngineError, QueryTooComplex, UnsupportedQuery
+from dpsql.execution.choices import split, unit_choices
 from dpsql.execution.expected import Expected, expected
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
@@ -40,7 +41,7 @@ from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import automatic, choose_k, planned, with_rows
 from dpsql.privacy.auto_values import chosen_bounds, draw, with_values
 from dpsql.privacy.mechanisms import Mechanism, accuracy
-from dpsql.privacy.plan import Plan, calibrated, plan
+from dpsql.privacy.plan import AutoValue, Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
 from dpsql.privacy.randomness import Randomness
 from dpsql.query import dry_shapes
@@ -154,18 +155,17 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
 def choose(p: Plan, engine: Engine, rng: Randomness) -> Plan:
     """The choices from the data a plan leaves to its run, in order (k, then each value
     bound, given the released k: :mod:`dpsql.privacy.auto_values`), and ``p`` calibrated to
-    them; ``p`` itself when it has none left."""
+    them; ``p`` itself when it has none left. Their inputs are read in one engine pass
+    (:mod:`dpsql.execution.choices`)."""
+    if not (k_to_choose(p) or values_to_choose(p)):
+        return p
+    _, rows = engine.execute(choices_sql(p, engine))
+    counts, buckets = split(rows, len(_sides(p)))
     if k_to_choose(p):
-        _, counts = engine.execute(units_sql(p, engine))
-        k = choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
-        p = _chosen(p, k)
+        p = _chosen(p, choose_k(p, counts, rng))
     if values_to_choose(p):
-        drawn = []
-        for i, v in enumerate(p.values):
-            _, buckets = engine.execute(values_sql(p, i, engine))
-            integer = p.table.columns[v.column].type == ColumnType.INT
-            drawn.append(draw(v, {int(b): int(n) for b, n in buckets},  # type: ignore[call-overload]
-                              integer, rng))
+        drawn = [draw(v, buckets[i], p.table.columns[v.column].type == ColumnType.INT, rng)
+                 for i, v in enumerate(p.values)]
         p = _valued(p, tuple(drawn))
     return p
 
@@ -182,10 +182,8 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     """
     if engine is None:
         return _engine_sql(p, {}, None)
-    if k_to_choose(p):
-        units_sql(p, engine)  # the choice of k runs first: checked before any charge too
-    for i in range(len(p.values) if values_to_choose(p) else 0):
-        values_sql(p, i, engine)  # and the choices of value bounds
+    if k_to_choose(p) or values_to_choose(p):
+        choices_sql(p, engine)  # the choices run first: checked before any charge too
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
         sql, salted = _engine_sql(p, _schema(p, engine), engine)
@@ -246,39 +244,53 @@ def _valued(p: Plan, bounds: tuple[float, ...]) -> Plan:
     return entry[1]
 
 
+def choices_sql(p: Plan, engine: Engine | None) -> str:
+    """The one engine query of every choice ``p`` has still to make
+    (:func:`dpsql.execution.choices.unit_choices`), in the engine's SQL: compiled once per plan
+    and checked before any charge (:class:`~dpsql.database.Database` asks for it through
+    :func:`engine_sql`); cached beside the plan's own SQL (``id(p)``) under ``-id(p)``."""
+    auto = p.auto
+    cap = auto.cap if auto is not None and k_to_choose(p) else None
+
+    def build(schema: Mapping[str, str]) -> exp.Query:
+        return unit_choices(p, cap, _sides(p), schema)
+
+    if engine is None:
+        return build(_schema(p, None)).sql(dialect=DuckDBDialect)
+    entry = engine.rewritten.get(-id(p))
+    if entry is None or entry[0] is not p:
+        entry = engine.rewritten.put(-id(p), (p, _choice_sql(p, build, engine), False))
+    return entry[1]
+
+
+def _sides(p: Plan) -> tuple[AutoValue, ...]:
+    return p.values if values_to_choose(p) else ()
+
+
 def values_sql(p: Plan, i: int, engine: Engine | None) -> str:
-    """The engine query that histograms the units' values for ``p.values[i]``
-    (:func:`dpsql.execution.rewrite.unit_values`), in the engine's SQL, compiled once per plan
-    and checked as :func:`units_sql`'s."""
+    """The engine query of ``p.values[i]``'s input alone (:func:`dpsql.execution.rewrite.
+    unit_values`), in the engine's SQL: what the neighbour harness audits one choice at a
+    time (a query runs them together: :func:`choices_sql`)."""
     value = p.values[i]
-    # beside the plan's own SQL and its units_sql
-    return _choice_sql(p, -id(p) * 16 - 1 - i, lambda schema: unit_values(p, value, schema),
-                       engine)
+    return _choice_sql(p, lambda schema: unit_values(p, value, schema), engine)
 
 
 def units_sql(p: Plan, engine: Engine | None) -> str:
-    """The engine query that counts units per number of rows for an automatic k
-    (:func:`dpsql.execution.rewrite.unit_counts`), in the engine's SQL: compiled once per plan
-    (the engine checks it: :class:`~dpsql.database.Database` asks before charging)."""
+    """The engine query of an automatic k's input alone, the units per number of rows
+    (:func:`dpsql.execution.rewrite.unit_counts`), as :func:`values_sql`."""
     auto = p.auto
     assert auto is not None
-    # beside the plan's own SQL (id(p)) in the same cache
-    return _choice_sql(p, -id(p), lambda schema: unit_counts(p, auto.cap, schema), engine)
+    return _choice_sql(p, lambda schema: unit_counts(p, auto.cap, schema), engine)
 
 
-def _choice_sql(p: Plan, key: int, build: Callable[[Mapping[str, str]], exp.Select],
+def _choice_sql(p: Plan, build: Callable[[Mapping[str, str]], exp.Query],
                 engine: Engine | None) -> str:
-    """The engine's SQL of one choice from the data (the tree ``build`` makes for the
-    engine's physical types), built, checked with DuckDB's semantics and compiled once per
-    plan, under ``key`` in the engine's cache."""
+    """The engine's SQL of a choice's input (the tree ``build`` makes for the engine's
+    physical types), checked with DuckDB's semantics (:func:`_checked`)."""
     if engine is None:
         return build(_schema(p, None)).sql(dialect=DuckDBDialect)
-    entry = engine.rewritten.get(key)
-    if entry is None or entry[0] is not p:
-        schema = _schema(p, engine)
-        entry = engine.rewritten.put(key, (p, _checked(p, build(schema), False, schema, engine),
-                                           False))
-    return entry[1]
+    schema = _schema(p, engine)
+    return _checked(p, build(schema), False, schema, engine)
 
 
 def _schema(p: Plan, engine: Engine | None) -> Mapping[str, str]:

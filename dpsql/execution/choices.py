@@ -1,0 +1,89 @@
+"""The one engine query of a plan's choices from the data (issue 39, item 2): an automatic k
+(:mod:`dpsql.privacy.auto_bounds`) and automatic value bounds (:mod:`dpsql.privacy.auto_values`)
+read their inputs in a single pass over the rows, one ``GROUP BY`` unit for all of them.
+
+Each choice's input is a histogram of one value per unit, computed exactly as its own query
+computes it (:func:`dpsql.execution.rewrite.unit_counts`, :func:`dpsql.execution.rewrite.
+unit_values`, which the neighbour harness audits one by one): the same rows (``__rows``: the
+query's WHERE, units not NULL), each unit's number of rows clamped to the cap, its largest
+(smallest) value of the column read clamped to the declared bounds, in the same geometric
+buckets, units without a value left out. Only the pass is shared: ``__per_unit`` holds every
+unit's count and extremes together, and each histogram is one ``GROUP BY`` of it, the parts
+joined by ``UNION ALL`` and told apart by ``__part`` (0 for k, ``1 + i`` for the plan's side
+``i``). The output is the multiset of the separate queries' outputs, so each histogram keeps its
+sensitivity (one unit moves each by at most one) and the draws that read them are the same
+mechanisms on the same inputs (tests/privacy/test_auto_choices.py checks the equality on the
+neighbour worlds). The draws themselves still happen in Python, in order (k, then each bound
+given the released k), from the operating system's randomness: no random bit comes from the
+engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlglot import exp
+
+from dpsql.execution.rewrite import query_rows, reading, step_bucket, value_steps
+from dpsql.privacy.plan import AutoValue, Plan
+
+#: ``__part`` of the counts of units per number of rows (an automatic k's input).
+ROWS_PART = 0
+
+
+def unit_choices(plan: Plan, cap: int | None, sides: Sequence[AutoValue],
+                 physical: Mapping[str, str] | None = None) -> exp.Query:
+    """The engine query of every choice ``plan`` has still to make: with ``cap``, how many
+    units have ``c`` rows (``c`` clamped to ``cap``); for each side ``i`` of ``sides``, how
+    many units have their extreme value in bucket ``b``. Rows ``(__part, __b, __units)``, one
+    per value that occurs; no salt (module docstring)."""
+    assert cap is not None or sides
+    bounding = plan.table.needs_bounding
+    reads, names = reading(plan, [v.column for v in sides])
+    per_unit: list[exp.Expr] = []
+    stepped: list[exp.Expr] = []
+    if cap is not None:  # an automatic k implies bounding: a unit column
+        per_unit.append(exp.alias_(exp.Count(this=exp.Star()), "__n"))
+        stepped.append(exp.alias_(exp.Least(this=exp.column("__n"), expressions=[
+            exp.Literal.number(cap)]), "__c"))
+    for i, v in enumerate(sides):
+        value = exp.column(names[v.column])
+        extreme = (exp.Max if v.side == "upper" else exp.Min)(this=value)
+        per_unit.append(exp.alias_(extreme if bounding else value, f"__v{i}"))
+        stepped.extend([exp.column(f"__v{i}"),
+                        exp.alias_(value_steps(v, exp.column(f"__v{i}")), f"__s{i}")])
+    units = exp.select(*per_unit, copy=False).from_("__rows", copy=False)
+    if bounding:
+        units = units.group_by(exp.column("__unit"), copy=False)
+    parts = [] if cap is None else [_part(ROWS_PART, exp.column("__c"), None)]
+    parts += [_part(1 + i, step_bucket(exp.column(f"__s{i}")), exp.column(f"__v{i}"))
+              for i in range(len(sides))]
+    query: exp.Query = parts[0]
+    for part in parts[1:]:
+        query = exp.union(query, part, distinct=False, copy=False)
+    query = query.with_("__rows", as_=query_rows(reads, physical), copy=False)
+    query = query.with_("__per_unit", as_=units, copy=False)
+    return query.with_("__stepped", as_=exp.select(*stepped, copy=False).from_(
+        "__per_unit", copy=False), copy=False)
+
+
+def _part(index: int, bucket: exp.Expression, value: exp.Column | None) -> exp.Select:
+    """One histogram of ``__stepped``: units per ``bucket``, those without a value (every
+    value NULL, as the separate query's ``WHERE``) left out."""
+    part = exp.select(exp.alias_(exp.Literal.number(index), "__part"),
+                      exp.alias_(bucket, "__b"), exp.alias_(exp.Count(this=exp.Star()),
+                                                            "__units"), copy=False).from_(
+        "__stepped", copy=False)
+    if value is not None:
+        part = part.where(value.is_(exp.null()).not_(), copy=False)
+    return part.group_by(bucket.copy(), copy=False)
+
+
+def split(rows: Sequence[Sequence[object]], sides: int
+          ) -> tuple[dict[int, int], list[dict[int, int]]]:
+    """The engine's rows of :func:`unit_choices` as the separate histograms: units per
+    number of rows (empty without an automatic k), then units per bucket for each side."""
+    parts: list[dict[int, int]] = [{} for _ in range(1 + sides)]
+    for part, bucket, units in rows:
+        parts[int(part)][int(bucket)] = int(units)  # type: ignore[call-overload]
+    return parts[0], parts[1:]
