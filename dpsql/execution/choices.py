@@ -29,6 +29,9 @@ from dpsql.privacy.plan import AutoValue, Plan
 
 #: ``__part`` of the counts of units per number of rows (an automatic k's input).
 ROWS_PART = 0
+#: The per-unit table that a run on DuckDB keeps between the choices and the query
+#: (:func:`unit_table`): a temporary table of the engine cursor's own session.
+UNITS_TABLE = "__dpsql_units"
 
 
 def unit_choices(plan: Plan, cap: int | None, sides: Sequence[AutoValue],
@@ -36,35 +39,63 @@ def unit_choices(plan: Plan, cap: int | None, sides: Sequence[AutoValue],
     """The engine query of every choice ``plan`` has still to make: with ``cap``, how many
     units have ``c`` rows (``c`` clamped to ``cap``); for each side ``i`` of ``sides``, how
     many units have their extreme value in bucket ``b``. Rows ``(__part, __b, __units)``, one
-    per value that occurs; no salt (module docstring)."""
+    per value that occurs; no salt (module docstring). The per-unit aggregate is a CTE here;
+    :func:`choices_from` reads it from a table."""
+    reads = reading(plan, [v.column for v in sides])[0]
+    return choices_from("__per_unit", cap, sides, [
+        ("__rows", query_rows(reads, physical)), ("__per_unit", _per_unit(plan, sides))])
+
+
+def unit_table(plan: Plan, sides: Sequence[AutoValue],
+               physical: Mapping[str, str] | None = None) -> exp.Select:
+    """The per-unit aggregate of the choices as a query of its own, for a table that needs
+    bounding: per unit ``__unit``, its rows ``__n`` and its extreme ``__v{i}`` of each side.
+    Its ``__n`` are a query's per-unit totals too (``__tot`` of bounding by weights:
+    :func:`dpsql.execution.rewrite.rewrite`'s ``totals``), over the same rows."""
+    assert plan.table.needs_bounding
+    reads = reading(plan, [v.column for v in sides])[0]
+    units = _per_unit(plan, sides)
+    units.expressions.insert(0, exp.column("__unit"))
+    return units.with_("__rows", as_=query_rows(reads, physical), copy=False)
+
+
+def choices_from(source: str, cap: int | None, sides: Sequence[AutoValue],
+                 before: Sequence[tuple[str, exp.Select]] = ()) -> exp.Query:
+    """The histograms of :func:`unit_choices` over the per-unit aggregate ``source`` (the
+    CTE, among the CTEs ``before``, or :data:`UNITS_TABLE`)."""
     assert cap is not None or sides
-    bounding = plan.table.needs_bounding
-    reads, names = reading(plan, [v.column for v in sides])
-    per_unit: list[exp.Expr] = []
     stepped: list[exp.Expr] = []
-    if cap is not None:  # an automatic k implies bounding: a unit column
-        per_unit.append(exp.alias_(exp.Count(this=exp.Star()), "__n"))
+    if cap is not None:
         stepped.append(exp.alias_(exp.Least(this=exp.column("__n"), expressions=[
             exp.Literal.number(cap)]), "__c"))
     for i, v in enumerate(sides):
-        value = exp.column(names[v.column])
-        extreme = (exp.Max if v.side == "upper" else exp.Min)(this=value)
-        per_unit.append(exp.alias_(extreme if bounding else value, f"__v{i}"))
         stepped.extend([exp.column(f"__v{i}"),
                         exp.alias_(value_steps(v, exp.column(f"__v{i}")), f"__s{i}")])
-    units = exp.select(*per_unit, copy=False).from_("__rows", copy=False)
-    if bounding:
-        units = units.group_by(exp.column("__unit"), copy=False)
     parts = [] if cap is None else [_part(ROWS_PART, exp.column("__c"), None)]
     parts += [_part(1 + i, step_bucket(exp.column(f"__s{i}")), exp.column(f"__v{i}"))
               for i in range(len(sides))]
     query: exp.Query = parts[0]
     for part in parts[1:]:
         query = exp.union(query, part, distinct=False, copy=False)
-    query = query.with_("__rows", as_=query_rows(reads, physical), copy=False)
-    query = query.with_("__per_unit", as_=units, copy=False)
-    return query.with_("__stepped", as_=exp.select(*stepped, copy=False).from_(
-        "__per_unit", copy=False), copy=False)
+    for name, cte in [*before, ("__stepped", exp.select(*stepped, copy=False).from_(
+            source, copy=False))]:
+        query = query.with_(name, as_=cte, copy=False)
+    return query
+
+
+def _per_unit(plan: Plan, sides: Sequence[AutoValue]) -> exp.Select:
+    """Per unit (per row on a table without bounding): its rows ``__n`` and its extreme
+    ``__v{i}`` of each side, from ``__rows``."""
+    bounding = plan.table.needs_bounding
+    names = reading(plan, [v.column for v in sides])[1]
+    per_unit: list[exp.Expr] = [exp.alias_(exp.Count(this=exp.Star()), "__n")] if bounding \
+        else []
+    for i, v in enumerate(sides):
+        value = exp.column(names[v.column])
+        extreme = (exp.Max if v.side == "upper" else exp.Min)(this=value)
+        per_unit.append(exp.alias_(extreme if bounding else value, f"__v{i}"))
+    units = exp.select(*per_unit, copy=False).from_("__rows", copy=False)
+    return units.group_by(exp.column("__unit"), copy=False) if bounding else units
 
 
 def _part(index: int, bucket: exp.Expression, value: exp.Column | None) -> exp.Select:

@@ -119,15 +119,21 @@ from dpsql.query.total_expressions import Reader, clamp, clamped_column, number,
 SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
 
 
-def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select:
+def rewrite(plan: Plan, physical: Mapping[str, str] | None = None,
+            totals: str | None = None) -> exp.Select:
     """The engine query for ``plan``. Its parameter $1 is the salt that keys the
     contribution-bounding sample: a fresh secret for every execution. ``physical`` maps the
-    table's columns to their DuckDB types; casts that cannot fail are then plain casts."""
+    table's columns to their DuckDB types; casts that cannot fail are then plain casts.
+    ``totals``: a table of each unit's rows (``__unit``, ``__n``) over the very rows the
+    query reads, already computed (:func:`shares_totals`), read instead of counting them
+    again."""
     table = plan.table
     inputs = _inputs(plan)
     rows = query_rows(plan, physical, inputs)
+    if totals is not None and not shares_totals(plan):
+        raise ValueError("only bounding by weights reads a table of per-unit totals")
     if table.needs_bounding and plan.weight_bits:
-        return _weighted_query(plan, inputs, rows)
+        return _weighted_query(plan, inputs, rows, totals)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
     if table.needs_bounding and any(m.per_group is not None for m in plan.measurements):
@@ -429,7 +435,16 @@ def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> e
     return query
 
 
-def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
+def shares_totals(plan: Plan) -> bool:
+    """Whether ``plan``'s query counts each unit's rows as a step of its own (``__tot`` of
+    bounding by weights, partitioned by the unit), which :func:`rewrite` can read from a
+    table instead (``totals``)."""
+    return (plan.table.needs_bounding and plan.weight_bits > 0
+            and [p.name for p in weight_partition(plan)] == ["__unit"])
+
+
+def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select,
+                    totals: str | None = None) -> exp.Select:
     """Bounding by weights (module docstring): ``__tot``, each unit's rows ``__t``; ``__by``,
     the rows joined to their unit's ``__t`` and grouped by (keys, ``__t``), one exact
     aggregate ``__p{i}`` per measurement; then per group ``SUM(__p{i} * W(__t))``. The rows are
@@ -439,6 +454,9 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp
     parts = weight_partition(plan)
     tot = exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
         units, copy=False).group_by(*[p.copy() for p in parts], copy=False)
+    if totals is not None:  # counted already, over the same rows (shares_totals)
+        tot = exp.select(exp.column("__unit"), _as(exp.column("__n"), "__t"), copy=False
+                         ).from_(exp.to_identifier(totals), copy=False)
     joined = exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
         this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
         for p in parts]))

@@ -25,6 +25,7 @@ from dpsql.engines import Engine
 from dpsql.execution.choices import split
 from dpsql.pipeline import choices_sql, k_to_choose, units_sql, values_sql, values_to_choose
 from dpsql.privacy.plan import Plan
+from dpsql.privacy.randomness import Randomness
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import open_database
 
@@ -130,3 +131,45 @@ def test_one_pass_equals_the_separate_inputs_on_the_corpus(database: str, tmp_pa
     finally:
         db.close()
     assert checked >= 4
+
+
+# --- on DuckDB, the per-unit table kept for the query (bounding by weights) ------------------
+
+
+def _temporary(engine: Engine) -> int:
+    return int(engine.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE temporary")[1][0][0])  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("database", ["auto", "autoval"])
+def test_the_shared_totals_give_the_query_its_own_answer(database: str, tmp_path: Path) -> None:
+    """Bounding by weights reads each unit's rows from the choices' per-unit table instead of
+    counting them again (dpsql.pipeline._shares_units): its exact rows, at the drawn k and
+    bounds and one salt, are those of the query that counts them itself; through the
+    library, the table is gone once the answer is out."""
+    db: Database = open_database(database, tmp_path)
+    shared = 0
+    try:
+        for case in load_corpus():
+            if case.database != database or case.verdict != "accepted":
+                continue
+            options = {k: v for k, v in case.options.items()
+                       if k in ("epsilon", "delta", "mechanism")}
+            p = db.plan(case.sql, **options)  # type: ignore[arg-type]
+            if not isinstance(p, Plan) or not dpsql.pipeline._shares_units(p, db.engine) \
+                    or not (k_to_choose(p) or values_to_choose(p)):
+                continue
+            chosen = dpsql.pipeline.choose(p, db.engine, Randomness.seeded(3))  # keeps it
+            assert _temporary(db.engine) == 1
+            own, salted = dpsql.pipeline.engine_sql(chosen, db.engine)
+            reading, also = dpsql.pipeline._shared_query(chosen, db.engine)
+            assert salted == also and "__dpsql_units" in reading and own != reading
+            salt = [12345] if salted else []
+            assert db.engine.execute(reading, salt) == db.engine.execute(own, salt), case.id
+            db.engine.execute("DROP TABLE temp.__dpsql_units")
+            result = db.query(case.sql, **options)  # type: ignore[arg-type]
+            assert result.chosen_rows is not None or result.chosen_bounds
+            assert _temporary(db.engine) == 0
+            shared += 1
+    finally:
+        db.close()
+    assert shared >= 1  # the corpus has counts and sums over public keys with a choice
