@@ -17,8 +17,12 @@ import pytest
 from sqlglot import exp
 
 import dpsql.pipeline
-from dpsql.audit.neighbour_engines import Neighbourhood, duckdb_neighbourhood
-from dpsql.audit.neighbour_worlds import scenario_world
+from dpsql.audit.neighbour_engines import (
+    Neighbourhood,
+    duckdb_neighbourhood,
+    postgres_neighbourhood,
+)
+from dpsql.audit.neighbour_worlds import BASE, scenario_world
 from dpsql.audit.scenarios import SCENARIOS
 from dpsql.database import Database
 from dpsql.engines import Engine
@@ -28,6 +32,7 @@ from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import open_database
+from tests.support.pgcluster import Cluster
 
 #: The automatic scenarios of the harness, and auto_values with k automatic too (both
 #: choices in one pass: the harness's own pairing in test_neighbours.py).
@@ -173,3 +178,29 @@ def test_the_shared_totals_give_the_query_its_own_answer(database: str, tmp_path
     finally:
         db.close()
     assert shared >= 1  # the corpus has counts and sums over public keys with a choice
+
+
+@pytest.fixture(scope="module")
+def pg_database(pg_cluster: Cluster) -> str:
+    return pg_cluster.database("choices").url()
+
+
+@pytest.mark.pg
+@pytest.mark.parametrize("index", range(len(WORLDS)))
+def test_one_pass_equals_the_separate_inputs_on_postgres(index: int, pg_database: str) -> None:
+    """PostgreSQL runs the choices in one query of their own (no per-unit table kept): the
+    same equality on every neighbour, in its own SQL; and a charged run draws from it."""
+    h = postgres_neighbourhood(scenario_world(WORLDS[index]), pg_database, f"ch{index}")
+    try:
+        assert h.engine.name == "postgres"
+        for p in _plans(h):
+            assert not dpsql.pipeline._shares_units(p, h.engine)
+            for name in h.world.neighbours():
+                h.use(name)
+                combined, separate = _both_ways(p, h.engine)
+                assert combined == separate, (name, p.query)
+            h.use(BASE)
+            chosen = dpsql.pipeline.choose(p, h.engine, Randomness.seeded(5))
+            assert not (k_to_choose(chosen) or values_to_choose(chosen))
+    finally:
+        h.close()
