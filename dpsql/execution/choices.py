@@ -35,7 +35,7 @@ UNITS_TABLE = "__dpsql_units"
 
 
 def unit_choices(plan: Plan, cap: int | None, sides: Sequence[AutoValue],
-                 physical: Mapping[str, str] | None = None) -> exp.Query:
+                 physical: Mapping[str, str] | None = None) -> exp.Select:
     """The engine query of every choice ``plan`` has still to make: with ``cap``, how many
     units have ``c`` rows (``c`` clamped to ``cap``); for each side ``i`` of ``sides``, how
     many units have their extreme value in bucket ``b``. Rows ``(__part, __b, __units)``, one
@@ -60,7 +60,7 @@ def unit_table(plan: Plan, sides: Sequence[AutoValue],
 
 
 def choices_from(source: str, cap: int | None, sides: Sequence[AutoValue],
-                 before: Sequence[tuple[str, exp.Select]] = ()) -> exp.Query:
+                 before: Sequence[tuple[str, exp.Select]] = ()) -> exp.Select:
     """The histograms of :func:`unit_choices` over the per-unit aggregate ``source`` (the
     CTE, among the CTEs ``before``, or :data:`UNITS_TABLE`)."""
     assert cap is not None or sides
@@ -74,9 +74,13 @@ def choices_from(source: str, cap: int | None, sides: Sequence[AutoValue],
     parts = [] if cap is None else [_part(ROWS_PART, exp.column("__c"), None)]
     parts += [_part(1 + i, step_bucket(exp.column(f"__s{i}")), exp.column(f"__v{i}"))
               for i in range(len(sides))]
-    query: exp.Query = parts[0]
+    union: exp.Query = parts[0]
     for part in parts[1:]:
-        query = exp.union(query, part, distinct=False, copy=False)
+        union = exp.union(union, part, distinct=False, copy=False)
+    # one SELECT, as every engine's compile takes (the parts in a subquery, the CTEs outside)
+    query = exp.select(*[exp.column(c) for c in ("__part", "__b", "__units")], copy=False
+                       ).from_(exp.Subquery(this=union, alias=exp.TableAlias(
+                           this=exp.to_identifier("__parts"))), copy=False)
     for name, cte in [*before, ("__stepped", exp.select(*stepped, copy=False).from_(
             source, copy=False))]:
         query = query.with_(name, as_=cte, copy=False)

@@ -169,7 +169,9 @@ def test_the_shared_totals_give_the_query_its_own_answer(database: str, tmp_path
             reading, also = dpsql.pipeline._shared_query(chosen, db.engine)
             assert salted == also and "__dpsql_units" in reading and own != reading
             salt = [12345] if salted else []
-            assert db.engine.execute(reading, salt) == db.engine.execute(own, salt), case.id
+            # the same rows (in the engine's order of groups, which the release sorts away)
+            assert sorted(db.engine.execute(reading, salt)[1], key=repr) == \
+                sorted(db.engine.execute(own, salt)[1], key=repr), case.id
             db.engine.execute("DROP TABLE temp.__dpsql_units")
             result = db.query(case.sql, **options)  # type: ignore[arg-type]
             assert result.chosen_rows is not None or result.chosen_bounds
