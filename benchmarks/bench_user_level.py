@@ -345,16 +345,29 @@ def value_bounds(database: Path, people: int, runs: int) -> None:
 SPEED_CAPS = (1000, 100000.0)  # k's and amount's upper bound's caps, declared or automatic
 
 
+#: The separate choices' SQL per plan, compiled once as before issue 39.2.
+_BEFORE_SQL: dict[tuple[int, int], tuple[Plan, str]] = {}
+
+
+def _before_sql(p: Plan, i: int, build: Callable[[], str]) -> str:
+    entry = _BEFORE_SQL.get((id(p), i))
+    if entry is None or entry[0] is not p:
+        entry = _BEFORE_SQL[(id(p), i)] = (p, build())
+    return entry[1]
+
+
 def _choose_before(p: Plan, engine: Engine, rng: Randomness) -> Plan:
     """dpsql.pipeline.choose as it was before issue 39.2: one engine query per choice."""
     if dpsql.pipeline.k_to_choose(p):
-        _, counts = engine.execute(dpsql.pipeline.units_sql(p, engine))
+        _, counts = engine.execute(_before_sql(p, -1, lambda: dpsql.pipeline.units_sql(
+            p, engine)))
         k = dpsql.pipeline.choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
         p = dpsql.pipeline._chosen(p, k)
     if dpsql.pipeline.values_to_choose(p):
         drawn = []
         for i, v in enumerate(p.values):
-            _, buckets = engine.execute(dpsql.pipeline.values_sql(p, i, engine))
+            _, buckets = engine.execute(_before_sql(p, i, lambda i=i: dpsql.pipeline.values_sql(  # type: ignore[misc]
+                p, i, engine)))
             drawn.append(draw(v, {int(b): int(n) for b, n in buckets},  # type: ignore[call-overload]
                               p.table.columns[v.column].type == ColumnType.INT, rng))
         p = dpsql.pipeline._valued(p, tuple(drawn))
