@@ -43,7 +43,9 @@ automatic run as it was: the counts per unit and each side's extremes read by en
 of their own (:func:`dpsql.pipeline.units_sql`, :func:`dpsql.pipeline.values_sql`), then the
 query counting each unit's rows again; *after* is dpsql now: one pass keeps the per-unit
 aggregate that both choices read and, on DuckDB, the query reads its per-unit totals from it
-(:mod:`dpsql.execution.choices`). Medians and minimums per query over ``--rounds`` rounds.
+(:mod:`dpsql.execution.choices`). Medians and minimums per query over ``--rounds`` rounds
+(every other round in reverse order), and the median over rounds of each round's ratio to the
+declared query, the steadiest figure on a loaded machine.
 
 **Scaling vs truncation** (issue 21, item 3), untimed, in SQL on the same data and no groups
 cap: per category, COUNT, SUM and AVG of (a) *truncation*, a uniform k-row sample per person
@@ -401,8 +403,9 @@ def speed(database: Path, people: int, rounds: int) -> None:
     try:
         for run in runs.values():  # warm: plans, dry runs, the file's pages
             run()
-        for _ in range(rounds):
-            for name, run in runs.items():
+        for i in range(rounds):  # every other round in reverse: a drifting load cancels out
+            for name, run in (list(runs.items()) if i % 2 == 0 else
+                              list(reversed(runs.items()))):
                 started = time.perf_counter()
                 run()
                 times[name].append(time.perf_counter() - started)
@@ -417,11 +420,15 @@ def speed(database: Path, people: int, rounds: int) -> None:
     for name, t in times.items():
         print(f"| {name} | {med[name]:.3f} | {min(t):.3f} | "
               f"{med[name] / med['declared bounds']:.2f}x | {med[name] / med['raw DuckDB']:.1f}x |")
-    base, low = med["declared bounds"], min(times["declared bounds"])
+    paired = {mode: statistics.median(t / d for t, d in zip(times[mode], times[
+        "declared bounds"], strict=True)) for mode in ("automatic, before", "automatic, after")}
+    low = min(times["declared bounds"])
     b, a = times["automatic, before"], times["automatic, after"]
-    print(f"\nautomatic / declared: before {statistics.median(b) / base:.2f}x, after "
-          f"{statistics.median(a) / base:.2f}x (by minimums: before {min(b) / low:.2f}x, after "
-          f"{min(a) / low:.2f}x)")
+    print(f"\nautomatic / declared, the median of each round's ratio: before "
+          f"{paired['automatic, before']:.2f}x, after {paired['automatic, after']:.2f}x (of "
+          f"the medians: {med['automatic, before'] / med['declared bounds']:.2f}x, "
+          f"{med['automatic, after'] / med['declared bounds']:.2f}x; of the minimums: "
+          f"{min(b) / low:.2f}x, {min(a) / low:.2f}x)")
 
 
 def _run_before(db: Database) -> object:
