@@ -11,6 +11,7 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -152,8 +153,11 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
         parameters = [rng.salt()] if salted else []
         _, rows = engine.execute(sql, parameters)
     finally:
-        if shared:  # the per-unit table of this run (_shared_units), in this thread's cursor
-            engine.execute(f"DROP TABLE IF EXISTS temp.{UNITS_TABLE}")
+        if shared:  # the per-unit table of this run (_shared_units), in this thread's cursor;
+            # never masking the query's own outcome: a table left behind is replaced by the
+            # next run's and ends with the cursor
+            with contextlib.suppress(EngineError):
+                engine.execute(f"DROP TABLE IF EXISTS temp.{UNITS_TABLE}")
     result = postprocess(p, perturb_cells(p, rows, rng))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     result.notes.extend(bounding_notes(p))  # the bias the +/- intervals do not cover

@@ -25,13 +25,15 @@ from dpsql.audit.neighbour_engines import (
 from dpsql.audit.neighbour_worlds import BASE, scenario_world
 from dpsql.audit.scenarios import SCENARIOS
 from dpsql.database import Database
-from dpsql.engines import Engine
+from dpsql.engines import DuckDBEngine, Engine
 from dpsql.execution.choices import split
 from dpsql.pipeline import choices_sql, k_to_choose, units_sql, values_sql, values_to_choose
+from dpsql.privacy.auto_bounds import with_rows
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import open_database
+from tests.privacy.test_auto_sql import _ks, _masked, plans  # noqa: F401 (its fixture)
 from tests.support.pgcluster import Cluster
 
 #: The automatic scenarios of the harness, and auto_values with k automatic too (both
@@ -75,9 +77,9 @@ def _plans(h: Neighbourhood) -> list[Plan]:
 
 
 def test_one_pass_equals_the_separate_inputs_on_every_neighbour(hood: Neighbourhood) -> None:
-    plans = _plans(hood)
-    assert plans
-    for p in plans:
+    prepared = _plans(hood)
+    assert prepared
+    for p in prepared:
         for name in hood.world.neighbours():
             hood.use(name)
             combined, separate = _both_ways(p, hood.engine)
@@ -206,3 +208,20 @@ def test_one_pass_equals_the_separate_inputs_on_postgres(index: int, pg_database
             assert not (k_to_choose(chosen) or values_to_choose(chosen))
     finally:
         h.close()
+
+
+def test_the_shared_query_after_the_draw_differs_in_constants_only(
+        plans: list[tuple[str, Plan, DuckDBEngine]]) -> None:  # noqa: F811 (the fixture)
+    """tests/privacy/test_auto_sql.py's guarantee for the query that reads the per-unit table
+    (checked on empty tables before the charge at the cap: dpsql.pipeline.engine_sql): at
+    every drawn k its DuckDB text has the cap's tokens, constants aside."""
+    shared = 0
+    for sql_text, p, engine in plans:
+        if not dpsql.pipeline._shares_units(p, engine):
+            continue
+        at_cap = _masked(dpsql.pipeline._shared_query(p, engine)[0])
+        for k in _ks(p):
+            drawn = dpsql.pipeline._shared_query(with_rows(p, k), engine)[0]
+            assert _masked(drawn) == at_cap, f"{sql_text} at k = {k}:\n{drawn}"
+        shared += 1
+    assert shared >= 3
