@@ -79,6 +79,7 @@ import dpsql.privacy.plan
 from dpsql.database import Database
 from dpsql.engines import Engine
 from dpsql.metadata.metadata import ColumnType
+from dpsql.privacy.auto_bounds import choose_k
 from dpsql.privacy.auto_values import draw
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -363,7 +364,7 @@ def _choose_before(p: Plan, engine: Engine, rng: Randomness) -> Plan:
     if dpsql.pipeline.k_to_choose(p):
         _, counts = engine.execute(_before_sql(p, -1, lambda: dpsql.pipeline.units_sql(
             p, engine)))
-        k = dpsql.pipeline.choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
+        k = choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
         p = dpsql.pipeline._chosen(p, k)
     if dpsql.pipeline.values_to_choose(p):
         drawn = []

@@ -50,7 +50,7 @@ def _both_ways(p: Plan, engine: Engine) -> tuple[list[dict[int, int]], list[dict
     """The combined query's histograms (units per rows, empty without an automatic k; then
     each side's units per bucket), and the separate queries' (the harness's)."""
     def rows(sql: str) -> dict[int, int]:
-        return {int(a): int(b) for a, b in engine.execute(sql)[1]}  # type: ignore[call-overload, misc]
+        return {int(a): int(b) for a, b in engine.execute(sql)[1]}  # type: ignore[call-overload]
 
     sides = len(p.values) if values_to_choose(p) else 0
     counts, buckets = split(engine.execute(choices_sql(p, engine))[1], sides)
@@ -90,7 +90,7 @@ def test_one_pass_equals_the_separate_inputs_on_every_neighbour(hood: Neighbourh
 def test_a_pooled_pass_is_told_apart(hood: Neighbourhood, monkeypatch: pytest.MonkeyPatch
                                      ) -> None:
     """The mutant: the combined pass without its GROUP BY unit (every row one value)."""
-    honest = dpsql.pipeline.unit_choices
+    honest = dpsql.pipeline.unit_choices  # type: ignore[attr-defined]
 
     def pooled(*args: object) -> exp.Query:
         tree = honest(*args)  # type: ignore[arg-type]
@@ -144,7 +144,9 @@ def test_one_pass_equals_the_separate_inputs_on_the_corpus(database: str, tmp_pa
 
 
 def _temporary(engine: Engine) -> int:
-    return int(engine.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE temporary")[1][0][0])  # type: ignore[call-overload]
+    (count,), = engine.execute("SELECT COUNT(*) FROM duckdb_tables() WHERE temporary")[1]
+    assert isinstance(count, int)
+    return count
 
 
 @pytest.mark.parametrize("database", ["auto", "autoval"])
