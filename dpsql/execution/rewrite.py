@@ -107,7 +107,7 @@ from sqlglot import exp
 
 from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery
-from dpsql.execution import per_person
+from dpsql.execution import per_person, quantile_sql
 from dpsql.metadata.metadata import Table
 from dpsql.privacy import auto_values
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
@@ -127,6 +127,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select
     inputs = _inputs(plan)
     rows = query_rows(plan, physical, inputs)
     if table.needs_bounding and plan.weight_bits:
+        if any(m.kind == MeasurementKind.HISTOGRAM for m in plan.measurements):
+            return _weighted_rows_query(plan, inputs, rows)
         return _weighted_query(plan, inputs, rows)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
@@ -439,6 +441,41 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp
         *[k.copy() for k in keys], copy=False)
 
 
+def _weighted_rows_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
+    """Bounding by weights with a quantile (module docstring): each row of ``__rows`` joined to
+    its unit's ``__t`` with its weight ``__w = W(__t)``; per group a histogram summing ``__w``
+    per bucket, counts ``SUM(__w)`` and sums ``SUM(term * __w)``, exact integers. No sort."""
+    keys, parts = [exp.column(k.name) for k in plan.keys], weight_partition(plan)
+    tot = exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
+        exp.Subquery(this=rows.copy(), alias=exp.TableAlias(this=exp.to_identifier("__r"))),
+        copy=False).group_by(*[p.copy() for p in parts], copy=False)
+    weighted = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__rows")),
+                          _as(_weight(plan), "__w"), copy=False).from_(exp.Subquery(
+                              this=rows, alias=exp.TableAlias(this=exp.to_identifier("__rows"))),
+                              copy=False)
+    weighted.append("joins", exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
+        this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
+        for p in parts])))
+    w, measures = exp.column("__w"), []
+    for m in plan.measurements:
+        x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+        if m.kind == MeasurementKind.HISTOGRAM and x is not None:
+            value: exp.Expression = ir.Histogram(this=quantile_sql.bucket(m, x), weight=w.copy())
+        elif m.kind == MeasurementKind.COUNT:
+            value = _or_zero(ir.ExactSum(this=w.copy() if x is None else exp.Case(ifs=[exp.If(
+                this=exp.Not(this=exp.Is(this=x, expression=exp.Null())), true=w.copy())])))
+        else:  # a sum: the row's term on its row grid, times its weight
+            row = replace(m, step=m.row_step, units=(m.units[0] >> m.weight_bits,
+                                                     m.units[1] >> m.weight_bits))
+            value = _or_zero(ir.ExactSum(this=exp.Mul(this=_cast(_sum_term(
+                row, x, _on_grid_allowed(plan)), "HUGEINT"), expression=w.copy())))
+        measures.append(_as(value, m.name))
+    query = exp.select(*[k.copy() for k in keys], *measures, copy=False).with_(
+        "__tot", as_=tot, copy=False).with_("__weighted", as_=weighted, copy=False)
+    return query.from_(exp.to_identifier("__weighted"), copy=False).group_by(
+        *[k.copy() for k in keys], copy=False)
+
+
 def weight_partition(plan: Plan) -> list[exp.Column]:
     """What a weight's total ``t`` counts the rows of: the unit (a seam for the audit's
     mutants: per unit and group would give each group its own k rows)."""
@@ -695,7 +732,7 @@ def _sum_term(m: Measurement, x: exp.Expression | None, shortcut: bool) -> exp.E
 
 def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
     assert x is not None  # a histogram's argument, as for a sum
-    return ir.Histogram(this=_bucket(m, x))
+    return ir.Histogram(this=quantile_sql.bucket(m, x))
 
 
 #: How the engine computes each kind of measurement (MeasurementSpec.kind), per group.
@@ -758,19 +795,3 @@ def _round_half_away(v: Fraction) -> int:
     """ir.RoundHalfAway of an exact value."""
     magnitude = math.floor(abs(v) + Fraction(1, 2))
     return magnitude if v >= 0 else -magnitude
-
-
-def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
-    lo, hi = m.histogram_range
-    if hi <= lo:
-        return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
-                                    true=exp.Literal.number(0))])
-    if m.dates:  # a date's day number
-        x = ir.DaysSinceEpoch(this=x)
-    if m.instants:  # a timestamp's seconds since 1970-01-01 (a DOUBLE in DuckDB)
-        x = exp.TimeToUnix(this=x)
-    scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
-                                                 expression=number(lo))),
-                     expression=number(m.buckets / (hi - lo)))
-    index = exp.cast(exp.Floor(this=scaled), "BIGINT")
-    return ir.StrictLeast(this=index, expressions=[exp.Literal.number(m.buckets - 1)])
