@@ -33,7 +33,11 @@ back, and the keys are grouped with ``t`` (a few thousand values), not with the 
 reaches every group it has rows in: the noise grid pays one step per public key
 (``Plan.groups_per_unit``). Measurements are in units of ``2**-F`` rows (counts) or
 ``row_step 2**-F`` (sums): real-valued, noised on their grid; the expected share is ``k n_j /
-t`` rows, the allocation's and the sample's (the same bias).
+t`` rows, the allocation's and the sample's (the same bias). With a quantile's histogram
+(MEDIAN, MIN, MAX, quantiles; :func:`_weighted_rows_query`) the rows themselves are joined to
+``__tot`` and carry ``__w = W(t)``: each histogram sums ``__w`` per bucket, counts ``SUM(__w)``
+and sums ``SUM(term * __w)``, the same integers per unit as above, without the row sample's
+sort of every row by (unit, salted hash).
 
 **Bounding by per-unit aggregates** (:func:`aggregated`: every measurement is a count, a
 count of units or a sum, and the keys, if any, have a public domain). ``__units`` groups the

@@ -52,8 +52,12 @@ ranks [r_j, r_{j+1}] and has utility -dist(q*n, [r_j, r_{j+1}]); adding or remov
 every r_j and q*n by at most k, so the utility's sensitivity is k, and in each group the bucket is
 drawn with probability proportional to exp(eps * u / (2k)). Across groups the unit's k rows change
 the utilities by at most k in total, which bounds the privacy loss of all groups together by eps.
-B = HISTOGRAM_BUCKETS (2**16) is as fine as the data's unit; runs of empty buckets are drawn as one
-interval (the continuous-interval method, :func:`dpsql.privacy.quantiles.quantile_from_buckets`).
+B = HISTOGRAM_BUCKETS (2**16) equal buckets for dates, timestamps and integers of a narrow range
+(one per value); real values (and wider integers) on the fine grid of
+:mod:`dpsql.privacy.quantile_grid`, those buckets refined by geometric ones 0.1% of the value
+wide around 0, any fixed partition of [L, U] being as private. Runs of empty buckets are drawn
+as one interval (the continuous-interval method, :func:`dpsql.privacy.quantiles.
+quantile_from_buckets`, :func:`~dpsql.privacy.quantiles.quantile_from_intervals`).
 
 **Two forms of bounding, the same sensitivities.** A unit's "k rows in g' groups" is enforced
 either by a sample of its rows or, for counts and sums, on its per-(unit, group) aggregates:
@@ -74,6 +78,14 @@ one row's term bound:
 
 - counts: ``sum_j n_j W = t W <= k 2**F``: at most k rows in total, L1 <= k, L2 <= L1;
 - sums: ``|sum_j q_j W| <= t T W <= k T 2**F``: L1 <= k T in value units, L2 <= L1;
+- a quantile's histogram (issue 39.4: MEDIAN, quantiles, MIN, MAX, with no GROUP BY or one
+  over public keys, beside counts and sums only): bucket b of group j holds ``sum W`` over
+  the rows in it, ``n_jb W`` from unit u; in units of ``2**-F`` rows (``step``) every rank
+  ``r_b`` of group j and its ``n`` move by at most ``n_j W / 2**F``, in one direction, so its
+  utilities by at most that, and over all groups by ``t W / 2**F <= k``: the utility's
+  sensitivity k in each group and in total, group j's draw costing ``eps n_j W / (k 2**F)``,
+  all of them ``eps`` (the quantile row of the table, the weights in place of the k-row
+  sample's rows);
 
 exactly the table's sensitivities. ``W`` depends on the unit's own rows only, so adding or
 removing a unit moves each measurement by exactly its own contribution (no salt is needed:
