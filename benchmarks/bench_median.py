@@ -15,11 +15,13 @@ draws over the declared interval, SUM reads the bound chosen from the data.
 **Queries**, epsilon 1: ``SELECT MEDIAN(amount) FROM visits`` (timed, and its error:
 ``|released - exact|``, the exact being plain SQL's median of every row) and ``SELECT
 SUM(amount) FROM visits`` (the upper bound it chose, ``Result.chosen_bounds``). Each round runs
-raw DuckDB's MEDIAN, dpsql *after* (this checkout, in this process) and dpsql *before* (the
-``--before`` checkout, default ``/work/main``, in a worker process that this script starts and
-feeds one query at a time), in rotating order, so machine load hits all three alike. Plans are
-forgotten before each dpsql query (both pay the whole pipeline). Times are medians over the
-rounds, each as a ratio to the raw median of the same rounds.
+raw DuckDB's MEDIAN (in this process), dpsql *after* (this checkout) and dpsql *before* (the
+``--before`` checkout, default ``/work/main``), each dpsql in a worker process of its own that
+this script starts and feeds one query at a time, in rotating order, so machine load hits all
+three alike. Plans are forgotten before each dpsql query (both pay the whole pipeline). Times
+are medians over the rounds, each as a ratio to the raw median of the same rounds: wall time,
+and CPU time (the process's, DuckDB's threads included: on a loaded machine the steadier
+figure).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -88,12 +91,18 @@ def serve(checkout: str, database: str, metadata: str) -> None:
         db.planner.plans.clear()
         db._memo.clear()
         db.engine.rewritten.clear()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         result = db.query(request["sql"], epsilon=1.0)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, _cpu() - cpu
         bounds = result.chosen_bounds or {}
-        print(json.dumps({"seconds": seconds, "value": float(result.rows[0][0]),
+        print(json.dumps({"seconds": seconds, "cpu": cpu, "value": float(result.rows[0][0]),
                           "upper": bounds.get("amount", (None, None))[1]}), flush=True)
+
+
+def _cpu() -> float:
+    """This process's CPU seconds so far, every thread's (DuckDB's included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class Worker:
@@ -125,6 +134,7 @@ def measure(people: int, runs: int, before: str) -> list[str]:
     exact, rows, top = raw.execute("SELECT MEDIAN(amount), COUNT(*), MAX(amount) FROM visits"
                                    ).fetchone()
     times: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
+    cpus: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
     errors: dict[str, list[float]] = {"before": [], "after": []}
     uppers: dict[str, list[float]] = {"before": [], "after": []}
     workers = {"before": old, "after": after}
@@ -133,12 +143,14 @@ def measure(people: int, runs: int, before: str) -> list[str]:
             order = ["raw", "before", "after"]
             for label in order[i % 3:] + order[:i % 3]:
                 if label == "raw":
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), _cpu()
                     raw.execute(MEDIAN).fetchall()
                     times["raw"].append(time.perf_counter() - started)
+                    cpus["raw"].append(_cpu() - cpu)
                     continue
                 got = workers[label].query(MEDIAN)
                 times[label].append(got["seconds"])
+                cpus[label].append(got["cpu"])
                 errors[label].append(abs(got["value"] - exact))
                 uppers[label].append(workers[label].query(SUM)["upper"])
     finally:
@@ -146,15 +158,15 @@ def measure(people: int, runs: int, before: str) -> list[str]:
         old.close()
         raw.close()
     median = statistics.median
-    base = median(times["raw"])
-    out = [f"| {people:,} ({rows:,} rows) | raw DuckDB | {base * 1000:.0f} | 1x | 0 | "
-           f"data max {top:,.0f} |"]
+    base, base_cpu = median(times["raw"]), median(cpus["raw"])
+    out = [f"| {people:,} ({rows:,} rows) | raw DuckDB | {base * 1000:.0f} | 1x | "
+           f"{base_cpu * 1000:.0f} | 1x | 0 | data max {top:,.0f} |"]
     for label in ("before", "after"):
-        t = median(times[label])
+        t, c = median(times[label]), median(cpus[label])
         chosen = sorted(uppers[label])
         out.append(f"| {people:,} | dpsql {label} | {t * 1000:.0f} | {t / base:.2f}x | "
-                   f"{median(errors[label]):.2f} | median {median(chosen):,.0f} "
-                   f"({chosen[0]:,.0f}-{chosen[-1]:,.0f}) |")
+                   f"{c * 1000:.0f} | {c / base_cpu:.2f}x | {median(errors[label]):.2f} | "
+                   f"median {median(chosen):,.0f} ({chosen[0]:,.0f}-{chosen[-1]:,.0f}) |")
     return out
 
 
@@ -169,9 +181,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}; MEDIAN(amount) and SUM(amount)'s automatic "
           f"upper bound, epsilon 1, medians of {args.runs} rounds")
-    print("| people | MEDIAN(amount) | ms | / raw | median abs. error | amount's automatic "
-          "upper (SUM) |")
-    print("|---|---|---|---|---|---|")
+    print("| people | MEDIAN(amount) | wall ms | / raw | CPU ms | / raw | median abs. error | "
+          "amount's automatic upper (SUM) |")
+    print("|---|---|---|---|---|---|---|---|")
     for people in args.people:
         for line in measure(people, args.runs, args.before):
             print(line, flush=True)
