@@ -236,7 +236,8 @@ def _auto_values() -> Scenario:
     rank n - 22 is 1 on D and 100 on D' (the neighbour's amounts are read as 100): a choice
     that is not private tells them apart on every run; the exponential mechanism moves each
     utility by at most 1, whatever the neighbour's 12 rows."""
-    rows = tuple((unit, GROUPS[unit % 6], 1.0 if unit < 5 else 100.0, 1) for unit in range(5 + AUTO_VALUE_ABOVE - 1))
+    rows = tuple((unit, GROUPS[unit % 6], 1.0 if unit < 5 else 100.0, 1)
+                 for unit in range(5 + AUTO_VALUE_ABOVE - 1))
     return Scenario("auto_values", "automatic upper bound of amount (half the epsilon): the "
                     "neighbour moves the exact target from 1 to 100", "SELECT SUM(amount) AS s "
                     "FROM visits", VISITS_AUTO_VALUES, "visits", VISITS_COLUMNS, rows,

@@ -447,16 +447,17 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp
 
 def _weighted_rows_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
     """Bounding by weights with a quantile (module docstring): each row of ``__rows`` joined to
-    its unit's ``__t`` with its weight ``__w = W(__t)``; per group a histogram summing ``__w``
+    its unit's weight ``__w = W(__t)`` (``__tot``); per group a histogram summing ``__w``
     per bucket, counts ``SUM(__w)`` and sums ``SUM(term * __w)``, exact integers. No sort."""
     keys, parts = [exp.column(k.name) for k in plan.keys], weight_partition(plan)
-    tot = exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
+    counts = exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
         exp.Subquery(this=rows.copy(), alias=exp.TableAlias(this=exp.to_identifier("__r"))),
         copy=False).group_by(*[p.copy() for p in parts], copy=False)
+    tot = exp.select(*[p.copy() for p in parts], _as(_weight(plan), "__w"), copy=False).from_(
+        counts.subquery("__c", copy=False), copy=False)  # W once a unit, not once a row
     weighted = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__rows")),
-                          _as(_weight(plan), "__w"), copy=False).from_(exp.Subquery(
-                              this=rows, alias=exp.TableAlias(this=exp.to_identifier("__rows"))),
-                              copy=False)
+                          exp.column("__w", table="__tot"), copy=False).from_(
+        rows.subquery("__rows", copy=False), copy=False)
     weighted.append("joins", exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
         this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
         for p in parts])))
