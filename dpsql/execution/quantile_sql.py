@@ -32,12 +32,15 @@ def bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
     return _equal(x, lo, hi, m.buckets)
 
 
-def _equal(x: exp.Expression, lo: float, hi: float, buckets: int) -> exp.Expression:
+def _equal(x: exp.Expression, lo: float, hi: float, buckets: int, strict: bool = True
+           ) -> exp.Expression:
+    """The equal bucket of ``x``: NULL for NULL (``strict``), else the caller tests for it."""
     scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
                                                  expression=number(lo))),
                      expression=number(buckets / (hi - lo)))
     index = exp.cast(exp.Floor(this=scaled), "BIGINT")
-    return ir.StrictLeast(this=index, expressions=[exp.Literal.number(buckets - 1)])
+    last = exp.Literal.number(buckets - 1)
+    return ir.StrictLeast(this=index, expressions=[last]) if strict else ir.least(index, last)
 
 
 def fine_bucket(grid: Grid, x: exp.Expression) -> exp.Expression:
@@ -48,7 +51,7 @@ def fine_bucket(grid: Grid, x: exp.Expression) -> exp.Expression:
         S - 1 - steps(-d)          when d < 0
         steps(t) = min(max(floor((LN(max(t, tau)) - LN(tau)) / LN(r)), 0), S - 1)
 
-    LN is taken of at least tau > 0 (finite). A NULL value has a NULL ``e``, so a NULL key."""
+    LN is taken of at least tau > 0 (finite). A NULL value has a NULL key (the outer CASE)."""
     s = grid.side
     d = exp.Paren(this=exp.Sub(this=exp.cast(x.copy(), "DOUBLE"), expression=number(
         grid.origin)))
@@ -66,6 +69,8 @@ def fine_bucket(grid: Grid, x: exp.Expression) -> exp.Expression:
                                  true=g)],
                      default=exp.Sub(this=exp.Literal.number(s - 1), expression=steps(exp.Neg(
                          this=d.copy()))))
-    e = _equal(x, grid.lo, grid.hi, EQUAL)
-    return exp.Add(this=exp.Mul(this=e, expression=exp.Literal.number(grid.geometric)),
-                   expression=exp.Paren(this=g))
+    e = _equal(x, grid.lo, grid.hi, EQUAL, strict=False)
+    key = exp.Add(this=exp.Mul(this=e, expression=exp.Literal.number(grid.geometric)),
+                  expression=exp.Paren(this=g))
+    return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
+                                true=key)])
