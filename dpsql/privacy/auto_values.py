@@ -28,7 +28,7 @@ automatic bound are heavy-tailed: a ``r = 2^(1/32)`` grid places the bound withi
 scale from ``span`` down to ``span 2^-15.97``, where a uniform grid of the same 512 buckets is
 about 10 units of 5000 wide at the bottom (issue 39.4: the ``2^(1/4)`` grid of 64 buckets
 placed a data maximum of 1,000 under a declared 100,000 at 1,105, noise sized 10% above
-need; this one at 1,014, the bucket's edge above it; the finer grid costs the margin below
+need; this one at 1,013, the bucket's edge above it; the finer grid costs the margin below
 ``2 ln(8) / epsilon_v`` units more). The exponential mechanism
 (:func:`dpsql.privacy.quantiles.quantile_from_buckets`) draws a bucket; the bound is its outer
 edge (rounded outwards to a whole number for an int column), so every unit of that bucket and
