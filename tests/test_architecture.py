@@ -19,8 +19,12 @@ from dpsql.engines import Engine
 from dpsql.planner import Planner
 
 PACKAGE = Path(dpsql.__file__).parent
-#: Every module stays short enough to read in one sitting: at most this many lines of code.
-MAX_CODE_LINES = 450
+#: A backstop, not the design rule. Modules are split by what they do, one concept each, named
+#: for it (the review rule: docs/architecture.md, "The layout"); a line cap made modules split
+#: by length instead (bind_joins, owner_settings, the neighbour_* files). This generous guard
+#: only flags a module that has grown into several concepts without anyone noticing: over
+#: twice the longest module (450 lines of code) when the cap was lifted.
+MAX_CODE_LINES = 1000
 
 #: The layers of dpsql, lowest first, by path under dpsql/ (a folder ends in /; a module is in
 #: the layer of its longest matching entry). A module imports from its own layer and the layers
@@ -164,11 +168,12 @@ def test_code_lines_counted_without_docstrings_comments_or_blanks() -> None:
     assert _code_lines(text) == 5  # x = (1, / 2) / def / return """a / b"""
 
 
-def test_modules_stay_short() -> None:
-    """Every module, the wire server's included, short enough to read in one sitting."""
+def test_no_module_has_grown_into_several() -> None:
+    """The backstop of :data:`MAX_CODE_LINES`: a module this long holds several concepts; split
+    it by what each does, not by its length."""
     long = {_module_name(p): n for p in PACKAGE.rglob("*.py")
             if (n := _code_lines(p.read_text(encoding="utf-8"))) > MAX_CODE_LINES}
-    assert not long, f"split these modules (code lines, limit {MAX_CODE_LINES}): {long}"
+    assert not long, f"one concept per module (code lines, guard {MAX_CODE_LINES}): {long}"
 
 
 def _layer(module: str) -> int | None:

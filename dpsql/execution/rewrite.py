@@ -33,7 +33,11 @@ back, and the keys are grouped with ``t`` (a few thousand values), not with the 
 reaches every group it has rows in: the noise grid pays one step per public key
 (``Plan.groups_per_unit``). Measurements are in units of ``2**-F`` rows (counts) or
 ``row_step 2**-F`` (sums): real-valued, noised on their grid; the expected share is ``k n_j /
-t`` rows, the allocation's and the sample's (the same bias).
+t`` rows, the allocation's and the sample's (the same bias). With a quantile's histogram
+(MEDIAN, MIN, MAX, quantiles; :func:`_weighted_rows_query`) the rows themselves are joined to
+``__tot`` and carry ``__w = W(t)``: each histogram sums ``__w`` per bucket, counts ``SUM(__w)``
+and sums ``SUM(term * __w)``, the same integers per unit as above, without the row sample's
+sort of every row by (unit, salted hash).
 
 **Bounding by per-unit aggregates** (:func:`aggregated`: every measurement is a count, a
 count of units or a sum, and the keys, if any, have a public domain). ``__units`` groups the
@@ -107,7 +111,7 @@ from sqlglot import exp
 
 from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery
-from dpsql.execution import per_person
+from dpsql.execution import per_person, quantile_sql
 from dpsql.metadata.metadata import Table
 from dpsql.privacy import auto_values
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
@@ -133,6 +137,8 @@ def rewrite(plan: Plan, physical: Mapping[str, str] | None = None,
     if totals is not None and not shares_totals(plan):
         raise ValueError("only bounding by weights reads a table of per-unit totals")
     if table.needs_bounding and plan.weight_bits:
+        if any(m.kind == MeasurementKind.HISTOGRAM for m in plan.measurements):
+            return _weighted_rows_query(plan, inputs, rows, totals)
         return _weighted_query(plan, inputs, rows, totals)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
@@ -452,11 +458,7 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select,
     keys = [exp.column(k.name) for k in plan.keys]
     units = exp.Subquery(this=rows.copy(), alias=exp.TableAlias(this=exp.to_identifier("__r")))
     parts = weight_partition(plan)
-    tot = exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
-        units, copy=False).group_by(*[p.copy() for p in parts], copy=False)
-    if totals is not None:  # counted already, over the same rows (shares_totals)
-        tot = exp.select(exp.column("__unit"), _as(exp.column("__n"), "__t"), copy=False
-                         ).from_(exp.to_identifier(totals), copy=False)
+    tot = _unit_totals(parts, units, totals)
     joined = exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
         this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
         for p in parts]))
@@ -475,6 +477,53 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select,
         copy=False)
     query = query.with_("__tot", as_=tot, copy=False).with_("__by", as_=by, copy=False)
     return query.from_(exp.to_identifier("__by"), copy=False).group_by(
+        *[k.copy() for k in keys], copy=False)
+
+
+def _unit_totals(parts: list[exp.Column], units: exp.Subquery,
+                 totals: str | None) -> exp.Select:
+    """Each unit's rows ``__t``: counted over ``units``, or read from ``totals`` (counted
+    already over the same rows, :func:`shares_totals`)."""
+    if totals is not None:
+        return exp.select(exp.column("__unit"), _as(exp.column("__n"), "__t"), copy=False
+                          ).from_(exp.to_identifier(totals), copy=False)
+    return exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
+        units, copy=False).group_by(*[p.copy() for p in parts], copy=False)
+
+
+def _weighted_rows_query(plan: Plan, inputs: dict[str, str], rows: exp.Select,
+                         totals: str | None = None) -> exp.Select:
+    """Bounding by weights with a quantile (module docstring): each row of ``__rows`` joined to
+    its unit's weight ``__w = W(__t)`` (``__tot``); per group a histogram summing ``__w``
+    per bucket, counts ``SUM(__w)`` and sums ``SUM(term * __w)``, exact integers. No sort."""
+    keys, parts = [exp.column(k.name) for k in plan.keys], weight_partition(plan)
+    counts = _unit_totals(parts, exp.Subquery(this=rows.copy(), alias=exp.TableAlias(
+        this=exp.to_identifier("__r"))), totals)
+    tot = exp.select(*[p.copy() for p in parts], _as(_weight(plan), "__w"), copy=False).from_(
+        counts.subquery("__c", copy=False), copy=False)  # W once a unit, not once a row
+    weighted = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__rows")),
+                          exp.column("__w", table="__tot"), copy=False).from_(
+        rows.subquery("__rows", copy=False), copy=False)
+    weighted.append("joins", exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
+        this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
+        for p in parts])))
+    w, measures = exp.column("__w"), []
+    for m in plan.measurements:
+        x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+        if m.kind == MeasurementKind.HISTOGRAM and x is not None:
+            value: exp.Expression = ir.Histogram(this=quantile_sql.bucket(m, x), weight=w.copy())
+        elif m.kind == MeasurementKind.COUNT:
+            value = _or_zero(ir.ExactSum(this=w.copy() if x is None else exp.Case(ifs=[exp.If(
+                this=exp.Not(this=exp.Is(this=x, expression=exp.Null())), true=w.copy())])))
+        else:  # a sum: the row's term on its row grid, times its weight
+            row = replace(m, step=m.row_step, units=(m.units[0] >> m.weight_bits,
+                                                     m.units[1] >> m.weight_bits))
+            value = _or_zero(ir.ExactSum(this=exp.Mul(this=_cast(_sum_term(
+                row, x, _on_grid_allowed(plan)), "HUGEINT"), expression=w.copy())))
+        measures.append(_as(value, m.name))
+    query = exp.select(*[k.copy() for k in keys], *measures, copy=False).with_(
+        "__tot", as_=tot, copy=False).with_("__weighted", as_=weighted, copy=False)
+    return query.from_(exp.to_identifier("__weighted"), copy=False).group_by(
         *[k.copy() for k in keys], copy=False)
 
 
@@ -734,7 +783,7 @@ def _sum_term(m: Measurement, x: exp.Expression | None, shortcut: bool) -> exp.E
 
 def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
     assert x is not None  # a histogram's argument, as for a sum
-    return ir.Histogram(this=_bucket(m, x))
+    return ir.Histogram(this=quantile_sql.bucket(m, x))
 
 
 #: How the engine computes each kind of measurement (MeasurementSpec.kind), per group.
@@ -797,19 +846,3 @@ def _round_half_away(v: Fraction) -> int:
     """ir.RoundHalfAway of an exact value."""
     magnitude = math.floor(abs(v) + Fraction(1, 2))
     return magnitude if v >= 0 else -magnitude
-
-
-def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
-    lo, hi = m.histogram_range
-    if hi <= lo:
-        return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
-                                    true=exp.Literal.number(0))])
-    if m.dates:  # a date's day number
-        x = ir.DaysSinceEpoch(this=x)
-    if m.instants:  # a timestamp's seconds since 1970-01-01 (a DOUBLE in DuckDB)
-        x = exp.TimeToUnix(this=x)
-    scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
-                                                 expression=number(lo))),
-                     expression=number(m.buckets / (hi - lo)))
-    index = exp.cast(exp.Floor(this=scaled), "BIGINT")
-    return ir.StrictLeast(this=index, expressions=[exp.Literal.number(m.buckets - 1)])
