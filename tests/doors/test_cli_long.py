@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -125,8 +126,10 @@ def test_ctrl_c_on_a_terminal(slow) -> None:
     code, out = on_terminal(args(path, metadata), env, "charged epsilon 1")
     assert code == 130, out
     assert time.monotonic() - start < GRID / 2  # Ctrl-C did not wait for the grid
-    # the status line: after about a second, the charge, rewritten in place and erased
-    assert f"{ERASE}dpsql: running 1 s; charged epsilon 1" in out
+    # the status line: after about a second (more on a loaded machine), the charge, rewritten
+    # in place and erased
+    assert re.search(rf"{re.escape(ERASE)}dpsql: running \d+ s; charged epsilon 1 ", out)
+    assert "running 0 s" not in out  # not before a second
     last = out.rsplit(ERASE, 1)[1]
     assert last.startswith("dpsql: interrupted after ")
     assert last.rstrip().endswith("; the charge of epsilon 1 stands: the answer was not shown")
@@ -149,7 +152,7 @@ def test_ctrl_c_before_the_charge_charges_nothing(slow, tmp_path: Path) -> None:
     argv = [sys.executable, "-c", CHARGE_WAITS, str(release), *args(path, metadata)[3:]]
     code, out = on_terminal(argv, env, "nothing charged yet", then=release.touch)
     assert code == 130, out
-    assert f"{ERASE}dpsql: running 1 s; nothing charged yet" in out
+    assert re.search(rf"{re.escape(ERASE)}dpsql: running \d+ s; nothing charged yet ", out)
     last = out.rsplit(ERASE, 1)[1]
     assert last.startswith("dpsql: interrupted after ")
     assert last.rstrip().endswith("; nothing was charged")
