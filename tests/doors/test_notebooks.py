@@ -34,3 +34,7 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert not [o for o in outputs if o.output_type == "error"]
     html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
     assert any("±" in page and "privacy cost" in page for page in html)  # a result's display
+    shown = "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    if path.stem == "first_hour":  # 14 daily AVGs at epsilon 0.05: their caveats (about 11
+        # sit at a bound; none, a chance of about 1e-8)
+        assert "The noise exceeds the value in " in shown and "AVG at a bound" in shown
