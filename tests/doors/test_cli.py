@@ -465,6 +465,13 @@ def test_query_retention_estimate() -> None:
         in result.stderr
     assert "and epsilon=0.2 for the retention estimate" in result.stderr
     assert "Contribution bounds in force" not in result.stderr  # only with --accuracy
+    # Two visits per person keep well under 80% of the visits (about 49%; the estimate's 95%
+    # interval is under ±1% wide): the caveat says so, in the footer and in JSON.
+    assert "note: The contribution bounds left out about " in result.stderr
+    answer = json.loads(ok("query", "SELECT COUNT(*) FROM visits", "--max-rows", "2", "-e",
+                           "0.5", "--retention", "0.2", "--format", "json").stdout)
+    [dropped] = [c for c in answer["caveats"] if c.startswith("The contribution bounds left")]
+    assert "max_rows_contributed" in dropped and answer["retention"]["high"] < 0.8
     refused(cli("query", "SELECT COUNT(*) FROM visits", "--retention", "0"),
             "InvalidPrivacyParameter")
 
