@@ -1,113 +1,191 @@
-"""MEDIAN's accuracy and time: the fixed 1,000-bucket histogram (before issue 21.5) next to the
-fine histogram of ``HISTOGRAM_BUCKETS`` buckets drawn by the continuous-interval method.
+"""MEDIAN on many rows per person (issue 39.4): time as a ratio to raw DuckDB and error, before
+and after, in one run; and where an automatic upper bound of the same column lands.
 
-    PYTHONPATH=. python benchmarks/bench_median.py                 # 100k and 1M rows, 30 runs
-    PYTHONPATH=. python benchmarks/bench_median.py --rows 100000 --runs 10
+    PYTHONPATH=. python benchmarks/bench_median.py                      # 100k and 1M people
+    PYTHONPATH=. python benchmarks/bench_median.py --people 100000 --runs 5
+    PYTHONPATH=. python benchmarks/bench_median.py --before /work/main  # the checkout "before"
 
-**Data**: ``people(pid, income)``, one row per person, income log-normal (median about 36,000)
-clipped to the declared bounds [0, 200000], as a DOUBLE; generated (seeded) into
-``benchmarks/data/median_N.duckdb`` with its metadata. **Query**: ``SELECT MEDIAN(income) FROM
-people`` at epsilon 1 through ``dpsql.Database.query`` (plans forgotten before each query, so
-that each run plans with the bucket count in force). **Error**: the median over the runs of
-``|released - exact median|``. **Time**: the median over the runs, as a ratio to raw DuckDB in
-the same run: ``SELECT MEDIAN(income)`` and a full sort (``SELECT income ... ORDER BY income``,
-fetched as numpy). Old and new runs are interleaved, so machine load hits both alike.
+**Data** (``benchmarks/data/median_v2_N.duckdb``, DuckDB's seeded ``random()``):
+``visits(person_id, amount)``, N people, a person's number of visits heavy-tailed (discrete
+lognormal, median 5, mean about 10: about 10 N rows), amounts lognormal (median 40) capped at
+1,000, the data's maximum. **Metadata**: k = 10 rows per person, ``amount`` declared ``[0,
+100000]`` with the upper bound automatic (``upper = { auto = true, max = 100000 }``): MEDIAN
+draws over the declared interval, SUM reads the bound chosen from the data.
+
+**Queries**, epsilon 1: ``SELECT MEDIAN(amount) FROM visits`` (timed, and its error:
+``|released - exact|``, the exact being plain SQL's median of every row) and ``SELECT
+SUM(amount) FROM visits`` (the upper bound it chose, ``Result.chosen_bounds``). Each round runs
+raw DuckDB's MEDIAN (in this process), dpsql *after* (this checkout) and dpsql *before* (the
+``--before`` checkout, default ``/work/main``), each dpsql in a worker process of its own that
+this script starts and feeds one query at a time, in rotating order, so machine load hits all
+three alike. Plans are forgotten before each dpsql query (both pay the whole pipeline). Times
+are medians over the rounds, each as a ratio to the raw median of the same rounds: wall time,
+and CPU time (the process's, DuckDB's threads included: on a loaded machine the steadier
+figure).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
-import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import dpsql
-import dpsql.privacy.aggregates as aggregates
-
-DATA = Path(__file__).resolve().parent / "data"
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+MEDIAN = "SELECT MEDIAN(amount) FROM visits"
+SUM = "SELECT SUM(amount) FROM visits"
 METADATA = """
-[tables.people]
-privacy_unit = "pid"
-one_row_per_unit = true
+[tables.visits]
+privacy_unit = "person_id"
+max_rows_per_unit = 10
 
-[tables.people.columns]
-pid = { type = "int" }
-income = { type = "float", lower = 0, upper = 200000 }
+[tables.visits.columns]
+person_id = { type = "int" }
+amount = { type = "float", lower = 0, upper = { auto = true, max = 100000 } }
 """
-SQL = "SELECT MEDIAN(income) FROM people"
-OLD_BUCKETS = 1000
 
 
-def ensure_data(rows: int) -> tuple[Path, Path]:
+def ensure_data(people: int) -> tuple[Path, Path]:
+    """The visits of ``people`` persons (module docstring), generated if missing."""
     DATA.mkdir(exist_ok=True)
-    database, metadata = DATA / f"median_{rows}.duckdb", DATA / f"median_{rows}.toml"
+    database, metadata = DATA / f"median_v2_{people}.duckdb", DATA / f"median_v2_{people}.toml"
     metadata.write_text(METADATA)
-    if not database.exists():
-        income = np.random.default_rng(21).lognormal(10.5, 0.7, rows).clip(0, 200000)
-        with duckdb.connect(str(database)) as con:
-            con.execute("CREATE TABLE people AS SELECT row_number() OVER () AS pid, "
-                        "income FROM (SELECT unnest($1) AS income)", [income.tolist()])
+    if database.exists():
+        return database, metadata
+    partial = database.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    with duckdb.connect(str(partial)) as con:
+        con.execute("SELECT setseed(0.39)")
+        con.execute(f"""
+            CREATE TABLE persons AS SELECT person_id,
+              GREATEST(1, ROUND(EXP(LN(5) + 1.2 * SQRT(-2 * LN(1 - random()))
+                                    * COS(2 * PI() * random()))))::BIGINT AS n
+            FROM range({people}) t(person_id)""")
+        con.execute("""
+            CREATE TABLE visits AS SELECT p.person_id,
+              LEAST(EXP(LN(40) + SQRT(-2 * LN(1 - random())) * COS(2 * PI() * random())),
+                    1000)::DOUBLE AS amount
+            FROM persons p, range(p.n) r(i)""")
+        con.execute("DROP TABLE persons")
+    partial.replace(database)
     return database, metadata
 
 
-def _timed(fn: Callable[[], object]) -> tuple[float, object]:
-    started = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - started, out
+def serve(checkout: str, database: str, metadata: str) -> None:
+    """The worker: ``checkout``'s dpsql answers one JSON request a line on stdin."""
+    sys.path.insert(0, checkout)
+    import dpsql
 
-
-def measure(rows: int, runs: int) -> list[str]:
-    database, metadata = ensure_data(rows)
     db = dpsql.Database(database, metadata)
-    raw = db.engine.cursor()
-    exact = float(raw.execute(SQL).fetchone()[0])
-    times: dict[str, list[float]] = {"raw median": [], "raw sort": [], "old": [], "new": []}
-    errors: dict[str, list[float]] = {"old": [], "new": []}
-    new_buckets = aggregates.HISTOGRAM_BUCKETS
+    for line in sys.stdin:
+        request = json.loads(line)
+        db.planner.plans.clear()
+        db._memo.clear()
+        db.engine.rewritten.clear()
+        started, cpu = time.perf_counter(), _cpu()
+        result = db.query(request["sql"], epsilon=1.0)
+        seconds, cpu = time.perf_counter() - started, _cpu() - cpu
+        bounds = result.chosen_bounds or {}
+        print(json.dumps({"seconds": seconds, "cpu": cpu, "value": float(result.rows[0][0]),
+                          "upper": bounds.get("amount", (None, None))[1]}), flush=True)
+
+
+def _cpu() -> float:
+    """This process's CPU seconds so far, every thread's (DuckDB's included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Worker:
+    """A dpsql of another checkout in its own process (module docstring)."""
+
+    def __init__(self, checkout: str, database: Path, metadata: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": checkout}
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", checkout, str(database), str(metadata)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def query(self, sql: str) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps({"sql": sql}) + "\n")
+        self.process.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+        return answer
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def measure(people: int, runs: int, before: str) -> list[str]:
+    database, metadata = ensure_data(people)
+    after, old = Worker(str(HERE.parent), database, metadata), Worker(before, database, metadata)
+    raw = duckdb.connect(str(database), read_only=True)
+    exact, rows, top = raw.execute("SELECT MEDIAN(amount), COUNT(*), MAX(amount) FROM visits"
+                                   ).fetchone()
+    times: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
+    cpus: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
+    errors: dict[str, list[float]] = {"before": [], "after": []}
+    uppers: dict[str, list[float]] = {"before": [], "after": []}
+    workers = {"before": old, "after": after}
     try:
-        for _ in range(runs):
-            times["raw median"].append(_timed(lambda: raw.execute(SQL).fetchall())[0])
-            times["raw sort"].append(_timed(lambda: raw.execute(
-                "SELECT income FROM people ORDER BY income").fetchnumpy())[0])
-            for label, buckets in (("old", OLD_BUCKETS), ("new", new_buckets)):
-                aggregates.HISTOGRAM_BUCKETS = buckets
-                db.planner.plans.clear()
-                db._memo.clear()
-                db.engine.rewritten.clear()
-                seconds, result = _timed(lambda: db.query(SQL, epsilon=1.0))
-                times[label].append(seconds)
-                errors[label].append(abs(float(result.rows[0][0]) - exact))
+        for i in range(runs):
+            order = ["raw", "before", "after"]
+            for label in order[i % 3:] + order[:i % 3]:
+                if label == "raw":
+                    started, cpu = time.perf_counter(), _cpu()
+                    raw.execute(MEDIAN).fetchall()
+                    times["raw"].append(time.perf_counter() - started)
+                    cpus["raw"].append(_cpu() - cpu)
+                    continue
+                got = workers[label].query(MEDIAN)
+                times[label].append(got["seconds"])
+                cpus[label].append(got["cpu"])
+                errors[label].append(abs(got["value"] - exact))
+                uppers[label].append(workers[label].query(SUM)["upper"])
     finally:
-        aggregates.HISTOGRAM_BUCKETS = new_buckets
-        db.close()
+        after.close()
+        old.close()
+        raw.close()
     median = statistics.median
-    base, sort = median(times["raw median"]), median(times["raw sort"])
-    out = []
-    for label, buckets in (("old", OLD_BUCKETS), ("new", new_buckets)):
-        t = median(times[label])
-        out.append(f"| {rows:,} | {label} ({buckets:,} buckets) | {median(errors[label]):.2f} | "
-                   f"{t * 1000:.1f} | {t / base:.1f}x | {t / sort:.2f}x |")
-    out.append(f"| {rows:,} | raw DuckDB | 0 | median {base * 1000:.1f}, sort {sort * 1000:.1f}"
-               " | 1x | 1x |")
+    base, base_cpu = median(times["raw"]), median(cpus["raw"])
+    out = [f"| {people:,} ({rows:,} rows) | raw DuckDB | {base * 1000:.0f} | 1x | "
+           f"{base_cpu * 1000:.0f} | 1x | 0 | data max {top:,.0f} |"]
+    for label in ("before", "after"):
+        t, c = median(times[label]), median(cpus[label])
+        chosen = sorted(uppers[label])
+        out.append(f"| {people:,} | dpsql {label} | {t * 1000:.0f} | {t / base:.2f}x | "
+                   f"{c * 1000:.0f} | {c / base_cpu:.2f}x | {median(errors[label]):.2f} | "
+                   f"median {median(chosen):,.0f} ({chosen[0]:,.0f}-{chosen[-1]:,.0f}) |")
     return out
 
 
 def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--serve":
+        serve(*sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, nargs="*", default=[100_000, 1_000_000])
-    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--people", type=int, nargs="*", default=[100_000, 1_000_000])
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--before", default="/work/main")
     args = parser.parse_args()
-    print("| rows | MEDIAN(income), epsilon 1 | median abs. error | ms | / raw MEDIAN "
-          "| / raw sort |")
-    print("|---|---|---|---|---|---|")
-    for rows in args.rows:
-        for line in measure(rows, args.runs):
+    print(f"load average {os.getloadavg()[0]:.1f}; MEDIAN(amount) and SUM(amount)'s automatic "
+          f"upper bound, epsilon 1, medians of {args.runs} rounds")
+    print("| people | MEDIAN(amount) | wall ms | / raw | CPU ms | / raw | median abs. error | "
+          "amount's automatic upper (SUM) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for people in args.people:
+        for line in measure(people, args.runs, args.before):
             print(line, flush=True)
 
 

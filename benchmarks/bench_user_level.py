@@ -7,6 +7,7 @@ choice between truncating and scaling a unit's contributions.
     python benchmarks/bench_user_level.py --auto-bounds         # and automatic k (max 100, 1000)
     python benchmarks/bench_user_level.py --auto-bounds --no-scaling
     python benchmarks/bench_user_level.py --people 200000 --auto-values  # value bounds only
+    python benchmarks/bench_user_level.py --speed             # automatic bounds' time (39.2)
 
 **Data** (``benchmarks/data/user_level_v1_N.duckdb``, generated with DuckDB's seeded
 ``random()``): ``visits(person_id, category, amount)``, N people, a person's number of visits
@@ -33,6 +34,20 @@ tuned bound above, which clamps the tail), declared 5000 (loose: the generator's
 stored (no clamp: what an analyst wants); the bound chosen, over the runs, is printed under
 the table.
 
+**Speed of automatic bounds** (``--speed``, issue 39 item 2): the query above with k and
+amount's upper bound chosen from the data (``max_rows_per_unit = { auto = true, max = 1000
+}``, ``upper = { auto = true, max = 100000 }``) against the same query with them declared at
+those caps (the same bounding path and SQL shape), and raw DuckDB, in interleaved rounds on
+one connection each (only ratios in one run count on a shared machine). *before* is the
+automatic run as it was: the counts per unit and each side's extremes read by engine queries
+of their own (:func:`dpsql.routes.pipeline.units_sql`,
+:func:`dpsql.routes.pipeline.values_sql`), then the
+query counting each unit's rows again; *after* is dpsql now: one pass keeps the per-unit
+aggregate that both choices read and, on DuckDB, the query reads its per-unit totals from it
+(:mod:`dpsql.execution.choices`). Medians and minimums per query over ``--rounds`` rounds
+(every other round in reverse order), and the median over rounds of each round's ratio to the
+declared query, the steadiest figure on a loaded machine.
+
 **Scaling vs truncation** (issue 21, item 3), untimed, in SQL on the same data and no groups
 cap: per category, COUNT, SUM and AVG of (a) *truncation*, a uniform k-row sample per person
 (the rows path), (b) *allocation*, dpsql's per-unit aggregates path (``min(n, k)`` rows
@@ -48,10 +63,12 @@ three: the same sensitivities).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -60,6 +77,13 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dpsql.privacy.plan
 from dpsql.database import Database
+from dpsql.engines import Engine
+from dpsql.metadata.metadata import ColumnType
+from dpsql.privacy.auto_bounds import choose_k
+from dpsql.privacy.auto_values import draw
+from dpsql.privacy.plan import Plan
+from dpsql.privacy.randomness import Randomness
+from dpsql.routes import pipeline
 
 DATA = Path(__file__).resolve().parent / "data"
 CATEGORIES = ("food", "fuel", "health", "home", "leisure", "travel", "books", "other")
@@ -250,8 +274,14 @@ def main() -> None:
     parser.add_argument("--no-scaling", action="store_true", help="skip scaling vs truncation")
     parser.add_argument("--auto-values", action="store_true",
                         help="only the value-bound modes (module docstring)")
+    parser.add_argument("--speed", action="store_true",
+                        help="only the time of automatic bounds against declared ones")
+    parser.add_argument("--rounds", type=int, default=7, help="--speed's interleaved rounds")
     args = parser.parse_args()
     database = ensure_data(args.people)
+    if args.speed:
+        speed(database, args.people, args.rounds)
+        return
     if args.auto_values:
         value_bounds(database, args.people, args.runs)
         return
@@ -312,6 +342,100 @@ def value_bounds(database: Path, people: int, runs: int) -> None:
             print(f"\n{mode}: upper bound chosen from the data: median "
                   f"{statistics.median(chosen):,.0f}, range {min(chosen):,.0f}-"
                   f"{max(chosen):,.0f} over {len(chosen)} runs")
+
+
+# ------------------------------------------------------------------ speed (issue 39.2)
+
+SPEED_CAPS = (1000, 100000.0)  # k's and amount's upper bound's caps, declared or automatic
+
+
+#: The separate choices' SQL per plan, compiled once as before issue 39.2.
+_BEFORE_SQL: dict[tuple[int, int], tuple[Plan, str]] = {}
+
+
+def _before_sql(p: Plan, i: int, build: Callable[[], str]) -> str:
+    entry = _BEFORE_SQL.get((id(p), i))
+    if entry is None or entry[0] is not p:
+        entry = _BEFORE_SQL[(id(p), i)] = (p, build())
+    return entry[1]
+
+
+def _choose_before(p: Plan, engine: Engine, rng: Randomness) -> Plan:
+    """dpsql.routes.pipeline.choose as it was before issue 39.2: one engine query per choice."""
+    if pipeline.k_to_choose(p):
+        _, counts = engine.execute(_before_sql(p, -1, lambda: pipeline.units_sql(
+            p, engine)))
+        k = choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
+        p = pipeline._chosen(p, k)
+    if pipeline.values_to_choose(p):
+        drawn = []
+        for i, v in enumerate(p.values):
+            _, buckets = engine.execute(_before_sql(p, i, lambda i=i: pipeline.values_sql(  # type: ignore[misc]
+                p, i, engine)))
+            drawn.append(draw(v, {int(b): int(n) for b, n in buckets},  # type: ignore[call-overload]
+                              p.table.columns[v.column].type == ColumnType.INT, rng))
+        p = pipeline._valued(p, tuple(drawn))
+    return p
+
+
+@contextlib.contextmanager
+def _before() -> Iterator[None]:
+    with mock.patch.object(pipeline, "choose", _choose_before), \
+            mock.patch.object(pipeline, "_shares_units", lambda p, engine: False):
+        yield
+
+
+def speed(database: Path, people: int, rounds: int) -> None:
+    """The --speed table (module docstring)."""
+    k, upper = SPEED_CAPS
+    declared = metadata(DATA, auto=None, upper=str(upper)).read_text().replace(
+        f"max_rows_per_unit = {K}", f"max_rows_per_unit = {k}")
+    paths = {"declared": DATA / "speed_declared.toml", "auto": DATA / "speed_auto.toml"}
+    paths["declared"].write_text(declared)
+    paths["auto"].write_text(metadata(DATA, auto=k, upper=f"{{ auto = true, max = {upper} }}")
+                             .read_text())
+    dbs = {name: Database(database, path) for name, path in paths.items()}
+    raw = dbs["declared"].engine  # the analyst's query itself, on dpsql's own connection
+    runs: dict[str, Callable[[], object]] = {
+        "raw DuckDB": lambda: raw.execute(QUERY),
+        "declared bounds": lambda: dbs["declared"].query(QUERY, epsilon=1.0),
+        "automatic, before": lambda: _run_before(dbs["auto"]),
+        "automatic, after": lambda: dbs["auto"].query(QUERY, epsilon=1.0)}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    try:
+        for run in runs.values():  # warm: plans, dry runs, the file's pages
+            run()
+        for i in range(rounds):  # every other round in reverse: a drifting load cancels out
+            for name, run in (list(runs.items()) if i % 2 == 0 else
+                              list(reversed(runs.items()))):
+                started = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - started)
+    finally:
+        for db in dbs.values():
+            db.close()
+    print(f"# Automatic bounds' time: {people:,} people, {rounds} interleaved rounds, k max "
+          f"{k:g}, amount's upper max {upper:g}\n")
+    print("| mode | median s | min s | / declared (median) | / raw (median) |")
+    print("|---|---:|---:|---:|---:|")
+    med = {name: statistics.median(t) for name, t in times.items()}
+    for name, t in times.items():
+        print(f"| {name} | {med[name]:.3f} | {min(t):.3f} | "
+              f"{med[name] / med['declared bounds']:.2f}x | {med[name] / med['raw DuckDB']:.1f}x |")
+    paired = {mode: statistics.median(t / d for t, d in zip(times[mode], times[
+        "declared bounds"], strict=True)) for mode in ("automatic, before", "automatic, after")}
+    low = min(times["declared bounds"])
+    b, a = times["automatic, before"], times["automatic, after"]
+    print(f"\nautomatic / declared, the median of each round's ratio: before "
+          f"{paired['automatic, before']:.2f}x, after {paired['automatic, after']:.2f}x (of "
+          f"the medians: {med['automatic, before'] / med['declared bounds']:.2f}x, "
+          f"{med['automatic, after'] / med['declared bounds']:.2f}x; of the minimums: "
+          f"{min(b) / low:.2f}x, {min(a) / low:.2f}x)")
+
+
+def _run_before(db: Database) -> object:
+    with _before():
+        return db.query(QUERY, epsilon=1.0)
 
 
 if __name__ == "__main__":

@@ -51,8 +51,9 @@ separately, and concatenates the results (all share the first one's ``descriptio
 
 ``cursor.fetch_df()`` returns a pandas DataFrame with the ± columns and the notes in its
 ``attrs`` (``pip install 'dpsql[pandas]'``). ``pandas.read_sql(sql, conn, params=...)`` works
-too, but pandas warns (UserWarning) for every DB-API connection that is not sqlite3's; use
-``fetch_df`` or a SQLAlchemy engine on ``dpsql://`` (docs/budget_and_dbapi.md).
+too, without pandas' UserWarning for a DB-API connection that is not sqlite3's (opening a
+connection turns that one warning off: :func:`dpsql.integrations.pandas.quiet_read_sql`), but
+gives the values only (docs/budget_and_dbapi.md).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ from dpsql.errors import (
 from dpsql.execution.postprocess import Result
 from dpsql.execution.retention import Retention
 from dpsql.execution.watch import Watch, call_watched, watching
+from dpsql.integrations.pandas import quiet_read_sql
 from dpsql.ledger.budget import BudgetStatus, Cost
 from dpsql.ledger.opening import resolve_analyst
 from dpsql.metadata.contribution import ContributionBounds
@@ -230,6 +232,7 @@ class Connection:
         self._closed = False
         self._running: set[Watch] = set()  # the executes under way (interrupt())
         self._worker: ThreadPoolExecutor | None = None  # runs the main thread's executes
+        quiet_read_sql()  # pandas.read_sql(sql, conn) without its UserWarning
 
     def interrupt(self) -> None:
         """Cancel every query this connection is answering (from another thread, as

@@ -391,7 +391,7 @@ def _moved(p: Plan, m: Measurement, ea: Exact, eb: Exact) -> tuple[float, float]
         for k in keys:
             ha, hb = _histogram(ea, k, m), _histogram(eb, k, m)
             total += sum(abs(ha.get(x, 0) - hb.get(x, 0)) for x in ha.keys() | hb.keys())
-        return total, m.l1
+        return total * (m.step or 1.0), m.l1  # weighted counts: in units of m.step rows
     scale = m.step or 1.0
     diffs = [float(_value(ea, k, m) - _value(eb, k, m)) * scale for k in keys]
     if any(not math.isfinite(d) for d in diffs):

@@ -223,20 +223,21 @@ def _auto_rows() -> Scenario:
 
 
 #: An automatic upper bound of amount (dpsql.privacy.auto_values) in [0, 100] for half the
-#: epsilon: at epsilon 2 (k = 3, one sum at epsilon 1) the choice aims where about 18 units
-#: have a larger value (the plan's ``AutoValue.above``).
+#: epsilon: at epsilon 2 (k = 3, one sum at epsilon 1) the choice aims where about 22 units
+#: have a larger value (the plan's ``AutoValue.above``, 512 buckets).
 VISITS_AUTO_VALUES = VISITS.replace("amount = { type = \"float\", lower = 0, upper = 100 }",
                                     "amount = { type = \"float\", lower = 0, upper = { auto = "
                                     "true, max = 100, share = 0.5 } }")
-AUTO_VALUE_ABOVE = 18
+AUTO_VALUE_ABOVE = 22
 
 
 def _auto_values() -> Scenario:
-    """D: 5 units whose largest amount is 1 and 17 whose largest is 100, so the exact bound at
-    rank n - 18 is 1 on D and 100 on D' (the neighbour's amounts are read as 100): a choice
+    """D: 5 units whose largest amount is 1 and 21 whose largest is 100, so the exact bound at
+    rank n - 22 is 1 on D and 100 on D' (the neighbour's amounts are read as 100): a choice
     that is not private tells them apart on every run; the exponential mechanism moves each
     utility by at most 1, whatever the neighbour's 12 rows."""
-    rows = tuple((unit, GROUPS[unit % 6], 1.0 if unit < 5 else 100.0, 1) for unit in range(22))
+    rows = tuple((unit, GROUPS[unit % 6], 1.0 if unit < 5 else 100.0, 1)
+                 for unit in range(5 + AUTO_VALUE_ABOVE - 1))
     return Scenario("auto_values", "automatic upper bound of amount (half the epsilon): the "
                     "neighbour moves the exact target from 1 to 100", "SELECT SUM(amount) AS s "
                     "FROM visits", VISITS_AUTO_VALUES, "visits", VISITS_COLUMNS, rows,

@@ -5,8 +5,9 @@ Spark has no histogram aggregate; DuckDB has one (``histogram``, a MAP), but it 
 many distinct buckets and its MAP is slow to read into Python: with 2**16 buckets
 (issue 21.5) a hash aggregate of (keys, bucket) gathered into two lists is several times
 faster (``benchmarks/bench_median.py``). The measurement is the same function of the bounded
-rows: per group, the number of rows in each non-NULL bucket; a group with no bucket is NULL
-(LEFT JOIN), read as the empty histogram.
+rows: per group, the number of rows (or the sum of their weights) in each non-NULL bucket; a
+group with no bucket is NULL (LEFT JOIN), read as the empty histogram, and a group whose
+buckets are all NULL has empty lists.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from dpsql.engines import ir
 Gather = Callable[[], exp.Expression]
 
 
-def _histogram_arg(projection: exp.Expression) -> exp.Expression | None:
+def _histogram_arg(projection: exp.Expression) -> ir.Histogram | None:
     value = projection.this if isinstance(projection, exp.Alias) else None
-    if isinstance(value, ir.Histogram):
-        arg: exp.Expression = value.this
-        return arg
-    return None
+    return value if isinstance(value, ir.Histogram) else None
+
+
+def counted(histogram: ir.Histogram) -> exp.Expression:
+    """What one bucket holds: its rows, or the sum of their weights (a weighted histogram)."""
+    weight = histogram.args.get("weight")
+    return exp.Count(this=exp.Star()) if weight is None else ir.ExactSum(this=weight.copy())
 
 
 def joined_histograms(query: exp.Select, gather: Gather) -> exp.Select:
@@ -42,14 +46,28 @@ def joined_histograms(query: exp.Select, gather: Gather) -> exp.Select:
     main = query.copy()
     main.set("expressions", [p for p in main.expressions if p.alias not in buckets] or
              [exp.alias_(exp.Count(this=exp.Star()), "__c")])
+    if not keys and len(main.expressions) == 1 and main.expressions[0].alias == "__c":
+        # Histograms alone, one group: the one row needs no scan of the source (which would
+        # be read twice, a CTE then materialised)
+        main = exp.select(exp.alias_(exp.Literal.number(1), "__c"))
     ctes: list[tuple[str, exp.Expression]] = [("__main", main)]
     joined = exp.select(*[exp.column(n, table="__main" if n not in buckets else
                                      f"__h{list(buckets).index(n)}") for n in names])
     joined = joined.from_("__main")
-    for i, (name, bucket) in enumerate(buckets.items()):
-        counts = exp.select(*[exp.column(k) for k in keys], exp.alias_(bucket.copy(), "__b"),
-                            exp.alias_(exp.Count(this=exp.Star()), "__n")).from_(
-            source.copy()).where(exp.Not(this=exp.Is(this=bucket.copy(), expression=exp.Null())))
+    for i, (name, histogram) in enumerate(buckets.items()):
+        # The bucket computed once a row, in a subquery, then filtered and grouped on
+        weight = histogram.args.get("weight")
+        rows = exp.select(*[exp.column(k) for k in keys], exp.alias_(histogram.this.copy(),
+                                                                    "__b"),
+                          *([exp.alias_(weight.copy(), "__w")] if weight is not None else [])
+                          ).from_(source.copy())
+        counted_rows = ir.Histogram(this=exp.column("__b"), weight=exp.column("__w")) \
+            if weight is not None else ir.Histogram(this=exp.column("__b"))
+        # NULL buckets are grouped too, and dropped by the gather: a filter on __b here would
+        # be pushed below the projection, computing every bucket twice
+        counts = exp.select(*[exp.column(k) for k in keys], exp.column("__b"), exp.alias_(
+            counted(counted_rows), "__n")).from_(exp.Subquery(
+                this=rows, alias=exp.TableAlias(this=exp.to_identifier("__r"))))
         counts = counts.group_by(*[exp.column(k) for k in keys], exp.column("__b"))
         gathered = exp.select(*[exp.column(k) for k in keys], exp.alias_(gather(), name)).from_(
             exp.Subquery(this=counts, alias=exp.TableAlias(this=exp.to_identifier("__c"))))
@@ -69,15 +87,23 @@ def joined_histograms(query: exp.Select, gather: Gather) -> exp.Select:
     return joined
 
 
+def _present() -> exp.Expression:
+    return exp.Not(this=exp.Is(this=exp.column("__b"), expression=exp.Null()))
+
+
 def spark_gather() -> exp.Expression:
-    """``map_from_entries(collect_list(struct(__b, __n)))``: a MAP bucket -> count."""
+    """``map_from_entries(collect_list(CASE WHEN __b IS NOT NULL THEN struct(__b, __n)
+    END))``: a MAP bucket -> count (collect_list skips the NULL bucket's NULL)."""
+    entry = exp.Case(ifs=[exp.If(this=_present(), true=exp.Anonymous(
+        this="struct", expressions=[exp.column("__b"), exp.column("__n")]))])
     return exp.Anonymous(this="map_from_entries", expressions=[exp.Anonymous(
-        this="collect_list", expressions=[exp.Anonymous(this="struct", expressions=[
-            exp.column("__b"), exp.column("__n")])])])
+        this="collect_list", expressions=[entry])])
 
 
 def duckdb_gather() -> exp.Expression:
-    """``[list(__b), list(__n)]``: the buckets and their counts as two parallel lists (read
-    by :func:`dpsql.execution.perturb.histogram_arrays`), far cheaper to read than a MAP."""
-    return exp.Array(expressions=[exp.Anonymous(this="list", expressions=[exp.column("__b")]),
-                                  exp.Anonymous(this="list", expressions=[exp.column("__n")])])
+    """``[list(__b), list(__n)]`` over the non-NULL buckets: the buckets and their counts as
+    two parallel lists (read by :func:`dpsql.execution.perturb.histogram_arrays`), far
+    cheaper to read than a MAP."""
+    return exp.Array(expressions=[exp.Filter(this=exp.Anonymous(
+        this="list", expressions=[exp.column(c)]), expression=exp.Where(this=_present()))
+        for c in ("__b", "__n")])

@@ -74,9 +74,10 @@ class ExactSum(exp.Sum, EngineNode):
 
 class Histogram(EngineNode):
     """``Histogram(bucket)``, an aggregate: per group, the map bucket -> number of its rows
-    with that bucket, NULL buckets not counted; an empty group's map is empty."""
+    with that bucket, NULL buckets not counted; an empty group's map is empty. With a
+    ``weight`` (an integer column), the map bucket -> sum of its rows' weights."""
 
-    arg_types: ClassVar[dict[str, bool]] = {"this": True}
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "weight": False}
 
 
 class StrictLeast(EngineNode):

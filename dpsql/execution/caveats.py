@@ -6,7 +6,9 @@ in one short note per cause, when:
 * **the noise exceeds the value** in some cells: a cell's 95% half-width (its ``accuracy``,
   value-unit cells only) is larger than the absolute value released ("the noise exceeds the
   value in 8 of 12 cells"): a negative count or a sum of the wrong sign is the noise speaking.
-  Fix: coarser groups (fewer, larger ones) or a larger epsilon;
+  Fix: coarser groups (fewer, larger ones) or a larger epsilon; where a unit may contribute
+  k > 1 rows (a declared k, not one chosen from the data), also a smaller
+  ``max_rows_contributed``: the noise of a count or sum grows with k;
 * **an AVG, a quantile, MIN or MAX sits at a bound**: an AVG is clamped to the bounds of its
   argument (:func:`dpsql.privacy.aggregates._combine_avg`), so a noisy count near zero pins it
   there (coarser groups, a larger epsilon); a quantile is drawn among the declared bounds, so
@@ -51,8 +53,8 @@ def caveats(plan: Plan, result: Result, retention: Retention | None = None) -> l
     cells: list[Cell | None] = [None] * len(result.columns)
     if plan.query.post is None:  # a query over the answer computes its columns: none direct
         cells = (_direct_cells(plan) + cells)[:len(cells)]
-    notes = [_noise(result, cells), _avg_bounds(result, cells), _quantile_bounds(result, cells),
-             _dropped(retention)]
+    notes = [_noise(result, cells, plan), _avg_bounds(result, cells),
+             _quantile_bounds(result, cells), _dropped(retention)]
     return [n for n in notes if n is not None]
 
 
@@ -97,7 +99,7 @@ def _number(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _noise(result: Result, cells: Sequence[Cell | None]) -> str | None:
+def _noise(result: Result, cells: Sequence[Cell | None], plan: Plan) -> str | None:
     over = total = 0
     where = []
     for i, (column, cell) in enumerate(zip(result.columns, cells, strict=True)):
@@ -111,9 +113,13 @@ def _noise(result: Result, cells: Sequence[Cell | None]) -> str | None:
     if not over:
         return None
     detail = f" ({'; '.join(where)})" if len(where) > 1 else f" ({where[0].split(':')[0]})"
+    k = plan.table.rows_per_unit
+    fewer = "" if k <= 1 or plan.auto is not None else (
+        f"; so does a smaller max_rows_contributed (each unit counts with up to {k} rows here: "
+        "fewer means less noise, and more of a heavy unit's rows left out)")
     return (f"{NOISE} in {over} of {total} cell(s){detail}: their ±95% is wider than the "
             "value, which is then mostly noise. Coarser groups (fewer, larger ones) or a larger "
-            "epsilon help.")
+            f"epsilon help{fewer}.")
 
 
 def _at_bound(result: Result, index: int, lo: float, hi: float, width: float

@@ -34,7 +34,12 @@ from dpsql.privacy.keys import canonical
 from dpsql.privacy.keys import order as key_order
 from dpsql.privacy.mechanisms import NoiseSpec, accuracy, perturb, perturb_fixed
 from dpsql.privacy.plan import Plan, calibrated
-from dpsql.privacy.quantiles import quantile_from_buckets, quantile_rank_accuracy
+from dpsql.privacy.quantile_grid import Grid
+from dpsql.privacy.quantiles import (
+    quantile_from_buckets,
+    quantile_from_intervals,
+    quantile_rank_accuracy,
+)
 from dpsql.privacy.randomness import Randomness
 
 
@@ -169,14 +174,25 @@ def histogram_arrays(value: object) -> tuple[np.ndarray, np.ndarray]:
 def _quantiles(m: Measurement, histograms: np.ndarray, q: float, rng: Randomness
                ) -> np.ndarray:
     """One exponential-mechanism draw per group over its sparse histogram: only its non-empty
-    buckets are read (:func:`dpsql.privacy.quantiles.quantile_from_buckets`)."""
+    buckets are read (:func:`dpsql.privacy.quantiles.quantile_from_buckets`, or
+    :func:`~dpsql.privacy.quantiles.quantile_from_intervals` for the fine grid). Weighted
+    counts are in units of ``m.step`` rows (aggregates, "Bounding by weights")."""
     lo, hi = m.histogram_range
+    grid = Grid(lo, hi) if m.fine else None
     out = np.empty(len(histograms), dtype=np.float64)
     for i, histogram in enumerate(histograms):
         buckets, counts = histogram_arrays(histogram)
-        keep = (buckets >= 0) & (buckets < m.buckets) & (counts > 0)
-        value = quantile_from_buckets(buckets[keep], counts[keep], m.buckets, lo, hi, q,
-                                      m.epsilon, m.l1, rng)
+        if m.step:
+            counts = counts * m.step  # a power of two: exact
+        if grid is not None:
+            keep = (buckets >= 0) & (buckets < grid.keys) & (counts > 0)
+            lows, highs = grid.intervals(buckets[keep])
+            value = quantile_from_intervals(lows, highs, counts[keep], lo, hi, q, m.epsilon,
+                                            m.l1, rng)
+        else:
+            keep = (buckets >= 0) & (buckets < m.buckets) & (counts > 0)
+            value = quantile_from_buckets(buckets[keep], counts[keep], m.buckets, lo, hi, q,
+                                          m.epsilon, m.l1, rng)
         out[i] = min(float(np.floor(value)), m.hi) if m.integer else value
     return out
 

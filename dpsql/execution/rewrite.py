@@ -33,7 +33,11 @@ back, and the keys are grouped with ``t`` (a few thousand values), not with the 
 reaches every group it has rows in: the noise grid pays one step per public key
 (``Plan.groups_per_unit``). Measurements are in units of ``2**-F`` rows (counts) or
 ``row_step 2**-F`` (sums): real-valued, noised on their grid; the expected share is ``k n_j /
-t`` rows, the allocation's and the sample's (the same bias).
+t`` rows, the allocation's and the sample's (the same bias). With a quantile's histogram
+(MEDIAN, MIN, MAX, quantiles; :func:`_weighted_rows_query`) the rows themselves are joined to
+``__tot`` and carry ``__w = W(t)``: each histogram sums ``__w`` per bucket, counts ``SUM(__w)``
+and sums ``SUM(term * __w)``, the same integers per unit as above, without the row sample's
+sort of every row by (unit, salted hash).
 
 **Bounding by per-unit aggregates** (:func:`aggregated`: every measurement is a count, a
 count of units or a sum, and the keys, if any, have a public domain). ``__units`` groups the
@@ -99,7 +103,7 @@ and ``COUNT(*)`` the rows of identified units, as in a bounded table). A table w
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
 
@@ -107,7 +111,7 @@ from sqlglot import exp
 
 from dpsql.engines import ir
 from dpsql.errors import UnsupportedQuery
-from dpsql.execution import per_person
+from dpsql.execution import per_person, quantile_sql
 from dpsql.metadata.metadata import Table
 from dpsql.privacy import auto_values
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
@@ -119,15 +123,23 @@ from dpsql.query.total_expressions import Reader, clamp, clamped_column, number,
 SALT = exp.Placeholder(this="1")  # $1: the secret salt, bound when the query runs
 
 
-def rewrite(plan: Plan, physical: Mapping[str, str] | None = None) -> exp.Select:
+def rewrite(plan: Plan, physical: Mapping[str, str] | None = None,
+            totals: str | None = None) -> exp.Select:
     """The engine query for ``plan``. Its parameter $1 is the salt that keys the
     contribution-bounding sample: a fresh secret for every execution. ``physical`` maps the
-    table's columns to their DuckDB types; casts that cannot fail are then plain casts."""
+    table's columns to their DuckDB types; casts that cannot fail are then plain casts.
+    ``totals``: a table of each unit's rows (``__unit``, ``__n``) over the very rows the
+    query reads, already computed (:func:`shares_totals`), read instead of counting them
+    again."""
     table = plan.table
     inputs = _inputs(plan)
     rows = query_rows(plan, physical, inputs)
+    if totals is not None and not shares_totals(plan):
+        raise ValueError("only bounding by weights reads a table of per-unit totals")
     if table.needs_bounding and plan.weight_bits:
-        return _weighted_query(plan, inputs, rows)
+        if any(m.kind == MeasurementKind.HISTOGRAM for m in plan.measurements):
+            return _weighted_rows_query(plan, inputs, rows, totals)
+        return _weighted_query(plan, inputs, rows, totals)
     if table.needs_bounding and aggregated(plan):
         return _aggregated_query(plan, inputs, rows)
     if table.needs_bounding and any(m.per_group is not None for m in plan.measurements):
@@ -189,45 +201,66 @@ def unit_values(plan: Plan, v: AutoValue, physical: Mapping[str, str] | None = N
     read clamped to its declared bounds, in each geometric bucket ``__b``, among the rows the
     query reads (``__rows``: its WHERE, units not NULL); one row per bucket that occurs, no
     salt. Each unit is one value: a table without bounding has one row per unit."""
-    column = exp.column(v.column)
-    reads = replace(plan, keys=(), measurements=(replace(plan.measurements[0], arg=column),))
-    value = exp.column(_inputs(reads)[column.sql(dialect="duckdb")])
+    reads, names = reading(plan, [v.column])
+    value = exp.column(names[v.column])
     extreme = (exp.Max if v.side == "upper" else exp.Min)(this=value)
     per_unit = exp.select(exp.alias_(extreme if plan.table.needs_bounding else value, "__v"),
                           copy=False).from_("__rows", copy=False).where(
         value.is_(exp.null()).not_(), copy=False)
     if plan.table.needs_bounding:
         per_unit = per_unit.group_by(exp.column("__unit"), copy=False)
-    o = auto_values.origin(v.lower, v.upper, v.side)
-    span = (v.upper - o) if v.side == "upper" else (o - v.lower)
-    last = exp.Literal.number(auto_values.BUCKETS - 1)
-    # The distance in DOUBLE, and its steps as ln(span) - LN(distance): finite for every
-    # positive double, where span / distance overflows for a tiny distance (Infinity, which
-    # no BIGINT holds; PostgreSQL raises on the division itself). One unit's value must never
-    # fail the query.
-    read = exp.cast(exp.column("__v"), "DOUBLE")
-    distance = exp.Sub(this=read, expression=number(o)) if v.side == "upper" \
-        else exp.Sub(this=number(o), expression=read)
-    # __s: how many RATIO steps below the span the distance is (NULL at or below the origin)
-    steps = exp.Case(ifs=[exp.If(this=exp.GT(this=distance, expression=number(0)), true=exp.cast(
-        exp.Floor(this=exp.Div(this=exp.Paren(this=exp.Sub(
-            this=number(math.log(span) if span > 0 else 0.0),
-            expression=exp.Ln(this=exp.Paren(this=distance.copy())))),
-            expression=number(math.log(auto_values.RATIO)))), "BIGINT"))])
-    stepped = exp.select(exp.alias_(steps, "__s"), copy=False).from_("__per_unit", copy=False)
-    s = exp.column("__s")
-    bucket = exp.Case(ifs=[  # bucket B - 1 - __s, within [0, B - 1] (an ulp above the span: B - 1)
-        exp.If(this=exp.Or(this=s.is_(exp.null()), expression=exp.GTE(this=s.copy(),
-                                                                       expression=last.copy())),
-               true=exp.Literal.number(0)),
-        exp.If(this=exp.LTE(this=s.copy(), expression=exp.Literal.number(0)), true=last.copy())],
-        default=exp.Sub(this=last.copy(), expression=s.copy()))
+    stepped = exp.select(exp.alias_(value_steps(v, exp.column("__v")), "__s"), copy=False
+                         ).from_("__per_unit", copy=False)
+    bucket = step_bucket(exp.column("__s"))
     return exp.select(exp.alias_(bucket, "__b"), exp.alias_(exp.Count(this=exp.Star()),
                                                               "__units"), copy=False).with_(
         "__rows", as_=query_rows(reads, physical), copy=False).with_(
         "__per_unit", as_=per_unit, copy=False).with_("__stepped", as_=stepped, copy=False
                                                       ).from_("__stepped", copy=False).group_by(
         bucket.copy(), copy=False)
+
+
+def reading(plan: Plan, columns: Sequence[str]) -> tuple[Plan, dict[str, str]]:
+    """``plan`` reduced to the rows an automatic choice reads (:func:`query_rows` of it: the
+    query's WHERE, units not NULL, no keys) and one input per column of ``columns``, read
+    clamped to its declared bounds; with each column's input name."""
+    args = [exp.column(c) for c in dict.fromkeys(columns)]
+    reads = replace(plan, keys=(), measurements=tuple(replace(plan.measurements[0], arg=a)
+                                                      for a in args))
+    names = _inputs(reads)
+    return reads, {a.name: names[a.sql(dialect="duckdb")] for a in args}
+
+
+def value_steps(v: AutoValue, value: exp.Expression) -> exp.Expression:
+    """``__s``: how many :data:`~dpsql.privacy.auto_values.RATIO` steps below the span of
+    side ``v`` the distance of ``value`` (one unit's extreme) from the origin is; NULL at or
+    below the origin."""
+    o = auto_values.origin(v.lower, v.upper, v.side)
+    span = (v.upper - o) if v.side == "upper" else (o - v.lower)
+    # The distance in DOUBLE, and its steps as ln(span) - LN(distance): finite for every
+    # positive double, where span / distance overflows for a tiny distance (Infinity, which
+    # no BIGINT holds; PostgreSQL raises on the division itself). One unit's value must never
+    # fail the query.
+    read = exp.cast(value, "DOUBLE")
+    distance = exp.Sub(this=read, expression=number(o)) if v.side == "upper" \
+        else exp.Sub(this=number(o), expression=read)
+    return exp.Case(ifs=[exp.If(this=exp.GT(this=distance, expression=number(0)), true=exp.cast(
+        exp.Floor(this=exp.Div(this=exp.Paren(this=exp.Sub(
+            this=number(math.log(span) if span > 0 else 0.0),
+            expression=exp.Ln(this=exp.Paren(this=distance.copy())))),
+            expression=number(math.log(auto_values.RATIO)))), "BIGINT"))])
+
+
+def step_bucket(s: exp.Column) -> exp.Expression:
+    """The geometric bucket of ``s`` steps (:func:`value_steps`): ``B - 1 - s`` within ``[0, B
+    - 1]`` (an ulp above the span: ``B - 1``; NULL, at or below the origin: 0)."""
+    last = exp.Literal.number(auto_values.BUCKETS - 1)
+    return exp.Case(ifs=[
+        exp.If(this=exp.Or(this=s.is_(exp.null()), expression=exp.GTE(this=s.copy(),
+                                                                       expression=last.copy())),
+               true=exp.Literal.number(0)),
+        exp.If(this=exp.LTE(this=s.copy(), expression=exp.Literal.number(0)), true=last.copy())],
+        default=exp.Sub(this=last.copy(), expression=s.copy()))
 
 
 def _source(plan: Plan, reader: Reader) -> exp.Expression:
@@ -396,7 +429,16 @@ def _aggregated_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> e
     return query
 
 
-def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp.Select:
+def shares_totals(plan: Plan) -> bool:
+    """Whether ``plan``'s query counts each unit's rows as a step of its own (``__tot`` of
+    bounding by weights, partitioned by the unit), which :func:`rewrite` can read from a
+    table instead (``totals``)."""
+    return (plan.table.needs_bounding and plan.weight_bits > 0
+            and [p.name for p in weight_partition(plan)] == ["__unit"])
+
+
+def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select,
+                    totals: str | None = None) -> exp.Select:
     """Bounding by weights (module docstring): ``__tot``, each unit's rows ``__t``; ``__by``,
     the rows joined to their unit's ``__t`` and grouped by (keys, ``__t``), one exact
     aggregate ``__p{i}`` per measurement; then per group ``SUM(__p{i} * W(__t))``. The rows are
@@ -404,8 +446,7 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp
     keys = [exp.column(k.name) for k in plan.keys]
     units = exp.Subquery(this=rows.copy(), alias=exp.TableAlias(this=exp.to_identifier("__r")))
     parts = weight_partition(plan)
-    tot = exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
-        units, copy=False).group_by(*[p.copy() for p in parts], copy=False)
+    tot = _unit_totals(parts, units, totals)
     joined = exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
         this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
         for p in parts]))
@@ -424,6 +465,53 @@ def _weighted_query(plan: Plan, inputs: dict[str, str], rows: exp.Select) -> exp
         copy=False)
     query = query.with_("__tot", as_=tot, copy=False).with_("__by", as_=by, copy=False)
     return query.from_(exp.to_identifier("__by"), copy=False).group_by(
+        *[k.copy() for k in keys], copy=False)
+
+
+def _unit_totals(parts: list[exp.Column], units: exp.Subquery,
+                 totals: str | None) -> exp.Select:
+    """Each unit's rows ``__t``: counted over ``units``, or read from ``totals`` (counted
+    already over the same rows, :func:`shares_totals`)."""
+    if totals is not None:
+        return exp.select(exp.column("__unit"), _as(exp.column("__n"), "__t"), copy=False
+                          ).from_(exp.to_identifier(totals), copy=False)
+    return exp.select(*parts, _as(exp.Count(this=exp.Star()), "__t"), copy=False).from_(
+        units, copy=False).group_by(*[p.copy() for p in parts], copy=False)
+
+
+def _weighted_rows_query(plan: Plan, inputs: dict[str, str], rows: exp.Select,
+                         totals: str | None = None) -> exp.Select:
+    """Bounding by weights with a quantile (module docstring): each row of ``__rows`` joined to
+    its unit's weight ``__w = W(__t)`` (``__tot``); per group a histogram summing ``__w``
+    per bucket, counts ``SUM(__w)`` and sums ``SUM(term * __w)``, exact integers. No sort."""
+    keys, parts = [exp.column(k.name) for k in plan.keys], weight_partition(plan)
+    counts = _unit_totals(parts, exp.Subquery(this=rows.copy(), alias=exp.TableAlias(
+        this=exp.to_identifier("__r"))), totals)
+    tot = exp.select(*[p.copy() for p in parts], _as(_weight(plan), "__w"), copy=False).from_(
+        counts.subquery("__c", copy=False), copy=False)  # W once a unit, not once a row
+    weighted = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__rows")),
+                          exp.column("__w", table="__tot"), copy=False).from_(
+        rows.subquery("__rows", copy=False), copy=False)
+    weighted.append("joins", exp.Join(this=exp.to_identifier("__tot"), on=exp.and_(*[exp.EQ(
+        this=exp.column(p.name, table="__rows"), expression=exp.column(p.name, table="__tot"))
+        for p in parts])))
+    w, measures = exp.column("__w"), []
+    for m in plan.measurements:
+        x = exp.column(inputs[m.arg.sql(dialect="duckdb")]) if m.arg is not None else None
+        if m.kind == MeasurementKind.HISTOGRAM and x is not None:
+            value: exp.Expression = ir.Histogram(this=quantile_sql.bucket(m, x), weight=w.copy())
+        elif m.kind == MeasurementKind.COUNT:
+            value = _or_zero(ir.ExactSum(this=w.copy() if x is None else exp.Case(ifs=[exp.If(
+                this=exp.Not(this=exp.Is(this=x, expression=exp.Null())), true=w.copy())])))
+        else:  # a sum: the row's term on its row grid, times its weight
+            row = replace(m, step=m.row_step, units=(m.units[0] >> m.weight_bits,
+                                                     m.units[1] >> m.weight_bits))
+            value = _or_zero(ir.ExactSum(this=exp.Mul(this=_cast(_sum_term(
+                row, x, _on_grid_allowed(plan)), "HUGEINT"), expression=w.copy())))
+        measures.append(_as(value, m.name))
+    query = exp.select(*[k.copy() for k in keys], *measures, copy=False).with_(
+        "__tot", as_=tot, copy=False).with_("__weighted", as_=weighted, copy=False)
+    return query.from_(exp.to_identifier("__weighted"), copy=False).group_by(
         *[k.copy() for k in keys], copy=False)
 
 
@@ -683,7 +771,7 @@ def _sum_term(m: Measurement, x: exp.Expression | None, shortcut: bool) -> exp.E
 
 def _histogram(m: Measurement, x: exp.Expression | None) -> exp.Expression:
     assert x is not None  # a histogram's argument, as for a sum
-    return ir.Histogram(this=_bucket(m, x))
+    return ir.Histogram(this=quantile_sql.bucket(m, x))
 
 
 #: How the engine computes each kind of measurement (MeasurementSpec.kind), per group.
@@ -746,19 +834,3 @@ def _round_half_away(v: Fraction) -> int:
     """ir.RoundHalfAway of an exact value."""
     magnitude = math.floor(abs(v) + Fraction(1, 2))
     return magnitude if v >= 0 else -magnitude
-
-
-def _bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
-    lo, hi = m.histogram_range
-    if hi <= lo:
-        return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
-                                    true=exp.Literal.number(0))])
-    if m.dates:  # a date's day number
-        x = ir.DaysSinceEpoch(this=x)
-    if m.instants:  # a timestamp's seconds since 1970-01-01 (a DOUBLE in DuckDB)
-        x = exp.TimeToUnix(this=x)
-    scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
-                                                 expression=number(lo))),
-                     expression=number(m.buckets / (hi - lo)))
-    index = exp.cast(exp.Floor(this=scaled), "BIGINT")
-    return ir.StrictLeast(this=index, expressions=[exp.Literal.number(m.buckets - 1)])

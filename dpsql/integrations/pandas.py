@@ -5,10 +5,17 @@ The frame has the result's columns and, after each noisy one, its 95% accuracy a
 numbers cannot: ``notes`` (the bias and caveats, :mod:`dpsql.explanation.bias`), ``epsilon``
 and ``delta`` (what the answer cost), ``reused`` and ``randomized``. pandas is imported here only
 (``pip install dpsql[pandas]``).
+
+``pandas.read_sql(sql, conn)`` on a dpsql connection works as on sqlite3's (pandas runs it
+through the DB-API the same way), but pandas warns (a UserWarning, "pandas only supports
+SQLAlchemy connectable ...") for every DB-API connection that is not sqlite3's, on every call.
+:func:`quiet_read_sql` turns that one warning off (a :mod:`warnings` filter on its text),
+once a dpsql connection is open; pandas is not imported for it.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +25,17 @@ if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped]
 
     from dpsql.execution.postprocess import Result
+
+
+#: The start of pandas' warning for a DB-API connection that is not sqlite3's (pandas 2 and 3).
+READ_SQL_WARNING = "pandas only supports SQLAlchemy connectable"
+
+
+def quiet_read_sql() -> None:
+    """Silence pandas' UserWarning for a DB-API connection in ``pandas.read_sql`` (module
+    docstring). Repeated calls keep one filter (``warnings.filterwarnings`` replaces an equal
+    one)."""
+    warnings.filterwarnings("ignore", message=READ_SQL_WARNING, category=UserWarning)
 
 
 def accuracy_name(name: str, unit: str) -> str:

@@ -52,8 +52,12 @@ ranks [r_j, r_{j+1}] and has utility -dist(q*n, [r_j, r_{j+1}]); adding or remov
 every r_j and q*n by at most k, so the utility's sensitivity is k, and in each group the bucket is
 drawn with probability proportional to exp(eps * u / (2k)). Across groups the unit's k rows change
 the utilities by at most k in total, which bounds the privacy loss of all groups together by eps.
-B = HISTOGRAM_BUCKETS (2**16) is as fine as the data's unit; runs of empty buckets are drawn as one
-interval (the continuous-interval method, :func:`dpsql.privacy.quantiles.quantile_from_buckets`).
+B = HISTOGRAM_BUCKETS (2**16) equal buckets for dates, timestamps and integers of a narrow range
+(one per value); real values (and wider integers) on the fine grid of
+:mod:`dpsql.privacy.quantile_grid`, those buckets refined by geometric ones 0.1% of the value
+wide around 0, any fixed partition of [L, U] being as private. Runs of empty buckets are drawn
+as one interval (the continuous-interval method, :func:`dpsql.privacy.quantiles.
+quantile_from_buckets`, :func:`~dpsql.privacy.quantiles.quantile_from_intervals`).
 
 **Two forms of bounding, the same sensitivities.** A unit's "k rows in g' groups" is enforced
 either by a sample of its rows or, for counts and sums, on its per-(unit, group) aggregates:
@@ -74,6 +78,14 @@ one row's term bound:
 
 - counts: ``sum_j n_j W = t W <= k 2**F``: at most k rows in total, L1 <= k, L2 <= L1;
 - sums: ``|sum_j q_j W| <= t T W <= k T 2**F``: L1 <= k T in value units, L2 <= L1;
+- a quantile's histogram (issue 39.4: MEDIAN, quantiles, MIN, MAX, with no GROUP BY or one
+  over public keys, beside counts and sums only): bucket b of group j holds ``sum W`` over
+  the rows in it, ``n_jb W`` from unit u; in units of ``2**-F`` rows (``step``) every rank
+  ``r_b`` of group j and its ``n`` move by at most ``n_j W / 2**F``, in one direction, so its
+  utilities by at most that, and over all groups by ``t W / 2**F <= k``: the utility's
+  sensitivity k in each group and in total, group j's draw costing ``eps n_j W / (k 2**F)``,
+  all of them ``eps`` (the quantile row of the table, the weights in place of the k-row
+  sample's rows);
 
 exactly the table's sensitivities. ``W`` depends on the unit's own rows only, so adding or
 removing a unit moves each measurement by exactly its own contribution (no salt is needed:
@@ -163,6 +175,7 @@ from sqlglot import exp
 from dpsql.errors import UnboundedExpression, UnsupportedQuery
 from dpsql.metadata.metadata import Table
 from dpsql.privacy.mechanisms import Mechanism, NoiseSpec
+from dpsql.privacy.quantile_grid import Grid
 from dpsql.query.aggregate_calls import AggregateCall
 from dpsql.query.bounds import Bound, bound, numeric_bound
 from dpsql.query.dates import written
@@ -229,6 +242,9 @@ class MeasurementSpec:
     #: terms on the grid ``row_grid``: (step, lowest, highest), None for integer rows)
     person: str = ""
     row_grid: tuple[float, int, int] | None = None
+    #: histogram only: keys of the fine grid (:mod:`dpsql.privacy.quantile_grid`), not of
+    #: ``buckets`` equal buckets
+    fine: bool = False
 
     @property
     def histogram_range(self) -> tuple[float, float]:
@@ -241,7 +257,8 @@ class MeasurementSpec:
         arg = self.arg.sql(dialect="duckdb") if self.arg is not None else None
         return (self.kind, arg, self.lo, self.hi, self.center, self.power, self.buckets,
                 self.quantile, self.mechanism, self.step, self.units, self.dates, self.instants,
-                self.weight_bits, self.row_step, self.per_group, self.person, self.row_grid)
+                self.weight_bits, self.row_step, self.per_group, self.person, self.row_grid,
+                self.fine)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -357,16 +374,19 @@ _WEIGHTED_TERM = 2**52
 def weight_bits(table: Table, grouped: bool, public: bool, cap: int | None,
                 specs: Sequence[MeasurementSpec]) -> int:
     """F when the rewrite bounds contributions by weighting each unit's rows (module docstring,
-    "Bounding by weights"), else 0: every measurement a count or a sum, public keys, no groups
-    cap (Laplace or Gaussian over public keys), and terms small enough for exact sums."""
-    if not (table.needs_bounding and grouped and public and cap is None):
+    "Bounding by weights"), else 0: every measurement a count, a sum or a quantile's
+    histogram, public keys or none (a histogram's: without GROUP BY counts and sums alone are
+    bounded on per-unit aggregates), no groups cap (Laplace or Gaussian over public keys; the
+    exponential mechanism), and terms small enough for exact sums."""
+    histogram = any(s.kind == MeasurementKind.HISTOGRAM for s in specs)
+    if not (table.needs_bounding and (public if grouped else histogram) and cap is None):
         return 0
     for s in specs:
         if s.kind == MeasurementKind.SUM:
             terms = s.units if s.step else (int(s.lo), int(s.hi))
             if max(abs(terms[0]), abs(terms[1])) > _WEIGHTED_TERM:
                 return 0
-        elif s.kind != MeasurementKind.COUNT:
+        elif s.kind not in (MeasurementKind.COUNT, MeasurementKind.HISTOGRAM):
             return 0
     return WEIGHT_BITS
 
@@ -374,7 +394,10 @@ def weight_bits(table: Table, grouped: bool, public: bool, cap: int | None,
 def weighted(spec: MeasurementSpec, bits: int) -> MeasurementSpec:
     """``spec`` measured on weighted rows: a real-valued fixed-point sum whose engine integer is
     in units of ``step = row_step 2**-F`` (``2**-F`` rows for a count, whose row term is 1);
-    its sensitivity is unchanged (module docstring, "Bounding by weights")."""
+    its sensitivity is unchanged (module docstring, "Bounding by weights"). A histogram's
+    counts are sums of weights in units of ``step = 2**-F`` rows (its buckets unchanged)."""
+    if spec.kind == MeasurementKind.HISTOGRAM:
+        return replace(spec, step=math.ldexp(1.0, -bits), weight_bits=bits)
     if spec.kind == MeasurementKind.COUNT:
         row_step, terms = 0.0, (0, 1)
     else:
@@ -668,10 +691,13 @@ def _quantile(call: AggregateCall, table: Table, grouped: bool, mechanism: Mecha
         return _instant_quantile(call, table)
     b, k = _bound(call, table), quantile_sensitivity(table)
     per_value = b.kind == "int" and b.hi - b.lo + 1 <= HISTOGRAM_BUCKETS
-    buckets = int(b.hi - b.lo + 1) if per_value else HISTOGRAM_BUCKETS
+    # Real values (and integers of a wider range) on the fine grid (quantile_grid)
+    fine = not per_value and b.hi > b.lo
+    buckets = (int(b.hi - b.lo + 1) if per_value else Grid(b.lo, b.hi).cells if fine
+               else HISTOGRAM_BUCKETS)
     m = MeasurementSpec(MeasurementKind.HISTOGRAM, call.arg, b.lo, b.hi, integer=per_value,
                         l1=k, l2=k, buckets=buckets, quantile=call.quantile,
-                        mechanism=Mechanism.EXPONENTIAL)
+                        mechanism=Mechanism.EXPONENTIAL, fine=fine)
     return Cell(call, QUANTILE, (m,), "DOUBLE", bound=b)
 
 

@@ -83,15 +83,79 @@ def quantile_from_buckets(
     _check_positive_finite(sensitivity, "sensitivity")
     order = np.argsort(index, kind="stable")
     start, length, low, high = _intervals(index[order], hist[order], n_buckets)
-    target = q * float(hist.sum())
-    runs = length > 0  # a run of no buckets (adjacent non-empty ones) can never be drawn
+    offset = _draw(start, length, low, high, q * float(hist.sum()), epsilon, sensitivity, rng)
+    width = (upper - lower) / n_buckets
+    return float(min(max(lower + offset * width, lower), upper))
+
+
+def quantile_from_intervals(
+    lows: npt.ArrayLike,
+    highs: npt.ArrayLike,
+    counts: npt.ArrayLike,
+    lower: float,
+    upper: float,
+    q: float,
+    epsilon: float,
+    sensitivity: float,
+    rng: Randomness,
+) -> float:
+    """A private ``q``-quantile over a partition of ``[lower, upper]`` into intervals of any
+    widths (the fine grid, :mod:`dpsql.privacy.quantile_grid`): interval ``[lows[i],
+    highs[i]]`` holds ``counts[i] > 0`` values (real numbers: weighted rows), the rest of
+    ``[lower, upper]`` none. The same draw as :func:`quantile_from_buckets`, each interval
+    weighed by its length: a point ``x`` of ``[lower, upper]`` is drawn with density
+    proportional to ``exp(epsilon * u(x) / (2 k))``, ``u(x) = -dist(q * n, [r, r'])`` for the
+    ranks ``[r, r']`` of the interval holding ``x``, the ranks constant between two non-empty
+    intervals (one interval of the draw). Adding or removing a unit moves every rank and
+    ``q * n`` by at most ``k`` (its rows, or its weights, which sum to at most k) in one
+    direction, so ``u`` by at most ``k = sensitivity``: ``epsilon``-DP (McSherry and Talwar
+    2007; Smith 2011), whatever the widths, which are public."""
+    low_edges = np.asarray(lows, dtype=np.float64)
+    high_edges = np.asarray(highs, dtype=np.float64)
+    hist = np.asarray(counts, dtype=np.float64)
+    _check_bounds(lower, upper)
+    if not (low_edges.shape == high_edges.shape == hist.shape and hist.ndim == 1):
+        raise ValueError("lows, highs and counts must be 1-D arrays of one length")
+    if not (np.all(np.isfinite(hist)) and np.all(hist > 0)):
+        raise ValueError("counts of non-empty intervals must be finite and positive")
+    if np.any(low_edges < lower) or np.any(high_edges > upper) or np.any(high_edges < low_edges):
+        raise ValueError(f"intervals must lie within [{lower}, {upper}] with low <= high")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q!r}")
+    _check_positive_finite(epsilon, "epsilon")
+    _check_positive_finite(sensitivity, "sensitivity")
+    order = np.argsort(low_edges, kind="stable")
+    low_edges, high_edges, hist = low_edges[order], high_edges[order], hist[order]
+    below = np.cumsum(hist) - hist
+    total = float(hist.sum())
+    m = hist.size
+    start, length = np.empty(2 * m + 1), np.empty(2 * m + 1)
+    low, high = np.empty(2 * m + 1), np.empty(2 * m + 1)
+    gap_start = np.concatenate(([lower], high_edges))
+    gap_end = np.maximum(np.concatenate((low_edges, [upper])), gap_start)
+    start[0::2], length[0::2] = gap_start, gap_end - gap_start
+    low[0::2] = high[0::2] = np.concatenate((below, [total]))
+    start[1::2], length[1::2] = low_edges, high_edges - low_edges
+    low[1::2], high[1::2] = below, below + hist
+    if not np.any(length > 0):  # lower == upper
+        return float(lower)
+    point = _draw(start, length, low, high, q * total, epsilon, sensitivity, rng)
+    return float(min(max(point, lower), upper))
+
+
+def _draw(start: npt.NDArray[np.float64], length: npt.NDArray[np.float64],
+          low: npt.NDArray[np.float64], high: npt.NDArray[np.float64], target: float,
+          epsilon: float, sensitivity: float, rng: Randomness) -> float:
+    """A point of the intervals ``[start, start + length)`` (ranks ``[low, high]`` each),
+    drawn with density proportional to ``exp(epsilon * u / (2 * sensitivity))``, ``u =
+    -dist(target, [low, high])``: an interval by the exponential race over ``log(length) +
+    epsilon * u / (2 * sensitivity)``, then a uniform point in it."""
+    runs = length > 0  # an interval of no length (adjacent non-empty ones) is never drawn
     start, length, low, high = start[runs], length[runs], low[runs], high[runs]
     utility = -np.maximum(0.0, np.maximum(low - target, target - high))
     scores = epsilon * utility / (2.0 * sensitivity) + np.log(length)
     chosen = _sample_softmax(scores, rng)
-    width = (upper - lower) / n_buckets
-    offset = float(start[chosen]) + float(uniform(1, rng)[0]) * float(length[chosen])
-    return float(min(max(lower + offset * width, lower), upper))
+    return float(start[chosen]) + float(uniform(1, rng)[0]) * float(length[chosen])
 
 
 def _intervals(index: npt.NDArray[np.int64], hist: npt.NDArray[np.float64], n_buckets: int

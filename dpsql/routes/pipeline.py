@@ -11,6 +11,7 @@ what it prepares). :func:`answer` runs the rest for a prepared plan.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -23,10 +24,11 @@ from dpsql.engines import Engine
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.duckdb_engine.dry import run_dry
 from dpsql.errors import EngineError, QueryTooComplex, UnsupportedQuery
+from dpsql.execution.choices import UNITS_TABLE, choices_from, split, unit_choices, unit_table
 from dpsql.execution.expected import expected
 from dpsql.execution.perturb import perturb_cells
 from dpsql.execution.postprocess import Result, check_outer, postprocess
-from dpsql.execution.rewrite import rewrite, unit_counts, unit_values
+from dpsql.execution.rewrite import rewrite, shares_totals, unit_counts, unit_values
 from dpsql.explanation.bias import bounding_notes
 from dpsql.explanation.explanation import CellExplanation, Explanation
 from dpsql.metadata.contribution import (
@@ -41,7 +43,7 @@ from dpsql.privacy.aggregates import Measurement, MeasurementKind
 from dpsql.privacy.auto_bounds import automatic, choose_k, planned, with_rows
 from dpsql.privacy.auto_values import chosen_bounds, draw, with_values
 from dpsql.privacy.mechanisms import Mechanism, accuracy
-from dpsql.privacy.plan import Plan, calibrated, plan
+from dpsql.privacy.plan import AutoValue, Plan, calibrated, plan
 from dpsql.privacy.quantiles import quantile_rank_accuracy
 from dpsql.privacy.randomness import Randomness
 from dpsql.query import dry_shapes
@@ -66,6 +68,11 @@ PASSES: tuple[Callable[..., Any], ...] = (
 _CHOSEN: LRU[tuple[int, int], tuple[Plan, Plan]] = LRU(512)
 #: Plans calibrated to automatic value bounds, per (plan identity, bounds): see :func:`_valued`.
 _VALUED: LRU[tuple[int, tuple[float, ...]], tuple[Plan, Plan]] = LRU(512)
+#: Per plan identity, its engine and SQL where the per-unit table is shared: the statement
+#: keeping it and the choices over it (:func:`_shared_units`); the plan's query reading its
+#: totals (:func:`_shared_query`).
+_UNITS: LRU[int, tuple[Plan, Engine, str, str]] = LRU(512)
+_TOTALS: LRU[int, tuple[Plan, Engine, str, bool]] = LRU(512)
 
 
 def prepare_plan(sql: str | exp.Expression, metadata: Metadata, public: PublicRows | None,
@@ -140,10 +147,18 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
     """rewrite -> execute -> perturb -> post-process for a prepared plan, drawing the salt
     and the noise from ``rng``. An automatic k is drawn first, on the engine
     (:mod:`dpsql.privacy.auto_bounds`), and the plan calibrated to it."""
-    p, (sql, salted) = _after_charge(p, engine, rng)
-    # The salt keys the contribution-bounding sample: fresh, secret, never shown.
-    parameters = [rng.salt()] if salted else []
-    _, rows = engine.execute(sql, parameters)
+    shared = _shares_units(p, engine) and (k_to_choose(p) or values_to_choose(p))
+    try:
+        p, (sql, salted) = _after_charge(p, engine, rng)
+        # The salt keys the contribution-bounding sample: fresh, secret, never shown.
+        parameters = [rng.salt()] if salted else []
+        _, rows = engine.execute(sql, parameters)
+    finally:
+        if shared:  # the per-unit table of this run (_shared_units), in this thread's cursor;
+            # never masking the query's own outcome: a table left behind is replaced by the
+            # next run's and ends with the cursor
+            with contextlib.suppress(EngineError):
+                engine.execute(f"DROP TABLE IF EXISTS temp.{UNITS_TABLE}")
     result = postprocess(p, perturb_cells(p, rows, rng))
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     result.notes.extend(bounding_notes(p))  # the bias the +/- intervals do not cover
@@ -155,18 +170,22 @@ def answer(p: Plan, engine: Engine, rng: Randomness) -> Result:
 def choose(p: Plan, engine: Engine, rng: Randomness) -> Plan:
     """The choices from the data a plan leaves to its run, in order (k, then each value
     bound, given the released k: :mod:`dpsql.privacy.auto_values`), and ``p`` calibrated to
-    them; ``p`` itself when it has none left."""
+    them; ``p`` itself when it has none left. Their inputs are read in one engine pass
+    (:mod:`dpsql.execution.choices`)."""
+    if not (k_to_choose(p) or values_to_choose(p)):
+        return p
+    if _shares_units(p, engine):  # the per-unit table kept for the query: _after_charge
+        keep, over = _shared_units(p, engine)
+        engine.execute(keep)
+        _, rows = engine.execute(over)
+    else:
+        _, rows = engine.execute(choices_sql(p, engine))
+    counts, buckets = split(rows, len(_sides(p)))
     if k_to_choose(p):
-        _, counts = engine.execute(units_sql(p, engine))
-        k = choose_k(p, {int(c): int(n) for c, n in counts}, rng)  # type: ignore[call-overload]
-        p = _chosen(p, k)
+        p = _chosen(p, choose_k(p, counts, rng))
     if values_to_choose(p):
-        drawn = []
-        for i, v in enumerate(p.values):
-            _, buckets = engine.execute(values_sql(p, i, engine))
-            integer = p.table.columns[v.column].type == ColumnType.INT
-            drawn.append(draw(v, {int(b): int(n) for b, n in buckets},  # type: ignore[call-overload]
-                              integer, rng))
+        drawn = [draw(v, buckets[i], p.table.columns[v.column].type == ColumnType.INT, rng)
+                 for i, v in enumerate(p.values)]
         p = _valued(p, tuple(drawn))
     return p
 
@@ -183,10 +202,11 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     """
     if engine is None:
         return _engine_sql(p, {}, None)
-    if k_to_choose(p):
-        units_sql(p, engine)  # the choice of k runs first: checked before any charge too
-    for i in range(len(p.values) if values_to_choose(p) else 0):
-        values_sql(p, i, engine)  # and the choices of value bounds
+    if k_to_choose(p) or values_to_choose(p):
+        choices_sql(p, engine)  # the choices run first: checked before any charge too
+        if _shares_units(p, engine):
+            _shared_units(p, engine)
+            _shared_query(p, engine)  # the shape of every calibrated plan's query
     entry = engine.rewritten.get(id(p))
     if entry is None or entry[0] is not p:
         sql, salted = _engine_sql(p, _schema(p, engine), engine)
@@ -209,6 +229,8 @@ def _after_charge(p: Plan, engine: Engine, rng: Randomness
         return p, engine_sql(p, engine)
     try:
         chosen = choose(p, engine, rng)
+        if _shares_units(p, engine):
+            return chosen, _shared_query(chosen, engine)
         return chosen, engine_sql(chosen, engine)
     except EngineError:
         raise
@@ -247,39 +269,104 @@ def _valued(p: Plan, bounds: tuple[float, ...]) -> Plan:
     return entry[1]
 
 
+def choices_sql(p: Plan, engine: Engine | None) -> str:
+    """The one engine query of every choice ``p`` has still to make
+    (:func:`dpsql.execution.choices.unit_choices`), in the engine's SQL: compiled once per plan
+    and checked before any charge (:class:`~dpsql.database.Database` asks for it through
+    :func:`engine_sql`); cached beside the plan's own SQL (``id(p)``) under ``-id(p)``."""
+    auto = p.auto
+    cap = auto.cap if auto is not None and k_to_choose(p) else None
+
+    def build(schema: Mapping[str, str]) -> exp.Query:
+        return unit_choices(p, cap, _sides(p), schema)
+
+    if engine is None:
+        return build(_schema(p, None)).sql(dialect=DuckDBDialect)
+    entry = engine.rewritten.get(-id(p))
+    if entry is None or entry[0] is not p:
+        entry = engine.rewritten.put(-id(p), (p, _choice_sql(p, build, engine), False))
+    return entry[1]
+
+
+def _sides(p: Plan) -> tuple[AutoValue, ...]:
+    return p.values if values_to_choose(p) else ()
+
+
+def _shares_units(p: Plan, engine: Engine) -> bool:
+    """Whether the choices' per-unit aggregate is kept for the query to read its per-unit
+    totals from (:func:`dpsql.execution.choices.unit_table`, issue 39.2: one ``GROUP BY``
+    unit where there were two): on DuckDB, whose cursor of the calling thread keeps a
+    temporary table between statements, for a query bounded by weights
+    (:func:`dpsql.execution.rewrite.shares_totals`). Elsewhere the choices run in one query
+    of their own (:func:`choices_sql`)."""
+    return engine.name == "duckdb" and shares_totals(p)
+
+
+def _shared_units(p: Plan, engine: Engine) -> tuple[str, str]:
+    """The statement that keeps ``p``'s per-unit aggregate as the temporary
+    :data:`~dpsql.execution.choices.UNITS_TABLE`, and the choices' query over it; checked
+    on empty tables before any charge (the table made there from the empty ones) and
+    compiled once per plan."""
+    entry = _UNITS.get(id(p))
+    if entry is None or entry[0] is not p or entry[1] is not engine:
+        schema = _schema(p, engine)
+        auto = p.auto
+        cap = auto.cap if auto is not None and k_to_choose(p) else None
+        units = unit_table(p, _sides(p), schema).sql(dialect=DuckDBDialect)
+        over = choices_from(UNITS_TABLE, cap, _sides(p))
+        check_engine_query(p, over.sql(dialect=DuckDBDialect), False, schema,
+                           _units_create(units))
+        keep = f"CREATE OR REPLACE TEMP TABLE {UNITS_TABLE} AS {units}"
+        compiled = engine.compile(over, False, empty_tables(p.query.relation, p.table, schema))
+        entry = _UNITS.put(id(p), (p, engine, keep, compiled))
+    return entry[2], entry[3]
+
+
+def _shared_query(p: Plan, engine: Engine) -> tuple[str, bool]:
+    """``p``'s engine query reading its per-unit totals from the table that
+    :func:`_shared_units` keeps (:func:`dpsql.execution.rewrite.rewrite`'s ``totals``):
+    the same function as :func:`engine_sql`'s, with the drawn constants, checked on empty
+    tables (a moved k or bound: the shape already checked, :mod:`dpsql.query.dry_shapes`)."""
+    entry = _TOTALS.get(id(p))
+    if entry is None or entry[0] is not p or entry[1] is not engine:
+        schema = _schema(p, engine)
+        tree = rewrite(p, schema, totals=UNITS_TABLE)
+        salted = tree.find(exp.Placeholder) is not None
+        units = unit_table(p, (), schema).sql(dialect=DuckDBDialect)  # its __unit, __n
+        sql = _checked(p, tree, salted, schema, engine, _units_create(units))
+        entry = _TOTALS.put(id(p), (p, engine, sql, salted))
+    return entry[2], entry[3]
+
+
+def _units_create(units: str) -> tuple[str, ...]:
+    """The per-unit table among a dry run's empty tables: made from them."""
+    return (f"CREATE TABLE {UNITS_TABLE} AS {units}",)
+
+
 def values_sql(p: Plan, i: int, engine: Engine | None) -> str:
-    """The engine query that histograms the units' values for ``p.values[i]``
-    (:func:`dpsql.execution.rewrite.unit_values`), in the engine's SQL, compiled once per plan
-    and checked as :func:`units_sql`'s."""
+    """The engine query of ``p.values[i]``'s input alone (:func:`dpsql.execution.rewrite.
+    unit_values`), in the engine's SQL: what the neighbour harness audits one choice at a
+    time (a query runs them together: :func:`choices_sql`)."""
     value = p.values[i]
-    # beside the plan's own SQL and its units_sql
-    return _choice_sql(p, -id(p) * 16 - 1 - i, lambda schema: unit_values(p, value, schema),
-                       engine)
+    return _choice_sql(p, lambda schema: unit_values(p, value, schema), engine)
 
 
 def units_sql(p: Plan, engine: Engine | None) -> str:
-    """The engine query that counts units per number of rows for an automatic k
-    (:func:`dpsql.execution.rewrite.unit_counts`), in the engine's SQL: compiled once per plan
-    (the engine checks it: :class:`~dpsql.database.Database` asks before charging)."""
+    """The engine query of an automatic k's input alone, the units per number of rows
+    (:func:`dpsql.execution.rewrite.unit_counts`), as :func:`values_sql`."""
     auto = p.auto
     assert auto is not None
-    # beside the plan's own SQL (id(p)) in the same cache
-    return _choice_sql(p, -id(p), lambda schema: unit_counts(p, auto.cap, schema), engine)
+    return _choice_sql(p, lambda schema: unit_counts(p, auto.cap, schema), engine)
 
 
-def _choice_sql(p: Plan, key: int, build: Callable[[Mapping[str, str]], exp.Select],
+def _choice_sql(p: Plan, build: Callable[[Mapping[str, str]], exp.Query],
                 engine: Engine | None) -> str:
-    """The engine's SQL of one choice from the data (the tree ``build`` makes for the
-    engine's physical types), built, checked with DuckDB's semantics and compiled once per
-    plan, under ``key`` in the engine's cache."""
+    """The engine's SQL of a choice's input (the tree ``build`` makes for the engine's
+    physical types), checked with DuckDB's semantics (:func:`_checked`)."""
     if engine is None:
         return build(_schema(p, None)).sql(dialect=DuckDBDialect)
-    entry = engine.rewritten.get(key)
-    if entry is None or entry[0] is not p:
-        schema = _schema(p, engine)
-        entry = engine.rewritten.put(key, (p, _checked(p, build(schema), False, schema, engine),
-                                           False))
-    return entry[1]
+    schema = _schema(p, engine)
+    return _checked(p, build(schema), False, schema, engine)
 
 
 def _schema(p: Plan, engine: Engine | None) -> Mapping[str, str]:
@@ -299,7 +386,7 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
 
 
 def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
-             engine: Engine | None) -> str:
+             engine: Engine | None, extra: tuple[str, ...] = ()) -> str:
     """``engine``'s SQL of the engine query ``tree`` (DuckDB's without one), refused before any
     charge where it cannot run. DuckDB's semantics are the reference: every engine's query is
     checked there too (:func:`check_engine_query`), so a query is refused the same way
@@ -307,7 +394,7 @@ def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
     if engine is None:
         shape = dry_shapes.dry_shape(tree, DuckDBDialect)
         text = tree.sql(dialect=DuckDBDialect)
-        _check_shape(p, text, shape, salted, schema)
+        _check_shape(p, text, shape, salted, schema, extra)
         return text
     native = engine.dialect is DuckDBDialect
     # before compile: a histogram's is generated in place
@@ -315,7 +402,7 @@ def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
     empties = empty_tables(p.query.relation, p.table, schema)
     reference = engine.compile(tree, salted, empties) if native else \
         tree.sql(dialect=DuckDBDialect)
-    _check_shape(p, reference, shape, salted, schema)
+    _check_shape(p, reference, shape, salted, schema, extra)
     if engine.raises_on_float_overflow:
         refuse_float_overflow([p.query.where, *[k.expression for k in p.keys],
                                *[m.arg for m in p.measurements]], p.table,
@@ -325,25 +412,28 @@ def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
 
 
 def _check_shape(p: Plan, sql: str, shape: str | None, salted: bool,
-                 schema: Mapping[str, str]) -> None:
+                 schema: Mapping[str, str], extra: tuple[str, ...] = ()) -> None:
     """:func:`check_engine_query`, skipped where a query of the same shape passed
     (:mod:`dpsql.query.dry_shapes`: a moved filter value is not dry-run again)."""
     if shape is None:
-        check_engine_query(p, sql, salted, schema)
+        check_engine_query(p, sql, salted, schema, extra)
         return
-    key = (shape, salted, empty_creates(p.query.relation, p.table, schema))
+    key = (shape, salted, empty_creates(p.query.relation, p.table, schema) + extra)
     if not dry_shapes.PASSED.get(key):
-        check_engine_query(p, sql, salted, schema)
+        check_engine_query(p, sql, salted, schema, extra)
         dry_shapes.PASSED.put(key, True)
 
 
-def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str]) -> None:
+def check_engine_query(p: Plan, sql: str, salted: bool, schema: Mapping[str, str],
+                       extra: tuple[str, ...] = ()) -> None:
     """Run the engine query ``sql`` (in DuckDB's SQL) on empty tables of the engine's physical
     types (its declared ones where unknown), so that an error the engine raises whatever the
     data (a type it will not accept) is a refusal before anything is charged, never an engine
-    error after it."""
+    error after it. ``extra``: statements that make more tables from those (a per-unit
+    table: :func:`_shared_units`)."""
     try:
-        run_dry(sql, [0] if salted else [], empty_creates(p.query.relation, p.table, schema))
+        run_dry(sql, [0] if salted else [],
+                empty_creates(p.query.relation, p.table, schema) + extra)
     except duckdb.Error as e:
         raise UnsupportedQuery(f"the engine cannot run this query: {str(e).splitlines()[0]}; "
                                "check the types of the expressions it computes") from None

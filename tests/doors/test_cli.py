@@ -194,21 +194,32 @@ def test_metadata_init_quotes_any_name(tmp_path: Path) -> None:
     assert list(data["tables"]['odd "table" \\ name']["columns"]) == names
 
 
-DAILY = "SELECT day, COUNT(*) AS n FROM visits WHERE day < DATE '2025-01-15' GROUP BY day"
+DAILY = ("SELECT day, COUNT(*) AS n, AVG(amount) AS a FROM visits "
+         "WHERE day < DATE '2025-01-15' GROUP BY day")
+#: At epsilon 0.05 about 11 of DAILY's 14 AVGs sit at a bound of [0, 5000] (a noisy count
+#: near zero pins them there): none at all has a chance of about 1e-8.
+AT_BOUND = "AVG at a bound: a at "
 
 
 def test_caveats_in_the_footer_and_in_json() -> None:
-    """Daily counts at epsilon 0.05 (±95% in the tens of thousands): the footer says the noise
-    exceeds the values, without --accuracy; JSON carries it; --no-caveats leaves it out."""
+    """Daily counts and AVGs at epsilon 0.05 (±95% in the tens of thousands): the footer says
+    the noise exceeds the values and AVGs sit at a bound, without --accuracy; JSON carries
+    both; --no-caveats leaves them out."""
     result = ok("query", DAILY, "-e", "0.05")
     assert "note: The noise exceeds the value in " in result.stderr
     assert "Coarser groups" in result.stderr
+    assert f"note: {AT_BOUND}" in result.stderr and "the owner's bounds" in result.stderr
     assert "Contribution bounds in force" not in result.stderr  # the bias: with --accuracy
     answer = json.loads(ok("query", DAILY, "-e", "0.05", "--format", "json").stdout)
-    assert answer["caveats"][0].startswith("The noise exceeds the value in ")
-    assert answer["caveats"][0] in answer["notes"] and answer["cost"]["reused"]
+    noise, bound = answer["caveats"]
+    assert noise.startswith("The noise exceeds the value in ") and bound.startswith(AT_BOUND)
+    assert noise in answer["notes"] and bound in answer["notes"] and answer["cost"]["reused"]
     quiet = ok("query", DAILY, "-e", "0.05", "--no-caveats")
-    assert "noise exceeds" not in quiet.stderr and "(14 rows;" in quiet.stderr
+    assert "noise exceeds" not in quiet.stderr and AT_BOUND not in quiet.stderr
+    assert "(14 rows;" in quiet.stderr
+    quiet_json = json.loads(ok("query", DAILY, "-e", "0.05", "--no-caveats", "--format",
+                               "json").stdout)
+    assert quiet_json["caveats"] == [] and not any(AT_BOUND in n for n in quiet_json["notes"])
 
 
 # ------------------------------------------------------------------ explain
@@ -409,7 +420,7 @@ def test_subprocess_refusal_and_explain() -> None:
     message = refused(run("query", "SELECT COUNT(*) FROM people; DROP TABLE people"),
                       "NotASingleSelect")
     assert message.count("\n") == 1  # one line, no traceback
-    proc = run("explain", "--sql", "SELECT MEDIAN(amount) FROM visits")  # a sample, salted
+    proc = run("explain", "--sql", "SELECT COUNT(DISTINCT amount) FROM visits")  # salted
     assert proc.returncode == 0 and "Rewritten SQL:" in proc.stdout and "$1" in proc.stdout
 
 
@@ -454,6 +465,13 @@ def test_query_retention_estimate() -> None:
         in result.stderr
     assert "and epsilon=0.2 for the retention estimate" in result.stderr
     assert "Contribution bounds in force" not in result.stderr  # only with --accuracy
+    # Two visits per person keep well under 80% of the visits (about 49%; the estimate's 95%
+    # interval is under ±1% wide): the caveat says so, in the footer and in JSON.
+    assert "note: The contribution bounds left out about " in result.stderr
+    answer = json.loads(ok("query", "SELECT COUNT(*) FROM visits", "--max-rows", "2", "-e",
+                           "0.5", "--retention", "0.2", "--format", "json").stdout)
+    [dropped] = [c for c in answer["caveats"] if c.startswith("The contribution bounds left")]
+    assert "max_rows_contributed" in dropped and answer["retention"]["high"] < 0.8
     refused(cli("query", "SELECT COUNT(*) FROM visits", "--retention", "0"),
             "InvalidPrivacyParameter")
 

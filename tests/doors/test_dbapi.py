@@ -36,19 +36,25 @@ def conn(metadata: Path) -> dpsql.Connection:
         yield connection
 
 
-DAILY = "SELECT day, COUNT(*) AS n FROM visits WHERE day < DATE '2025-01-15' GROUP BY day"
+DAILY = ("SELECT day, COUNT(*) AS n, AVG(amount) AS a FROM visits "
+         "WHERE day < DATE '2025-01-15' GROUP BY day")
+#: At epsilon 0.05 about 11 of DAILY's 14 AVGs sit at a bound of [0, 5000] (a noisy count
+#: near zero pins them there): none at all has a chance of about 1e-8.
+AT_BOUND = "AVG at a bound: a at "
 
 
 def test_caveats_on_the_cursor(metadata: Path) -> None:
-    """cursor.caveats (also in notes) when the noise exceeds the values; caveats=False on
-    execute or on connect leaves them out."""
+    """cursor.caveats (also in notes) when the noise exceeds the values and AVGs sit at a
+    bound; caveats=False on execute or on connect leaves them out."""
     with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice",
                        epsilon=0.05) as conn:
         cur = conn.execute(DAILY)
         [noise] = [c for c in cur.caveats if c.startswith("The noise exceeds the value in ")]
-        assert noise in cur.notes and len(cur.fetchall()) == 14
+        [bound] = [c for c in cur.caveats if c.startswith(AT_BOUND)]
+        assert noise in cur.notes and bound in cur.notes and len(cur.fetchall()) == 14
         cur.execute(DAILY, caveats=False)
-        assert cur.caveats == [] and noise not in cur.notes and cur.reused
+        assert cur.caveats == [] and noise not in cur.notes and bound not in cur.notes
+        assert cur.reused
     with dpsql.connect(database=SAMPLE, metadata=metadata, analyst="alice", epsilon=0.05,
                        caveats=False) as conn:
         cur = conn.execute(DAILY)

@@ -77,6 +77,21 @@ def test_entry_points_are_declared() -> None:
         assert getattr(importlib.import_module(module), name)
 
 
+def test_the_analysts_extras_bring_what_their_doors_import() -> None:
+    """``dpsql[pandas]`` has pandas (fetch_df); ``dpsql[sqlalchemy]`` has SQLAlchemy and the
+    driver the ``dpsql://`` URL loads (the dialect's, psycopg2), so that URL works without the
+    test extra."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+
+    def names(extra: str) -> set[str]:
+        return {req.split(">")[0].split("<")[0].split("[")[0].strip() for req in extras[extra]}
+
+    assert "pandas" in names("pandas")
+    assert DpsqlDialect.driver == "psycopg2" and DpsqlDialect.import_dbapi() is psycopg2
+    assert {"sqlalchemy", "psycopg2-binary"} <= names("sqlalchemy")
+
+
 def test_superset_module_imports_without_superset() -> None:
     code = ("import sys; sys.modules['superset'] = None\n"  # any `import superset` now fails
             "from dpsql.integrations.superset import DpsqlEngineSpec, SUPERSET_INSTALLED\n"

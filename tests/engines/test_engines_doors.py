@@ -46,11 +46,19 @@ def test_the_command_line_queries_postgresql(sample_url: str, metadata: Path) ->
 def test_explain_shows_the_postgresql_query(sample_url: str, metadata: Path) -> None:
     result = CliRunner().invoke(main, ["explain", "--sql", "--database", sample_url,
                                        "--metadata", str(metadata),
-                                       "SELECT category, MEDIAN(amount) FROM "
+                                       "SELECT category, COUNT(DISTINCT amount) FROM "
                                        "visits GROUP BY category"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "hash_record_extended" in result.output.lower()  # the row sample's salted hash
+    result = CliRunner().invoke(main, ["explain", "--sql", "--database", sample_url,
+                                       "--metadata", str(metadata),
+                                       "SELECT category, MEDIAN(amount) FROM "
+                                       "visits GROUP BY category"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    # A quantile's rows weighted (issue 39.4): PostgreSQL's histogram sums the weights
+    assert "array_agg(__w)" in result.output.lower(), result.output
 
 
 def test_a_url_needs_its_metadata(sample_url: str) -> None:

@@ -25,6 +25,7 @@ from dpsql.engines.postgres.dialect import PostgresDialect
 from dpsql.engines.postgres.engine import PostgresEngine, _redacted
 from dpsql.engines.spark.dialect import SparkDialect
 from dpsql.errors import UnsupportedQuery
+from dpsql.execution.perturb import histogram_arrays
 from dpsql.execution.rewrite import rewrite
 from dpsql.privacy.plan import Plan
 from dpsql.query.joins import physical
@@ -177,6 +178,24 @@ def test_the_histogram_counts_the_non_null_buckets(engine: str,
     opened = engines[engine]
     (value,), = opened.execute(_histogram().sql(dialect=opened.dialect))[1]
     assert _as_dict(value) == {1: 1, 6: 1, 5: 1}
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_a_weighted_histogram_sums_the_weights_of_the_non_null_buckets(
+        engine: str, engines: dict[str, Any]) -> None:
+    """Quantiles bounded by weights (issue 39.4): bucket -> the sum of its rows' weights, as
+    one aggregate in each dialect (DuckDB's two lists, PostgreSQL's JSON object)."""
+    opened = engines[engine]
+    bucket = HISTOGRAM.this.copy()
+    weighted = exp.select(exp.alias_(ir.Histogram(this=bucket, weight=column("i")), "v")).from_(
+        exp.to_identifier("t"))
+    (value,), = opened.execute(weighted.sql(dialect=opened.dialect))[1]
+    value = json.loads(value) if isinstance(value, str) else value
+    got = dict(zip(*(a.astype(int).tolist() for a in histogram_arrays(value)), strict=True))
+    plain = exp.select(bucket.copy(), exp.Sum(this=column("i"))).from_(exp.to_identifier(
+        "t")).where(exp.Not(this=exp.Is(this=bucket.copy(), expression=exp.Null()))).group_by(
+        bucket.copy())
+    assert got == dict(opened.execute(plain.sql(dialect=opened.dialect))[1]) and got
 
 
 @pytest.mark.parametrize("engine", ["duckdb", "postgres"])

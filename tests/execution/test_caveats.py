@@ -44,6 +44,13 @@ def test_noise_above_the_value_is_counted_per_column(md: Metadata) -> None:
     # n: -3 and 2 within ±9; s: none of 50, 400, -20 within ±30 but -20
     assert note.startswith(f"{cv.NOISE} in 3 of 6 cell(s) (n: 2 of 3; s: 1 of 3)")
     assert "Coarser groups" in note and "larger epsilon" in note
+    # visits: a unit counts with up to k = 3 rows, so a smaller k cuts the noise too
+    assert "a smaller max_rows_contributed (each unit counts with up to 3 rows here" in note
+    p, r = answer("SELECT sex, COUNT(*) AS n FROM people GROUP BY sex", md, [("F",), ("M",)],
+                  {"__a0": [4, 50]}, {"__a0": [9.0, 9.0]})
+    [note] = cv.caveats(p, r)
+    assert note.startswith(f"{cv.NOISE} in 1 of 2 cell(s) (n)")
+    assert "max_rows_contributed" not in note  # one row per unit: nothing to lower
     p, r = answer("SELECT cat, COUNT(*) AS n FROM visits GROUP BY cat", md,
                   [("a",), ("b",), ("c",)], {"__a0": [100, 30, 20]}, {"__a0": [9.0] * 3})
     assert cv.caveats(p, r) == []  # every value above its noise: nothing to say

@@ -162,11 +162,11 @@ def many(kit: SimpleNamespace) -> tuple[duckdb.DuckDBPyConnection, Metadata]:
 
 def test_bounding_keeps_at_most_k_rows_and_g_groups(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
-    """The sampled rows (MEDIAN needs rows): k rows per unit, in any of its groups (a draw
-    per group costs eps n_j / k: the groups cap would lower nothing); with COUNT(DISTINCT x)
-    beside a count of units, k rows in g groups."""
+    """The sampled rows (COUNT(DISTINCT x) needs rows): k rows per unit, in any of its groups
+    (its sensitivity k holds over all groups: the groups cap would lower nothing); beside a
+    count of units, k rows in g groups."""
     con, md = many
-    p = Planner(md).prepare("SELECT cat, MEDIAN(amount) FROM v GROUP BY cat")
+    p = Planner(md).prepare("SELECT cat, COUNT(DISTINCT amount) FROM v GROUP BY cat")
     assert p.group_cap is None and p.groups_per_unit == 4  # min(k, 5 keys)
     sql = cte(p, "SELECT __unit, COUNT(*) AS rows, COUNT(DISTINCT __k0) AS groups "
               "FROM __bounded GROUP BY __unit", "__bounded")
@@ -185,9 +185,32 @@ def test_bounding_keeps_at_most_k_rows_and_g_groups(
     per_unit = con.execute(sql, [7]).fetchall()
     assert len(per_unit) == 60 and all(r == 4 and g == 2 for _, r, g in per_unit)
     # Without GROUP BY: k rows per unit, whatever their categories.
-    p = Planner(md).prepare("SELECT MEDIAN(amount) FROM v")
+    p = Planner(md).prepare("SELECT COUNT(DISTINCT amount) FROM v")
     sql = cte(p, "SELECT __unit, COUNT(*) FROM __bounded GROUP BY __unit", "__bounded")
     assert {n for _, n in con.execute(sql, [9]).fetchall()} == {4}
+
+
+def test_quantiles_weigh_each_units_rows(
+        many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
+    """MEDIAN, MIN and MAX are bounded by weights (aggregates, "Bounding by weights"): no
+    sample and no salt; each of a unit's t = 10 rows weighs W = floor(k 2**F / t) (in 2**-F
+    rows, k = 4), so a unit's weights sum to at most k rows over all its groups, and each
+    group's histogram holds its rows' weights: 60 units x 2 rows x W per category."""
+    con, md = many
+    weight = (4 << 20) // 10
+    for sql in ("SELECT cat, MEDIAN(amount) FROM v GROUP BY cat",
+                "SELECT MIN(amount), COUNT(*) FROM v"):
+        p = Planner(md).prepare(sql)
+        assert p.group_cap is None and p.weight_bits == 20
+        assert "$1" not in rewrite(p).sql(dialect=DuckDBDialect)
+        per_unit = cte(p, "SELECT DISTINCT SUM(__w) FROM __weighted GROUP BY __unit",
+                       "__weighted")
+        assert con.execute(per_unit).fetchall() == [(10 * weight,)]
+    rows = dict(run(con, Planner(md).prepare("SELECT cat, MEDIAN(amount) FROM v GROUP BY cat")))
+    for buckets, counts in rows.values():
+        assert sum(counts) == 60 * 2 * weight and len(buckets) == len(set(buckets)) == 120
+    (histogram, count), = run(con, p)
+    assert sum(histogram[1]) == count == 60 * 10 * weight
 
 
 def test_per_unit_aggregates_keep_k_rows_in_g_groups(
@@ -274,7 +297,7 @@ def test_each_unit_samples_its_own_groups(
 def test_the_sample_depends_on_the_salt(
         many: tuple[duckdb.DuckDBPyConnection, Metadata]) -> None:
     con, md = many
-    p = Planner(md).prepare("SELECT MEDIAN(amount) FROM v")
+    p = Planner(md).prepare("SELECT COUNT(DISTINCT amount) FROM v")
     sql = cte(p, "SELECT __x0 FROM __bounded ORDER BY __x0", "__bounded")
     samples = {tuple(r[0] for r in con.execute(sql, [salt]).fetchall()) for salt in range(20)}
     assert len(samples) > 10
@@ -297,7 +320,7 @@ def test_the_salt_is_fresh_and_secret_per_query(make_db: Any, kit: SimpleNamespa
         return original(sql, parameters)
 
     db.engine.execute = spy  # type: ignore[method-assign]
-    p = db.planner.prepare("SELECT MEDIAN(amount) FROM v")
+    p = db.planner.prepare("SELECT COUNT(DISTINCT amount) FROM v")
     for _ in range(5):
         answer(p, db.engine, db.randomness)
     sqls = {s for s, _ in seen}

@@ -22,7 +22,7 @@ import dpsql
 from dpsql.dbapi import Connection
 from dpsql.errors import QueryCancelled
 from dpsql.execution.watch import Watch, call_watched, watching
-from tests.support.blocking import BLOCK_LIMIT, BlockingEngine
+from tests.support.blocking import BLOCK_LIMIT, BlockingEngine, HeldCharge
 
 SQL = "SELECT v, COUNT(*) AS n FROM events GROUP BY v"
 
@@ -136,3 +136,22 @@ def test_dbapi_cancel_from_another_thread(blocking, how: str) -> None:
     (error,) = raised
     assert isinstance(error, QueryCancelled) and error.charged == (1.0, 0.0)
     cursor.cancel()  # nothing under way: does nothing
+
+
+def test_dbapi_cancel_before_the_charge_is_not_charged(blocking, monkeypatch) -> None:
+    """cursor.cancel() while the query is still before its charge (held there, as a long
+    planning would be): QueryCancelled saying nothing was charged, even though the query then
+    reaches its charge; nothing charged, the engine never started."""
+    held = HeldCharge().install(monkeypatch)
+    conn = Connection(blocking.db)
+    cursor = conn.cursor()
+    thread, raised = in_thread(lambda: cursor.execute(SQL))
+    assert held.reached.wait(BLOCK_LIMIT)
+    cursor.cancel()
+    held.release()
+    thread.join(BLOCK_LIMIT)
+    (error,) = raised
+    assert isinstance(error, QueryCancelled) and error.charged is None
+    assert str(error).endswith("nothing was charged") and error.sqlstate == "57014"
+    assert spent(blocking.db) == 0.0
+    assert not blocking.engine.blocked.is_set()  # the engine query never started

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from sqlglot import exp
 
+import dpsql.execution.rewrite
 from dpsql.audit.neighbours import (
     Neighbourhood,
     Query,
@@ -154,6 +155,26 @@ def test_quantile_histograms_move_by_at_most_k(typed: Neighbourhood, sql: str) -
     most k in total, the exponential mechanism's declared sensitivity."""
     verdict = assert_clean(typed, sql)
     assert 0 < verdict.worst <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("mutant", ["k_per_group", "weights_dropped"])
+def test_weighted_quantiles(monkeypatch: pytest.MonkeyPatch, typed: Neighbourhood,
+                            mutant: str) -> None:
+    """Issue 39.4: quantiles are bounded by weights (each of a unit's t rows weighs
+    floor(k 2**F / t) / 2**F in its groups' histograms, no sample), and their weighted bucket
+    counts move by at most k; weighting each group's rows by their own total, or not at all,
+    is found."""
+    for sql in QUANTILE_SHAPES:
+        assert typed.planner.prepare(sql, 1.0).weight_bits > 0, sql
+        verdict = assert_clean(typed, sql)
+        assert 0 < verdict.worst <= 1 + 1e-9
+    if mutant == "k_per_group":
+        BIAS_MUTANTS[mutant](monkeypatch)
+    else:
+        monkeypatch.setattr(dpsql.execution.rewrite, "_weight",
+                            lambda plan: exp.Literal.number(2 ** plan.weight_bits))
+    assert any(v.what == "sensitivity" for v in assert_finds(fresh(), QUANTILE_SHAPES[1]
+                                                             ).violations)
 
 
 def test_finds_quantile_sensitivity_one(monkeypatch: pytest.MonkeyPatch) -> None:

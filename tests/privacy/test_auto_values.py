@@ -105,7 +105,7 @@ def test_plan_spends_its_share_and_costs_the_whole_epsilon(planner: Planner) -> 
                         0.4 ** 2 / 2 + 0.2 ** 2 / 2)
     # a = G sqrt(2) k / eps_m + 2 ln(B / 0.1) / eps_v, G = 3 public keys, k = 3
     smallest = min(m.epsilon for m in p.measurements if m.kind == "sum")
-    assert x.above == math.ceil(3 * math.sqrt(2) * 3 / smallest + 2 * math.log(640) / 0.4)
+    assert x.above == math.ceil(3 * math.sqrt(2) * 3 / smallest + 2 * math.log(BUCKETS / 0.1) / 0.4)
     # planned at the declared bounds; calibrated to the chosen ones at the same cost
     sums = [m for m in p.measurements if m.kind == "sum"]
     assert sums[0].l1 == 3 * 1000

@@ -13,6 +13,7 @@ from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.aggregates import HISTOGRAM_BUCKETS
 from dpsql.privacy.mechanisms import rho_for
 from dpsql.privacy.plan import Plan
+from dpsql.privacy.quantile_grid import Grid
 from dpsql.privacy.thresholds import threshold
 from dpsql.routes.pipeline import explain
 from dpsql.routes.planner import Planner
@@ -70,7 +71,9 @@ def test_histogram_buckets(md: Metadata) -> None:
     p = Planner(md).prepare("SELECT MEDIAN(n), MEDIAN(amount), QUANTILE_CONT(n, 0.9) FROM visits")
     per_value, real, other = p.measurements
     assert per_value.buckets == 6 and per_value.integer  # one bucket per value of 0..5
-    assert real.buckets == HISTOGRAM_BUCKETS and not real.integer
+    # Reals on the fine grid: the equal buckets refined by geometric ones (quantile_grid)
+    assert real.fine and not real.integer and not per_value.fine
+    assert real.buckets == Grid(real.lo, real.hi).cells > HISTOGRAM_BUCKETS
     # Each quantile is its own exponential-mechanism draw: its own measurement and epsilon.
     assert other is not per_value and other.quantile == 0.9 and per_value.quantile == 0.5
 
@@ -292,6 +295,8 @@ def test_explain_shows_every_share(md: Metadata) -> None:
     assert "public domain" in e.key_release
     assert "$1" not in e.sql and "hash(" not in e.sql.lower()  # nothing sampled
     e = explain(Planner(md).prepare("SELECT cat, MEDIAN(amount) FROM visits GROUP BY cat"))
+    assert "$1" not in e.sql and "__w" in e.sql  # a quantile's rows are weighted too
+    e = explain(Planner(md).prepare("SELECT cat, COUNT(DISTINCT amount) FROM visits GROUP BY cat"))
     assert "$1" in e.sql  # the salt is a parameter, bound per run, never printed
     e = explain(Planner(md).prepare("SELECT state, COUNT(*) FROM people GROUP BY state",
                                     delta=1e-6))

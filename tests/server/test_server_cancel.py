@@ -22,7 +22,7 @@ import tomli_w
 
 import dpsql
 from dpsql.server import ServerConfig, serve_in_thread
-from tests.support.blocking import BLOCK_LIMIT, BlockingEngine
+from tests.support.blocking import BLOCK_LIMIT, BlockingEngine, HeldCharge
 from tests.support.sandbox import sandbox
 
 LIMIT = 3.0  # the owner's time limit that releases a blocked query, in seconds
@@ -92,6 +92,28 @@ def test_a_query_cancelled_while_waiting_for_a_worker_never_runs(server, simple:
         time.sleep(0.5)  # the worker is free: a queued query would run now
         assert not server.engine.blocked.is_set()  # the cancelled one never reached the engine
         assert spent(server.db) == 1.0  # the first query's epsilon only, never the 0.5
+
+
+def test_a_query_cancelled_before_its_charge_is_never_charged(server, monkeypatch) -> None:
+    """A cancel while the query is being prepared (held before its charge, as a long planning
+    would be): 57014 saying nothing was charged; the query, let go after the cancel, is
+    neither charged nor run."""
+    held = HeldCharge().install(monkeypatch)
+    with connect(server.port) as conn:
+        def cancel() -> None:
+            if held.reached.wait(BLOCK_LIMIT):
+                conn.cancel_safe()
+        canceller = threading.Thread(target=cancel)
+        canceller.start()
+        with pytest.raises(psycopg.errors.QueryCanceled) as e:
+            conn.execute(SQL)
+        canceller.join(BLOCK_LIMIT)
+        assert e.value.sqlstate == "57014" and str(e.value).endswith("nothing was charged")
+        held.release()
+        time.sleep(0.5)  # the held query goes on now, to its charge
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the session goes on
+    assert not server.engine.blocked.is_set()  # never reached the engine
+    assert spent(server.db) == 0.0
 
 
 def test_a_cancel_after_the_charge_says_the_charge_stands(server) -> None:

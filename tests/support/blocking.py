@@ -1,12 +1,14 @@
 """A test engine whose private queries wait until they are interrupted: the cancel and
 timeout tests prove an interruption without racing a timer against a query that happens to be
 slow (the server's, tests/server/test_server_robustness.py; the library's and the DB-API's,
-tests/execution/test_watch.py)."""
+tests/execution/test_watch.py). :class:`HeldCharge` does the same before the charge: a query
+waits there, as during a long planning, until the test lets it go."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import duckdb
 
 from dpsql.engines import DuckDBEngine
 from dpsql.errors import EngineError
+from dpsql.execution.watch import Watch
 
 #: How long a blocked query waits for its interrupt: code that never interrupts fails the
 #: test after this, instead of hanging it.
@@ -70,3 +73,29 @@ class BlockingEngine(DuckDBEngine):
         self.released.set()
         raise EngineError("the engine failed on the rewritten query: INTERRUPT Error",
                           interrupted=True)
+
+
+class HeldCharge:
+    """Holds every watched query just before its charge (``Watch.charging``, patched with
+    ``install``) until :meth:`release`: ``reached`` is set once one waits there."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self._release = threading.Event()
+
+    def install(self, monkeypatch: Any) -> HeldCharge:
+        charging = Watch.charging
+
+        @contextmanager
+        def held(watch: Watch, epsilon: float, delta: float) -> Iterator[None]:
+            self.reached.set()
+            if not self._release.wait(BLOCK_LIMIT):
+                raise AssertionError("the test never released the charge")
+            with charging(watch, epsilon, delta):
+                yield
+
+        monkeypatch.setattr(Watch, "charging", held)
+        return self
+
+    def release(self) -> None:
+        self._release.set()

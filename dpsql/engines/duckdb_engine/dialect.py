@@ -33,6 +33,23 @@ def _days(generator: Generator, node: ir.DaysSinceEpoch) -> str:
     return generator.sql(exp.Paren(this=exp.Sub(this=node.this, expression=ir.EPOCH.copy())))
 
 
+def _weighted(node: ir.Histogram) -> exp.Expression:
+    """A weighted histogram as one aggregate (the engine's own query gathers it as a GROUP
+    BY instead, :mod:`dpsql.engines.histograms`): the group's buckets and weights listed,
+    unnested and summed per bucket in a scalar subquery, as the two lists
+    :func:`dpsql.engines.histograms.duckdb_gather` returns; NULL buckets not counted."""
+    pairs = exp.select(*[exp.alias_(exp.Unnest(expressions=[exp.Anonymous(
+        this="list", expressions=[v.copy()])]), name) for v, name in (
+            (node.this, "__hb"), (node.args["weight"], "__hw"))])
+    summed = exp.select(exp.column("__hb"), exp.alias_(exp.Sum(this=exp.column("__hw")),
+                                                        "__hn")).from_(pairs.subquery(
+        "__p")).where(exp.Not(this=exp.Is(this=exp.column("__hb"), expression=exp.Null()))
+                      ).group_by("__hb")
+    lists = exp.Array(expressions=[exp.Anonymous(this="list", expressions=[exp.column(c)])
+                                   for c in ("__hb", "__hn")])
+    return exp.Subquery(this=exp.select(lists).from_(summed.subquery("__s")))
+
+
 class DuckDBDialect(DuckDB):
     """DuckDB, with the IR: ``hash`` is a UBIGINT in [0, 2^64), HUGEINT is exact to 1.7e38,
     ``histogram`` is a MAP (the engine runs histograms as a GROUP BY gathered into two lists
@@ -47,7 +64,8 @@ class DuckDBDialect(DuckDB):
             ir.SafeCast: lambda self, e: self.trycast_sql(e),
             ir.ExactInteger: lambda self, e: f"CAST({self.sql(e, 'this')} AS HUGEINT)",
             ir.ExactSum: lambda self, e: self.func("SUM", e.this),
-            ir.Histogram: lambda self, e: self.func("histogram", e.this),
+            ir.Histogram: lambda self, e: self.sql(_weighted(e)) if e.args.get("weight")
+            else self.func("histogram", e.this),
             ir.DaysSinceEpoch: _days,
             ir.SmallestBy: _smallest,
             ir.Element: lambda self, e: f"({self.sql(e, 'this')})[{self.sql(e, 'expression')}]",

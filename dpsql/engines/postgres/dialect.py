@@ -123,7 +123,7 @@ class PostgresDialect(Postgres):
             exp.TryCast: lambda self, e: self.sql(_safe_cast(e.this, e.to)),
             ir.ExactInteger: lambda self, e: self.sql(exp.cast(e.this, _NUMERIC)),
             ir.ExactSum: lambda self, e: self.func("SUM", e.this),
-            ir.Histogram: lambda self, e: self.sql(_histogram(e.this)),
+            ir.Histogram: lambda self, e: self.sql(_histogram(e.this, e.args.get("weight"))),
             # DATE minus DATE is an integer number of days in PostgreSQL too.
             ir.DaysSinceEpoch: lambda self, e: self.sql(exp.Paren(this=exp.Sub(
                 this=e.this, expression=ir.EPOCH.copy()))),
@@ -271,14 +271,20 @@ def _is_nan(value: exp.Expression) -> exp.Expression:
                   expression=exp.cast(exp.Literal.string("NaN"), _DOUBLE))
 
 
-def _histogram(bucket: exp.Expression) -> exp.Expression:
+def _histogram(bucket: exp.Expression, weight: exp.Expression | None = None
+               ) -> exp.Expression:
     """DuckDB's ``histogram(b)`` (a MAP bucket -> count) as a JSON object, per group: the
     group's buckets are gathered with ``array_agg`` (an aggregate of the outer query) and
-    counted in a scalar subquery; NULL buckets are not counted, as in DuckDB."""
-    counted = exp.select(exp.column("__b"), exp.alias_(exp.Count(this=exp.Star()), "__n")) \
-        .from_(exp.Unnest(expressions=[exp.Anonymous(this="array_agg", expressions=[bucket])],
-                          alias=exp.TableAlias(this=exp.to_identifier("__h"),
-                                               columns=[exp.to_identifier("__b")]))) \
+    counted in a scalar subquery; NULL buckets are not counted, as in DuckDB. A weighted
+    histogram gathers the weights beside the buckets and sums them."""
+    arrays = [bucket] if weight is None else [bucket, weight]
+    columns = ["__b"] if weight is None else ["__b", "__w"]
+    n = exp.Count(this=exp.Star()) if weight is None else exp.Sum(this=exp.column("__w"))
+    counted = exp.select(exp.column("__b"), exp.alias_(n, "__n")) \
+        .from_(exp.Unnest(expressions=[exp.Anonymous(this="array_agg", expressions=[a])
+                                       for a in arrays],
+                          alias=exp.TableAlias(this=exp.to_identifier("__h"), columns=[
+                              exp.to_identifier(c) for c in columns]))) \
         .where(exp.column("__b").is_(exp.null()).not_()).group_by(exp.column("__b"))
     return exp.Subquery(this=exp.select(exp.Anonymous(this="jsonb_object_agg", expressions=[
         exp.column("__b"), exp.column("__n")])).from_(counted.subquery("__c")))

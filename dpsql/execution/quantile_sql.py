@@ -1,0 +1,76 @@
+"""The bucket of one row of a quantile's histogram, in SQL: equal buckets of the clamp interval
+(one per value for integers, days for dates, seconds for timestamps) or the fine grid of
+:mod:`dpsql.privacy.quantile_grid`. Each row's bucket is a function of its own clamped value
+(NULL for NULL, never an error): what the histogram's sensitivity needs
+(:mod:`dpsql.privacy.aggregates`)."""
+
+from __future__ import annotations
+
+import math
+
+from sqlglot import exp
+
+from dpsql.engines import ir
+from dpsql.privacy.aggregates import Measurement
+from dpsql.privacy.quantile_grid import EQUAL, Grid
+from dpsql.query.total_expressions import number
+
+
+def bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
+    """Row value ``x`` -> its bucket: ``min(floor((x - lo) B / (hi - lo)), B - 1)`` of the
+    measurement's ``B`` equal buckets, or its key on the fine grid (:func:`fine_bucket`)."""
+    lo, hi = m.histogram_range
+    if hi <= lo:
+        return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x, expression=exp.Null())),
+                                    true=exp.Literal.number(0))])
+    if m.fine:
+        return fine_bucket(Grid(lo, hi), x)
+    if m.dates:  # a date's day number
+        x = ir.DaysSinceEpoch(this=x)
+    if m.instants:  # a timestamp's seconds since 1970-01-01 (a DOUBLE in DuckDB)
+        x = exp.TimeToUnix(this=x)
+    return _equal(x, lo, hi, m.buckets)
+
+
+def _equal(x: exp.Expression, lo: float, hi: float, buckets: int, strict: bool = True
+           ) -> exp.Expression:
+    """The equal bucket of ``x``: NULL for NULL (``strict``), else the caller tests for it."""
+    scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
+                                                 expression=number(lo))),
+                     expression=number(buckets / (hi - lo)))
+    index = exp.cast(exp.Floor(this=scaled), "BIGINT")
+    last = exp.Literal.number(buckets - 1)
+    return ir.StrictLeast(this=index, expressions=[last]) if strict else ir.least(index, last)
+
+
+def fine_bucket(grid: Grid, x: exp.Expression) -> exp.Expression:
+    """``e * G + g`` (:mod:`dpsql.privacy.quantile_grid`): ``e`` the equal bucket, ``g`` the
+    geometric one of the distance ``d = x - o``:
+
+        S + steps(d)               when d >= 0 (the only case when o is the lower bound)
+        S - 1 - steps(-d)          when d < 0
+        steps(t) = min(max(floor((LN(max(t, tau)) - LN(tau)) / LN(r)), 0), S - 1)
+
+    LN is taken of at least tau > 0 (finite). A NULL value has a NULL key (the outer CASE)."""
+    s = grid.side
+    d = exp.Paren(this=exp.Sub(this=exp.cast(x.copy(), "DOUBLE"), expression=number(
+        grid.origin)))
+
+    def steps(t: exp.Expression) -> exp.Expression:
+        near = ir.greatest(t, number(grid.tau))
+        ratio = exp.Div(this=exp.Paren(this=exp.Sub(this=exp.Ln(this=near), expression=number(
+            math.log(grid.tau)))), expression=number(grid.ln_ratio))
+        whole = exp.cast(exp.Floor(this=ratio), "BIGINT")
+        return ir.least(ir.greatest(whole, exp.Literal.number(0)), exp.Literal.number(s - 1))
+
+    g: exp.Expression = exp.Add(this=exp.Literal.number(s), expression=steps(d.copy()))
+    if grid.lo < grid.origin:
+        g = exp.Case(ifs=[exp.If(this=exp.GTE(this=d.copy(), expression=exp.Literal.number(0)),
+                                 true=g)],
+                     default=exp.Sub(this=exp.Literal.number(s - 1), expression=steps(exp.Neg(
+                         this=d.copy()))))
+    e = _equal(x, grid.lo, grid.hi, EQUAL, strict=False)
+    key = exp.Add(this=exp.Mul(this=e, expression=exp.Literal.number(grid.geometric)),
+                  expression=exp.Paren(this=g))
+    return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=x.copy(), expression=exp.Null())),
+                                true=key)])
