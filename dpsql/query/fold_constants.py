@@ -151,11 +151,31 @@ def _foldable(node: exp.Expression) -> bool:
 
 def _evaluate(node: exp.Expression, table: Table) -> tuple[object, str, str | None]:
     """The value, DuckDB type and text form of a constant expression, made total as in the
-    engine query."""
+    engine query, its decimal literals read as SQL reads them: ``0.1 + 0.2 = 0.3`` is TRUE in
+    DuckDB and PostgreSQL (DECIMAL arithmetic), not the DOUBLEs that a row's arithmetic uses
+    (:func:`dpsql.query.total_expressions.total`). Where the decimals overflow, the DOUBLE
+    value stands (the engine query would compute it so)."""
     value = exp.Paren(this=total(node, table))
-    sql = exp.select(exp.alias_(value, "v"), exp.alias_(exp.cast(value.copy(), "VARCHAR"),
+    try:
+        return _run(_value_sql(_decimal_literals(value.copy())), node)
+    except InvalidConstant:
+        return _run(_value_sql(value), node)
+
+
+def _value_sql(value: exp.Expression) -> str:
+    return exp.select(exp.alias_(value, "v"), exp.alias_(exp.cast(value.copy(), "VARCHAR"),
                                                          "t")).sql(dialect=DuckDBDialect)
-    return _run(sql, node)
+
+
+def _decimal_literals(value: exp.Expression) -> exp.Expression:
+    """``value`` with each decimal literal as written (``0.1``, a DECIMAL to DuckDB), not the
+    ``CAST(0.1 AS DOUBLE)`` that total() gives it; an analyst's own cast is a SafeCast and stays."""
+    for cast_ in list(value.find_all(exp.Cast)):
+        literal = cast_.this
+        if type(cast_) is exp.Cast and cast_.to.is_type(exp.DataType.Type.DOUBLE) and \
+                isinstance(literal, exp.Literal) and literal.is_number and not literal.is_int:
+            cast_.replace(literal)
+    return value
 
 
 def _run(sql: str, node: exp.Expression) -> tuple[object, str, str | None]:

@@ -165,3 +165,15 @@ SELECT COUNT(*) FROM visits WHERE day >= '2025-06-01 00:00:00+02';
 -- case: grafana time filter on a date column keeps its days
 -- expect: accepted keys=1 release=domain:4 rows=4
 SELECT day AS "time", COUNT(*) AS n FROM visits WHERE day BETWEEN '2025-03-04T00:00:00Z' AND '2025-03-07T23:59:59.999Z' GROUP BY 1 ORDER BY 1;
+
+-- case: decimal constants as SQL reads them (DECIMAL arithmetic: 0.1 + 0.2 = 0.3 is TRUE)
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE 0.1 + 0.2 = 0.3;
+
+-- case: a folded decimal sum compared with a column's arithmetic
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE age * 0 + (0.1 + 0.2) * 10 = 3;
+
+-- case: the analyst's DOUBLE casts stay DOUBLEs (0.1 + 0.2 is then not 0.3)
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM people WHERE CAST(0.1 AS DOUBLE) + CAST(0.2 AS DOUBLE) <> 0.3;
