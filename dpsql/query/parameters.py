@@ -71,6 +71,16 @@ def bound_query(sql: str, parameters: Parameters = None
     return tree.sql(dialect=_DIALECT), tree
 
 
+def lower_case_names(tree: exp.Expression) -> bool:
+    """Whether every identifier in ``tree`` is in lower case already: then DuckDB's
+    normalisation of identifiers (sqlglot's ``normalize_identifiers``, which lowers them)
+    changes nothing, and the text :func:`bound_query` wrote is the normalised one too (the
+    key of stored answers, :meth:`dpsql.database.Database.key_text`) without a copy of the
+    tree and a second generation."""
+    return all(node.this == node.this.lower() for node in tree.find_all(exp.Identifier)
+               if isinstance(node.this, str))
+
+
 def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select | exp.SetOperation:
     """:func:`bind_parameters`, returning the bound sqlglot tree."""
     numbered, qmarks = _number_qmarks(sql)
