@@ -49,14 +49,15 @@ HERE = Path(__file__).resolve().parent
 CODE = Path(sys.argv[sys.argv.index("--code") + 1]).resolve() if "--code" in sys.argv else \
     HERE.parent
 sys.path.insert(0, str(CODE))
+import dpsql  # noqa: E402  (before bench_engine, which puts this checkout first on the path)
+
 sys.path.insert(0, str(HERE))
 
 import bench_engine  # noqa: E402
 
-import dpsql  # noqa: E402
 import dpsql.database  # noqa: E402
 import dpsql.pipeline  # noqa: E402
-from dpsql.query.dry_shapes import dry_shape  # noqa: E402
+from dpsql.query import dry_shapes  # noqa: E402
 
 EPSILON = 1.0
 
@@ -159,11 +160,12 @@ def measure(rows: int, rounds: int) -> tuple[list[str], dict[str, dict[str, floa
                     if what == "raw":
                         elapsed = _timed(lambda t=text: raw.execute(t).fetchall())
                     elif what == "before":
-                        dpsql.pipeline.dry_shape = _no_shape  # type: ignore[assignment]
+                        # the module's attribute: the pipeline calls dry_shapes.dry_shape
+                        shape, dry_shapes.dry_shape = dry_shapes.dry_shape, _no_shape
                         try:
                             elapsed = _timed(lambda t=before: db.query(t, epsilon=EPSILON))
                         finally:
-                            dpsql.pipeline.dry_shape = dry_shape
+                            dry_shapes.dry_shape = shape
                     else:
                         asked = text if what == "new" else repeated
                         elapsed = _timed(lambda t=asked: db.query(t, epsilon=EPSILON))
