@@ -298,17 +298,18 @@ def _row_projections(plan: Plan, inputs: dict[str, str], reader: Reader
         # The canonical unit (Reader.unit): what bounding partitions by and COUNT(DISTINCT
         # unit) counts, the unit filters and joins see.
         projections.append(exp.alias_(reader.unit(table.privacy_unit), "__unit"))
+    # (total() and _input() build fresh trees: aliased as they are, not copied again)
     for k in plan.keys:
-        projections.append(exp.alias_(total(k.expression, table, reader), k.name))
+        projections.append(exp.alias_(total(k.expression, table, reader), k.name, copy=False))
     done: set[str] = set()
     for m in plan.measurements:
-        if m.arg is None or inputs[m.arg.sql(dialect="duckdb")] in done:
+        name = inputs[m.arg.sql(dialect="duckdb")] if m.arg is not None else None
+        if m.arg is None or name is None or name in done:
             continue
-        name = inputs[m.arg.sql(dialect="duckdb")]
         done.add(name)
-        projections.append(exp.alias_(_input(m.arg, table, reader), name))
+        projections.append(exp.alias_(_input(m.arg, table, reader), name, copy=False))
     if len(projections) == 0:
-        projections.append(exp.alias_(exp.Literal.number(1), "__one"))
+        projections.append(exp.alias_(exp.Literal.number(1), "__one", copy=False))
     return projections
 
 

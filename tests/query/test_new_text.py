@@ -59,3 +59,48 @@ def test_a_type_from_its_name_is_the_parsed_one(name: str) -> None:
     assert built.sql(dialect="duckdb") == parsed.sql(dialect="duckdb")
     cast = exp.cast(exp.column("x"), exp.DataType.Type[name])
     assert cast.sql(dialect="duckdb") == exp.cast(exp.column("x"), name).sql(dialect="duckdb")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT COUNT(*) FROM people WHERE age >= ? AND income < ?",
+    "SELECT COUNT(*) FROM people WHERE age >= $1 AND income < $2",
+    "SELECT COUNT(*) FROM people WHERE age >= :low AND income < :high",
+])
+def test_a_text_with_placeholders_is_parsed_once_and_bound_afresh(
+        sql: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parse is kept, never the values: each set of values gives the text and tree a
+    fresh parse gives, and the kept tree stays unbound."""
+    from dpsql.query import parameters
+    parses: list[str] = []
+    real = parameters.parse_query
+
+    def counted(text: str, *args: object) -> object:
+        parses.append(text)
+        return real(text, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parameters, "parse_query", counted)
+    parameters._TEMPLATES.clear()
+    for low, high in ((18, 1000), (30, 2500.5), (40, None)):
+        values = {"low": low, "high": high} if ":" in sql else (low, high)
+        text, tree = bound_query(sql, values)
+        parameters._TEMPLATES.clear()  # the long way: parsed again
+        fresh_text, fresh_tree = bound_query(sql, values)
+        assert (text, tree) == (fresh_text, fresh_tree)
+        assert str(low) in text and "?" not in text and "$" not in text
+        parses.clear()
+        bound_query(sql, values)  # kept by the long way's parse
+        assert not parses
+    (kept, _), = parameters._TEMPLATES._entries.values()
+    assert kept[0].find(exp.Placeholder) is not None
+
+
+def test_a_moving_parameter_answers_as_a_fresh_parse(make_db: object, kit: object) -> None:
+    """Through the library: a kept parse answers as the text written out."""
+    import dpsql
+    from tests.query.test_dry_shapes import PEOPLE_SQL
+    db = make_db(PEOPLE_SQL, {"people": kit.PEOPLE}).db  # type: ignore[operator, attr-defined]
+    for age in (20, 30, 40):
+        bound = db.explain("SELECT COUNT(*) FROM people WHERE age >= ?", parameters=(age,))
+        written = db.explain(f"SELECT COUNT(*) FROM people WHERE age >= {age}")
+        assert bound.sql == written.sql
+    assert isinstance(db, dpsql.Database)
