@@ -14,6 +14,9 @@ person, 1M rows by default; generated there if missing), in one process, interle
   every new text dry-run, as before issue 39;
 - *repeated*: one text asked again and again (its plan and engine SQL cached).
 
+The fourth query is the first sent as a dashboard's prepared query: ``?`` in the text and the
+moving value as a parameter (raw DuckDB runs it written out).
+
 Each round runs the four in an order that flips every round; the medians are reported, with
 ``new / raw`` and the target ``new <= 1.5 x raw + 3 ms``. On a loaded machine the wall-clock
 times move with the neighbours; so the time outside the engine is also given as this thread's
@@ -66,9 +69,17 @@ EPSILON = 1.0
 class Kind:
     label: str
     template: str  # one {} for the moving literal
+    prepared: bool = False  # dpsql is sent a ? for the literal and the value as a parameter
 
     def text(self, i: int) -> str:
+        """The text with ``i`` written in (what raw DuckDB runs)."""
         return self.template.format(i)
+
+    def ask(self, db: dpsql.Database, i: int) -> object:
+        """``Database.query`` of this kind's text with the value ``i``."""
+        if self.prepared:
+            return db.query(self.template.format("?"), epsilon=EPSILON, parameters=(i,))
+        return db.query(self.text(i), epsilon=EPSILON)
 
 
 KINDS = (
@@ -77,6 +88,8 @@ KINDS = (
          "AND income > {}"),
     Kind("GROUP BY public WHERE", "SELECT sex, COUNT(*) FROM people WHERE income > {} "
          "GROUP BY sex"),
+    Kind("COUNT WHERE, ? parameter", "SELECT COUNT(*) FROM people WHERE age >= 18 AND "
+         "income > {}", prepared=True),
 )
 
 STAGES = ("prepare", "engine SQL", "dry run", "engine", "rest")
@@ -145,14 +158,14 @@ def measure(rows: int, rounds: int) -> tuple[list[str], dict[str, dict[str, floa
     try:
         for kind in KINDS:
             repeated = kind.text(999)
-            db.query(repeated, epsilon=EPSILON)  # warm-up: plans the repeated text
+            kind.ask(db, 999)  # warm-up: plans the repeated text
             raw.execute(repeated).fetchall()
             times: dict[str, list[float]] = {"raw": [], "new": [], "before": [], "repeated": []}
             split: dict[str, list[float]] = {k: [] for k in STAGES}
             outside: dict[str, list[float]] = {"before": [], "new": [], "repeated": []}
             for r in range(rounds):
-                text = kind.text(next(fresh))
-                before = kind.text(next(fresh))  # a new text of its own, dry-run as before
+                value, before = next(fresh), next(fresh)  # before: new, dry-run as before
+                text = kind.text(value)
                 order = ["raw", "new", "before", "repeated"]
                 for what in (order if r % 2 == 0 else order[::-1]):
                     timers.reset()
@@ -163,12 +176,12 @@ def measure(rows: int, rounds: int) -> tuple[list[str], dict[str, dict[str, floa
                         # the module's attribute: the pipeline calls dry_shapes.dry_shape
                         shape, dry_shapes.dry_shape = dry_shapes.dry_shape, _no_shape
                         try:
-                            elapsed = _timed(lambda t=before: db.query(t, epsilon=EPSILON))
+                            elapsed = _timed(lambda b=before, k=kind: k.ask(db, b))
                         finally:
                             dry_shapes.dry_shape = shape
                     else:
-                        asked = text if what == "new" else repeated
-                        elapsed = _timed(lambda t=asked: db.query(t, epsilon=EPSILON))
+                        asked = value if what == "new" else 999
+                        elapsed = _timed(lambda a=asked, k=kind: k.ask(db, a))
                     cpu = time.thread_time() - cpu
                     times[what].append(elapsed)
                     if what != "raw":
@@ -215,20 +228,21 @@ def ratios(rows: int, rounds: int) -> dict[str, dict[str, float]]:
     try:
         for kind in KINDS:
             repeated = kind.text(999)
-            db.query(repeated, epsilon=EPSILON)
+            kind.ask(db, 999)
             raw.execute(repeated).fetchall()
             wall: dict[str, list[float]] = {"raw": [], "new": [], "repeated": []}
             cpu: dict[str, list[float]] = {"new": [], "repeated": []}
             for r in range(rounds):
-                text = kind.text(next(fresh))
+                value = next(fresh)
+                text = kind.text(value)
                 order = ["raw", "new", "repeated"]
                 for what in (order if r % 2 == 0 else order[::-1]):
                     in_engine[0], started = 0.0, time.thread_time()
                     if what == "raw":
                         elapsed = _timed(lambda t=text: raw.execute(t).fetchall())
                     else:
-                        asked = text if what == "new" else repeated
-                        elapsed = _timed(lambda t=asked: db.query(t, epsilon=EPSILON))
+                        asked = value if what == "new" else 999
+                        elapsed = _timed(lambda a=asked, k=kind: k.ask(db, a))
                         cpu[what].append(time.thread_time() - started - in_engine[0])
                     wall[what].append(elapsed)
             out[kind.label] = {
@@ -279,14 +293,14 @@ def profile(rows: int, texts: int, top: int = 25) -> str:
     database, metadata = bench_engine.ensure_data(rows)
     db = dpsql.Database(database, metadata)
     fresh = literals()
-    sqls = [KINDS[i % len(KINDS)].text(next(fresh)) for i in range(texts)]
+    asks = [(KINDS[i % len(KINDS)], next(fresh)) for i in range(texts)]
     try:
-        db.query(KINDS[0].text(1), epsilon=EPSILON)  # imports and first-use costs
+        KINDS[0].ask(db, 1)  # imports and first-use costs
         profiler = cProfile.Profile()
         started = time.perf_counter()
         profiler.enable()
-        for sql in sqls:
-            db.query(sql, epsilon=EPSILON)
+        for kind, value in asks:
+            kind.ask(db, value)
         profiler.disable()
         each = (time.perf_counter() - started) / texts * 1000
     finally:
