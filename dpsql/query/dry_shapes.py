@@ -8,8 +8,9 @@ not accept, a constant it cannot cast. So its outcome depends on the query's sha
 *types* DuckDB gives its constants, and on a constant's *value* only where the engine computes
 with it (``2147483647 + 1`` overflows, ``'18x'`` does not cast to an integer).
 
-:func:`dry_shape` is the engine query's text with every constant whose value cannot change the
-dry run's outcome replaced by its DuckDB type: a plain unsigned number (digits, or digits, a
+:func:`dry_shape` keys the engine query's text with every constant whose value cannot change
+the dry run's outcome replaced by its DuckDB type (a digest of the tree, not that text written
+out: see the function): a plain unsigned number (digits, or digits, a
 point and digits) that is directly one side of a comparison (``=``, ``<>``, ``<``, ``<=``,
 ``>``, ``>=``), a ``BETWEEN`` bound or an ``IN`` item (as it is, or cast to DOUBLE, which
 any plain number casts to), against an operand that is not a
