@@ -86,7 +86,7 @@ from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
-from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
+from dpsql.query.parameters import Parameters, bound_query, frozen_parameters, lower_case_names
 from dpsql.releases import (
     Releases,
     composite_of,
@@ -542,7 +542,8 @@ class Database:
 
     def _bound_texts(self, sql: str, parameters: Parameters) -> _Statement:
         text, tree = bound_query(sql, parameters)
-        return text, self.key_text(tree.copy()), tree
+        # In lower case already: key_text would write the same text again (issue 39).
+        return text, text if lower_case_names(tree) else self.key_text(tree.copy()), tree
 
     def cache_key(self, tree: exp.Expression, p: Charged) -> str:
         """The key of stored answers for ``tree`` (see :meth:`key_text`) planned as ``p``."""
