@@ -32,15 +32,13 @@ def bucket(m: Measurement, x: exp.Expression) -> exp.Expression:
     return _equal(x, lo, hi, m.buckets)
 
 
-def _equal(x: exp.Expression, lo: float, hi: float, buckets: int, strict: bool = True
-           ) -> exp.Expression:
-    """The equal bucket of ``x``: NULL for NULL (``strict``), else the caller tests for it."""
+def _equal(x: exp.Expression, lo: float, hi: float, buckets: int) -> exp.Expression:
+    """The equal bucket of ``x``, NULL for NULL."""
     scaled = exp.Mul(this=exp.Paren(this=exp.Sub(this=exp.cast(x, "DOUBLE"),
                                                  expression=number(lo))),
                      expression=number(buckets / (hi - lo)))
     index = exp.cast(exp.Floor(this=scaled), "BIGINT")
-    last = exp.Literal.number(buckets - 1)
-    return ir.StrictLeast(this=index, expressions=[last]) if strict else ir.least(index, last)
+    return ir.StrictLeast(this=index, expressions=[exp.Literal.number(buckets - 1)])
 
 
 def fine_bucket(grid: Grid, x: exp.Expression) -> exp.Expression:
@@ -81,9 +79,9 @@ def fine_bucket(grid: Grid, x: exp.Expression) -> exp.Expression:
 
 
 def _equal_real(x: exp.Expression, lo: float, hi: float, buckets: int) -> exp.Expression:
-    """:func:`_equal`'s bucket (``strict=False``) as a whole DOUBLE: the same FLOOR, clamped
-    to ``buckets - 1`` before a cast instead of after it (the cast of a whole number is exact
-    and monotone, so the two commute)."""
+    """:func:`_equal`'s bucket as a whole DOUBLE, NULL-skipping (the caller tests for NULL): the
+    same FLOOR, clamped to ``buckets - 1`` before a cast instead of after it (the cast of a
+    whole number is exact and monotone, so the two commute)."""
     scaled = exp.Mul(this=_minus(exp.cast(x.copy(), "DOUBLE"), lo),
                      expression=number(buckets / (hi - lo)))
     return ir.least(exp.Floor(this=scaled), real(buckets - 1))
