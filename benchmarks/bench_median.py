@@ -21,7 +21,8 @@ this script starts and feeds one query at a time, in rotating order, so machine 
 three alike. Plans are forgotten before each dpsql query (both pay the whole pipeline). Times
 are medians over the rounds, each as a ratio to the raw median of the same rounds: wall time,
 and CPU time (the process's, DuckDB's threads included: on a loaded machine the steadier
-figure).
+figure); and the wall time inside the engine's ``execute`` (the engine query alone, without
+planning, SQL generation and the draw), over raw's wall time.
 """
 
 from __future__ import annotations
@@ -86,16 +87,29 @@ def serve(checkout: str, database: str, metadata: str) -> None:
     import dpsql
 
     db = dpsql.Database(database, metadata)
+    engine = [0.0]  # seconds inside the engine's execute, this query
+    execute = db.engine.execute
+
+    def timed(sql: str, parameters: Any = ()) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, parameters)
+        finally:
+            engine[0] += time.perf_counter() - started
+
+    db.engine.execute = timed  # type: ignore[method-assign]
     for line in sys.stdin:
         request = json.loads(line)
         db.planner.plans.clear()
         db._memo.clear()
         db.engine.rewritten.clear()
+        engine[0] = 0.0
         started, cpu = time.perf_counter(), _cpu()
         result = db.query(request["sql"], epsilon=1.0)
         seconds, cpu = time.perf_counter() - started, _cpu() - cpu
         bounds = result.chosen_bounds or {}
-        print(json.dumps({"seconds": seconds, "cpu": cpu, "value": float(result.rows[0][0]),
+        print(json.dumps({"seconds": seconds, "cpu": cpu, "engine": engine[0],
+                          "value": float(result.rows[0][0]),
                           "upper": bounds.get("amount", (None, None))[1]}), flush=True)
 
 
@@ -135,6 +149,7 @@ def measure(people: int, runs: int, before: str) -> list[str]:
                                    ).fetchone()
     times: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
     cpus: dict[str, list[float]] = {"raw": [], "before": [], "after": []}
+    engines: dict[str, list[float]] = {"before": [], "after": []}
     errors: dict[str, list[float]] = {"before": [], "after": []}
     uppers: dict[str, list[float]] = {"before": [], "after": []}
     workers = {"before": old, "after": after}
@@ -151,6 +166,7 @@ def measure(people: int, runs: int, before: str) -> list[str]:
                 got = workers[label].query(MEDIAN)
                 times[label].append(got["seconds"])
                 cpus[label].append(got["cpu"])
+                engines[label].append(got["engine"])
                 errors[label].append(abs(got["value"] - exact))
                 uppers[label].append(workers[label].query(SUM)["upper"])
     finally:
@@ -160,12 +176,13 @@ def measure(people: int, runs: int, before: str) -> list[str]:
     median = statistics.median
     base, base_cpu = median(times["raw"]), median(cpus["raw"])
     out = [f"| {people:,} ({rows:,} rows) | raw DuckDB | {base * 1000:.0f} | 1x | "
-           f"{base_cpu * 1000:.0f} | 1x | 0 | data max {top:,.0f} |"]
+           f"{base_cpu * 1000:.0f} | 1x | {base * 1000:.0f} | 1x | 0 | data max {top:,.0f} |"]
     for label in ("before", "after"):
-        t, c = median(times[label]), median(cpus[label])
+        t, c, e = median(times[label]), median(cpus[label]), median(engines[label])
         chosen = sorted(uppers[label])
         out.append(f"| {people:,} | dpsql {label} | {t * 1000:.0f} | {t / base:.2f}x | "
-                   f"{c * 1000:.0f} | {c / base_cpu:.2f}x | {median(errors[label]):.2f} | "
+                   f"{c * 1000:.0f} | {c / base_cpu:.2f}x | {e * 1000:.0f} | {e / base:.2f}x | "
+                   f"{median(errors[label]):.2f} | "
                    f"median {median(chosen):,.0f} ({chosen[0]:,.0f}-{chosen[-1]:,.0f}) |")
     return out
 
@@ -181,9 +198,9 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}; MEDIAN(amount) and SUM(amount)'s automatic "
           f"upper bound, epsilon 1, medians of {args.runs} rounds")
-    print("| people | MEDIAN(amount) | wall ms | / raw | CPU ms | / raw | median abs. error | "
-          "amount's automatic upper (SUM) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| people | MEDIAN(amount) | wall ms | / raw | CPU ms | / raw | engine ms | / raw | "
+          "median abs. error | amount's automatic upper (SUM) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for people in args.people:
         for line in measure(people, args.runs, args.before):
             print(line, flush=True)

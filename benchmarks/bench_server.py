@@ -21,7 +21,9 @@ next query (no pipelining). Three workloads:
   income < m`` with ``m`` never repeated (``reuse_answers = true``): each one is also parsed,
   checked, planned and dry-run on empty tables before its charge;
 - *mix*: as *new*, but every other query repeats the client's previous one, which is answered
-  from its stored answer (free, not charged, not padded: it reads no data).
+  from its stored answer (free, not charged, not padded: it reads no data);
+- *prepared*: as *new*, one text with ``%s`` placeholders whose values (never repeated) psycopg
+  sends as parameters ($1, $2): a dashboard's prepared query with a moving value.
 
 **Measured**, per (grid, workers, workload, clients), for ``--seconds`` after a warm-up:
 completed queries per second, p50 / p99 latency from send to the last row, and the server
@@ -78,13 +80,20 @@ print(commits.batches if commits else -1, charges, flush=True)
 Stats = tuple[float, float, float]  # QPS, p50 ms, p99 ms
 _texts = itertools.count(10_000)
 CYCLE = [f"SELECT COUNT(*) FROM people WHERE age > {k}" for k in range(18, 96)]
-WORKLOADS = ("charged", "new", "mix")
+WORKLOADS = ("charged", "new", "mix", "prepared")
+#: The *prepared* workload's text: psycopg sends its values as parameters ($1, $2).
+PREPARED = "SELECT COUNT(*) FROM people WHERE age > %s AND income < %s"
 
 
 def fresh_query() -> str:
     """A query text never sent before (process-wide counter)."""
+    return PREPARED % fresh_values()
+
+
+def fresh_values() -> tuple[int, int]:
+    """Values never sent before (process-wide counter)."""
     m = next(_texts)
-    return f"SELECT COUNT(*) FROM people WHERE age > {18 + m % 60} AND income < {m}"
+    return 18 + m % 60, m
 
 
 def summarize(latencies: list[float], seconds: float) -> Stats:
@@ -132,6 +141,11 @@ async def over_the_wire(port: int, clients: int, seconds: float, workload: str) 
     async def work(conn: psycopg.AsyncConnection, n: int) -> None:
         previous = fresh_query()
         while (start := time.perf_counter()) < deadline:
+            if workload == "prepared":
+                await (await conn.execute(PREPARED, fresh_values())).fetchall()
+                latencies.append(time.perf_counter() - start)
+                n += 1
+                continue
             if workload == "charged":
                 sql = CYCLE[n % len(CYCLE)]
             else:

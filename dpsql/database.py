@@ -80,7 +80,7 @@ from dpsql.privacy.randomness import Randomness
 from dpsql.privacy.randomness import default as default_randomness
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import resolve_query
-from dpsql.query.parameters import Parameters, bound_query, frozen_parameters
+from dpsql.query.parameters import Parameters, bound_query, frozen_parameters, lower_case_names
 from dpsql.routes.local import write_local_release
 from dpsql.routes.planner import Planner, Prepared
 from dpsql.routes.private import PrivatePlan
@@ -478,7 +478,8 @@ class Database:
 
     def _bound_texts(self, sql: str, parameters: Parameters) -> _Statement:
         text, tree = bound_query(sql, parameters)
-        return text, self.key_text(tree.copy()), tree
+        # In lower case already: key_text would write the same text again (issue 39).
+        return text, text if lower_case_names(tree) else self.key_text(tree.copy()), tree
 
     def cache_key(self, tree: exp.Expression, route: Route) -> str:
         """The key of stored answers for ``tree`` (see :meth:`key_text`) routed as ``route``."""

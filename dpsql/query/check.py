@@ -80,7 +80,8 @@ def check(query: BoundQuery) -> CheckedQuery:
     for key in ("expressions", "having", "order", "qualify"):
         _replace_in(select, key, lambda n: _extract_aggregate(n, table, aggregates))
     placeholders = {k.sql(dialect="duckdb"): f"__k{i}" for i, k in enumerate(keys)}
-    for key in ("expressions", "having", "order", "qualify"):
+    for key in ("expressions", "having", "order", "qualify") if placeholders else ():
+        # (each node written to be looked up: with no GROUP BY key, none is replaced)
         _replace_in(select, key, lambda n: _key_placeholder(n, placeholders))
     if not aggregates and not keys:
         window = select.find(exp.Window)

@@ -8,8 +8,9 @@ not accept, a constant it cannot cast. So its outcome depends on the query's sha
 *types* DuckDB gives its constants, and on a constant's *value* only where the engine computes
 with it (``2147483647 + 1`` overflows, ``'18x'`` does not cast to an integer).
 
-:func:`dry_shape` is the engine query's text with every constant whose value cannot change the
-dry run's outcome replaced by its DuckDB type: a plain unsigned number (digits, or digits, a
+:func:`dry_shape` keys the engine query's text with every constant whose value cannot change
+the dry run's outcome replaced by its DuckDB type (a digest of the tree, not that text written
+out: see the function): a plain unsigned number (digits, or digits, a
 point and digits) that is directly one side of a comparison (``=``, ``<>``, ``<``, ``<=``,
 ``>``, ``>=``), a ``BETWEEN`` bound or an ``IN`` item (as it is, or cast to DOUBLE, which
 any plain number casts to), against an operand that is not a
@@ -31,6 +32,7 @@ generated for this text, and the plan (its bounds, noise, cost) is made for this
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from sqlglot import exp
@@ -40,6 +42,8 @@ from dpsql.cache import LRU
 #: Shapes whose dry run passed, per (shape, salted, empty tables).
 PASSED: LRU[tuple[str, bool, tuple[str, ...]], bool] = LRU(1024)
 
+#: The meta keys sqlglot's parser sets on a node to say where it read it.
+_POSITION = frozenset({"line", "col", "start", "end"})
 _NUMBER = re.compile(r"(\d+)(?:\.(\d+))?")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 #: Integer widths, signed and unsigned: a number is written as the first that holds it.
@@ -48,18 +52,50 @@ _INTEGERS = (("TINYINT", 2**7), ("UTINYINT", 2**8), ("SMALLINT", 2**15), ("USMAL
 
 
 def dry_shape(tree: exp.Expression, dialect: object) -> str | None:
-    """``tree``'s text in ``dialect`` with its opaque constants (module docstring) written as
-    their types, or None when it has none (the dry run is then keyed by nothing new: run it).
-    ``tree`` is not changed."""
-    if not any(_opaque(node) is not None for node in tree.find_all(exp.Literal)):
+    """The key of ``tree``'s shape: its text in ``dialect`` with its opaque constants (module
+    docstring) written as their types would do, or None when it has none (the dry run is then
+    keyed by nothing new: run it). ``tree`` is not changed.
+
+    The key is not that text but a digest of the tree itself, every node's class, arguments,
+    comments, type and meta (all a generator reads) in order, each opaque constant as its type:
+    two trees of one key write the same text, and the tree is neither copied nor generated a
+    second time (that cost a new text more than its dry run saved, issue 39)."""
+    out: list[str] = [getattr(dialect, "__name__", repr(dialect))]
+    if not _walk(tree, out):
         return None
-    # A copy: the tree may share nodes with a cached plan that other threads generate.
-    shaped = tree.copy()
-    for node in list(shaped.find_all(exp.Literal)):
-        written = _opaque(node)
-        if written is not None:
-            node.set("this", written)
-    return shaped.sql(dialect=dialect, copy=False)  # type: ignore[arg-type]
+    return hashlib.sha256("\x1f".join(out).encode()).hexdigest()
+
+
+def _walk(node: exp.Expression, out: list[str]) -> bool:
+    """Append ``node``'s parts to ``out``; whether an opaque constant was among them."""
+    opaque = _opaque(node) if isinstance(node, exp.Literal) else None
+    found = opaque is not None
+    out.append(type(node).__name__)
+    for key, value in node.args.items():
+        if value is None:
+            continue
+        out.append(key)
+        if key == "this" and opaque is not None:
+            out.append("#" + opaque)  # a type name: never a Python repr (those are quoted)
+        elif isinstance(value, exp.Expression):
+            found = _walk(value, out) or found
+        elif isinstance(value, list):
+            out.append("[")
+            for item in value:
+                if isinstance(item, exp.Expression):
+                    found = _walk(item, out) or found
+                else:
+                    out.append(repr(item))
+            out.append("]")
+        else:
+            out.append(repr(value))
+    meta = getattr(node, "_meta", None)  # read without creating it (node.meta would)
+    if meta:  # where the parser read it (line, col, ...) is not written: left out
+        meta = {k: v for k, v in meta.items() if k not in _POSITION}
+    for extra in (node.comments, node._type, meta):
+        out.append(repr(extra) if extra else "")
+    out.append(")")
+    return found
 
 
 def _opaque(literal: exp.Literal) -> str | None:

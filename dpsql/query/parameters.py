@@ -18,6 +18,7 @@ import sqlglot
 from sqlglot import TokenType, exp
 from sqlglot.errors import SqlglotError
 
+from dpsql.cache import LRU
 from dpsql.errors import (
     NotSupportedError,
     ProgrammingError,
@@ -25,6 +26,8 @@ from dpsql.errors import (
 from dpsql.query.parse import parse_query
 
 _DIALECT = "duckdb"
+#: Parsed texts with placeholders, before any value is bound (:func:`_parsed`).
+_TEMPLATES: LRU[str, tuple[exp.Select | exp.SetOperation, int]] = LRU(256)
 
 Parameters = Sequence[Any] | Mapping[str, Any] | None
 
@@ -71,12 +74,19 @@ def bound_query(sql: str, parameters: Parameters = None
     return tree.sql(dialect=_DIALECT), tree
 
 
+def lower_case_names(tree: exp.Expression) -> bool:
+    """Whether every identifier in ``tree`` is in lower case already: then DuckDB's
+    normalisation of identifiers (sqlglot's ``normalize_identifiers``, which lowers them)
+    changes nothing, and the text :func:`bound_query` wrote is the normalised one too (the
+    key of stored answers, :meth:`dpsql.database.Database.key_text`) without a copy of the
+    tree and a second generation."""
+    return all(node.this == node.this.lower() for node in tree.find_all(exp.Identifier)
+               if isinstance(node.this, str))
+
+
 def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select | exp.SetOperation:
     """:func:`bind_parameters`, returning the bound sqlglot tree."""
-    numbered, qmarks = _number_qmarks(sql)
-    # a set operation: public tables only (routes); a syntax error's position is in ``sql``
-    tree = parse_query(numbered, _DIALECT, None if numbered is sql else
-                       (sql, lambda position: _written_position(sql, position)))
+    tree, qmarks = _parsed(sql)
     placeholders = list(tree.find_all(exp.Placeholder))
     if not placeholders:
         if parameters:
@@ -98,6 +108,24 @@ def bind_tree(sql: str, parameters: Parameters = None) -> exp.Select | exp.SetOp
     for placeholder, name in zip(placeholders, names, strict=True):
         placeholder.replace(_literal(values[name], name))
     return tree
+
+
+def _parsed(sql: str) -> tuple[exp.Select | exp.SetOperation, int]:
+    """``sql`` parsed, its ``?`` numbered, and how many ``?`` it had. A text with placeholders
+    is parsed once (:data:`_TEMPLATES`) and copied for each set of values: a dashboard's
+    prepared query with a moving value is then a new text to plan, not to parse (issue 39).
+    Parsing never reads a value (they are bound into the copy afterwards), so the copy is the
+    tree a parse would give."""
+    cached = _TEMPLATES.get(sql) if isinstance(sql, str) else None
+    if cached is not None:
+        return cached[0].copy(), cached[1]
+    numbered, qmarks = _number_qmarks(sql)
+    # a set operation: public tables only (routes); a syntax error's position is in ``sql``
+    tree = parse_query(numbered, _DIALECT, None if numbered is sql else
+                       (sql, lambda position: _written_position(sql, position)))
+    if tree.find(exp.Placeholder) is not None:  # the cached tree is never bound itself
+        _TEMPLATES.put(sql, (tree.copy(), qmarks))
+    return tree, qmarks
 
 
 def _number_qmarks(sql: str) -> tuple[str, int]:

@@ -26,12 +26,15 @@ from dpsql.metadata.metadata import Column, ColumnType, Table
 from dpsql.query.bounds import COMPARISONS, bound
 from dpsql.query.bounds.core import literal_value
 
+#: sqlglot's type names: a cast built from one is not parsed (from a string it is, ~0.1 ms).
+DType = exp.DataType.Type
+
 
 def number(value: float) -> exp.Expression:
     if float(value).is_integer() and abs(value) < 2**53:
         literal: exp.Expression = exp.Literal.number(int(value))
     else:
-        literal = exp.cast(exp.Literal.number(repr(float(value))), "DOUBLE")
+        literal = exp.cast(exp.Literal.number(repr(float(value))), DType.DOUBLE)
     return exp.Paren(this=literal) if value < 0 else literal
 
 
@@ -40,7 +43,7 @@ def real(value: float) -> exp.Expression:
     ``5000``): a constant of a DOUBLE expression that a bound chosen from the data sets
     (:mod:`dpsql.privacy.auto_values`) is then spelled the same at every value, so the SQL
     run after the charge differs from the one compiled before it in constants only."""
-    literal = exp.cast(exp.Literal.number(repr(float(value))), "DOUBLE")
+    literal = exp.cast(exp.Literal.number(repr(float(value))), DType.DOUBLE)
     return exp.Paren(this=literal) if value < 0 else literal
 
 
@@ -123,7 +126,7 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             # every engine (DuckDB, Spark and PostgreSQL would give a timestamp).
             truncated = n.copy()
             truncated.set("this", total(n.this, table, reader, filtering))
-            return exp.cast(truncated, "DATE")
+            return exp.cast(truncated, DType.DATE)
         if isinstance(n, exp.UnixToTime):
             return _from_epoch(total(n.this, table, reader, filtering))
         if isinstance(n, exp.Literal) and not n.is_string:
@@ -131,7 +134,7 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
         if isinstance(n, exp.Round) and n.args.get("decimals") is not None:
             return round_digits(n, table, total(n.this, table, reader, filtering))
         if isinstance(n, exp.Sign):  # DuckDB's SIGN is a TINYINT: SIGN(a) + SIGN(b) + ...
-            return exp.cast(exp.Sign(this=total(n.this, table, reader, filtering)), "BIGINT")
+            return exp.cast(exp.Sign(this=total(n.this, table, reader, filtering)), DType.BIGINT)
         if isinstance(n, exp.Div | exp.IntDiv | exp.Mod):
             divisor = total(n.expression, table, reader, filtering)
             # DuckDB's // of a double is / (7.5 // 2 is 3.75): spelled so, every engine
@@ -214,7 +217,7 @@ def round_digits(node: exp.Round, table: Table, value: exp.Expression) -> exp.Ex
     if bound(node.this, table).kind != "float":
         return value if places >= 0 else exp.Round(this=value,
                                                    decimals=node.args["decimals"].copy())
-    scale = exp.cast(exp.Literal.number(f"1e{abs(places)}"), "DOUBLE")
+    scale = exp.cast(exp.Literal.number(f"1e{abs(places)}"), DType.DOUBLE)
     operand = exp.Paren(this=value)
     if places >= 0:
         whole = RoundHalfAway(this=exp.Mul(this=operand, expression=scale))
@@ -236,7 +239,7 @@ def _typed_number(literal: exp.Literal) -> exp.Expression:
     64 bits), reals DOUBLE. A comparison operand keeps its literal, which cannot overflow and
     lets the engine push the filter into its scan; so do the digits of ROUND (an INTEGER)."""
     if not literal.is_int:
-        return exp.cast(literal.copy(), "DOUBLE")
+        return exp.cast(literal.copy(), DType.DOUBLE)
     parent = literal.parent.parent if isinstance(literal.parent, exp.Neg) else literal.parent
     while isinstance(parent, exp.Paren):
         parent = parent.parent
@@ -262,9 +265,9 @@ def _compared(column: exp.Column) -> bool:
         isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal)) for e in others)
 
 
-_NARROW_INTEGERS = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
-                    exp.DataType.Type.UTINYINT, exp.DataType.Type.USMALLINT,
-                    exp.DataType.Type.UINT, exp.DataType.Type.UBIGINT}
+_NARROW_INTEGERS = {DType.TINYINT, DType.SMALLINT, DType.INT,
+                    DType.UTINYINT, DType.USMALLINT,
+                    DType.UINT, DType.UBIGINT}
 
 
 #: Dates and timestamps that every engine function and the Python client handle: DuckDB's
@@ -299,9 +302,9 @@ EPOCH_RANGE = (-62135596800.0, 253402300799.0)
 def _from_epoch(seconds: exp.Expression) -> exp.Expression:
     """TO_TIMESTAMP(seconds) that cannot fail: the seconds clamped to :data:`EPOCH_RANGE` (NaN
     as NULL), converted to whole microseconds, made a TIMESTAMP (DuckDB's MAKE_TIMESTAMP)."""
-    clamped = clamp(exp.cast(seconds, "DOUBLE"), *EPOCH_RANGE)
+    clamped = clamp(exp.cast(seconds, DType.DOUBLE), *EPOCH_RANGE)
     micros = exp.cast(RoundHalfAway(this=exp.Mul(
-        this=exp.Paren(this=clamped), expression=exp.Literal.number(1000000))), "BIGINT")
+        this=exp.Paren(this=clamped), expression=exp.Literal.number(1000000))), DType.BIGINT)
     return clamp_date(exp.UnixToTime(this=micros, scale=exp.UnixToTime.MICROS),
                       *TIMESTAMP_RANGE, kind="TIMESTAMP")
 
@@ -316,12 +319,12 @@ def _wide(cast: exp.TryCast) -> exp.Expression:
     row's values. The bounds already keep every value inside 64-bit integers and doubles, so
     such a cast is widened right away: the arithmetic then runs on BIGINT or DOUBLE."""
     target = cast.to.this
-    if target in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP):
+    if target in (DType.DATE, DType.TIMESTAMP):
         return clamp_date(cast, *temporal_range(target.value), kind=target.value)
     if target in _NARROW_INTEGERS:
-        return SafeCast(this=cast, to=exp.DataType.build("BIGINT"))
-    if target == exp.DataType.Type.DECIMAL:
-        return SafeCast(this=cast, to=exp.DataType.build("DOUBLE"))
+        return SafeCast(this=cast, to=exp.DataType.build(DType.BIGINT))
+    if target == DType.DECIMAL:
+        return SafeCast(this=cast, to=exp.DataType.build(DType.DOUBLE))
     return cast
 
 
@@ -373,12 +376,12 @@ class Reader:
             return ref
         if meta.type == ColumnType.INT:
             return ref if stored in _INTEGER_TYPES else exp.TryCast(
-                this=ref, to=exp.DataType.build("BIGINT"))
+                this=ref, to=exp.DataType.build(DType.BIGINT))
         if meta.type == ColumnType.FLOAT:
             value: exp.Expression = ref if stored == "DOUBLE" else exp.TryCast(
-                this=ref, to=exp.DataType.build("DOUBLE"))
+                this=ref, to=exp.DataType.build(DType.DOUBLE))
             return exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"),
-                                                              "DOUBLE"))
+                                                              DType.DOUBLE))
         if meta.type == ColumnType.TIMESTAMP and (stored.startswith("TIMESTAMP WITH TIME ZONE")
                                          or stored == "TIMESTAMPTZ"):
             return exp.AtTimeZone(this=ref, zone=exp.Literal.string("UTC"))
@@ -397,7 +400,7 @@ class Reader:
         meta = self.table.column(column.name)
         if meta is None or meta.type != ColumnType.FLOAT:
             return ref
-        return exp.Nullif(this=ref, expression=exp.cast(exp.Literal.string("NaN"), "DOUBLE"))
+        return exp.Nullif(this=ref, expression=exp.cast(exp.Literal.string("NaN"), DType.DOUBLE))
 
     def read(self, column: exp.Column, widen: bool = True,
              within: tuple[float, float] | None = None) -> exp.Expression:
@@ -413,21 +416,21 @@ class Reader:
         if meta is not None and meta.type == ColumnType.BOOL and stored not in _COMPARABLE["bool"]:
             # Text declared as bool would be cast row by row, and fail on some rows only
             # (WHERE flag: "Could not convert string 'maybe' to BOOL"): NULL instead.
-            return SafeCast(this=ref, to=exp.DataType.build("BOOLEAN"))
+            return SafeCast(this=ref, to=exp.DataType.build(DType.BOOLEAN))
         if meta is None or meta.type not in (ColumnType.INT, ColumnType.FLOAT):
             return ref
         value: exp.Expression = ref
         if meta.type == ColumnType.INT:
             if stored != "BIGINT" and (widen or stored not in _INTEGER_TYPES):
                 cast = exp.Cast if stored in _INTEGER_TYPES else SafeCast
-                value = cast(this=ref, to=exp.DataType.build("BIGINT"))
+                value = cast(this=ref, to=exp.DataType.build(DType.BIGINT))
         elif stored != "DOUBLE":
             safe = stored in _FLOAT_TYPES or stored in _INTEGER_TYPES or stored == "DECIMAL"
-            value = (exp.Cast if safe else SafeCast)(this=ref, to=exp.DataType.build("DOUBLE"))
+            value = (exp.Cast if safe else SafeCast)(this=ref, to=exp.DataType.build(DType.DOUBLE))
         if not meta.bounded:
             if meta.type == ColumnType.FLOAT:
                 value = exp.Nullif(this=value, expression=exp.cast(exp.Literal.string("NaN"),
-                                                                   "DOUBLE"))
+                                                                   DType.DOUBLE))
             return exp.Paren(this=value)
         lo, hi = within or (float(meta.lower), float(meta.upper))  # type: ignore[arg-type]
         return exp.Paren(this=clamp(value, lo, hi, nan=meta.type == ColumnType.FLOAT))
@@ -440,7 +443,7 @@ class Reader:
         with TRY_CAST (NULL where it does not convert)."""
         value: exp.Expression = ref
         if stored not in _COMPARABLE["date"]:
-            value = SafeCast(this=ref, to=exp.DataType.build("DATE"))
+            value = SafeCast(this=ref, to=exp.DataType.build(DType.DATE))
         lo, hi = DATE_RANGE
         if isinstance(meta.lower, dt.date) and isinstance(meta.upper, dt.date):
             lo, hi = max(meta.lower, lo), min(meta.upper, hi)
@@ -456,9 +459,9 @@ class Reader:
         if stored.startswith("TIMESTAMP WITH TIME ZONE") or stored == "TIMESTAMPTZ":
             value = exp.AtTimeZone(this=ref, zone=exp.Literal.string("UTC"))
         elif stored == "DATE" or stored.startswith("TIMESTAMP_"):
-            value = exp.Cast(this=ref, to=exp.DataType.build("TIMESTAMP"))
+            value = exp.Cast(this=ref, to=exp.DataType.build(DType.TIMESTAMP))
         elif stored not in _COMPARABLE["timestamp"]:
-            value = SafeCast(this=ref, to=exp.DataType.build("TIMESTAMP"))
+            value = SafeCast(this=ref, to=exp.DataType.build(DType.TIMESTAMP))
         lo, hi = TIMESTAMP_RANGE
         if isinstance(meta.lower, dt.datetime) and isinstance(meta.upper, dt.datetime):
             lo, hi = max(meta.lower, lo), min(meta.upper, hi)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlglot import parse_one
+from sqlglot import exp, parse_one
 
 import dpsql
 import dpsql.routes.pipeline
@@ -137,3 +137,19 @@ def test_a_refused_shape_is_refused_again(make_db: Callable[..., Any], kit: Simp
                      "LENGTH(age) > 1")  # DuckDB's LENGTH takes no integer
     assert len(dry_runs) == 2
     assert not dry_shapes.PASSED
+
+
+def test_what_a_generator_reads_is_in_the_shape() -> None:
+    """The shape is a digest of the tree: a comment, a type or a spelling kept in a node's meta
+    (all written by the generator) makes another shape; where the parser read a node does not."""
+    sql = "SELECT 1 FROM t WHERE a > 5 AND f(b) = 1"
+    plain = parse_one(sql, dialect="duckdb")
+    assert dry_shape(plain, DuckDBDialect) == shape("SELECT 1 FROM t WHERE  a >  7 AND f(b) = 1")
+    commented = plain.copy()
+    commented.find(exp.Column).add_comments(["x"])
+    spelled = plain.copy()
+    spelled.find(exp.Anonymous).meta["name"] = "F"
+    typed = plain.copy()
+    typed.find(exp.Column).type = exp.DataType.build("INT")
+    for changed in (commented, spelled, typed):
+        assert dry_shape(changed, DuckDBDialect) != dry_shape(plain, DuckDBDialect)
