@@ -15,6 +15,7 @@ import pytest
 from psycopg import errors as pg_errors
 
 import dpsql
+import dpsql.dbapi
 from dpsql.server import ServerConfig, serve_in_thread
 from dpsql.server.wire import types as t
 from tests.support.sandbox import sandbox
