@@ -306,7 +306,7 @@ class Database:
             releases = prepare_releases(
                 composite, self.planner.route, self.metadata, self.query_epsilon(analyst)
                 if epsilon is None else epsilon, delta, mechanism, bounds, parameters)
-            return _Routed(releases, sql, f"composite\0{sql}")
+            return _Routed(releases, sql, releases.key_text(sql))
         clause = resolve_query(sql, epsilon, delta, bounds)  # BigQuery's clause
         # NOW(), CURRENT_DATE: read once, here, so the stored answers' key holds the instant.
         normalised, key_text, tree = self._texts(fold_clock(clause.sql), parameters)

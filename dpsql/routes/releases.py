@@ -63,6 +63,7 @@ RouteOf = Callable[..., Route]
 class PreparedPart:
     part: Part
     route: Route  # public, free, one private plan or two releases: never local rows
+    sql: str  # the part's text as routed: its clock read (fold_clock)
 
     @property
     def prepared(self) -> object:
@@ -85,6 +86,12 @@ class Releases(Route):
     #: probe is answered with the columns only, its parts prepared (and refused) but never
     #: run: free, as any probe.
     probe: str | None = None
+
+    def key_text(self, sql: str) -> str:
+        """The stored answers' key of the composite ``sql``: its text and each part's text as
+        routed, so that a part naming the clock (``CURRENT_DATE``) read on another day is
+        another answer, as a single query's folded text is."""
+        return "\0".join(["composite", sql, *(p.sql for p in self.parts)])
 
     @property
     def _private(self) -> tuple[PreparedPart, ...]:
@@ -280,7 +287,7 @@ def _prepare(part: Part, composite: Composite, route_of: RouteOf, metadata: Meta
             "BigQuery, an exact query of a private table, which dpsql never releases; write "
             "the clause in it too (it is then a private query of its own, charged as one), or "
             "ask it separately")
-    return PreparedPart(part, route)
+    return PreparedPart(part, route, sql)
 
 
 def check_report_route(route: Route, report: bool) -> None:

@@ -4,6 +4,7 @@ part beside a private one refused, naming it, wherever it hides, and nothing cha
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -269,3 +270,22 @@ def test_a_limit_0_probe_of_a_composite_is_free_and_runs_no_part(
     assert cur.fetchall() == [] and spent(conn) == 0.0
     assert conn.database.plan(CLAUSE.format(1) + "COUNT(*) FROM people UNION ALL " +
                               CLAUSE.format(1) + "COUNT(*) FROM visits LIMIT 0").epsilon == 0.0
+
+
+def test_a_part_naming_the_clock_is_another_answer_on_another_day(
+        conn: dpsql.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stored answer of a composite is keyed by its parts' texts as routed (the clock
+    read): asked again the same day it is reused, on the next day it is a new release."""
+    import dpsql.routes.releases as releases
+    from dpsql.query.dates import fold_clock
+
+    sql = ("SELECT (" + CLAUSE.format(0.5) + "COUNT(*) FROM visits WHERE day <= CURRENT_DATE)"
+           " AS a, (" + CLAUSE.format(0.25) + "COUNT(*) FROM people) AS b")
+    cur = conn.cursor()
+    for day, total in ((1, 0.75), (1, 0.75), (2, 1.5)):
+        now = dt.datetime(2026, 12, day, 12, tzinfo=dt.UTC)
+        monkeypatch.setattr(releases, "fold_clock",
+                            lambda text, now=now: fold_clock(text, now=now))
+        cur.execute(sql)
+        assert len(cur.fetchall()) == 1
+        assert spent(conn) == pytest.approx(total), day
