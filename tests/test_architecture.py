@@ -4,18 +4,27 @@ cycle at any level, every import counted (those for annotations under ``TYPE_CHE
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import io
+import pkgutil
 import sys
 import tokenize
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import dpsql
+import dpsql.routes
 from dpsql.engines import Engine
-from dpsql.routes import pipeline
+from dpsql.execution.public import PublicRead
+from dpsql.privacy.plan import Plan
+from dpsql.routes import pipeline, series
+from dpsql.routes.route import Route
+from dpsql.routes.series import TwoReleases
 
 PACKAGE = Path(dpsql.__file__).parent
 #: A backstop, not the design rule. Modules are split by what they do, one concept each, named
@@ -249,6 +258,125 @@ def test_only_the_command_line_imports_the_audit() -> None:
     importers = sorted(m for m, imported in _graph().items()
                        if _layer(m) != audit and any(_layer(i) == audit for i in imported))
     assert importers == ["dpsql.cli.auditing"], importers
+
+
+def _route_types() -> set[type]:
+    """What says which kind of route a query took: every class of the route package (the
+    routes, their parts), every :class:`Route` subclass wherever defined, and what each route
+    prepared (the return type of its ``prepared``: a Plan, a public read, ...)."""
+    found: set[type] = set()
+    for info in pkgutil.iter_modules(dpsql.routes.__path__):
+        module = importlib.import_module(f"dpsql.routes.{info.name}")
+        found.update(o for o in vars(module).values()
+                     if inspect.isclass(o) and o.__module__ == module.__name__)
+    routes, todo = set(), [Route]
+    while todo:
+        cls = todo.pop()
+        routes.add(cls)
+        todo.extend(set(cls.__subclasses__()) - routes)
+    found |= routes
+    for cls in routes:
+        prepared = typing.get_type_hints(cls.prepared.fget).get("return")  # type: ignore[attr-defined]
+        if inspect.isclass(prepared) and prepared is not object:
+            found.add(prepared)
+    return found
+
+
+def _type_expressions(tree: ast.AST) -> Iterator[tuple[int, ast.expr]]:
+    """Each class a module tests a value against, with its line: the second argument of
+    ``isinstance``/``issubclass`` (``A | B`` and tuples spelled out), a side of a comparison
+    with ``type(x)`` (``is``, ``==``, ``in``), a ``case A(...)`` pattern."""
+    def spelled(node: ast.expr) -> Iterator[ast.expr]:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            yield from spelled(node.left)
+            yield from spelled(node.right)
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set):
+            for element in node.elts:
+                yield from spelled(element)
+        else:
+            yield node
+
+    def is_type_call(node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "type"
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("isinstance", "issubclass") and len(node.args) == 2:
+            yield from ((node.lineno, n) for n in spelled(node.args[1]))
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(is_type_call(side) for side in sides):
+                yield from ((node.lineno, n) for side in sides if not is_type_call(side)
+                            for n in spelled(side))
+        elif isinstance(node, ast.MatchClass):
+            yield node.lineno, node.cls
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    """``a.b.C`` as ["a", "b", "C"]; None for anything else."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else [*base, node.attr]
+    return None
+
+
+def _route_type_tests(source: str, namespace: Callable[[], dict[str, Any]],
+                      route_types: set[type]) -> list[tuple[int, str]]:
+    """(line, name) of each test of a value against a route type in ``source``; a name is
+    resolved in the module's ``namespace`` (imported only when a name is one of theirs)."""
+    names = {t.__name__ for t in route_types}
+    found = []
+    for line, node in _type_expressions(ast.parse(source)):
+        dotted = _dotted(node)
+        if dotted is None or dotted[-1] not in names:
+            continue
+        value: Any = namespace().get(dotted[0])
+        for attr in dotted[1:]:
+            value = getattr(value, attr, None)
+        if value in route_types or value is None:  # unresolved: a route type's name
+            found.append((line, ".".join(dotted)))
+    return sorted(found)
+
+
+def test_no_module_outside_the_route_package_asks_which_route_it_has() -> None:
+    """Outside dpsql/routes/, nothing asks which kind of route a query took (``isinstance``,
+    ``type(x) is``, ``case``): it asks the route (:class:`dpsql.routes.route.Route`: its cost,
+    what it measures, whether it answers the query as written, ...). The route types are
+    found from the route package itself, not listed here."""
+    route_types = _route_types()
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = _module_name(path)
+        if name == "dpsql.routes" or name.startswith("dpsql.routes."):
+            continue
+        tests = _route_type_tests(path.read_text(encoding="utf-8"),
+                                  lambda n=name: vars(importlib.import_module(n)), route_types)
+        found += [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}" for line, what in tests]
+    assert not found, "ask the route instead (dpsql/routes/route.py):\n" + "\n".join(found)
+
+
+def test_the_route_type_check_sees_every_spelling() -> None:
+    """The check above finds each way of asking, and only route types."""
+    route_types = _route_types()
+    assert {Plan, PublicRead, TwoReleases, Route} <= route_types
+    namespace = {"Plan": Plan, "PublicRead": PublicRead, "TwoReleases": TwoReleases,
+                 "series": series, "exp": ast}
+    asking = ["isinstance(p, Plan)", "isinstance(p, int | PublicRead)",
+              "isinstance(p, (int, series.TwoReleases))", "type(p) is Plan",
+              "Plan == type(p)", "type(p) in (int, PublicRead)", "issubclass(t, Plan)",
+              "match p:\n    case TwoReleases(inner=i): pass"]
+    for source in asking:
+        assert _route_type_tests(source, lambda: namespace, route_types), source
+    others = ["isinstance(p, int)", "isinstance(p, exp.Expression)", "p is Plan",
+              "class Plan: pass\nisinstance(p, Plan)"]
+    assert not _route_type_tests(others[0], lambda: namespace, route_types)
+    assert not _route_type_tests(others[1], lambda: namespace, route_types)
+    assert not _route_type_tests(others[2], lambda: namespace, route_types)
+    assert not _route_type_tests(others[3], lambda: {"Plan": type("Plan", (), {})},
+                                 route_types)
 
 
 def test_every_pass_is_the_main_function_of_a_module_named_for_it() -> None:

@@ -19,7 +19,7 @@ checks the claims on data, without noise, so that a broken argument fails determ
    once as one schema of one engine database (:func:`duckdb_neighbourhood`,
    :func:`postgres_neighbourhood`), so a query runs on a neighbour by switching the schema.
 3. :func:`check_query` plans an accepted query (the same
-   :meth:`dpsql.routes.planner.Planner.prepare_query` as every front door), runs its noise-free
+   :meth:`dpsql.routes.planner.Planner.route_query` as every front door), runs its noise-free
    engine query -- the exact per-group measurements, the rewrite with ONE fixed salt for
    both sides, so the bounding sample of every other unit is identical -- on each neighbour,
    and checks each pair (D, D'):
@@ -62,13 +62,9 @@ from dpsql.audit.neighbour_engines import (
     spark_neighbourhood,
 )
 from dpsql.audit.neighbour_worlds import ADVERSARY, BASE, World, scenario_world, synthesize
-from dpsql.errors import Error, ProgrammingError, QueryRefused
-from dpsql.execution.free import FreeAnswer
-from dpsql.execution.local_rows import LocalRead
+from dpsql.errors import Error, ProgrammingError, QueryRefused, UnsupportedQuery
 from dpsql.execution.perturb import _by_key, histogram_arrays, perturb_cells
-from dpsql.execution.public import PublicRead
 from dpsql.execution.retention import retention_sql
-from dpsql.ledger.spending import LedgerRead
 from dpsql.metadata.contribution import ContributionBounds
 from dpsql.metadata.metadata import ColumnType, Metadata
 from dpsql.privacy.aggregates import Measurement, MeasurementKind
@@ -80,14 +76,8 @@ from dpsql.privacy.randomness import Randomness
 from dpsql.query.dp_clause import resolve
 from dpsql.query.parameters import Parameters, bound_query
 from dpsql.routes.pipeline import engine_sql, k_to_choose, units_sql, values_sql, values_to_choose
-from dpsql.routes.releases import Releases, composite_of
-from dpsql.routes.series import (
-    TwoReleases,
-    _fill,
-    _max_keys,
-    _prepare_filled,
-    _released_groups_only,
-)
+from dpsql.routes.releases import composite_of
+from dpsql.routes.route import Measured
 
 __all__ = ["ADVERSARY", "BASE", "Neighbourhood", "Summary", "Verdict", "Violation", "World",
            "audit_queries", "check_queries", "check_query", "compare", "duckdb_neighbourhood",
@@ -140,32 +130,26 @@ def check_query(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: floa
     them)."""
     try:
         if composite_of(sql, hood.planner.metadata) is not None:  # its parts, as Database's
-            prepared = hood.planner.prepare_query(sql, epsilon, delta, mechanism, bounds=bounds)
+            route = hood.planner.route_query(sql, epsilon, delta, mechanism, bounds=bounds)
         else:
             text, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
             text, tree = bound_query(text, parameters)
-            prepared = hood.planner.prepare_query(text, epsilon if given is None else given,
-                                                  delta, mechanism, tree=tree, bounds=bounds)
+            route = hood.planner.route_query(text, epsilon if given is None else given,
+                                             delta, mechanism, tree=tree, bounds=bounds)
     except ProgrammingError as e:  # a refusal, or parameters that cannot be bound
         return Verdict(sql, "refused", refusal=type(e).__name__)
-    if isinstance(prepared, PublicRead | LedgerRead):  # the ledger's rows: no private data
+    # What the route measures (dpsql.routes.route.Route.measured): a private plan, a free
+    # answer's plan (its keys must not move on any neighbour), two releases, a composite's
+    # parts each as if sent alone (what combines them is post-processing of their releases).
+    releases = route.measured
+    if not releases and route.exact:  # public tables, the ledger's rows, an answer of no table
         return Verdict(sql, "public")
-    if isinstance(prepared, LocalRead):  # randomized rows: no exact measurement to compare;
+    if route.copy_table is not None:  # randomized rows: no exact measurement to compare;
         return Verdict(sql, "local")  # tests/neighbours/test_neighbours_local.py checks them
-    if isinstance(prepared, FreeAnswer):
-        if prepared.plan is None:
-            return Verdict(sql, "public")  # no rows: reads no table at all
-        prepared = prepared.plan  # its keys must not move on any neighbour
     verdict = Verdict(sql, "passed")
     try:
-        # A composite (dpsql.routes.releases): each part is prepared as if sent alone, and is
-        # checked so; what combines them is post-processing of their releases.
-        parts = prepared.charged_parts if isinstance(prepared, Releases) else (prepared,)
-        for part in parts:
-            if isinstance(part, TwoReleases):
-                _check_two(part, hood, verdict)
-            else:
-                _check_plan(part, hood, verdict, "")
+        for release in releases:
+            _check_release(release, hood, verdict)
     except QueryRefused as e:  # the engine's dry run (check_engine_query): data-independent
         return Verdict(sql, "refused", refusal=type(e).__name__)
     if verdict.violations:
@@ -181,13 +165,17 @@ def check_retention(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: 
     a table that is never bounded (the estimate is exact from the metadata) or no plan."""
     try:
         text, given, delta, bounds = resolve(sql, epsilon, delta, bounds)
-        prepared = hood.planner.prepare_query(text, epsilon if given is None else given, delta,
-                                              bounds=bounds)
+        route = hood.planner.route_query(text, epsilon if given is None else given, delta,
+                                         bounds=bounds)
     except ProgrammingError as e:
         return Verdict(sql, "refused", refusal=type(e).__name__)
-    if not isinstance(prepared, Plan) or not prepared.table.needs_bounding:
+    try:
+        plan = route.retained()  # the plan an estimate reads, or no estimate on this route
+    except UnsupportedQuery:
         return Verdict(sql, "public")
-    query = retention_sql(prepared, hood.engine)
+    if not plan.table.needs_bounding:
+        return Verdict(sql, "public")
+    query = retention_sql(plan, hood.engine)
     outcomes = {name: _run(hood, name, query, False) for name in hood.world.neighbours()}
     verdict = Verdict(sql, "passed", releases=1)
     for a, b, what in hood.world.pairs():
@@ -208,17 +196,19 @@ def check_retention(sql: str, hood: Neighbourhood, epsilon: float = 1.0, delta: 
     return verdict
 
 
-def _check_two(p: TwoReleases, hood: Neighbourhood, verdict: Verdict) -> None:
-    outcomes = _check_plan(p.inner, hood, verdict, "release 1: ")
+def _check_release(release: Measured, hood: Neighbourhood, verdict: Verdict) -> None:
+    """Check one release; a release that follows it (two releases: the outer query) is
+    planned for one fixed set of keys, the exact ones it gives on D, and checked on both sides
+    as the second release is answered for whatever keys the first released."""
+    outcomes = _check_plan(release.plan, hood, verdict, release.label)
+    if release.then is None:
+        return
     status, rows = outcomes[BASE]
     if status != "answer":
         return
-    nkeys = len(p.inner.keys)
-    keys = sorted(_by_key(rows, nkeys), key=repr)[:_max_keys(p.inner)]
-    released = [tuple(k[link.column] for link in p.links) for k in keys]
-    outer = _prepare_filled(_fill(p.template, p.links, released, p.in_list),
-                            hood.planner.metadata, hood.planner.public_store, p)
-    _check_plan(_released_groups_only(outer, p, released), hood, verdict, "release 2: ")
+    keys = sorted(_by_key(rows, len(release.plan.keys)), key=repr)
+    _check_release(release.then(keys, hood.planner.metadata, hood.planner.public_store),
+                   hood, verdict)
 
 
 def _check_plan(p: Plan, hood: Neighbourhood, verdict: Verdict, label: str

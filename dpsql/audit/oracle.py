@@ -69,9 +69,6 @@ from dpsql.audit.oracle_reference import (
 from dpsql.audit.oracle_worlds import Worlds, to_duckdb
 from dpsql.database import Database
 from dpsql.errors import Error, ProgrammingError
-from dpsql.execution.free import FreeAnswer
-from dpsql.execution.local_rows import LocalRead
-from dpsql.execution.public import PublicRead
 from dpsql.metadata.metadata import Metadata
 from dpsql.privacy.plan import Plan
 from dpsql.privacy.randomness import Randomness
@@ -145,24 +142,26 @@ class Oracle:
     def check(self, sql: str, delta: float = 0.0, mechanism: str = "laplace") -> OracleVerdict:
         """The oracle's verdict on one query (module docstring)."""
         try:
-            prepared = self.db.plan(sql, EPSILON, delta, mechanism)
+            route = self.db.route(sql, EPSILON, delta, mechanism)
         except ProgrammingError as e:
             return OracleVerdict(sql, "refused", detail=type(e).__name__)
-        if isinstance(prepared, LocalRead) or not isinstance(prepared, Plan | FreeAnswer |
-                                                             PublicRead):
-            return OracleVerdict(sql, "skipped", detail=type(prepared).__name__)
+        if not route.as_written:  # local rows, the ledger's, releases combined: not modelled
+            return OracleVerdict(sql, "skipped", detail=type(route.prepared).__name__)
+        # The one plan that released the answer (a private plan, a free answer's), or None: an
+        # exact read of public tables (dpsql.routes.route.Route.as_written).
+        plan = route.measured[0].plan if route.measured else None
         try:
             result = self.db.query(sql, EPSILON, delta, mechanism)
         except Error as e:
             return OracleVerdict(sql, "disagrees", detail=f"dpsql failed: {type(e).__name__}: "
                                  f"{e}")
         got = [tuple(r) for r in result.rows]
-        release = _release(prepared)
+        release = _release(plan)
         asked = sql
         try:
             sql = plain_form(sql)  # BigQuery's clause as the SQL it means (oracle_clause)
             ref_sql = sql if release is None else reference_sql(sql, self.metadata, release)
-            slack = self._bounded(sql, prepared, release)  # a bound bites
+            slack = self._bounded(sql, plan, release)  # a bound bites
             if slack is not None:
                 bounded = slack
                 ref_sql, width = bounded.sql, bounded.columns
@@ -194,12 +193,11 @@ class Oracle:
                 break
         return verdict
 
-    def _bounded(self, sql: str, prepared: Plan | FreeAnswer | PublicRead,
-                 release: Release | None) -> BoundedReference | None:
+    def _bounded(self, sql: str, plan: Plan | None, release: Release | None
+                 ) -> BoundedReference | None:
         """Where a contribution bound bites (:mod:`dpsql.audit.oracle_bounds`), its
         reference; None where none bites."""
-        plan = prepared.plan if isinstance(prepared, FreeAnswer) else prepared
-        if release is None or not isinstance(plan, Plan):
+        if release is None or plan is None:
             return None
         bounds = bounds_of(plan)
         if bounds is None:
@@ -256,11 +254,8 @@ class Oracle:
         return compare(sql, got, alternative) is None
 
 
-def _release(prepared: Plan | FreeAnswer | PublicRead) -> Release | None:
+def _release(plan: Plan | None) -> Release | None:
     """The plan's rule of key release (None: an exact public read, plain SQL)."""
-    if isinstance(prepared, PublicRead):
-        return None
-    plan = prepared.plan if isinstance(prepared, FreeAnswer) else prepared
     if plan is None:
         return None
     return Release(plan.domain, plan.threshold.tau if plan.threshold else None,

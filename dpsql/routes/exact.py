@@ -21,7 +21,7 @@ from dpsql.explanation.explanation import Explanation
 from dpsql.ledger.budget import Ledger
 from dpsql.ledger.spending import LedgerRead, read_views
 from dpsql.privacy.accounting import Cost
-from dpsql.routes.route import Answering, Route
+from dpsql.routes.route import Answering, Measured, Route
 
 
 class ExactRoute(Route):
@@ -37,6 +37,10 @@ class ExactRoute(Route):
     @property
     def output_names(self) -> list[str]:
         return [c.name for c in self.result_columns]
+
+    @property
+    def measured(self) -> tuple[Measured, ...]:
+        return ()  # no private data read
 
     def cost(self, accounting: str) -> Cost:
         return Cost(0.0, 0.0)
@@ -101,6 +105,12 @@ class FreeRoute(ExactRoute):
     def reports(self) -> bool:
         return True  # a report asks for the columns of a probe: they are its answer
 
+    @property
+    def measured(self) -> tuple[Measured, ...]:
+        """The plan that fixed the answer, if any (a public domain's, a probe's): no private
+        data read, and its keys must not move on any neighbour."""
+        return () if self.free.plan is None else (Measured(self.free.plan),)
+
     def answer(self, context: Answering) -> Result:
         return answer_free(self.free, context.rng)
 
@@ -111,6 +121,8 @@ class FreeRoute(ExactRoute):
 @dataclass(frozen=True)
 class LedgerRoute(ExactRoute):
     read: LedgerRead
+
+    as_written = False  # the ledger's rows, not the owner's tables
 
     @property
     def prepared(self) -> LedgerRead:

@@ -25,7 +25,7 @@ from dpsql.ledger.answers import ENGINE_FAILURE_ANSWER, decode_result
 from dpsql.ledger.budget import Ledger
 from dpsql.privacy.accounting import Cost, pure_cost
 from dpsql.privacy.randomness import Randomness
-from dpsql.routes.route import Answering, Route
+from dpsql.routes.route import Answering, Measured, Route
 
 log = logging.getLogger(__name__)
 #: Draws a copy release charged as ledger entry ``id``, joined to the copy held (if any).
@@ -35,6 +35,8 @@ DrawCopy = Callable[[Route, int, Result | None], Result]
 @dataclass(frozen=True)
 class LocalRoute(Route):
     read: LocalRead
+
+    as_written = False  # randomized rows, each released on its own
 
     @property
     def prepared(self) -> LocalRead:
@@ -63,6 +65,10 @@ class LocalRoute(Route):
     @property
     def output_names(self) -> list[str]:
         return self.read.output_names
+
+    @property
+    def measured(self) -> tuple[Measured, ...]:
+        return ()  # randomized rows: no exact measurement to compare
 
     def cost(self, accounting: str) -> Cost:
         return pure_cost(self.read.epsilon, accounting)

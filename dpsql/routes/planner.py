@@ -105,16 +105,23 @@ class Planner:
         DIFFERENTIAL_PRIVACY OPTIONS`` in ``sql`` overrides them and the privacy parameters
         (:mod:`dpsql.query.dp_clause`). :class:`~dpsql.database.Database` reads the clause and
         the clock itself, before it parses the text, and asks :meth:`route`."""
+        return cast("Prepared | Releases", self.route_query(
+            sql, epsilon, delta, mechanism, tree=tree, bounds=bounds).prepared)
+
+    def route_query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
+                    mechanism: str = "laplace", *, tree: exp.Expression | None = None,
+                    bounds: ContributionBounds | None = None) -> Route:
+        """The route of the SQL text as sent, as for :meth:`prepare_query` (which returns
+        what it prepared)."""
         composite = composite_of(sql, self.metadata)  # a UNION of private queries, ...
         if composite is not None:
             return prepare_releases(composite, self.route, self.metadata, epsilon, delta,
                                     mechanism, bounds)
         clause = resolve_query(sql, epsilon, delta, bounds)
         folded = fold_clock(clause.sql)
-        route = self.route(folded, epsilon if clause.epsilon is None else clause.epsilon,
-                           clause.delta, mechanism, tree=tree if folded == sql else None,
-                           bounds=clause.bounds, report=clause.report)
-        return cast("Prepared | Releases", route.prepared)
+        return self.route(folded, epsilon if clause.epsilon is None else clause.epsilon,
+                          clause.delta, mechanism, tree=tree if folded == sql else None,
+                          bounds=clause.bounds, report=clause.report)
 
     def route(self, sql: str, epsilon: float, delta: float, mechanism: str, *,
               tree: exp.Expression | None = None, bounds: ContributionBounds | None = None,

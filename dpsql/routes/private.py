@@ -15,7 +15,7 @@ from dpsql.ledger.budget import Ledger
 from dpsql.privacy.accounting import Cost, query_cost
 from dpsql.privacy.plan import Plan
 from dpsql.routes.pipeline import answer, engine_sql, explain
-from dpsql.routes.route import Answering, Route
+from dpsql.routes.route import Answering, Measured, Route
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,10 @@ class PrivatePlan(Route):
     @property
     def reports(self) -> bool:
         return True
+
+    @property
+    def measured(self) -> tuple[Measured, ...]:
+        return (Measured(self.plan),)
 
     def cost(self, accounting: str) -> Cost:
         return query_cost(self.plan, accounting)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import NoReturn, cast
+from typing import NoReturn
 
 from sqlglot import exp
 
@@ -52,7 +52,7 @@ from dpsql.query.composite import Composite, Part, check_outer, outer_query, spl
 from dpsql.query.dates import fold_clock
 from dpsql.query.dp_clause import DIALECT, resolve_tree
 from dpsql.routes.exact import ExactRoute
-from dpsql.routes.route import Answering, Route
+from dpsql.routes.route import Answering, Measured, Route
 from dpsql.routes.series import TwoReleases
 
 #: Routes one resolved query (:meth:`dpsql.routes.planner.Planner.route`).
@@ -74,6 +74,8 @@ class PreparedPart:
 class Releases(Route):
     """The prepared composite: each part on its route; the whole's privacy parameters are the
     sums of the parts' (:meth:`cost` is what is charged)."""
+
+    as_written = False  # each part released on its own, then combined
 
     composite: Composite
     parts: tuple[PreparedPart, ...]
@@ -120,9 +122,9 @@ class Releases(Route):
         return self.delta
 
     @property
-    def charged_parts(self) -> tuple[Plan | TwoReleases, ...]:
-        """What each charged part prepared (a plan, two releases)."""
-        return tuple(cast("Plan | TwoReleases", p.prepared) for p in self._private)
+    def measured(self) -> tuple[Measured, ...]:
+        """Each charged part's releases, as alone (what combines them is post-processing)."""
+        return tuple(m for p in self._private for m in p.route.measured)
 
     @property
     def output_names(self) -> list[str]:

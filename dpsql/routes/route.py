@@ -14,7 +14,11 @@ asking which kind it has:
    under the owner's time limit (``interrupts``: what it stops; an ``exact`` route reads
    public information only, so it skips the time grid and shows its own errors);
 4. ``explain``, ``columns``, ``caveats``, ``retained``: EXPLAIN, the server's Describe, the
-   notes on a released answer, the plan a retention estimate reads.
+   notes on a released answer, the plan a retention estimate reads;
+5. ``measured``, ``as_written``: what the audits (:mod:`dpsql.audit`) compare, so that they
+   too never ask which kind of route they have: the private releases whose exact
+   measurements the neighbour harness checks (:class:`Measured`), and whether the answer is
+   the query as written over the owner's tables, which the oracle reads as plain SQL.
 
 The implementations: :mod:`dpsql.routes.exact` (public reads, free answers, the ledger views),
 :mod:`dpsql.routes.private` (one private plan), :mod:`dpsql.routes.local` (randomized local
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING
 from dpsql.errors import UnsupportedQuery
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from dpsql.engines import CancelToken, Engine
     from dpsql.execution.postprocess import Result
@@ -60,6 +64,21 @@ class Answering:
     sql: str = ""  # the query answered, as the owner's log names it
 
 
+@dataclass(frozen=True)
+class Measured:
+    """One private release whose exact (noise-free) measurements the audits compare: the
+    neighbour harness on neighbouring data (:mod:`dpsql.audit.neighbours`), the oracle against
+    its reference (:mod:`dpsql.audit.oracle`)."""
+
+    plan: Plan
+    label: str = ""  # how a report names it among a route's releases ("release 1: ")
+    #: The release planned from the keys this one gave (two releases: the outer query filtered
+    #: by the inner's keys), given rows holding those keys at the columns its links read, the
+    #: metadata and the public rows; None: nothing follows.
+    then: Callable[[Sequence[tuple[object, ...]], Metadata, PublicRows | None],
+                   Measured] | None = None
+
+
 class Route:
     """One way of answering a prepared query (module docstring). The defaults are those of a
     private release answered on the engine; each route overrides what differs."""
@@ -73,6 +92,11 @@ class Route:
     epsilon: float = 0.0
     delta: float = 0.0
     mechanism: str = "laplace"
+    #: The answer is the query as written, read over the owner's tables: exactly, or released
+    #: by the one plan of :attr:`measured` (the oracle compares it with that SQL read plainly).
+    #: Not the ledger views (the ledger's rows), local rows (randomized rows), nor releases
+    #: combined (two releases, a composite's parts).
+    as_written: bool = True
 
     @property
     def prepared(self) -> object:
@@ -98,6 +122,14 @@ class Route:
         """Whether ``report_format => 'JSON'`` may ask for this route's report: one private
         release, or a free answer's columns (:func:`dpsql.routes.releases.check_report_route`)."""
         return False
+
+    @property
+    def measured(self) -> tuple[Measured, ...]:
+        """The plans this route answers with, in order, whose exact measurements the audits
+        compare (a free answer's plan too: its keys must not move on any neighbour); none for
+        a read of public tables or of the ledger views, nor for local rows (randomized rows,
+        checked row by row: ``tests/neighbours/test_neighbours_local.py``)."""
+        raise NotImplementedError
 
     def cost(self, accounting: str) -> Cost:
         """The ledger cost under ``accounting`` (:mod:`dpsql.privacy.accounting`)."""

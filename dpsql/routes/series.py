@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -60,7 +60,7 @@ from dpsql.privacy.plan import Plan
 from dpsql.query.joins import PublicRows
 from dpsql.query.parse import parse
 from dpsql.routes.pipeline import answer, engine_sql, explain, prepare_plan
-from dpsql.routes.route import Answering, Route
+from dpsql.routes.route import Answering, Measured, Route
 
 #: Prepares one release (:meth:`dpsql.routes.planner.Planner.prepare`, cached).
 Prepare = Callable[..., Plan]
@@ -93,6 +93,8 @@ class TwoReleases(Route):
     mechanism: str
     bounds: ContributionBounds | None = None  # the query's own contribution bounds
 
+    as_written = False  # the outer query is answered as filtered by release 1's keys
+
     @property
     def cost_epsilon(self) -> float:
         return self.inner.cost_epsilon + self.outer.cost_epsilon
@@ -104,6 +106,26 @@ class TwoReleases(Route):
     @property
     def output_names(self) -> list[str]:
         return self.outer.query.output_names
+
+    @property
+    def measured(self) -> tuple[Measured, ...]:
+        """Release 1, followed by release 2 planned for the keys it gave (at most as many as
+        it can release: :func:`_max_keys`), as :func:`answer_two` plans it."""
+        def then(rows: Sequence[tuple[object, ...]], metadata: Metadata,
+                 public: PublicRows | None) -> Measured:
+            return Measured(self.second(rows[:_max_keys(self.inner)], metadata, public),
+                            "release 2: ")
+        return (Measured(self.inner, "release 1: ", then),)
+
+    def second(self, rows: Sequence[tuple[object, ...]], metadata: Metadata,
+               public: PublicRows | None) -> Plan:
+        """The plan of release 2 when release 1 gave ``rows``: the outer query filtered by
+        their keys (planned after the charge: :func:`_prepare_filled`), only the released
+        groups kept (:func:`_released_groups_only`)."""
+        keys = [tuple(row[link.column] for link in self.links) for row in rows]
+        outer = _prepare_filled(_fill(self.template, self.links, keys, self.in_list),
+                                metadata, public, self)
+        return _released_groups_only(outer, self, keys)
 
     def cost(self, accounting: str) -> Cost:
         """The total of both releases (sequential composition; rhos add under zCDP)."""
@@ -399,13 +421,11 @@ def answer_two(p: TwoReleases, context: Answering) -> Result:
     drawing from the context's randomness)."""
     engine, rng = context.engine, context.rng
     released = answer(p.inner, engine, rng)
-    keys = [tuple(row[link.column] for link in p.links) for row in released.rows]
-    outer = _prepare_filled(_fill(p.template, p.links, keys, p.in_list), context.metadata,
-                            context.public, p)
+    outer = p.second(released.rows, context.metadata, context.public)
     if (outer.cost_epsilon, outer.cost_delta, outer.rho) != (
             p.outer.cost_epsilon, p.outer.cost_delta, p.outer.rho):
         raise InternalError("the outer query's cost changed with the released keys (a bug)")
-    result = answer(_released_groups_only(outer, p, keys), engine, rng)
+    result = answer(outer, engine, rng)
     result.epsilon, result.delta = p.cost_epsilon, p.cost_delta
     return result
 
