@@ -4,7 +4,6 @@ once and asks no route which kind it is."""
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -97,26 +96,3 @@ def test_a_private_query_is_read_once(db: dpsql.Database,
     db.run("SELECT sex, COUNT(*) FROM people GROUP BY sex", 0.5)
     assert calls == {"composite_of": 1, "resolve_query": 1, "fold_clock": 1, "route": 1,
                      "check": 1, "_charge": 1, "answer": 1, "_store": 1}
-
-
-ROUTE_KINDS = {"PublicRead", "FreeAnswer", "LocalRead", "LedgerRead", "TwoReleases",
-               "Releases", "Plan", "PublicRoute", "FreeRoute", "LocalRoute", "LedgerRoute",
-               "PrivatePlan"}
-
-
-def test_nothing_outside_the_route_package_asks_which_route_it_has() -> None:
-    """No module of dpsql but the audit's harnesses (which dissect plans to measure them) and
-    dpsql/routes/ itself calls isinstance on a kind of route."""
-    package = Path(dpsql.__file__).parent
-    routes = Path(dpsql.routes.__file__).parent
-    asking = []
-    for path in package.rglob("*.py"):
-        if path.is_relative_to(routes) or path.is_relative_to(package / "audit"):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" \
-                    and len(node.args) == 2:
-                names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
-                if names & ROUTE_KINDS:
-                    asking.append(f"{path.relative_to(package)}:{node.lineno}")
-    assert not asking, asking
