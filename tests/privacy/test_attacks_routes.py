@@ -8,6 +8,7 @@ names is open.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -16,11 +17,12 @@ import duckdb
 import pytest
 import sqlglot
 import tomli_w
+from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 
 import dpsql
 from dpsql.engines import Engine
-from dpsql.errors import EngineError, EngineFailure, UnknownTable
+from dpsql.errors import EngineError, EngineFailure, QueryTimeout, UnknownTable
 from dpsql.query.dry_shapes import dry_shape
 from dpsql.query.parameters import frozen_parameters
 from grammar_tests.databases import auto_metadata
@@ -206,7 +208,7 @@ def test_each_analysts_default_epsilon_is_their_own_route(sample_db: dpsql.Datab
     alice = sample_db.run(sql, analyst="alice")
     bob = sample_db.run(sql, analyst="bob")
     assert alice.cost is not None and bob.cost is not None
-    assert (alice.cost.epsilon, bob.cost.epsilon) == (pytest.approx(1.0), pytest.approx(0.25))
+    assert (alice.cost.epsilon, bob.cost.epsilon) == pytest.approx((1.0, 0.25))
 
 
 # --- dry-run shapes --------------------------------------------------------------------------
@@ -235,6 +237,7 @@ def test_one_shape_one_dry_run_outcome() -> None:
     for c, form, n in itertools.product(_COLUMNS, _FORMS, _NUMBERS):
         tree = sqlglot.parse_one("SELECT COUNT(*) FROM t WHERE " + form.format(c=c, n=n),
                                  read="duckdb")
+        assert isinstance(tree, exp.Expression)
         shape = dry_shape(tree, DuckDB)
         if shape is None:
             continue
@@ -246,3 +249,34 @@ def test_one_shape_one_dry_run_outcome() -> None:
         outcomes.setdefault(shape, set()).add(passed)
     assert len(outcomes) > 500  # opaque numbers were met, in many shapes
     assert all(len(seen) == 1 for seen in outcomes.values())
+
+
+def test_the_query_around_the_parts_keeps_the_front_doors_cap(tmp_path: Path) -> None:
+    """A front door's own cap on the owner's statement_timeout (the server's
+    ``--statement-timeout``, passed as ``timeout``) bounds the query around a composite's
+    parts too, as it bounds the parts that run on the engine: it ran up to the metadata's
+    limit (300 s), on a thread the door had meant to free."""
+    path = tmp_path / "metadata.toml"
+    path.write_text('[budget]\nledger = "ledger.sqlite"\n[analysts.alice]\nepsilon = 20.0\n' +
+                    sample_tables_toml(), encoding="utf-8")
+    values = "(VALUES " + ", ".join(f"({i})" for i in range(200)) + ")"
+    joined = ", ".join(f"{values} AS v{i}(x)" for i in range(5))
+    private = ("(SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon = 1, delta = 0) COUNT(*) "
+               "FROM people)")
+    sql = f"SELECT SUM(v0.x * v1.x + v2.x - v3.x * v4.x) AS n FROM {joined} " \
+          f"WHERE {private} IS NOT NULL"
+    outcome: list[BaseException] = []
+
+    def ask() -> None:
+        with dpsql.Database(SAMPLE, path, analyst="alice") as db:
+            try:
+                db.run(sql, timeout=1.0)
+            except BaseException as e:  # the outcome is the test's
+                outcome.append(e)
+
+    worker = threading.Thread(target=ask, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the combining query ran past the door's cap"
+    assert len(outcome) == 1 and isinstance(outcome[0], QueryTimeout)
+    assert outcome[0].seconds == 1.0 and "was charged" in str(outcome[0])
