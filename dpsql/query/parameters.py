@@ -35,14 +35,28 @@ Parameters = Sequence[Any] | Mapping[str, Any] | None
 
 
 def frozen_parameters(parameters: Parameters) -> object:
-    """A hashable image of the parameters (type included: 1 and 1.0 and True bind apart)."""
+    """A hashable image of the parameters that tells apart every two sets of values that bind
+    to different texts: the type of each value, inside arrays too (1, 1.0 and True bind
+    apart), and a number as it is written (``Decimal('1.00')`` is not ``Decimal('1.0')``,
+    ``-0.0`` is not ``0.0``, though each pair is equal in Python), so that a memo keyed by
+    it never answers one text for another."""
     if parameters is None:
         return None
     if not isinstance(parameters, list | tuple | Mapping):
         raise TypeError("only lists, tuples and mappings are memoised")  # e.g. an iterator
     if isinstance(parameters, Mapping):
-        return tuple(sorted((k, type(v).__name__, v) for k, v in parameters.items()))
-    return tuple((type(v).__name__, v) for v in parameters)
+        return tuple(sorted((k, _frozen(v)) for k, v in parameters.items()))
+    return tuple(_frozen(v) for v in parameters)
+
+
+def _frozen(value: Any) -> object:
+    """One value of :func:`frozen_parameters`: its type and, for a number whose equal values
+    are written apart (:func:`_literal`) or an array, what it binds as."""
+    if isinstance(value, list | tuple):
+        return type(value).__name__, tuple(_frozen(v) for v in value)
+    if isinstance(value, float | decimal.Decimal):
+        return type(value).__name__, repr(value)
+    return type(value).__name__, value
 
 
 def bind_parameters(sql: str, parameters: Parameters = None) -> str:

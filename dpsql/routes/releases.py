@@ -146,9 +146,15 @@ class Releases(Route):
         combined; a probe's columns only, no part run."""
         if self.probe is not None:
             return combine(self.composite, _empty_answers(self), self.time_limit)
-        return combine(self.composite, [_answer_part(p.route, context, self.time_limit,
-                                                     self.charged) for p in self.parts],
-                       self.time_limit)
+        limit = self._limit(context)
+        return combine(self.composite, [_answer_part(p.route, context, limit, self.charged)
+                                        for p in self.parts], limit)
+
+    def _limit(self, context: Answering) -> float:
+        """The owner's statement_timeout, lowered by a front door's own cap (the server's
+        ``--statement-timeout``: ``context.limit``, :meth:`dpsql.database.Database._limit`),
+        as for the parts that run on the engine."""
+        return min(self.time_limit, context.limit) if context.limit > 0 else self.time_limit
 
     def explain(self, engine: Engine | None) -> Explanation:
         return explain_releases(self, engine)
