@@ -9,6 +9,7 @@ on each neighbour of its synthetic world."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -135,6 +136,11 @@ def test_same_key_for_every_value_in_postgres(pg_url: str, lo: float, hi: float)
     assert before == after
 
 
+#: Every aggregate that releases a fine histogram is named so (a superset: MIN in MINUTE too):
+#: the harness runs only the corpus cases that can hold one.
+_QUANTILE_NAMES = re.compile(r"MEDIAN|QUANTILE|PERCENTILE|MIN|MAX", re.IGNORECASE)
+
+
 def _corpus_metadata() -> Iterator[tuple[str, Any]]:
     """The corpus databases with real-valued columns (events' quantiles read timestamps)."""
     yield "sample", parse_metadata(corpus_metadata(), source="corpus")
@@ -172,7 +178,7 @@ def test_same_engine_output_on_the_corpus_worlds(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(neighbours, "engine_sql", both)
     cases = [c.sql for c in load_corpus() if c.database == database
-             and c.verdict == "accepted"]
+             and c.verdict == "accepted" and _QUANTILE_NAMES.search(c.sql)]
     summary = check_queries(cases, hood)
     assert not summary.violations
     assert checked, f"no fine histogram in the {database} corpus"
