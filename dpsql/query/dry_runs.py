@@ -13,8 +13,9 @@ their place (:func:`dpsql.engines.empty.with_empty`; each other engine's ``compi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import overload
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -24,16 +25,39 @@ from dpsql.query.joins import Relation
 
 
 def empty_tables(relation: Relation | None, table: Table, schema: Mapping[str, str]
-                 ) -> list[tuple[str, exp.Select]]:
+                 ) -> Sequence[tuple[str, exp.Select]]:
     """Every declared table the rewritten query reads (``table`` alone without a join; every
     source and semi-join's table with one), each as a typed ``SELECT`` of no row: its columns
     as ``schema``'s physical types (keyed by joined column names,
     :func:`dpsql.query.joins.physical`; the declared types where unknown). An engine's query run
     over these instead of the tables reads no data, so an error it raises is one it would raise on
     any data: a refusal before the charge (each engine's ``compile``)."""
-    # with_empty generates its tree in place: a copy of each cached SELECT
-    return [(name, _empty_select(columns).copy())
-            for name, columns in _typed_tables(relation, table, schema)]
+    return EmptyTables(_typed_tables(relation, table, schema))
+
+
+class EmptyTables(Sequence[tuple[str, exp.Select]]):
+    """:func:`empty_tables`: each table's SELECT is copied when it is read (``with_empty``
+    generates its tree in place), not before: DuckDB and Spark never read them (their dry runs
+    take the query's own text), and a new query text would pay a tree copy per table."""
+
+    def __init__(self, typed: list[tuple[str, _Columns]]) -> None:
+        self._typed = typed
+
+    def __len__(self) -> int:
+        return len(self._typed)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, exp.Select]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, exp.Select]]: ...
+
+    def __getitem__(self, index: int | slice
+                    ) -> tuple[str, exp.Select] | list[tuple[str, exp.Select]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        name, columns = self._typed[index]
+        return name, _empty_select(columns).copy()
 
 
 def empty_creates(relation: Relation | None, table: Table, schema: Mapping[str, str]

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pytest
+from sqlglot import exp
 
 import dpsql
 import dpsql.routes.pipeline
@@ -358,3 +359,25 @@ def test_duckdbs_dry_run_is_the_text_it_runs(monkeypatch: pytest.MonkeyPatch,
     crafted.db.query("SELECT sex, COUNT(*), MEDIAN(age) FROM t GROUP BY sex")
     assert [kind for kind, _ in steps] == ["dry", "engine"]
     assert steps[0][1] == steps[1][1] and "__h0" in steps[1][1]  # the gathered histogram
+
+
+def test_empty_tables_are_typed_selects_copied_when_read(tmp_path: Path) -> None:
+    """The empty tables an engine's dry run reads: each table's typed SELECT of no row, a
+    fresh copy at each read (``with_empty`` places it in its own tree), built only if read."""
+    from dpsql.engines.empty import with_empty
+    from dpsql.query.dry_runs import empty_tables
+    from tests.support.sandbox import sandbox
+
+    setup = sandbox(tmp_path, {}, metered=False)
+    with dpsql.Database(setup.database, setup.metadata) as db:
+        people = db.metadata.tables["people"]
+        empties = empty_tables(None, people, {"age": "BIGINT"})
+        assert len(empties) == 1 and empties[0][0] == "people"
+        ((_, first),) = list(empties)
+        second = empties[-1][1]
+        assert first is not second and first == second and first.parent is None
+        select = first.sql(dialect="duckdb")
+        assert 'CAST(NULL AS BIGINT) AS "age"' in select and select.endswith("WHERE FALSE")
+        dry = with_empty(exp.select("COUNT(*)").from_("people"), empties)
+        assert duckdb.sql(dry.sql(dialect="duckdb")).fetchall() == [(0,)]
+        assert empties[0:1] == [("people", first)] and empties[1:] == []

@@ -17,6 +17,7 @@ import pytest
 from dpsql.database import Database
 from dpsql.explanation.render import render
 from dpsql.server import Server, ServerConfig
+from dpsql.server.machine.classify import Classifier
 from dpsql.server.machine.machine import Machine
 from dpsql.server.machine.outcome import Terminate
 from dpsql.server.wire import protocol as p
@@ -85,6 +86,44 @@ def test_classifier_details(server: Server) -> None:
     explain = c.classify("EXPLAIN (FORMAT TEXT) SELECT COUNT(*) FROM public.people")
     assert explain.engine_sql.upper().startswith("SELECT COUNT(*) FROM")
     assert c.classify("SELECT 1") is c.classify("SELECT 1")  # cached by text
+
+
+@pytest.mark.parametrize("template", [
+    "SELECT COUNT(*) FROM people WHERE age > {} AND income < {}",
+    "SELECT date_trunc('month', day) AS m, SUM(amount) FROM visits WHERE amount < {} "
+    "GROUP BY 1 ORDER BY {}",
+    "SELECT VAR_SAMP(income), (age + {})::numeric(10, 2) FROM people LIMIT {}",
+    "SELECT COUNT(*) FROM public.people WHERE age > {} AND income < {}",  # public. dropped
+    "SELECT COUNT(*) FROM people WHERE age > ${} OR income < {}",  # $n: a parameter's name
+])
+def test_classifier_numbers_only_reuse_the_classification(template: str) -> None:
+    """A text that differs from one classified before only in its numbers (a dashboard's moving
+    value) is classified as a fresh parse would classify it -- kind, engine text, output names,
+    parameters -- whether or not it skipped the parse."""
+    warm = Classifier({"people", "visits"}, set())
+    warm.classify(template.format(1, 2))
+    for values in ((1, 3), (2, 2), (7, 1.5e3)):
+        text = template.format(*values)
+        reused, parsed = warm.classify(text), Classifier({"people", "visits"}, set()).classify(text)
+        assert (reused.kind, reused.engine_sql, reused.names, reused.nparams) == \
+            (parsed.kind, parsed.engine_sql, parsed.names, parsed.nparams) and \
+            reused.kind == "query" and reused.engine_sql == text.replace("public.", "")
+
+
+def test_classifier_skips_the_parse_only_for_a_private_query() -> None:
+    c = Classifier({"people"}, {"pg_class"})
+    c.classify("SELECT COUNT(*) FROM people WHERE age > 30")
+    assert c.classify("SELECT COUNT(*) FROM people WHERE age > 31").tree is None  # not parsed
+    assert c.classify("SELECT COUNT(*) FROM people WHERE age > 'x'").tree is not None
+    assert c.classify("SELECT COUNT(*) FROM people  WHERE age > 32 -- moved").tree is None
+    # a catalog query is parsed (and checked) every time, never classified by its template
+    for n in range(1, 4):
+        statement = c.classify(f"SELECT relname FROM pg_class LIMIT {n}")
+        assert statement.kind == "catalog" and statement.tree is not None
+    # ... and a text whose engine text is rewritten (public.) as well
+    c.classify("SELECT COUNT(*) FROM public.people WHERE age > 30")
+    statement = c.classify("SELECT COUNT(*) FROM public.people WHERE age > 31")
+    assert statement.tree is not None and "public" not in statement.engine_sql.lower()
 
 
 # -- the state machine -----------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typing import cast
 import sqlglot
 from sqlglot import Dialect, exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from dpsql.cache import LRU
 from dpsql.errors import QueryTooComplex
@@ -106,6 +107,8 @@ class Classifier:
         self.columns: paramtypes.ColumnTypes = columns or {}
         self._cache: LRU[str, Statement] = LRU(size)
         self._inferred: LRU[str, dict[int, int]] = LRU(size)
+        # a private query's output names by its numbers-free template (see _query)
+        self._templates: LRU[_Template, tuple[list[str] | None]] = LRU(size)
 
     def classify(self, text: str) -> Statement:
         return self._cache.get_or_compute(text, lambda: self._classify(text))
@@ -162,6 +165,25 @@ class Classifier:
         return statement
 
     def _query(self, text: str, nparams: int) -> Statement:
+        """A query, classified from its PostgreSQL parse -- or, for a text that differs from
+        one parsed before only in its numbers (a dashboard's moving filter value, issue 39),
+        from that text's classification, without a parse: numbers are leaves of the parse,
+        whatever their value, so the tree has the same tables, functions and output names.
+        Only a private query (the library's checks answer it) is classified so, and only one
+        whose engine text is its own text; a catalog query is parsed every time."""
+        template = _template(text)
+        known = self._templates.get(template) if template is not None else None
+        if known is not None:
+            names = known[0]
+            return Statement(text, StatementKind.QUERY, engine_sql=text,
+                             names=None if names is None else list(names), nparams=nparams)
+        statement = self._parsed_query(text, nparams)
+        if template is not None and statement.kind is StatementKind.QUERY and \
+                statement.tree is not None and statement.engine_sql is text:
+            self._templates.put(template, (statement.names,))
+        return statement
+
+    def _parsed_query(self, text: str, nparams: int) -> Statement:
         cleaned = clean(text)
         try:
             # cast: sqlglot types parse results as its Expr trait; every node is an Expression
@@ -283,6 +305,29 @@ def clean(text: str) -> str:
 
 
 _POSTGRES = Dialect.get_or_raise("postgres")
+#: A text's PostgreSQL tokens, each number's value left out (:func:`_template`).
+_Template = tuple[tuple[TokenType, str], ...]
+
+
+def _template(text: str) -> _Template | None:
+    """The text's tokens (type and text; comments and spacing are no tokens), with each
+    number's value left out: two texts with one template parse to the same tree but for the
+    numbers' values. None when it does not tokenize, or has no number to leave out. A number
+    after ``$`` (a parameter's) is kept: it names the parameter."""
+    try:
+        tokens = _POSTGRES.tokenize(text)
+    except (SqlglotError, ValueError):
+        return None
+    template = []
+    numbers = 0
+    for i, token in enumerate(tokens):
+        if token.token_type is TokenType.NUMBER and \
+                (i == 0 or tokens[i - 1].token_type is not TokenType.PARAMETER):
+            template.append((TokenType.NUMBER, ""))
+            numbers += 1
+        else:
+            template.append((token.token_type, token.text))
+    return tuple(template) if numbers else None
 _Edit = tuple[tuple[int, int, str], int]  # (start, end, replacement), the next token's index
 _CATALOG_TYPES = re.compile(r"(oid|xid|cid|tid|aclitem|reg[a-z]+)", re.I)
 
