@@ -84,13 +84,16 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
     """A row-level expression made total: columns read clamped, casts that cannot fail,
     divisions by zero that give NULL.
 
-    With ``filtering`` (a WHERE clause), a column compared directly with constants is read as
-    stored, without clamping: a row filter cannot change how much one unit contributes, any
-    comparison of matching types is total, and the engine can then push the filter into its
-    scan (a float column's NaN is still read as NULL, :meth:`Reader.stored`). A column used
-    in arithmetic is clamped as everywhere else.
+    With ``filtering`` (a WHERE clause, an ON clause: only TRUE keeps a row), a column compared
+    directly with constants is read as stored, without clamping: a row filter cannot change how
+    much one unit contributes, any comparison of matching types is total, and the engine can
+    then push the filter into its scan (a float column's NaN is still read as NULL,
+    :meth:`Reader.stored`, or excluded once for the whole filter: :func:`_nan_guards`). A
+    column used in arithmetic is clamped as everywhere else.
     """
     reader = reader or Reader(table, {})
+    node = node.copy()
+    guarded = _nan_guards(node, table, reader) if filtering else {}
 
     def fix(n: exp.Expression) -> exp.Expression:
         # A replaced node's children are not visited again, so rebuild them with total().
@@ -99,6 +102,8 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             # of x's own type, as x alone is (an automatic bound wraps x so after the charge)
             return reader.read(narrowed[0], widen=n.parent is not None, within=narrowed[1:])
         if isinstance(n, exp.Column):
+            if id(n) in guarded:  # its NaN excluded by the guard AND-ed below
+                return exp.column(n.name, quoted=True)
             if filtering and _compared(n) and reader.comparable(n):
                 return reader.stored(n)
             # A bare integer column is summed as stored (DuckDB sums into HUGEINT); one
@@ -146,7 +151,57 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
                                                      expression=exp.Literal.number(0)))
         return n
 
-    return node.copy().transform(fix, copy=False)
+    out = node.transform(fix, copy=False)
+    nan = exp.cast(exp.Literal.string("NaN"), DType.DOUBLE)
+    guards = [exp.NEQ(this=exp.column(name, quoted=True), expression=nan.copy())
+              for name in dict.fromkeys(guarded.values())]
+    return cast(exp.Expression, exp.and_(out, *guards, copy=False)) if guards else out
+
+
+def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    """The AND-ed parts of a condition (parentheses looked through)."""
+    if node is None:
+        return []
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    return [node]
+
+
+#: Comparisons that are NULL whenever their column operand is NULL (``IS``, ``IS [NOT]
+#: DISTINCT FROM`` are TRUE or FALSE for NULL: not these).
+_STRICT = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between)
+
+
+def _nan_guards(where: exp.Expression, table: Table, reader: Reader) -> dict[int, str]:
+    """The float columns of a filter's top-level conjuncts (AND-ed, each a strict comparison
+    with constants, under any number of NOTs) that may be read as stored, NaN included, if
+    the filter is AND-ed with ``column <> 'NaN'``: by id, each column's name.
+
+    A filter keeps the rows where it is TRUE, so NULL and FALSE are the same at its top.
+    Such a conjunct of ``NULLIF(x, 'NaN')`` (:meth:`Reader.stored`) is NULL, not TRUE, where
+    ``x`` is NULL or NaN (NOT of NULL is NULL); read as ``x`` it is the same elsewhere, and
+    the guard, FALSE at NaN, drops the NaN rows (where ``x > 5`` alone would be TRUE: NaN
+    sorts above every number). The two filters keep the same rows, and DuckDB pushes
+    ``x > 5`` and ``x <> 'NaN'`` into its scan, which it cannot do with NULLIF (issue 39).
+    Under OR, CASE or arithmetic, NULL and FALSE differ, so a column there keeps NULLIF."""
+    found: dict[int, str] = {}
+    for test in conjuncts(where):
+        while isinstance(test, exp.Not):  # NOT of a strict comparison is strict (not of an AND)
+            test = test.this.unnest()
+        if not isinstance(test, _STRICT):
+            continue
+        # Not an item of IN's list: 5 IN (x, 5) is TRUE whatever x is.
+        for operand in (test.this, test.args.get("expression")):
+            column = operand.unnest() if operand is not None else None
+            if not isinstance(column, exp.Column):
+                continue
+            meta = table.column(column.name)
+            if meta is not None and meta.type == ColumnType.FLOAT and _compared(column) \
+                    and reader.comparable(column):
+                found[id(column)] = column.name
+    return found
 
 
 def _real(node: exp.IntDiv, table: Table) -> bool:
