@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from typing import cast
 
@@ -106,6 +107,8 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
                 return exp.column(n.name, quoted=True)
             if filtering and _compared(n) and reader.comparable(n):
                 return reader.stored(n)
+            if _temporal_inside(n, table, reader):  # the same test as clamped, pushable
+                return exp.column(n.name, quoted=True)
             # A bare integer column is summed as stored (DuckDB sums into HUGEINT); one
             # inside an expression is widened to BIGINT first, so its arithmetic cannot
             # overflow a narrow type.
@@ -338,6 +341,54 @@ def temporal_range(kind: str) -> tuple[dt.date, dt.date]:
     return TIMESTAMP_RANGE if kind == "TIMESTAMP" else DATE_RANGE
 
 
+def read_range(meta: Column) -> tuple[dt.date, dt.date]:
+    """The interval a date or timestamp column is read clamped to: its declared bounds within
+    :func:`temporal_range` (all of it without them)."""
+    timestamp = meta.type == ColumnType.TIMESTAMP
+    lo, hi = temporal_range("TIMESTAMP" if timestamp else "DATE")
+    kind = dt.datetime if timestamp else dt.date
+    if isinstance(meta.lower, kind) and isinstance(meta.upper, kind):
+        lo, hi = max(meta.lower, lo), min(meta.upper, hi)
+    return lo, hi
+
+
+#: How a date and a timestamp constant are spelled once typed (dpsql.query.fold_constants).
+_ISO = {"DATE": re.compile(r"\d{4}-\d{2}-\d{2}"),
+        "TIMESTAMP": re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?")}
+
+
+def _temporal_inside(column: exp.Column, table: Table, reader: Reader) -> bool:
+    """Is ``column`` a date or timestamp stored as its type and an operand of a strict
+    comparison whose other operands are constants of that type strictly inside the interval
+    it is read clamped to (:func:`read_range`)? Then the comparison of the clamped value and
+    of the stored one are the same for every row, NULL included (a value below ``lo`` and
+    ``lo`` itself are both below every such constant; so for ``hi``), anywhere in any
+    expression, and the stored one can be pushed into the engine's scan (``day >=
+    '2025-03-01'``, a dashboard's time range)."""
+    meta = table.column(column.name)
+    parent = column.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if meta is None or meta.type not in (ColumnType.DATE, ColumnType.TIMESTAMP) or \
+            not isinstance(parent, _STRICT) or not reader.comparable(column):
+        return False
+    kind = meta.type.upper()
+    lo, hi = read_range(meta)
+    for operand in parent.iter_expressions():
+        constant = operand.unnest()
+        if constant is cast(exp.Expression, column):
+            continue
+        if not (isinstance(constant, exp.Cast) and constant.to.this == DType[kind]
+                and isinstance(constant.this, exp.Literal) and constant.this.is_string
+                and _ISO[kind].fullmatch(constant.this.this)):
+            return False
+        value = (dt.datetime if kind == "TIMESTAMP" else dt.date).fromisoformat(
+            constant.this.this)
+        if not lo < value < hi:
+            return False
+    return True
+
+
 def clamp_date(value: exp.Expression, lo: dt.date, hi: dt.date, kind: str = "DATE"
                ) -> exp.Expression:
     """``value`` (a DATE or TIMESTAMP) clamped to [lo, hi], NULL kept:
@@ -499,10 +550,7 @@ class Reader:
         value: exp.Expression = ref
         if stored not in _COMPARABLE["date"]:
             value = SafeCast(this=ref, to=exp.DataType.build(DType.DATE))
-        lo, hi = DATE_RANGE
-        if isinstance(meta.lower, dt.date) and isinstance(meta.upper, dt.date):
-            lo, hi = max(meta.lower, lo), min(meta.upper, hi)
-        return clamp_date(value, lo, hi)
+        return clamp_date(value, *read_range(meta))
 
     @staticmethod
     def _timestamp(ref: exp.Expression, meta: Column, stored: str) -> exp.Expression:
@@ -517,7 +565,4 @@ class Reader:
             value = exp.Cast(this=ref, to=exp.DataType.build(DType.TIMESTAMP))
         elif stored not in _COMPARABLE["timestamp"]:
             value = SafeCast(this=ref, to=exp.DataType.build(DType.TIMESTAMP))
-        lo, hi = TIMESTAMP_RANGE
-        if isinstance(meta.lower, dt.datetime) and isinstance(meta.upper, dt.datetime):
-            lo, hi = max(meta.lower, lo), min(meta.upper, hi)
-        return clamp_date(value, lo, hi, kind="TIMESTAMP")
+        return clamp_date(value, *read_range(meta), kind="TIMESTAMP")

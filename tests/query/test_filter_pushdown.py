@@ -11,6 +11,7 @@ the same rows; and that the forms that are rewritten are the ones meant.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from sqlglot import exp
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.postgres.dialect import PostgresDialect
 from dpsql.engines.spark.dialect import SparkDialect
+from dpsql.errors import UnsupportedQuery
 from dpsql.metadata.metadata import Table
 from dpsql.query import total_expressions
 from dpsql.query.total_expressions import Reader, total
@@ -31,7 +33,11 @@ TABLE: Table = metadata_from({"t": {"columns": {
     "x": {"type": "float", "lower": -10, "upper": 10, "nullable": True},
     "y": {"type": "float", "nullable": True},
     "n": {"type": "int", "lower": 0, "upper": 100, "nullable": True}}}}).tables["t"]
-PHYSICAL = {"x": "DOUBLE", "y": "DOUBLE", "n": "BIGINT"}
+PHYSICAL = {"x": "DOUBLE", "y": "DOUBLE", "n": "BIGINT", "day": "DATE", "ts": "TIMESTAMP"}
+DAYS: Table = metadata_from({"t": {"columns": {
+    "day": {"type": "date", "lower": dt.date(2025, 1, 1), "upper": dt.date(2025, 12, 31),
+            "nullable": True},
+    "ts": {"type": "timestamp", "nullable": True}}}}).tables["t"]
 
 X = ["'NaN'", "NULL", "'Infinity'", "'-Infinity'", "-0.0", "0.0", "5.0", "1.5", "-3.0",
      "10.0", "1e300"]
@@ -56,18 +62,24 @@ FILTERS = (
        "x = y", "x > 0 AND x = y"])
 
 
-def where(text: str, guards: bool = True) -> exp.Expression:
-    """The filter as dpsql runs it, with the NaN guards (new) or without (old)."""
+def where(text: str, guards: bool = True, table: Table = TABLE) -> exp.Expression:
+    """The filter as dpsql runs it (new), or as it ran before issue 39 (``guards`` False: no
+    NaN guards, dates and timestamps read clamped)."""
     node = sqlglot.parse_one(f"SELECT * FROM t WHERE {text}", read="duckdb").args["where"].this
+    for typed in node.find_all(exp.DataType):  # TIMESTAMP as fold_constants types a constant
+        if typed.this == exp.DataType.Type.TIMESTAMPNTZ:
+            typed.set("this", exp.DataType.Type.TIMESTAMP)
     if guards:
-        return total(node, TABLE, Reader(TABLE, PHYSICAL), filtering=True)
+        return total(node, table, Reader(table, PHYSICAL), filtering=True)
     none: Callable[..., dict[int, str]] = lambda *_: {}  # noqa: E731
-    original = total_expressions._nan_guards
+    never: Callable[..., bool] = lambda *_: False  # noqa: E731
+    originals = total_expressions._nan_guards, total_expressions._temporal_inside
     total_expressions._nan_guards = none  # type: ignore[assignment]
+    total_expressions._temporal_inside = never  # type: ignore[assignment]
     try:
-        return total(node, TABLE, Reader(TABLE, PHYSICAL), filtering=True)
+        return total(node, table, Reader(table, PHYSICAL), filtering=True)
     finally:
-        total_expressions._nan_guards = original  # type: ignore[assignment]
+        total_expressions._nan_guards, total_expressions._temporal_inside = originals
 
 
 def _values(dialect: str) -> str:
@@ -143,3 +155,106 @@ def test_which_columns_are_read_as_stored(text: str, guarded: list[str]) -> None
 def test_every_dialect_compiles(text: str) -> None:
     for dialect in (DuckDBDialect, PostgresDialect, SparkDialect):
         assert where(text).sql(dialect=dialect)
+
+
+#: (id, day, ts): below, at and above day's declared bounds, +-infinity, NULL; ts unbounded
+#: (read within the years 1 to 9999).
+INSTANTS = ["NULL", "'-infinity'", "'infinity'", "'2024-06-01'", "'2025-01-01'", "'2025-03-01'",
+            "'2025-03-02'", "'2025-12-31'", "'2026-01-01'", "'0001-01-01'", "'9999-12-31'"]
+DAY_ROWS = [(i, d, d if d != "'9999-12-31'" else "'9999-12-31 23:59:59.999999'")
+            for i, d in enumerate(INSTANTS)]
+DAY = "CAST('{}' AS DATE)"
+TS = "CAST('{}' AS TIMESTAMP)"
+DAY_FILTERS = (
+    [f"day {op} {DAY.format(c)}" for op in COMPARED
+     for c in ("2025-03-01", "2025-01-01", "2025-01-02", "2025-12-30", "2025-12-31", "2024-01-01",
+               "2026-06-01")]
+    + [f"ts {op} {TS.format(c)}" for op in COMPARED
+       for c in ("2025-03-01 00:00:00", "0001-01-01 00:00:00", "9999-12-31 23:59:59.999999",
+                 "2025-03-01 12:00:00.5")]
+    + [f"day BETWEEN {DAY.format('2025-03-01')} AND {DAY.format('2025-12-30')}",
+       f"day BETWEEN {DAY.format('2025-01-01')} AND {DAY.format('2025-03-01')}",
+       f"day NOT BETWEEN {DAY.format('2025-03-01')} AND {DAY.format('2025-06-01')}",
+       f"day IN ({DAY.format('2025-03-01')}, {DAY.format('2025-03-02')})",
+       f"day IN ({DAY.format('2025-03-01')}, {DAY.format('2025-12-31')})",
+       f"day NOT IN ({DAY.format('2025-03-01')}, {DAY.format('2025-01-01')})",
+       f"day IS DISTINCT FROM {DAY.format('2025-03-01')}",
+       f"day > {DAY.format('2025-03-01')} OR ts IS NULL",
+       f"CASE WHEN day < {DAY.format('2025-03-02')} THEN 1 ELSE 0 END = 1",
+       "day = CAST('2025-3-1' AS DATE)", f"day > {TS.format('2025-03-01 00:00:00')}"])
+
+
+def _day_values() -> str:
+    return ", ".join(f"({i}, CAST({d} AS DATE), CAST({t} AS TIMESTAMP))"
+                     for i, d, t in DAY_ROWS)
+
+
+@pytest.fixture(scope="module")
+def days() -> Iterator[duckdb.DuckDBPyConnection]:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id INTEGER, day DATE, ts TIMESTAMP)")
+    con.execute(f"INSERT INTO t VALUES {_day_values()}")
+    yield con
+    con.close()
+
+
+@pytest.mark.parametrize("text", DAY_FILTERS)
+def test_dates_keep_the_same_rows(days: duckdb.DuckDBPyConnection, text: str) -> None:
+    def kept(node: exp.Expression) -> list[int]:
+        sql = f"SELECT id FROM t WHERE {node.sql(dialect=DuckDBDialect)} ORDER BY id"
+        return [r[0] for r in days.execute(sql).fetchall()]
+
+    new, old = where(text, table=DAYS), where(text, guards=False, table=DAYS)
+    assert kept(new) == kept(old), new.sql()
+    for dialect in (PostgresDialect, SparkDialect):
+        assert _compiles(new, dialect) == _compiles(old, dialect)
+
+
+def _compiles(node: exp.Expression, dialect: type[sqlglot.Dialect]) -> bool:
+    """PostgreSQL refuses a TRY_CAST to TIMESTAMP, the old form and the new alike."""
+    try:
+        return bool(node.sql(dialect=dialect))
+    except UnsupportedQuery:
+        return False
+
+
+@pytest.mark.pg
+def test_postgres_dates_keep_the_same_rows(pg_cluster: Any) -> None:
+    import psycopg
+
+    cluster = pg_cluster.database("date_reads")
+    cluster.execute("CREATE TABLE t (id INTEGER, day DATE, ts TIMESTAMP)",
+                    f"INSERT INTO t VALUES {_day_values()}")
+    differ = []
+    with psycopg.connect(cluster.url()) as con:
+        for text in DAY_FILTERS:
+            forms = (where(text, table=DAYS), where(text, guards=False, table=DAYS))
+            if not _compiles(forms[1], PostgresDialect):
+                continue
+            kept = [[r[0] for r in con.execute(
+                f"SELECT id FROM t WHERE {node.sql(dialect=PostgresDialect)} ORDER BY id"
+            ).fetchall()] for node in forms]
+            if kept[0] != kept[1]:
+                differ.append((text, forms[0].sql(dialect=PostgresDialect)))
+    assert differ == []
+
+
+@pytest.mark.parametrize(("text", "stored"), [
+    (f"day >= {DAY.format('2025-03-01')}", True),
+    (f"day BETWEEN {DAY.format('2025-03-01')} AND {DAY.format('2025-04-01')}", True),
+    (f"day > {DAY.format('2025-03-01')} OR ts IS NULL", True),
+    (f"ts < {TS.format('2025-03-01 00:00:00')}", True),
+    (f"day >= {DAY.format('2025-01-01')}", False),  # lo: every earlier day reads as lo
+    (f"day < {DAY.format('2025-12-31')}", False),  # hi
+    (f"day > {DAY.format('2026-06-01')}", False),
+    (f"day IN ({DAY.format('2025-03-01')}, {DAY.format('2025-12-31')})", False),
+    (f"day > {TS.format('2025-03-01 00:00:00')}", False),  # another type
+    ("day = CAST('2025-3-1' AS DATE)", False),  # not as typed constants are spelled
+])
+def test_which_dates_are_read_as_stored(text: str, stored: bool) -> None:
+    """A date or timestamp compared with constants strictly inside the interval it is read
+    clamped to is read as stored (no CASE around it, the scan can filter it)."""
+    node = where(text, table=DAYS)
+    clamped = any(isinstance(c.parent, exp.LT) and isinstance(c.parent.parent, exp.If)
+                  for c in node.find_all(exp.Column))
+    assert clamped is not stored
