@@ -382,8 +382,11 @@ def _temporal_inside(column: exp.Column, table: Table, reader: Reader) -> bool:
                 and isinstance(constant.this, exp.Literal) and constant.this.is_string
                 and _ISO[kind].fullmatch(constant.this.this)):
             return False
-        value = (dt.datetime if kind == "TIMESTAMP" else dt.date).fromisoformat(
-            constant.this.this)
+        try:  # year 0, February 30th: not a value to reason about
+            value = (dt.datetime if kind == "TIMESTAMP" else dt.date).fromisoformat(
+                constant.this.this)
+        except ValueError:
+            return False
         if not lo < value < hi:
             return False
     return True

@@ -250,6 +250,8 @@ def test_postgres_dates_keep_the_same_rows(pg_cluster: Any) -> None:
     (f"day IN ({DAY.format('2025-03-01')}, {DAY.format('2025-12-31')})", False),
     (f"day > {TS.format('2025-03-01 00:00:00')}", False),  # another type
     ("day = CAST('2025-3-1' AS DATE)", False),  # not as typed constants are spelled
+    ("day = CAST('2025-02-30' AS DATE)", False),  # no such day
+    ("ts < CAST('2025-03-01 24:00:00' AS TIMESTAMP)", False),
 ])
 def test_which_dates_are_read_as_stored(text: str, stored: bool) -> None:
     """A date or timestamp compared with constants strictly inside the interval it is read
