@@ -359,12 +359,13 @@ _ISO = {"DATE": re.compile(r"\d{4}-\d{2}-\d{2}"),
 
 def _temporal_inside(column: exp.Column, table: Table, reader: Reader) -> bool:
     """Is ``column`` a date or timestamp stored as its type and an operand of a strict
-    comparison whose other operands are constants of that type strictly inside the interval
-    it is read clamped to (:func:`read_range`)? Then the comparison of the clamped value and
-    of the stored one are the same for every row, NULL included (a value below ``lo`` and
-    ``lo`` itself are both below every such constant; so for ``hi``), anywhere in any
-    expression, and the stored one can be pushed into the engine's scan (``day >=
-    '2025-03-01'``, a dashboard's time range)."""
+    comparison whose other operands are constants of that type (or timestamps, for a date)
+    strictly inside the interval it is read clamped to (:func:`read_range`)? Then the
+    comparison of the clamped value and of the stored one are the same for every row, NULL
+    included (a value below ``lo`` and ``lo`` itself are both below every such constant; so
+    for ``hi``), anywhere in any expression, and the stored one can be pushed into the
+    engine's scan (``day >= '2025-03-01'``, ``day > NOW() - INTERVAL 30 DAY``: a dashboard's
+    time range)."""
     meta = table.column(column.name)
     parent = column.parent
     while isinstance(parent, exp.Paren):
@@ -372,24 +373,34 @@ def _temporal_inside(column: exp.Column, table: Table, reader: Reader) -> bool:
     if meta is None or meta.type not in (ColumnType.DATE, ColumnType.TIMESTAMP) or \
             not isinstance(parent, _STRICT) or not reader.comparable(column):
         return False
-    kind = meta.type.upper()
     lo, hi = read_range(meta)
+    # A date compared with a timestamp constant: see _inside.
+    kinds = ("DATE", "TIMESTAMP") if meta.type == ColumnType.DATE else ("TIMESTAMP",)
     for operand in parent.iter_expressions():
         constant = operand.unnest()
         if constant is cast(exp.Expression, column):
             continue
-        if not (isinstance(constant, exp.Cast) and constant.to.this == DType[kind]
-                and isinstance(constant.this, exp.Literal) and constant.this.is_string
-                and _ISO[kind].fullmatch(constant.this.this)):
+        kind = constant.to.this.value if isinstance(constant, exp.Cast) else ""
+        if not (kind in kinds and isinstance(constant.this, exp.Literal)
+                and constant.this.is_string and _ISO[kind].fullmatch(constant.this.this)):
             return False
         try:  # year 0, February 30th: not a value to reason about
             value = (dt.datetime if kind == "TIMESTAMP" else dt.date).fromisoformat(
                 constant.this.this)
         except ValueError:
             return False
-        if not lo < value < hi:
+        if not _inside(value, lo, hi):
             return False
     return True
+
+
+def _inside(value: dt.date, lo: dt.date, hi: dt.date) -> bool:
+    """``lo < value < hi``; a timestamp against a date's bounds by its midnight, and by its day
+    too (PostgreSQL's dialect reads a timestamp constant compared with a date as its day):
+    inside either way."""
+    if isinstance(value, dt.datetime) and not isinstance(lo, dt.datetime):
+        return lo < value.date() and value < dt.datetime.combine(hi, dt.time())
+    return lo < value < hi
 
 
 def clamp_date(value: exp.Expression, lo: dt.date, hi: dt.date, kind: str = "DATE"

@@ -181,7 +181,11 @@ DAY_FILTERS = (
        f"day IS DISTINCT FROM {DAY.format('2025-03-01')}",
        f"day > {DAY.format('2025-03-01')} OR ts IS NULL",
        f"CASE WHEN day < {DAY.format('2025-03-02')} THEN 1 ELSE 0 END = 1",
-       "day = CAST('2025-3-1' AS DATE)", f"day > {TS.format('2025-03-01 00:00:00')}"])
+       "day = CAST('2025-3-1' AS DATE)"]
+    + [f"day {op} {TS.format(c)}" for op in COMPARED
+       for c in ("2025-03-01 00:00:00", "2025-03-01 12:30:00", "2025-01-01 00:00:00",
+                 "2025-01-01 00:00:01", "2025-12-31 00:00:00", "2025-12-30 23:59:59.999999",
+                 "2024-12-31 23:59:59")])
 
 
 def _day_values() -> str:
@@ -248,7 +252,11 @@ def test_postgres_dates_keep_the_same_rows(pg_cluster: Any) -> None:
     (f"day < {DAY.format('2025-12-31')}", False),  # hi
     (f"day > {DAY.format('2026-06-01')}", False),
     (f"day IN ({DAY.format('2025-03-01')}, {DAY.format('2025-12-31')})", False),
-    (f"day > {TS.format('2025-03-01 00:00:00')}", False),  # another type
+    (f"day > {TS.format('2025-03-01 00:00:00')}", True),  # a date read as its midnight
+    (f"day > {TS.format('2025-12-31 00:00:00')}", False),  # hi's midnight
+    (f"day > {TS.format('2025-01-01 00:00:01')}", False),  # lo's day (PostgreSQL reads it so)
+    (f"day > {TS.format('2025-01-02 00:00:01')}", True),
+    (f"ts > {DAY.format('2025-03-01')}", False),  # a timestamp and a date: not these
     ("day = CAST('2025-3-1' AS DATE)", False),  # not as typed constants are spelled
     ("day = CAST('2025-02-30' AS DATE)", False),  # no such day
     ("ts < CAST('2025-03-01 24:00:00' AS TIMESTAMP)", False),
