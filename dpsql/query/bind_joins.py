@@ -23,11 +23,11 @@ from dpsql.query.joins import (
     Relation,
     SemiJoin,
     Source,
-    conjuncts,
     joined_table,
     literal_table,
     unit_name,
 )
+from dpsql.query.total_expressions import conjuncts
 
 _PLAIN_ALIAS = re.compile(r"[a-z][a-z0-9_]*")
 # Clauses a semi-join's subquery may not use: it must be a row-level filter of one table.

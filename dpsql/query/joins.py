@@ -87,7 +87,7 @@ from sqlglot import exp
 from dpsql.engines.ir import SaltedHash
 from dpsql.errors import JoinRefused
 from dpsql.metadata.metadata import MAX_DOMAIN_SIZE, Column, ColumnType, Metadata, Table
-from dpsql.query.total_expressions import Reader
+from dpsql.query.total_expressions import Reader, conjuncts
 
 #: The most rows one unit may have in a joined relation (the noise grows with it).
 MAX_JOIN_ROWS = 1000
@@ -221,17 +221,6 @@ def _key_columns(source: Source, others: tuple[Source, ...] | list[Source]) -> l
                         mine[x] not in keys:
                     keys.append(mine[x])
     return keys
-
-
-def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
-    """The AND-ed parts of a condition (parentheses looked through)."""
-    if node is None:
-        return []
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return conjuncts(node.this) + conjuncts(node.expression)
-    return [node]
 
 
 def _multiplicity(source: Source, relation: Relation, public: PublicRows | None) -> int:

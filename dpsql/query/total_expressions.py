@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from typing import cast
 
@@ -84,13 +85,16 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
     """A row-level expression made total: columns read clamped, casts that cannot fail,
     divisions by zero that give NULL.
 
-    With ``filtering`` (a WHERE clause), a column compared directly with constants is read as
-    stored, without clamping: a row filter cannot change how much one unit contributes, any
-    comparison of matching types is total, and the engine can then push the filter into its
-    scan (a float column's NaN is still read as NULL, :meth:`Reader.stored`). A column used
-    in arithmetic is clamped as everywhere else.
+    With ``filtering`` (a WHERE clause, an ON clause: only TRUE keeps a row), a column compared
+    directly with constants is read as stored, without clamping: a row filter cannot change how
+    much one unit contributes, any comparison of matching types is total, and the engine can
+    then push the filter into its scan (a float column's NaN is still read as NULL,
+    :meth:`Reader.stored`, or excluded once for the whole filter: :func:`_nan_guards`). A
+    column used in arithmetic is clamped as everywhere else.
     """
     reader = reader or Reader(table, {})
+    node = node.copy()
+    guarded = _nan_guards(node, table, reader) if filtering else {}
 
     def fix(n: exp.Expression) -> exp.Expression:
         # A replaced node's children are not visited again, so rebuild them with total().
@@ -99,8 +103,12 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
             # of x's own type, as x alone is (an automatic bound wraps x so after the charge)
             return reader.read(narrowed[0], widen=n.parent is not None, within=narrowed[1:])
         if isinstance(n, exp.Column):
+            if id(n) in guarded:  # its NaN excluded by the guard AND-ed below
+                return exp.column(n.name, quoted=True)
             if filtering and _compared(n) and reader.comparable(n):
                 return reader.stored(n)
+            if _temporal_inside(n, table, reader):  # the same test as clamped, pushable
+                return exp.column(n.name, quoted=True)
             # A bare integer column is summed as stored (DuckDB sums into HUGEINT); one
             # inside an expression is widened to BIGINT first, so its arithmetic cannot
             # overflow a narrow type.
@@ -146,7 +154,57 @@ def total(node: exp.Expression, table: Table, reader: Reader | None = None,
                                                      expression=exp.Literal.number(0)))
         return n
 
-    return node.copy().transform(fix, copy=False)
+    out = node.transform(fix, copy=False)
+    nan = exp.cast(exp.Literal.string("NaN"), DType.DOUBLE)
+    guards = [exp.NEQ(this=exp.column(name, quoted=True), expression=nan.copy())
+              for name in dict.fromkeys(guarded.values())]
+    return cast(exp.Expression, exp.and_(out, *guards, copy=False)) if guards else out
+
+
+def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    """The AND-ed parts of a condition (parentheses looked through)."""
+    if node is None:
+        return []
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return conjuncts(node.this) + conjuncts(node.expression)
+    return [node]
+
+
+#: Comparisons that are NULL whenever their column operand is NULL (``IS``, ``IS [NOT]
+#: DISTINCT FROM`` are TRUE or FALSE for NULL: not these).
+_STRICT = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between)
+
+
+def _nan_guards(where: exp.Expression, table: Table, reader: Reader) -> dict[int, str]:
+    """The float columns of a filter's top-level conjuncts (AND-ed, each a strict comparison
+    with constants, under any number of NOTs) that may be read as stored, NaN included, if
+    the filter is AND-ed with ``column <> 'NaN'``: by id, each column's name.
+
+    A filter keeps the rows where it is TRUE, so NULL and FALSE are the same at its top.
+    Such a conjunct of ``NULLIF(x, 'NaN')`` (:meth:`Reader.stored`) is NULL, not TRUE, where
+    ``x`` is NULL or NaN (NOT of NULL is NULL); read as ``x`` it is the same elsewhere, and
+    the guard, FALSE at NaN, drops the NaN rows (where ``x > 5`` alone would be TRUE: NaN
+    sorts above every number). The two filters keep the same rows, and DuckDB pushes
+    ``x > 5`` and ``x <> 'NaN'`` into its scan, which it cannot do with NULLIF (issue 39).
+    Under OR, CASE or arithmetic, NULL and FALSE differ, so a column there keeps NULLIF."""
+    found: dict[int, str] = {}
+    for test in conjuncts(where):
+        while isinstance(test, exp.Not):  # NOT of a strict comparison is strict (not of an AND)
+            test = test.this.unnest()
+        if not isinstance(test, _STRICT):
+            continue
+        # Not an item of IN's list: 5 IN (x, 5) is TRUE whatever x is.
+        for operand in (test.this, test.args.get("expression")):
+            column = operand.unnest() if operand is not None else None
+            if not isinstance(column, exp.Column):
+                continue
+            meta = table.column(column.name)
+            if meta is not None and meta.type == ColumnType.FLOAT and _compared(column) \
+                    and reader.comparable(column):
+                found[id(column)] = column.name
+    return found
 
 
 def _real(node: exp.IntDiv, table: Table) -> bool:
@@ -281,6 +339,68 @@ TIMESTAMP_RANGE = (dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 9
 def temporal_range(kind: str) -> tuple[dt.date, dt.date]:
     """:data:`DATE_RANGE` for ``DATE``, :data:`TIMESTAMP_RANGE` for ``TIMESTAMP``."""
     return TIMESTAMP_RANGE if kind == "TIMESTAMP" else DATE_RANGE
+
+
+def read_range(meta: Column) -> tuple[dt.date, dt.date]:
+    """The interval a date or timestamp column is read clamped to: its declared bounds within
+    :func:`temporal_range` (all of it without them)."""
+    timestamp = meta.type == ColumnType.TIMESTAMP
+    lo, hi = temporal_range("TIMESTAMP" if timestamp else "DATE")
+    kind = dt.datetime if timestamp else dt.date
+    if isinstance(meta.lower, kind) and isinstance(meta.upper, kind):
+        lo, hi = max(meta.lower, lo), min(meta.upper, hi)
+    return lo, hi
+
+
+#: How a date and a timestamp constant are spelled once typed (dpsql.query.fold_constants).
+_ISO = {"DATE": re.compile(r"\d{4}-\d{2}-\d{2}"),
+        "TIMESTAMP": re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?")}
+
+
+def _temporal_inside(column: exp.Column, table: Table, reader: Reader) -> bool:
+    """Is ``column`` a date or timestamp stored as its type and an operand of a strict
+    comparison whose other operands are constants of that type (or timestamps, for a date)
+    strictly inside the interval it is read clamped to (:func:`read_range`)? Then the
+    comparison of the clamped value and of the stored one are the same for every row, NULL
+    included (a value below ``lo`` and ``lo`` itself are both below every such constant; so
+    for ``hi``), anywhere in any expression, and the stored one can be pushed into the
+    engine's scan (``day >= '2025-03-01'``, ``day > NOW() - INTERVAL 30 DAY``: a dashboard's
+    time range)."""
+    meta = table.column(column.name)
+    parent = column.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if meta is None or meta.type not in (ColumnType.DATE, ColumnType.TIMESTAMP) or \
+            not isinstance(parent, _STRICT) or not reader.comparable(column):
+        return False
+    lo, hi = read_range(meta)
+    # A date compared with a timestamp constant: see _inside.
+    kinds = ("DATE", "TIMESTAMP") if meta.type == ColumnType.DATE else ("TIMESTAMP",)
+    for operand in parent.iter_expressions():
+        constant = operand.unnest()
+        if constant is cast(exp.Expression, column):
+            continue
+        kind = constant.to.this.value if isinstance(constant, exp.Cast) else ""
+        if not (kind in kinds and isinstance(constant.this, exp.Literal)
+                and constant.this.is_string and _ISO[kind].fullmatch(constant.this.this)):
+            return False
+        try:  # year 0, February 30th: not a value to reason about
+            value = (dt.datetime if kind == "TIMESTAMP" else dt.date).fromisoformat(
+                constant.this.this)
+        except ValueError:
+            return False
+        if not _inside(value, lo, hi):
+            return False
+    return True
+
+
+def _inside(value: dt.date, lo: dt.date, hi: dt.date) -> bool:
+    """``lo < value < hi``; a timestamp against a date's bounds by its midnight, and by its day
+    too (PostgreSQL's dialect reads a timestamp constant compared with a date as its day):
+    inside either way."""
+    if isinstance(value, dt.datetime) and not isinstance(lo, dt.datetime):
+        return lo < value.date() and value < dt.datetime.combine(hi, dt.time())
+    return lo < value < hi
 
 
 def clamp_date(value: exp.Expression, lo: dt.date, hi: dt.date, kind: str = "DATE"
@@ -444,10 +564,7 @@ class Reader:
         value: exp.Expression = ref
         if stored not in _COMPARABLE["date"]:
             value = SafeCast(this=ref, to=exp.DataType.build(DType.DATE))
-        lo, hi = DATE_RANGE
-        if isinstance(meta.lower, dt.date) and isinstance(meta.upper, dt.date):
-            lo, hi = max(meta.lower, lo), min(meta.upper, hi)
-        return clamp_date(value, lo, hi)
+        return clamp_date(value, *read_range(meta))
 
     @staticmethod
     def _timestamp(ref: exp.Expression, meta: Column, stored: str) -> exp.Expression:
@@ -462,7 +579,4 @@ class Reader:
             value = exp.Cast(this=ref, to=exp.DataType.build(DType.TIMESTAMP))
         elif stored not in _COMPARABLE["timestamp"]:
             value = SafeCast(this=ref, to=exp.DataType.build(DType.TIMESTAMP))
-        lo, hi = TIMESTAMP_RANGE
-        if isinstance(meta.lower, dt.datetime) and isinstance(meta.upper, dt.datetime):
-            lo, hi = max(meta.lower, lo), min(meta.upper, hi)
-        return clamp_date(value, lo, hi, kind="TIMESTAMP")
+        return clamp_date(value, *read_range(meta), kind="TIMESTAMP")
