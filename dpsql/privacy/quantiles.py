@@ -77,10 +77,7 @@ def quantile_from_buckets(
     hist = np.asarray(counts, dtype=np.float64)
     _check_sparse(index, hist, n_buckets)
     _check_bounds(lower, upper)
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q!r}")
-    _check_positive_finite(epsilon, "epsilon")
-    _check_positive_finite(sensitivity, "sensitivity")
+    _check_draw(q, epsilon, sensitivity)
     order = np.argsort(index, kind="stable")
     start, length, low, high = _intervals(index[order], hist[order], n_buckets)
     offset = _draw(start, length, low, high, q * float(hist.sum()), epsilon, sensitivity, rng)
@@ -120,10 +117,7 @@ def quantile_from_intervals(
         raise ValueError("counts of non-empty intervals must be finite and positive")
     if np.any(low_edges < lower) or np.any(high_edges > upper) or np.any(high_edges < low_edges):
         raise ValueError(f"intervals must lie within [{lower}, {upper}] with low <= high")
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q!r}")
-    _check_positive_finite(epsilon, "epsilon")
-    _check_positive_finite(sensitivity, "sensitivity")
+    _check_draw(q, epsilon, sensitivity)
     order = np.argsort(low_edges, kind="stable")
     low_edges, high_edges, hist = low_edges[order], high_edges[order], hist[order]
     below = np.cumsum(hist) - hist
@@ -141,6 +135,13 @@ def quantile_from_intervals(
         return float(lower)
     point = _draw(start, length, low, high, q * total, epsilon, sensitivity, rng)
     return float(min(max(point, lower), upper))
+
+
+def _check_draw(q: float, epsilon: float, sensitivity: float) -> None:
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q!r}")
+    _check_positive_finite(epsilon, "epsilon")
+    _check_positive_finite(sensitivity, "sensitivity")
 
 
 def _draw(start: npt.NDArray[np.float64], length: npt.NDArray[np.float64],

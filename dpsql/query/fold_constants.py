@@ -156,8 +156,11 @@ def _evaluate(node: exp.Expression, table: Table) -> tuple[object, str, str | No
     (:func:`dpsql.query.total_expressions.total`). Where the decimals overflow, the DOUBLE
     value stands (the engine query would compute it so)."""
     value = exp.Paren(this=total(node, table))
+    decimal = value.copy()
+    if not _decimal_literals(decimal):
+        return _run(_value_sql(value), node)
     try:
-        return _run(_value_sql(_decimal_literals(value.copy())), node)
+        return _run(_value_sql(decimal), node)
     except InvalidConstant:
         return _run(_value_sql(value), node)
 
@@ -167,15 +170,18 @@ def _value_sql(value: exp.Expression) -> str:
                                                          "t")).sql(dialect=DuckDBDialect)
 
 
-def _decimal_literals(value: exp.Expression) -> exp.Expression:
-    """``value`` with each decimal literal as written (``0.1``, a DECIMAL to DuckDB), not the
-    ``CAST(0.1 AS DOUBLE)`` that total() gives it; an analyst's own cast is a SafeCast and stays."""
+def _decimal_literals(value: exp.Expression) -> int:
+    """Respell, in place, each decimal literal of ``value`` as written (``0.1``, a DECIMAL to
+    DuckDB), not the ``CAST(0.1 AS DOUBLE)`` that total() gives it (an analyst's own cast is a
+    SafeCast and stays); how many were respelled."""
+    respelled = 0
     for cast_ in list(value.find_all(exp.Cast)):
         literal = cast_.this
         if type(cast_) is exp.Cast and cast_.to.is_type(exp.DataType.Type.DOUBLE) and \
                 isinstance(literal, exp.Literal) and literal.is_number and not literal.is_int:
             cast_.replace(literal)
-    return value
+            respelled += 1
+    return respelled
 
 
 def _run(sql: str, node: exp.Expression) -> tuple[object, str, str | None]:
