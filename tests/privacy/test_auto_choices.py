@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlglot import exp
@@ -117,20 +118,26 @@ def test_a_pooled_pass_is_told_apart(hood: Neighbourhood, monkeypatch: pytest.Mo
     assert differ > 0
 
 
+def _choosing(db: Database, database: str) -> Iterator[tuple[Any, dict[str, Any], Plan]]:
+    """The accepted corpus cases of ``database`` planned with a choice still to make from the
+    data (an automatic k or value bound): each case, its privacy options and its plan."""
+    for case in load_corpus():
+        if case.database != database or case.verdict != "accepted":
+            continue
+        options = {k: v for k, v in case.options.items()
+                   if k in ("epsilon", "delta", "mechanism")}
+        p = db.plan(case.sql, **options)  # type: ignore[arg-type]
+        if isinstance(p, Plan) and (k_to_choose(p) or values_to_choose(p)):
+            yield case, options, p
+
+
 @pytest.mark.parametrize("database", ["auto", "autoval"])
 def test_one_pass_equals_the_separate_inputs_on_the_corpus(database: str, tmp_path: Path
                                                           ) -> None:
     db: Database = open_database(database, tmp_path)
     checked = 0
     try:
-        for case in load_corpus():
-            if case.database != database or case.verdict != "accepted":
-                continue
-            options = {k: v for k, v in case.options.items()
-                       if k in ("epsilon", "delta", "mechanism")}
-            p = db.plan(case.sql, **options)  # type: ignore[arg-type]
-            if not isinstance(p, Plan) or not (k_to_choose(p) or values_to_choose(p)):
-                continue
+        for case, _, p in _choosing(db, database):
             combined, separate = _both_ways(p, db.engine)
             assert combined == separate, case.id
             assert any(combined), case.id  # the corpus's data: some unit in some histogram
@@ -169,14 +176,8 @@ def test_the_shared_totals_give_the_query_its_own_answer(database: str, tmp_path
     db: Database = open_database(database, tmp_path)
     shared = 0
     try:
-        for case in load_corpus():
-            if case.database != database or case.verdict != "accepted":
-                continue
-            options = {k: v for k, v in case.options.items()
-                       if k in ("epsilon", "delta", "mechanism")}
-            p = db.plan(case.sql, **options)  # type: ignore[arg-type]
-            if not isinstance(p, Plan) or not dpsql.routes.pipeline._shares_units(p, db.engine) \
-                    or not (k_to_choose(p) or values_to_choose(p)):
+        for case, options, p in _choosing(db, database):
+            if not dpsql.routes.pipeline._shares_units(p, db.engine):
                 continue
             chosen = dpsql.routes.pipeline.choose(p, db.engine, Randomness.seeded(3))  # keeps it
             assert _temporary(db.engine) == 1

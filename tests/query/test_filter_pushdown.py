@@ -88,6 +88,12 @@ def _values(dialect: str) -> str:
                      for i, x, y, n in ROWS)
 
 
+def _kept(con: duckdb.DuckDBPyConnection, node: exp.Expression) -> list[int]:
+    """The ids of table t's rows that the filter ``node`` keeps, on DuckDB."""
+    sql = f"SELECT id FROM t WHERE {node.sql(dialect=DuckDBDialect)} ORDER BY id"
+    return [r[0] for r in con.execute(sql).fetchall()]
+
+
 @pytest.fixture(scope="module")
 def duck() -> Iterator[duckdb.DuckDBPyConnection]:
     con = duckdb.connect()
@@ -99,11 +105,7 @@ def duck() -> Iterator[duckdb.DuckDBPyConnection]:
 
 @pytest.mark.parametrize("text", FILTERS)
 def test_duckdb_keeps_the_same_rows(duck: duckdb.DuckDBPyConnection, text: str) -> None:
-    def kept(node: exp.Expression) -> list[int]:
-        sql = f"SELECT id FROM t WHERE {node.sql(dialect=DuckDBDialect)} ORDER BY id"
-        return [r[0] for r in duck.execute(sql).fetchall()]
-
-    assert kept(where(text)) == kept(where(text, guards=False)), where(text).sql()
+    assert _kept(duck, where(text)) == _kept(duck, where(text, guards=False)), where(text).sql()
 
 
 @pytest.mark.pg
@@ -204,12 +206,8 @@ def days() -> Iterator[duckdb.DuckDBPyConnection]:
 
 @pytest.mark.parametrize("text", DAY_FILTERS)
 def test_dates_keep_the_same_rows(days: duckdb.DuckDBPyConnection, text: str) -> None:
-    def kept(node: exp.Expression) -> list[int]:
-        sql = f"SELECT id FROM t WHERE {node.sql(dialect=DuckDBDialect)} ORDER BY id"
-        return [r[0] for r in days.execute(sql).fetchall()]
-
     new, old = where(text, table=DAYS), where(text, guards=False, table=DAYS)
-    assert kept(new) == kept(old), new.sql()
+    assert _kept(days, new) == _kept(days, old), new.sql()
     for dialect in (PostgresDialect, SparkDialect):
         assert _compiles(new, dialect) == _compiles(old, dialect)
 
