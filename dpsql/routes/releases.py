@@ -20,6 +20,7 @@ rows (their label would be lost in the combination), a composite inside a part.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NoReturn
@@ -92,8 +93,9 @@ class Releases(Route):
     def key_text(self, sql: str) -> str:
         """The stored answers' key of the composite ``sql``: its text and each part's text as
         routed, so that a part naming the clock (``CURRENT_DATE``) read on another day is
-        another answer, as a single query's folded text is."""
-        return "\0".join(["composite", sql, *(p.sql for p in self.parts)])
+        another answer, as a single query's folded text is. A JSON list, so that no two
+        different lists of texts (a text may hold any character) make the same key."""
+        return json.dumps(["composite", sql, *(p.sql for p in self.parts)])
 
     @property
     def _private(self) -> tuple[PreparedPart, ...]:

@@ -289,3 +289,23 @@ def test_a_part_naming_the_clock_is_another_answer_on_another_day(
         cur.execute(sql)
         assert len(cur.fetchall()) == 1
         assert spent(conn) == pytest.approx(total), day
+
+
+def test_the_stored_answer_key_tells_any_two_lists_of_texts_apart(
+        conn: dpsql.Connection) -> None:
+    """Texts may hold any character, a NUL too: joined with a separator, the lists
+    (``a\\0b``, ``c``) and (``a``, ``b\\0c``) would make one key and share an answer."""
+    import dataclasses
+
+    sql = ("SELECT (" + CLAUSE.format(0.5) + "COUNT(*) FROM visits) AS a, (" +
+           CLAUSE.format(0.25) + "COUNT(*) FROM people) AS b")
+    whole = conn.database.route(sql)
+    first, second = whole.parts
+
+    def key(a: str, b: str) -> str:
+        return dataclasses.replace(whole, parts=(dataclasses.replace(first, sql=a),
+                                                 dataclasses.replace(second, sql=b))
+                                   ).key_text(sql)
+
+    assert key("a\0b", "c") != key("a", "b\0c")
+    assert key("a", "b") == key("a", "b")
