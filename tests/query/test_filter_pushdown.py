@@ -12,7 +12,7 @@ the same rows; and that the forms that are rewritten are the ones meant.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
@@ -71,15 +71,10 @@ def where(text: str, guards: bool = True, table: Table = TABLE) -> exp.Expressio
             typed.set("this", exp.DataType.Type.TIMESTAMP)
     if guards:
         return total(node, table, Reader(table, PHYSICAL), filtering=True)
-    none: Callable[..., dict[int, str]] = lambda *_: {}  # noqa: E731
-    never: Callable[..., bool] = lambda *_: False  # noqa: E731
-    originals = total_expressions._nan_guards, total_expressions._temporal_inside
-    total_expressions._nan_guards = none  # type: ignore[assignment]
-    total_expressions._temporal_inside = never  # type: ignore[assignment]
-    try:
+    with pytest.MonkeyPatch.context() as patch:  # the two decisions issue 39 added, undone
+        patch.setattr(total_expressions, "_nan_guards", lambda *_: {})
+        patch.setattr(total_expressions, "_temporal_inside", lambda *_: False)
         return total(node, table, Reader(table, PHYSICAL), filtering=True)
-    finally:
-        total_expressions._nan_guards, total_expressions._temporal_inside = originals
 
 
 def _values(dialect: str) -> str:
