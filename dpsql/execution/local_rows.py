@@ -299,23 +299,33 @@ def released_rows(table: Table, mechanism: RowMechanism, engine: Engine, rng: Ra
     names = _read_names(table, mechanism)
     m = None if mechanism.public_row_count else size if size is not None else \
         mechanism.sample_rows or 0
-    picked: list[tuple[Any, ...]] | None
-    if m and _keeps_counts(table, engine):
-        picked = _drawn(table, names, engine, rng, m)
-    else:
-        tree = selection(table, names, engine.schema.get(table.name.lower(), {}), percent,
-                         size if m is None else m, m is not None)
-        _, rows = engine.execute(tree.sql(dialect=engine.dialect), [rng.salt()])
-        if m is None:
-            picked = [r[:len(names)] for r in rows]
-        else:
-            picked = [rows[i][:len(names)] for i in _draws(int(rows[0][-1]), m, rng)] \
-                if rows else None
+    picked = picked_rows(table, names, engine, rng, percent, size, m)
     if picked is None:  # an empty table: its draws are of the public phantom row
         phantom = mechanism.phantom()
         picked = [tuple(phantom[n][0] for n in names)] * (m or 0)
     columns = {n: [r[i] for r in picked] for i, n in enumerate(names)}
     return mechanism.randomize(columns, len(picked), rng)
+
+
+def picked_rows(table: Table, names: list[str], engine: Engine, rng: Randomness,
+                percent: float | None, size: int | None, m: int | None
+                ) -> list[tuple[Any, ...]] | None:
+    """The true rows a release randomizes, the ``names`` columns: every bounded row
+    (``percent`` or ``size`` of them) in a uniformly random order when ``m`` is None, else m
+    uniform draws with replacement from the bounded rows, in draw order (None when there is
+    no bounded row to draw from). The draws come from the kept counts of a fixed table
+    (:func:`_drawn`), else from :func:`selection` and :func:`_draws`: the same
+    distribution (module docstring, "Time")."""
+    if m and _keeps_counts(table, engine):
+        return _drawn(table, names, engine, rng, m)
+    tree = selection(table, names, engine.schema.get(table.name.lower(), {}), percent,
+                     size if m is None else m, m is not None)
+    _, rows = engine.execute(tree.sql(dialect=engine.dialect), [rng.salt()])
+    if m is None:
+        return [r[:len(names)] for r in rows]
+    if not rows:
+        return None
+    return [rows[i][:len(names)] for i in _draws(int(rows[0][-1]), m, rng)]
 
 
 def _read_names(table: Table, mechanism: RowMechanism) -> list[str]:
@@ -466,9 +476,13 @@ def _columns(names: list[str], table: str | None = None) -> list[exp.Column]:
 
 
 def _hash(tag: int, parts: list[exp.Column]) -> exp.Expression:
-    """The salted hash (:class:`~dpsql.engines.ir.SaltedHash`) of a tag and ``parts``."""
+    """The salted hash (:class:`~dpsql.engines.ir.SaltedHash`) of a tag, ``parts`` and the tag
+    again. The tag ends it because DuckDB's ``hash(a, ..., z)`` mixes every input's hash
+    but XORs the last one's in unmixed: with an input that varies last (a rank), the order of
+    the hashes over salts is far from uniform (9 positions, 6,000 salts: the first in order
+    540 to 790 times, against 667); with a constant last, 945 to 1,045 of 9,000 (1,000)."""
     return ir.SaltedHash(expressions=[SALT.copy(), exp.Literal.number(tag),
-                                      *(p.copy() for p in parts)])
+                                      *(p.copy() for p in parts), exp.Literal.number(tag)])
 
 
 def _sub(select: exp.Select, name: str) -> exp.Subquery:
