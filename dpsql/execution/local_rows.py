@@ -28,17 +28,28 @@ size (after bounding), which the owner declared public. Otherwise each query rel
 draws (``sample_rows``, or ``TABLESAMPLE n ROWS``), before the analyst's filters: the count the
 analyst sees is a function of randomized rows only.
 
-**Time.** The engine bounds and selects (:func:`selection`, one query whose parameter is the
-secret salt): only the released rows reach Python (all bounded rows with a public row count; m
-draws otherwise), so the Python work does not grow with the table or with any one unit's rows.
-The engine sorts no unit's rows: it counts each unit's rows (capped at k), draws the positions
-(unit, rank) from the counts, and ranks the rows of the units drawn only, with a top-k
-aggregate, so one person's extra rows cost a scan and a count (linear, vectorized) unless one
-of their k positions is drawn (probability about m k / n). Measured
-(tests/neighbours/test_neighbours_local_timing.py, a loaded 2-core machine): one person with
-300,000 extra rows moves the median time of a read of a 50,000-row table by -10 to +10 ms,
+**Time.** Only the released rows reach Python (all bounded rows with a public row count; m
+draws otherwise), so the Python work does not grow with the table or with any one unit's
+rows, and no unit's rows are sorted. m draws from a table the engine holds fixed
+(:meth:`~dpsql.engines.Engine.fixed`: a base table of a DuckDB file, open read-only) come from
+its *kept counts* (:func:`kept_counts`): each unit's rows capped at k, counted once per engine
+(a hash aggregate over every row: the first read's cost, linear in the table), kept as
+arrays (16 bytes a unit for an int or float unit; :class:`KeptCounts`). A read then draws
+its m positions (unit, rank) from the CSPRNG and asks the engine for the rows of the drawn
+units only, ranked by a fresh salted hash (:func:`_drawn`): a scan with a filter, no
+aggregate over the table, about as long as ``USING SAMPLE`` of the same size
+(benchmarks/README.md, "Local rows"). The same law as the selection's
+(:mod:`dpsql.privacy.local`, "From kept counts"; tests/execution/test_local_rows_kept.py). Any
+other read runs :func:`selection`, one engine query whose parameter is the secret salt: it
+counts each unit's rows (capped at k), draws the positions from the counts by their salted
+order, and ranks the rows of the units drawn only, with a top-k aggregate. Either way one
+person's extra rows cost a scan (and, on a first read or through the selection, a count:
+linear, vectorized) unless one of their k positions is drawn (probability about m k / n),
+when their rows are ranked. Measured (tests/neighbours/test_neighbours_local_timing.py, a
+loaded 2-core machine, first reads against first reads and later against later): one person
+with 300,000 extra rows moves the median time of a read of a 50,000-row table by -3 to +3 ms,
 under the 50 ms answer grid (100-160 ms when a window ranked every unit's rows, 1.5 s when the
-rows were bounded in Python); +25-60 ms in a read that draws that person.
+rows were bounded in Python); +20-30 ms in a read that draws that person.
 
 **Once per analyst, and always labelled.** Where the ledger keeps answers, the rows are
 released once per analyst and table, as their stored copy (:meth:`LocalRead.copy_release`,
@@ -294,7 +305,7 @@ def released_rows(table: Table, mechanism: RowMechanism, engine: Engine, rng: Ra
                   percent: float | None = None, size: int | None = None
                   ) -> dict[str, npt.NDArray[np.object_]]:
     """The randomized rows of one release (column -> values), in a uniformly random order.
-    The engine bounds and selects (:func:`selection`): only the rows released reach Python,
+    The engine bounds and selects (:func:`picked_rows`): only the rows released reach Python,
     so the time spent here does not grow with any one unit's rows."""
     names = _read_names(table, mechanism)
     m = None if mechanism.public_row_count else size if size is not None else \
