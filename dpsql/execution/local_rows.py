@@ -365,7 +365,7 @@ def selection(table: Table, names: list[str], stored: Mapping[str, str],
       is a secret uniform 64-bit word per row, independent between rows: ordering by it is a
       uniform random order (ties, of probability below n^2 / 2^65, broken arbitrarily). The
       hash's inputs start with a tag (0: ranking, 1: order), so no ranking input is an order
-      input.
+      input, and end with it (:func:`_hash`: DuckDB's hash of several values).
     * **Selection.** ``percent``: each row kept when ``__u / 2^64 < p / 100``, independently;
       ``limit``: the first ``limit`` rows in the random order; ``counted``: each row also
       carries ``__n``, the number of bounded rows (for :func:`_draws`; it never leaves dpsql).
@@ -548,8 +548,8 @@ class KeptCounts:
         return unit, at - self.starts[unit] + 1
 
 
-# Per engine (gone with it), per table, unit and k: its kept counts.
-_by_engine: weakref.WeakKeyDictionary[Engine, dict[tuple[str, str, int], KeptCounts]] = \
+# Per engine (gone with it), per table, unit, the unit's declared type and k: its kept counts.
+_by_engine: weakref.WeakKeyDictionary[Engine, dict[tuple[str, str, str, int], KeptCounts]] = \
     weakref.WeakKeyDictionary()
 _kept_lock = threading.Lock()
 
@@ -569,7 +569,7 @@ def kept_counts(table: Table, engine: Engine) -> KeptCounts:
     (:meth:`~dpsql.engines.Engine.fixed`)."""
     unit = table.privacy_unit
     assert unit is not None
-    key = (table.name.lower(), unit, table.max_rows_per_unit)
+    key = (table.name.lower(), unit, str(table.columns[unit].type), table.max_rows_per_unit)
     with _kept_lock:
         found = _by_engine.get(engine, {}).get(key)
     if found is not None:
