@@ -178,3 +178,21 @@ def test_an_empty_fixed_table_has_no_row_to_draw(tmp_path: Path) -> None:
     finally:
         engine.close()
 
+
+
+
+def test_counts_that_no_longer_match_the_rows_are_an_error_and_dropped(
+        engine: DuckDBEngine) -> None:
+    # Impossible while the table is fixed; were it to happen (a dpsql bug), a read must fail
+    # rather than release other rows, and the next read count again.
+    from dpsql.errors import EngineError
+    from dpsql.execution import local_rows
+
+    kept = local_rows._by_engine.setdefault(engine, {})
+    kept_counts(_table(), engine)
+    (key,) = kept
+    kept[key] = KeptCounts(np.array([1]), np.array([0, 3]))  # unit 1 has 1 row, not 3
+    with pytest.raises(EngineError, match="changed while the database was open"):
+        for _ in range(20):  # until a rank above 1 is drawn (2/3 a draw)
+            picked_rows(_table(), ["v", "pid"], engine, Randomness.seeded(4), None, None, 3)
+    assert kept_counts(_table(), engine).total == N  # counted again
