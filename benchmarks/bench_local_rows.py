@@ -28,7 +28,7 @@ from tempfile import TemporaryDirectory
 import duckdb
 import sqlglot
 
-from dpsql.engines import DuckDBEngine
+from dpsql.engines import DuckDBEngine, Engine
 from dpsql.execution.local_rows import answer_local, local_read, released_rows
 from dpsql.metadata.metadata import parse_metadata
 from dpsql.privacy.randomness import Randomness
@@ -36,7 +36,7 @@ from dpsql.privacy.randomness import Randomness
 try:  # a checkout before kept counts (the "before" column) has nothing to forget
     from dpsql.execution.local_rows import forget_kept_counts
 except ImportError:
-    def forget_kept_counts(engine: object) -> None:
+    def forget_kept_counts(engine: Engine) -> None:
         pass
 
 
@@ -70,7 +70,10 @@ def main() -> None:
             read = local_read(sqlglot.parse_one("SELECT * FROM visits", dialect="duckdb"),
                               metadata)
             assert read is not None
-            first, later, rows, theirs = [], [], [], []
+            first: list[float] = []
+            later: list[float] = []
+            rows: list[float] = []
+            theirs: list[float] = []
             for _ in range(args.runs):  # interleaved: a load hits the three alike
                 forget_kept_counts(engine)
                 for times in (first, later):

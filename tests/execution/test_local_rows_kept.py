@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -74,7 +75,12 @@ def test_the_counts_are_kept_per_engine_and_capped_at_k(engine: DuckDBEngine,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     run = engine.execute_arrays
-    monkeypatch.setattr(engine, "execute_arrays", lambda *a: calls.append(a) or run(*a))
+
+    def counted(*args: Any) -> dict[str, Any]:
+        calls.append(args)
+        return run(*args)
+
+    monkeypatch.setattr(engine, "execute_arrays", counted)
     counts = kept_counts(_table(), engine)
     assert kept_counts(_table(), engine) is counts and len(calls) == 1  # computed once
     assert dict(zip(counts.units.tolist(), np.diff(counts.starts).tolist(), strict=True)) \
