@@ -66,6 +66,10 @@ read is m draws with replacement, uniform and independent, from a table bounded 
 the law of the selection's m draws (its top-m order and the first-appearance renaming give
 exactly this law, above), hence the same argument and the same charge. Which units a read
 draws, and so what the engine is asked for, depends on the CSPRNG and the counts only.
+Nor does the charge of m draws rest on their law being uniform: whichever m rows are chosen,
+and however, the output is a mixture of products of m row randomizations, any two of which are
+within ``e^(m epsilon)`` of each other, so any two such mixtures are too (a biased order hash,
+:func:`dpsql.execution.local_rows._hash`, cost the sample its uniformity, never privacy).
 
 **Once per analyst.** Where the ledger stores answers, the rows released to an analyst are kept
 as their copy of the table and every later row-level query of it reads that copy
