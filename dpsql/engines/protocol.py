@@ -6,9 +6,10 @@ plan it came from."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     from sqlglot import exp
     from sqlglot.dialects.dialect import Dialect
 
@@ -59,6 +60,21 @@ class Engine(Protocol):
     def execute(self, sql: str, parameters: Sequence[object] = ()
                 ) -> tuple[list[str], list[tuple[object, ...]]]: ...
 
+    def execute_arrays(self, sql: str, parameters: Sequence[object] = ()
+                       ) -> dict[str, npt.NDArray[Any]]:
+        """:meth:`execute`, its result as one array per column (in order, by name): for a
+        result of many rows, which an engine may hand over without a Python tuple a row."""
+        ...
+
+    def fixed(self, table: str) -> bool:
+        """Whether the rows of ``table`` cannot change while this engine is open, so that
+        what is computed from them may be kept for the engine's life
+        (:func:`dpsql.execution.local_rows.released_rows`). True only where no one can write
+        them: a base table of a DuckDB file, which the engine holds open read-only (see
+        :meth:`~dpsql.engines.duckdb_engine.engine.DuckDBEngine.fixed`); never a view, a
+        folder's files, PostgreSQL or Spark, whose data others may change at any time."""
+        ...
+
     def compile(self, tree: exp.Expression, salted: bool,
                 empty_tables: Sequence[tuple[str, exp.Select]]) -> str:
         """The engine's SQL for the rewritten ``tree`` (written for DuckDB's semantics; it
@@ -83,3 +99,13 @@ class Engine(Protocol):
     def cancel_token(self) -> CancelToken: ...
 
     def close(self) -> None: ...
+
+
+def column_arrays(names: Sequence[str], rows: Sequence[tuple[object, ...]]
+                  ) -> dict[str, npt.NDArray[Any]]:
+    """Rows as one object array per column: :meth:`Engine.execute_arrays` for an engine
+    without a columnar fetch of its own."""
+    import numpy as np
+
+    return {name: np.array([row[i] for row in rows], dtype=object)
+            for i, name in enumerate(names)}

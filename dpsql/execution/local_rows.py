@@ -28,17 +28,28 @@ size (after bounding), which the owner declared public. Otherwise each query rel
 draws (``sample_rows``, or ``TABLESAMPLE n ROWS``), before the analyst's filters: the count the
 analyst sees is a function of randomized rows only.
 
-**Time.** The engine bounds and selects (:func:`selection`, one query whose parameter is the
-secret salt): only the released rows reach Python (all bounded rows with a public row count; m
-draws otherwise), so the Python work does not grow with the table or with any one unit's rows.
-The engine sorts no unit's rows: it counts each unit's rows (capped at k), draws the positions
-(unit, rank) from the counts, and ranks the rows of the units drawn only, with a top-k
-aggregate, so one person's extra rows cost a scan and a count (linear, vectorized) unless one
-of their k positions is drawn (probability about m k / n). Measured
-(tests/neighbours/test_neighbours_local_timing.py, a loaded 2-core machine): one person with
-300,000 extra rows moves the median time of a read of a 50,000-row table by -10 to +10 ms,
+**Time.** Only the released rows reach Python (all bounded rows with a public row count; m
+draws otherwise), so the Python work does not grow with the table or with any one unit's
+rows, and no unit's rows are sorted. m draws from a table the engine holds fixed
+(:meth:`~dpsql.engines.Engine.fixed`: a base table of a DuckDB file, open read-only) come from
+its *kept counts* (:func:`kept_counts`): each unit's rows capped at k, counted once per engine
+(a hash aggregate over every row: the first read's cost, linear in the table), kept as
+arrays (16 bytes a unit for an int or float unit; :class:`KeptCounts`). A read then draws
+its m positions (unit, rank) from the CSPRNG and asks the engine for the rows of the drawn
+units only, ranked by a fresh salted hash (:func:`_drawn`): a scan with a filter, no
+aggregate over the table, about as long as ``USING SAMPLE`` of the same size
+(benchmarks/README.md, "Local rows"). The same law as the selection's
+(:mod:`dpsql.privacy.local`, "From kept counts"; tests/execution/test_local_rows_kept.py). Any
+other read runs :func:`selection`, one engine query whose parameter is the secret salt: it
+counts each unit's rows (capped at k), draws the positions from the counts by their salted
+order, and ranks the rows of the units drawn only, with a top-k aggregate. Either way one
+person's extra rows cost a scan (and, on a first read or through the selection, a count:
+linear, vectorized) unless one of their k positions is drawn (probability about m k / n),
+when their rows are ranked. Measured (tests/neighbours/test_neighbours_local_timing.py, a
+loaded 2-core machine, first reads against first reads and later against later): one person
+with 300,000 extra rows moves the median time of a read of a 50,000-row table by -3 to +3 ms,
 under the 50 ms answer grid (100-160 ms when a window ranked every unit's rows, 1.5 s when the
-rows were bounded in Python); +25-60 ms in a read that draws that person.
+rows were bounded in Python); +20-30 ms in a read that draws that person.
 
 **Once per analyst, and always labelled.** Where the ledger keeps answers, the rows are
 released once per analyst and table, as their stored copy (:meth:`LocalRead.copy_release`,
@@ -52,6 +63,8 @@ with the result, so no door can show these rows without it.
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,23 +305,38 @@ def released_rows(table: Table, mechanism: RowMechanism, engine: Engine, rng: Ra
                   percent: float | None = None, size: int | None = None
                   ) -> dict[str, npt.NDArray[np.object_]]:
     """The randomized rows of one release (column -> values), in a uniformly random order.
-    The engine bounds and selects (:func:`selection`): only the rows released reach Python,
+    The engine bounds and selects (:func:`picked_rows`): only the rows released reach Python,
     so the time spent here does not grow with any one unit's rows."""
     names = _read_names(table, mechanism)
     m = None if mechanism.public_row_count else size if size is not None else \
         mechanism.sample_rows or 0
+    picked = picked_rows(table, names, engine, rng, percent, size, m)
+    if picked is None:  # an empty table: its draws are of the public phantom row
+        phantom = mechanism.phantom()
+        picked = [tuple(phantom[n][0] for n in names)] * (m or 0)
+    columns = {n: [r[i] for r in picked] for i, n in enumerate(names)}
+    return mechanism.randomize(columns, len(picked), rng)
+
+
+def picked_rows(table: Table, names: list[str], engine: Engine, rng: Randomness,
+                percent: float | None, size: int | None, m: int | None
+                ) -> list[tuple[Any, ...]] | None:
+    """The true rows a release randomizes, the ``names`` columns: every bounded row
+    (``percent`` or ``size`` of them) in a uniformly random order when ``m`` is None, else m
+    uniform draws with replacement from the bounded rows, in draw order (None when there is
+    no bounded row to draw from). The draws come from the kept counts of a fixed table
+    (:func:`_drawn`), else from :func:`selection` and :func:`_draws`: the same
+    distribution (module docstring, "Time")."""
+    if m and _keeps_counts(table, engine):
+        return _drawn(table, names, engine, rng, m)
     tree = selection(table, names, engine.schema.get(table.name.lower(), {}), percent,
                      size if m is None else m, m is not None)
     _, rows = engine.execute(tree.sql(dialect=engine.dialect), [rng.salt()])
     if m is None:
-        picked = [r[:len(names)] for r in rows]
-    elif rows:
-        picked = [rows[i][:len(names)] for i in _draws(int(rows[0][-1]), m, rng)]
-    else:  # an empty table: its draws are of the public phantom row
-        phantom = mechanism.phantom()
-        picked = [tuple(phantom[n][0] for n in names)] * m
-    columns = {n: [r[i] for r in picked] for i, n in enumerate(names)}
-    return mechanism.randomize(columns, len(picked), rng)
+        return [r[:len(names)] for r in rows]
+    if not rows:
+        return None
+    return [rows[i][:len(names)] for i in _draws(int(rows[0][-1]), m, rng)]
 
 
 def _read_names(table: Table, mechanism: RowMechanism) -> list[str]:
@@ -337,7 +365,7 @@ def selection(table: Table, names: list[str], stored: Mapping[str, str],
       is a secret uniform 64-bit word per row, independent between rows: ordering by it is a
       uniform random order (ties, of probability below n^2 / 2^65, broken arbitrarily). The
       hash's inputs start with a tag (0: ranking, 1: order), so no ranking input is an order
-      input.
+      input, and end with it (:func:`_hash`: DuckDB's hash of several values).
     * **Selection.** ``percent``: each row kept when ``__u / 2^64 < p / 100``, independently;
       ``limit``: the first ``limit`` rows in the random order; ``counted``: each row also
       carries ``__n``, the number of bounded rows (for :func:`_draws`; it never leaves dpsql).
@@ -358,6 +386,33 @@ def selection(table: Table, names: list[str], stored: Mapping[str, str],
     Without bounding, a position's row is its key: step 3 is not needed."""
     unit = table.privacy_unit
     bounded = unit is not None and table.needs_bounding
+    source = _source(table, names, stored)
+    key = [unit] if bounded and unit is not None else names
+    counts = _counts(table, key, source)
+    if counted:
+        counts = counts.select(exp.alias_(exp.Window(this=exp.Sum(this=_kept(table))), "__n"))
+    extra = ["__u", "__n"] if counted else ["__u"]
+    picked = _positions(key, percent, limit, extra)
+    if not bounded or unit is None:  # a position's row is its key
+        out = exp.select(*_columns(names, "__p"), *_columns(extra, "__p")).from_("__p")
+        return out.order_by(exp.column("__u", "__p")).with_("__c", counts).with_(
+            "__p", picked, materialized=True)
+    others = [n for n in names if n != unit]
+    lists = _ranked(table, names, source, exp.select(*_columns([unit])).from_("__p"))
+    values = [exp.column(unit, "__p", quoted=True) if n == unit else exp.alias_(ir.Element(
+        this=exp.column(f"__l{others.index(n)}", "__k"), expression=exp.column("__r", "__p")),
+        n, quoted=True) for n in names]
+    out = exp.select(*values, *_columns(extra, "__p")).from_("__p").join("__k", on=exp.EQ(
+        this=exp.column(unit, "__p", quoted=True), expression=exp.column(unit, "__k",
+                                                                         quoted=True)))
+    return out.order_by(exp.column("__u", "__p")).with_("__c", counts).with_(
+        "__p", picked, materialized=True).with_("__k", lists)
+
+
+def _source(table: Table, names: list[str], stored: Mapping[str, str]) -> exp.Select:
+    """The ``names`` columns of the table's rows, read as declared, rows of a NULL (or NaN)
+    unit dropped."""
+    unit = table.privacy_unit
     read = {n: table.columns[n].type for n in names}
     cols = [exp.column(n, quoted=True) for n in names]
     source = exp.select(*[c.copy() for c in cols]).from_(
@@ -368,37 +423,41 @@ def selection(table: Table, names: list[str], stored: Mapping[str, str],
         if read[unit] == ColumnType.FLOAT:
             kept = exp.and_(kept, exp.Not(this=exp.IsNan(this=u.copy())))
         source = source.where(kept)
-    key = [unit] if bounded and unit is not None else names
+    return source
+
+
+def _kept(table: Table) -> exp.Expression:
+    """A group's kept rows: ``COUNT(*)``, at most k where the table is bounded."""
     rows: exp.Expression = exp.Count(this=exp.Star())
-    if bounded:
+    if table.privacy_unit is not None and table.needs_bounding:
         rows = ir.least(rows, exp.Literal.number(table.max_rows_per_unit))
-    counts = exp.select(*_columns(key), exp.alias_(rows, "__c")).from_(
+    return rows
+
+
+def _counts(table: Table, key: list[str], source: exp.Select) -> exp.Select:
+    """``key`` (the unit, or a row's values) and ``__c``, its kept rows, one row a key."""
+    return exp.select(*_columns(key), exp.alias_(_kept(table), "__c")).from_(
         _sub(source.copy(), "__b")).group_by(*_columns(key))
-    if counted:
-        counts = counts.select(exp.alias_(exp.Window(this=exp.Sum(this=rows.copy())), "__n"))
-    extra = ["__u", "__n"] if counted else ["__u"]
-    picked = _positions(key, percent, limit, extra)
-    if not bounded or unit is None:  # a position's row is its key
-        out = exp.select(*_columns(names, "__p"), *_columns(extra, "__p")).from_("__p")
-        return out.order_by(exp.column("__u", "__p")).with_("__c", counts).with_(
-            "__p", picked, materialized=True)
+
+
+def _ranked(table: Table, names: list[str], source: exp.Select, units: exp.Select
+            ) -> exp.Select:
+    """For the units ``units`` selects only, the unit and ``__l0``, ``__l1``, ...: the
+    values of each other column of ``names``, its rows in the order of their ranking hash
+    (tag 0, keyed by the salt), at least the first k (:class:`~dpsql.engines.ir.SmallestBy`:
+    DuckDB's top-k aggregate, no sort)."""
+    unit = table.privacy_unit
+    assert unit is not None
+    cols = [exp.column(n, quoted=True) for n in names]
     # The ranking hash once per row (not once per column's list).
-    ranked = source.select(exp.alias_(_hash(0, [exp.column(unit, quoted=True), *cols]), "__h"))
+    ranked = source.copy().select(
+        exp.alias_(_hash(0, [exp.column(unit, quoted=True), *cols]), "__h"))
     others = [n for n in names if n != unit]
-    lists = exp.select(*_columns([unit]), *[exp.alias_(ir.SmallestBy(
+    return exp.select(*_columns([unit]), *[exp.alias_(ir.SmallestBy(
         this=exp.column(n, quoted=True), expression=exp.column("__h"),
         count=exp.Literal.number(table.max_rows_per_unit)), f"__l{i}")
         for i, n in enumerate(others)]).from_(_sub(ranked, "__b")).where(
-        exp.column(unit, quoted=True).isin(query=exp.select(*_columns([unit])).from_("__p"))
-    ).group_by(*_columns([unit]))
-    values = [exp.column(unit, "__p", quoted=True) if n == unit else exp.alias_(ir.Element(
-        this=exp.column(f"__l{others.index(n)}", "__k"), expression=exp.column("__r", "__p")),
-        n, quoted=True) for n in names]
-    out = exp.select(*values, *_columns(extra, "__p")).from_("__p").join("__k", on=exp.EQ(
-        this=exp.column(unit, "__p", quoted=True), expression=exp.column(unit, "__k",
-                                                                         quoted=True)))
-    return out.order_by(exp.column("__u", "__p")).with_("__c", counts).with_(
-        "__p", picked, materialized=True).with_("__k", lists)
+        exp.column(unit, quoted=True).isin(query=units)).group_by(*_columns([unit]))
 
 
 def _positions(key: list[str], percent: float | None, limit: int | None,
@@ -428,9 +487,13 @@ def _columns(names: list[str], table: str | None = None) -> list[exp.Column]:
 
 
 def _hash(tag: int, parts: list[exp.Column]) -> exp.Expression:
-    """The salted hash (:class:`~dpsql.engines.ir.SaltedHash`) of a tag and ``parts``."""
+    """The salted hash (:class:`~dpsql.engines.ir.SaltedHash`) of a tag, ``parts`` and the tag
+    again. The tag ends it because DuckDB's ``hash(a, ..., z)`` mixes every input's hash
+    but XORs the last one's in unmixed: with an input that varies last (a rank), the order of
+    the hashes over salts is far from uniform (9 positions, 6,000 salts: the first in order
+    540 to 790 times, against 667); with a constant last, 945 to 1,045 of 9,000 (1,000)."""
     return ir.SaltedHash(expressions=[SALT.copy(), exp.Literal.number(tag),
-                                      *(p.copy() for p in parts)])
+                                      *(p.copy() for p in parts), exp.Literal.number(tag)])
 
 
 def _sub(select: exp.Select, name: str) -> exp.Subquery:
@@ -451,6 +514,115 @@ def _draws(n: int, m: int, rng: Randomness) -> npt.NDArray[np.int64]:
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
     return rank[inverse.reshape(-1)]
+
+
+# --- the kept counts of a fixed table ---------------------------------------------------------
+
+#: The declared types of a unit whose values go back to the engine as a list parameter as
+#: they came (a date or timestamp would come back as NumPy's datetime64).
+_KEPT_UNIT_TYPES = frozenset({ColumnType.INT, ColumnType.FLOAT, ColumnType.TEXT})
+
+
+@dataclass(frozen=True)
+class KeptCounts:
+    """The positions ``(unit, r)`` of a bounded table: unit ``units[i]`` holds ``min(rows,
+    k)`` of them, numbered ``starts[i]`` to ``starts[i + 1] - 1`` (``starts[0] = 0``, the last
+    the number N of bounded rows), the units in the engine's order. Memory: 8 bytes a unit
+    for ``starts``, and the units: 8 bytes a unit more for an int or float unit; for a text
+    unit, an 8-byte pointer and its Python string (49 bytes + its length, if ASCII)."""
+
+    units: npt.NDArray[Any]
+    starts: npt.NDArray[np.int64]
+
+    @property
+    def total(self) -> int:
+        """N, the number of bounded rows."""
+        return int(self.starts[-1])
+
+    def draw(self, m: int, rng: Randomness
+             ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """m positions uniform among the N, independently (with replacement): each one's
+        unit (its index in ``units``) and rank r (from 1)."""
+        at = uniform_integers(self.total, m, rng)
+        unit = np.searchsorted(self.starts, at, side="right") - 1
+        return unit, at - self.starts[unit] + 1
+
+
+# Per engine (gone with it), per table, unit, the unit's declared type and k: its kept counts.
+_by_engine: weakref.WeakKeyDictionary[Engine, dict[tuple[str, str, str, int], KeptCounts]] = \
+    weakref.WeakKeyDictionary()
+_kept_lock = threading.Lock()
+
+
+def _keeps_counts(table: Table, engine: Engine) -> bool:
+    """Whether draws from ``table`` are made from its kept counts (module docstring,
+    "Time"): a bounded table that the engine holds fixed, of a unit type that round-trips."""
+    unit = table.privacy_unit
+    return unit is not None and table.needs_bounding and \
+        table.columns[unit].type in _KEPT_UNIT_TYPES and engine.fixed(table.name)
+
+
+def kept_counts(table: Table, engine: Engine) -> KeptCounts:
+    """The kept counts of a fixed, bounded ``table``: computed by the engine on first use (one
+    hash aggregate over every row, as :func:`selection`'s step 1), then kept for the engine's
+    life: they do not depend on the salt, and the engine's data cannot change
+    (:meth:`~dpsql.engines.Engine.fixed`)."""
+    unit = table.privacy_unit
+    assert unit is not None
+    key = (table.name.lower(), unit, str(table.columns[unit].type), table.max_rows_per_unit)
+    with _kept_lock:
+        found = _by_engine.get(engine, {}).get(key)
+    if found is not None:
+        return found
+    source = _source(table, [unit], engine.schema.get(table.name.lower(), {}))
+    units, counts = engine.execute_arrays(
+        _counts(table, [unit], source).sql(dialect=engine.dialect)).values()
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(counts, dtype=np.int64), out=starts[1:])
+    kept = KeptCounts(np.asarray(units), starts)
+    with _kept_lock:
+        _by_engine.setdefault(engine, {})[key] = kept
+    return kept
+
+
+def forget_kept_counts(engine: Engine) -> None:
+    """Drop the kept counts of ``engine`` (tests: a first read, as a fresh engine's)."""
+    with _kept_lock:
+        _by_engine.pop(engine, None)
+
+
+def _drawn(table: Table, names: list[str], engine: Engine, rng: Randomness, m: int
+           ) -> list[tuple[Any, ...]] | None:
+    """m uniform draws with replacement from the bounded rows of a fixed table, the ``names``
+    columns, in draw order; None when it has no bounded row. The positions come from the
+    kept counts and the CSPRNG; the engine ranks the rows of the drawn units only by a fresh
+    salted hash (:func:`_ranked`), and position (unit, r) is the unit's row of rank r."""
+    counts = kept_counts(table, engine)
+    if counts.total == 0:
+        return None
+    index, rank = counts.draw(m, rng)
+    drawn = np.unique(index)
+    value = dict(zip(drawn.tolist(), counts.units[drawn].tolist(), strict=True))
+    unit = table.privacy_unit
+    assert unit is not None
+    units = exp.select(exp.Unnest(expressions=[exp.Placeholder(this="2")]))
+    sql = _ranked(table, names, _source(table, names, engine.schema.get(
+        table.name.lower(), {})), units).sql(dialect=engine.dialect)
+    _, rows = engine.execute(sql, [rng.salt(), list(value.values())])
+    lists: dict[Any, tuple[Any, ...]] = {row[0]: row[1:] for row in rows}
+    others = [n for n in names if n != unit]
+    picked = []
+    for i, r in zip(index.tolist(), rank.tolist(), strict=True):
+        u = value[i]
+        found = lists.get(u)
+        if found is None or any(len(values) < r for values in found):
+            # Impossible while the engine's data is fixed (Engine.fixed): a bug, never data.
+            forget_kept_counts(engine)
+            raise EngineError(f"the rows of {table.name} changed while the database was open "
+                              "(a dpsql bug: the table was taken as fixed)")
+        picked.append(tuple(u if n == unit else found[others.index(n)][r - 1]
+                            for n in names))
+    return picked
 
 
 def run_over(read: LocalRead, rows: dict[str, npt.NDArray[np.object_]], epsilon: float,

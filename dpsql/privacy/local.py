@@ -54,6 +54,23 @@ argument and the same charge. The engine evaluates exactly this selection withou
 any unit's rows (the positions, unit and rank, are drawn from the per-unit counts first, and
 only the units drawn are ranked): the same rows, in the same order, for the same salt.
 
+**From kept counts** (:func:`dpsql.execution.local_rows.kept_counts`, where the engine's table
+cannot change: :meth:`dpsql.engines.Engine.fixed`). The positions (unit, rank r), r in ``1 ..
+min(rows, k)``, depend on each unit's row count only, never on the salt: they are counted
+once, N of them in all. A read draws m exact uniform indices in [0, N) from the CSPRNG, each
+mapped to its position by the cumulative counts: m independent uniform positions. The engine
+then orders each drawn unit's rows by a hash keyed by a fresh salt, and position (unit, r) is
+the unit's row of rank r: the ranking is a uniformly random order of the unit's rows, the
+first ``min(rows, k)`` of it a uniformly random k of them, shared by the read's draws. So the
+read is m draws with replacement, uniform and independent, from a table bounded as above:
+the law of the selection's m draws (its top-m order and the first-appearance renaming give
+exactly this law, above), hence the same argument and the same charge. Which units a read
+draws, and so what the engine is asked for, depends on the CSPRNG and the counts only.
+Nor does the charge of m draws rest on their law being uniform: whichever m rows are chosen,
+and however, the output is a mixture of products of m row randomizations, any two of which are
+within ``e^(m epsilon)`` of each other, so any two such mixtures are too (a biased order hash,
+:func:`dpsql.execution.local_rows._hash`, cost the sample its uniformity, never privacy).
+
 **Once per analyst.** Where the ledger stores answers, the rows released to an analyst are kept
 as their copy of the table and every later row-level query of it reads that copy
 (:func:`dpsql.routes.local.answer_from_stored_copy`): post-processing, free. The copy is charged as

@@ -28,7 +28,7 @@ from __future__ import annotations
 import decimal
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -36,8 +36,12 @@ from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines.empty import with_empty
 from dpsql.engines.physical import public_select
 from dpsql.engines.postgres.dialect import PostgresDialect
+from dpsql.engines.protocol import column_arrays
 from dpsql.errors import EngineError, UnsupportedQuery
 from dpsql.metadata.owner_settings import DEFAULT_STATEMENT_TIMEOUT
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 MINIMUM_VERSION = 140000
 CANCEL_RETRY, CANCEL_RETRIES = 0.02, 100  # a lost cancel request is repeated for up to 2 s
@@ -231,6 +235,16 @@ class PostgresEngine:
             if token is not None:
                 with token.lock:  # no repeated cancel request can follow
                     token.finished.set()
+
+    def execute_arrays(self, sql: str, parameters: Sequence[object] = ()
+                       ) -> dict[str, npt.NDArray[Any]]:
+        """:meth:`execute`, one array per column (:meth:`dpsql.engines.Engine.execute_arrays`)."""
+        return column_arrays(*self.execute(sql, parameters))
+
+    def fixed(self, table: str) -> bool:
+        """Never: other sessions may change the data at any time (:meth:`dpsql.engines.
+        Engine.fixed`)."""
+        return False
 
 
 def _value(value: object) -> object:

@@ -51,11 +51,14 @@ from sqlglot import exp
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines.physical import public_select
+from dpsql.engines.protocol import column_arrays
 from dpsql.engines.spark.dialect import SALT_NAME, SparkDialect, spark_tree
 from dpsql.engines.spark.footer import spark_types, struct_type
 from dpsql.errors import EngineError, UnsupportedQuery
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from dpsql.engines.protocol import CancelToken
 
 #: Spark's types (``DataType.simpleString()``) as the DuckDB type names that the metadata
@@ -352,6 +355,16 @@ class SparkEngine:
         if token is not None and token.fired:  # the deadline passed as the last job ended
             raise EngineError("the query was interrupted", interrupted=True)
         return names, rows
+
+    def execute_arrays(self, sql: str, parameters: Sequence[object] = ()
+                       ) -> dict[str, npt.NDArray[Any]]:
+        """:meth:`execute`, one array per column (:meth:`dpsql.engines.Engine.execute_arrays`)."""
+        return column_arrays(*self.execute(sql, parameters))
+
+    def fixed(self, table: str) -> bool:
+        """Never: other sessions may change the data at any time (:meth:`dpsql.engines.
+        Engine.fixed`)."""
+        return False
 
     def close(self) -> None:
         """Drops this engine's views; the shared local context lives on for the process (a
