@@ -16,7 +16,7 @@ import duckdb
 from dpsql.audit.neighbour_worlds import BASE, TableData, World
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import DuckDBEngine, Engine
-from dpsql.engines.duckdb_engine.engine import _DISABLED_OPTIMIZERS
+from dpsql.engines.duckdb_engine.engine import _SETTINGS
 from dpsql.engines.locked import insert_rows
 from dpsql.execution.public import PublicStore
 from dpsql.metadata.metadata import Metadata
@@ -73,8 +73,7 @@ def duckdb_neighbourhood(world: World) -> Neighbourhood:
 def _duckdb_world(world: World) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the public tables in ``main`` and one schema per neighbour."""
     # One thread: the tables are tiny, and a query's fixed cost is what counts here.
-    con = duckdb.connect(":memory:", config={"disabled_optimizers": _DISABLED_OPTIMIZERS,
-                                             "threads": 1})
+    con = duckdb.connect(":memory:", config={**_SETTINGS, "threads": 1})
     for name in world.public:
         _duckdb_table(con, "main", world.tables[name])
     private = [t for t in world.tables.values() if t.name not in world.public]

@@ -21,7 +21,7 @@ import duckdb
 
 from dpsql.cache import LRU, REWRITTEN_CACHE_SIZE
 from dpsql.engines import locked
-from dpsql.engines.duckdb_engine import folders
+from dpsql.engines.duckdb_engine import folders, grouping
 from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.engines.histograms import duckdb_gather, joined_histograms
 from dpsql.engines.physical import public_select
@@ -42,6 +42,9 @@ _BEFORE_ROWS = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogEx
 # DuckDB turns the row_number() <= k of contribution bounding into a per-unit top-k aggregate,
 # which measured 1.7x slower than the sorted window on 10M rows (benchmarks/bench_bounding.py).
 _DISABLED_OPTIMIZERS = "top_n_window_elimination"
+#: Every connection's settings: the optimizers above, and a perfect hash for the units of up
+#: to a million units (dpsql.engines.duckdb_engine.grouping).
+_SETTINGS = {"disabled_optimizers": _DISABLED_OPTIMIZERS, **grouping.settings()}
 
 
 class CursorCancel:
@@ -84,7 +87,7 @@ class DuckDBEngine:
         self._fixed = None
         try:
             if self.path.is_dir():
-                self._folder = folders.acquire(self.path, disabled_optimizers=_DISABLED_OPTIMIZERS)
+                self._folder = folders.acquire(self.path, **_SETTINGS)
                 self._connection = self._folder.connection.cursor()
             else:
                 self._connection = self._open_file(self.path, allowed=None)
@@ -103,7 +106,7 @@ class DuckDBEngine:
 
     @staticmethod
     def _open_file(path: Path, allowed: Path | None) -> duckdb.DuckDBPyConnection:
-        return locked.read_only(path, allowed, disabled_optimizers=_DISABLED_OPTIMIZERS)
+        return locked.read_only(path, allowed, **_SETTINGS)
 
     def _schema(self) -> dict[str, dict[str, str]]:
         """Table -> column -> physical DuckDB type, lower-case names (for the rewrite)."""
@@ -127,10 +130,11 @@ class DuckDBEngine:
         # Histograms as GROUP BY keys, bucket, gathered into lists (dpsql.engines.histograms).
         from sqlglot import exp
 
-        if isinstance(tree, exp.Select):  # a fresh copy: generated in place
-            return joined_histograms(tree.copy(), duckdb_gather).sql(dialect=DuckDBDialect,
-                                                                      copy=False)
-        return tree.sql(dialect=DuckDBDialect)
+        tree = tree.copy()  # a fresh copy: changed and generated in place
+        grouping.filtered_units(tree, self.schema)
+        if isinstance(tree, exp.Select):
+            tree = joined_histograms(tree, duckdb_gather)
+        return tree.sql(dialect=DuckDBDialect, copy=False)
 
     def cancel_token(self) -> CancelToken:
         """A token that interrupts what this thread runs on the engine (its own cursor)."""
