@@ -365,7 +365,7 @@ def selection(table: Table, names: list[str], stored: Mapping[str, str],
       is a secret uniform 64-bit word per row, independent between rows: ordering by it is a
       uniform random order (ties, of probability below n^2 / 2^65, broken arbitrarily). The
       hash's inputs start with a tag (0: ranking, 1: order), so no ranking input is an order
-      input, and end with it (:func:`_hash`: DuckDB's hash of several values).
+      input.
     * **Selection.** ``percent``: each row kept when ``__u / 2^64 < p / 100``, independently;
       ``limit``: the first ``limit`` rows in the random order; ``counted``: each row also
       carries ``__n``, the number of bounded rows (for :func:`_draws`; it never leaves dpsql).
@@ -487,13 +487,11 @@ def _columns(names: list[str], table: str | None = None) -> list[exp.Column]:
 
 
 def _hash(tag: int, parts: list[exp.Column]) -> exp.Expression:
-    """The salted hash (:class:`~dpsql.engines.ir.SaltedHash`) of a tag, ``parts`` and the tag
-    again. The tag ends it because DuckDB's ``hash(a, ..., z)`` mixes every input's hash
-    but XORs the last one's in unmixed: with an input that varies last (a rank), the order of
-    the hashes over salts is far from uniform (9 positions, 6,000 salts: the first in order
-    540 to 790 times, against 667); with a constant last, 945 to 1,045 of 9,000 (1,000)."""
+    """The salted hash (:class:`~dpsql.engines.ir.SaltedHash`) of a tag and ``parts``: uniform
+    over salts whichever input varies (each engine's spelling sees to it: DuckDB's hashes
+    its ``hash``, whose last input is mixed in weakly)."""
     return ir.SaltedHash(expressions=[SALT.copy(), exp.Literal.number(tag),
-                                      *(p.copy() for p in parts), exp.Literal.number(tag)])
+                                      *(p.copy() for p in parts)])
 
 
 def _sub(select: exp.Select, name: str) -> exp.Subquery:

@@ -128,11 +128,11 @@ def _definition(key: list[str], k: int | None, percent: float | None, limit: int
     where = ['"pid" IS NOT NULL'] if key == ["pid"] else ["TRUE"]
     kept = [f"__r <= {k}"] if k is not None else ["TRUE"]
     if percent is not None:
-        kept.append(f"CAST(HASH($1, 1, {keys}, __r, 1) AS DOUBLE) / 18446744073709551616 < "
+        kept.append(f"CAST(HASH(HASH($1, 1, {keys}, __r)) AS DOUBLE) / 18446744073709551616 < "
                     f"{percent / 100}")
     n = ", COUNT(*) OVER () AS __n" if counted else ""
-    return (f"SELECT {cols}, HASH($1, 1, {keys}, __r, 1) AS __u{n} FROM (SELECT {cols}, "
-            f"ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY HASH($1, 0, {keys}, {cols}, 0)) "
+    return (f"SELECT {cols}, HASH(HASH($1, 1, {keys}, __r)) AS __u{n} FROM (SELECT {cols}, "
+            f"ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY HASH(HASH($1, 0, {keys}, {cols}))) "
             f"AS __r FROM visits WHERE {' AND '.join(where)}) WHERE {' AND '.join(kept)} "
             f"ORDER BY __u" + (f" LIMIT {limit}" if limit is not None else ""))
 

@@ -28,6 +28,16 @@ def _smallest(generator: Generator, node: ir.SmallestBy) -> str:
     return f"LIST_TRANSFORM({smallest}, lambda x: x.v)"
 
 
+def _hash(generator: Generator, node: ir.SaltedHash) -> str:
+    # hash(a, ..., z) mixes each input's hash into the running one, but XORs the last input's
+    # hash in unmixed: ordered by it over salts, values differing only in the last input (a
+    # unit's rows, a rank, a unit's keys) come first far from uniformly (9 rows, 4,000 salts:
+    # 87 to 779 times against 444 each, a chi-square of 2,300 on 8 degrees of freedom), which
+    # biases which k rows and which g groups a unit keeps. Hashing the hash mixes every bit
+    # (chi-square 6-7), and costs less than a constant last input (10M rows: +55 ms, +170 ms).
+    return generator.func("hash", generator.func("hash", *node.expressions))
+
+
 def _days(generator: Generator, node: ir.DaysSinceEpoch) -> str:
     # DATE minus DATE is a BIGINT number of days in DuckDB.
     return generator.sql(exp.Paren(this=exp.Sub(this=node.this, expression=ir.EPOCH.copy())))
@@ -60,7 +70,7 @@ class DuckDBDialect(DuckDB):
         ENGINE = "DuckDB"
         TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
             **DuckDBGenerator.TRANSFORMS, **ir.COMMON,
-            ir.SaltedHash: lambda self, e: self.func("hash", *e.expressions),
+            ir.SaltedHash: _hash,
             ir.SafeCast: lambda self, e: self.trycast_sql(e),
             ir.ExactInteger: lambda self, e: f"CAST({self.sql(e, 'this')} AS HUGEINT)",
             ir.ExactSum: lambda self, e: self.func("SUM", e.this),
