@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from sqlglot import exp
 
 import dpsql
 from dpsql.engines import DuckDBEngine, Engine
@@ -42,6 +43,7 @@ from dpsql.routes.pipeline import engine_sql
 from dpsql.routes.planner import Planner
 from grammar_tests.corpus import Case, load_corpus
 from grammar_tests.databases import corpus_metadata
+from tests.support.hash_order import UNIFORMITY_CASES, assert_uniform_order
 from tests.support.helpers import REPO
 from tests.support.sparkcluster import SparkCluster
 from tests.support.subset import cover, half, subset
@@ -198,6 +200,12 @@ REFUSED = [c for c in CORPUS if c.verdict == "refused"]
 @pytest.fixture(scope="module")
 def corpus_cases(loose: Metadata, neighbour_seed: int) -> dict[str, list[tuple[Case, Plan]]]:
     return dealt(ACCEPTED, loose, neighbour_seed)
+
+
+@pytest.mark.parametrize("fixed", UNIFORMITY_CASES)
+def test_the_salted_hash_orders_values_uniformly_over_salts(
+        engines: tuple[Engine, Engine], fixed: list[exp.Expression]) -> None:
+    assert_uniform_order(engines[1], fixed)  # xxhash64, seeded input by input
 
 
 def test_corpus_accepted_same_measurements(engines: tuple[Engine, Engine],
