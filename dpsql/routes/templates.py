@@ -19,17 +19,19 @@ followed through the passes by where the parser read it (its ``start``): it must
 only as the same literal in its ``WHERE`` (a literal that bind, check or fold changed, or one
 that any other part of the plan holds, makes no template), and folding the checked ``WHERE``
 again must give the plan's. On a reuse (:meth:`Templates.reuse`) every pass that reads a
-``WHERE`` constant's value is run again on the new ``WHERE`` -- the checker's
+``WHERE`` constant's value is run again on the new ``WHERE``: the checker's
 :func:`~dpsql.query.check.check_condition` (row level, types, bounds), :func:`~dpsql.query.
-fold_constants.fold`, :func:`~dpsql.query.cost.check_cost`, :func:`~dpsql.privacy.key_filters.
-key_filters` with each key's public domain and the free route's :func:`~dpsql.execution.free.empty_probe` -- and the plan is
-reused only if folding gave exactly the cached ``WHERE`` with the new constants in place
-(so no constant folded differently: no constant-false ``WHERE``, no other type) and every
-key's public domain is the same; anything else (a refusal included) plans the text from scratch. The
-engine's SQL is then written for the new plan as for any plan (the rewrite's reads of a
-constant -- clamp intervals, typed numbers -- the dry-run shape and its dry run, :func:`dpsql.
-routes.pipeline.engine_sql`). What is skipped is parsing, binding, the rest of the checker,
-planning the measurements and choosing the route: none reads a slot's value.
+fold_constants.fold`, :func:`~dpsql.query.cost.check_cost`, each key's public domain
+(:func:`~dpsql.privacy.domains.key_domain` of the new :func:`~dpsql.privacy.key_filters.
+key_filters`) and the free route's :func:`~dpsql.execution.free.empty_probe`. The plan is
+reused only if folding gave exactly the cached ``WHERE`` with the new constants in place (no
+constant folded otherwise: no constant-false ``WHERE``, no other type), every key's public
+domain is the same and nothing was refused; anything else plans the text from scratch (and
+so refuses it with the same message). The engine's SQL is then written for the new plan as
+for any plan (the rewrite's reads of a constant -- clamp intervals, typed numbers -- the
+dry-run shape and its dry run: :func:`dpsql.routes.pipeline.engine_sql`). What is skipped is
+parsing, binding, the rest of the checker, planning the measurements and choosing the route:
+none reads a slot's value (docs/audit.md lists what each pass reads).
 """
 
 from __future__ import annotations
@@ -38,10 +40,9 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from sqlglot import exp
+from sqlglot import Token, TokenType, exp
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import Token, TokenType
 
 from dpsql.cache import LRU
 from dpsql.errors import QueryRefused
@@ -160,14 +161,16 @@ def _read_at(p: Plan, start: int) -> int:
     """How many nodes of ``p``'s trees outside its WHERE were read at ``start``."""
     where = p.query.where
     return sum(1 for tree in _expressions(p) if tree is not where
-               for node in tree.walk() if _start(node) == start)
+               for node in tree.walk() if isinstance(node, exp.Expression)
+               and _start(node) == start)
 
 
-def _start(node: exp.Expression) -> object:
+def _start(node: exp.Expression) -> int | None:
     """Where the parser read ``node`` (None for a node it did not read), without creating
     its meta (``node.meta`` would)."""
     meta = getattr(node, "_meta", None)
-    return meta.get("start") if meta else None
+    start = meta.get("start") if meta else None
+    return start if isinstance(start, int) else None
 
 
 def _substituted(tree: exp.Expression, at: dict[int, str]) -> exp.Expression:
@@ -201,18 +204,22 @@ class Templates:
                 or any(tokens[i].text != text for i, text in entry.fixed):
             return None
         values = [tokens[s.token].text for s in entry.slots]
-        tree = _substituted(entry.tree, {s.parsed: v for s, v in zip(entry.slots, values)})
+
+        def moved(tree: exp.Expression, where: str) -> exp.Expression:
+            """A copy of the template's ``tree`` with the new constants at its slots."""
+            return _substituted(tree, {getattr(s, where): v
+                                       for s, v in zip(entry.slots, values, strict=True)})
+
+        tree = moved(entry.tree, "parsed")
         table = entry.plan.query.table
         try:
             if empty_probe(tree) is not None:  # a free answer: the planner's route
                 return None
-            checked = _substituted(entry.checked,
-                                   {s.checked: v for s, v in zip(entry.slots, values)})
+            checked = moved(entry.checked, "checked")
             check_condition(checked, table, "WHERE")
             where = fold(checked, table)
             assert entry.plan.query.where is not None
-            if where != _substituted(entry.plan.query.where,
-                                     {s.planned: v for s, v in zip(entry.slots, values)}):
+            if where != moved(entry.plan.query.where, "planned"):
                 return None  # a constant folded otherwise than the template's
             filters = key_filters(where)  # as plan narrows each key's public domain
             if any(key_domain(k.expression, table, filters) != k.domain
@@ -248,8 +255,9 @@ class Templates:
         slots: list[_Slot] = []
         for literal in literals:
             start = _start(literal)
-            token = at.get(start) if isinstance(start, int) else None
-            if token is None or tokens[token].text != literal.this or _read_at(p, start) > 0:
+            token = at.get(start) if start is not None else None
+            if start is None or token is None or tokens[token].text != literal.this \
+                    or _read_at(p, start) > 0:  # held outside the WHERE: no template
                 return
             where = (_index(tree, start), _index(checked, start), _index(p.query.where, start))
             if None in where:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlglot import TokenType
 from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import SqlglotError
-from sqlglot.tokens import TokenType
 
 from dpsql.audit.oracle import zero_noise
 from dpsql.database import Database
@@ -63,7 +63,7 @@ def variants(sql: str) -> Iterator[str]:
         for t in changed:
             out += [sql[at:t.start], _moved(t.text)]
             at = t.end + 1
-        return "".join(out + [sql[at:]])
+        return "".join([*out, sql[at:]])
 
     for token in tokens[:6]:
         yield spelled([token])
