@@ -86,6 +86,7 @@ from dpsql.routes.planner import Planner, Prepared
 from dpsql.routes.private import PrivatePlan
 from dpsql.routes.releases import Releases, composite_of, prepare_releases
 from dpsql.routes.route import Answering, Route
+from dpsql.routes.templates import keep_moved_engine_sql
 from dpsql.shortcut import Answer as Answer  # its home: light, for the command line's shortcut
 
 log = logging.getLogger(__name__)
@@ -316,6 +317,7 @@ class Database:
         if new:  # a text not seen: maybe one planned before but for its constants
             reused = self.planner.reuse(folded, *asked)
             if reused is not None:
+                keep_moved_engine_sql(reused, self.engine)  # its engine SQL: moved, not rewritten
                 self._memo.put((folded, None), (reused.normalised, reused.key_text, reused.tree))
                 return _Routed(reused.route, reused.normalised, reused.key_text)
         normalised, key_text, tree = self._texts(folded, parameters)

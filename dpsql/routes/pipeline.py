@@ -214,6 +214,25 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     return entry[1], entry[2]
 
 
+def rewritten_tree(p: Plan, engine: Engine) -> tuple[exp.Query, bool, Mapping[str, str]]:
+    """``p``'s engine query as :func:`engine_sql` writes it, as a tree not yet generated,
+    whether it takes the salt, and the physical column types it was written for:
+    :mod:`dpsql.routes.templates` moves a reused plan's constants in it."""
+    schema = _schema(p, engine)
+    tree = rewrite(p, schema)
+    return tree, tree.find(exp.Placeholder) is not None, schema
+
+
+def keep_engine_sql(p: Plan, tree: exp.Query, salted: bool, engine: Engine) -> None:
+    """Check and generate ``tree`` as ``p``'s engine query, as :func:`engine_sql` does the
+    one it rewrites, and cache it for ``p``: a reused plan's query is its template's with the
+    new constants moved in (:mod:`dpsql.routes.templates`), not rewritten again."""
+    if k_to_choose(p) or values_to_choose(p):  # its choices' queries: engine_sql's own
+        return
+    sql = _checked(p, tree, salted, _schema(p, engine), engine)
+    engine.rewritten.put(id(p), (p, sql, salted))
+
+
 def _after_charge(p: Plan, engine: Engine, rng: Randomness
                   ) -> tuple[Plan, tuple[str, bool]]:
     """``p`` with its choices from the data made (:func:`choose`) and its engine SQL, after the

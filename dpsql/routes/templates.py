@@ -37,7 +37,7 @@ none reads a slot's value (docs/audit.md lists what each pass reads).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from sqlglot import Token, TokenType, exp
@@ -45,6 +45,7 @@ from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
+from dpsql.engines import Engine
 from dpsql.errors import QueryRefused
 from dpsql.execution.free import empty_probe
 from dpsql.metadata.contribution import ContributionBounds
@@ -60,7 +61,14 @@ from dpsql.query.fold_constants import fold
 from dpsql.query.joins import PublicRows
 from dpsql.query.parameters import lower_case_names
 from dpsql.query.quantile_lists import expand_quantile_lists
-from dpsql.routes.pipeline import bind_in_force
+from dpsql.query.total_expressions import Reader, total
+from dpsql.routes.pipeline import (
+    bind_in_force,
+    k_to_choose,
+    keep_engine_sql,
+    rewritten_tree,
+    values_to_choose,
+)
 from dpsql.routes.private import PrivatePlan
 
 #: Templates kept per planner.
@@ -74,6 +82,7 @@ class _Slot:
     """Where one slot is: its token, and its node's index in the walk of each tree."""
 
     token: int
+    start: int  # where the parser read it
     parsed: int  # in the bound text's tree
     checked: int  # in the checked WHERE, before folding
     planned: int  # in the plan's (folded) WHERE
@@ -97,6 +106,8 @@ class Reused:
     normalised: str
     key_text: str
     tree: exp.Expression  # the bound text's tree, as parsed from scratch
+    template: Plan  # the plan reused
+    moved: tuple[tuple[int, str], ...]  # (where the parser read a slot, its new constant)
 
 
 def _tokens(sql: str) -> list[Token] | None:
@@ -229,7 +240,9 @@ class Templates:
         except QueryRefused:  # refused from scratch, with the same message
             return None
         normalised = tree.sql(dialect="duckdb")
-        return Reused(PrivatePlan(replace(entry.plan, query=query)), normalised, normalised, tree)
+        moved_at = tuple((s.start, v) for s, v in zip(entry.slots, values, strict=True))
+        return Reused(PrivatePlan(replace(entry.plan, query=query)), normalised, normalised, tree,
+                      entry.plan, moved_at)
 
     def learn(self, sql: str, tree: exp.Expression, normalised: str, key_text: str,
               route: object, bounds: ContributionBounds | None,
@@ -262,7 +275,7 @@ class Templates:
             where = (_index(tree, start), _index(checked, start), _index(p.query.where, start))
             if None in where:
                 return
-            slots.append(_Slot(token, *where))  # type: ignore[arg-type]
+            slots.append(_Slot(token, start, *where))  # type: ignore[arg-type]
         taken = {s.token for s in slots}
         fixed = tuple((i, tokens[i].text) for i in at.values() if i not in taken)
         self.cache.put((_key(tokens), parameters), _Template(
@@ -282,3 +295,66 @@ class Templates:
         except QueryRefused:
             return None
 
+
+
+# ------------------------------------------------------------- the engine's SQL, moved too
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    """A template plan's engine query for one engine, and where its slots are in it."""
+
+    tree: exp.Query
+    salted: bool
+    schema: Mapping[str, str]
+    at: dict[int, int]  # slot start -> walk index in ``tree``
+    filter: exp.Expression  # its WHERE as the rewrite writes it (:func:`total`)
+    at_filter: dict[int, int]  # slot start -> walk index in ``filter``
+
+
+#: Per template plan and engine: its rewrite, or None where its slots cannot be moved in it.
+_REWRITES: LRU[tuple[int, int], tuple[Plan, Engine, _Rewrite | None]] = LRU(256)
+
+
+def keep_moved_engine_sql(reused: Reused, engine: Engine) -> None:
+    """Write the engine query of ``reused``'s plan by moving its new constants into its
+    template's rewritten query, where that is proved the same (:func:`_moved_rewrite`), and
+    keep it as :func:`dpsql.routes.pipeline.engine_sql` would; else nothing (engine_sql then
+    rewrites the plan itself). The query is checked (dry-run shape, dry run) as any is."""
+    p, template = reused.route.plan, reused.template
+    if k_to_choose(p) or values_to_choose(p) or p.query.where is None:
+        return
+    key = (id(template), id(engine))
+    entry = _REWRITES.get(key)
+    if entry is None or entry[0] is not template or entry[1] is not engine:
+        entry = _REWRITES.put(key, (template, engine, _rewritten(template, engine, reused)))
+    rewrite_ = entry[2]
+    if rewrite_ is None:
+        return
+    moved = dict(reused.moved)
+    # The rewrite reads a WHERE's constants only through total() (the clamp intervals, typed
+    # numbers, NaN guards): the new WHERE's, written again, must be the template's moved.
+    written = total(p.query.where, p.table, Reader(p.table, rewrite_.schema), filtering=True)
+    if written != _substituted(rewrite_.filter, {i: moved[s]
+                                                 for s, i in rewrite_.at_filter.items()}):
+        return
+    tree = _substituted(rewrite_.tree, {i: moved[s] for s, i in rewrite_.at.items()})
+    assert isinstance(tree, exp.Query)
+    keep_engine_sql(p, tree, rewrite_.salted, engine)
+
+
+def _rewritten(template: Plan, engine: Engine, reused: Reused) -> _Rewrite | None:
+    """``template``'s rewrite with each slot found once in it, inside its WHERE; else None."""
+    tree, salted, schema = rewritten_tree(template, engine)
+    assert template.query.where is not None
+    written = total(template.query.where, template.table, Reader(template.table, schema),
+                    filtering=True)
+    at: dict[int, int] = {}
+    at_filter: dict[int, int] = {}
+    for start, _ in reused.moved:
+        i, j = _index(tree, start), _index(written, start)
+        if i is None or j is None or sum(1 for n in tree.walk() if isinstance(n, exp.Expression)
+                                            and _start(n) == start) != 1:
+            return None
+        at[start], at_filter[start] = i, j
+    return _Rewrite(tree, salted, schema, at, written, at_filter)

@@ -20,6 +20,7 @@ from sqlglot import exp
 import dpsql.routes.templates as templates
 from dpsql.database import Database
 from dpsql.errors import QueryRefused, UnsupportedQuery
+from dpsql.routes import pipeline
 from dpsql.routes.exact import FreeRoute
 from dpsql.routes.private import PrivatePlan
 from grammar_tests.databases import open_database
@@ -261,3 +262,34 @@ def test_an_empty_probe_is_not_reused(dbs: dict[str, tuple[Database, ...]],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(templates, "empty_probe", lambda tree: "WHERE FALSE (always false)")
     assert not _reused(dbs)
+
+
+def test_the_engine_query_is_moved_not_rewritten(dbs: dict[str, tuple[Database, ...]]) -> None:
+    """A reused plan's engine SQL is its template's with the constants moved in, kept before
+    the route is checked; equal to the rewrite of the plan from scratch (compared above)."""
+    warm = dbs["sample"][0]
+    _fresh(warm)
+    _route(warm, FIRST)
+    got = _route(warm, SECOND)
+    assert id(got.route.plan) in warm.engine.rewritten
+    assert "41234" in pipeline.engine_sql(got.route.plan, warm.engine)[0]
+
+
+def test_a_where_written_otherwise_is_rewritten(dbs: dict[str, tuple[Database, ...]],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were the rewrite to write the new constants otherwise (a clamp interval, a type), the
+    engine query is not moved: engine_sql rewrites the plan itself."""
+    real = templates.total  # type: ignore[attr-defined]
+
+    def total(node: exp.Expression, *args: Any, **kwargs: Any) -> exp.Expression:
+        written = real(node, *args, **kwargs)
+        moved = any(isinstance(n, exp.Literal) and n.this == "41234" for n in node.walk())
+        return exp.false() if moved else written
+
+    monkeypatch.setattr(templates, "total", total)
+    warm = dbs["sample"][0]
+    _fresh(warm)
+    _route(warm, FIRST)
+    got = _route(warm, SECOND)
+    assert isinstance(got.route, PrivatePlan)
+    assert id(got.route.plan) not in warm.engine.rewritten
