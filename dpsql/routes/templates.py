@@ -46,6 +46,7 @@ from sqlglot.errors import SqlglotError
 
 from dpsql.cache import LRU
 from dpsql.engines import Engine
+from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import QueryRefused
 from dpsql.execution.free import empty_probe
 from dpsql.metadata.contribution import ContributionBounds
@@ -56,7 +57,7 @@ from dpsql.privacy.plan import Plan
 from dpsql.query.check import check, check_condition
 from dpsql.query.cost import check_cost
 from dpsql.query.dates import normalise
-from dpsql.query.dry_shapes import NUMBER, type_of
+from dpsql.query.dry_shapes import NUMBER, dry_shape, opaque, type_of
 from dpsql.query.fold_constants import fold
 from dpsql.query.joins import PublicRows
 from dpsql.query.parameters import lower_case_names
@@ -184,13 +185,17 @@ def _start(node: exp.Expression) -> int | None:
     return start if isinstance(start, int) else None
 
 
-def _substituted(tree: exp.Expression, at: dict[int, str]) -> exp.Expression:
-    """A copy of ``tree`` with the literal at each walk index ``i`` of ``at`` now ``at[i]``."""
+def _substituted(tree: exp.Expression, at: dict[int, str],
+                 nodes: dict[int, exp.Literal] | None = None) -> exp.Expression:
+    """A copy of ``tree`` with the literal at each walk index ``i`` of ``at`` now ``at[i]``
+    (each such literal of the copy put in ``nodes``, by its index, if given)."""
     copy = tree.copy()
     for i, node in enumerate(list(copy.walk())):
         if i in at:
             assert isinstance(node, exp.Literal) and not node.is_string
             node.set("this", at[i])
+            if nodes is not None:
+                nodes[i] = node
     return copy
 
 
@@ -310,6 +315,8 @@ class _Rewrite:
     at: dict[int, int]  # slot start -> walk index in ``tree``
     filter: exp.Expression  # its WHERE as the rewrite writes it (:func:`total`)
     at_filter: dict[int, int]  # slot start -> walk index in ``filter``
+    shape: str | None  # ``tree``'s dry-run shape (dpsql.query.dry_shapes)
+    classes: dict[int, str | None]  # slot start -> its literal's opaque class in ``tree``
 
 
 #: Per template plan and engine: its rewrite, or None where its slots cannot be moved in it.
@@ -338,9 +345,14 @@ def keep_moved_engine_sql(reused: Reused, engine: Engine) -> None:
     if written != _substituted(rewrite_.filter, {i: moved[s]
                                                  for s, i in rewrite_.at_filter.items()}):
         return
-    tree = _substituted(rewrite_.tree, {i: moved[s] for s, i in rewrite_.at.items()})
+    nodes: dict[int, exp.Literal] = {}
+    tree = _substituted(rewrite_.tree, {i: moved[s] for s, i in rewrite_.at.items()}, nodes)
     assert isinstance(tree, exp.Query)
-    keep_engine_sql(p, tree, rewrite_.salted, engine)
+    # The moved tree's dry-run shape is the template's when every slot is an opaque constant
+    # of the same class in both (the shape writes such a constant as its class alone).
+    same = all(rewrite_.classes[s] is not None and opaque(nodes[i]) == rewrite_.classes[s]
+               for s, i in rewrite_.at.items())
+    keep_engine_sql(p, tree, rewrite_.salted, engine, rewrite_.shape if same else None)
 
 
 def _rewritten(template: Plan, engine: Engine, reused: Reused) -> _Rewrite | None:
@@ -357,4 +369,8 @@ def _rewritten(template: Plan, engine: Engine, reused: Reused) -> _Rewrite | Non
                                             and _start(n) == start) != 1:
             return None
         at[start], at_filter[start] = i, j
-    return _Rewrite(tree, salted, schema, at, written, at_filter)
+    nodes = list(tree.walk())
+    classes = {start: opaque(node) if isinstance(node := nodes[i], exp.Literal) else None
+               for start, i in at.items()}
+    return _Rewrite(tree, salted, schema, at, written, at_filter,
+                    dry_shape(tree, DuckDBDialect), classes)
