@@ -138,11 +138,19 @@ def _slot_literals(tree: exp.Expression) -> Iterator[exp.Literal]:
         if literal.is_string or NUMBER.fullmatch(literal.this) is None \
                 or not isinstance(parent, _SLOT_PARENTS) or type_of(literal.this) == literal.this:
             continue
-        column = parent.this if literal.arg_key != "this" else parent.args.get("expression")
         if isinstance(parent, exp.In | exp.Between) and literal.arg_key == "this":
             continue
-        if isinstance(column, exp.Column) and column.name.lower() not in keyed:
+        column = _compared_column(literal)
+        if column is not None and column not in keyed:
             yield literal
+
+
+def _compared_column(literal: exp.Literal) -> str | None:
+    """The name (lower case) of the bare column ``literal`` is compared with, or None."""
+    parent = literal.parent
+    assert parent is not None
+    column = parent.this if literal.arg_key != "this" else parent.args.get("expression")
+    return column.name.lower() if isinstance(column, exp.Column) else None
 
 
 def _index(tree: exp.Expression, start: int) -> int | None:
@@ -262,7 +270,10 @@ class Templates:
         if not p.measurements or p.query.relation is not None or p.query.post is not None \
                 or p.query.where is None or not lower_case_names(tree):
             return
-        literals = list(_slot_literals(tree))
+        # A column a key reads, however the GROUP BY names it (an alias, a position): no slot.
+        keyed = {c.name.lower() for k in p.keys for c in k.expression.find_all(exp.Column)}
+        literals = [literal for literal in _slot_literals(tree)
+                    if _compared_column(literal) not in keyed]
         tokens = _tokens(sql)
         if not literals or tokens is None:
             return

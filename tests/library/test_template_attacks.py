@@ -110,6 +110,10 @@ def test_a_moved_filter_value_is_reused(dbs: dict[str, tuple[Database, ...]]) ->
      "SELECT age, COUNT(*) FROM people WHERE age = 31 GROUP BY age"),
     ("SELECT age / 10, COUNT(*) FROM people WHERE age < 40 GROUP BY age / 10",
      "SELECT age / 10, COUNT(*) FROM people WHERE age < 50 GROUP BY age / 10"),
+    ("SELECT age AS a, COUNT(*) FROM people WHERE age IN (30, 31) GROUP BY a",
+     "SELECT age AS a, COUNT(*) FROM people WHERE age IN (30, 32) GROUP BY a"),
+    ("SELECT age, COUNT(*) FROM people WHERE age IN (30, 31) GROUP BY 1",
+     "SELECT age, COUNT(*) FROM people WHERE age IN (30, 32) GROUP BY 1"),
     ("SELECT children, COUNT(*) FROM people WHERE children BETWEEN 1 AND 3 GROUP BY children",
      "SELECT children, COUNT(*) FROM people WHERE children BETWEEN 1 AND 4 GROUP BY children"),
     # Another width or type class.
