@@ -32,6 +32,12 @@ for any plan (the rewrite's reads of a constant -- clamp intervals, typed number
 dry-run shape and its dry run: :func:`dpsql.routes.pipeline.engine_sql`). What is skipped is
 parsing, binding, the rest of the checker, planning the measurements and choosing the route:
 none reads a slot's value (docs/audit.md lists what each pass reads).
+
+Like every cache of :mod:`dpsql.cache`, a template holds what was computed from public inputs
+alone (texts, privacy parameters, metadata, the engine's schema): whether a text reuses one
+depends on the texts asked before, never on the data. Date, timestamp and text constants (a
+dashboard's moving time range) are template tokens for now: their folded literals are new
+nodes (:func:`dpsql.query.fold_constants._value_literal`), which this cannot follow.
 """
 
 from __future__ import annotations
