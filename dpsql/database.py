@@ -86,6 +86,7 @@ from dpsql.routes.planner import Planner, Prepared
 from dpsql.routes.private import PrivatePlan
 from dpsql.routes.releases import Releases, composite_of, prepare_releases
 from dpsql.routes.route import Answering, Route
+from dpsql.routes.templates import keep_moved_engine_sql
 from dpsql.shortcut import Answer as Answer  # its home: light, for the command line's shortcut
 
 log = logging.getLogger(__name__)
@@ -309,11 +310,22 @@ class Database:
             return _Routed(releases, sql, releases.key_text(sql))
         clause = resolve_query(sql, epsilon, delta, bounds)  # BigQuery's clause
         # NOW(), CURRENT_DATE: read once, here, so the stored answers' key holds the instant.
-        normalised, key_text, tree = self._texts(fold_clock(clause.sql), parameters)
+        folded = fold_clock(clause.sql)
+        query_epsilon = self.query_epsilon(analyst) if clause.epsilon is None else clause.epsilon
+        asked = (query_epsilon, clause.delta, mechanism, clause.bounds, clause.report)
+        new = parameters is None and (folded, None) not in self._memo
+        if new:  # a text not seen: maybe one planned before but for its constants
+            reused = self.planner.reuse(folded, *asked)
+            if reused is not None:
+                keep_moved_engine_sql(reused, self.engine)  # its engine SQL: moved, not rewritten
+                self._memo.put((folded, None), (reused.normalised, reused.key_text, reused.tree))
+                return _Routed(reused.route, reused.normalised, reused.key_text)
+        normalised, key_text, tree = self._texts(folded, parameters)
         route = self.planner.route(
-            normalised, self.query_epsilon(analyst) if clause.epsilon is None else
-            clause.epsilon, clause.delta, mechanism, tree=tree, bounds=clause.bounds,
-            report=clause.report)  # report_format => 'JSON': refused before any charge
+            normalised, query_epsilon, clause.delta, mechanism, tree=tree,
+            bounds=clause.bounds, report=clause.report)  # report_format => 'JSON': refused
+        if new:  # before any charge
+            self.planner.learn(folded, tree, normalised, key_text, route, *asked)
         return _Routed(route, normalised, key_text)
 
     def _reuse_or_charge(self, route: Route, context: Answering, key_text: str,

@@ -44,7 +44,8 @@ PASSED: LRU[tuple[str, bool, tuple[str, ...]], bool] = LRU(1024)
 
 #: The meta keys sqlglot's parser sets on a node to say where it read it.
 _POSITION = frozenset({"line", "col", "start", "end"})
-_NUMBER = re.compile(r"(\d+)(?:\.(\d+))?")
+#: A plain unsigned number: digits, or digits, a point and digits.
+NUMBER = re.compile(r"(\d+)(?:\.(\d+))?")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 #: Integer widths, signed and unsigned: a number is written as the first that holds it.
 _INTEGERS = (("TINYINT", 2**7), ("UTINYINT", 2**8), ("SMALLINT", 2**15), ("USMALLINT", 2**16),
@@ -68,15 +69,15 @@ def dry_shape(tree: exp.Expression, dialect: object) -> str | None:
 
 def _walk(node: exp.Expression, out: list[str]) -> bool:
     """Append ``node``'s parts to ``out``; whether an opaque constant was among them."""
-    opaque = _opaque(node) if isinstance(node, exp.Literal) else None
-    found = opaque is not None
+    constant = opaque(node) if isinstance(node, exp.Literal) else None
+    found = constant is not None
     out.append(type(node).__name__)
     for key, value in node.args.items():
         if value is None:
             continue
         out.append(key)
-        if key == "this" and opaque is not None:
-            out.append("#" + opaque)  # a type name: never a Python repr (those are quoted)
+        if key == "this" and constant is not None:
+            out.append("#" + constant)  # a type name: never a Python repr (those are quoted)
         elif isinstance(value, exp.Expression):
             found = _walk(value, out) or found
         elif isinstance(value, list):
@@ -98,12 +99,12 @@ def _walk(node: exp.Expression, out: list[str]) -> bool:
     return found
 
 
-def _opaque(literal: exp.Literal) -> str | None:
+def opaque(literal: exp.Literal) -> str | None:
     """What ``literal`` is written as in the shape when it is a plain number compared as it
     is (or cast to DOUBLE) with a non-constant operand: its type; else None."""
-    if literal.is_string or _NUMBER.fullmatch(literal.this) is None:
+    if literal.is_string or NUMBER.fullmatch(literal.this) is None:
         return None
-    written = _type_of(literal.this)
+    written = type_of(literal.this)
     if written == literal.this:  # too wide for BIGINT: kept as written
         return None
     node: exp.Expression = literal
@@ -112,14 +113,14 @@ def _opaque(literal: exp.Literal) -> str | None:
         node, parent, written = parent, parent.parent, "NUMBER"  # any such number casts
     if isinstance(parent, _COMPARISONS):
         other = parent.expression if node is parent.this else parent.this
-        opaque = node.arg_key in ("this", "expression") and not _constant(other)
+        inside = node.arg_key in ("this", "expression") and not _constant(other)
     elif isinstance(parent, exp.Between):
-        opaque = node.arg_key in ("low", "high") and not _constant(parent.this)
+        inside = node.arg_key in ("low", "high") and not _constant(parent.this)
     elif isinstance(parent, exp.In):
-        opaque = node.arg_key == "expressions" and not _constant(parent.this)
+        inside = node.arg_key == "expressions" and not _constant(parent.this)
     else:
-        opaque = False
-    return written if opaque else None
+        inside = False
+    return written if inside else None
 
 
 def _constant(node: exp.Expression | None) -> bool:
@@ -127,9 +128,9 @@ def _constant(node: exp.Expression | None) -> bool:
     return node is None or node.find(exp.Column) is None
 
 
-def _type_of(text: str) -> str:
+def type_of(text: str) -> str:
     """DuckDB's type of the unsigned number ``text`` (``text`` itself past BIGINT)."""
-    match = _NUMBER.fullmatch(text)
+    match = NUMBER.fullmatch(text)
     assert match is not None
     whole, fraction = match.group(1), match.group(2)
     if fraction is None:

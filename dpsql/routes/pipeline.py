@@ -214,6 +214,28 @@ def engine_sql(p: Plan, engine: Engine | None) -> tuple[str, bool]:
     return entry[1], entry[2]
 
 
+def rewritten_tree(p: Plan, engine: Engine) -> tuple[exp.Query, bool, Mapping[str, str]]:
+    """``p``'s engine query as :func:`engine_sql` writes it, as a tree not yet generated,
+    whether it takes the salt, and the physical column types it was written for:
+    :mod:`dpsql.routes.templates` moves a reused plan's constants in it."""
+    schema = _schema(p, engine)
+    tree = rewrite(p, schema)
+    return tree, tree.find(exp.Placeholder) is not None, schema
+
+
+def keep_engine_sql(p: Plan, tree: exp.Query, salted: bool, engine: Engine,
+                    shape: str | None = None) -> None:
+    """Check and generate ``tree`` as ``p``'s engine query, as :func:`engine_sql` does the
+    one it rewrites, and cache it for ``p``: a reused plan's query is its template's with the
+    new constants moved in (:mod:`dpsql.routes.templates`), not rewritten again. ``shape``:
+    ``tree``'s dry-run shape (:func:`dpsql.query.dry_shapes.dry_shape`) where the caller
+    knows it, else None (then computed)."""
+    if k_to_choose(p) or values_to_choose(p):  # its choices' queries: engine_sql's own
+        return
+    sql = _checked(p, tree, salted, _schema(p, engine), engine, shape=shape)
+    engine.rewritten.put(id(p), (p, sql, salted))
+
+
 def _after_charge(p: Plan, engine: Engine, rng: Randomness
                   ) -> tuple[Plan, tuple[str, bool]]:
     """``p`` with its choices from the data made (:func:`choose`) and its engine SQL, after the
@@ -386,11 +408,13 @@ def _engine_sql(p: Plan, schema: Mapping[str, str], engine: Engine | None
 
 
 def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
-             engine: Engine | None, extra: tuple[str, ...] = ()) -> str:
+             engine: Engine | None, extra: tuple[str, ...] = (), shape: str | None = None
+             ) -> str:
     """``engine``'s SQL of the engine query ``tree`` (DuckDB's without one), refused before any
     charge where it cannot run. DuckDB's semantics are the reference: every engine's query is
     checked there too (:func:`check_engine_query`), so a query is refused the same way
-    whatever the engine; on DuckDB that is the very text it runs, generated once."""
+    whatever the engine; on DuckDB that is the very text it runs, generated once. ``shape``:
+    the tree's dry-run shape where known (:func:`keep_engine_sql`), else computed here."""
     if engine is None:
         shape = dry_shapes.dry_shape(tree, DuckDBDialect)
         text = tree.sql(dialect=DuckDBDialect)
@@ -398,7 +422,7 @@ def _checked(p: Plan, tree: exp.Query, salted: bool, schema: Mapping[str, str],
         return text
     native = engine.dialect is DuckDBDialect
     # before compile: a histogram's is generated in place
-    shape = dry_shapes.dry_shape(tree, DuckDBDialect)
+    shape = dry_shapes.dry_shape(tree, DuckDBDialect) if shape is None else shape
     empties = empty_tables(p.query.relation, p.table, schema)
     reference = engine.compile(tree, salted, empties) if native else \
         tree.sql(dialect=DuckDBDialect)

@@ -74,6 +74,7 @@ from dpsql.routes.releases import (
 )
 from dpsql.routes.route import Route
 from dpsql.routes.series import TwoReleases, splits_in_two, two_releases
+from dpsql.routes.templates import Reused, Templates
 
 PLAN_CACHE_SIZE = 512  # prepared plans (and routes) kept per planner
 
@@ -93,6 +94,8 @@ class Planner:
         self.public_store = public_store
         self.plans: LRU[tuple[object, ...], Any] = LRU(
             PLAN_CACHE_SIZE if cache_size is None else cache_size)
+        # Plans reused for texts that differ in opaque constants only (dpsql.routes.templates)
+        self.templates = Templates(metadata, public_store)
 
     def prepare_query(self, sql: str, epsilon: float = 1.0, delta: float = 0.0,
                       mechanism: str = "laplace", *, tree: exp.Expression | None = None,
@@ -134,6 +137,27 @@ class Planner:
         route = self._route(sql, epsilon, delta, mechanism, tree, bounds)
         check_report_route(route, report)
         return route
+
+    def reuse(self, sql: str, epsilon: float, delta: float, mechanism: str,
+              bounds: ContributionBounds | None, report: bool) -> Reused | None:
+        """The route of a text never planned (its clause read, its clock folded) that differs
+        from one planned before in opaque constants only, by reusing that one's plan
+        (:mod:`dpsql.routes.templates`), or None: :meth:`route` it. Cached as :meth:`route`
+        caches, so the same text again is one lookup."""
+        # Before the cache, as in route: True == 1, so an invalid epsilon would find a key.
+        validate_privacy_parameters(epsilon, delta, mechanism, self.metadata.limits)
+        reused = self.templates.reuse(sql, (epsilon, delta, mechanism, bounds, report))
+        if reused is not None:
+            self.plans.put(("route", reused.normalised, epsilon, delta, mechanism, bounds),
+                           reused.route)
+        return reused
+
+    def learn(self, sql: str, tree: exp.Expression, normalised: str, key_text: str,
+              route: Route, epsilon: float, delta: float, mechanism: str,
+              bounds: ContributionBounds | None, report: bool) -> None:
+        """Keep ``route``, routed from scratch for the new text ``sql``, for :meth:`reuse`."""
+        self.templates.learn(sql, tree, normalised, key_text, route, bounds,
+                             (epsilon, delta, mechanism, bounds, report))
 
     def _route(self, sql: str, epsilon: float, delta: float, mechanism: str,
                tree: exp.Expression | None, bounds: ContributionBounds | None) -> Route:

@@ -554,3 +554,25 @@ def test_retention_engine_failure_shows_no_engine_text(
     with pytest.raises(EngineFailure) as e:
         conn.cursor().execute("SELECT COUNT(*) FROM visits WHERE amount > 7", retention=0.1)
     assert "Alice" not in str(e.value)
+
+
+def test_a_moved_filter_value_is_its_own_query(conn: dpsql.Connection) -> None:
+    """A dashboard's moving value (dpsql.routes.templates, issue 39.1): the new text reuses the
+    plan of the one before it, and is charged, recorded and stored as its own text; asked
+    again, its stored answer comes back, free."""
+    cursor = conn.cursor()
+    texts = [f"SELECT COUNT(*) AS n FROM people WHERE income > {m}" for m in (40000, 41234)]
+    answers = []
+    for text in texts:
+        cursor.execute(text)
+        answers.append(cursor.fetchall())
+    planner = conn.database.planner
+    assert sum(1 for key in planner.plans._entries if key[0] == "plan") == 1  # one from scratch
+    ledger = conn.database.ledger
+    assert ledger is not None
+    recorded = [entry.sql for entry in ledger.history("alice")]
+    assert sorted(recorded) == sorted(texts)
+    spent = ledger.status("alice").spent
+    cursor.execute(texts[1])
+    assert cursor.fetchall() == answers[1]  # the stored answer of that text, not the first's
+    assert ledger.status("alice").spent == spent
