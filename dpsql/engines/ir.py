@@ -69,7 +69,11 @@ class ExactInteger(EngineNode):
 class ExactSum(exp.Sum, EngineNode):
     """``SUM(x)`` of integer terms, exact (at least 10^38 in magnitude), inside a CTE as in
     the final SELECT: DuckDB's and PostgreSQL's SUMs of BIGINTs are exact already (HUGEINT,
-    NUMERIC), Spark's is a BIGINT that overflows."""
+    NUMERIC), Spark's is a BIGINT that overflows. ``wide`` says a term itself may lie beyond
+    BIGINT (a weighted term: a row's term times its unit's weight, up to 2^72), which an
+    engine that slices BIGINT terms must sum another way."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "wide": False}
 
 
 class Histogram(EngineNode):

@@ -510,8 +510,10 @@ def _weighted_rows_query(plan: Plan, inputs: dict[str, str], rows: exp.Select,
         else:  # a sum: the row's term on its row grid, times its weight
             row = replace(m, step=m.row_step, units=(m.units[0] >> m.weight_bits,
                                                      m.units[1] >> m.weight_bits))
+            # m.units bounds the weighted term: up to 2**52 times 2**F, beyond BIGINT
             value = _or_zero(ir.ExactSum(this=exp.Mul(this=_cast(_sum_term(
-                row, x, _on_grid_allowed(plan)), "HUGEINT"), expression=w.copy())))
+                row, x, _on_grid_allowed(plan)), "HUGEINT"), expression=w.copy()),
+                wide=max(map(abs, m.units)) >= 2**63))
         measures.append(_as(value, m.name))
     query = exp.select(*[k.copy() for k in keys], *measures, copy=False).with_(
         "__tot", as_=tot, copy=False).with_("__weighted", as_=weighted, copy=False)

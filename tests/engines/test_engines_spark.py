@@ -286,6 +286,14 @@ pid = { type = "int" }
 m = { type = "int", lower = 0, upper = 9007199254740991 }
 """
 ATTACK_METADATA += """
+[tables.b]
+privacy_unit = "pid"
+max_rows_per_unit = 2
+
+[tables.b.columns]
+pid = { type = "int" }
+v = { type = "int", lower = 0, upper = 1125899906842624 }
+
 [tables.e]
 privacy_unit = "pid"
 one_row_per_unit = true
@@ -338,6 +346,7 @@ def attack(request: pytest.FixtureRequest, spark_cluster: SparkCluster,
         con.execute(f"COPY (SELECT range AS pid, 9007199254740991 AS m FROM range(2000)) "
                     f"TO '{folder / 'w.parquet'}' (FORMAT parquet)")
         con.execute(f"COPY ({EVENT_ROWS}) TO '{folder / 'e.parquet'}' (FORMAT parquet)")
+        con.execute(f"COPY ({WEIGHTED_ROWS}) TO '{folder / 'b.parquet'}' (FORMAT parquet)")
     (folder / "metadata.toml").write_text(ATTACK_METADATA, encoding="utf-8")
     duck = DuckDBEngine(folder)
     spark = SparkEngine(backend_url(spark_cluster, request.param, folder))
@@ -363,6 +372,27 @@ def test_attack_rows_never_fail_and_match_duckdb(
     assert exact_rows(spark, plan)[()][0] == 2000 * (2**53 - 1) == exact_rows(duck, plan)[()][0]
     # Beyond BIGINT (2^63), not wrapped: bounds this wide are summed in DOUBLE by the plan.
     assert math.isclose(float(total), 3 * 2**62 + 3, rel_tol=1e-12)  # type: ignore[arg-type]
+
+
+#: Units of 1 to 5 rows near the bound 2^50: bounded by weights (a quantile beside the sum),
+#: each row's term times its unit's weight (up to 2^20) lies beyond BIGINT.
+WEIGHTED_ROWS = ("SELECT range % 7 AS pid, 1125899906842624 - range * 3 AS v FROM range(20) "
+                 "UNION ALL SELECT 100, 1125899906842624")
+WEIGHTED = ["SELECT SUM(v), MEDIAN(v) FROM b",
+            "SELECT SUM(v), COUNT(v), PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY v) FROM b "
+            "WHERE v > 1000"]
+
+
+def test_weighted_sums_beyond_bigint(attack: tuple[Metadata, Engine, Engine]) -> None:
+    """A sum bounded by weights whose weighted terms exceed BIGINT (a wide
+    :class:`~dpsql.engines.ir.ExactSum`: Spark sums them as DECIMAL(38, 0), not in BIGINT
+    slices, which failed with CAST_OVERFLOW after the charge) gives DuckDB's exact answer."""
+    metadata, duck, spark = attack
+    for sql in WEIGHTED:
+        plan = Planner(metadata).prepare(sql, delta=1e-6)
+        assert plan.weight_bits and any(max(map(abs, m.units)) >= 2**63
+                                        for m in plan.measurements), sql
+        differential(plan, duck, spark)
 
 
 #: BIGINT terms whose 21-bit slices (dpsql.engines.spark.dialect._exact_sum) carry and borrow:

@@ -206,7 +206,11 @@ def _exact_sum(generator: Generator, node: ir.ExactSum) -> str:
     shifts: floor divisions, so for negative x too), each slice summed as a BIGINT (exact
     below 2^42 rows a group: each slice is below 2^21 in magnitude; ANSI raises beyond), the
     three sums joined in DECIMAL(38, 0) once per group. NULL where every term is NULL, as
-    SUM. Spark computes the term once (subexpression elimination of the aggregate's inputs)."""
+    SUM. Spark computes the term once (subexpression elimination of the aggregate's inputs).
+    A ``wide`` sum's terms may not fit a BIGINT: they are summed as DECIMAL(38, 0), exact and
+    slower (a Java BigDecimal a row)."""
+    if node.args.get("wide"):
+        return generator.sql(exp.Sum(this=exp.cast(node.this, EXACT_SUM)))
     term = exp.cast(node.this, "BIGINT")
     mask = exp.Literal.number(2**SLICE_BITS - 1)
     slices = [(_shift(term, 2 * SLICE_BITS), 2 * SLICE_BITS),
