@@ -52,15 +52,27 @@ def public_select(table: str, columns: Mapping[str, str], stored: Mapping[str, s
     """``SELECT`` of every row of ``table`` with each of ``columns`` (name -> declared type)
     read as its declared type, written for DuckDB's semantics (an engine's compile spells it):
     a plain cast where the physical type (``stored``, DuckDB's names) converts without fail,
-    a :class:`~dpsql.engines.ir.SafeCast` otherwise (text, or an instant whose date depends
-    on the time zone), as the rewrite reads private columns."""
+    a :class:`~dpsql.engines.ir.SafeCast` otherwise (text, an instant whose date depends
+    on the time zone, or an integer type wider than BIGINT, whose value beyond BIGINT reads
+    as NULL), as the rewrite reads private columns."""
     types = {k.lower(): v.upper() for k, v in stored.items()}
     projections = []
     for name, declared in columns.items():
         physical = types.get(name.lower(), "VARCHAR")
         kind = exp.Cast if compatible(declared, physical) and physical not in (
-            "VARCHAR", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ") else SafeCast
+            "VARCHAR", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ") and not (
+            declared == "int" and _wider(physical)) else SafeCast
         cast = kind(this=exp.column(name, quoted=True),
                     to=exp.DataType.build(ENGINE_TYPES[declared]))
         projections.append(exp.alias_(cast, name, quoted=True))
     return exp.select(*projections).from_(exp.Table(this=exp.to_identifier(table, quoted=True)))
+
+
+def _wider(physical: str) -> bool:
+    """Whether the integer type ``physical`` holds values beyond BIGINT (a plain cast of one
+    would fail on the data, after the charge)."""
+    base = physical.split("(")[0].strip()
+    if base in ("HUGEINT", "UBIGINT", "UHUGEINT"):
+        return True
+    digits = re.fullmatch(r"DECIMAL\((\d+),\s*0\)", physical)
+    return digits is not None and int(digits.group(1)) > 18

@@ -1,7 +1,8 @@
-"""How DuckDB groups the rows by unit (dpsql.engines.duckdb_engine.grouping, issue 39.4): the
-engine's database takes a perfect hash for up to 2**20 integer units, and a filtered read
-spells its unit ``~(~unit)`` so that it keeps the general hash table. Neither may change a
-released value: every test compares outputs with the spelling and the setting of before."""
+"""How DuckDB groups the rows by unit (dpsql.engines.duckdb_engine.grouping): every read
+spells an integer unit ``~(~unit)``, so that its ``GROUP BY`` takes the general hash table
+whatever the ids' span (a perfect hash sized by the data made the time depend on one person's
+id). The spelling may not change a released value (outputs compared with the plain unit), and
+the engine's plan may not depend on one person's id (EXPLAIN on neighbours)."""
 
 from __future__ import annotations
 
@@ -21,15 +22,6 @@ from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import corpus_metadata
 
 _OPAQUE = re.compile(r"~\(~")
-
-
-def test_settings_narrow_the_perfect_hash_on_many_threads() -> None:
-    """20 bits (a million units) on a few threads, fewer as every thread allocates its own
-    table, never below DuckDB's default of 12."""
-    assert grouping.settings(2) == {"perfect_ht_threshold": 20}
-    assert grouping.settings(8) == {"perfect_ht_threshold": 20}
-    assert grouping.settings(64)["perfect_ht_threshold"] == 17
-    assert grouping.settings(2**20)["perfect_ht_threshold"] == 12
 
 
 INTEGER_TYPES = ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -94,24 +86,67 @@ def _engine_sql(db: dpsql.Database, sql: str) -> str:
     return seen[-1]
 
 
-def test_only_a_filtered_read_spells_its_unit_opaque(visits: tuple[Path, Path]) -> None:
-    """Through the library: the engine's database has the wider threshold; a query with a
-    WHERE reads ``~(~"person_id")``, one without reads the column as it is."""
+def test_every_read_spells_its_unit_opaque(visits: tuple[Path, Path]) -> None:
+    """Through the library: with a WHERE or without, the engine query reads
+    ``~(~"person_id")``, and the engine's database keeps DuckDB's default threshold."""
     db = dpsql.Database(str(visits[0]), str(visits[1]))
     threshold = db.engine.cursor().execute(
         "SELECT current_setting('perfect_ht_threshold')").fetchone()
-    assert threshold == (grouping.settings()["perfect_ht_threshold"],)
+    assert threshold == (12,)
     for aggregate in ("COUNT(*)", "SUM(amount)", "MEDIAN(amount)"):
-        assert not _OPAQUE.search(_engine_sql(db, f"SELECT {aggregate} FROM visits"))
-        filtered = _engine_sql(db, f"SELECT {aggregate} FROM visits WHERE amount > 50")
-        assert _OPAQUE.search(filtered), filtered
+        for where in ("", " WHERE amount > 50"):
+            sql = _engine_sql(db, f"SELECT {aggregate} FROM visits{where}")
+            assert _OPAQUE.search(sql), sql
+
+
+def _plan_operators(db: dpsql.Database, sql: str) -> list[str]:
+    """The lines of ``sql``'s physical plan on ``db``'s engine (operators, their keys and
+    casts), without the boxes, the estimated row counts and the file's name."""
+    parameters = [SALT] if re.search(r"\$1\b|\?", sql) else []
+    rows = db.engine.cursor().execute(f"EXPLAIN {sql}", parameters).fetchall()
+    lines = (re.sub("[\u2500-\u257f]", " ", line).strip()
+             for line in "".join(str(row[1]) for row in rows).splitlines())
+    return [line for line in lines if line and not line.startswith("Table:")
+            and not re.fullmatch(r"~[\d,.]+k? rows?", line)]
+
+
+def test_the_plan_does_not_depend_on_one_persons_id(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dense ids (0..999, a perfect hash's span) and the neighbour with one more person whose
+    id is 10^12: the same physical operators for every bounded query, no perfect hash in
+    either. With the plain unit the dense world's plan differs (the channel this guards)."""
+    metadata = tmp_path / "v.toml"
+    metadata.write_text('[tables.visits]\nprivacy_unit = "person_id"\nmax_rows_per_unit = 4\n'
+                        '[tables.visits.columns]\nperson_id = { type = "int" }\n'
+                        'amount = { type = "float", lower = 0, upper = 100 }\n')
+    worlds = {}
+    for name, extra in (("dense", ""), ("extreme", "INSERT INTO visits VALUES (10^12, 5)")):
+        worlds[name] = tmp_path / f"{name}.duckdb"
+        with duckdb.connect(str(worlds[name])) as con:
+            con.execute("CREATE TABLE visits AS SELECT (i % 1000)::BIGINT AS person_id, "
+                        "(i * 7919 % 1000)::DOUBLE / 10 AS amount FROM range(20000) t(i)")
+            if extra:
+                con.execute(extra)
+    queries = [f"SELECT {a} FROM visits{w}" for a in ("COUNT(*)", "SUM(amount)",
+                                                      "MEDIAN(amount)", "AVG(amount)")
+               for w in ("", " WHERE amount > 50")]
+
+    def plans(name: str) -> list[list[str]]:
+        db = dpsql.Database(str(worlds[name]), str(metadata))
+        return [_plan_operators(db, _engine_sql(db, q)) for q in queries]
+
+    dense, extreme = plans("dense"), plans("extreme")
+    assert dense == extreme
+    assert not any("Perfect Hash" in "".join(lines) for lines in dense)
+    monkeypatch.setattr(grouping, "opaque_units", lambda tree, schema: None)
+    assert any("Perfect Hash" in "".join(lines) for lines in plans("dense"))
+    assert plans("dense") != plans("extreme")
 
 
 def test_same_engine_output_on_the_corpus_world(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every accepted corpus query, planned as the neighbour harness plans it: its engine
-    query with the unit spelled before (no opaque unit, DuckDB's default threshold) and after
-    (the opaque unit where filtered, 20 bits), run on every neighbour of the synthetic world,
-    gives the same rows."""
+    """Every accepted corpus query with a WHERE, planned as the neighbour harness plans it: its
+    engine query with the plain unit and with the opaque unit, run on every neighbour of the
+    synthetic world, gives the same rows."""
     md = parse_metadata(corpus_metadata(), source="corpus")
     hood = duckdb_neighbourhood(synthesize(md, seed=7))
     generate = neighbours.engine_sql
@@ -121,18 +156,15 @@ def test_same_engine_output_on_the_corpus_world(monkeypatch: pytest.MonkeyPatch)
         sql, salted = generate(p, engine)
         engine.rewritten.clear()
         with monkeypatch.context() as patch:
-            patch.setattr(grouping, "filtered_units", lambda tree, schema: None)
+            patch.setattr(grouping, "opaque_units", lambda tree, schema: None)
             old, _ = generate(p, engine)
         engine.rewritten.clear()
         if old == sql:
             return sql, salted
         parameters = [SALT] if salted else []
-        cursor = engine.cursor()
         for name in hood.world.neighbours():
             hood.use(name)
-            cursor.execute("SET perfect_ht_threshold = 12")
             before = engine.execute(old, parameters)[1]
-            cursor.execute("SET perfect_ht_threshold = 20")
             assert before == engine.execute(sql, parameters)[1], (name, sql)
         changed.append(sql)
         return sql, salted

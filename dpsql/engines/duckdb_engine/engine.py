@@ -42,9 +42,9 @@ _BEFORE_ROWS = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogEx
 # DuckDB turns the row_number() <= k of contribution bounding into a per-unit top-k aggregate,
 # which measured 1.7x slower than the sorted window on 10M rows (benchmarks/bench_bounding.py).
 _DISABLED_OPTIMIZERS = "top_n_window_elimination"
-#: Every connection's settings: the optimizers above, and a perfect hash for the units of up
-#: to a million units (dpsql.engines.duckdb_engine.grouping).
-_SETTINGS = {"disabled_optimizers": _DISABLED_OPTIMIZERS, **grouping.settings()}
+#: Every connection's settings: the optimizers above (DuckDB's default perfect-hash threshold:
+#: the units never take it, dpsql.engines.duckdb_engine.grouping).
+_SETTINGS = {"disabled_optimizers": _DISABLED_OPTIMIZERS}
 
 
 class CursorCancel:
@@ -131,7 +131,7 @@ class DuckDBEngine:
         from sqlglot import exp
 
         tree = tree.copy()  # a fresh copy: changed and generated in place
-        grouping.filtered_units(tree, self.schema)
+        grouping.opaque_units(tree, self.schema)
         if isinstance(tree, exp.Select):
             tree = joined_histograms(tree, duckdb_gather)
         return tree.sql(dialect=DuckDBDialect, copy=False)
