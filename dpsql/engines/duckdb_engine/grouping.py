@@ -37,8 +37,8 @@ def opaque_units(tree: exp.Expression, schema: dict[str, dict[str, str]]) -> Non
         if alias.alias != "__unit" or not isinstance(alias.this, exp.Column):
             continue
         select = alias.parent
-        if not isinstance(select, exp.Select):
-            continue
+        if not isinstance(select, exp.Select) or select.args.get("joins"):
+            continue  # a joined read's unit may be another table's column
         table = select.args.get("from_")
         source = table.this if table is not None else None
         if not isinstance(source, exp.Table) or source.args.get("db") is not None:
