@@ -414,7 +414,11 @@ def _and(filters: list[exp.Expression], namespace: Namespace) -> exp.Expression 
 
 def _correlation(part: exp.Expression, inner: Namespace, outer: Namespace, source: Source,
                  units: set[str]) -> str | None:
-    """The outer unit column of ``inner.unit = outer.unit``, or None for another filter."""
+    """The outer unit column of ``inner.unit = outer.unit``, or None for another filter.
+
+    A qualifier names the innermost table of that name, as in SQL: where the subquery's own
+    table has the outer table's alias, ``w.pid = w.pid`` compares the subquery's table with
+    itself (no correlation), and is refused with a way out rather than read as the outer one."""
     if not isinstance(part, exp.EQ) or not all(isinstance(x, exp.Column)
                                                for x in (part.this, part.expression)):
         return None
@@ -424,6 +428,14 @@ def _correlation(part: exp.Expression, inner: Namespace, outer: Namespace, sourc
                 mine = resolve_joined(a, inner, set())
             except UnknownColumn:
                 continue
+            if mine.name == source.unit and b.table.lower() in inner.qualified \
+                    and b.table.lower() in outer.qualified:
+                raise JoinRefused(
+                    f"inside the subquery, {b.table} names the subquery's own table "
+                    f"{source.table.name} and hides the outer {b.table}, so {part.sql()} "
+                    "compares that table with itself; give the subquery's table another "
+                    f"alias: EXISTS (SELECT 1 FROM {source.table.name} s WHERE "
+                    f"s.{source.table.privacy_unit} = {b.table}.{b.name} AND ...)")
             if mine.name == source.unit and b.table and b.table.lower() in outer.qualified:
                 theirs = resolve_joined(b, outer, set())
                 if theirs.name in units:

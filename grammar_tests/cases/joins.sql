@@ -191,6 +191,18 @@ SELECT COUNT(*) FROM people WHERE age IN (SELECT age FROM people WHERE sex = 'F'
 -- expect: refused JoinRefused mentions=correlate
 SELECT COUNT(*) FROM people WHERE EXISTS (SELECT 1 FROM visits);
 
+-- case: exists whose subquery's alias hides the outer one
+-- expect: refused JoinRefused mentions=hides
+SELECT COUNT(*) FROM visits v WHERE EXISTS (SELECT 1 FROM visits v WHERE v.person_id = v.person_id AND v.duration_min > 30);
+
+-- case: exists whose subquery's table hides the outer unaliased one
+-- expect: refused JoinRefused mentions=hides
+SELECT COUNT(*) FROM visits WHERE EXISTS (SELECT 1 FROM visits WHERE visits.person_id = visits.person_id);
+
+-- case: exists correlated with an unaliased outer table
+-- expect: accepted cells=1 rows=1
+SELECT COUNT(*) FROM visits WHERE EXISTS (SELECT 1 FROM people p WHERE p.person_id = visits.person_id AND p.age > 60);
+
 -- case: exists correlated on another column
 -- expect: refused JoinRefused mentions=correlate
 SELECT COUNT(*) FROM people p WHERE EXISTS (SELECT 1 FROM visits v WHERE v.duration_min = p.age);
