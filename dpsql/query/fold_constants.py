@@ -123,7 +123,22 @@ def _typed_literal(node: exp.Expression) -> exp.Expression:
         exp.cast(node.copy(), "VARCHAR"), "t")).sql(dialect="duckdb")
     # Quoted as a typed literal (TIMESTAMP '2025-13-01'), not as sqlglot's CAST of it.
     node.meta.setdefault("written", f"{node.to.sql(dialect='duckdb')} '{node.this.name}'")
-    return _value_literal(node, *_run(sql, node))
+    return _placed(_value_literal(node, *_run(sql, node)), node.this)
+
+
+#: The parser's position keys of a node's meta.
+_POSITION = ("line", "col", "start", "end")
+
+
+def _placed(value: exp.Expression, written_: exp.Expression) -> exp.Expression:
+    """``value``, a text literal converted, with the written literal's position on its own
+    literal: where the parser read it stays known after folding (plan reuse follows a
+    constant by it, :mod:`dpsql.routes.templates`)."""
+    meta = getattr(written_, "_meta", None)
+    literals = list(value.find_all(exp.Literal))
+    if meta and len(literals) == 1:
+        literals[0].meta.update({k: meta[k] for k in _POSITION if k in meta})
+    return value
 
 
 def _number(literal: exp.Literal) -> exp.Expression:
@@ -253,7 +268,7 @@ def _convert_compared(node: exp.Expression, table: Table) -> None:
         kind = kinds.pop()
         for literal, converted in zip(literals, _converted([lit.this for lit in literals], kind),
                                       strict=True):
-            literal.replace(converted)
+            literal.replace(_placed(converted, literal))
 
 
 def _operand_groups(node: exp.Expression) -> list[list[exp.Expression]]:

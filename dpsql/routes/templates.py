@@ -11,8 +11,11 @@ value may change on reuse -- only in the one position class audited for it (docs
 single-table ``SELECT`` without subqueries, against a bare column that no ``GROUP BY`` key
 reads (:func:`dpsql.query.dry_shapes.opaque`'s class, narrowed). Every other number (a
 ``LIMIT``, a quantile, a key filter, ``epsilon`` in the clause, a number under arithmetic or
-``-``) must be the same text as in the planned query, and every string, date and parameter
-is a token of the template itself.
+``-``) must be the same text as in the planned query, and every parameter and other string
+is a token of the template itself. A date or timestamp written as text (:data:`TEMPORAL`:
+``'2025-03-01'``, ``'2025-03-01 10:00:00'``, ``'2025-03-01T10:00:00.000Z'``) is a slot in
+the same positions when the column is declared a date or a timestamp, its class its shape
+(each digit a 9): a dashboard's moving time range.
 
 Reuse is proved, not assumed. When a template is learnt (:meth:`Templates.learn`), each slot is
 followed through the passes by where the parser read it (its ``start``): it must reach the plan
@@ -35,14 +38,18 @@ none reads a slot's value (docs/audit.md lists what each pass reads).
 
 Like every cache of :mod:`dpsql.cache`, a template holds what was computed from public inputs
 alone (texts, privacy parameters, metadata, the engine's schema): whether a text reuses one
-depends on the texts asked before, never on the data. Date, timestamp and text constants (a
-dashboard's moving time range) are template tokens for now: their folded literals are new
-nodes (:func:`dpsql.query.fold_constants._value_literal`), which this cannot follow.
+depends on the texts asked before, never on the data. Folding converts a temporal text to a
+typed literal (a new node, :func:`dpsql.query.fold_constants._placed` keeps where the parser
+read it); the reuse compares the new folded ``WHERE`` with the template's node by node, the
+slots' literals alone allowed to differ (:func:`_folded_slots`), and moves those folded values
+into the engine query, wherever the rewrite wrote them (a timestamp's range guard writes one
+three times).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
@@ -56,7 +63,7 @@ from dpsql.engines.duckdb_engine.dialect import DuckDBDialect
 from dpsql.errors import QueryRefused
 from dpsql.execution.free import empty_probe
 from dpsql.metadata.contribution import ContributionBounds
-from dpsql.metadata.metadata import Metadata
+from dpsql.metadata.metadata import ColumnType, Metadata
 from dpsql.privacy.domains import key_domain
 from dpsql.privacy.key_filters import key_filters
 from dpsql.privacy.plan import Plan
@@ -82,6 +89,12 @@ from dpsql.routes.private import PrivatePlan
 TEMPLATE_CACHE_SIZE = 256
 _DIALECT = DuckDB()
 _SLOT_PARENTS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Between, exp.In)
+#: A date or timestamp as text (a dashboard's time range: '2025-03-01', '2025-03-01 10:00:00',
+#: '2025-03-01T10:00:00.000Z', '2025-03-01 10:00:00+02'): its class is its shape, each digit 9.
+TEMPORAL = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?"
+                      r"(?:Z|[+-]\d{2}(?::?\d{2})?)?")
+#: The declared types a temporal text slot may be compared with.
+_TEMPORAL_COLUMNS = (ColumnType.DATE, ColumnType.TIMESTAMP)
 
 
 @dataclass(frozen=True)
@@ -125,9 +138,25 @@ def _tokens(sql: str) -> list[Token] | None:
 
 
 def _key(tokens: list[Token]) -> tuple[object, ...]:
-    """The template of ``tokens``: each plain number as its width class, the rest as is."""
-    return tuple((t.token_type, type_of(t.text) if t.token_type == TokenType.NUMBER
-                  and NUMBER.fullmatch(t.text) else t.text) for t in tokens)
+    """The template of ``tokens``: each plain number as its width class, each temporal text as
+    its shape, the rest as is."""
+    return tuple((t.token_type, _class(t) or t.text) for t in tokens)
+
+
+def _class(token: Token) -> str | None:
+    """A token's class if it may be a slot (a plain number, a temporal text), else None."""
+    if token.token_type == TokenType.NUMBER and NUMBER.fullmatch(token.text):
+        return type_of(token.text)
+    if token.token_type == TokenType.STRING and TEMPORAL.fullmatch(token.text):
+        return re.sub(r"\d", "9", token.text)
+    return None
+
+
+def _slot_text(literal: exp.Literal) -> bool:
+    """Whether ``literal`` is of a slot's kind: a plain number, or a temporal text."""
+    if literal.is_string:
+        return TEMPORAL.fullmatch(literal.this) is not None
+    return NUMBER.fullmatch(literal.this) is not None and type_of(literal.this) != literal.this
 
 
 def _slot_literals(tree: exp.Expression) -> Iterator[exp.Literal]:
@@ -141,8 +170,7 @@ def _slot_literals(tree: exp.Expression) -> Iterator[exp.Literal]:
     keyed = {c.name.lower() for c in group.find_all(exp.Column)} if group is not None else set()
     for literal in where.find_all(exp.Literal):
         parent = literal.parent
-        if literal.is_string or NUMBER.fullmatch(literal.this) is None \
-                or not isinstance(parent, _SLOT_PARENTS) or type_of(literal.this) == literal.this:
+        if not _slot_text(literal) or not isinstance(parent, _SLOT_PARENTS):
             continue
         if isinstance(parent, exp.In | exp.Between) and literal.arg_key == "this":
             continue
@@ -157,6 +185,45 @@ def _compared_column(literal: exp.Literal) -> str | None:
     assert parent is not None
     column = parent.this if literal.arg_key != "this" else parent.args.get("expression")
     return column.name.lower() if isinstance(column, exp.Column) else None
+
+
+def _temporal_column(p: Plan, literal: exp.Literal) -> bool:
+    """Whether the column ``literal`` is compared with is declared a date or a timestamp."""
+    name = _compared_column(literal)
+    column = next((c for n, c in p.table.columns.items() if n.lower() == name), None)
+    return column is not None and column.type in _TEMPORAL_COLUMNS
+
+
+def _folded_slots(where: exp.Expression, planned: exp.Expression,
+                  slots: tuple[_Slot, ...]) -> list[str] | None:
+    """The slots' constants in ``where`` (the new WHERE, folded) where it is ``planned`` (the
+    template's) but for their values: at each slot's place a literal of the template's kind
+    (text, or a number of the same width class), everything else equal. Else None."""
+    nodes = list(where.walk())
+    values = []
+    for s in slots:
+        node = nodes[s.planned] if s.planned < len(nodes) else None
+        if not isinstance(node, exp.Literal):
+            return None
+        values.append(node.this)
+    old = list(planned.walk())
+    for s, value in zip(slots, values, strict=True):
+        before = old[s.planned]
+        if not isinstance(before, exp.Literal) or before.is_string != nodes[s.planned].is_string \
+                or (not before.is_string and type_of(before.this) != type_of(value)):
+            return None
+    same = _substituted(planned, {s.planned: v for s, v in zip(slots, values, strict=True)})
+    return values if same == where else None
+
+
+def _indices(tree: exp.Expression, start: int) -> list[int] | None:
+    """The walk indices of the literals of ``tree`` read at ``start``: None where another
+    node was read there (the constant is no longer a literal alone)."""
+    found = [(i, node) for i, node in enumerate(tree.walk())
+             if isinstance(node, exp.Expression) and _start(node) == start]
+    if not all(isinstance(node, exp.Literal) for _, node in found):
+        return None
+    return [i for i, _ in found]
 
 
 def _index(tree: exp.Expression, start: int) -> int | None:
@@ -206,7 +273,7 @@ def _substituted(tree: exp.Expression, at: dict[int, str],
     copy = tree.copy()
     for i, node in enumerate(list(copy.walk())):
         if i in at:
-            assert isinstance(node, exp.Literal) and not node.is_string
+            assert isinstance(node, exp.Literal)
             node.set("this", at[i])
             if nodes is not None:
                 nodes[i] = node
@@ -249,7 +316,8 @@ class Templates:
             check_condition(checked, table, "WHERE")
             where = fold(checked, table)
             assert entry.plan.query.where is not None
-            if where != moved(entry.plan.query.where, "planned"):
+            folded = _folded_slots(where, entry.plan.query.where, entry.slots)
+            if folded is None:
                 return None  # a constant folded otherwise than the template's
             filters = key_filters(where)  # as plan narrows each key's public domain
             if any(key_domain(k.expression, table, filters) != k.domain
@@ -259,7 +327,7 @@ class Templates:
         except QueryRefused:  # refused from scratch, with the same message
             return None
         normalised = tree.sql(dialect="duckdb")
-        moved_at = tuple((s.start, v) for s, v in zip(entry.slots, values, strict=True))
+        moved_at = tuple((s.start, v) for s, v in zip(entry.slots, folded, strict=True))
         return Reused(PrivatePlan(replace(entry.plan, query=query)), normalised, normalised, tree,
                       entry.plan, moved_at)
 
@@ -279,14 +347,15 @@ class Templates:
         # A column a key reads, however the GROUP BY names it (an alias, a position): no slot.
         keyed = {c.name.lower() for k in p.keys for c in k.expression.find_all(exp.Column)}
         literals = [literal for literal in _slot_literals(tree)
-                    if _compared_column(literal) not in keyed]
+                    if _compared_column(literal) not in keyed and (
+                        not literal.is_string or _temporal_column(p, literal))]
         tokens = _tokens(sql)
         if not literals or tokens is None:
             return
         checked = self._checked(tree, bounds)
         if checked is None or fold(checked, p.query.table) != p.query.where:
             return
-        at = {t.start: i for i, t in enumerate(tokens) if t.token_type == TokenType.NUMBER}
+        at = {t.start: i for i, t in enumerate(tokens) if _class(t) is not None}
         slots: list[_Slot] = []
         for literal in literals:
             start = _start(literal)
@@ -295,8 +364,8 @@ class Templates:
                     or _read_at(p, start) > 0:  # held outside the WHERE: no template
                 return
             where = (_index(tree, start), _index(checked, start), _index(p.query.where, start))
-            if None in where:
-                return
+            if None in where or list(checked.walk())[where[1]] != literal:
+                return  # bind or check changed it: a reuse, which skips them, could not
             slots.append(_Slot(token, start, *where))  # type: ignore[arg-type]
         taken = {s.token for s in slots}
         fixed = tuple((i, tokens[i].text) for i in at.values() if i not in taken)
@@ -329,11 +398,12 @@ class _Rewrite:
     tree: exp.Query
     salted: bool
     schema: Mapping[str, str]
-    at: dict[int, int]  # slot start -> walk index in ``tree``
+    at: dict[int, list[int]]  # slot start -> walk indices in ``tree`` (a constant written
+    # more than once: a timestamp's range guard)
     filter: exp.Expression  # its WHERE as the rewrite writes it (:func:`total`)
-    at_filter: dict[int, int]  # slot start -> walk index in ``filter``
+    at_filter: dict[int, list[int]]  # slot start -> walk indices in ``filter``
     shape: str | None  # ``tree``'s dry-run shape (dpsql.query.dry_shapes)
-    classes: dict[int, str | None]  # slot start -> its literal's opaque class in ``tree``
+    classes: dict[int, list[str | None]]  # slot start -> its literals' opaque classes
 
 
 #: Per template plan and engine: its rewrite, or None where its slots cannot be moved in it.
@@ -359,16 +429,17 @@ def keep_moved_engine_sql(reused: Reused, engine: Engine) -> None:
     # The rewrite reads a WHERE's constants only through total() (the clamp intervals, typed
     # numbers, NaN guards): the new WHERE's, written again, must be the template's moved.
     written = total(p.query.where, p.table, Reader(p.table, rewrite_.schema), filtering=True)
-    if written != _substituted(rewrite_.filter, {i: moved[s]
-                                                 for s, i in rewrite_.at_filter.items()}):
+    if written != _substituted(rewrite_.filter, {i: moved[s] for s, where in
+                                                 rewrite_.at_filter.items() for i in where}):
         return
     nodes: dict[int, exp.Literal] = {}
-    tree = _substituted(rewrite_.tree, {i: moved[s] for s, i in rewrite_.at.items()}, nodes)
+    tree = _substituted(rewrite_.tree, {i: moved[s] for s, where in rewrite_.at.items()
+                                        for i in where}, nodes)
     assert isinstance(tree, exp.Query)
     # The moved tree's dry-run shape is the template's when every slot is an opaque constant
     # of the same class in both (the shape writes such a constant as its class alone).
-    same = all(rewrite_.classes[s] is not None and opaque(nodes[i]) == rewrite_.classes[s]
-               for s, i in rewrite_.at.items())
+    same = all(c is not None and opaque(nodes[i]) == c for s, where in rewrite_.at.items()
+               for i, c in zip(where, rewrite_.classes[s], strict=True))
     keep_engine_sql(p, tree, rewrite_.salted, engine, rewrite_.shape if same else None)
 
 
@@ -378,16 +449,15 @@ def _rewritten(template: Plan, engine: Engine, reused: Reused) -> _Rewrite | Non
     assert template.query.where is not None
     written = total(template.query.where, template.table, Reader(template.table, schema),
                     filtering=True)
-    at: dict[int, int] = {}
-    at_filter: dict[int, int] = {}
+    at: dict[int, list[int]] = {}
+    at_filter: dict[int, list[int]] = {}
     for start, _ in reused.moved:
-        i, j = _index(tree, start), _index(written, start)
-        if i is None or j is None or sum(1 for n in tree.walk() if isinstance(n, exp.Expression)
-                                            and _start(n) == start) != 1:
+        i, j = _indices(tree, start), _indices(written, start)
+        if not i or not j or len(i) != len(j):
             return None
         at[start], at_filter[start] = i, j
     nodes = list(tree.walk())
-    classes = {start: opaque(node) if isinstance(node := nodes[i], exp.Literal) else None
-               for start, i in at.items()}
+    classes = {start: [opaque(n) if isinstance(n := nodes[i], exp.Literal) else None
+                       for i in where] for start, where in at.items()}
     return _Rewrite(tree, salted, schema, at, written, at_filter,
                     dry_shape(tree, DuckDBDialect), classes)

@@ -190,10 +190,51 @@ def test_a_key_filter_narrows_the_released_keys(dbs: dict[str, tuple[Database, .
     ("SELECT COUNT(*) FROM events WHERE day > DATE '2025-02-01' AND person_id > 10",
      "SELECT COUNT(*) FROM events WHERE day > DATE '9999-12-31' AND person_id > 10"),
 ])
-def test_a_date_constant_is_never_moved(dbs: dict[str, tuple[Database, ...]], first: str,
+def test_a_typed_date_literal_is_never_moved(dbs: dict[str, tuple[Database, ...]], first: str,
                                         second: str) -> None:
     _, reused = _asked_after(dbs["events"], first, second)
     assert not reused
+
+
+E = "SELECT COUNT(*) FROM events WHERE "
+
+
+@pytest.mark.parametrize(("first", "second", "reusable"), [
+    # A dashboard's moving time range: the same shape, dates or instants strictly inside the
+    # clamp bounds.
+    (E + "day > '2025-02-01'", E + "day > '2025-03-01'", True),
+    (E + "day BETWEEN '2025-02-01' AND '2025-02-28'", E + "day BETWEEN '2025-02-02' AND "
+     "'2025-03-01'", True),
+    (E + "ts < '2025-02-01 00:00:00'", E + "ts < '2025-03-01 10:30:00'", True),
+    (E + "ts >= '2025-02-01T00:00:00.000Z' AND ts < '2025-02-02T00:00:00.000Z'",
+     E + "ts >= '2025-02-01T06:00:00.000Z' AND ts < '2025-02-02T06:00:00.000Z'", True),
+    (E + "ts < '2025-02-01 00:00:00+02'", E + "ts < '2025-02-01 00:00:00+05'", True),
+    # At or beyond the clamp bounds (the rewrite spells those otherwise), not a date, another
+    # shape, a time of day or a zone on a date column, a key's filter (its released days): as
+    # from scratch, whichever way.
+    (E + "day > '2025-02-01'", E + "day > '2025-01-01'", None),
+    (E + "day > '2025-02-01'", E + "day > '2024-12-31'", None),
+    (E + "day > '2025-02-01'", E + "day > '9999-12-31'", None),
+    (E + "ts < '2025-02-01 00:00:00'", E + "ts < '2026-02-01 00:00:00'", None),
+    (E + "day > '2025-02-01'", E + "day > '2025-02-30'", False),
+    (E + "day > '2025-02-01'", E + "day > '2025-13-01'", False),
+    (E + "day > '2025-02-01'", E + "day > '2025-02-01 10:00:00'", False),
+    (E + "day > '2025-02-01T00:00:00Z'", E + "day > '2025-02-01T10:00:00Z'", None),
+    (E + "day > '2025-02-01T00:00:00+02'", E + "day > '2025-02-01T00:00:00-02'", None),
+    ("SELECT day, COUNT(*) FROM events WHERE day BETWEEN '2025-02-01' AND '2025-02-03' "
+     "GROUP BY day", "SELECT day, COUNT(*) FROM events WHERE day BETWEEN '2025-02-01' AND "
+     "'2025-02-04' GROUP BY day", False),
+    # A text column compared with a date-shaped text: never a slot.
+    (E + "ts_text = '2025-02-01'", E + "ts_text = '2025-02-02'", False),
+])
+def test_a_temporal_text_moves_only_as_from_scratch(
+        dbs: dict[str, tuple[Database, ...]], first: str, second: str,
+        reusable: bool | None) -> None:
+    """Date and timestamp texts compared with a date or timestamp column are slots: a reuse
+    gives exactly the route, plan and engine SQL of a plan from scratch (``_asked_after``)."""
+    _, reused = _asked_after(dbs["events"], first, second)
+    if reusable is not None:
+        assert reused == reusable
 
 
 def test_a_parameter_is_planned_as_bound(dbs: dict[str, tuple[Database, ...]]) -> None:
@@ -277,6 +318,18 @@ def test_the_engine_query_is_moved_not_rewritten(dbs: dict[str, tuple[Database, 
     got = _route(warm, SECOND)
     assert id(got.route.plan) in warm.engine.rewritten
     assert "41234" in pipeline.engine_sql(got.route.plan, warm.engine)[0]
+
+
+def test_a_moved_time_range_moves_the_engine_query(dbs: dict[str, tuple[Database, ...]]
+                                                   ) -> None:
+    """A dashboard's next time range: its engine SQL is moved too, not rewritten."""
+    warm = dbs["events"][0]
+    _fresh(warm)
+    _route(warm, E + "ts >= '2025-02-01 00:00:00' AND ts < '2025-02-02 00:00:00'")
+    got = _route(warm, E + "ts >= '2025-02-03 06:00:00' AND ts < '2025-02-04 06:00:00'")
+    assert id(got.route.plan) in warm.engine.rewritten
+    sql = pipeline.engine_sql(got.route.plan, warm.engine)[0]
+    assert "2025-02-03 06:00:00" in sql and "2025-02-04 06:00:00" in sql
 
 
 def test_a_where_written_otherwise_is_rewritten(dbs: dict[str, tuple[Database, ...]],

@@ -14,6 +14,7 @@ issue 39.1) is the plan of that text made from scratch.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from dpsql.errors import QueryRefused
 from dpsql.query.dry_shapes import NUMBER, type_of
 from dpsql.routes import pipeline
 from dpsql.routes.private import PrivatePlan
+from dpsql.routes.templates import TEMPORAL
 from grammar_tests.corpus import load_corpus
 from grammar_tests.databases import open_database
 
@@ -36,7 +38,15 @@ CASES = load_corpus()
 
 
 def _moved(text: str) -> str:
-    """``text`` (a plain unsigned number) moved to another value of its width class."""
+    """``text`` (a plain unsigned number) moved to another value of its width class; a
+    temporal text (:data:`dpsql.routes.templates.TEMPORAL`) to the next day, in its shape."""
+    if TEMPORAL.fullmatch(text):
+        try:
+            day = dt.date.fromisoformat(text[:10])
+        except ValueError:  # not a date: its last digit moved, in its shape
+            return f"{text[:9]}{(int(text[9]) + 1) % 10}{text[10:]}"
+        return (day + dt.timedelta(days=1 if day < dt.date(9999, 12, 31) else -1)
+                ).isoformat() + text[10:]
     if "." in text:
         whole, fraction = text.split(".")
         last = int(fraction[-1])
@@ -54,14 +64,16 @@ def variants(sql: str) -> Iterator[str]:
         read = DuckDB().tokenize(sql)
     except SqlglotError:
         return  # refused before any plan
-    tokens = [t for t in read if t.token_type == TokenType.NUMBER and NUMBER.fullmatch(t.text)]
+    tokens = [t for t in read if (t.token_type == TokenType.NUMBER and NUMBER.fullmatch(t.text))
+              or (t.token_type == TokenType.STRING and TEMPORAL.fullmatch(t.text))]
     if not tokens:
         return
 
     def spelled(changed: list[Any]) -> str:
         out, at = [], 0
         for t in changed:
-            out += [sql[at:t.start], _moved(t.text)]
+            text = _moved(t.text)
+            out += [sql[at:t.start], f"'{text}'" if t.token_type == TokenType.STRING else text]
             at = t.end + 1
         return "".join([*out, sql[at:]])
 
@@ -143,6 +155,12 @@ def _same_route(warm: Database, got: Any, cold_db: Database, cold: Any, answer: 
 
 
 REUSED: list[str] = []
+REUSED_TEMPORAL: list[str] = []  # reused with a temporal text moved (a dashboard's time range)
+
+
+def _temporal(sql: str) -> list[str]:
+    return [t.text for t in DuckDB().tokenize(sql)
+            if t.token_type == TokenType.STRING and TEMPORAL.fullmatch(t.text)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -160,6 +178,8 @@ def test_a_reused_plan_is_the_plan_from_scratch(
             not isinstance(first, QueryRefused) and got.normalised != first.normalised
         if reused:
             REUSED.append(variant)
+            if _temporal(variant) != _temporal(case.sql):
+                REUSED_TEMPORAL.append(variant)
         _same_route(pair.warm, got, pair.cold, cold, answer=reused)
 
 
@@ -173,3 +193,4 @@ def test_the_corpus_reuses_plans() -> None:
     if not REUSED:
         pytest.skip("run with the equivalence test")
     assert len(REUSED) >= 20, REUSED
+    assert len(REUSED_TEMPORAL) >= 3, REUSED_TEMPORAL
