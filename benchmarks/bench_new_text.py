@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import datetime as dt
 import io
 import json
 import os
@@ -72,7 +73,13 @@ class Kind:
     prepared: bool = False  # dpsql is sent a ? for the literal and the value as a parameter
 
     def text(self, i: int) -> str:
-        """The text with ``i`` written in (what raw DuckDB runs)."""
+        """The text with ``i`` written in (what raw DuckDB runs); a template with ``{day}``
+        takes a week starting on a day of 2025 that moves with ``i`` (a dashboard's range;
+        :func:`literals` step by 7, so each ``i`` is another day, for 357 values)."""
+        if "{day}" in self.template:
+            start = dt.date(2025, 1, 1) + dt.timedelta(days=(i // 7) % 357)
+            return self.template.format(day=f"{start:%Y-%m-%d}",
+                                        end=f"{start + dt.timedelta(days=7):%Y-%m-%d}")
         return self.template.format(i)
 
     def ask(self, db: dpsql.Database, i: int) -> object:
@@ -90,6 +97,8 @@ KINDS = (
          "GROUP BY sex"),
     Kind("COUNT WHERE, ? parameter", "SELECT COUNT(*) FROM people WHERE age >= 18 AND "
          "income > {}", prepared=True),
+    Kind("COUNT WHERE a time range", "SELECT COUNT(*) FROM events WHERE day >= '{day}' AND "
+         "day < '{end}'"),
 )
 
 STAGES = ("prepare", "engine SQL", "dry run", "engine", "rest")
