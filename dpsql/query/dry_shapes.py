@@ -19,7 +19,9 @@ types alone, and a number of a given width fits that type whatever its digits; i
 nothing with the value before the rows are read. The type written in its place keeps the
 width: the smallest integer type, signed or unsigned, that holds it (TINYINT ... BIGINT;
 wider numbers are kept as they are), or ``DECIMAL(width, scale)`` as DuckDB types a decimal
-literal. Everything else --
+literal. A text under ``TRY_CAST`` to DATE or TIMESTAMP (the rewrite's reading of a date
+constant, :func:`dpsql.query.total_expressions.total`) is opaque too: a TRY_CAST never
+fails and its type is the target's whatever the text. Everything else --
 strings (a date, an integer written as text), negative numbers, exponents, constants under
 arithmetic or a function, a ``LIMIT`` -- stays in the text as written, so a query that differs
 there is dry-run again. Two queries with the same shape (and the same empty tables and salt)
@@ -101,8 +103,11 @@ def _walk(node: exp.Expression, out: list[str]) -> bool:
 
 def opaque(literal: exp.Literal) -> str | None:
     """What ``literal`` is written as in the shape when it is a plain number compared as it
-    is (or cast to DOUBLE) with a non-constant operand: its type; else None."""
-    if literal.is_string or NUMBER.fullmatch(literal.this) is None:
+    is (or cast to DOUBLE) with a non-constant operand: its type; a text under TRY_CAST to a
+    date or timestamp: that cast; else None."""
+    if literal.is_string:
+        return _tried_temporal(literal)
+    if NUMBER.fullmatch(literal.this) is None:
         return None
     written = type_of(literal.this)
     if written == literal.this:  # too wide for BIGINT: kept as written
@@ -121,6 +126,20 @@ def opaque(literal: exp.Literal) -> str | None:
     else:
         inside = False
     return written if inside else None
+
+
+_TEMPORAL = (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ)
+
+
+def _tried_temporal(literal: exp.Literal) -> str | None:
+    """``TRY_CAST('...' AS DATE)`` (or TIMESTAMP; how the rewrite reads a date constant inside
+    its range guard): TRY_CAST never fails, and its type is DATE whatever the text, so no text
+    there can change a dry run's outcome."""
+    parent = literal.parent
+    if isinstance(parent, exp.TryCast) and literal.arg_key == "this" and \
+            parent.to.this in _TEMPORAL:
+        return f"TRY_CAST AS {parent.to.this.value}"
+    return None
 
 
 def _constant(node: exp.Expression | None) -> bool:

@@ -37,6 +37,13 @@ def shape(sql: str) -> str | None:
     ("SELECT 1 FROM t WHERE a > CAST(10.5 AS DOUBLE)", "SELECT 1 FROM t WHERE a > "
      "CAST(99.25 AS DOUBLE)"),  # any plain number casts to DOUBLE
     ("SELECT 1 FROM t WHERE a + 1 > 1000", "SELECT 1 FROM t WHERE a + 1 > 2000"),
+    # a text under TRY_CAST to a date or timestamp: never an error, always that type
+    ("SELECT 1 FROM t WHERE d > TRY_CAST('2025-01-01' AS DATE)",
+     "SELECT 1 FROM t WHERE d > TRY_CAST('2025-13-45x' AS DATE)"),
+    ("SELECT 1 FROM t WHERE d > (CASE WHEN TRY_CAST('2025-01-01 00:00:00' AS TIMESTAMP) < x "
+     "THEN x ELSE TRY_CAST('2025-01-01 00:00:00' AS TIMESTAMP) END)",
+     "SELECT 1 FROM t WHERE d > (CASE WHEN TRY_CAST('2026-02-03 04:05:06' AS TIMESTAMP) < x "
+     "THEN x ELSE TRY_CAST('2026-02-03 04:05:06' AS TIMESTAMP) END)"),
 ])
 def test_a_moved_opaque_number_keeps_the_shape(one: str, other: str) -> None:
     assert shape(one) is not None
@@ -56,6 +63,10 @@ def test_a_moved_opaque_number_keeps_the_shape(one: str, other: str) -> None:
      "CAST(200 AS TINYINT)"),
     # strings cast by value (a date, a number as text), negatives, exponents, LIMIT
     ("SELECT 1 FROM t WHERE d > '2025-01-01'", "SELECT 1 FROM t WHERE d > '2025-13-01'"),
+    ("SELECT 1 FROM t WHERE d > CAST('2025-01-01' AS DATE)", "SELECT 1 FROM t WHERE d > "
+     "CAST('2025-13-01' AS DATE)"),  # a CAST can fail: the value decides
+    ("SELECT 1 FROM t WHERE d > TRY_CAST('5' AS INTEGER)", "SELECT 1 FROM t WHERE d > "
+     "TRY_CAST('6' AS INTEGER)"),
     ("SELECT 1 FROM t WHERE a > -5", "SELECT 1 FROM t WHERE a > -6"),
     ("SELECT 1 FROM t WHERE a > 1e5", "SELECT 1 FROM t WHERE a > 2e5"),
     ("SELECT 1 FROM t WHERE a > 5 LIMIT 5", "SELECT 1 FROM t WHERE a > 5 LIMIT 6"),
