@@ -24,7 +24,8 @@ draw of the secret salted sample, not its expectation: each biting unit may move
   group.
 
 A cell's slack is the sum, over its biting units, of those rows times the largest term the
-unit has in the group (1 for a count). A cell within its slack agrees. Where the slack is
+unit has in the group (1 for a count). A cell within its slack agrees. An AVG whose values may
+weigh less than one row is not compared: dpsql divides by at least one row. Where the slack is
 not 0, what HAVING, ORDER BY, QUALIFY, DISTINCT or thresholding read is one draw too: such a
 query is not compared (:class:`~dpsql.audit.oracle_reference.NotModelled`), nor are bounds
 chosen from the data (``auto``), nor aggregates that are not sums of row terms (a sample
@@ -188,8 +189,14 @@ def weighted(aggregate: exp.Expression, j: int, unit: exp.Expression, metadata: 
                                    default=exp.Literal.number(0)))
         value = exp.Div(this=s, expression=exp.Nullif(this=c.copy(),
                                                       expression=exp.Literal.number(0)))
+        # dpsql divides by max(count, 1) (dpsql.privacy.aggregates._combine_avg, as Google's
+        # BoundedMean): where the group's values may weigh less than one row (weights, a
+        # sample), the mean is pulled toward its bounds' midpoint, which this model does not
+        # know: not compared.
         slack = exp.Case(ifs=[exp.If(this=exp.and_(ss.copy().eq(0), sc.copy().eq(0)),
                                      true=exp.Literal.number(0)),
+                              exp.If(this=exp.Sub(this=c.copy(), expression=sc.copy()) < 1,
+                                     true=exp.Literal.number(UNBOUNDED)),
                               exp.If(this=c.copy() > sc.copy(), true=exp.Div(
                                   this=exp.Add(this=ss, expression=exp.Mul(
                                       this=exp.Abs(this=value.copy()), expression=sc.copy())),

@@ -151,3 +151,22 @@ def test_mutant_caught(monkeypatch: pytest.MonkeyPatch, neighbour_seed: int,
     finally:
         mutated.close()
     assert "disagrees" in statuses, f"mutant {name} not caught: {statuses}"
+
+
+@pytest.mark.parametrize(("seed", "sql"), [
+    (621122823, "SELECT v.grp, AVG(p.age * 2 + 1) FROM visits v LEFT JOIN people p ON "
+     "p.pid = v.pid AND v.qty IS NOT NULL WHERE p.age <> -1 AND v.pid < 3 AND "
+     "v.grp IN ('a', 'c', 'b', 'd') GROUP BY v.grp"),
+    (779, "SELECT v.grp, COUNT(p.age), AVG(p.income * 2 + 1) FROM visits v LEFT JOIN people p "
+     "ON p.pid = v.pid AND v.amount >= 75 GROUP BY v.grp"),
+])
+def test_an_avg_of_less_than_one_weighted_row(seed: int, sql: str) -> None:
+    """Two cases CI's and a slow run's seeds found: a group whose values weigh less than one
+    row (0.76; 1 - 2^-20 after the weights' rounding), where dpsql's AVG divides by one row
+    (max(count, 1)) and the expectation by the weight: not compared, the COUNT beside it is."""
+    o = Oracle(oracle_world(metadata(), seed=seed, bounds_bite=True))
+    try:
+        verdict = o.check(sql, 0.0)
+    finally:
+        o.close()
+    assert verdict.status in ("agrees", "approximate"), verdict
