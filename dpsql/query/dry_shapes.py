@@ -45,7 +45,7 @@ from dpsql.cache import LRU
 PASSED: LRU[tuple[str, bool, tuple[str, ...]], bool] = LRU(1024)
 
 #: The meta keys sqlglot's parser sets on a node to say where it read it.
-_POSITION = frozenset({"line", "col", "start", "end"})
+POSITION = frozenset({"line", "col", "start", "end"})
 #: A plain unsigned number: digits, or digits, a point and digits.
 NUMBER = re.compile(r"(\d+)(?:\.(\d+))?")
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
@@ -94,7 +94,7 @@ def _walk(node: exp.Expression, out: list[str]) -> bool:
             out.append(repr(value))
     meta = getattr(node, "_meta", None)  # read without creating it (node.meta would)
     if meta:  # where the parser read it (line, col, ...) is not written: left out
-        meta = {k: v for k, v in meta.items() if k not in _POSITION}
+        meta = {k: v for k, v in meta.items() if k not in POSITION}
     for extra in (node.comments, node._type, meta):
         out.append(repr(extra) if extra else "")
     out.append(")")

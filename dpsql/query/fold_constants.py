@@ -41,6 +41,7 @@ from dpsql.metadata.metadata import Table
 from dpsql.query.bounds import COMPARISONS, RULES, bound
 from dpsql.query.check import CheckedQuery
 from dpsql.query.dates import date_text, timestamp_text, written
+from dpsql.query.dry_shapes import POSITION
 from dpsql.query.local_evaluator import scratch
 from dpsql.query.total_expressions import DATE_RANGE, total
 
@@ -127,10 +128,6 @@ def _typed_literal(node: exp.Expression) -> exp.Expression:
     return _placed(_value_literal(node, *_run(sql, node)), node.this)
 
 
-#: The parser's position keys of a node's meta.
-_POSITION = ("line", "col", "start", "end")
-
-
 def _placed(value: exp.Expression, written_: exp.Expression) -> exp.Expression:
     """``value``, a text literal converted, with the written literal's position on its own
     literal: where the parser read it stays known after folding (plan reuse follows a
@@ -138,7 +135,7 @@ def _placed(value: exp.Expression, written_: exp.Expression) -> exp.Expression:
     meta = getattr(written_, "_meta", None)
     literals = list(value.find_all(exp.Literal))
     if meta and len(literals) == 1:
-        literals[0].meta.update({k: meta[k] for k in _POSITION if k in meta})
+        literals[0].meta.update({k: meta[k] for k in POSITION if k in meta})
     return value
 
 

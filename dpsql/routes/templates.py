@@ -190,7 +190,7 @@ def _compared_column(literal: exp.Literal) -> str | None:
 def _temporal_column(p: Plan, literal: exp.Literal) -> bool:
     """Whether the column ``literal`` is compared with is declared a date or a timestamp."""
     name = _compared_column(literal)
-    column = next((c for n, c in p.table.columns.items() if n.lower() == name), None)
+    column = p.table.column(name) if name is not None else None
     return column is not None and column.type in _TEMPORAL_COLUMNS
 
 

@@ -99,7 +99,7 @@ def test_every_read_spells_its_unit_opaque(visits: tuple[Path, Path]) -> None:
             assert _OPAQUE.search(sql), sql
 
 
-def _plan_operators(db: dpsql.Database, sql: str) -> list[str]:
+def _plan_lines(db: dpsql.Database, sql: str) -> list[str]:
     """The lines of ``sql``'s physical plan on ``db``'s engine (operators, their keys and
     casts), without the boxes, the estimated row counts and the file's name."""
     parameters = [SALT] if re.search(r"\$1\b|\?", sql) else []
@@ -133,7 +133,7 @@ def test_the_plan_does_not_depend_on_one_persons_id(tmp_path: Path,
 
     def plans(name: str) -> list[list[str]]:
         db = dpsql.Database(str(worlds[name]), str(metadata))
-        return [_plan_operators(db, _engine_sql(db, q)) for q in queries]
+        return [_plan_lines(db, _engine_sql(db, q)) for q in queries]
 
     dense, extreme = plans("dense"), plans("extreme")
     assert dense == extreme

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-#: The unit columns' types whose statistics can make a perfect hash.
-_INTEGERS = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
-                       "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"})
+from dpsql.engines.physical import INTEGER_TYPES
 
 
 def opaque_units(tree: exp.Expression, schema: dict[str, dict[str, str]]) -> None:
@@ -44,6 +42,6 @@ def opaque_units(tree: exp.Expression, schema: dict[str, dict[str, str]]) -> Non
         if not isinstance(source, exp.Table) or source.args.get("db") is not None:
             continue
         kind = schema.get(source.name.lower(), {}).get(alias.this.name.lower())
-        if kind in _INTEGERS:
+        if kind in INTEGER_TYPES:  # the types whose statistics can make a perfect hash
             unit = alias.this.copy()
             alias.set("this", exp.BitwiseNot(this=exp.Paren(this=exp.BitwiseNot(this=unit))))
